@@ -1,0 +1,3 @@
+//! HBM capacity planning and precision audits (skeleton).
+//!
+//! Filled by the `budget` issue.

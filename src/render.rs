@@ -1,0 +1,70 @@
+//! Renderings shared by the examples: JSON values and text, golden-tested in `tests/`.
+//!
+//! Examples stay thin: they parse arguments, call the library and print what these functions
+//! return. Nothing here prints.
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+use xlens_xplane::{PlaneInventory, SpaceSummary};
+
+/// One host's inventory, as given to the renderers.
+#[derive(Debug)]
+pub struct HostInventory {
+    /// Host name.
+    pub host: String,
+    /// Its planes.
+    pub planes: Vec<PlaneInventory>,
+}
+
+/// The `inventory --json` document:
+/// `{"hosts":[{"host":..,"planes":[{"name":..,"lines":[{"name":..,"events":N}]}]}]}`.
+pub fn inventory_json(hosts: &[HostInventory]) -> Value {
+    json!({
+        "hosts": hosts.iter().map(|h| json!({
+            "host": h.host,
+            "planes": h.planes.iter().map(|p| json!({
+                "name": p.name,
+                "lines": p.lines.iter().map(|l| json!({"name": l.name, "events": l.events})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The inventory as text: per host, each plane with its event total, then its lines.
+pub fn inventory_text(hosts: &[HostInventory]) -> String {
+    let mut out = String::new();
+    for h in hosts {
+        let _ = writeln!(out, "host {}", h.host);
+        for p in &h.planes {
+            let _ = writeln!(out, "  plane {:<40} {:>10} events  [{}]", p.name, p.events(), p.kind.label());
+            for l in &p.lines {
+                let span = match (l.first, l.last) {
+                    (Some(a), Some(b)) => format!("{:.3} ms", (b - a).as_ms_f64()),
+                    _ => "-".to_owned(),
+                };
+                let _ = writeln!(out, "    line {:<38} {:>10} events  {}", l.name, l.events, span);
+            }
+        }
+    }
+    out
+}
+
+/// The device and host summary of one host, as text.
+pub fn summary_text(host: &str, s: &SpaceSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "host {host}");
+    let device = match &s.device_type {
+        Some(t) => format!("{} ({t})", s.device_kind.as_str()),
+        None => s.device_kind.as_str().to_owned(),
+    };
+    let _ = writeln!(out, "  device          {device}, {} cores, {} device planes", s.device_cores, s.device_planes);
+    let _ = writeln!(out, "  device events   {}", s.device_events);
+    let _ = writeln!(out, "  host threads    {}", s.host_threads);
+    let _ = writeln!(out, "  host events     {}", s.host_events);
+    let _ = writeln!(out, "  HLO programs    {}", s.hlo_programs);
+    if let Some(d) = s.profile_duration {
+        let _ = writeln!(out, "  profile length  {:.3} ms", d.as_ms_f64());
+    }
+    out
+}

@@ -1,0 +1,591 @@
+//! Borrowed views of events and stats, decoded on demand.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::ids::{EventMetadataId, Picos, StatMetadataId};
+use crate::plane::{EventMetadata, Line, Plane, wire_error};
+use crate::wire::{Reader, WireType};
+
+/// The `data` oneof of an event: a start offset, or an occurrence count on aggregated events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventData {
+    /// Start relative to the line's timestamp, in picoseconds.
+    Offset(i64),
+    /// Occurrences folded into an aggregated event.
+    Occurrences(i64),
+    /// Neither field was present (read as offset 0).
+    Absent,
+}
+
+/// One event, borrowed from its plane. Cheap to copy.
+#[derive(Clone, Copy)]
+pub struct Event<'a> {
+    plane: &'a Plane,
+    line: &'a Line,
+    body: &'a [u8],
+    body_pos: usize,
+    index: usize,
+    metadata_id: EventMetadataId,
+    data: EventData,
+    duration_ps: i64,
+}
+
+impl fmt::Debug for Event<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Event")
+            .field("line", &self.line.name())
+            .field("index", &self.index)
+            .field("name", &self.name())
+            .field("metadata_id", &self.metadata_id)
+            .field("data", &self.data)
+            .field("duration_ps", &self.duration_ps)
+            .finish()
+    }
+}
+
+impl<'a> Event<'a> {
+    /// The plane holding the event.
+    pub fn plane(&self) -> &'a Plane {
+        self.plane
+    }
+
+    /// The line holding the event.
+    pub fn line(&self) -> &'a Line {
+        self.line
+    }
+
+    /// Position of the event in its line (file order).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The event-metadata id.
+    pub fn metadata_id(&self) -> EventMetadataId {
+        self.metadata_id
+    }
+
+    /// The resolved event metadata, if the plane defines the id.
+    #[inline]
+    pub fn metadata(&self) -> Option<&'a EventMetadata> {
+        self.plane.event_metadata_by_id(self.metadata_id)
+    }
+
+    /// The metadata name, or `""` when the id is dangling.
+    pub fn name(&self) -> &'a str {
+        self.metadata().map_or("", |m| m.name())
+    }
+
+    /// The metadata display name (falling back to the name), or `""` when the id is dangling.
+    pub fn display_name(&self) -> &'a str {
+        self.metadata().map_or("", |m| m.display_name())
+    }
+
+    /// The raw `data` oneof.
+    pub fn data(&self) -> EventData {
+        self.data
+    }
+
+    /// Start relative to the line's timestamp (0 for aggregated events).
+    pub fn offset_ps(&self) -> i64 {
+        match self.data {
+            EventData::Offset(o) => o,
+            _ => 0,
+        }
+    }
+
+    /// Occurrences of an aggregated event, `None` for ordinary events.
+    pub fn num_occurrences(&self) -> Option<i64> {
+        match self.data {
+            EventData::Occurrences(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The duration as recorded.
+    pub fn duration(&self) -> Picos {
+        Picos(self.duration_ps)
+    }
+
+    /// Absolute start: `line.timestamp_ns * 1000 + offset_ps`.
+    #[inline]
+    pub fn start(&self) -> Picos {
+        Picos(self.line.timestamp_ns().saturating_mul(1000).saturating_add(self.offset_ps()))
+    }
+
+    /// Absolute end: start plus duration.
+    #[inline]
+    pub fn end(&self) -> Picos {
+        Picos(self.start().0.saturating_add(self.duration_ps))
+    }
+
+    /// The event's own stats (not its metadata's), decoded lazily.
+    pub fn stats(&self) -> crate::StatIter<'a> {
+        StatIter::new(self.plane, self.body, self.body_pos, 4)
+    }
+
+    /// The stats of the event's metadata (constant for every event sharing it).
+    pub fn metadata_stats(&self) -> crate::StatIter<'a> {
+        match self.metadata() {
+            Some(m) => self.plane.metadata_stats(m),
+            None => StatIter::empty(self.plane),
+        }
+    }
+
+    /// The event's own stat with this id, if present (malformed stats read as absent).
+    #[inline]
+    pub fn stat(&self, id: StatMetadataId) -> Option<Stat<'a>> {
+        self.stats().map_while(|s| s.ok()).find(|s| s.metadata_id == id)
+    }
+
+    /// The first stat with this id on the event itself, else on its metadata.
+    pub fn stat_or_metadata_stat(&self, id: StatMetadataId) -> Option<Stat<'a>> {
+        self.stat(id).or_else(|| self.metadata_stats().map_while(|s| s.ok()).find(|s| s.metadata_id == id))
+    }
+
+    /// The event's own stat with this name (resolves the name each call: prefer [`stat`](Self::stat)
+    /// with an id from [`Plane::stat_id`] in loops).
+    pub fn stat_by_name(&self, name: &str) -> Option<Stat<'a>> {
+        self.stat(self.plane.stat_id(name)?)
+    }
+
+    /// Decodes an event body.
+    #[inline]
+    fn decode(plane: &'a Plane, line: &'a Line, body: &'a [u8], body_pos: usize, index: usize) -> Result<Self> {
+        let mut r = Reader::new(body);
+        let mut ev = Event {
+            plane,
+            line,
+            body,
+            body_pos,
+            index,
+            metadata_id: EventMetadataId(0),
+            data: EventData::Absent,
+            duration_ps: 0,
+        };
+        let fail = |e, pos: usize| {
+            wire_error(e, plane.location_at(body_pos + pos)).in_line(line.index()).in_event(index)
+        };
+        while !r.is_empty() {
+            let tag_pos = r.pos();
+            let (field, wire) = r.read_tag().map_err(|e| fail(e, tag_pos))?;
+            let val_pos = r.pos();
+            match (field, wire) {
+                (1, WireType::Varint) => ev.metadata_id = EventMetadataId(r.read_varint().map_err(|e| fail(e, val_pos))? as i64),
+                (2, WireType::Varint) => ev.data = EventData::Offset(r.read_varint().map_err(|e| fail(e, val_pos))? as i64),
+                (3, WireType::Varint) => ev.duration_ps = r.read_varint().map_err(|e| fail(e, val_pos))? as i64,
+                (5, WireType::Varint) => {
+                    ev.data = EventData::Occurrences(r.read_varint().map_err(|e| fail(e, val_pos))? as i64)
+                }
+                (4, WireType::Len) => {
+                    r.read_len().map_err(|e| fail(e, val_pos))?;
+                }
+                (1..=5, _) => {
+                    return Err(Error::new(
+                        ErrorKind::WrongWireType { message: "XEvent", field, found: wire.name() },
+                        plane.location_at(body_pos + tag_pos),
+                    )
+                    .in_line(line.index())
+                    .in_event(index));
+                }
+                _ => r.skip(wire).map_err(|e| fail(e, val_pos))?,
+            }
+        }
+        Ok(ev)
+    }
+}
+
+/// Iterator over the events of a line. Yields `Err` once on malformed bytes, then stops.
+#[derive(Debug)]
+pub struct EventIter<'a> {
+    plane: &'a Plane,
+    line: &'a Line,
+    reader: Reader<'a>,
+    base: usize,
+    index: usize,
+    remaining: usize,
+    done: bool,
+}
+
+impl<'a> EventIter<'a> {
+    pub(crate) fn new(plane: &'a Plane, line: &'a Line, body: &'a [u8], base: usize) -> Self {
+        EventIter {
+            plane,
+            line,
+            reader: Reader::new(body),
+            base,
+            index: 0,
+            remaining: line.event_count(),
+            done: false,
+        }
+    }
+
+    fn fail(&mut self, e: crate::wire::WireError, pos: usize) -> Error {
+        self.done = true;
+        wire_error(e, self.plane.location_at(self.base + pos)).in_line(self.line.index())
+    }
+}
+
+impl<'a> Iterator for EventIter<'a> {
+    type Item = Result<Event<'a>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        while !self.reader.is_empty() {
+            let tag_pos = self.reader.pos();
+            let (field, wire) = match self.reader.read_tag() {
+                Ok(t) => t,
+                Err(e) => return Some(Err(self.fail(e, tag_pos))),
+            };
+            let val_pos = self.reader.pos();
+            if field == 4 && wire == WireType::Len {
+                let body = match self.reader.read_len() {
+                    Ok(b) => b,
+                    Err(e) => return Some(Err(self.fail(e, val_pos))),
+                };
+                let body_pos = self.base + self.reader.pos() - body.len();
+                let index = self.index;
+                self.index += 1;
+                self.remaining = self.remaining.saturating_sub(1);
+                let ev = Event::decode(self.plane, self.line, body, body_pos, index);
+                if ev.is_err() {
+                    self.done = true;
+                }
+                return Some(ev);
+            }
+            if let Err(e) = self.reader.skip(wire) {
+                return Some(Err(self.fail(e, val_pos)));
+            }
+        }
+        self.done = true;
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done { (0, Some(0)) } else { (0, Some(self.remaining)) }
+    }
+}
+
+impl std::iter::FusedIterator for EventIter<'_> {}
+
+/// A stat value as stored, before name resolution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RawValue<'a> {
+    None,
+    Double(f64),
+    Uint(u64),
+    Int(i64),
+    Str(&'a [u8]),
+    Bytes(&'a [u8]),
+    Ref(u64),
+}
+
+/// A typed stat value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatValue<'a> {
+    /// The stat carries no value.
+    None,
+    /// `int64_value`.
+    Int(i64),
+    /// `uint64_value`.
+    Uint(u64),
+    /// `double_value`.
+    Double(f64),
+    /// `str_value` (lossy if not UTF-8), or a resolved `ref_value`.
+    Str(Cow<'a, str>),
+    /// `bytes_value`, borrowed from the input.
+    Bytes(&'a [u8]),
+    /// A `ref_value` whose stat-metadata id the plane does not define.
+    UnresolvedRef(u64),
+}
+
+impl<'a> StatValue<'a> {
+    /// The value as a signed integer (int, or uint that fits; booleans are ints).
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            StatValue::Int(v) => Some(v),
+            StatValue::Uint(v) => i64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as an unsigned integer (uint, or non-negative int).
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            StatValue::Uint(v) => Some(v),
+            StatValue::Int(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as a float (double, or any integer).
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            StatValue::Double(v) => Some(v),
+            StatValue::Int(v) => Some(v as f64),
+            StatValue::Uint(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+
+    /// The value as a string (string or resolved reference).
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            StatValue::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value as bytes.
+    pub fn as_bytes(&self) -> Option<&'a [u8]> {
+        match *self {
+            StatValue::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// A short name of the value's type: `none`, `int`, `uint`, `double`, `str`, `bytes`, `ref`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            StatValue::None => "none",
+            StatValue::Int(_) => "int",
+            StatValue::Uint(_) => "uint",
+            StatValue::Double(_) => "double",
+            StatValue::Str(_) => "str",
+            StatValue::Bytes(_) => "bytes",
+            StatValue::UnresolvedRef(_) => "ref",
+        }
+    }
+}
+
+impl fmt::Display for StatValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StatValue::None => Ok(()),
+            StatValue::Int(v) => write!(f, "{v}"),
+            StatValue::Uint(v) => write!(f, "{v}"),
+            StatValue::Double(v) => write!(f, "{v}"),
+            StatValue::Str(s) => f.write_str(s),
+            StatValue::Bytes(b) => write!(f, "<{} bytes>", b.len()),
+            StatValue::UnresolvedRef(id) => write!(f, "<ref {id}>"),
+        }
+    }
+}
+
+/// One stat, borrowed from its plane.
+#[derive(Clone, Copy)]
+pub struct Stat<'a> {
+    plane: &'a Plane,
+    metadata_id: StatMetadataId,
+    raw: RawValue<'a>,
+}
+
+impl fmt::Debug for Stat<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stat").field("name", &self.name()).field("value", &self.value()).finish()
+    }
+}
+
+impl<'a> Stat<'a> {
+    /// The stat-metadata id.
+    pub fn metadata_id(&self) -> StatMetadataId {
+        self.metadata_id
+    }
+
+    /// The stat name, or `""` when the id is dangling.
+    pub fn name(&self) -> &'a str {
+        self.plane.stat_metadata_by_id(self.metadata_id).map_or("", |m| m.name())
+    }
+
+    /// True when the value was stored as a `ref_value`.
+    pub fn is_ref(&self) -> bool {
+        matches!(self.raw, RawValue::Ref(_))
+    }
+
+    /// The typed value; `ref_value` is resolved to the referenced stat-metadata name.
+    pub fn value(&self) -> StatValue<'a> {
+        match self.raw {
+            RawValue::None => StatValue::None,
+            RawValue::Double(v) => StatValue::Double(v),
+            RawValue::Uint(v) => StatValue::Uint(v),
+            RawValue::Int(v) => StatValue::Int(v),
+            RawValue::Str(b) => StatValue::Str(String::from_utf8_lossy(b)),
+            RawValue::Bytes(b) => StatValue::Bytes(b),
+            RawValue::Ref(id) => match i64::try_from(id).ok().and_then(|i| self.plane.stat_metadata_by_id(StatMetadataId(i))) {
+                Some(m) => StatValue::Str(Cow::Borrowed(m.name())),
+                None => StatValue::UnresolvedRef(id),
+            },
+        }
+    }
+
+    /// Shorthand for `value().as_i64()`.
+    #[inline]
+    pub fn as_i64(&self) -> Option<i64> {
+        match self.raw {
+            RawValue::Int(v) => Some(v),
+            RawValue::Uint(v) => i64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// Shorthand for `value().as_u64()`.
+    #[inline]
+    pub fn as_u64(&self) -> Option<u64> {
+        match self.raw {
+            RawValue::Uint(v) => Some(v),
+            RawValue::Int(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// Shorthand for `value().as_f64()`.
+    #[inline]
+    pub fn as_f64(&self) -> Option<f64> {
+        match self.raw {
+            RawValue::Double(v) => Some(v),
+            RawValue::Int(v) => Some(v as f64),
+            RawValue::Uint(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+
+    /// The value as a string (string or resolved reference), without allocating when valid UTF-8.
+    pub fn as_str(&self) -> Option<Cow<'a, str>> {
+        match self.value() {
+            StatValue::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The raw bytes of a `bytes_value`.
+    pub fn as_bytes(&self) -> Option<&'a [u8]> {
+        match self.raw {
+            RawValue::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The `ref_value` id, for stats stored by reference.
+    pub fn ref_id(&self) -> Option<u64> {
+        match self.raw {
+            RawValue::Ref(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Decodes one XStat message body. `pos` is its position in the plane's bytes.
+    pub(crate) fn decode(plane: &'a Plane, body: &'a [u8], pos: usize) -> Result<Self> {
+        let mut r = Reader::new(body);
+        let mut stat = Stat { plane, metadata_id: StatMetadataId(0), raw: RawValue::None };
+        while !r.is_empty() {
+            let tag_pos = r.pos();
+            let (field, wire) = r.read_tag().map_err(|e| wire_error(e, plane.location_at(pos + tag_pos)))?;
+            let val_pos = r.pos();
+            let fail = |e| wire_error(e, plane.location_at(pos + val_pos));
+            match (field, wire) {
+                (1, WireType::Varint) => stat.metadata_id = StatMetadataId(r.read_varint().map_err(fail)? as i64),
+                (2, WireType::Fixed64) => stat.raw = RawValue::Double(f64::from_bits(r.read_fixed64().map_err(fail)?)),
+                (3, WireType::Varint) => stat.raw = RawValue::Uint(r.read_varint().map_err(fail)?),
+                (4, WireType::Varint) => stat.raw = RawValue::Int(r.read_varint().map_err(fail)? as i64),
+                (5, WireType::Len) => stat.raw = RawValue::Str(r.read_len().map_err(fail)?),
+                (6, WireType::Len) => stat.raw = RawValue::Bytes(r.read_len().map_err(fail)?),
+                (7, WireType::Varint) => stat.raw = RawValue::Ref(r.read_varint().map_err(fail)?),
+                (1..=7, _) => {
+                    return Err(Error::new(
+                        ErrorKind::WrongWireType { message: "XStat", field, found: wire.name() },
+                        plane.location_at(pos + tag_pos),
+                    ));
+                }
+                _ => r.skip(wire).map_err(fail)?,
+            }
+        }
+        Ok(stat)
+    }
+}
+
+/// Iterator over the stats in a message body (an event's field 4, or a metadata's field 5).
+/// Yields `Err` once on malformed bytes, then stops.
+#[derive(Debug)]
+pub struct StatIter<'a> {
+    plane: &'a Plane,
+    reader: Reader<'a>,
+    base: usize,
+    field: u32,
+    done: bool,
+}
+
+impl<'a> StatIter<'a> {
+    pub(crate) fn new(plane: &'a Plane, body: &'a [u8], base: usize, field: u32) -> Self {
+        StatIter { plane, reader: Reader::new(body), base, field, done: false }
+    }
+
+    pub(crate) fn empty(plane: &'a Plane) -> Self {
+        StatIter { plane, reader: Reader::new(&[]), base: 0, field: 0, done: true }
+    }
+}
+
+impl<'a> Iterator for StatIter<'a> {
+    type Item = Result<Stat<'a>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        while !self.reader.is_empty() {
+            let tag_pos = self.reader.pos();
+            let (field, wire) = match self.reader.read_tag() {
+                Ok(t) => t,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(wire_error(e, self.plane.location_at(self.base + tag_pos))));
+                }
+            };
+            let val_pos = self.reader.pos();
+            if field == self.field && wire == WireType::Len {
+                let body = match self.reader.read_len() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(wire_error(e, self.plane.location_at(self.base + val_pos))));
+                    }
+                };
+                let pos = self.base + self.reader.pos() - body.len();
+                let stat = Stat::decode(self.plane, body, pos);
+                if stat.is_err() {
+                    self.done = true;
+                }
+                return Some(stat);
+            }
+            if let Err(e) = self.reader.skip(wire) {
+                self.done = true;
+                return Some(Err(wire_error(e, self.plane.location_at(self.base + val_pos))));
+            }
+        }
+        self.done = true;
+        None
+    }
+}
+
+impl std::iter::FusedIterator for StatIter<'_> {}
+
+impl Stat<'_> {
+    /// The stat as a prost message (lossy for non-UTF-8 strings).
+    pub(crate) fn to_raw(self) -> crate::raw::XStat {
+        use crate::raw::x_stat::Value;
+        let value = match self.raw {
+            RawValue::None => None,
+            RawValue::Double(v) => Some(Value::DoubleValue(v)),
+            RawValue::Uint(v) => Some(Value::Uint64Value(v)),
+            RawValue::Int(v) => Some(Value::Int64Value(v)),
+            RawValue::Str(b) => Some(Value::StrValue(String::from_utf8_lossy(b).into_owned())),
+            RawValue::Bytes(b) => Some(Value::BytesValue(self.plane.share(b).unwrap_or_default())),
+            RawValue::Ref(v) => Some(Value::RefValue(v)),
+        };
+        crate::raw::XStat { metadata_id: self.metadata_id.0, value }
+    }
+}

@@ -1,0 +1,217 @@
+//! [`Space`]: one decoded `*.xplane.pb` (one host).
+
+use bytes::Bytes;
+use rayon::prelude::*;
+use regex::Regex;
+
+use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
+use crate::limits::{self, Limit};
+use crate::names;
+use crate::plane::{Plane, PlaneKind, wire_error};
+use crate::wire::{Reader, WireType};
+
+/// Below this many bytes, planes are decoded on the calling thread.
+const PARALLEL_DECODE_MIN_BYTES: usize = 4 << 20;
+
+/// One decoded XSpace: the planes of one host file.
+///
+/// Decoding reads every plane's metadata tables and line headers; events stay encoded in the
+/// input until iterated ([`crate::Line::events`]), so the cost is one linear pass and memory is
+/// the input plus small tables.
+#[derive(Debug)]
+pub struct Space {
+    planes: Vec<Plane>,
+    errors: Vec<String>,
+    warnings: Vec<String>,
+    hostnames: Vec<String>,
+    encoded_len: usize,
+}
+
+impl Space {
+    /// Decodes an XSpace from its serialized bytes.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// let mut plane = b.plane(1, "/host:CPU");
+    /// let train = plane.event_metadata("train");
+    /// plane.line(7, "python", 0).event(train, 1_000, 5_000);
+    /// let bytes = b.finish();
+    ///
+    /// let space = Space::parse(bytes.into())?;
+    /// let plane = &space.planes()[0];
+    /// let line = &plane.lines()[0];
+    /// let ev = line.events(plane).next().unwrap()?;
+    /// assert_eq!((ev.name(), ev.start().0, ev.duration().0), ("train", 1_000, 5_000));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn parse(bytes: Bytes) -> Result<Space> {
+        if bytes.is_empty() {
+            return Err(Error::new(ErrorKind::EmptyInput, Location::default()));
+        }
+        let encoded_len = bytes.len();
+        let buf: &[u8] = &bytes;
+        let mut r = Reader::new(buf);
+        let mut plane_windows: Vec<(usize, usize)> = Vec::new();
+        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
+        let mut hostnames = Vec::new();
+        while !r.is_empty() {
+            let tag_pos = r.pos();
+            let (field, wire) = r.read_tag().map_err(|e| wire_error(e, Location::at_offset(tag_pos as u64)))?;
+            let val_pos = r.pos();
+            let fail = |e| wire_error(e, Location::at_offset(val_pos as u64));
+            match (field, wire) {
+                (1, WireType::Len) => {
+                    let body = r.read_len().map_err(fail)?;
+                    limits::check(Limit::Planes, plane_windows.len() + 1, || Location::at_offset(val_pos as u64))?;
+                    plane_windows.push((r.pos() - body.len(), body.len()));
+                }
+                (2, WireType::Len) => errors.push(String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned()),
+                (3, WireType::Len) => warnings.push(String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned()),
+                (4, WireType::Len) => hostnames.push(String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned()),
+                (1..=4, _) => {
+                    return Err(Error::new(
+                        ErrorKind::WrongWireType { message: "XSpace", field, found: wire.name() },
+                        Location::at_offset(tag_pos as u64),
+                    ));
+                }
+                _ => r.skip(wire).map_err(fail)?,
+            }
+        }
+        let decode = |(index, &(start, len)): (usize, &(usize, usize))| {
+            Plane::decode(bytes.slice(start..start + len), index, start as u64).map_err(|e| e.in_plane(index))
+        };
+        let planes: Result<Vec<Plane>> = if encoded_len >= PARALLEL_DECODE_MIN_BYTES && plane_windows.len() > 1 {
+            plane_windows.par_iter().enumerate().map(decode).collect()
+        } else {
+            plane_windows.iter().enumerate().map(decode).collect()
+        };
+        Ok(Space { planes: planes?, errors, warnings, hostnames, encoded_len })
+    }
+
+    /// The planes in file order.
+    pub fn planes(&self) -> &[Plane] {
+        &self.planes
+    }
+
+    /// The first plane with exactly this name.
+    pub fn plane_by_name(&self, name: &str) -> Option<&Plane> {
+        self.planes.iter().find(|p| p.name() == name)
+    }
+
+    /// Planes whose name matches a regular expression.
+    ///
+    /// ```
+    /// # use xlens_xplane::{Space, SpaceBuilder};
+    /// # let mut b = SpaceBuilder::default();
+    /// # b.plane(1, "/device:TPU:0"); b.plane(2, "/device:TPU:0 SparseCore 0"); b.plane(3, "/host:CPU");
+    /// # let space = Space::parse(b.finish().into())?;
+    /// let re = regex::Regex::new(r"^/device:TPU:[0-9]+$")?;
+    /// assert_eq!(space.planes_matching(&re).count(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn planes_matching<'a>(&'a self, re: &'a Regex) -> impl Iterator<Item = &'a Plane> + 'a {
+        self.planes.iter().filter(move |p| re.is_match(p.name()))
+    }
+
+    /// Planes of a kind, in file order.
+    pub fn planes_where(&self, pred: impl Fn(PlaneKind) -> bool) -> impl Iterator<Item = &Plane> {
+        self.planes.iter().filter(move |p| pred(p.kind()))
+    }
+
+    /// TPU TensorCore planes, sorted by ordinal.
+    pub fn tpu_tensor_cores(&self) -> Vec<&Plane> {
+        let mut v: Vec<&Plane> = self.planes_where(|k| matches!(k, PlaneKind::TpuTensorCore { .. })).collect();
+        v.sort_by_key(|p| match p.kind() {
+            PlaneKind::TpuTensorCore { ordinal } => ordinal,
+            _ => u32::MAX,
+        });
+        v
+    }
+
+    /// GPU planes, sorted by ordinal.
+    pub fn gpus(&self) -> Vec<&Plane> {
+        let mut v: Vec<&Plane> = self.planes_where(|k| matches!(k, PlaneKind::Gpu { .. })).collect();
+        v.sort_by_key(|p| match p.kind() {
+            PlaneKind::Gpu { ordinal } => ordinal,
+            _ => u32::MAX,
+        });
+        v
+    }
+
+    /// The devices XProf analyses: TPU TensorCores if any, else GPUs (facts §2.1).
+    pub fn analysis_devices(&self) -> Vec<&Plane> {
+        let tpus = self.tpu_tensor_cores();
+        if tpus.is_empty() { self.gpus() } else { tpus }
+    }
+
+    /// The `/host:CPU` plane (host threads).
+    pub fn host_threads(&self) -> Option<&Plane> {
+        self.plane_by_name(names::plane::HOST_CPU)
+    }
+
+    /// The `/host:metadata` plane (HLO protos).
+    pub fn metadata_plane(&self) -> Option<&Plane> {
+        self.plane_by_name(names::plane::HOST_METADATA)
+    }
+
+    /// The `Task Environment` plane.
+    pub fn task_environment(&self) -> Option<&Plane> {
+        self.plane_by_name(names::plane::TASK_ENVIRONMENT)
+    }
+
+    /// Profile start in ns since the epoch (`Task Environment` stat `profile_start_time`).
+    pub fn profile_start_ns(&self) -> Option<u64> {
+        self.task_environment()?.stat_by_name(names::stat::PROFILE_START_TIME)?.as_u64()
+    }
+
+    /// Profile stop in ns since the epoch (`Task Environment` stat `profile_stop_time`).
+    pub fn profile_stop_ns(&self) -> Option<u64> {
+        self.task_environment()?.stat_by_name(names::stat::PROFILE_STOP_TIME)?.as_u64()
+    }
+
+    /// Errors the profiler recorded while capturing.
+    pub fn profiler_errors(&self) -> &[String] {
+        &self.errors
+    }
+
+    /// Warnings the profiler recorded while capturing.
+    pub fn profiler_warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Host names recorded in the space.
+    pub fn hostnames(&self) -> &[String] {
+        &self.hostnames
+    }
+
+    /// Size of the serialized input in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.encoded_len
+    }
+
+    /// Total number of events over all planes (counted without decoding them).
+    pub fn event_count(&self) -> usize {
+        self.planes.iter().map(Plane::event_count).sum()
+    }
+
+    /// Warnings known without a full pass: profiler-reported errors and warnings, and lossy names.
+    /// [`crate::validate`] adds the checks that need every event.
+    pub fn warnings(&self) -> Vec<Warning> {
+        let mut out: Vec<Warning> = self
+            .errors
+            .iter()
+            .map(|e| Warning { kind: WarningKind::ProfilerError(e.clone()), location: Location::default() })
+            .chain(
+                self.warnings
+                    .iter()
+                    .map(|w| Warning { kind: WarningKind::ProfilerWarning(w.clone()), location: Location::default() }),
+            )
+            .collect();
+        for plane in &self.planes {
+            out.extend(plane.warnings().iter().cloned());
+        }
+        out
+    }
+}
