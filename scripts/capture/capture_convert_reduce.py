@@ -21,7 +21,7 @@ def layer(w, x):
     return jnp.tanh(x @ w)
 
 
-def forward(ws, x):
+def eval_step(ws, x):
     for w in ws:
         x = layer(w, x)
     return jnp.sum(x.astype(jnp.float32))
@@ -105,10 +105,10 @@ def main():
           for _ in range(LAYERS)]
     xs = {i: jax.device_put(rng.standard_normal((B, T, D)).astype(np.float32).astype(jnp.bfloat16))
           for i in range(-3, a.steps)}
-    eval_step = jax.jit(forward)
+    eval_step_j = jax.jit(eval_step)
 
     def step(i):
-        return eval_step(ws, xs[i])
+        return eval_step_j(ws, xs[i])
 
     def evidence(space, dec, gt):
         with open(f"{a.out}/hlo/eval_step.optimized.hlo.txt") as fh:
@@ -143,7 +143,7 @@ def main():
             "thunks": "the fusions that contain these chains run once per step each (observed.chain_fusion_thunks_per_step)",
         },
         extra_gt={"layers": LAYERS},
-        hlo_fns=lambda: {"eval_step": (eval_step, (ws, xs[0]))},
+        hlo_fns=lambda: {"eval_step": (eval_step_j, (ws, xs[0]))},
         evidence_fn=evidence)
 
 

@@ -78,7 +78,7 @@ def main():
                  f"then dispatch + block_until_ready. 3 warm-up steps, {a.steps} traced steps."),
         injected_fault=FAULT, expected_faults=[FAULT], baseline="corpus:clean",
         evidence={
-            "loader": f"per 'train' step exactly one host event named '{LOADER_NAME}' (TraceMe from jax.profiler.TraceAnnotation) on the python line, starting at the beginning of the step and lasting >= {SLEEP_S*1e3:.0f} ms; it contains a python-tracer event '$time sleep' (~{SLEEP_S*1e3:.0f} ms) and numpy python-tracer events ('$<unknown> sort', '$...cumsum...')",
+            "loader": f"per 'train' step exactly one host event named '{LOADER_NAME}' (TraceMe from jax.profiler.TraceAnnotation) on the python line, starting at the beginning of the step and lasting >= {SLEEP_S*1e3:.0f} ms; it contains the python-tracer events '$capture_input_starvation.py:<n> load_batch' > '$fromnumeric.py:<n> sort' / '$<unknown> sort', '$fromnumeric.py:<n> cumsum' / '$<unknown> cumsum', '$time sleep' (~{SLEEP_S*1e3:.0f} ms), then '$api.py:<n> device_put' (x2) with 'DevicePutWithSharding' and 'Transpose::Execute' native events",
             "idle": "no thunk (hlo_op) event of jit_train_step starts before the data_loader event ends: XLA worker threads (tf_XLAPjRtCpuClient / tf_XLAEigen lines) are idle for the loader phase, a large share of every step (observed.per_step.loader_fraction_of_step, 0.3-0.6 depending on machine load)",
             "xprof": "XProf does not classify 'data_loader' as input (it only knows IteratorGetNext / tf.data names), so get_step_trace/overview report it as idle/other",
         },

@@ -111,9 +111,9 @@ def light_summary(path):
 
 
 def main():
-    # ~530 KB of events per step (12 layers -> ~1230 thunks + end markers + threadpool events per
-    # step), so 270 steps give ~145 MB; 900 steps would be ~480 MB.
-    a = M.parse_args(default_steps=270)
+    # ~4280 events (~1227 thunks) = ~200 KB per step plus ~3.5 MB of HloProto metadata:
+    # 700 steps give ~145 MB (900 steps would be ~185 MB).
+    a = M.parse_args(default_steps=700)
     cfg = CFG
     params = M.init_transformer(cfg)
     example = M.init_transformer(cfg)

@@ -62,6 +62,7 @@ def main():
             "compile": "exactly one compilation, inside step 0: 'backend_compile_and_load' and python-tracer '$pjit.py:<line> cache_miss' on the python line, 'PjRtCpuClient::Compile' / 'CpuCompiler::RunBackend' / 'JitCompiler::Compile' + HLO pass events on tf_PjRtCompilerThreadPool / tf_xla-cpu-codegen lines; thousands of '$...' python-tracer events in step 0 only",
             "modules": "a single jit_train_step program id in /host:metadata (no second program with the same module name), so this is warm-up in the window, NOT a recompilation (which needs the same module compiled again)",
             "not_recompilation": "no compile events in steps >= 1",
+            "xprof": "get_step_trace lists all 6 steps (step 0 = the compile step); get_overview's steptime_ms_average (~0.3 ms) excludes the first and last step (XProf drops them when there are > 5 steps), so the overview hides the warm-up step",
         },
         extra_gt={"extra_event_regexes": [r"pjit_cache_miss=^\$pjit.py:[0-9]+ cache_miss$",
                                           "hlo_passes=^(simplification|spmd|algsimp|dce|cse)"]},

@@ -75,7 +75,14 @@ impl Plane {
             .stat_metadata()
             .iter()
             .map(|m| {
-                (m.id().0, raw::XStatMetadata { id: m.id().0, name: m.name().to_owned(), description: m.description().to_owned() })
+                (
+                    m.id().0,
+                    raw::XStatMetadata {
+                        id: m.id().0,
+                        name: m.name().to_owned(),
+                        description: m.description().to_owned(),
+                    },
+                )
             })
             .collect();
         Ok(raw::XPlane {

@@ -207,10 +207,7 @@ impl Error {
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error")
-            .field("kind", &self.0.kind)
-            .field("location", &self.0.location)
-            .finish()
+        f.debug_struct("Error").field("kind", &self.0.kind).field("location", &self.0.location).finish()
     }
 }
 

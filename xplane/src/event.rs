@@ -164,16 +164,19 @@ impl<'a> Event<'a> {
             data: EventData::Absent,
             duration_ps: 0,
         };
-        let fail = |e, pos: usize| {
-            wire_error(e, plane.location_at(body_pos + pos)).in_line(line.index()).in_event(index)
-        };
+        let fail =
+            |e, pos: usize| wire_error(e, plane.location_at(body_pos + pos)).in_line(line.index()).in_event(index);
         while !r.is_empty() {
             let tag_pos = r.pos();
             let (field, wire) = r.read_tag().map_err(|e| fail(e, tag_pos))?;
             let val_pos = r.pos();
             match (field, wire) {
-                (1, WireType::Varint) => ev.metadata_id = EventMetadataId(r.read_varint().map_err(|e| fail(e, val_pos))? as i64),
-                (2, WireType::Varint) => ev.data = EventData::Offset(r.read_varint().map_err(|e| fail(e, val_pos))? as i64),
+                (1, WireType::Varint) => {
+                    ev.metadata_id = EventMetadataId(r.read_varint().map_err(|e| fail(e, val_pos))? as i64)
+                }
+                (2, WireType::Varint) => {
+                    ev.data = EventData::Offset(r.read_varint().map_err(|e| fail(e, val_pos))? as i64)
+                }
                 (3, WireType::Varint) => ev.duration_ps = r.read_varint().map_err(|e| fail(e, val_pos))? as i64,
                 (5, WireType::Varint) => {
                     ev.data = EventData::Occurrences(r.read_varint().map_err(|e| fail(e, val_pos))? as i64)
@@ -210,15 +213,7 @@ pub struct EventIter<'a> {
 
 impl<'a> EventIter<'a> {
     pub(crate) fn new(plane: &'a Plane, line: &'a Line, body: &'a [u8], base: usize) -> Self {
-        EventIter {
-            plane,
-            line,
-            reader: Reader::new(body),
-            base,
-            index: 0,
-            remaining: line.event_count(),
-            done: false,
-        }
+        EventIter { plane, line, reader: Reader::new(body), base, index: 0, remaining: line.event_count(), done: false }
     }
 
     fn fail(&mut self, e: crate::wire::WireError, pos: usize) -> Error {
@@ -415,10 +410,12 @@ impl<'a> Stat<'a> {
             RawValue::Int(v) => StatValue::Int(v),
             RawValue::Str(b) => StatValue::Str(String::from_utf8_lossy(b)),
             RawValue::Bytes(b) => StatValue::Bytes(b),
-            RawValue::Ref(id) => match i64::try_from(id).ok().and_then(|i| self.plane.stat_metadata_by_id(StatMetadataId(i))) {
-                Some(m) => StatValue::Str(Cow::Borrowed(m.name())),
-                None => StatValue::UnresolvedRef(id),
-            },
+            RawValue::Ref(id) => {
+                match i64::try_from(id).ok().and_then(|i| self.plane.stat_metadata_by_id(StatMetadataId(i))) {
+                    Some(m) => StatValue::Str(Cow::Borrowed(m.name())),
+                    None => StatValue::UnresolvedRef(id),
+                }
+            }
         }
     }
 

@@ -263,7 +263,8 @@ mod tests {
     #[test]
     fn events_frame_has_stat_columns_typed() {
         let space = sample();
-        let sel = EventSelection { stats: vec!["flops".into(), "group_id".into(), "nope".into()], ..Default::default() };
+        let sel =
+            EventSelection { stats: vec!["flops".into(), "group_id".into(), "nope".into()], ..Default::default() };
         let df = events_frame(&space, &sel).unwrap();
         assert_eq!(df.height(), 2);
         assert_eq!(df.column("flops").unwrap().dtype(), &DataType::Int64);

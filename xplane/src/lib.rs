@@ -54,6 +54,7 @@ mod plane;
 pub mod raw;
 mod session;
 mod space;
+pub mod synth;
 mod validate;
 mod wire;
 

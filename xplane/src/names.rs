@@ -38,16 +38,8 @@ pub mod plane {
     /// Scope range call stacks.
     pub const SCOPE_RANGE_CALL_STACK: &str = "/host:__ScopeRangeCallStack__";
     /// Prefixes that make a plane a host plane (XProf's `IsHostPlane`).
-    pub const HOST_PREFIXES: &[&str] = &[
-        HOST_CPU,
-        HOST_CPUS,
-        TFSTREAMZ,
-        HOST_METADATA,
-        SYSCALLS,
-        PYTHON_TRACER,
-        CUPTI,
-        SCOPE_RANGE_CALL_STACK,
-    ];
+    pub const HOST_PREFIXES: &[&str] =
+        &[HOST_CPU, HOST_CPUS, TFSTREAMZ, HOST_METADATA, SYSCALLS, PYTHON_TRACER, CUPTI, SCOPE_RANGE_CALL_STACK];
 }
 
 /// Line names.

@@ -360,9 +360,7 @@ impl IdIndex {
                     _ => None,
                 }
             }
-            IdIndex::Sparse(pairs) => {
-                pairs.binary_search_by_key(&id, |&(k, _)| k).ok().map(|i| pairs[i].1 as usize)
-            }
+            IdIndex::Sparse(pairs) => pairs.binary_search_by_key(&id, |&(k, _)| k).ok().map(|i| pairs[i].1 as usize),
         }
     }
 }
@@ -534,11 +532,7 @@ impl Plane {
 
     /// Decodes a plane from its message body. `base_offset` is where the body starts in the input.
     pub(crate) fn decode(bytes: Bytes, index: usize, base_offset: u64) -> Result<Plane> {
-        let mut dec = PlaneDecoder {
-            index,
-            base_offset,
-            warnings: Vec::new(),
-        };
+        let mut dec = PlaneDecoder { index, base_offset, warnings: Vec::new() };
         dec.decode(bytes)
     }
 }
@@ -844,11 +838,11 @@ fn dedup_last_by_key<T>(mut items: Vec<T>, key: impl Fn(&T) -> i64) -> Vec<T> {
     items.sort_by_key(|t| key(t));
     let mut out: Vec<T> = Vec::with_capacity(items.len());
     for item in items {
-        if let Some(last) = out.last_mut() {
-            if key(last) == key(&item) {
-                *last = item;
-                continue;
-            }
+        if let Some(last) = out.last_mut()
+            && key(last) == key(&item)
+        {
+            *last = item;
+            continue;
         }
         out.push(item);
     }

@@ -33,9 +33,12 @@ impl Space {
     /// ```
     /// use xlens_xplane::{Space, SpaceBuilder};
     /// let mut b = SpaceBuilder::default();
-    /// let mut plane = b.plane(1, "/host:CPU");
-    /// let train = plane.event_metadata("train");
-    /// plane.line(7, "python", 0).event(train, 1_000, 5_000);
+    /// {
+    ///     // Builders write their plane (line, event) when dropped.
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let train = plane.event_metadata("train");
+    ///     plane.line(7, "python", 0).event(train, 1_000, 5_000);
+    /// }
     /// let bytes = b.finish();
     ///
     /// let space = Space::parse(bytes.into())?;

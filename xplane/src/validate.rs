@@ -62,14 +62,18 @@ fn validate_plane(plane: &Plane, out: &mut Vec<Warning>) -> Result<()> {
         }
     }
     let loc = || Location::default().with_plane(plane.index());
-    out.extend(dangling_events.into_iter().map(|(id, events)| Warning {
-        kind: WarningKind::DanglingEventMetadata { id, events },
-        location: loc(),
-    }));
-    out.extend(dangling_stats.into_iter().map(|(id, stats)| Warning {
-        kind: WarningKind::DanglingStatMetadata { id, stats },
-        location: loc(),
-    }));
-    out.extend(dangling_refs.into_keys().map(|id| Warning { kind: WarningKind::DanglingStatRef { id }, location: loc() }));
+    out.extend(
+        dangling_events
+            .into_iter()
+            .map(|(id, events)| Warning { kind: WarningKind::DanglingEventMetadata { id, events }, location: loc() }),
+    );
+    out.extend(
+        dangling_stats
+            .into_iter()
+            .map(|(id, stats)| Warning { kind: WarningKind::DanglingStatMetadata { id, stats }, location: loc() }),
+    );
+    out.extend(
+        dangling_refs.into_keys().map(|id| Warning { kind: WarningKind::DanglingStatRef { id }, location: loc() }),
+    );
     Ok(())
 }

@@ -5,6 +5,9 @@ mod common;
 use prost::Message;
 use xlens_xplane::{Session, WarningKind, inventory, raw, validate};
 
+/// A plane as `list_xplane_lines` shows it: name, total events, (line name, events) per line.
+type PlaneCounts = (String, u64, Vec<(String, u64)>);
+
 #[test]
 fn there_are_real_traces_to_check() {
     // The shared corpus is committed under testdata/corpus; this guards against a silent empty loop.
@@ -20,11 +23,11 @@ fn event_counts_match_xprof_list_xplane_lines() {
         let space = session.hosts()[0].space();
         let inv = inventory(space).unwrap();
         let ref_planes = reference["planes"].as_array().expect("planes");
-        let ours: Vec<(String, u64, Vec<(String, u64)>)> = inv
+        let ours: Vec<PlaneCounts> = inv
             .iter()
             .map(|p| (p.name.clone(), p.events(), p.lines.iter().map(|l| (l.name.clone(), l.events)).collect()))
             .collect();
-        let theirs: Vec<(String, u64, Vec<(String, u64)>)> = ref_planes
+        let theirs: Vec<PlaneCounts> = ref_planes
             .iter()
             .map(|p| {
                 (

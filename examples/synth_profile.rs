@@ -1,0 +1,58 @@
+//! Writes synthetic TPU-shaped sessions for benchmarks and scale tests.
+//!
+//! `cargo run --release --example synth_profile -- --size 300MB [--hosts N] [--seed S] --out DIR`
+//!
+//! Writes `DIR/plugins/profile/synthetic/<host>.xplane.pb` for N hosts (default 1), each about
+//! `--size` long (suffixes KB, MB, GB; powers of 1024), deterministic for the seed.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use xlens::xplane::synth::{SynthSpec, tpu_profile};
+
+fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let upper = s.to_ascii_uppercase();
+    let (num, mul) = if let Some(n) = upper.strip_suffix("GB") {
+        (n, 1u64 << 30)
+    } else if let Some(n) = upper.strip_suffix("MB") {
+        (n, 1 << 20)
+    } else if let Some(n) = upper.strip_suffix("KB") {
+        (n, 1 << 10)
+    } else {
+        (upper.as_str(), 1)
+    };
+    let n: f64 = num.trim().parse().with_context(|| format!("bad size {s:?}"))?;
+    Ok((n * mul as f64) as u64)
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut size = 300u64 << 20;
+    let mut hosts = 1u32;
+    let mut seed = 1u64;
+    let mut out: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--size" => size = parse_size(&value()?)?,
+            "--hosts" => hosts = value()?.parse()?,
+            "--seed" => seed = value()?.parse()?,
+            "--out" => out = Some(value()?.into()),
+            _ => {
+                bail!("unexpected argument {arg:?}; usage: synth_profile --size 300MB [--hosts N] [--seed S] --out DIR")
+            }
+        }
+    }
+    let out = out.context("--out DIR is required")?;
+    let run = out.join("plugins/profile/synthetic");
+    std::fs::create_dir_all(&run)?;
+    for host in 0..hosts {
+        let spec = SynthSpec { distinct_ops: 2000, seed: seed.wrapping_add(u64::from(host)), ..SynthSpec::default() }
+            .with_target_size(size);
+        let bytes = tpu_profile(&spec);
+        let path = run.join(format!("host{host:04}.xplane.pb"));
+        std::fs::write(&path, &bytes)?;
+        println!("{} {} bytes", path.display(), bytes.len());
+    }
+    Ok(())
+}

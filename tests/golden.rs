@@ -1,0 +1,55 @@
+//! Golden tests of what the examples print: the same library functions, checked against files in
+//! `tests/golden/`. Set `XLENS_BLESS=1` to rewrite the files after an intended change.
+
+use std::path::{Path, PathBuf};
+
+use xlens::render::{HostInventory, inventory_json, inventory_text, summary_text};
+use xlens::xplane::{Session, inventory, summarize};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Compares `actual` with the golden file, or rewrites it when blessing.
+fn check(name: &str, actual: &str) {
+    let path = root().join("tests/golden").join(name);
+    if std::env::var_os("XLENS_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with XLENS_BLESS=1 to create it)", path.display()));
+    assert_eq!(actual, expected, "{} differs (XLENS_BLESS=1 rewrites it)", path.display());
+}
+
+fn hosts(dir: &Path) -> (Session, Vec<HostInventory>) {
+    let session = Session::open(dir).unwrap();
+    let hosts = session
+        .hosts()
+        .iter()
+        .map(|h| HostInventory { host: h.name().to_owned(), planes: inventory(h.space()).unwrap() })
+        .collect();
+    (session, hosts)
+}
+
+#[test]
+fn inventory_outputs() {
+    let (_, inv) = hosts(&root().join("testdata/corpus/host_callback"));
+    check("inventory_host_callback.json", &(serde_json::to_string_pretty(&inventory_json(&inv)).unwrap() + "\n"));
+    check("inventory_host_callback.txt", &inventory_text(&inv));
+}
+
+#[test]
+fn summary_output() {
+    let (session, _) = hosts(&root().join("testdata/corpus/sharded_collectives_baseline"));
+    let host = &session.hosts()[0];
+    check("summary_sharded_collectives_baseline.txt", &summary_text(host.name(), &summarize(host.space())));
+}
+
+#[test]
+fn output_is_identical_from_run_to_run() {
+    let dir = root().join("testdata/corpus/clean");
+    let a = inventory_json(&hosts(&dir).1);
+    let b = inventory_json(&hosts(&dir).1);
+    assert_eq!(a, b);
+}

@@ -1,0 +1,184 @@
+//! decode(encode(x)) == x for arbitrary XSpaces, and the builder writes what prost reads.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use prost::Message;
+use xlens_xplane::raw::{self, XEvent, XEventMetadata, XLine, XPlane, XSpace, XStat, XStatMetadata, x_event, x_stat};
+use xlens_xplane::{BuildValue, EventMetadataId, Space, SpaceBuilder, StatMetadataId};
+
+fn any_id() -> impl Strategy<Value = i64> {
+    prop_oneof![0i64..8, any::<i64>()]
+}
+
+fn name() -> impl Strategy<Value = String> {
+    prop_oneof!["[a-zA-Z0-9_:/ .()-]{0,12}", "\\PC{0,6}"]
+}
+
+fn stat() -> impl Strategy<Value = XStat> {
+    let value = prop_oneof![
+        Just(None),
+        // Finite doubles: NaN never equals itself.
+        (-1e300f64..1e300).prop_map(|v| Some(x_stat::Value::DoubleValue(v))),
+        any::<u64>().prop_map(|v| Some(x_stat::Value::Uint64Value(v))),
+        any::<i64>().prop_map(|v| Some(x_stat::Value::Int64Value(v))),
+        name().prop_map(|v| Some(x_stat::Value::StrValue(v))),
+        proptest::collection::vec(any::<u8>(), 0..16).prop_map(|v| Some(x_stat::Value::BytesValue(Bytes::from(v)))),
+        any::<u64>().prop_map(|v| Some(x_stat::Value::RefValue(v))),
+    ];
+    (any_id(), value).prop_map(|(metadata_id, value)| XStat { metadata_id, value })
+}
+
+fn event() -> impl Strategy<Value = XEvent> {
+    let data = prop_oneof![
+        Just(None),
+        any::<i64>().prop_map(|v| Some(x_event::Data::OffsetPs(v))),
+        any::<i64>().prop_map(|v| Some(x_event::Data::NumOccurrences(v))),
+    ];
+    (any_id(), data, any::<i64>(), proptest::collection::vec(stat(), 0..3))
+        .prop_map(|(metadata_id, data, duration_ps, stats)| XEvent { metadata_id, data, duration_ps, stats })
+}
+
+fn line() -> impl Strategy<Value = XLine> {
+    (any_id(), any_id(), name(), name(), any::<i64>(), any::<i64>(), proptest::collection::vec(event(), 0..5)).prop_map(
+        |(id, display_id, name, display_name, timestamp_ns, duration_ps, events)| XLine {
+            id,
+            display_id,
+            name,
+            display_name,
+            timestamp_ns,
+            duration_ps,
+            events,
+        },
+    )
+}
+
+fn plane() -> impl Strategy<Value = XPlane> {
+    let event_metadata = proptest::collection::btree_map(
+        any_id(),
+        (
+            name(),
+            name(),
+            proptest::collection::vec(any::<u8>(), 0..8),
+            proptest::collection::vec(stat(), 0..3),
+            proptest::collection::vec(any::<i64>(), 0..3),
+        ),
+        0..4,
+    )
+    .prop_map(|m| {
+        m.into_iter()
+            .map(|(id, (name, display_name, metadata, stats, child_id))| {
+                (id, XEventMetadata { id, name, display_name, metadata: Bytes::from(metadata), stats, child_id })
+            })
+            .collect::<BTreeMap<_, _>>()
+    });
+    let stat_metadata = proptest::collection::btree_map(any_id(), (name(), name()), 0..4).prop_map(|m| {
+        m.into_iter()
+            .map(|(id, (name, description))| (id, XStatMetadata { id, name, description }))
+            .collect::<BTreeMap<_, _>>()
+    });
+    (
+        any_id(),
+        name(),
+        proptest::collection::vec(line(), 0..4),
+        event_metadata,
+        stat_metadata,
+        proptest::collection::vec(stat(), 0..3),
+    )
+        .prop_map(|(id, name, lines, event_metadata, stat_metadata, stats)| XPlane {
+            id,
+            name,
+            lines,
+            event_metadata,
+            stat_metadata,
+            stats,
+        })
+}
+
+fn space() -> impl Strategy<Value = XSpace> {
+    (
+        proptest::collection::vec(plane(), 1..4),
+        proptest::collection::vec(name(), 0..2),
+        proptest::collection::vec(name(), 0..2),
+        proptest::collection::vec(name(), 0..2),
+    )
+        .prop_map(|(planes, errors, warnings, hostnames)| XSpace { planes, errors, warnings, hostnames })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn decode_of_encode_is_identity(x in space()) {
+        let bytes = x.encode_to_vec();
+        let decoded = Space::parse(Bytes::from(bytes)).expect("valid encoding decodes");
+        let back = decoded.to_raw().expect("events decode");
+        prop_assert_eq!(back, x);
+    }
+
+    #[test]
+    fn event_counts_and_times_follow_the_schema(x in space()) {
+        let decoded = Space::parse(Bytes::from(x.encode_to_vec())).unwrap();
+        for (plane, raw_plane) in decoded.planes().iter().zip(&x.planes) {
+            for (line, raw_line) in plane.lines().iter().zip(&raw_plane.lines) {
+                prop_assert_eq!(line.event_count(), raw_line.events.len());
+                for (ev, raw_ev) in line.events(plane).zip(&raw_line.events) {
+                    let ev = ev.unwrap();
+                    let offset = match raw_ev.data { Some(x_event::Data::OffsetPs(o)) => o, _ => 0 };
+                    let start = raw_line.timestamp_ns.saturating_mul(1000).saturating_add(offset);
+                    prop_assert_eq!(ev.start().0, start);
+                    prop_assert_eq!(ev.end().0, start.saturating_add(raw_ev.duration_ps));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn builder_output_is_what_prost_reads() {
+    let mut b = SpaceBuilder::default();
+    b.hostname("host-a");
+    b.warning("w");
+    {
+        let mut p = b.plane(7, "/device:TPU:0");
+        let flops = p.stat_metadata("flops");
+        let kind = p.stat_metadata("device_type_string");
+        let cat = p.stat_metadata("hlo_category");
+        let conv = p.stat_metadata("convolution");
+        p.stat(kind, "TPU v5 Lite");
+        let m = p.event_metadata_with_display("%fusion.1 = f32[8] fusion(...)", "fusion.1");
+        p.metadata_stat(m, flops, 1234u64);
+        p.metadata_stat(m, cat, BuildValue::Ref(conv));
+        p.metadata_payload(m, b"payload");
+        p.metadata_child(m, EventMetadataId(9));
+        let mut l = p.line(3, "XLA Ops", 1000);
+        l.event(m, 0, 5).stat(flops, -3i64).stat(cat, 2.5f64);
+        l.aggregated_event(m, 4, 20).stat(StatMetadataId(99), &b"bytes"[..]);
+    }
+    let bytes = b.finish();
+    let x = XSpace::decode(bytes.as_slice()).unwrap();
+    assert_eq!(x.hostnames, vec!["host-a"]);
+    let p = &x.planes[0];
+    assert_eq!((p.id, p.name.as_str()), (7, "/device:TPU:0"));
+    let m = &p.event_metadata[&1];
+    assert_eq!((m.name.as_str(), m.display_name.as_str()), ("%fusion.1 = f32[8] fusion(...)", "fusion.1"));
+    assert_eq!(m.child_id, vec![9]);
+    assert_eq!(&m.metadata[..], b"payload");
+    assert_eq!(m.stats[1].value, Some(x_stat::Value::RefValue(4)));
+    let l = &p.lines[0];
+    assert_eq!(l.timestamp_ns, 1000);
+    assert_eq!(l.events[0].data, Some(x_event::Data::OffsetPs(0)));
+    assert_eq!(l.events[0].stats[0].value, Some(x_stat::Value::Int64Value(-3)));
+    assert_eq!(l.events[1].data, Some(x_event::Data::NumOccurrences(4)));
+    assert_eq!(p.stat_metadata.len(), 4);
+
+    // And our decoder reads the same thing, refs resolved.
+    let space = Space::parse(Bytes::from(bytes)).unwrap();
+    assert_eq!(space.to_raw().unwrap(), x);
+    let plane = &space.planes()[0];
+    let meta = &plane.event_metadata()[0];
+    let cat = plane.metadata_stats(meta).nth(1).unwrap().unwrap();
+    assert_eq!((cat.name(), cat.as_str().unwrap().as_ref()), ("hlo_category", "convolution"));
+    let _: &raw::XSpace = &x;
+}
