@@ -1,3 +1,4 @@
-//! Chip catalogue, roofline math, steps, op profile and step anatomy (skeleton).
+//! Chip catalogue, roofline math, steps, op profile and step anatomy.
 //!
-//! Filled by the `roofline` issue.
+//! Work in progress: filled by the `roofline` issue.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
