@@ -28,7 +28,8 @@ fn fixtures() -> Vec<(String, Bytes)> {
     let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/recompilation/vm.xplane.pb");
     let mut out = vec![("real_cpu_recompilation".to_owned(), Bytes::from(std::fs::read(real).expect("corpus trace")))];
     let mb: u64 = std::env::var("XLENS_BENCH_SYNTH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
-    let spec = synth::SynthSpec { distinct_ops: 2000, ..synth::SynthSpec::default() }.with_target_size(mb << 20);
+    let spec = synth::SynthSpec { program: synth::Program::random(2000, 1), ..synth::SynthSpec::default() }
+        .with_target_size(mb << 20);
     out.push((format!("synth_tpu_{mb}mb"), Bytes::from(synth::tpu_profile(&spec))));
     out
 }

@@ -1,6 +1,7 @@
 //! Writes synthetic TPU-shaped sessions for benchmarks and scale tests.
 //!
 //! `cargo run --release --example synth_profile -- --size 300MB [--hosts N] [--seed S] --out DIR`
+//! `cargo run --release --example synth_profile -- --fixture NAME --out DIR` (a reference fixture)
 //!
 //! Writes `DIR/plugins/profile/synthetic/<host>.xplane.pb` for N hosts (default 1), each about
 //! `--size` long (suffixes KB, MB, GB; powers of 1024), deterministic for the seed.
@@ -8,7 +9,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::xplane::synth::{SynthSpec, tpu_profile};
+use xlens::xplane::synth::{self as fixtures, Program, SynthSpec, tpu_profile};
 
 fn parse_size(s: &str) -> anyhow::Result<u64> {
     let upper = s.to_ascii_uppercase();
@@ -30,6 +31,7 @@ fn main() -> anyhow::Result<()> {
     let mut hosts = 1u32;
     let mut seed = 1u64;
     let mut out: Option<PathBuf> = None;
+    let mut fixture: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -38,17 +40,33 @@ fn main() -> anyhow::Result<()> {
             "--hosts" => hosts = value()?.parse()?,
             "--seed" => seed = value()?.parse()?,
             "--out" => out = Some(value()?.into()),
+            "--fixture" => fixture = Some(value()?),
             _ => {
                 bail!("unexpected argument {arg:?}; usage: synth_profile --size 300MB [--hosts N] [--seed S] --out DIR")
             }
         }
     }
     let out = out.context("--out DIR is required")?;
+    if let Some(name) = fixture {
+        // A named reference fixture: a single host file in DIR (a session directory).
+        let spec = fixtures::fixture(&name)
+            .with_context(|| format!("unknown fixture {name:?}; known: {:?}", fixtures::FIXTURES))?;
+        std::fs::create_dir_all(&out)?;
+        let path = out.join("host0.xplane.pb");
+        let bytes = tpu_profile(&spec);
+        std::fs::write(&path, &bytes)?;
+        println!("{} {} bytes", path.display(), bytes.len());
+        return Ok(());
+    }
     let run = out.join("plugins/profile/synthetic");
     std::fs::create_dir_all(&run)?;
     for host in 0..hosts {
-        let spec = SynthSpec { distinct_ops: 2000, seed: seed.wrapping_add(u64::from(host)), ..SynthSpec::default() }
-            .with_target_size(size);
+        let spec = SynthSpec {
+            program: Program::random(2000, seed),
+            seed: seed.wrapping_add(u64::from(host)),
+            ..SynthSpec::default()
+        }
+        .with_target_size(size);
         let bytes = tpu_profile(&spec);
         let path = run.join(format!("host{host:04}.xplane.pb"));
         std::fs::write(&path, &bytes)?;

@@ -1,0 +1,372 @@
+//! Reading device planes: op events with their device timespans, op metadata, and nesting.
+//!
+//! Shared by the op profile, the step analysis and the step anatomy so that every analysis
+//! reads a TPU op the same way XProf does (facts §1.1 "Device time override", §4.1).
+
+use std::collections::HashMap;
+
+use xlens_xplane::{Event, EventMetadataId, Line, Picos, Plane, StatMetadataId, names};
+
+/// Stat ids of one device plane, resolved once.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DeviceStatIds {
+    pub(crate) device_offset_ps: Option<StatMetadataId>,
+    pub(crate) device_duration_ps: Option<StatMetadataId>,
+    pub(crate) time_scale_multiplier: Option<StatMetadataId>,
+    pub(crate) program_id: Option<StatMetadataId>,
+    pub(crate) symbol_id: Option<StatMetadataId>,
+    pub(crate) hlo_category: Option<StatMetadataId>,
+    pub(crate) flops: Option<StatMetadataId>,
+    pub(crate) model_flops: Option<StatMetadataId>,
+    pub(crate) bytes_accessed: Option<StatMetadataId>,
+    pub(crate) memory_access_breakdown: Option<StatMetadataId>,
+    pub(crate) source: Option<StatMetadataId>,
+    pub(crate) tf_op: Option<StatMetadataId>,
+    pub(crate) deduplicated_name: Option<StatMetadataId>,
+}
+
+impl DeviceStatIds {
+    pub(crate) fn of(plane: &Plane) -> Self {
+        use names::stat as s;
+        DeviceStatIds {
+            device_offset_ps: plane.stat_id(s::DEVICE_OFFSET_PS),
+            device_duration_ps: plane.stat_id(s::DEVICE_DURATION_PS),
+            time_scale_multiplier: plane.stat_id(s::TIME_SCALE_MULTIPLIER),
+            program_id: plane.stat_id(s::PROGRAM_ID),
+            symbol_id: plane.stat_id(s::SYMBOL_ID),
+            hlo_category: plane.stat_id(s::HLO_CATEGORY),
+            flops: plane.stat_id(s::FLOPS),
+            model_flops: plane.stat_id(s::MODEL_FLOPS),
+            bytes_accessed: plane.stat_id(s::BYTES_ACCESSED),
+            memory_access_breakdown: plane.stat_id(s::MEMORY_ACCESS_BREAKDOWN),
+            source: plane.stat_id(s::SOURCE),
+            tf_op: plane.stat_id(s::TF_OP),
+            deduplicated_name: plane.stat_id(s::DEDUPLICATED_NAME),
+        }
+    }
+}
+
+/// An event's device timespan: `device_offset_ps` / `device_duration_ps` when present (absolute),
+/// else the event's own start and duration (XProf's `GetDeviceEventTimespan`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: Picos,
+    pub(crate) duration: Picos,
+}
+
+impl Span {
+    pub(crate) fn end(&self) -> Picos {
+        self.start + self.duration
+    }
+
+    pub(crate) fn contains(&self, other: &Span) -> bool {
+        self.start <= other.start && other.end() <= self.end()
+    }
+}
+
+pub(crate) fn device_span(ev: &Event<'_>, ids: &DeviceStatIds) -> Span {
+    let mut span = Span { start: ev.start(), duration: ev.duration() };
+    if ids.device_offset_ps.is_none() && ids.device_duration_ps.is_none() {
+        return span;
+    }
+    for stat in ev.stats().map_while(|s| s.ok()) {
+        let id = Some(stat.metadata_id());
+        if id == ids.device_offset_ps {
+            if let Some(v) = stat.as_i64() {
+                span.start = Picos(v);
+            }
+        } else if id == ids.device_duration_ps
+            && let Some(v) = stat.as_i64()
+        {
+            span.duration = Picos(v);
+        }
+    }
+    span
+}
+
+/// Per-occurrence facts of one op, read from its event metadata's stats.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OpMetadata {
+    /// `program_id` metadata stat.
+    pub program_id: Option<u64>,
+    /// `symbol_id` metadata stat.
+    pub symbol_id: Option<u64>,
+    /// The op's short name (event metadata display name).
+    pub name: String,
+    /// The long name (HLO text).
+    pub long_name: String,
+    /// `hlo_category`.
+    pub category: String,
+    /// FLOPs per occurrence.
+    pub flops: f64,
+    /// Model FLOPs per occurrence (0 when absent).
+    pub model_flops: f64,
+    /// `bytes_accessed` per occurrence.
+    pub bytes_accessed: f64,
+    /// Bytes per occurrence split by memory: HBM (read + write), on-chip read, on-chip write.
+    pub memory: MemoryBytes,
+    /// `source` ("file:line").
+    pub source: Option<String>,
+    /// `tf_op` (framework op path).
+    pub tf_op: Option<String>,
+    /// `deduplicated_name`.
+    pub deduplicated_name: Option<String>,
+}
+
+/// Bytes accessed, split by memory as XProf's op profile splits them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MemoryBytes {
+    /// HBM reads and writes.
+    pub hbm: f64,
+    /// On-chip (CMEM/VMEM/SRAM) reads.
+    pub onchip_read: f64,
+    /// On-chip writes.
+    pub onchip_write: f64,
+}
+
+impl MemoryBytes {
+    /// All bytes.
+    pub fn total(&self) -> f64 {
+        self.hbm + self.onchip_read + self.onchip_write
+    }
+
+    pub(crate) fn scaled(&self, k: f64) -> MemoryBytes {
+        MemoryBytes { hbm: self.hbm * k, onchip_read: self.onchip_read * k, onchip_write: self.onchip_write * k }
+    }
+
+    pub(crate) fn add(&mut self, other: &MemoryBytes) {
+        self.hbm += other.hbm;
+        self.onchip_read += other.onchip_read;
+        self.onchip_write += other.onchip_write;
+    }
+}
+
+/// Memory space ids in `memory_access_breakdown` (PerformanceInfo.MemoryAccessed.MemorySpace).
+const MEMORY_SPACE_HBM: u64 = 1;
+/// Operation types in `memory_access_breakdown`.
+const OPERATION_WRITE: u64 = 2;
+
+/// Parses a serialized `MemoryAccessBreakdown` (`{1: repeated {1 op type, 2 memory space, 3 bytes}}`).
+/// Malformed bytes give `None`.
+pub(crate) fn parse_memory_breakdown(bytes: &[u8]) -> Option<MemoryBytes> {
+    let mut out = MemoryBytes::default();
+    let mut outer = Cursor(bytes);
+    while !outer.0.is_empty() {
+        let (field, wire) = outer.tag()?;
+        if field == 1 && wire == 2 {
+            let mut entry = Cursor(outer.len_delimited()?);
+            let (mut kind, mut space, mut n) = (0u64, 0u64, 0u64);
+            while !entry.0.is_empty() {
+                let (f, w) = entry.tag()?;
+                match (f, w) {
+                    (1, 0) => kind = entry.varint()?,
+                    (2, 0) => space = entry.varint()?,
+                    (3, 0) => n = entry.varint()?,
+                    _ => entry.skip(w)?,
+                }
+            }
+            let n = n as f64;
+            if space == MEMORY_SPACE_HBM {
+                out.hbm += n;
+            } else if kind == OPERATION_WRITE {
+                out.onchip_write += n;
+            } else {
+                out.onchip_read += n;
+            }
+        } else {
+            outer.skip(wire)?;
+        }
+    }
+    Some(out)
+}
+
+/// A tiny protobuf cursor for the few serialized stats we read.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let (&b, rest) = self.0.split_first()?;
+            self.0 = rest;
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn tag(&mut self) -> Option<(u64, u64)> {
+        let key = self.varint()?;
+        Some((key >> 3, key & 7))
+    }
+
+    fn len_delimited(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.varint()?).ok()?;
+        if n > self.0.len() {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn skip(&mut self, wire: u64) -> Option<()> {
+        match wire {
+            0 => self.varint().map(drop),
+            1 => self.advance(8),
+            2 => self.len_delimited().map(drop),
+            5 => self.advance(4),
+            _ => None,
+        }
+    }
+
+    fn advance(&mut self, n: usize) -> Option<()> {
+        if n > self.0.len() {
+            return None;
+        }
+        self.0 = &self.0[n..];
+        Some(())
+    }
+}
+
+/// Reads the op facts of every event metadata of a plane that has them, keyed by metadata id.
+pub(crate) fn op_metadata(plane: &Plane, ids: &DeviceStatIds) -> HashMap<EventMetadataId, OpMetadata> {
+    let mut out = HashMap::new();
+    for meta in plane.event_metadata() {
+        let mut m = OpMetadata {
+            name: meta.display_name().to_owned(),
+            long_name: meta.name().to_owned(),
+            ..OpMetadata::default()
+        };
+        let mut breakdown = None;
+        let mut any = false;
+        for stat in plane.metadata_stats(meta).map_while(|s| s.ok()) {
+            let id = Some(stat.metadata_id());
+            any = true;
+            if id == ids.program_id {
+                m.program_id = stat.as_u64();
+            } else if id == ids.symbol_id {
+                m.symbol_id = stat.as_u64();
+            } else if id == ids.hlo_category {
+                m.category = stat.as_str().map(|s| s.into_owned()).unwrap_or_default();
+            } else if id == ids.flops {
+                m.flops = stat.as_f64().unwrap_or(0.0);
+            } else if id == ids.model_flops {
+                m.model_flops = stat.as_f64().unwrap_or(0.0);
+            } else if id == ids.bytes_accessed {
+                m.bytes_accessed = stat.as_f64().unwrap_or(0.0);
+            } else if id == ids.memory_access_breakdown {
+                breakdown = stat.as_bytes().and_then(parse_memory_breakdown);
+            } else if id == ids.source {
+                m.source = stat.as_str().map(|s| s.into_owned());
+            } else if id == ids.tf_op {
+                m.tf_op = stat.as_str().map(|s| s.into_owned());
+            } else if id == ids.deduplicated_name {
+                m.deduplicated_name = stat.as_str().map(|s| s.into_owned());
+            }
+        }
+        if !any {
+            continue;
+        }
+        // Without a breakdown every byte counts as HBM (facts §4.1 "Unit rates").
+        m.memory = breakdown.unwrap_or(MemoryBytes { hbm: m.bytes_accessed, ..MemoryBytes::default() });
+        out.insert(meta.id(), m);
+    }
+    out
+}
+
+/// One op execution with its device timespan and self time (time minus its direct children).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimedOp {
+    pub(crate) metadata_id: EventMetadataId,
+    pub(crate) span: Span,
+    pub(crate) self_time: Picos,
+    pub(crate) occurrences: i64,
+    pub(crate) time_scale: f64,
+    /// Nesting depth (0 = top level).
+    pub(crate) depth: u32,
+}
+
+/// Reads every event of an op line with device timespans, and computes self times by nesting
+/// (an ancestor stack over spans, events sorted by start then longest first).
+pub(crate) fn timed_ops(plane: &Plane, line: &Line, ids: &DeviceStatIds) -> xlens_xplane::Result<Vec<TimedOp>> {
+    let mut ops = Vec::with_capacity(line.event_count());
+    for ev in line.events(plane) {
+        let ev = ev?;
+        let span = device_span(&ev, ids);
+        let mut time_scale = 1.0;
+        if let Some(tsm) = ids.time_scale_multiplier
+            && let Some(v) = ev.stat(tsm).and_then(|s| s.as_f64())
+        {
+            time_scale = v;
+        }
+        ops.push(TimedOp {
+            metadata_id: ev.metadata_id(),
+            span,
+            self_time: span.duration,
+            occurrences: ev.num_occurrences().unwrap_or(1).max(1),
+            time_scale,
+            depth: 0,
+        });
+    }
+    nest(&mut ops);
+    Ok(ops)
+}
+
+/// Sorts ops by start (longest first on ties) and subtracts each op's duration from its parent's
+/// self time.
+pub(crate) fn nest(ops: &mut [TimedOp]) {
+    ops.sort_by(|a, b| a.span.start.cmp(&b.span.start).then(b.span.duration.cmp(&a.span.duration)));
+    let mut stack: Vec<usize> = Vec::new();
+    for i in 0..ops.len() {
+        while let Some(&top) = stack.last() {
+            if ops[top].span.contains(&ops[i].span) {
+                break;
+            }
+            stack.pop();
+        }
+        if let Some(&parent) = stack.last() {
+            let d = ops[i].span.duration;
+            ops[parent].self_time = ops[parent].self_time.saturating_sub(d);
+            ops[i].depth = ops[parent].depth + 1;
+        }
+        stack.push(i);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(start: i64, dur: i64) -> TimedOp {
+        TimedOp {
+            metadata_id: EventMetadataId(0),
+            span: Span { start: Picos(start), duration: Picos(dur) },
+            self_time: Picos(dur),
+            occurrences: 1,
+            time_scale: 1.0,
+            depth: 0,
+        }
+    }
+
+    #[test]
+    fn nesting_subtracts_direct_children_only() {
+        let mut ops = vec![op(10, 5), op(0, 100), op(12, 2), op(50, 10)];
+        nest(&mut ops);
+        let selfs: Vec<(i64, i64, u32)> = ops.iter().map(|o| (o.span.start.0, o.self_time.0, o.depth)).collect();
+        // parent 0..100 has children 10..15 and 50..60; 12..14 is inside 10..15.
+        assert_eq!(selfs, vec![(0, 85, 0), (10, 3, 1), (12, 2, 2), (50, 10, 1)]);
+    }
+
+    #[test]
+    fn memory_breakdown_splits_hbm_and_onchip() {
+        // {1: {1:1, 2:1, 3:100}}, {1: {1:2, 2:1, 3:50}}, {1: {1:1, 2:3, 3:7}}, {1: {1:2, 2:3, 3:9}}
+        let entry = |k: u8, s: u8, n: u8| vec![0x0a, 6, 0x08, k, 0x10, s, 0x18, n];
+        let bytes: Vec<u8> = [entry(1, 1, 100), entry(2, 1, 50), entry(1, 3, 7), entry(2, 3, 9)].concat();
+        let m = parse_memory_breakdown(&bytes).unwrap();
+        assert_eq!(m, MemoryBytes { hbm: 150.0, onchip_read: 7.0, onchip_write: 9.0 });
+        assert_eq!(parse_memory_breakdown(&[0x0a, 0x09]), None);
+    }
+}

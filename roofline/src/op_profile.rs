@@ -1,0 +1,446 @@
+//! The op profile: per HLO op, over all cores and steps, the time, self time, occurrences, FLOPs,
+//! bytes, rates and roofline bound, with the same numbers XProf's op profile and roofline tools
+//! give for TPU profiles (facts §4).
+//!
+//! How XProf counts (and so do we), per TensorCore plane:
+//! - events of the `XLA Ops` line, keyed by the metadata stats (`program_id`, `symbol_id`);
+//!   events missing either, or with `symbol_id` 0, are dropped;
+//! - time is the device timespan; self time is time minus the direct children's time (nesting by
+//!   span); DVFS-normalised time multiplies each event by its `Time Scale Multiplier`;
+//! - FLOPs and bytes are per-occurrence metadata values times the occurrences; bytes are split
+//!   by `memory_access_breakdown` into HBM and on-chip;
+//! - the core's total time spans its first to last op or step event; the rest of it, after the
+//!   ops' self time, is `IDLE`.
+//!
+//! Cores are combined by (program, op name): times, FLOPs and bytes add up, so every rate is a
+//! per-core rate (Σ FLOPs ÷ Σ time).
+
+use std::collections::{BTreeMap, HashMap};
+
+use xlens_xplane::{Picos, Plane, Space, names};
+
+use crate::device::{DeviceStatIds, MemoryBytes, OpMetadata, Span, op_metadata, timed_ops};
+use crate::perf_env::PerfEnv;
+
+/// Categories of ops that contain other ops; their own time is not counted in program totals.
+pub const CATEGORIES_WITH_INNER_OPS: &[&str] = &["call", "conditional", "while", "megacore fusion"];
+
+/// The category of time no op accounts for.
+pub const IDLE: &str = "IDLE";
+
+/// One HLO op, combined over every core and step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpStats {
+    /// The program (`program_id`) the op belongs to.
+    pub program_id: u64,
+    /// Op name (instruction name, e.g. `fusion.12`).
+    pub name: String,
+    /// Long name (HLO text).
+    pub long_name: String,
+    /// XProf category (`hlo_category`), e.g. `convolution fusion`.
+    pub category: String,
+    /// Executions over all cores and steps.
+    pub occurrences: u64,
+    /// Total time, children included.
+    pub time: Picos,
+    /// Time minus the children's time.
+    pub self_time: Picos,
+    /// Time scaled by the DVFS time-scale multiplier of each event.
+    pub normalized_time: Picos,
+    /// FLOPs over all occurrences.
+    pub flops: f64,
+    /// Model FLOPs over all occurrences (FLOPs when the profile has none).
+    pub model_flops: f64,
+    /// Bytes over all occurrences, by memory.
+    pub bytes: MemoryBytes,
+    /// Cores the op ran on.
+    pub num_cores: u32,
+    /// `file:line` of the op, when the profile records it.
+    pub source: Option<String>,
+    /// Framework op path, when recorded.
+    pub tf_op: Option<String>,
+}
+
+impl OpStats {
+    /// True for ops that contain other ops (`while`, `call`, ...): their self time is overhead and
+    /// they are left out of program and category totals.
+    pub fn has_inner_ops(&self) -> bool {
+        CATEGORIES_WITH_INNER_OPS.contains(&self.category.as_str())
+    }
+
+    /// Achieved FLOP/s over the op's total time (per core).
+    pub fn flops_per_s(&self) -> f64 {
+        rate(self.flops, self.time)
+    }
+
+    /// Achieved HBM bytes/s over the op's total time (per core).
+    pub fn hbm_bytes_per_s(&self) -> f64 {
+        rate(self.bytes.hbm, self.time)
+    }
+
+    /// FLOPs per byte accessed (all memories), 0 without bytes.
+    pub fn operational_intensity(&self) -> f64 {
+        let b = self.bytes.total();
+        if b > 0.0 { self.flops / b } else { 0.0 }
+    }
+}
+
+fn rate(amount: f64, time: Picos) -> f64 {
+    if time.0 > 0 { amount / time.as_secs_f64() } else { 0.0 }
+}
+
+/// What limits an op, from its utilisation of each resource (XProf's `bound_by`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BoundBy {
+    /// No FLOPs and no bytes: nothing to measure.
+    Unknown,
+    /// The matrix/vector units.
+    Compute,
+    /// HBM bandwidth.
+    Hbm,
+    /// On-chip memory read bandwidth (VMEM/CMEM).
+    OnChipRead,
+    /// On-chip memory write bandwidth.
+    OnChipWrite,
+}
+
+impl BoundBy {
+    /// XProf's label: `Unknown`, `Compute`, `HBM`, `VMEM Read`/`CMEM Read`, ...; on-chip labels
+    /// use VMEM, the memory the TPU catalogue exposes when CMEM is absent.
+    pub fn label(self) -> &'static str {
+        match self {
+            BoundBy::Unknown => "Unknown",
+            BoundBy::Compute => "Compute",
+            BoundBy::Hbm => "HBM",
+            BoundBy::OnChipRead => "VMEM Read",
+            BoundBy::OnChipWrite => "VMEM Write",
+        }
+    }
+}
+
+/// The roofline position of an op (or a program) on a device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RooflinePoint {
+    /// Achieved FLOP/s.
+    pub flops_per_s: f64,
+    /// FLOPs per byte (all memories).
+    pub operational_intensity: f64,
+    /// Achieved HBM bytes/s.
+    pub hbm_bytes_per_s: f64,
+    /// Utilisation of the compute peak (DVFS-normalised when the profile has DVFS factors).
+    pub compute_utilization: f64,
+    /// Largest memory utilisation (HBM or on-chip).
+    pub memory_utilization: f64,
+    /// What limits it.
+    pub bound_by: BoundBy,
+    /// max(compute, memory) utilisation; may exceed 1 when the reported peaks are conservative.
+    pub efficiency: f64,
+}
+
+/// Places an amount of work on the roofline of `env` (XProf's `bound_by` rule: the resource
+/// with the largest utilisation wins; ties keep the earlier of compute, HBM, on-chip read, write).
+pub fn roofline_point(
+    flops: f64,
+    bytes: &MemoryBytes,
+    time: Picos,
+    normalized_time: Picos,
+    env: &PerfEnv,
+) -> RooflinePoint {
+    let flops_per_s = rate(flops, time);
+    let dvfs = if normalized_time.0 > 0 && time.0 > 0 { time.0 as f64 / normalized_time.0 as f64 } else { 1.0 };
+    let util = |r: f64, peak: f64| if peak > 0.0 { r / peak } else { 0.0 };
+    let mut bound_by = BoundBy::Unknown;
+    let mut best = 0.0;
+    let compute = util(flops_per_s * dvfs, env.peak_flops_per_s);
+    let mut memory = 0.0f64;
+    let candidates = [
+        (BoundBy::Compute, compute, true),
+        (BoundBy::Hbm, util(rate(bytes.hbm, time), env.peak_hbm_bytes_per_s), false),
+        (BoundBy::OnChipRead, util(rate(bytes.onchip_read, time), env.peak_onchip_read_bytes_per_s), false),
+        (BoundBy::OnChipWrite, util(rate(bytes.onchip_write, time), env.peak_onchip_write_bytes_per_s), false),
+    ];
+    for (kind, u, is_compute) in candidates {
+        if !is_compute {
+            memory = memory.max(u);
+        }
+        if u > best {
+            best = u;
+            bound_by = kind;
+        }
+    }
+    let b = bytes.total();
+    RooflinePoint {
+        flops_per_s,
+        operational_intensity: if b > 0.0 { flops / b } else { 0.0 },
+        hbm_bytes_per_s: rate(bytes.hbm, time),
+        compute_utilization: compute,
+        memory_utilization: memory,
+        bound_by,
+        efficiency: best,
+    }
+}
+
+/// The op profile of one host's devices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpProfile {
+    /// The device type (`device_type_string`), when recorded.
+    pub device_type: Option<String>,
+    /// Cores analysed.
+    pub cores: u32,
+    /// Per-core peaks, when the profile reports them.
+    pub perf_env: Option<PerfEnv>,
+    /// Program names by id (`module(program_id)` names from `XLA Modules` / `/host:metadata`).
+    pub programs: BTreeMap<u64, String>,
+    /// Every op, sorted by self time (largest first), then program and name.
+    pub ops: Vec<OpStats>,
+    /// Σ over cores of each core's profiled span (first to last op or step event).
+    pub total_time: Picos,
+    /// Time in no op: `total_time` minus every op's self time.
+    pub idle_time: Picos,
+}
+
+impl OpProfile {
+    /// Builds the op profile of the TPU TensorCores of a space (empty when it has none).
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_roofline::OpProfile;
+    /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// let profile = OpProfile::from_tpu(&space)?;
+    /// let conv = profile.ops.iter().find(|o| o.name == "convolution.1").unwrap();
+    /// assert_eq!(conv.occurrences, 24); // 6 steps on 4 cores
+    /// assert_eq!(profile.categories()["convolution fusion"], conv.self_time);
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_tpu(space: &Space) -> xlens_xplane::Result<OpProfile> {
+        let cores = space.tpu_tensor_cores();
+        let mut combined: BTreeMap<(u64, String), OpStats> = BTreeMap::new();
+        let mut total_time = Picos::ZERO;
+        let mut programs = BTreeMap::new();
+        for plane in &cores {
+            let core = core_op_metrics(plane)?;
+            total_time += core.total_time;
+            for (name, id) in core.programs {
+                programs.entry(id).or_insert(name);
+            }
+            for op in core.ops {
+                match combined.entry((op.program_id, op.name.clone())) {
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(op);
+                    }
+                    std::collections::btree_map::Entry::Occupied(mut o) => {
+                        let c = o.get_mut();
+                        c.occurrences += op.occurrences;
+                        c.time += op.time;
+                        c.self_time += op.self_time;
+                        c.normalized_time += op.normalized_time;
+                        c.flops += op.flops;
+                        c.model_flops += op.model_flops;
+                        c.bytes.add(&op.bytes);
+                        c.num_cores += 1;
+                    }
+                }
+            }
+        }
+        let mut ops: Vec<OpStats> = combined.into_values().collect();
+        ops.sort_by(|a, b| {
+            b.self_time.cmp(&a.self_time).then(a.program_id.cmp(&b.program_id)).then(a.name.cmp(&b.name))
+        });
+        let op_time: Picos = ops.iter().map(|o| o.self_time).sum();
+        let device_type = cores
+            .first()
+            .and_then(|p| p.stat_by_name(names::stat::DEVICE_TYPE_STRING))
+            .and_then(|s| s.as_str().map(|s| s.into_owned()));
+        Ok(OpProfile {
+            device_type,
+            cores: cores.len() as u32,
+            perf_env: cores.first().and_then(|p| PerfEnv::from_plane(p)),
+            programs,
+            idle_time: total_time.saturating_sub(op_time),
+            total_time,
+            ops,
+        })
+    }
+
+    /// Self time per category over ops without inner ops, plus `IDLE` (the category pie).
+    pub fn categories(&self) -> BTreeMap<String, Picos> {
+        let mut out: BTreeMap<String, Picos> = BTreeMap::new();
+        for op in self.ops.iter().filter(|o| !o.has_inner_ops()) {
+            *out.entry(op.category.clone()).or_default() += op.self_time;
+        }
+        if self.idle_time.0 > 0 {
+            *out.entry(IDLE.to_owned()).or_default() += self.idle_time;
+        }
+        out
+    }
+
+    /// The roofline point of an op on this profile's devices (`None` without peaks).
+    pub fn roofline(&self, op: &OpStats) -> Option<RooflinePoint> {
+        let env = self.perf_env.as_ref()?;
+        Some(roofline_point(op.flops, &op.bytes, op.time, op.normalized_time, env))
+    }
+
+    /// The program-level roofline: innermost ops' FLOPs and bytes over the whole profiled time,
+    /// idle included (XProf's "Program" record with infeed and outfeed included).
+    pub fn program_roofline(&self) -> Option<RooflinePoint> {
+        self.program_point(|_| true)
+    }
+
+    /// The program-level roofline without infeed and outfeed ops, and without their time
+    /// (XProf's second "Program" record): what the device achieves when it is not waiting on the host.
+    pub fn program_roofline_excluding_infeed_outfeed(&self) -> Option<RooflinePoint> {
+        self.program_point(|op| !matches!(op.category.as_str(), "infeed" | "outfeed"))
+    }
+
+    fn program_point(&self, keep: impl Fn(&OpStats) -> bool) -> Option<RooflinePoint> {
+        let env = self.perf_env.as_ref()?;
+        let mut flops = 0.0;
+        let mut bytes = MemoryBytes::default();
+        let mut time = self.total_time;
+        for op in self.ops.iter().filter(|o| !o.has_inner_ops()) {
+            if keep(op) {
+                flops += op.flops;
+                bytes.add(&op.bytes);
+            } else {
+                time = time.saturating_sub(op.time);
+            }
+        }
+        Some(roofline_point(flops, &bytes, time, time, env))
+    }
+
+    /// Share of the profiled time (`0..=1`) an op's FLOP utilisation represents: XProf's
+    /// op-profile `flops` metric, utilisation weighted by the op's share of the total time.
+    pub fn weighted_flops_utilization(&self, op: &OpStats) -> f64 {
+        match self.roofline(op) {
+            Some(p) if self.total_time.0 > 0 => {
+                p.compute_utilization.min(1.0) * op.time.0 as f64 / self.total_time.0 as f64
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+/// One core's ops before combining.
+struct CoreMetrics {
+    ops: Vec<OpStats>,
+    total_time: Picos,
+    programs: Vec<(String, u64)>,
+}
+
+fn core_op_metrics(plane: &Plane) -> xlens_xplane::Result<CoreMetrics> {
+    let ids = DeviceStatIds::of(plane);
+    let meta = op_metadata(plane, &ids);
+    let mut by_key: HashMap<(u64, u64), (OpStats, &OpMetadata)> = HashMap::new();
+    let mut first: Option<Picos> = None;
+    let mut last: Option<Picos> = None;
+    let mut widen = |span: &Span| {
+        first = Some(first.map_or(span.start, |f| f.min(span.start)));
+        last = Some(last.map_or(span.end(), |l| l.max(span.end())));
+    };
+    for line in plane.lines() {
+        if line.name() == names::line::XLA_OPS {
+            for op in timed_ops(plane, line, &ids)? {
+                widen(&op.span);
+                let Some(m) = meta.get(&op.metadata_id) else { continue };
+                let (Some(program_id), Some(symbol_id)) = (m.program_id, m.symbol_id) else { continue };
+                if symbol_id == 0 {
+                    continue;
+                }
+                let (entry, _) =
+                    by_key.entry((program_id, symbol_id)).or_insert_with(|| (empty_stats(program_id, m), m));
+                entry.occurrences += op.occurrences as u64;
+                entry.time += op.span.duration;
+                entry.self_time += op.self_time;
+                entry.normalized_time += Picos((op.span.duration.0 as f64 * op.time_scale) as i64);
+            }
+        } else if line.name() == names::line::STEPS {
+            for ev in line.events(plane) {
+                widen(&crate::device::device_span(&ev?, &ids));
+            }
+        }
+    }
+    let op_time: Picos = by_key.values().map(|(o, _)| o.self_time).sum();
+    let span = match (first, last) {
+        (Some(f), Some(l)) => l - f,
+        _ => Picos::ZERO,
+    };
+    let mut ops: Vec<OpStats> = by_key
+        .into_values()
+        .map(|(mut o, m)| {
+            let n = o.occurrences as f64;
+            o.flops = m.flops * n;
+            o.model_flops = if m.model_flops > 0.0 { m.model_flops * n } else { o.flops };
+            o.bytes = m.memory.scaled(n);
+            o
+        })
+        .collect();
+    ops.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut programs = Vec::new();
+    if let Some(modules) = plane.line_by_name(names::line::XLA_MODULES) {
+        for ev in modules.events(plane) {
+            let name = ev?.name();
+            if let Some(id) = program_id_of_module_name(name)
+                && !programs.iter().any(|(_, p)| *p == id)
+            {
+                programs.push((name.to_owned(), id));
+            }
+        }
+    }
+    Ok(CoreMetrics { ops, total_time: span.max(op_time), programs })
+}
+
+fn empty_stats(program_id: u64, m: &OpMetadata) -> OpStats {
+    OpStats {
+        program_id,
+        name: m.name.clone(),
+        long_name: m.long_name.clone(),
+        category: m.category.clone(),
+        occurrences: 0,
+        time: Picos::ZERO,
+        self_time: Picos::ZERO,
+        normalized_time: Picos::ZERO,
+        flops: 0.0,
+        model_flops: 0.0,
+        bytes: MemoryBytes::default(),
+        num_cores: 1,
+        source: m.source.clone(),
+        tf_op: m.tf_op.clone(),
+    }
+}
+
+/// The program id in a `module(program_id)` name.
+pub fn program_id_of_module_name(name: &str) -> Option<u64> {
+    let open = name.rfind('(')?;
+    name.strip_suffix(')')?.get(open + 1..)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_carry_program_ids() {
+        assert_eq!(program_id_of_module_name("jit_train_step(36)"), Some(36));
+        assert_eq!(program_id_of_module_name("jit_f(g)(4)"), Some(4));
+        assert_eq!(program_id_of_module_name("jit_f"), None);
+        assert_eq!(program_id_of_module_name("x()"), None);
+    }
+
+    #[test]
+    fn roofline_bound_is_the_largest_utilisation() {
+        let env = PerfEnv {
+            peak_flops_per_s: 100e12,
+            peak_hbm_bytes_per_s: 1e12,
+            peak_onchip_read_bytes_per_s: 10e12,
+            peak_onchip_write_bytes_per_s: 0.0,
+        };
+        let t = Picos(1_000_000_000); // 1 ms
+        let compute = roofline_point(80e9, &MemoryBytes { hbm: 1e8, ..Default::default() }, t, t, &env);
+        assert_eq!(compute.bound_by, BoundBy::Compute);
+        assert!((compute.efficiency - 0.8).abs() < 1e-12);
+        let hbm = roofline_point(10e9, &MemoryBytes { hbm: 9e8, ..Default::default() }, t, t, &env);
+        assert_eq!((hbm.bound_by, hbm.efficiency), (BoundBy::Hbm, 0.9));
+        let none = roofline_point(0.0, &MemoryBytes::default(), t, t, &env);
+        assert_eq!((none.bound_by, none.efficiency), (BoundBy::Unknown, 0.0));
+    }
+}

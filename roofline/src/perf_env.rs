@@ -1,0 +1,64 @@
+//! The device peaks a profile reports about itself (XProf's `PerfEnv`).
+//!
+//! libtpu writes per-TensorCore capability stats on each device plane; XProf copies them into
+//! its performance environment and derives every utilisation from them (facts §2.4, §4.3, §4.4).
+//! Units follow the stats: TFLOP/s and GB/s (10^9 bytes/s); bandwidth utilisations compare GiB/s
+//! with GiB/s, which is the same ratio.
+
+use xlens_xplane::{Plane, names::stat::capability as cap};
+
+/// Peaks of one core as the profile reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PerfEnv {
+    /// Peak FLOP/s per core (`peak_teraflops_per_second` × 1e12).
+    pub peak_flops_per_s: f64,
+    /// Peak HBM bandwidth per core in bytes/s (`peak_hbm_bw_gigabytes_per_second` × 1e9).
+    pub peak_hbm_bytes_per_s: f64,
+    /// Peak on-chip read bandwidth in bytes/s (CMEM when present, else merged VMEM), 0 if unknown.
+    pub peak_onchip_read_bytes_per_s: f64,
+    /// Peak on-chip write bandwidth in bytes/s, 0 if unknown.
+    pub peak_onchip_write_bytes_per_s: f64,
+}
+
+impl PerfEnv {
+    /// Reads the capability stats of a device plane; `None` when it reports no FLOP/s peak.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_roofline::PerfEnv;
+    /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// let env = PerfEnv::from_plane(space.tpu_tensor_cores()[0]).unwrap();
+    /// assert_eq!(env.peak_flops_per_s, 197e12);
+    /// assert!((env.hbm_ridge_point() - 240.537).abs() < 1e-3);
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_plane(plane: &Plane) -> Option<PerfEnv> {
+        let get = |name: &str| plane.stat_by_name(name).and_then(|s| s.as_f64()).unwrap_or(0.0);
+        let tflops = get(cap::PEAK_TERAFLOPS_PER_SECOND);
+        if tflops <= 0.0 {
+            return None;
+        }
+        let gbps = |name: &str| get(name) * 1e9;
+        let (cmem_rd, cmem_wr) =
+            (gbps(cap::PEAK_CMEM_RD_BW_GIGABYTES_PER_SECOND), gbps(cap::PEAK_CMEM_WR_BW_GIGABYTES_PER_SECOND));
+        let merged_vmem = get(cap::HAS_MERGED_VMEM) != 0.0;
+        let (onchip_rd, onchip_wr) = if cmem_rd > 0.0 || cmem_wr > 0.0 {
+            (cmem_rd, cmem_wr)
+        } else if merged_vmem {
+            (gbps(cap::PEAK_VMEM_RD_BW_GIGABYTES_PER_SECOND), gbps(cap::PEAK_VMEM_WR_BW_GIGABYTES_PER_SECOND))
+        } else {
+            (0.0, 0.0)
+        };
+        Some(PerfEnv {
+            peak_flops_per_s: tflops * 1e12,
+            peak_hbm_bytes_per_s: gbps(cap::PEAK_HBM_BW_GIGABYTES_PER_SECOND),
+            peak_onchip_read_bytes_per_s: onchip_rd,
+            peak_onchip_write_bytes_per_s: onchip_wr,
+        })
+    }
+
+    /// HBM ridge point in FLOP/byte: peak FLOP/s ÷ peak HBM bytes/s.
+    pub fn hbm_ridge_point(&self) -> f64 {
+        if self.peak_hbm_bytes_per_s > 0.0 { self.peak_flops_per_s / self.peak_hbm_bytes_per_s } else { 0.0 }
+    }
+}

@@ -1,0 +1,365 @@
+//! Steps: how long each training (or serving) step took, from device step markers or host ones,
+//! grouped as XProf groups them (facts §3).
+//!
+//! - **TPU**: each TensorCore's `Steps` line has one event per step. Step *k* of every core forms
+//!   step *k*; XProf keeps only steps every core has. The step time is the longest core's; each
+//!   core's ops inside its step give the per-core breakdown (infeed, outfeed, collectives, idle),
+//!   and the cross-core figures follow XProf's input-pipeline rules (§3.3).
+//! - **CPU and GPU-less hosts**: host step markers (`StepTraceAnnotation("train", step_num=i)`
+//!   gives an event named `train` with `step_num` and `_r` stats) are the steps; the step time is
+//!   the marker's duration. XProf's overview drops the first and last of more than five such
+//!   steps as possibly incomplete ([`Steps::complete_steps`]); the step list keeps them.
+
+use xlens_xplane::{Picos, Plane, Space, names};
+
+use crate::device::{DeviceStatIds, op_metadata, timed_ops};
+
+/// Where the steps came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepSource {
+    /// TPU `Steps` lines.
+    DeviceSteps,
+    /// Host step markers (`train`, `test`, `TraceContext` roots).
+    HostMarkers,
+    /// No step markers at all.
+    None,
+}
+
+/// Category self times of one core in one step (XProf's TPU step breakdown).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreStepBreakdown {
+    /// `infeed` ops.
+    pub infeed: Picos,
+    /// `outfeed` ops.
+    pub outfeed: Picos,
+    /// all-reduce, all-reduce fusion and all-to-all ops (XProf's "crs").
+    pub all_reduce: Picos,
+    /// `send` and `send-done`.
+    pub send: Picos,
+    /// `recv` and `recv-done`.
+    pub recv: Picos,
+    /// Host send and receive ops (with their done ops).
+    pub host_transfer: Picos,
+    /// `megacore fusion` ops (waiting for the other core).
+    pub megacore: Picos,
+    /// Convolutions and output fusions (the MXU-heavy categories).
+    pub high_flops_compute: Picos,
+    /// Every other op's self time.
+    pub other_compute: Picos,
+    /// Step time no op accounts for.
+    pub idle: Picos,
+}
+
+impl CoreStepBreakdown {
+    /// Self time of every op in the step.
+    pub fn busy(&self) -> Picos {
+        self.infeed
+            + self.outfeed
+            + self.all_reduce
+            + self.send
+            + self.recv
+            + self.host_transfer
+            + self.megacore
+            + self.high_flops_compute
+            + self.other_compute
+    }
+
+    /// Time the core waited on the host: infeed, outfeed, host transfers and idle.
+    pub fn wait_for_host(&self) -> Picos {
+        self.infeed + self.outfeed + self.host_transfer + self.idle
+    }
+}
+
+/// One core's part of a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreStep {
+    /// The core's device ordinal.
+    pub core: u32,
+    /// Start of the core's `Steps` marker.
+    pub marker_start: Picos,
+    /// Duration of the core's `Steps` marker.
+    pub marker_duration: Picos,
+    /// The step time the core is accounted for: the step's time (the longest core's marker),
+    /// as XProf charges every core.
+    pub duration: Picos,
+    /// What the core did in the step.
+    pub breakdown: CoreStepBreakdown,
+}
+
+/// One step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// XProf's name for it: `train 3` for host markers, the step number for TPU steps.
+    pub name: String,
+    /// The step number (`step_num`, or the position among device steps).
+    pub number: i64,
+    /// Earliest start.
+    pub start: Picos,
+    /// The step time: the longest core's step marker (TPU) or the host marker's duration.
+    pub duration: Picos,
+    /// Per-core detail (TPU only).
+    pub cores: Vec<CoreStep>,
+}
+
+impl Step {
+    /// End of the step (start + duration).
+    pub fn end(&self) -> Picos {
+        self.start + self.duration
+    }
+
+    /// XProf's cross-core breakdown of a TPU step (§3.3), `None` without per-core detail.
+    pub fn tpu_breakdown(&self) -> Option<TpuStepSummary> {
+        if self.cores.is_empty() {
+            return None;
+        }
+        let min_step = self.cores.iter().map(|c| c.duration).min()?;
+        let compute = self.cores.iter().map(|c| c.duration.saturating_sub(c.breakdown.wait_for_host())).min()?;
+        let infeed = self.cores.iter().map(|c| c.breakdown.infeed).max()?;
+        let outfeed = Picos(self.cores.iter().map(|c| c.breakdown.outfeed.0).sum::<i64>() / self.cores.len() as i64);
+        let host_transfer = self.cores.iter().map(|c| c.breakdown.host_transfer).max()?;
+        let idle = min_step.saturating_sub(compute + infeed + outfeed).max(Picos::ZERO);
+        Some(TpuStepSummary { compute, infeed, outfeed, host_transfer, idle })
+    }
+}
+
+/// The cross-core breakdown of a TPU step, as XProf's input-pipeline analysis computes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TpuStepSummary {
+    /// Least time any core spent not waiting on the host.
+    pub compute: Picos,
+    /// The largest core infeed.
+    pub infeed: Picos,
+    /// Mean core outfeed.
+    pub outfeed: Picos,
+    /// The largest core host-transfer time.
+    pub host_transfer: Picos,
+    /// The shortest core step minus compute, infeed and outfeed.
+    pub idle: Picos,
+}
+
+/// The steps of one host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Steps {
+    /// Where the steps came from.
+    pub source: StepSource,
+    /// The steps in order.
+    pub steps: Vec<Step>,
+}
+
+impl Steps {
+    /// Finds the steps of a space: TPU device steps when there are TensorCores, else host markers.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_roofline::{StepSource, Steps};
+    /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// let steps = Steps::from_space(&space)?;
+    /// assert_eq!((steps.source, steps.steps.len()), (StepSource::DeviceSteps, 6));
+    /// assert!(steps.stats().unwrap().mean_ms > 0.28);
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_space(space: &Space) -> xlens_xplane::Result<Steps> {
+        let cores = space.tpu_tensor_cores();
+        if !cores.is_empty() {
+            let steps = tpu_steps(&cores)?;
+            if !steps.is_empty() {
+                return Ok(Steps { source: StepSource::DeviceSteps, steps });
+            }
+        }
+        let host = host_steps(space)?;
+        if host.is_empty() {
+            return Ok(Steps { source: StepSource::None, steps: Vec::new() });
+        }
+        Ok(Steps { source: StepSource::HostMarkers, steps: host })
+    }
+
+    /// Mean, median, standard deviation, min and max of the step times; `None` without steps.
+    pub fn stats(&self) -> Option<StepStats> {
+        StepStats::of(&self.steps.iter().map(|s| s.duration).collect::<Vec<_>>())
+    }
+
+    /// The steps XProf's overview averages: for host-marker steps, the first and last are
+    /// dropped as possibly incomplete when there are more than five (facts §3.2).
+    pub fn complete_steps(&self) -> &[Step] {
+        if self.source == StepSource::HostMarkers && self.steps.len() > 5 {
+            &self.steps[1..self.steps.len() - 1]
+        } else {
+            &self.steps
+        }
+    }
+}
+
+/// Summary statistics of step times, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepStats {
+    /// Number of steps.
+    pub count: usize,
+    /// Mean step time.
+    pub mean_ms: f64,
+    /// Median step time.
+    pub median_ms: f64,
+    /// Population standard deviation (as XProf reports it).
+    pub stddev_ms: f64,
+    /// Shortest step.
+    pub min_ms: f64,
+    /// Longest step.
+    pub max_ms: f64,
+}
+
+impl StepStats {
+    /// Statistics of a series of durations; `None` when empty.
+    pub fn of(durations: &[Picos]) -> Option<StepStats> {
+        if durations.is_empty() {
+            return None;
+        }
+        let ms: Vec<f64> = durations.iter().map(|d| d.as_ms_f64()).collect();
+        let n = ms.len() as f64;
+        let mean = ms.iter().sum::<f64>() / n;
+        let var = ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        let mut sorted = ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        let median = if sorted.len().is_multiple_of(2) { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] };
+        Some(StepStats {
+            count: ms.len(),
+            mean_ms: mean,
+            median_ms: median,
+            stddev_ms: var.sqrt(),
+            min_ms: sorted[0],
+            max_ms: sorted[sorted.len() - 1],
+        })
+    }
+
+    /// Coefficient of variation (stddev ÷ mean).
+    pub fn coefficient_of_variation(&self) -> f64 {
+        if self.mean_ms > 0.0 { self.stddev_ms / self.mean_ms } else { 0.0 }
+    }
+}
+
+/// True for host step-marker names: starting with `train`, `test` or `TraceContext`, no `/`.
+pub fn is_host_step_marker(name: &str) -> bool {
+    (name.starts_with("train") || name.starts_with("test") || name.starts_with(names::event::TRACE_CONTEXT))
+        && !name.contains('/')
+}
+
+fn host_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
+    let Some(host) = space.host_threads() else { return Ok(Vec::new()) };
+    let step_num = host.stat_id(names::stat::STEP_NUM);
+    let iter_num = host.stat_id(names::stat::ITER_NUM);
+    let root = host.stat_id(names::stat::IS_ROOT);
+    let mut steps = Vec::new();
+    for line in host.lines() {
+        for ev in line.events(host) {
+            let ev = ev?;
+            if !is_host_step_marker(ev.name()) {
+                continue;
+            }
+            // Markers are grouping roots: `_r` set, or the TraceContext name.
+            let is_root = root.is_some_and(|r| ev.stat(r).is_some()) || ev.name() == names::event::TRACE_CONTEXT;
+            if !is_root {
+                continue;
+            }
+            let number = step_num
+                .and_then(|id| ev.stat(id))
+                .or_else(|| iter_num.and_then(|id| ev.stat(id)))
+                .and_then(|s| s.as_i64());
+            steps.push((ev.start(), ev.duration(), ev.name().to_owned(), number));
+        }
+    }
+    steps.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
+    Ok(steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, (start, duration, name, number))| {
+            let number = number.unwrap_or(i as i64);
+            Step { name: format!("{name} {number}"), number, start, duration, cores: Vec::new() }
+        })
+        .collect())
+}
+
+fn tpu_steps(cores: &[&Plane]) -> xlens_xplane::Result<Vec<Step>> {
+    // Per core: its step markers with their breakdowns, in time order.
+    let mut per_core: Vec<Vec<CoreStep>> = Vec::new();
+    for plane in cores {
+        per_core.push(core_steps(plane)?);
+    }
+    // Steps present on every core survive (XProf intersects by group).
+    let count = per_core.iter().map(Vec::len).min().unwrap_or(0);
+    let mut steps = Vec::with_capacity(count);
+    for k in 0..count {
+        let mut cores: Vec<CoreStep> = per_core.iter().map(|c| c[k].clone()).collect();
+        // The step time is the longest core's marker, charged to every core. (XProf would take
+        // a linked host marker that contains it; in profiles whose host markers are not linked
+        // to device steps through producer/consumer stats, it uses the device marker, and so do we.)
+        let Some(longest) = cores.iter().max_by_key(|c| (c.marker_duration, std::cmp::Reverse(c.core))) else {
+            continue;
+        };
+        let (start, duration) = (longest.marker_start, longest.marker_duration);
+        let start = cores.iter().map(|c| c.marker_start).min().unwrap_or(start);
+        for core in &mut cores {
+            core.duration = duration;
+            let busy = core.breakdown.busy();
+            core.breakdown.idle = duration.saturating_sub(busy);
+        }
+        steps.push(Step { name: k.to_string(), number: k as i64, start, duration, cores });
+    }
+    Ok(steps)
+}
+
+fn core_steps(plane: &Plane) -> xlens_xplane::Result<Vec<CoreStep>> {
+    let core = match plane.kind() {
+        xlens_xplane::PlaneKind::TpuTensorCore { ordinal } => ordinal,
+        _ => 0,
+    };
+    let ids = DeviceStatIds::of(plane);
+    let Some(steps_line) = plane.line_by_name(names::line::STEPS) else { return Ok(Vec::new()) };
+    let mut markers = Vec::new();
+    for ev in steps_line.events(plane) {
+        let span = crate::device::device_span(&ev?, &ids);
+        markers.push(span);
+    }
+    markers.sort_by_key(|s| s.start);
+    let mut out: Vec<CoreStep> = markers
+        .iter()
+        .map(|m| CoreStep {
+            core,
+            marker_start: m.start,
+            marker_duration: m.duration,
+            duration: m.duration,
+            breakdown: CoreStepBreakdown::default(),
+        })
+        .collect();
+    let Some(ops_line) = plane.line_by_name(names::line::XLA_OPS) else { return Ok(out) };
+    let meta = op_metadata(plane, &ids);
+    let ops = timed_ops(plane, ops_line, &ids)?;
+    // Ops belong to the step whose marker they overlap (ops are sorted by start).
+    let mut k = 0usize;
+    for op in &ops {
+        while k < markers.len() && markers[k].end() <= op.span.start {
+            k += 1;
+        }
+        let Some(marker) = markers.get(k) else { break };
+        if op.span.end() <= marker.start {
+            continue;
+        }
+        let category = meta.get(&op.metadata_id).map_or("", |m| m.category.as_str());
+        let b = &mut out[k].breakdown;
+        let t = op.self_time;
+        match category {
+            "infeed" => b.infeed += t,
+            "outfeed" => b.outfeed += t,
+            "all-reduce" | "all-reduce fusion" | "all-to-all" => b.all_reduce += t,
+            "send" | "send-done" => b.send += t,
+            "recv" | "recv-done" => b.recv += t,
+            "host send" | "host send-done" | "host recv" | "host recv-done" => b.host_transfer += t,
+            "megacore fusion" => b.megacore += t,
+            "convolution"
+            | "convolution base-dilated"
+            | "convolution window-dilated"
+            | "convolution fusion"
+            | "output fusion" => b.high_flops_compute += t,
+            _ => b.other_compute += t,
+        }
+    }
+    Ok(out)
+}
