@@ -1,3 +1,48 @@
-//! Fault detectors over XProf profiles (skeleton).
+//! Fault detection over XProf profiles: independent detectors, a registry, and a scan that turns
+//! a profile into a [`Report`] with a status, a health snapshot and prioritised findings.
 //!
-//! Filled by the `faults` issue: a `Detector` trait, a registry and `scan`.
+//! Every finding says what is happening, shows the evidence (numbers, timeline events, HLO
+//! instructions with their JAX source line), estimates the impact in ms per step and % of the
+//! step, and says what to do. Detectors run in parallel over a shared, read-only [`Profile`] whose
+//! analyses (HLO modules, steps, op profile, step anatomy, chip) are built once on first use; a
+//! detector whose inputs the profile lacks is reported as skipped, with the reason.
+//!
+//! ```
+//! use xlens_faults::{Profile, ScanConfig, Status, scan};
+//! use xlens_xplane::Session;
+//!
+//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/corpus/recompilation");
+//! let profile = Profile::from_session(Session::open(dir.as_ref())?);
+//! let report = scan(&profile, &ScanConfig::default());
+//! assert_eq!(report.status, Status::NeedsAttention);
+//! assert!(report.findings.iter().any(|f| f.id == "recompilation"));
+//! let text = xlens_faults::render::text(&report);
+//! assert!(text.starts_with("NEEDS_ATTENTION"));
+//! Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod config;
+mod detector;
+pub mod detectors;
+pub mod evidence;
+mod finding;
+mod profile;
+pub mod registry;
+pub mod render;
+mod scan;
+
+#[cfg(feature = "polars")]
+pub mod frame;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use config::{ScanConfig, StatusThresholds, Thresholds};
+pub use detector::{Detector, DetectorDoc, Need, Skip};
+pub use finding::{Evidence, Finding, Findings, Impact, Severity};
+pub use profile::{HostProfile, Profile};
+pub use registry::{DETECTORS, detector};
+pub use scan::{
+    Charts, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SlowOp, Status, host_metrics, scan, sort_findings,
+};

@@ -189,6 +189,59 @@ impl Steps {
     }
 }
 
+/// The shape of a step-time series.
+///
+/// A flat series means the step is as slow as it is for structural reasons (the op profile and
+/// the anatomy say why); outliers point at one-off costs (compilation, warm-up, a stall); a
+/// noisy series points at the host or the input pipeline.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepVariance {
+    /// Fewer than two steps: nothing to compare.
+    TooFewSteps,
+    /// Coefficient of variation at most [`FLAT_CV`]: steady.
+    Flat,
+    /// A few steps take at least [`OUTLIER_FACTOR`] × the median: their numbers.
+    Outliers(Vec<i64>),
+    /// Steps vary widely without clear outliers (coefficient of variation above [`FLAT_CV`]).
+    Noisy,
+}
+
+/// Largest coefficient of variation (stddev ÷ mean) of a steady series.
+pub const FLAT_CV: f64 = 0.10;
+/// A step at least this many times the median is an outlier.
+pub const OUTLIER_FACTOR: f64 = 2.0;
+
+impl Steps {
+    /// Classifies the step-time series (see [`StepVariance`]).
+    ///
+    /// ```
+    /// use xlens_roofline::{Step, StepSource, StepVariance, Steps};
+    /// use xlens_xplane::Picos;
+    /// let step = |n: i64, ms: i64| Step {
+    ///     name: n.to_string(), number: n, start: Picos(n * 1_000_000_000_000), duration: Picos(ms * 1_000_000_000), cores: vec![],
+    /// };
+    /// let steps = Steps { source: StepSource::HostMarkers, steps: vec![step(0, 250), step(1, 10), step(2, 10), step(3, 11)] };
+    /// assert_eq!(steps.variance(), StepVariance::Outliers(vec![0]));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn variance(&self) -> StepVariance {
+        let Some(stats) = self.stats() else { return StepVariance::TooFewSteps };
+        if stats.count < 2 {
+            return StepVariance::TooFewSteps;
+        }
+        let outliers: Vec<i64> = self
+            .steps
+            .iter()
+            .filter(|s| s.duration.as_ms_f64() >= OUTLIER_FACTOR * stats.median_ms)
+            .map(|s| s.number)
+            .collect();
+        if !outliers.is_empty() && outliers.len() * 4 <= self.steps.len().max(4) {
+            return StepVariance::Outliers(outliers);
+        }
+        if stats.coefficient_of_variation() <= FLAT_CV { StepVariance::Flat } else { StepVariance::Noisy }
+    }
+}
+
 /// Summary statistics of step times, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepStats {

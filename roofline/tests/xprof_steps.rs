@@ -102,3 +102,13 @@ fn cpu_step_times_match_xprof_step_trace() {
     }
     assert!(checked >= 15, "only {checked} real traces compared");
 }
+
+#[test]
+fn variance_verdicts_on_real_traces() {
+    use xlens_roofline::StepVariance;
+    // Recompilation inside step 5, compilation inside step 0: outliers. Steady steps: flat.
+    let v = |p: &str| steps(&testdata().join(p)).variance();
+    assert_eq!(v("corpus/recompilation"), StepVariance::Outliers(vec![5]));
+    assert_eq!(v("real/profile_during_warmup"), StepVariance::Outliers(vec![0]));
+    assert!(matches!(v("tpu/tpu_basic"), StepVariance::Flat));
+}

@@ -123,6 +123,11 @@ impl Host {
     pub fn space(&self) -> &Space {
         &self.space
     }
+
+    /// Takes the decoded space.
+    pub fn into_space(self) -> Space {
+        self.space
+    }
 }
 
 /// Every host of one profiling run, decoded.
@@ -163,6 +168,11 @@ impl Session {
     /// The hosts, sorted by name.
     pub fn hosts(&self) -> &[Host] {
         &self.hosts
+    }
+
+    /// Takes the hosts.
+    pub fn into_hosts(self) -> Vec<Host> {
+        self.hosts
     }
 }
 

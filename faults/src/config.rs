@@ -1,0 +1,310 @@
+//! Scan configuration: which detectors run, and every threshold, with documented defaults.
+//!
+//! Each detector reads its own section of [`Thresholds`]; the defaults are the values the
+//! detector docs state. Percentages are of the mean step time unless said otherwise.
+
+use crate::finding::Severity;
+
+/// How a scan runs.
+#[derive(Clone, Debug, Default)]
+pub struct ScanConfig {
+    /// Only these detector ids run (all when `None`).
+    pub only: Option<Vec<String>>,
+    /// These detector ids do not run.
+    pub disabled: Vec<String>,
+    /// Thresholds of every detector, and of the overall status.
+    pub thresholds: Thresholds,
+}
+
+impl ScanConfig {
+    /// A config that runs a single detector (for tests and benches).
+    pub fn only(id: &str) -> ScanConfig {
+        ScanConfig { only: Some(vec![id.to_owned()]), ..ScanConfig::default() }
+    }
+
+    /// True when the detector with this id should run.
+    pub fn enabled(&self, id: &str) -> bool {
+        self.only.as_ref().is_none_or(|only| only.iter().any(|o| o == id)) && !self.disabled.iter().any(|d| d == id)
+    }
+}
+
+/// The status rule: `OPTIMAL` when compute utilisation is high and idle, communication and OOM
+/// risk are low (profiles with device peaks), or when nothing at P0/P1 was found (without).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StatusThresholds {
+    /// Lowest FLOP utilisation (of the device peak) that counts as high. Default 0.5.
+    pub min_flops_utilization: f64,
+    /// Highest idle share of the step (%) that counts as low. Default 10.
+    pub max_idle_pct: f64,
+    /// Highest exposed-communication share of the step (%) that counts as low. Default 10.
+    pub max_exposed_communication_pct: f64,
+    /// Highest memory peak as a fraction of capacity that counts as low OOM risk. Default 0.9.
+    pub max_memory_fraction: f64,
+    /// Findings at this severity or worse make the status `NEEDS_ATTENTION`. Default P1.
+    pub attention_severity: Severity,
+}
+
+impl Default for StatusThresholds {
+    fn default() -> Self {
+        StatusThresholds {
+            min_flops_utilization: 0.5,
+            max_idle_pct: 10.0,
+            max_exposed_communication_pct: 10.0,
+            max_memory_fraction: 0.9,
+            attention_severity: Severity::P1,
+        }
+    }
+}
+
+/// Every threshold, one section per detector.
+#[derive(Clone, Debug, Default)]
+pub struct Thresholds {
+    /// The overall status.
+    pub status: StatusThresholds,
+    /// `exposed_collective`.
+    pub exposed_collective: ExposedCollective,
+    /// `wrong_mesh_mapping`.
+    pub wrong_mesh_mapping: WrongMeshMapping,
+    /// `unintended_remat`.
+    pub unintended_remat: UnintendedRemat,
+    /// `data_formatting_tax`.
+    pub data_formatting_tax: DataFormattingTax,
+    /// `input_starvation`.
+    pub input_starvation: InputStarvation,
+    /// `recompilation`.
+    pub recompilation: Recompilation,
+    /// `vpu_bound`.
+    pub vpu_bound: VpuBound,
+    /// `padding_waste`.
+    pub padding_waste: PaddingWaste,
+    /// `straggler_core`.
+    pub straggler_core: StragglerCore,
+    /// `dcn_exposed_reduce`.
+    pub dcn_exposed_reduce: DcnExposedReduce,
+    /// `host_callback_stall`.
+    pub host_callback_stall: HostCallbackStall,
+    /// `donation_miss`.
+    pub donation_miss: DonationMiss,
+    /// `allgather_duplication`.
+    pub allgather_duplication: AllgatherDuplication,
+    /// `profile_during_warmup`.
+    pub profile_during_warmup: ProfileDuringWarmup,
+    /// `barrier_in_loop`.
+    pub barrier_in_loop: BarrierInLoop,
+    /// `sparsecore_overflow`.
+    pub sparsecore_overflow: SparsecoreOverflow,
+    /// `layout_mismatch_copy`.
+    pub layout_mismatch_copy: LayoutMismatchCopy,
+    /// `unfused_reshape`.
+    pub unfused_reshape: UnfusedReshape,
+    /// `unnecessary_convert_reduce`.
+    pub unnecessary_convert_reduce: UnnecessaryConvertReduce,
+    /// `hbm_pressure`.
+    pub hbm_pressure: HbmPressure,
+    /// `truncated_capture`.
+    pub truncated_capture: TruncatedCapture,
+}
+
+macro_rules! section {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty = $default:expr),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $($field: $default,)* }
+            }
+        }
+    };
+}
+
+section!(
+    /// Thresholds of `exposed_collective`.
+    ExposedCollective {
+        /// Report when exposed collective time is at least this % of the step. Default 5.
+        min_pct_of_step: f64 = 5.0,
+        /// A window covered at least this much by compute is hidden (XProf's 0.9).
+        hidden_ratio: f64 = 0.9,
+    }
+);
+
+section!(
+    /// Thresholds of `wrong_mesh_mapping`.
+    WrongMeshMapping {
+        /// Report a chain of at least this many collective-permutes per step. Default 4.
+        min_permute_chain: usize = 4,
+        /// A collective class taking at least this multiple of its single-hop time is suspect. Default 2.
+        min_hop_multiple: f64 = 2.0,
+    }
+);
+
+section!(
+    /// Thresholds of `unintended_remat`.
+    UnintendedRemat {
+        /// Report when recomputed FLOPs are at least this fraction of the step's FLOPs. Default 0.05.
+        min_recomputed_flops_fraction: f64 = 0.05,
+    }
+);
+
+section!(
+    /// Thresholds of `data_formatting_tax`.
+    DataFormattingTax {
+        /// Report when data formatting is at least this % of the step. Default 5.
+        min_pct_of_step: f64 = 5.0,
+    }
+);
+
+section!(
+    /// Thresholds of `input_starvation`.
+    InputStarvation {
+        /// Report when the device waits for input at least this % of the step (XProf: 5 moderate). Default 5.
+        min_input_pct: f64 = 5.0,
+        /// P0 at or above this % (XProf: 20 highly input-bound). Default 20.
+        p0_input_pct: f64 = 20.0,
+    }
+);
+
+section!(
+    /// Thresholds of `recompilation`.
+    Recompilation {
+        /// Ignore compilations shorter than this (ms). Default 1.
+        min_compile_ms: f64 = 1.0,
+    }
+);
+
+section!(
+    /// Thresholds of `vpu_bound`.
+    VpuBound {
+        /// Report when vector work is at least this % of the step. Default 50.
+        min_vector_pct: f64 = 50.0,
+        /// ... and matmul work at most this %. Default 15.
+        max_matmul_pct: f64 = 15.0,
+    }
+);
+
+section!(
+    /// Thresholds of `padding_waste`.
+    PaddingWaste {
+        /// Report ops whose padded bytes exceed logical bytes by at least this fraction. Default 0.2.
+        min_padding_fraction: f64 = 0.2,
+        /// ... when such ops take at least this % of the step. Default 5.
+        min_pct_of_step: f64 = 5.0,
+    }
+);
+
+section!(
+    /// Thresholds of `straggler_core`.
+    StragglerCore {
+        /// Report when the slowest core's busy time exceeds the median core's by this %. Default 10.
+        min_spread_pct: f64 = 10.0,
+    }
+);
+
+section!(
+    /// Thresholds of `dcn_exposed_reduce`.
+    DcnExposedReduce {
+        /// Report when the reduce tail after the backward pass is at least this % of the step. Default 5.
+        min_tail_pct: f64 = 5.0,
+    }
+);
+
+section!(
+    /// Thresholds of `host_callback_stall`.
+    HostCallbackStall {
+        /// Report when host callbacks take at least this % of the step. Default 2.
+        min_pct_of_step: f64 = 2.0,
+    }
+);
+
+section!(
+    /// Thresholds of `donation_miss`.
+    DonationMiss {
+        /// Only consider entry parameters at least this large (bytes). Default 1 MiB.
+        min_param_bytes: u64 = 1 << 20,
+        /// Report when non-donated, updated parameters are at least this fraction of the arguments. Default 0.25.
+        min_fraction_of_arguments: f64 = 0.25,
+    }
+);
+
+section!(
+    /// Thresholds of `allgather_duplication`.
+    AllgatherDuplication {
+        /// Report when the same operand is gathered at least this many times per step. Default 2.
+        min_gathers_per_operand: usize = 2,
+    }
+);
+
+section!(
+    /// Thresholds of `profile_during_warmup`.
+    ProfileDuringWarmup {
+        /// Report when the first step is at least this multiple of the median of the rest. Default 3.
+        min_first_step_factor: f64 = 3.0,
+    }
+);
+
+section!(
+    /// Thresholds of `barrier_in_loop`.
+    BarrierInLoop {
+        /// Report when there are at least this many host syncs per step. Default 2.
+        min_syncs_per_step: f64 = 2.0,
+        /// ... and the device is idle at least this % of the step. Default 10.
+        min_idle_pct: f64 = 10.0,
+    }
+);
+
+section!(
+    /// Thresholds of `sparsecore_overflow`.
+    SparsecoreOverflow {
+        /// Report when SparseCore ops are busy at least this % of the step. Default 90.
+        min_busy_pct: f64 = 90.0,
+    }
+);
+
+section!(
+    /// Thresholds of `layout_mismatch_copy`.
+    LayoutMismatchCopy {
+        /// Report when layout-only copies take at least this % of the step (or, without
+        /// timings, when there are at least `min_count` of them). Default 1.
+        min_pct_of_step: f64 = 1.0,
+        /// Minimum number of layout-only copies. Default 1.
+        min_count: usize = 1,
+    }
+);
+
+section!(
+    /// Thresholds of `unfused_reshape`.
+    UnfusedReshape {
+        /// Minimum number of standalone reshapes/transposes next to a matmul. Default 1.
+        min_count: usize = 1,
+    }
+);
+
+section!(
+    /// Thresholds of `unnecessary_convert_reduce`.
+    UnnecessaryConvertReduce {
+        /// Minimum number of upcast → reduce → downcast chains. Default 1.
+        min_chains: usize = 1,
+    }
+);
+
+section!(
+    /// Thresholds of `hbm_pressure`.
+    HbmPressure {
+        /// Report when the memory peak is at least this fraction of capacity. Default 0.85.
+        min_peak_fraction: f64 = 0.85,
+        /// P0 at or above this fraction. Default 0.95.
+        p0_peak_fraction: f64 = 0.95,
+    }
+);
+
+section!(
+    /// Thresholds of `truncated_capture`.
+    TruncatedCapture {
+        /// Report when the last step ends this close (ms) to the end of the capture, or events
+        /// were dropped. Default 0 (only dropped events and cut steps).
+        min_dropped_events: u64 = 1,
+    }
+);

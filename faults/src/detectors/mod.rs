@@ -1,0 +1,3 @@
+//! One file per detector; each is listed once in [`crate::registry::DETECTORS`].
+
+pub mod recompilation;

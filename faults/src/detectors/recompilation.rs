@@ -1,0 +1,181 @@
+//! `recompilation`: XLA compiles inside the measured steps, usually because a jitted function saw
+//! new shapes (or static arguments) and was retraced.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use xlens_xplane::Picos;
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Recompilation;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "XLA compilations inside the profiled steps after the first step, or one jitted function \
+              executing under several compiled programs (the same module name with several program ids).",
+    why: "A compilation takes from milliseconds to minutes of host time during which the device idles; \
+          a function that keeps seeing new shapes recompiles again and again, and every variant also holds \
+          its own executable in memory.",
+    evidence: "The compile events (backend_compile_and_load, *Client::Compile) with their step and duration; \
+               the total compile time; the modules that ran under several program ids.",
+    thresholds: "Compilations shorter than `recompilation.min_compile_ms` (default 1 ms) are ignored. A compile \
+                 in the first step alone with a single program is left to `profile_during_warmup`.",
+    fix: "Give jit stable shapes: pad or bucket variable dimensions (e.g. pad the last batch to the batch size), \
+          mark shape-determining arguments static and keep them constant, and run every shape once before \
+          measuring. `jax.config.update('jax_log_compiles', True)` names the function and the cause.",
+};
+
+/// Names of top-level compile events on host threads (JAX, PjRt clients, TPU runtime).
+fn is_compile_event(name: &str) -> bool {
+    name == "backend_compile_and_load"
+        || name == "backend_compile"
+        || (name.ends_with("::Compile") && name.contains("Client"))
+        || name == "XlaCompile"
+}
+
+impl Detector for Recompilation {
+    fn id(&self) -> &'static str {
+        "recompilation"
+    }
+
+    fn title(&self) -> &'static str {
+        "XLA recompiles inside the training loop"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::HostTimeline, Need::Steps]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.recompilation;
+        let steps = host.steps().map_err(Skip::because)?;
+        // Outermost compile events per thread (a client compile nests inside the JAX one).
+        let mut compiles = Vec::new();
+        if let Some(plane) = host.space().host_threads() {
+            for line in plane.lines() {
+                let mut open_until = Picos(i64::MIN);
+                for ev in line.events(plane).map_while(|e| e.ok()) {
+                    if !is_compile_event(ev.name()) || ev.start() < open_until {
+                        continue;
+                    }
+                    open_until = ev.end();
+                    if ev.duration().as_ms_f64() >= t.min_compile_ms {
+                        compiles.push(ev);
+                    }
+                }
+            }
+        }
+        // The JAX-level compile and the client compile it calls run on different threads: events
+        // that overlap in time are one compilation (the longest stands for it).
+        compiles.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index()));
+        let mut merged: Vec<xlens_xplane::Event<'_>> = Vec::new();
+        for ev in compiles {
+            match merged.last_mut() {
+                Some(last) if ev.start() < last.end() => {
+                    if ev.end() > last.end() {
+                        *last = ev;
+                    }
+                }
+                _ => merged.push(ev),
+            }
+        }
+        let compiles = merged;
+        let step_of = |at: Picos| steps.steps.iter().position(|s| s.start <= at && at < s.end());
+        let in_steps: Vec<(usize, _)> = compiles.iter().filter_map(|e| step_of(e.start()).map(|s| (s, *e))).collect();
+
+        // Programs each executed module ran under (op events carry program_id).
+        let mut programs_by_module: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+        if let Ok(profile) = host.op_profile() {
+            for op in &profile.ops {
+                if let Some(name) = profile.programs.get(&op.program_id) {
+                    let module = name.rsplit_once('(').map_or(name.as_str(), |(m, _)| m);
+                    programs_by_module.entry(module.to_owned()).or_default().insert(op.program_id);
+                }
+            }
+        }
+        let multi: Vec<(&String, &BTreeSet<u64>)> = programs_by_module.iter().filter(|(_, p)| p.len() > 1).collect();
+        let after_first = in_steps.iter().any(|(s, _)| *s > 0);
+        if in_steps.is_empty() || (!after_first && multi.is_empty()) {
+            return Ok(());
+        }
+        let total: Picos = in_steps.iter().map(|(_, e)| e.duration()).sum();
+        let step_count = steps.steps.len().max(1) as f64;
+        let ms_per_step = total.as_ms_f64() / step_count;
+        let impact = Impact::of(ms_per_step, host.step_ms());
+        let affected: BTreeSet<&str> = in_steps.iter().map(|(s, _)| steps.steps[*s].name.as_str()).collect();
+        let mut evidence = vec![
+            Evidence::metric("compilations inside steps", in_steps.len() as f64, "count"),
+            Evidence::metric("compile time inside steps", total.as_ms_f64(), "ms"),
+            Evidence::note(format!(
+                "steps with a compilation: {}",
+                affected.into_iter().collect::<Vec<_>>().join(", ")
+            )),
+        ];
+        for (module, programs) in &multi {
+            let ids: Vec<String> = programs.iter().map(u64::to_string).collect();
+            evidence.push(Evidence::note(format!("{module} ran as {} programs: {}", programs.len(), ids.join(", "))));
+        }
+        let mut longest: Vec<_> = in_steps.iter().map(|(_, e)| *e).collect();
+        longest.sort_by_key(|e| std::cmp::Reverse(e.duration()));
+        evidence.extend(longest.iter().take(5).map(|e| evidence::event(host, e)));
+        let severity = if impact.pct_of_step >= 20.0 { Severity::P0 } else { self.severity() };
+        let what = format!(
+            "XLA compiled {} time(s) inside the profiled steps ({:.1} ms in total{}).",
+            in_steps.len(),
+            total.as_ms_f64(),
+            if multi.is_empty() {
+                String::new()
+            } else {
+                format!("; {} function(s) ran under several compiled programs", multi.len())
+            }
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{run_on, testdata};
+
+    #[test]
+    fn finds_the_retrace_of_a_smaller_last_batch() {
+        let findings = run_on("recompilation", &testdata("corpus/recompilation"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!(f.what.contains("compiled 1 time"), "{}", f.what);
+        // Step 5 holds the compile; the profile keeps both jit_train_step programs.
+        assert!(f.evidence.iter().any(|e| e.to_string().contains("train 5")), "{f:#?}");
+        assert!(f.evidence.iter().any(|e| e.to_string().contains("jit_train_step ran as 2 programs")), "{f:#?}");
+        assert!(f.impact.ms_per_step > 10.0);
+    }
+
+    #[test]
+    fn clean_and_warmup_profiles_have_no_recompilation() {
+        for dir in ["corpus/clean", "real/profile_during_warmup", "corpus/host_callback"] {
+            assert!(run_on("recompilation", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Findings: what a detector reports, as data.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// How urgent a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Severity {
+    /// Critical: the step is seriously slower (or at risk of failing) because of it.
+    P0,
+    /// Important: a clear, fixable loss.
+    P1,
+    /// Minor: worth knowing, small impact.
+    P2,
+}
+
+impl Severity {
+    /// `"P0"`, `"P1"` or `"P2"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::P0 => "P0",
+            Severity::P1 => "P1",
+            Severity::P2 => "P2",
+        }
+    }
+
+    /// Parses `P0`, `P1` or `P2` (case-insensitive).
+    pub fn parse(s: &str) -> Option<Severity> {
+        match s.to_ascii_uppercase().as_str() {
+            "P0" => Some(Severity::P0),
+            "P1" => Some(Severity::P1),
+            "P2" => Some(Severity::P2),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One piece of evidence behind a finding.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Evidence {
+    /// A measured number.
+    Metric {
+        /// What was measured.
+        name: String,
+        /// The value.
+        value: f64,
+        /// Its unit (`ms`, `%`, `bytes`, `count`, ...).
+        unit: String,
+    },
+    /// An event of the timeline.
+    Event {
+        /// Host the event is on.
+        host: String,
+        /// Plane name.
+        plane: String,
+        /// Line name.
+        line: String,
+        /// Event name.
+        name: String,
+        /// Absolute start in microseconds (profile clock).
+        start_us: f64,
+        /// Duration in microseconds.
+        duration_us: f64,
+    },
+    /// An HLO instruction, with the JAX source line that produced it when known.
+    Instruction {
+        /// Module name (`name(program_id)`).
+        module: String,
+        /// Instruction name.
+        name: String,
+        /// Opcode.
+        opcode: String,
+        /// JAX name scope (`op_name` metadata).
+        op_name: String,
+        /// `file:line`, when known.
+        source: Option<String>,
+        /// A one-line text form of the instruction.
+        text: String,
+    },
+    /// A free-form note.
+    Note {
+        /// The note.
+        text: String,
+    },
+}
+
+impl Evidence {
+    /// A metric.
+    pub fn metric(name: impl Into<String>, value: f64, unit: impl Into<String>) -> Evidence {
+        Evidence::Metric { name: name.into(), value, unit: unit.into() }
+    }
+
+    /// A note.
+    pub fn note(text: impl Into<String>) -> Evidence {
+        Evidence::Note { text: text.into() }
+    }
+}
+
+impl fmt::Display for Evidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Evidence::Metric { name, value, unit } => write!(f, "{name}: {} {unit}", fmt_value(*value)),
+            Evidence::Event { host, plane, line, name, start_us, duration_us } => {
+                write!(f, "event {name} on {host} {plane} / {line} at {start_us:.1} us for {duration_us:.1} us")
+            }
+            Evidence::Instruction { module, name, opcode, op_name, source, .. } => {
+                write!(f, "{module}: {name} ({opcode})")?;
+                if !op_name.is_empty() {
+                    write!(f, " from {op_name}")?;
+                }
+                if let Some(source) = source {
+                    write!(f, " at {source}")?;
+                }
+                Ok(())
+            }
+            Evidence::Note { text } => f.write_str(text),
+        }
+    }
+}
+
+/// A number with a sensible amount of digits for text output.
+pub(crate) fn fmt_value(v: f64) -> String {
+    if v == v.trunc() && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The expected gain from fixing a finding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Impact {
+    /// Milliseconds per step.
+    pub ms_per_step: f64,
+    /// Percent of the step time.
+    pub pct_of_step: f64,
+}
+
+impl Impact {
+    /// The impact of `ms` per step on a step of `step_ms` (0 % without a step time).
+    pub fn of(ms: f64, step_ms: Option<f64>) -> Impact {
+        let pct = match step_ms {
+            Some(step) if step > 0.0 => 100.0 * ms / step,
+            _ => 0.0,
+        };
+        Impact { ms_per_step: ms, pct_of_step: pct }
+    }
+}
+
+/// One reported fault.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    /// The detector id (e.g. `recompilation`).
+    pub id: String,
+    /// How urgent it is.
+    pub severity: Severity,
+    /// Short title.
+    pub title: String,
+    /// What is happening, in a sentence or two.
+    pub what: String,
+    /// The evidence.
+    pub evidence: Vec<Evidence>,
+    /// The expected gain from fixing it.
+    pub impact: Impact,
+    /// What to do about it.
+    pub fix: String,
+    /// The host it was found on (empty for session-wide findings).
+    pub host: String,
+}
+
+/// Where detectors put their findings.
+#[derive(Debug, Default)]
+pub struct Findings {
+    items: Vec<Finding>,
+}
+
+impl Findings {
+    /// Adds a finding.
+    pub fn push(&mut self, finding: Finding) {
+        self.items.push(finding);
+    }
+
+    /// The findings so far.
+    pub fn as_slice(&self) -> &[Finding] {
+        &self.items
+    }
+
+    /// Takes the findings.
+    pub fn into_vec(self) -> Vec<Finding> {
+        self.items
+    }
+}

@@ -1,0 +1,205 @@
+//! The profile a scan reads: hosts, each a decoded space plus analyses built once, on first use,
+//! and shared by every detector (thread-safe).
+
+use std::sync::OnceLock;
+
+use xlens_hlo::Module;
+use xlens_roofline::{Chip, OpProfile, StepAnatomy, Steps, tpu_anatomy};
+use xlens_xplane::{DeviceKind, Host, Picos, Session, Space, SpaceSummary, summarize};
+
+use crate::detector::Need;
+
+/// One host of a profile, with its shared analyses.
+#[derive(Debug)]
+pub struct HostProfile {
+    name: String,
+    space: Space,
+    summary: SpaceSummary,
+    modules: OnceLock<(Vec<Module>, Vec<String>)>,
+    steps: OnceLock<Result<Steps, String>>,
+    op_profile: OnceLock<Result<OpProfile, String>>,
+    anatomy: OnceLock<Result<Vec<StepAnatomy>, String>>,
+    chip: OnceLock<Option<Chip>>,
+}
+
+impl HostProfile {
+    /// Wraps a decoded host.
+    pub fn new(name: impl Into<String>, space: Space) -> HostProfile {
+        let summary = summarize(&space);
+        HostProfile {
+            name: name.into(),
+            space,
+            summary,
+            modules: OnceLock::new(),
+            steps: OnceLock::new(),
+            op_profile: OnceLock::new(),
+            anatomy: OnceLock::new(),
+            chip: OnceLock::new(),
+        }
+    }
+
+    /// The host name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The decoded space.
+    pub fn space(&self) -> &Space {
+        &self.space
+    }
+
+    /// Device and host facts from plane names and stats.
+    pub fn summary(&self) -> &SpaceSummary {
+        &self.summary
+    }
+
+    /// TPU, GPU or CPU.
+    pub fn device_kind(&self) -> DeviceKind {
+        self.summary.device_kind
+    }
+
+    /// The HLO modules of `/host:metadata`, sorted by program id.
+    pub fn modules(&self) -> &[Module] {
+        &self.modules_and_warnings().0
+    }
+
+    /// Warnings from decoding the HLO modules (a module that fails to decode is skipped).
+    pub fn module_warnings(&self) -> &[String] {
+        &self.modules_and_warnings().1
+    }
+
+    fn modules_and_warnings(&self) -> &(Vec<Module>, Vec<String>) {
+        self.modules.get_or_init(|| {
+            let (modules, warnings) = xlens_hlo::modules_from_space(&self.space);
+            (modules, warnings.iter().map(|w| w.to_string()).collect())
+        })
+    }
+
+    /// The module with this program id.
+    pub fn module(&self, program_id: u64) -> Option<&Module> {
+        self.modules().iter().find(|m| m.program_id() == Some(program_id))
+    }
+
+    /// The module that runs the most op time (the training step, usually); without an op
+    /// profile, the largest module.
+    pub fn main_module(&self) -> Option<&Module> {
+        if let Ok(profile) = self.op_profile() {
+            let mut time_by_program: std::collections::BTreeMap<u64, Picos> = std::collections::BTreeMap::new();
+            for op in &profile.ops {
+                *time_by_program.entry(op.program_id).or_default() += op.self_time;
+            }
+            let best = time_by_program.iter().max_by_key(|(id, t)| (**t, std::cmp::Reverse(**id))).map(|(id, _)| *id);
+            if let Some(m) = best.and_then(|id| self.module(id)) {
+                return Some(m);
+            }
+        }
+        self.modules().iter().max_by_key(|m| (m.instructions().len(), std::cmp::Reverse(m.program_id())))
+    }
+
+    /// The steps (device steps on TPU, host markers otherwise).
+    pub fn steps(&self) -> Result<&Steps, &str> {
+        self.steps
+            .get_or_init(|| Steps::from_space(&self.space).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// The mean step time in ms, when there are steps.
+    pub fn step_ms(&self) -> Option<f64> {
+        self.steps().ok()?.stats().map(|s| s.mean_ms)
+    }
+
+    /// The op profile: TPU op lines when present, else host-thread op events joined with HLO.
+    pub fn op_profile(&self) -> Result<&OpProfile, &str> {
+        self.op_profile
+            .get_or_init(|| {
+                let result = if self.space.tpu_tensor_cores().is_empty() {
+                    OpProfile::from_host_threads(&self.space, self.modules())
+                } else {
+                    OpProfile::from_tpu(&self.space)
+                };
+                result.map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// The anatomy of every step.
+    pub fn anatomy(&self) -> Result<&[StepAnatomy], &str> {
+        self.anatomy
+            .get_or_init(|| {
+                let steps = self.steps().map_err(str::to_owned)?;
+                let result = if self.space.tpu_tensor_cores().is_empty() {
+                    let profile = self.op_profile().map_err(str::to_owned)?;
+                    xlens_roofline::host_anatomy(&self.space, steps, profile)
+                } else {
+                    tpu_anatomy(&self.space, steps)
+                };
+                result.map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map(Vec::as_slice)
+            .map_err(|e| e.as_str())
+    }
+
+    /// The chip: peaks from the profile's capability stats, else the catalogue; `None` on CPU.
+    pub fn chip(&self) -> Option<&Chip> {
+        self.chip.get_or_init(|| Chip::from_space(&self.space).ok()).as_ref()
+    }
+
+    /// True when the profile provides what a detector needs.
+    pub fn has(&self, need: Need) -> bool {
+        match need {
+            Need::DeviceTimeline => !self.space.analysis_devices().is_empty(),
+            Need::HostTimeline => self.space.host_threads().is_some_and(|p| !p.lines().is_empty()),
+            Need::OpTimeline => self.op_profile().is_ok_and(|p| !p.ops.is_empty()),
+            Need::Steps => self.steps().is_ok_and(|s| !s.steps.is_empty()),
+            Need::Hlo => !self.modules().is_empty(),
+            Need::DevicePeaks => self.chip().is_some(),
+            Need::Memory => {
+                self.chip().and_then(|c| c.hbm_capacity()).is_some()
+                    && self.modules().iter().any(|m| m.buffer_assignment().is_some())
+            }
+            Need::MultiCore => self.summary.device_cores > 1,
+        }
+    }
+}
+
+/// Every host of a profile.
+#[derive(Debug)]
+pub struct Profile {
+    run: Option<String>,
+    hosts: Vec<HostProfile>,
+}
+
+impl Profile {
+    /// A profile of decoded hosts.
+    pub fn new(run: Option<String>, hosts: Vec<HostProfile>) -> Profile {
+        Profile { run, hosts }
+    }
+
+    /// Wraps an opened session.
+    pub fn from_session(session: Session) -> Profile {
+        let run = session.run().map(str::to_owned);
+        let hosts = session.into_hosts().into_iter().map(|h: Host| {
+            let name = h.name().to_owned();
+            HostProfile::new(name, h.into_space())
+        });
+        Profile { run, hosts: hosts.collect() }
+    }
+
+    /// A single in-memory host.
+    pub fn from_space(name: impl Into<String>, space: Space) -> Profile {
+        Profile { run: None, hosts: vec![HostProfile::new(name, space)] }
+    }
+
+    /// The run name, when opened from a directory.
+    pub fn run(&self) -> Option<&str> {
+        self.run.as_deref()
+    }
+
+    /// The hosts.
+    pub fn hosts(&self) -> &[HostProfile] {
+        &self.hosts
+    }
+}

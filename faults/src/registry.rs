@@ -1,0 +1,90 @@
+//! The one list of detectors. Adding a detector: write `detectors/<id>.rs`, add its `mod` line to
+//! `detectors/mod.rs`, and list it here once. The tests at the bottom check the list as a whole.
+
+use crate::detector::Detector;
+use crate::detectors;
+
+/// Every detector, in catalogue order.
+pub static DETECTORS: &[&dyn Detector] = &[
+    // Device timeline.
+    // (device-timeline detectors)
+    // HLO.
+    // (hlo detectors)
+    // Host timeline.
+    &detectors::recompilation::Recompilation,
+    // (host-timeline detectors)
+];
+
+/// The detector with this id.
+pub fn detector(id: &str) -> Option<&'static dyn Detector> {
+    DETECTORS.iter().copied().find(|d| d.id() == id)
+}
+
+/// Every detector id the catalogue must have (the list; users and tests key on them).
+pub const REQUIRED_IDS: &[&str] = &[
+    "exposed_collective",
+    "wrong_mesh_mapping",
+    "unintended_remat",
+    "data_formatting_tax",
+    "input_starvation",
+    "recompilation",
+    "vpu_bound",
+    "padding_waste",
+    "straggler_core",
+    "dcn_exposed_reduce",
+    "host_callback_stall",
+    "donation_miss",
+    "allgather_duplication",
+    "profile_during_warmup",
+    "barrier_in_loop",
+    "sparsecore_overflow",
+    "layout_mismatch_copy",
+    "unfused_reshape",
+    "unnecessary_convert_reduce",
+    "hbm_pressure",
+    "truncated_capture",
+];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_snake_case() {
+        let mut seen = BTreeSet::new();
+        for d in DETECTORS {
+            assert!(seen.insert(d.id()), "duplicate id {}", d.id());
+            assert!(
+                d.id().bytes().all(|b| b.is_ascii_lowercase() || b == b'_') && !d.id().starts_with('_'),
+                "{} is not snake_case",
+                d.id()
+            );
+        }
+    }
+
+    #[test]
+    fn every_detector_documents_every_section() {
+        for d in DETECTORS {
+            let doc = d.doc();
+            for (section, text) in [
+                ("detects", doc.detects),
+                ("why", doc.why),
+                ("evidence", doc.evidence),
+                ("thresholds", doc.thresholds),
+                ("fix", doc.fix),
+            ] {
+                assert!(text.trim().len() >= 20, "{}: doc section `{section}` is missing or too short", d.id());
+            }
+            assert!(!d.title().is_empty() && !d.needs().is_empty(), "{}", d.id());
+        }
+    }
+
+    #[test]
+    fn listed_ids_are_known() {
+        for d in DETECTORS {
+            assert!(REQUIRED_IDS.contains(&d.id()), "{} is not in the catalogue list", d.id());
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! Renderings of a [`Report`]: text for terminals, JSON for scripts, a self-contained HTML page.
+//!
+//! All three are pure functions of the report (golden-tested); nothing here prints.
+
+use std::fmt::Write as _;
+
+use crate::finding::fmt_value;
+use crate::scan::{Charts, Metrics, Report};
+
+fn opt(v: Option<f64>, unit: &str) -> String {
+    match v {
+        Some(v) => format!("{v:.1}{unit}"),
+        None => "n/a".to_owned(),
+    }
+}
+
+fn bytes(v: u64) -> String {
+    const MIB: f64 = (1u64 << 20) as f64;
+    const GIB: f64 = (1u64 << 30) as f64;
+    let f = v as f64;
+    if f >= GIB { format!("{:.2} GiB", f / GIB) } else { format!("{:.2} MiB", f / MIB) }
+}
+
+fn health(m: &Metrics) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Health    device busy {}  idle {}  input-bound {}  exposed communication {}",
+        opt(m.device_busy_pct, "%"),
+        opt(m.idle_pct, "%"),
+        opt(m.input_bound_pct, "%"),
+        opt(m.exposed_communication_pct, "%")
+    );
+    let memory = match (m.memory_peak_bytes, m.memory_capacity_bytes) {
+        (Some(p), Some(c)) => format!("{} of {} ({})", bytes(p), bytes(c), opt(m.memory_peak_pct, "%")),
+        (Some(p), None) => format!("{} (capacity unknown)", bytes(p)),
+        _ => "n/a".to_owned(),
+    };
+    let _ = writeln!(
+        s,
+        "          FLOP utilisation {}  HBM utilisation {}  roofline efficiency {}  memory peak {memory}",
+        opt(m.flops_utilization_pct, "%"),
+        opt(m.hbm_utilization_pct, "%"),
+        opt(m.roofline_efficiency_pct, "%")
+    );
+    s
+}
+
+/// The report as text (what `fault_scan` prints).
+pub fn text(report: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", report.summary);
+    let _ = writeln!(s);
+    let p = &report.profile;
+    let device = match &p.device_type {
+        Some(t) => format!("{} ({t})", p.device),
+        None => p.device.clone(),
+    };
+    let _ = writeln!(
+        s,
+        "Profile   {device}, {} core(s), host(s) {}, {} HLO program(s){}",
+        p.cores,
+        p.hosts.join(", "),
+        p.hlo_programs,
+        p.main_program.as_ref().map(|m| format!(", main program {m}")).unwrap_or_default()
+    );
+    let m = &report.metrics;
+    match m.step_time_ms_mean {
+        Some(mean) => {
+            let _ = writeln!(
+                s,
+                "Steps     {} steps: mean {mean:.3} ms, median {:.3} ms, stddev {:.3} ms, min {:.3} ms, max {:.3} ms",
+                m.step_count,
+                m.step_time_ms_median.unwrap_or(0.0),
+                m.step_time_ms_stddev.unwrap_or(0.0),
+                m.step_time_ms_min.unwrap_or(0.0),
+                m.step_time_ms_max.unwrap_or(0.0)
+            );
+        }
+        None => {
+            let _ = writeln!(s, "Steps     no step markers");
+        }
+    }
+    s.push_str(&health(m));
+    if !m.slowest_ops.is_empty() {
+        let _ = writeln!(s, "Slowest ops");
+        for (i, op) in m.slowest_ops.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  {}. {:<40} {:<24} {:>10.3} ms {:>6.1}%  {}",
+                i + 1,
+                op.name,
+                op.category,
+                op.self_time_ms,
+                op.pct,
+                op.program
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Findings ({})", report.findings.len());
+    for f in &report.findings {
+        let _ = writeln!(s, "[{}] {} - {} (host {})", f.severity, f.id, f.title, f.host);
+        let _ = writeln!(s, "     {}", f.what);
+        let _ = writeln!(
+            s,
+            "     impact: {} ms per step ({:.1}% of the step)",
+            fmt_value(f.impact.ms_per_step),
+            f.impact.pct_of_step
+        );
+        let _ = writeln!(s, "     evidence:");
+        for e in &f.evidence {
+            let _ = writeln!(s, "       - {e}");
+        }
+        let _ = writeln!(s, "     fix: {}", f.fix);
+    }
+    if !report.skipped.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Not checked ({})", report.skipped.len());
+        for k in &report.skipped {
+            let _ = writeln!(s, "  - {}: {}", k.id, k.reason);
+        }
+    }
+    if !report.warnings.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Warnings ({})", report.warnings.len());
+        for w in &report.warnings {
+            let _ = writeln!(s, "  - {w}");
+        }
+    }
+    s
+}
+
+/// The report as JSON: `{"status","summary","profile","metrics","findings","skipped","warnings"}`,
+/// keys in that order, findings in report order.
+pub fn json(report: &Report) -> String {
+    serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;\
+color:#1d2330;background:#fafbfc}h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}\
+.status{display:inline-block;padding:.2em .6em;border-radius:.3em;color:#fff;font-weight:600}\
+.OPTIMAL{background:#2e7d32}.NEEDS_ATTENTION{background:#c62828}table{border-collapse:collapse;width:100%}\
+td,th{text-align:left;padding:.25em .5em;border-bottom:1px solid #eee;font-size:.92em}\
+.finding{background:#fff;border:1px solid #ddd;border-radius:.4em;padding:.6em 1em;margin:.8em 0}\
+.P0{border-left:6px solid #c62828}.P1{border-left:6px solid #ef6c00}.P2{border-left:6px solid #f9a825}\
+.sev{font-weight:700}svg{background:#fff;border:1px solid #ddd;border-radius:.3em}.muted{color:#667}\
+code{font-size:.9em}";
+
+fn step_chart(c: &Charts) -> String {
+    let (w, h, pad) = (1000.0, 220.0, 40.0);
+    if c.step_times_ms.is_empty() {
+        return "<p class=\"muted\">No step markers in this profile.</p>".to_owned();
+    }
+    let max = c.step_times_ms.iter().map(|(_, v)| *v).fold(0.0f64, f64::max).max(1e-9);
+    let n = c.step_times_ms.len();
+    let bw = (w - 2.0 * pad) / n as f64;
+    let mut svg = format!("<svg viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"step times\">");
+    for (i, (name, v)) in c.step_times_ms.iter().enumerate() {
+        let bh = (h - 2.0 * pad) * v / max;
+        let x = pad + i as f64 * bw;
+        let _ = write!(
+            svg,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#3f6fb5\"><title>{} {v:.3} ms</title></rect>",
+            h - pad - bh,
+            (bw * 0.8).max(1.0),
+            escape(name)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{pad}\" y=\"20\" font-size=\"12\">max {max:.3} ms</text><line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/></svg>",
+        h - pad,
+        w - pad,
+        h - pad
+    );
+    svg
+}
+
+fn category_chart(c: &Charts) -> String {
+    if c.categories_ms.is_empty() {
+        return "<p class=\"muted\">No op timeline in this profile.</p>".to_owned();
+    }
+    let total: f64 = c.categories_ms.iter().map(|(_, v)| v).sum::<f64>().max(1e-12);
+    let (w, row) = (1000.0, 22.0);
+    let h = row * c.categories_ms.len() as f64 + 10.0;
+    let mut svg = format!("<svg viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"time by category\">");
+    for (i, (name, v)) in c.categories_ms.iter().enumerate() {
+        let y = 5.0 + i as f64 * row;
+        let bw = (w - 330.0) * v / total;
+        let _ = write!(
+            svg,
+            "<text x=\"5\" y=\"{:.1}\" font-size=\"12\">{}</text><rect x=\"220\" y=\"{y:.1}\" width=\"{bw:.1}\" height=\"{:.1}\" fill=\"#6a8fcb\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{v:.3} ms ({:.1}%)</text>",
+            y + 15.0,
+            escape(name),
+            row - 6.0,
+            225.0 + bw,
+            y + 15.0,
+            100.0 * v / total
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn roofline_chart(c: &Charts) -> String {
+    let (Some(peak), Some(bw)) = (c.peak_flops_per_s, c.peak_hbm_bytes_per_s) else {
+        return "<p class=\"muted\">The profile reports no device peaks: no roofline.</p>".to_owned();
+    };
+    if c.roofline.is_empty() || peak <= 0.0 || bw <= 0.0 {
+        return "<p class=\"muted\">No ops with FLOPs and bytes to place.</p>".to_owned();
+    }
+    let (w, h, pad) = (1000.0, 420.0, 50.0);
+    // Log-log axes: intensity 1e-2..1e4, FLOP/s peak/1e6..peak*2.
+    let (x0, x1) = (-2.0f64, 4.0f64);
+    let (y1, y0) = ((peak * 2.0).log10(), (peak / 1e6).log10());
+    let px = |oi: f64| pad + (w - 2.0 * pad) * (oi.max(1e-9).log10() - x0) / (x1 - x0);
+    let py = |f: f64| h - pad - (h - 2.0 * pad) * (f.max(1e-9).log10() - y0) / (y1 - y0);
+    let ridge = peak / bw;
+    let mut svg = format!("<svg viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"roofline\">");
+    let _ = write!(
+        svg,
+        "<polyline fill=\"none\" stroke=\"#c62828\" stroke-width=\"2\" points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\"/>",
+        px(10f64.powf(x0)),
+        py(bw * 10f64.powf(x0)),
+        px(ridge),
+        py(peak),
+        px(10f64.powf(x1)),
+        py(peak)
+    );
+    for p in &c.roofline {
+        let _ = write!(
+            svg,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"#3f6fb5\"><title>{}: {:.2} FLOP/byte, {:.3e} FLOP/s, {}</title></circle>",
+            px(p.intensity),
+            py(p.flops_per_s),
+            escape(&p.name),
+            p.intensity,
+            p.flops_per_s,
+            escape(&p.bound)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{pad}\" y=\"{:.1}\" font-size=\"12\">arithmetic intensity (FLOP/byte, log) - ridge {ridge:.1}</text><text x=\"{pad}\" y=\"20\" font-size=\"12\">FLOP/s (log), peak {peak:.3e}</text></svg>",
+        h - 15.0
+    );
+    svg
+}
+
+/// The report as a self-contained HTML page (inline CSS and SVG; nothing loaded from a network).
+pub fn html(report: &Report) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>xlens fault scan</title><style>{CSS}</style></head><body>"
+    );
+    let _ = write!(
+        s,
+        "<h1>xlens fault scan <span class=\"status {}\">{}</span></h1><p>{}</p>",
+        report.status.as_str(),
+        report.status.as_str(),
+        escape(&report.summary)
+    );
+    let m = &report.metrics;
+    let _ = write!(s, "<h2>Health</h2><table>");
+    let rows = [
+        ("Mean step time", m.step_time_ms_mean.map(|v| format!("{v:.3} ms"))),
+        ("Device busy", m.device_busy_pct.map(|v| format!("{v:.1}%"))),
+        ("Idle", m.idle_pct.map(|v| format!("{v:.1}%"))),
+        ("Input-bound", m.input_bound_pct.map(|v| format!("{v:.1}%"))),
+        ("Exposed communication", m.exposed_communication_pct.map(|v| format!("{v:.1}%"))),
+        ("FLOP utilisation", m.flops_utilization_pct.map(|v| format!("{v:.1}%"))),
+        ("HBM utilisation", m.hbm_utilization_pct.map(|v| format!("{v:.1}%"))),
+        ("Roofline efficiency", m.roofline_efficiency_pct.map(|v| format!("{v:.1}%"))),
+        ("Memory peak", m.memory_peak_bytes.map(bytes)),
+    ];
+    for (k, v) in rows {
+        let _ = write!(s, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v.unwrap_or_else(|| "n/a".to_owned())));
+    }
+    s.push_str("</table>");
+    let _ = write!(s, "<h2>Step times</h2>{}", step_chart(&report.charts));
+    let _ = write!(s, "<h2>Time by category</h2>{}", category_chart(&report.charts));
+    let _ = write!(s, "<h2>Roofline of the top ops</h2>{}", roofline_chart(&report.charts));
+    let _ = write!(s, "<h2>Findings ({})</h2>", report.findings.len());
+    for f in &report.findings {
+        let _ = write!(
+            s,
+            "<div class=\"finding {sev}\"><div><span class=\"sev\">{sev}</span> <code>{}</code> {} <span class=\"muted\">(host {})</span></div><p>{}</p><p><b>Impact:</b> {} ms per step ({:.1}% of the step)</p><ul>",
+            escape(&f.id),
+            escape(&f.title),
+            escape(&f.host),
+            escape(&f.what),
+            fmt_value(f.impact.ms_per_step),
+            f.impact.pct_of_step,
+            sev = f.severity.as_str()
+        );
+        for e in &f.evidence {
+            let _ = write!(s, "<li>{}</li>", escape(&e.to_string()));
+        }
+        let _ = write!(s, "</ul><p><b>Fix:</b> {}</p></div>", escape(&f.fix));
+    }
+    if !report.skipped.is_empty() {
+        let _ = write!(s, "<h2>Not checked</h2><ul>");
+        for k in &report.skipped {
+            let _ = write!(s, "<li><code>{}</code>: {}</li>", escape(&k.id), escape(&k.reason));
+        }
+        s.push_str("</ul>");
+    }
+    if !report.warnings.is_empty() {
+        let _ = write!(s, "<h2>Warnings</h2><ul>");
+        for w in &report.warnings {
+            let _ = write!(s, "<li>{}</li>", escape(w));
+        }
+        s.push_str("</ul>");
+    }
+    s.push_str("</body></html>\n");
+    s
+}

@@ -1,0 +1,473 @@
+//! `scan`: run every detector over a profile and build the [`Report`].
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use serde::Serialize;
+use xlens_roofline::{StepAnatomy, TimeClass};
+use xlens_xplane::Picos;
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, Skip};
+use crate::finding::{Finding, Findings, Severity};
+use crate::profile::{HostProfile, Profile};
+use crate::registry::DETECTORS;
+
+/// The verdict of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Status {
+    /// Nothing important to fix.
+    #[serde(rename = "OPTIMAL")]
+    Optimal,
+    /// At least one important finding, or utilisation, idle, communication or memory out of bounds.
+    #[serde(rename = "NEEDS_ATTENTION")]
+    NeedsAttention,
+}
+
+impl Status {
+    /// `"OPTIMAL"` or `"NEEDS_ATTENTION"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Optimal => "OPTIMAL",
+            Status::NeedsAttention => "NEEDS_ATTENTION",
+        }
+    }
+}
+
+/// A detector that did not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// The detector id.
+    pub id: String,
+    /// Why it did not run.
+    pub reason: String,
+}
+
+/// What was scanned.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProfileInfo {
+    /// The run name, when scanned from a directory.
+    pub run: Option<String>,
+    /// Host names.
+    pub hosts: Vec<String>,
+    /// `TPU`, `GPU` or `CPU`.
+    pub device: String,
+    /// Device type string, when recorded (e.g. `TPU v5 Lite`).
+    pub device_type: Option<String>,
+    /// Analysed cores over all hosts.
+    pub cores: usize,
+    /// Steps (of the first host with steps).
+    pub steps: usize,
+    /// HLO programs over all hosts.
+    pub hlo_programs: usize,
+    /// The main program (most op time), `name(program_id)`.
+    pub main_program: Option<String>,
+}
+
+/// One op among the slowest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SlowOp {
+    /// The program (`name(program_id)`) the op belongs to.
+    pub program: String,
+    /// Op (instruction) name.
+    pub name: String,
+    /// Category.
+    pub category: String,
+    /// Self time over the profile, in ms.
+    pub self_time_ms: f64,
+    /// Share of all ops' self time, in %.
+    pub pct: f64,
+}
+
+/// The health snapshot: the numbers an engineer reads first. Absent figures are `null`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Number of steps.
+    pub step_count: usize,
+    /// Mean step time (ms).
+    pub step_time_ms_mean: Option<f64>,
+    /// Median step time (ms).
+    pub step_time_ms_median: Option<f64>,
+    /// Standard deviation of the step time (ms).
+    pub step_time_ms_stddev: Option<f64>,
+    /// Shortest step (ms).
+    pub step_time_ms_min: Option<f64>,
+    /// Longest step (ms).
+    pub step_time_ms_max: Option<f64>,
+    /// Share of step time the device runs ops (%).
+    pub device_busy_pct: Option<f64>,
+    /// Share of step time nothing runs (%).
+    pub idle_pct: Option<f64>,
+    /// Share of step time the device waits for input or the host (%).
+    pub input_bound_pct: Option<f64>,
+    /// Share of step time spent waiting on collectives (%).
+    pub exposed_communication_pct: Option<f64>,
+    /// Achieved FLOP/s over the profiled time as a share of the peak (%).
+    pub flops_utilization_pct: Option<f64>,
+    /// Achieved HBM bandwidth as a share of the peak (%).
+    pub hbm_utilization_pct: Option<f64>,
+    /// Program roofline efficiency (%).
+    pub roofline_efficiency_pct: Option<f64>,
+    /// Static memory peak of the main program (bytes).
+    pub memory_peak_bytes: Option<u64>,
+    /// Device memory capacity (bytes).
+    pub memory_capacity_bytes: Option<u64>,
+    /// Memory peak as a share of capacity (%).
+    pub memory_peak_pct: Option<f64>,
+    /// The slowest ops by self time.
+    pub slowest_ops: Vec<SlowOp>,
+}
+
+/// One op placed on the roofline chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RooflineDot {
+    /// Op name.
+    pub name: String,
+    /// FLOPs per byte.
+    pub intensity: f64,
+    /// Achieved FLOP/s.
+    pub flops_per_s: f64,
+    /// What bounds it.
+    pub bound: String,
+}
+
+/// Chart data for the HTML page (not part of the JSON contract).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Charts {
+    /// Step name and time (ms).
+    pub step_times_ms: Vec<(String, f64)>,
+    /// Category and self time (ms), largest first.
+    pub categories_ms: Vec<(String, f64)>,
+    /// Top ops on the roofline.
+    pub roofline: Vec<RooflineDot>,
+    /// Peak FLOP/s of a core, when known.
+    pub peak_flops_per_s: Option<f64>,
+    /// Peak HBM bytes/s of a core, when known.
+    pub peak_hbm_bytes_per_s: Option<f64>,
+}
+
+/// The result of a scan: rendered as text, JSON, HTML and frames.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// The verdict.
+    pub status: Status,
+    /// One paragraph: the verdict, the profile, what could not be checked.
+    pub summary: String,
+    /// What was scanned.
+    pub profile: ProfileInfo,
+    /// The health snapshot (of the first host; findings cover every host).
+    pub metrics: Metrics,
+    /// Findings, P0 first, then by impact.
+    pub findings: Vec<Finding>,
+    /// Detectors that did not run, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Odd-but-decodable data met on the way.
+    pub warnings: Vec<String>,
+    /// Chart data for the HTML rendering (not serialized).
+    #[serde(skip)]
+    pub charts: Charts,
+}
+
+impl Report {
+    /// The worst severity among the findings.
+    pub fn worst_severity(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).min()
+    }
+}
+
+/// Runs every enabled detector over every host (in parallel) and builds the report.
+///
+/// Output never depends on thread timing: findings are sorted by severity, impact, id and host.
+pub fn scan(profile: &Profile, config: &ScanConfig) -> Report {
+    let detectors: Vec<&'static dyn Detector> = DETECTORS.iter().copied().filter(|d| config.enabled(d.id())).collect();
+    // (host index, detector index) → outcome.
+    let jobs: Vec<(usize, usize)> =
+        (0..profile.hosts().len()).flat_map(|h| (0..detectors.len()).map(move |d| (h, d))).collect();
+    let outcomes: Vec<(usize, usize, Result<Vec<Finding>, Skip>)> =
+        jobs.par_iter().map(|&(h, d)| (h, d, run_host(detectors[d], &profile.hosts()[h], config))).collect();
+    let mut findings = Vec::new();
+    let mut skip_reasons: BTreeMap<usize, (usize, String)> = BTreeMap::new();
+    let mut ran: Vec<bool> = vec![false; detectors.len()];
+    for (_, d, outcome) in outcomes {
+        match outcome {
+            Ok(f) => {
+                ran[d] = true;
+                findings.extend(f);
+            }
+            Err(Skip(reason)) => {
+                skip_reasons.entry(d).or_insert((0, reason)).0 += 1;
+            }
+        }
+    }
+    for (d, detector) in detectors.iter().enumerate() {
+        let mut out = Findings::default();
+        match detector.run_session(profile, config, &mut out) {
+            Ok(()) => findings.extend(out.into_vec()),
+            Err(Skip(reason)) if !ran[d] => {
+                skip_reasons.entry(d).or_insert((0, reason));
+            }
+            Err(_) => {}
+        }
+    }
+    let skipped: Vec<Skipped> = skip_reasons
+        .into_iter()
+        .filter(|(d, _)| !ran[*d])
+        .map(|(d, (_, reason))| Skipped { id: detectors[d].id().to_owned(), reason })
+        .collect();
+    sort_findings(&mut findings);
+    build_report(profile, config, findings, skipped)
+}
+
+fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
+    if let Some(need) = detector.needs().iter().find(|n| !host.has(**n)) {
+        return Err(Skip::because(need.missing()));
+    }
+    let mut out = Findings::default();
+    detector.run(host, config, &mut out)?;
+    let mut findings = out.into_vec();
+    for f in &mut findings {
+        if f.host.is_empty() {
+            f.host = host.name().to_owned();
+        }
+        if f.id.is_empty() {
+            f.id = detector.id().to_owned();
+        }
+    }
+    Ok(findings)
+}
+
+/// Severity first, then the larger impact, then id and host: a total, stable order.
+pub fn sort_findings(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        a.severity
+            .cmp(&b.severity)
+            .then(b.impact.ms_per_step.total_cmp(&a.impact.ms_per_step))
+            .then(a.id.cmp(&b.id))
+            .then(a.host.cmp(&b.host))
+            .then(a.title.cmp(&b.title))
+    });
+}
+
+fn pct(part: Picos, whole: Picos) -> Option<f64> {
+    if whole.0 > 0 { Some(100.0 * part.0 as f64 / whole.0 as f64) } else { None }
+}
+
+/// The health snapshot of one host.
+pub fn host_metrics(host: &HostProfile) -> Metrics {
+    let mut m = Metrics::default();
+    if let Ok(steps) = host.steps()
+        && let Some(stats) = steps.stats()
+    {
+        m.step_count = stats.count;
+        m.step_time_ms_mean = Some(stats.mean_ms);
+        m.step_time_ms_median = Some(stats.median_ms);
+        m.step_time_ms_stddev = Some(stats.stddev_ms);
+        m.step_time_ms_min = Some(stats.min_ms);
+        m.step_time_ms_max = Some(stats.max_ms);
+    }
+    if let Ok(anatomy) = host.anatomy()
+        && !anatomy.is_empty()
+    {
+        let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
+        let sum = |f: fn(&StepAnatomy) -> Picos| anatomy.iter().map(f).sum::<Picos>();
+        let idle = sum(|a| a.idle);
+        let host_time = sum(|a| a.host);
+        let infeed = sum(|a| a.infeed_outfeed);
+        m.idle_pct = pct(idle, total);
+        m.device_busy_pct = pct(total.saturating_sub(idle + host_time), total);
+        m.input_bound_pct = pct(host_time + infeed, total);
+        m.exposed_communication_pct = pct(sum(|a| a.get(TimeClass::CollectiveExposed)), total);
+    }
+    if let Ok(profile) = host.op_profile() {
+        if let Some(point) = profile.program_roofline() {
+            m.flops_utilization_pct = Some(100.0 * point.compute_utilization);
+            m.hbm_utilization_pct = profile
+                .perf_env
+                .filter(|e| e.peak_hbm_bytes_per_s > 0.0)
+                .map(|e| 100.0 * point.hbm_bytes_per_s / e.peak_hbm_bytes_per_s);
+            m.roofline_efficiency_pct = Some(100.0 * point.efficiency);
+        }
+        let op_time: Picos = profile.ops.iter().filter(|o| !o.has_inner_ops()).map(|o| o.self_time).sum();
+        m.slowest_ops = profile
+            .ops
+            .iter()
+            .filter(|o| !o.has_inner_ops())
+            .take(5)
+            .map(|o| SlowOp {
+                program: profile.programs.get(&o.program_id).cloned().unwrap_or_else(|| o.program_id.to_string()),
+                name: o.name.clone(),
+                category: o.category.clone(),
+                self_time_ms: o.self_time.as_ms_f64(),
+                pct: pct(o.self_time, op_time).unwrap_or(0.0),
+            })
+            .collect();
+    }
+    if let Some(module) = host.main_module()
+        && let Ok(Some(memory)) = module.hbm_memory_stats()
+    {
+        m.memory_peak_bytes = Some(memory.peak_bytes());
+        if let Some(capacity) = host.chip().and_then(|c| c.hbm_capacity()) {
+            let capacity = capacity.0;
+            m.memory_capacity_bytes = Some(capacity);
+            if capacity > 0 {
+                m.memory_peak_pct = Some(100.0 * memory.peak_bytes() as f64 / capacity as f64);
+            }
+        }
+    }
+    m
+}
+
+fn build_report(profile: &Profile, config: &ScanConfig, findings: Vec<Finding>, skipped: Vec<Skipped>) -> Report {
+    let first = profile.hosts().first();
+    let metrics = first.map(host_metrics).unwrap_or_default();
+    let info = ProfileInfo {
+        run: profile.run().map(str::to_owned),
+        hosts: profile.hosts().iter().map(|h| h.name().to_owned()).collect(),
+        device: first.map_or("CPU", |h| h.device_kind().as_str()).to_owned(),
+        device_type: first.and_then(|h| h.summary().device_type.clone()),
+        cores: profile
+            .hosts()
+            .iter()
+            .map(|h| match h.summary().device_cores {
+                0 => h.op_profile().map_or(0, |p| p.cores as usize),
+                n => n,
+            })
+            .sum(),
+        steps: metrics.step_count,
+        hlo_programs: profile.hosts().iter().map(|h| h.modules().len()).sum(),
+        main_program: first.and_then(|h| h.main_module()).map(|m| m.display_name()),
+    };
+    let mut warnings = Vec::new();
+    for host in profile.hosts() {
+        for w in host.space().warnings() {
+            warnings.push(format!("{}: {w}", host.name()));
+        }
+        for w in host.module_warnings() {
+            warnings.push(format!("{}: {w}", host.name()));
+        }
+        for (what, err) in [
+            ("steps", host.steps().err()),
+            ("op profile", host.op_profile().err()),
+            ("step anatomy", host.anatomy().err()),
+        ] {
+            if let Some(err) = err {
+                warnings.push(format!("{}: {what} could not be built: {err}", host.name()));
+            }
+        }
+    }
+    let t = &config.thresholds.status;
+    let important = findings.iter().filter(|f| f.severity <= t.attention_severity).count();
+    let has_peaks = first.is_some_and(|h| h.chip().is_some());
+    let mut reasons = Vec::new();
+    if important > 0 {
+        reasons.push(format!("{important} finding(s) at {} or worse", t.attention_severity));
+    }
+    if has_peaks {
+        if let Some(u) = metrics.flops_utilization_pct
+            && u < 100.0 * t.min_flops_utilization
+        {
+            reasons.push(format!("FLOP utilisation {u:.1}% is below {:.0}%", 100.0 * t.min_flops_utilization));
+        }
+        if let Some(i) = metrics.idle_pct
+            && i > t.max_idle_pct
+        {
+            reasons.push(format!("idle {i:.1}% of the step is above {:.0}%", t.max_idle_pct));
+        }
+        if let Some(c) = metrics.exposed_communication_pct
+            && c > t.max_exposed_communication_pct
+        {
+            reasons.push(format!("exposed communication {c:.1}% is above {:.0}%", t.max_exposed_communication_pct));
+        }
+        if let Some(p) = metrics.memory_peak_pct
+            && p > 100.0 * t.max_memory_fraction
+        {
+            reasons.push(format!("memory peak {p:.1}% of capacity is above {:.0}%", 100.0 * t.max_memory_fraction));
+        }
+    }
+    let status = if reasons.is_empty() { Status::Optimal } else { Status::NeedsAttention };
+    let summary = summary_text(status, &info, &metrics, &findings, &skipped, &reasons, has_peaks);
+    let charts = first.map(charts).unwrap_or_default();
+    Report { status, summary, profile: info, metrics, findings, skipped, warnings, charts }
+}
+
+fn summary_text(
+    status: Status,
+    info: &ProfileInfo,
+    metrics: &Metrics,
+    findings: &[Finding],
+    skipped: &[Skipped],
+    reasons: &[String],
+    has_peaks: bool,
+) -> String {
+    let mut s = format!("{}: ", status.as_str());
+    let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
+    if findings.is_empty() {
+        s.push_str("no findings");
+    } else {
+        s.push_str(&format!(
+            "{} finding(s) ({} P0, {} P1, {} P2)",
+            findings.len(),
+            count(Severity::P0),
+            count(Severity::P1),
+            count(Severity::P2)
+        ));
+    }
+    let device = match &info.device_type {
+        Some(t) => format!("{} ({t})", info.device),
+        None => info.device.clone(),
+    };
+    s.push_str(&format!(" on a {device} profile of {} host(s)", info.hosts.len()));
+    if let Some(main) = &info.main_program {
+        s.push_str(&format!(", main program {main}"));
+    }
+    if let Some(mean) = metrics.step_time_ms_mean {
+        s.push_str(&format!(", {} steps of {mean:.3} ms on average", metrics.step_count));
+    }
+    s.push('.');
+    if !reasons.is_empty() {
+        s.push_str(&format!(" Why: {}.", reasons.join("; ")));
+    }
+    if !has_peaks {
+        s.push_str(
+            " The profile reports no device peak FLOP/s or bandwidth, so the status rests on the detectors \
+             (utilisation and roofline checks could not run).",
+        );
+    }
+    if !skipped.is_empty() {
+        let ids: Vec<&str> = skipped.iter().map(|k| k.id.as_str()).collect();
+        s.push_str(&format!(" Not checked ({}): {}.", ids.len(), ids.join(", ")));
+    }
+    s
+}
+
+fn charts(host: &HostProfile) -> Charts {
+    let mut c = Charts::default();
+    if let Ok(steps) = host.steps() {
+        c.step_times_ms = steps.steps.iter().map(|s| (s.name.clone(), s.duration.as_ms_f64())).collect();
+    }
+    if let Ok(profile) = host.op_profile() {
+        let mut cats: Vec<(String, f64)> = profile.categories().into_iter().map(|(k, v)| (k, v.as_ms_f64())).collect();
+        cats.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        c.categories_ms = cats;
+        if let Some(env) = profile.perf_env {
+            c.peak_flops_per_s = Some(env.peak_flops_per_s);
+            c.peak_hbm_bytes_per_s = Some(env.peak_hbm_bytes_per_s);
+            c.roofline = profile
+                .ops
+                .iter()
+                .filter(|o| !o.has_inner_ops() && o.flops > 0.0 && o.bytes.total() > 0.0)
+                .take(20)
+                .filter_map(|o| {
+                    let p = profile.roofline(o)?;
+                    Some(RooflineDot {
+                        name: o.name.clone(),
+                        intensity: p.operational_intensity,
+                        flops_per_s: p.flops_per_s,
+                        bound: p.bound_by.label().to_owned(),
+                    })
+                })
+                .collect();
+        }
+    }
+    c
+}

@@ -1,0 +1,506 @@
+//! Step anatomy: where each step's time goes, as a partition that sums to the step time exactly.
+//!
+//! Every instant of a step is given to one class: the class of the innermost op running on the
+//! core at that instant, or, when several cores or threads run ops at once, the highest-priority
+//! class among them (matmul, then collectives, vector, data formatting, infeed/outfeed, host);
+//! instants with no op are idle. Collectives are *exposed* when the core waits on them (a
+//! synchronous collective, a `*-done` op, or an open async window with no compute running);
+//! the compute that runs inside async windows is counted in its own class and reported apart as
+//! *hidden* collective time, which is therefore not part of the sum.
+
+use xlens_xplane::Picos;
+
+/// What an instant of a step was spent on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimeClass {
+    /// Matrix units: convolutions, dots, output/convolution fusions.
+    Matmul,
+    /// Waiting on a collective (all-reduce, all-gather, reduce-scatter, all-to-all, permute).
+    CollectiveExposed,
+    /// Vector and elementwise work: loop fusions, reductions, other compute.
+    Vector,
+    /// Layout changes: copies, transposes, reshapes.
+    DataFormatting,
+    /// Infeed and outfeed.
+    InfeedOutfeed,
+    /// The host: host transfers and callbacks, or host work while no op runs.
+    Host,
+}
+
+/// Classes in priority order (the first active one wins when several run at once).
+pub const PRIORITY: [TimeClass; 6] = [
+    TimeClass::Matmul,
+    TimeClass::CollectiveExposed,
+    TimeClass::Vector,
+    TimeClass::DataFormatting,
+    TimeClass::InfeedOutfeed,
+    TimeClass::Host,
+];
+
+const COLLECTIVE_PREFIXES: &[&str] =
+    &["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "collective-broadcast"];
+
+/// True when an op category or name is a collective (with `-start`/`-done`, fusions included).
+pub fn is_collective(category: &str) -> bool {
+    COLLECTIVE_PREFIXES.iter().any(|p| category.starts_with(p))
+        || matches!(category, "send" | "send-done" | "recv" | "recv-done" | "all-reduce-scatter fusion")
+}
+
+/// The class of an op from its XProf category (TPU `hlo_category`, or the HLO category of a
+/// CPU/GPU op).
+pub fn class_of(category: &str) -> TimeClass {
+    match category {
+        "infeed" | "outfeed" => TimeClass::InfeedOutfeed,
+        "host send" | "host send-done" | "host recv" | "host recv-done" | "host callback" => TimeClass::Host,
+        "data formatting" | "copy" | "copy-start" | "copy-done" | "transpose" | "reshape" | "dynamic-reshape"
+        | "bitcast" => TimeClass::DataFormatting,
+        c if c.contains("convolution") || c == "output fusion" || c == "dot" || c == "matmul fusion" => {
+            TimeClass::Matmul
+        }
+        c if is_collective(c) => TimeClass::CollectiveExposed,
+        _ => TimeClass::Vector,
+    }
+}
+
+/// A half-open time interval `[start, end)` with a class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interval {
+    /// Start.
+    pub start: Picos,
+    /// End (exclusive).
+    pub end: Picos,
+    /// What runs.
+    pub class: TimeClass,
+}
+
+/// The anatomy of one step. All fields but `collective_hidden` sum to `step_time`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepAnatomy {
+    /// The step time being partitioned.
+    pub step_time: Picos,
+    /// Matmul / convolution.
+    pub matmul: Picos,
+    /// Exposed collective time.
+    pub collective_exposed: Picos,
+    /// Compute time that ran under an open async collective (not part of the sum).
+    pub collective_hidden: Picos,
+    /// Vector / elementwise.
+    pub vector: Picos,
+    /// Data formatting.
+    pub data_formatting: Picos,
+    /// Infeed and outfeed.
+    pub infeed_outfeed: Picos,
+    /// Host.
+    pub host: Picos,
+    /// No op and no host work.
+    pub idle: Picos,
+}
+
+impl StepAnatomy {
+    /// Sum of the partition (equals `step_time`).
+    pub fn sum(&self) -> Picos {
+        self.matmul
+            + self.collective_exposed
+            + self.vector
+            + self.data_formatting
+            + self.infeed_outfeed
+            + self.host
+            + self.idle
+    }
+
+    fn add_class(&mut self, class: TimeClass, t: Picos) {
+        match class {
+            TimeClass::Matmul => self.matmul += t,
+            TimeClass::CollectiveExposed => self.collective_exposed += t,
+            TimeClass::Vector => self.vector += t,
+            TimeClass::DataFormatting => self.data_formatting += t,
+            TimeClass::InfeedOutfeed => self.infeed_outfeed += t,
+            TimeClass::Host => self.host += t,
+        }
+    }
+
+    /// Time of one class.
+    pub fn get(&self, class: TimeClass) -> Picos {
+        match class {
+            TimeClass::Matmul => self.matmul,
+            TimeClass::CollectiveExposed => self.collective_exposed,
+            TimeClass::Vector => self.vector,
+            TimeClass::DataFormatting => self.data_formatting,
+            TimeClass::InfeedOutfeed => self.infeed_outfeed,
+            TimeClass::Host => self.host,
+        }
+    }
+
+    /// The mean of several partitions of the same step (one per core), still summing exactly:
+    /// classes are averaged (rounded down) and idle takes the remainder.
+    pub fn mean(parts: &[StepAnatomy]) -> StepAnatomy {
+        let n = parts.len().max(1) as i64;
+        let avg = |f: fn(&StepAnatomy) -> Picos| Picos(parts.iter().map(|p| f(p).0).sum::<i64>() / n);
+        let mut out = StepAnatomy {
+            step_time: avg(|p| p.step_time),
+            matmul: avg(|p| p.matmul),
+            collective_exposed: avg(|p| p.collective_exposed),
+            collective_hidden: avg(|p| p.collective_hidden),
+            vector: avg(|p| p.vector),
+            data_formatting: avg(|p| p.data_formatting),
+            infeed_outfeed: avg(|p| p.infeed_outfeed),
+            host: avg(|p| p.host),
+            idle: Picos::ZERO,
+        };
+        out.idle = out.step_time.saturating_sub(out.sum());
+        out
+    }
+}
+
+/// Partitions `[lo, lo + step_time)`: each instant goes to the highest-priority class among the
+/// intervals covering it, else to idle. `windows` are open async collectives: uncovered instants
+/// inside them are exposed collective time, covered ones add to `collective_hidden`.
+pub fn partition(lo: Picos, step_time: Picos, intervals: &[Interval], windows: &[(Picos, Picos)]) -> StepAnatomy {
+    let hi = lo + step_time;
+    // Boundary sweep: +1/-1 per class, and per window.
+    let mut edges: Vec<(Picos, i32, Option<TimeClass>)> = Vec::with_capacity(2 * (intervals.len() + windows.len()));
+    for iv in intervals {
+        let (s, e) = (iv.start.max(lo), iv.end.min(hi));
+        if s < e {
+            edges.push((s, 1, Some(iv.class)));
+            edges.push((e, -1, Some(iv.class)));
+        }
+    }
+    for &(ws, we) in windows {
+        let (s, e) = (ws.max(lo), we.min(hi));
+        if s < e {
+            edges.push((s, 1, None));
+            edges.push((e, -1, None));
+        }
+    }
+    edges.sort_by_key(|&(t, d, _)| (t, d));
+    let mut active = [0i32; 6];
+    let mut open_windows = 0i32;
+    let mut out = StepAnatomy { step_time, ..StepAnatomy::default() };
+    let mut t = lo;
+    let mut i = 0;
+    while t < hi {
+        // Apply every edge at time t.
+        while i < edges.len() && edges[i].0 <= t {
+            let (_, d, class) = edges[i];
+            match class {
+                Some(c) => active[PRIORITY.iter().position(|p| *p == c).unwrap_or(0)] += d,
+                None => open_windows += d,
+            }
+            i += 1;
+        }
+        let next = if i < edges.len() { edges[i].0.min(hi) } else { hi };
+        let len = next - t;
+        match PRIORITY.iter().zip(active).find(|(_, n)| *n > 0) {
+            Some((&class, _)) => {
+                out.add_class(class, len);
+                if open_windows > 0 && class != TimeClass::CollectiveExposed {
+                    out.collective_hidden += len;
+                }
+            }
+            None if open_windows > 0 => out.collective_exposed += len,
+            None => out.idle += len,
+        }
+        t = next;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(s: i64, e: i64, class: TimeClass) -> Interval {
+        Interval { start: Picos(s), end: Picos(e), class }
+    }
+
+    #[test]
+    fn partition_sums_to_the_step_and_prefers_matmul() {
+        let ivs = [
+            iv(0, 10, TimeClass::Vector),
+            iv(5, 20, TimeClass::Matmul),
+            iv(30, 40, TimeClass::DataFormatting),
+            iv(35, 45, TimeClass::Host),
+        ];
+        let a = partition(Picos(0), Picos(50), &ivs, &[]);
+        assert_eq!(a.sum(), Picos(50));
+        assert_eq!(
+            (a.vector, a.matmul, a.data_formatting, a.host, a.idle),
+            (Picos(5), Picos(15), Picos(10), Picos(5), Picos(15))
+        );
+    }
+
+    #[test]
+    fn async_windows_split_exposed_and_hidden() {
+        // Window 10..30; compute covers 10..18; nothing 18..30.
+        let a = partition(Picos(0), Picos(40), &[iv(10, 18, TimeClass::Vector)], &[(Picos(10), Picos(30))]);
+        assert_eq!(
+            (a.collective_exposed, a.collective_hidden, a.vector, a.idle),
+            (Picos(12), Picos(8), Picos(8), Picos(20))
+        );
+        assert_eq!(a.sum(), Picos(40));
+    }
+
+    #[test]
+    fn intervals_outside_the_step_are_clipped() {
+        let a =
+            partition(Picos(100), Picos(10), &[iv(0, 105, TimeClass::Matmul), iv(108, 200, TimeClass::Vector)], &[]);
+        assert_eq!((a.matmul, a.idle, a.vector), (Picos(5), Picos(3), Picos(2)));
+    }
+
+    #[test]
+    fn classes_from_categories() {
+        assert_eq!(class_of("convolution fusion"), TimeClass::Matmul);
+        assert_eq!(class_of("output fusion"), TimeClass::Matmul);
+        assert_eq!(class_of("all-gather"), TimeClass::CollectiveExposed);
+        assert_eq!(class_of("all-reduce fusion"), TimeClass::CollectiveExposed);
+        assert_eq!(class_of("data formatting"), TimeClass::DataFormatting);
+        assert_eq!(class_of("infeed"), TimeClass::InfeedOutfeed);
+        assert_eq!(class_of("loop fusion"), TimeClass::Vector);
+        assert_eq!(class_of("host send"), TimeClass::Host);
+    }
+
+    #[test]
+    fn mean_keeps_the_sum_exact() {
+        let a = partition(Picos(0), Picos(7), &[iv(0, 3, TimeClass::Matmul)], &[]);
+        let b = partition(Picos(0), Picos(7), &[iv(0, 4, TimeClass::Matmul)], &[]);
+        let m = StepAnatomy::mean(&[a, b]);
+        assert_eq!(m.sum(), m.step_time);
+        assert_eq!(m.matmul, Picos(3));
+    }
+}
+
+/// Splits nested op spans into non-overlapping innermost segments (each instant belongs to the
+/// deepest op covering it). `ops` must be sorted as [`crate::device::nest`] sorts them.
+pub(crate) fn innermost_segments(ops: &[(Picos, Picos, TimeClass)]) -> Vec<Interval> {
+    let mut out = Vec::with_capacity(ops.len() * 2);
+    // Stack of (end, class); `cursor` is where the next segment starts.
+    let mut stack: Vec<(Picos, TimeClass)> = Vec::new();
+    let mut cursor = Picos(i64::MIN);
+    let emit = |out: &mut Vec<Interval>, from: Picos, to: Picos, class: TimeClass| {
+        if from < to {
+            out.push(Interval { start: from, end: to, class });
+        }
+    };
+    for &(start, end, class) in ops {
+        // Close every op that ends before this one starts.
+        while let Some(&(top_end, top_class)) = stack.last() {
+            if top_end > start {
+                break;
+            }
+            emit(&mut out, cursor, top_end, top_class);
+            cursor = cursor.max(top_end);
+            stack.pop();
+        }
+        if let Some(&(_, parent_class)) = stack.last() {
+            emit(&mut out, cursor, start, parent_class);
+        }
+        cursor = start;
+        stack.push((end.max(start), class));
+    }
+    while let Some((top_end, top_class)) = stack.pop() {
+        emit(&mut out, cursor, top_end, top_class);
+        cursor = cursor.max(top_end);
+    }
+    out
+}
+
+/// Async windows on an op line: each `<op>-start[.N]` paired in order with the next
+/// `<op>-done[.N]` of the same key; the window spans from the start op's begin to the done op's
+/// end (XProf's async-overlap pairing, facts §5).
+pub(crate) fn async_windows(ops: &[(Picos, Picos, &str)]) -> Vec<(Picos, Picos)> {
+    use std::collections::{HashMap, VecDeque};
+    let mut open: HashMap<String, VecDeque<Picos>> = HashMap::new();
+    let mut out = Vec::new();
+    for &(start, end, name) in ops {
+        let name = name.trim_start_matches('%');
+        let name = name.split(" = ").next().unwrap_or(name);
+        let (base, suffix) = match name.rfind('.') {
+            Some(dot) if name[dot + 1..].bytes().all(|b| b.is_ascii_digit()) && dot + 1 < name.len() => {
+                (&name[..dot], &name[dot..])
+            }
+            _ => (name, ""),
+        };
+        if let Some(op) = base.strip_suffix("-start") {
+            open.entry(format!("{op}{suffix}")).or_default().push_back(start);
+        } else if let Some(op) = base.strip_suffix("-done")
+            && let Some(s) = open.get_mut(&format!("{op}{suffix}")).and_then(VecDeque::pop_front)
+        {
+            out.push((s, end));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod segment_tests {
+    use super::*;
+
+    #[test]
+    fn innermost_segments_cover_parents_around_children() {
+        let v = TimeClass::Vector;
+        let m = TimeClass::Matmul;
+        let d = TimeClass::DataFormatting;
+        // parent 0..100 (vector) with children 10..20 (matmul) and 50..60 (data formatting).
+        let segs =
+            innermost_segments(&[(Picos(0), Picos(100), v), (Picos(10), Picos(20), m), (Picos(50), Picos(60), d)]);
+        let got: Vec<(i64, i64, TimeClass)> = segs.iter().map(|s| (s.start.0, s.end.0, s.class)).collect();
+        assert_eq!(got, vec![(0, 10, v), (10, 20, m), (20, 50, v), (50, 60, d), (60, 100, v)]);
+    }
+
+    #[test]
+    fn async_pairs_follow_names_and_order() {
+        let w = async_windows(&[
+            (Picos(0), Picos(1), "all-gather-start.3"),
+            (Picos(2), Picos(3), "all-gather-start"),
+            (Picos(5), Picos(9), "all-gather-done.3"),
+            (Picos(10), Picos(12), "all-gather-done"),
+            (Picos(20), Picos(21), "copy-done.1"),
+        ]);
+        assert_eq!(w, vec![(Picos(0), Picos(9)), (Picos(2), Picos(12))]);
+    }
+}
+
+/// The anatomy of every TPU step (mean over cores), in step order.
+///
+/// ```
+/// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+/// use xlens_roofline::{Steps, tpu_anatomy};
+/// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+/// let steps = Steps::from_space(&space)?;
+/// let anatomy = tpu_anatomy(&space, &steps)?;
+/// for (a, s) in anatomy.iter().zip(&steps.steps) {
+///     assert_eq!(a.sum(), s.duration);
+///     assert!(a.matmul > a.data_formatting);
+/// }
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn tpu_anatomy(space: &xlens_xplane::Space, steps: &crate::Steps) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    use crate::device::{DeviceStatIds, op_metadata, timed_ops};
+    let cores = space.tpu_tensor_cores();
+    let mut per_core_timelines = Vec::with_capacity(cores.len());
+    for plane in &cores {
+        let ordinal = match plane.kind() {
+            xlens_xplane::PlaneKind::TpuTensorCore { ordinal } => ordinal,
+            _ => 0,
+        };
+        let ids = DeviceStatIds::of(plane);
+        let Some(line) = plane.line_by_name(xlens_xplane::names::line::XLA_OPS) else {
+            per_core_timelines.push((ordinal, Vec::new(), Vec::new()));
+            continue;
+        };
+        let meta = op_metadata(plane, &ids);
+        let ops = timed_ops(plane, line, &ids)?;
+        let classed: Vec<(Picos, Picos, TimeClass)> = ops
+            .iter()
+            .map(|o| {
+                let category = meta.get(&o.metadata_id).map_or("", |m| m.category.as_str());
+                (o.span.start, o.span.end(), class_of(category))
+            })
+            .collect();
+        let named: Vec<(Picos, Picos, &str)> = ops
+            .iter()
+            .map(|o| (o.span.start, o.span.end(), meta.get(&o.metadata_id).map_or("", |m| m.name.as_str())))
+            .collect();
+        per_core_timelines.push((ordinal, innermost_segments(&classed), async_windows(&named)));
+    }
+    let mut out = Vec::with_capacity(steps.steps.len());
+    for step in &steps.steps {
+        let mut parts = Vec::with_capacity(step.cores.len());
+        for core in &step.cores {
+            let Some((_, segments, windows)) = per_core_timelines.iter().find(|(o, _, _)| *o == core.core) else {
+                continue;
+            };
+            let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
+            let from = segments.partition_point(|s| s.end <= lo);
+            let to = segments.partition_point(|s| s.start < hi);
+            let w_from = windows.partition_point(|w| w.1 <= lo);
+            let w_to = windows.partition_point(|w| w.0 < hi);
+            parts.push(partition(lo, step.duration, &segments[from..to.max(from)], &windows[w_from..w_to.max(w_from)]));
+        }
+        out.push(StepAnatomy::mean(&parts));
+    }
+    Ok(out)
+}
+
+/// Host events that are waits, not work (the device may be busy meanwhile).
+fn is_host_wait(name: &str) -> bool {
+    name.contains("block_until_ready") || name.contains("Await") || name.contains("Wait") || name.contains("wait")
+}
+
+/// The anatomy of every host-marker step of a profile whose ops run on host threads (XLA:CPU):
+/// op events (`hlo_op`) on every thread, classed by their op-profile category, and the step
+/// marker thread's own top-level work (dispatch, data loading) as host time. Concurrent ops on
+/// several threads count once, by class priority.
+///
+/// ```
+/// use xlens_xplane::Session;
+/// use xlens_roofline::{OpProfile, Steps, host_anatomy};
+/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/real/input_starvation");
+/// let session = Session::open(dir.as_ref())?;
+/// let space = session.hosts()[0].space();
+/// let (modules, _) = xlens_hlo::modules_from_space(space);
+/// let profile = OpProfile::from_host_threads(space, &modules)?;
+/// let steps = Steps::from_space(space)?;
+/// let anatomy = host_anatomy(space, &steps, &profile)?;
+/// // A slow data loader runs before each step's ops: host time dominates.
+/// assert!(anatomy.iter().all(|a| a.sum() == a.step_time && a.host > a.matmul));
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn host_anatomy(
+    space: &xlens_xplane::Space,
+    steps: &crate::Steps,
+    profile: &crate::OpProfile,
+) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    use std::collections::HashMap;
+    use xlens_xplane::names;
+    let Some(host) = space.host_threads() else {
+        return Ok(steps.steps.iter().map(|s| partition(s.start, s.duration, &[], &[])).collect());
+    };
+    let categories: HashMap<(u64, &str), &str> =
+        profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
+    let hlo_op = host.stat_id(names::stat::HLO_OP);
+    let program_id = host.stat_id(names::stat::PROGRAM_ID);
+    let markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+    let mut intervals: Vec<Interval> = Vec::new();
+    for line in host.lines() {
+        let mut ops: Vec<(Picos, Picos, TimeClass)> = Vec::new();
+        let mut host_work: Vec<(Picos, Picos)> = Vec::new();
+        let mut has_markers = false;
+        for ev in line.events(host) {
+            let ev = ev?;
+            let (start, end) = (ev.start(), ev.end());
+            if let Some(op) = hlo_op.and_then(|id| ev.stat(id)).and_then(|s| s.as_str()) {
+                let program = program_id.and_then(|id| ev.stat(id)).and_then(|s| s.as_u64()).unwrap_or(0);
+                let category = categories.get(&(program, op.as_ref())).copied().unwrap_or("");
+                ops.push((start, end, class_of(category)));
+            } else if crate::is_host_step_marker(ev.name()) {
+                has_markers = true;
+            } else if !is_host_wait(ev.name()) {
+                // Top-level work inside a step marker.
+                let inside = markers.iter().any(|&(s, e)| s <= start && end <= e);
+                if inside && host_work.last().is_none_or(|&(_, last_end)| start >= last_end) {
+                    host_work.push((start, end));
+                }
+            }
+        }
+        ops.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        intervals.extend(innermost_segments(&ops));
+        // Host work counts only on the thread that runs the step loop (the one with the markers).
+        if has_markers {
+            intervals.extend(host_work.into_iter().map(|(start, end)| Interval { start, end, class: TimeClass::Host }));
+        }
+    }
+    intervals.sort_by_key(|i| (i.start, i.end));
+    let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();
+    Ok(steps
+        .steps
+        .iter()
+        .map(|s| {
+            let from = intervals.partition_point(|i| i.start < s.start - longest);
+            let to = intervals.partition_point(|i| i.start < s.end());
+            partition(s.start, s.duration, &intervals[from..to.max(from)], &[])
+        })
+        .collect())
+}

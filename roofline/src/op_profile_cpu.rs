@@ -1,0 +1,197 @@
+//! The op profile of profiles without TPU op lines: XLA:CPU (and host-run) programs, whose
+//! executed HLO instructions appear as events on host threads with an `hlo_op` stat.
+//!
+//! XProf has no op profile for these profiles; we build one the same way as for TPU: each event
+//! is one occurrence of (`program_id`, `hlo_op`), time is its duration, self time subtracts the
+//! `hlo_op` events nested in it on the same thread, and FLOPs and bytes come from the HLO cost
+//! model of the instruction (the profile has no cost stats). Categories mirror the TPU ones so
+//! every analysis reads both kinds of profile alike.
+
+use std::collections::{BTreeMap, HashMap};
+
+use xlens_hlo::{FusionKind, InstrId, Module, Opcode};
+use xlens_xplane::{Picos, Space, names};
+
+use crate::device::{MemoryBytes, Span, TimedOp, nest};
+use crate::op_profile::{OpProfile, OpStats};
+
+/// The category of an HLO instruction for the op profile: XLA's own category
+/// (`HloInstruction::ToCategory`: data formatting, non-fusion elementwise, the opcode), with
+/// fusions named by what they do (`output fusion` when they contain a dot or convolution,
+/// `data formatting` when they only move data, else `loop fusion` / `input fusion` /
+/// `custom fusion`).
+pub fn hlo_category(module: &Module, id: InstrId) -> String {
+    let instr = module.instruction(id);
+    if instr.opcode() != Opcode::Fusion {
+        return module.xla_category(id).to_owned();
+    }
+    let Some(body) = module.fused_computation(id) else { return "fusion".to_owned() };
+    let ops: Vec<Opcode> = body.instructions().iter().map(|&i| module.instruction(i).opcode()).collect();
+    if ops.iter().any(|o| matches!(o, Opcode::Convolution)) {
+        return "convolution fusion".to_owned();
+    }
+    if ops.iter().any(|o| matches!(o, Opcode::Dot)) {
+        return "output fusion".to_owned();
+    }
+    let moves_only = ops.iter().all(|o| {
+        o.is_data_formatting()
+            || matches!(
+                o,
+                Opcode::Parameter
+                    | Opcode::Bitcast
+                    | Opcode::Broadcast
+                    | Opcode::Slice
+                    | Opcode::Concatenate
+                    | Opcode::Tuple
+                    | Opcode::GetTupleElement
+                    | Opcode::Constant
+            )
+    });
+    if moves_only && ops.iter().any(|o| o.is_data_formatting()) {
+        return "data formatting".to_owned();
+    }
+    match instr.fusion_kind() {
+        Some(FusionKind::Input) => "input fusion",
+        Some(FusionKind::Output) => "output fusion",
+        Some(FusionKind::Custom) => "custom fusion",
+        _ => "loop fusion",
+    }
+    .to_owned()
+}
+
+impl OpProfile {
+    /// Builds the op profile from host-thread op events (`hlo_op` stats), joined with the HLO
+    /// modules of the profile for categories, FLOPs and bytes. Ops of programs without a module
+    /// keep zero FLOPs and bytes and the category `unknown`.
+    ///
+    /// ```
+    /// use xlens_xplane::Session;
+    /// use xlens_roofline::OpProfile;
+    /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/corpus/clean");
+    /// let session = Session::open(dir.as_ref())?;
+    /// let space = session.hosts()[0].space();
+    /// let (modules, _) = xlens_hlo::modules_from_space(space);
+    /// let profile = OpProfile::from_host_threads(space, &modules)?;
+    /// assert_eq!(profile.device_type.as_deref(), Some("CPU"));
+    /// assert!(profile.ops.iter().any(|o| o.category == "output fusion" && o.flops > 0.0));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_host_threads(space: &Space, modules: &[Module]) -> xlens_xplane::Result<OpProfile> {
+        let mut profile = OpProfile {
+            device_type: Some("CPU".to_owned()),
+            cores: 0,
+            perf_env: None,
+            programs: BTreeMap::new(),
+            ops: Vec::new(),
+            total_time: Picos::ZERO,
+            idle_time: Picos::ZERO,
+        };
+        let Some(host) = space.host_threads() else { return Ok(profile) };
+        let (Some(hlo_op), program_id) = (host.stat_id(names::stat::HLO_OP), host.stat_id(names::stat::PROGRAM_ID))
+        else {
+            return Ok(profile);
+        };
+        let hlo_module = host.stat_id(names::stat::HLO_MODULE);
+        let device_ordinal = host.stat_id(names::stat::DEVICE_ORDINAL);
+        let by_program: HashMap<u64, &Module> = modules.iter().filter_map(|m| m.program_id().map(|p| (p, m))).collect();
+        // Key: (program id, op name) → index in `keys`.
+        let mut keys: Vec<(u64, String)> = Vec::new();
+        let mut index: HashMap<(u64, String), usize> = HashMap::new();
+        let mut stats: Vec<OpStats> = Vec::new();
+        let mut device_spans: BTreeMap<i64, (Picos, Picos)> = BTreeMap::new();
+        for line in host.lines() {
+            let mut ops: Vec<TimedOp> = Vec::new();
+            let mut op_keys: Vec<usize> = Vec::new();
+            for ev in line.events(host) {
+                let ev = ev?;
+                let Some(name) = ev.stat(hlo_op).and_then(|s| s.as_str()) else { continue };
+                let program = program_id.and_then(|id| ev.stat(id)).and_then(|s| s.as_u64()).unwrap_or(0);
+                let key = (program, name.into_owned());
+                let k = match index.get(&key) {
+                    Some(&k) => k,
+                    None => {
+                        let module_name = hlo_module
+                            .and_then(|id| ev.stat(id))
+                            .and_then(|s| s.as_str().map(|s| s.into_owned()))
+                            .unwrap_or_default();
+                        profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
+                        let module = by_program.get(&program).copied();
+                        stats.push(new_op(program, &key.1, module));
+                        keys.push(key.clone());
+                        index.insert(key, stats.len() - 1);
+                        stats.len() - 1
+                    }
+                };
+                let span = Span { start: ev.start(), duration: ev.duration() };
+                let ordinal = device_ordinal.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).unwrap_or(0);
+                let entry = device_spans.entry(ordinal).or_insert((span.start, span.end()));
+                entry.0 = entry.0.min(span.start);
+                entry.1 = entry.1.max(span.end());
+                ops.push(TimedOp {
+                    metadata_id: xlens_xplane::EventMetadataId(op_keys.len() as i64),
+                    span,
+                    self_time: span.duration,
+                    occurrences: 1,
+                    time_scale: 1.0,
+                    depth: 0,
+                });
+                op_keys.push(k);
+            }
+            nest(&mut ops);
+            for op in &ops {
+                let s = &mut stats[op_keys[op.metadata_id.0 as usize]];
+                s.occurrences += 1;
+                s.time += op.span.duration;
+                s.self_time += op.self_time;
+                s.normalized_time += op.span.duration;
+            }
+        }
+        for s in &mut stats {
+            let Some(module) = by_program.get(&s.program_id) else { continue };
+            let Some(instr) = module.instruction_by_name(&s.name) else { continue };
+            let cost = module.cost(instr.id());
+            let n = s.occurrences as f64;
+            s.flops = cost.flops as f64 * n;
+            s.model_flops = s.flops;
+            s.bytes = MemoryBytes { hbm: cost.bytes_accessed as f64 * n, ..MemoryBytes::default() };
+        }
+        stats.retain(|s| s.occurrences > 0);
+        stats.sort_by(|a, b| {
+            b.self_time.cmp(&a.self_time).then(a.program_id.cmp(&b.program_id)).then(a.name.cmp(&b.name))
+        });
+        profile.cores = device_spans.len() as u32;
+        profile.total_time = device_spans.values().map(|(a, b)| *b - *a).sum();
+        let op_time: Picos = stats.iter().map(|s| s.self_time).sum();
+        profile.idle_time = profile.total_time.saturating_sub(op_time);
+        profile.ops = stats;
+        Ok(profile)
+    }
+}
+
+fn new_op(program_id: u64, name: &str, module: Option<&Module>) -> OpStats {
+    let instr = module.and_then(|m| m.instruction_by_name(name).map(|i| (m, i)));
+    let (category, source, op_name) = match instr {
+        Some((m, i)) => (
+            hlo_category(m, i.id()),
+            m.source(i.id()).map(|s| format!("{}:{}", s.file, s.line)),
+            i.op_name().to_owned(),
+        ),
+        None => ("unknown".to_owned(), None, String::new()),
+    };
+    OpStats {
+        program_id,
+        name: name.to_owned(),
+        long_name: instr.map(|(m, i)| m.instruction_text(i.id())).unwrap_or_default(),
+        category,
+        occurrences: 0,
+        time: Picos::ZERO,
+        self_time: Picos::ZERO,
+        normalized_time: Picos::ZERO,
+        flops: 0.0,
+        model_flops: 0.0,
+        bytes: MemoryBytes::default(),
+        num_cores: 1,
+        source,
+        tf_op: if op_name.is_empty() { None } else { Some(op_name) },
+    }
+}
