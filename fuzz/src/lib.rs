@@ -4,6 +4,7 @@
 //! seeded smoke tests here, so `cargo test` exercises the same code on stable. A body panics only
 //! when an invariant breaks (a panic inside the decoder is a bug).
 
+pub mod decode_hlo;
 pub mod decode_xspace;
 
 /// A small deterministic generator (xorshift64*) for seeded smoke tests.

@@ -3,12 +3,14 @@
 //! Work in progress: filled by the `roofline` issue.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+mod anatomy;
 mod chip;
 pub mod chips;
 mod device;
 mod error;
 mod model;
 mod op_profile;
+mod op_profile_cpu;
 mod perf_env;
 mod steps;
 pub mod units;
@@ -16,15 +18,20 @@ pub mod units;
 #[cfg(feature = "polars")]
 pub mod frame;
 
+pub use anatomy::{
+    Interval, PRIORITY, StepAnatomy, TimeClass, class_of, host_anatomy, is_collective, partition, tpu_anatomy,
+};
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,
     roofline_point,
 };
+pub use op_profile_cpu::hlo_category;
 pub use perf_env::PerfEnv;
 pub use steps::{
-    CoreStep, CoreStepBreakdown, Step, StepSource, StepStats, Steps, TpuStepSummary, is_host_step_marker,
+    CoreStep, CoreStepBreakdown, FLAT_CV, OUTLIER_FACTOR, Step, StepSource, StepStats, StepVariance, Steps, TpuStepSummary,
+    is_host_step_marker,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};

@@ -3,6 +3,10 @@
 //! Examples stay thin: they parse arguments, call the library and print what these functions
 //! return. Nothing here prints.
 
+pub mod budget;
+pub mod hlo;
+pub mod roofline;
+
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};

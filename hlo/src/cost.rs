@@ -1,0 +1,554 @@
+//! The cost model: FLOPs, transcendentals and bytes accessed per instruction.
+//!
+//! The rules follow XLA's `HloCostAnalysis` (the numbers `jax.jit(f).lower(...).compile()
+//! .cost_analysis()` reports), re-derived from its documented behaviour:
+//!
+//! - **Elementwise** ops cost one FLOP per output element; `exp`, `log`, `logistic`, `power`,
+//!   `sqrt`, `cbrt`, `rsqrt`, `tanh`, `tan`, `sin`, `cos`, `expm1`, `log1p` and `atan2` count as
+//!   one *transcendental* per element instead.
+//! - **dot**: `2 × output elements × product of the lhs contracting dimensions`.
+//! - **convolution**: `2 × (input features / feature groups) × output features ×
+//!   (batch / batch groups) × valid kernel positions` per spatial dimension, counting only the
+//!   window positions that land inside the (dilated, padded) input.
+//! - **reduce**: the reducer's cost × (input elements − output elements); **reduce-window**:
+//!   × (window size − 1) × output elements; **map**: × output elements; **scatter**: × update
+//!   elements; **select-and-scatter**: select × source × (window − 1) + scatter × source;
+//!   **sort**: `n × ⌈log2 n⌉`; **all-reduce**: one FLOP per output element.
+//! - **fusion**: its body's FLOPs; **call** and **async-start**: the callee's costs; **while**:
+//!   one trip of body and condition; **conditional**: the costlier branch per property.
+//! - **Bytes accessed**: operands plus output (a collective's tuple output by its leaves) (`ShapeUtil::ByteSizeOf`, tuples as 8-byte index
+//!   tables), with XLA's exceptions: parameters, constants, get-tuple-element, bitcasts and
+//!   layout-preserving transposes touch nothing; slices and gathers read only what they write;
+//!   a fusion reads each external operand as its fused parameter's users do (a sliced operand
+//!   only its slices) and writes its outputs (an in-place dynamic-update-slice only the update).
+//!
+//! Known differences from XLA: custom calls cost 0 FLOPs and their operands plus output bytes
+//! (XLA reports −1 for "unknown").
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::{Add, AddAssign};
+use std::rc::Rc;
+
+use crate::ids::{CompId, InstrId};
+use crate::module::{Instruction, Module};
+use crate::opcode::Opcode;
+use crate::shape::Shape;
+
+/// Costs of one instruction (or a sum of them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Cost {
+    /// Floating-point (and integer) operations, FMA counted as 2.
+    pub flops: u64,
+    /// Transcendental function evaluations (exp, log, tanh, ...), not included in `flops`.
+    pub transcendentals: u64,
+    /// Bytes read and written from memory.
+    pub bytes_accessed: u64,
+}
+
+impl Add for Cost {
+    type Output = Cost;
+    fn add(self, o: Cost) -> Cost {
+        Cost {
+            flops: self.flops.saturating_add(o.flops),
+            transcendentals: self.transcendentals.saturating_add(o.transcendentals),
+            bytes_accessed: self.bytes_accessed.saturating_add(o.bytes_accessed),
+        }
+    }
+}
+
+impl AddAssign for Cost {
+    fn add_assign(&mut self, o: Cost) {
+        *self = *self + o;
+    }
+}
+
+impl Cost {
+    /// FLOPs per byte accessed (0 when no bytes are accessed).
+    pub fn intensity(&self) -> f64 {
+        if self.bytes_accessed == 0 { 0.0 } else { self.flops as f64 / self.bytes_accessed as f64 }
+    }
+}
+
+/// Costs of every instruction, computed callees first.
+pub(crate) fn compute(module: &Module) -> Vec<Cost> {
+    let mut ctx = Ctx {
+        module,
+        costs: vec![Cost::default(); module.instructions.len()],
+        totals: vec![Cost::default(); module.computations.len()],
+        bodies: RefCell::new(HashMap::new()),
+        reads: RefCell::new(HashMap::new()),
+    };
+    for &c in &module.post_order {
+        let comp = module.computation(c);
+        let mut total = Cost::default();
+        for &i in &comp.order {
+            let cost = ctx.instruction(i);
+            ctx.costs[i.index()] = cost;
+            total += cost;
+        }
+        ctx.totals[c.index()] = total;
+    }
+    ctx.costs
+}
+
+struct Ctx<'m> {
+    module: &'m Module,
+    costs: Vec<Cost>,
+    totals: Vec<Cost>,
+    /// Per fusion body: its parameters by number, and the bytes of its large constants.
+    bodies: RefCell<HashMap<CompId, Rc<Body>>>,
+    /// Bytes read through each fused parameter (memoized: bodies can be shared).
+    reads: RefCell<HashMap<InstrId, u64>>,
+}
+
+struct Body {
+    params: HashMap<u64, InstrId>,
+    constant_bytes: u64,
+}
+
+fn sat(a: u64, b: u64) -> u64 {
+    a.saturating_mul(b)
+}
+
+impl<'m> Ctx<'m> {
+    fn instr(&self, id: InstrId) -> &'m Instruction {
+        self.module.instruction(id)
+    }
+
+    fn operand_shape(&self, instr: &Instruction, i: usize) -> Option<&'m Shape> {
+        instr.operands.get(i).map(|&o| &self.instr(o).shape)
+    }
+
+    fn operand_bytes(&self, instr: &Instruction, i: usize) -> u64 {
+        self.operand_shape(instr, i).map_or(0, Shape::byte_size)
+    }
+
+    fn sub(&self, comp: Option<&CompId>) -> Cost {
+        comp.map_or(Cost::default(), |c| self.totals[c.index()])
+    }
+
+    fn instruction(&self, id: InstrId) -> Cost {
+        let instr = self.instr(id);
+        let out = instr.shape.byte_size();
+        let operands_bytes =
+            (0..instr.operands.len()).fold(0u64, |acc, i| acc.saturating_add(self.operand_bytes(instr, i)));
+        let default_bytes = out.saturating_add(operands_bytes);
+        let elements = instr.shape.element_count();
+        let mut cost = Cost { flops: 0, transcendentals: 0, bytes_accessed: default_bytes };
+        let scaled = |sub: Cost, n: u64| Cost {
+            flops: sat(sub.flops, n),
+            transcendentals: sat(sub.transcendentals, n),
+            bytes_accessed: default_bytes,
+        };
+        match instr.opcode {
+            Opcode::Parameter
+            | Opcode::Constant
+            | Opcode::GetTupleElement
+            | Opcode::Bitcast
+            | Opcode::AfterAll
+            | Opcode::AddDependency
+            | Opcode::Domain => cost.bytes_accessed = 0,
+            Opcode::Tuple => cost.bytes_accessed = out,
+            Opcode::Transpose if transpose_is_bitcast(self, instr) => cost.bytes_accessed = 0,
+            Opcode::Map => cost = scaled(self.sub(instr.called.first()), elements),
+            op if op.is_elementwise() && op != Opcode::Copy => {
+                if op.is_transcendental() {
+                    cost.transcendentals = elements;
+                } else {
+                    cost.flops = elements;
+                }
+            }
+            Opcode::Slice => cost.bytes_accessed = sat(out, 2),
+            Opcode::DynamicSlice => {
+                let idx = (1..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(self.operand_bytes(instr, i)));
+                cost.bytes_accessed = sat(out, 2).saturating_add(idx);
+            }
+            Opcode::DynamicUpdateSlice => {
+                let idx = (2..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(self.operand_bytes(instr, i)));
+                cost.bytes_accessed = sat(self.operand_bytes(instr, 1), 2).saturating_add(idx);
+            }
+            Opcode::Gather => cost.bytes_accessed = sat(out, 2).saturating_add(self.operand_bytes(instr, 1)),
+            Opcode::Scatter => {
+                let n = instr.operands.len().saturating_sub(1) / 2;
+                let updates =
+                    (n + 1..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(self.operand_bytes(instr, i)));
+                let update_elements = self.operand_shape(instr, n + 1).map_or(0, Shape::element_count);
+                cost = scaled(self.sub(instr.called.first()), update_elements);
+                cost.bytes_accessed = sat(updates, 3).saturating_add(self.operand_bytes(instr, n));
+            }
+            Opcode::Dot => cost.flops = dot_flops(self, instr),
+            Opcode::Convolution => cost.flops = convolution_flops(self, instr),
+            Opcode::Reduce => {
+                let input = self.operand_shape(instr, 0).map_or(0, Shape::element_count);
+                let output = first_array(&instr.shape).element_count();
+                cost = scaled(self.sub(instr.called.first()), input.saturating_sub(output));
+            }
+            Opcode::ReduceWindow => cost = scaled(self.sub(instr.called.first()), reduce_window_count(self, instr)),
+            Opcode::SelectAndScatter => {
+                let source = self.operand_shape(instr, 1).map_or(0, Shape::element_count);
+                let window = window_elements(instr);
+                let select = self.sub(instr.called.first());
+                let scatter = self.sub(instr.called.get(1));
+                let a = scaled(select, sat(source, window.saturating_sub(1)));
+                let b = scaled(scatter, source);
+                cost = Cost {
+                    flops: a.flops.saturating_add(b.flops),
+                    transcendentals: a.transcendentals.saturating_add(b.transcendentals),
+                    bytes_accessed: default_bytes,
+                };
+            }
+            Opcode::Sort => {
+                let n = self.operand_shape(instr, 0).map_or(0, Shape::element_count);
+                cost.flops = sat(n, log2_ceil(n));
+            }
+            Opcode::Fft => {
+                let real = self.operand_shape(instr, 0).map(first_array).map_or(0, Shape::element_count);
+                let log_factors = instr.raw.fft_length.iter().fold(1u64, |a, &d| sat(a, log2_floor(d.max(0) as u64)));
+                cost.flops = sat(sat(2 * 4, log_factors), real);
+            }
+            Opcode::TriangularSolve => {
+                let a = self.operand_shape(instr, 0);
+                let b = self.operand_shape(instr, 1).map_or(0, Shape::element_count);
+                let last = a.and_then(|a| a.dims().last()).map_or(0, |&d| d.max(0) as u64);
+                cost.flops = sat(2, sat(last, b));
+                cost.bytes_accessed =
+                    out.saturating_add(self.operand_bytes(instr, 0) / 2).saturating_add(self.operand_bytes(instr, 1));
+            }
+            Opcode::Cholesky => {
+                let a = self.operand_shape(instr, 0);
+                let last = a.and_then(|a| a.dims().last()).map_or(0, |&d| d.max(0) as u64);
+                cost.flops = sat(last, a.map_or(0, Shape::element_count)) / 3;
+                cost.bytes_accessed = self.operand_bytes(instr, 0);
+            }
+            Opcode::AllReduce | Opcode::AllReduceStart => {
+                let leaves = instr.shape.leaves();
+                cost.flops = leaves.iter().fold(0u64, |a, s| a.saturating_add(s.element_count()));
+                let out_bytes = leaves.iter().fold(0u64, |a, s| a.saturating_add(s.byte_size()));
+                cost.bytes_accessed = out_bytes.saturating_add(operands_bytes);
+            }
+            Opcode::AllGather
+            | Opcode::AllToAll
+            | Opcode::RaggedAllToAll
+            | Opcode::ReduceScatter
+            | Opcode::CollectivePermute
+            | Opcode::CollectiveBroadcast => {
+                // Variadic collectives return tuples; their data is the leaves, not the index table.
+                cost.bytes_accessed = leaves_bytes(&instr.shape).saturating_add(operands_bytes);
+            }
+            Opcode::Fusion => cost = self.fusion(instr),
+            Opcode::Call | Opcode::AsyncStart => cost = self.sub(instr.called.first()),
+            Opcode::While => cost = self.sub(instr.called.first()) + self.sub(instr.called.get(1)),
+            Opcode::Conditional => {
+                let mut max = Cost::default();
+                for c in &instr.called {
+                    let t = self.totals[c.index()];
+                    max.flops = max.flops.max(t.flops);
+                    max.transcendentals = max.transcendentals.max(t.transcendentals);
+                    max.bytes_accessed = max.bytes_accessed.max(t.bytes_accessed);
+                }
+                cost = max;
+            }
+            Opcode::Rng => cost.transcendentals = elements,
+            Opcode::RngBitGenerator => cost.transcendentals = instr.shape.element_count_recursive(),
+            Opcode::Infeed => cost.bytes_accessed = leaves_bytes(&instr.shape),
+            Opcode::Outfeed => {
+                cost.bytes_accessed =
+                    instr.operands.iter().fold(0u64, |a, &o| a.saturating_add(leaves_bytes(&self.instr(o).shape)));
+            }
+            _ => {}
+        }
+        cost
+    }
+
+    /// A fusion: the body's arithmetic, the bytes its fused parameters' users read, its outputs.
+    fn fusion(&self, instr: &Instruction) -> Cost {
+        let Some(&body) = instr.called.first() else {
+            return Cost { bytes_accessed: instr.shape.byte_size(), ..Cost::default() };
+        };
+        let total = self.totals[body.index()];
+        let body_comp = self.module.computation(body);
+        let root = body_comp.root.map(|r| self.instr(r));
+        let mut bytes = 0u64;
+        let is_dus = |i: &Instruction| i.opcode == Opcode::DynamicUpdateSlice;
+        let update_bytes = |i: &Instruction| self.operand_bytes(i, 1);
+        match root {
+            Some(r) if instr.shape.is_array() && is_dus(r) => bytes = update_bytes(r),
+            Some(r) if instr.shape.is_tuple() => {
+                for (k, sub) in instr.shape.tuple_shapes().iter().enumerate() {
+                    let dus = (r.opcode == Opcode::Tuple)
+                        .then(|| r.operands.get(k).map(|&o| self.instr(o)))
+                        .flatten()
+                        .filter(|o| is_dus(o));
+                    bytes = bytes.saturating_add(match dus {
+                        Some(d) if sub.is_array() => update_bytes(d),
+                        _ => leaves_bytes(sub),
+                    });
+                }
+            }
+            _ => bytes = leaves_bytes(&instr.shape),
+        }
+        let body_info = self.body(body);
+        bytes = bytes.saturating_add(body_info.constant_bytes);
+        for k in 0..instr.operands.len() as u64 {
+            if let Some(&p) = body_info.params.get(&k) {
+                bytes = bytes.saturating_add(self.parameter_read_bytes(p));
+            }
+        }
+        Cost { flops: total.flops, transcendentals: total.transcendentals, bytes_accessed: bytes }
+    }
+
+    /// The parameters and large constants of a fusion body, computed once per body.
+    fn body(&self, comp: CompId) -> Rc<Body> {
+        if let Some(b) = self.bodies.borrow().get(&comp) {
+            return Rc::clone(b);
+        }
+        let mut params = HashMap::new();
+        let mut constant_bytes = 0u64;
+        for &i in &self.module.computation(comp).instructions {
+            let b = self.instr(i);
+            match b.opcode {
+                Opcode::Parameter => {
+                    params.entry(b.raw.parameter_number.max(0) as u64).or_insert(i);
+                }
+                // Constants of more than one element are read from memory.
+                Opcode::Constant if b.shape.element_count() > 1 => {
+                    constant_bytes = constant_bytes.saturating_add(b.shape.byte_size());
+                }
+                _ => {}
+            }
+        }
+        let body = Rc::new(Body { params, constant_bytes });
+        self.bodies.borrow_mut().insert(comp, Rc::clone(&body));
+        body
+    }
+
+    /// Bytes a fused parameter (or a get-tuple-element of one) is read, as its users read it.
+    /// Recursion follows nested fusions down the (acyclic, depth-limited) call graph.
+    fn parameter_read_bytes(&self, param: InstrId) -> u64 {
+        if let Some(&v) = self.reads.borrow().get(&param) {
+            return v;
+        }
+        let v = self.parameter_read_bytes_uncached(param);
+        self.reads.borrow_mut().insert(param, v);
+        v
+    }
+
+    fn parameter_read_bytes_uncached(&self, param: InstrId) -> u64 {
+        let p = self.instr(param);
+        if p.shape.is_tuple() {
+            // Each leaf read through the get-tuple-elements that extract it.
+            return p
+                .users
+                .iter()
+                .map(|&u| self.instr(u))
+                .filter(|u| u.opcode == Opcode::GetTupleElement)
+                .fold(0u64, |a, u| a.saturating_add(self.parameter_read_bytes(u.id)));
+        }
+        let size = p.shape.byte_size();
+        let mut total = 0u64;
+        let mut seen_trivial = false;
+        for &u in &p.users {
+            let user = self.instr(u);
+            let add = match user.opcode {
+                Opcode::Fusion => {
+                    let mut sum = 0u64;
+                    if let Some(&nested) = user.called.first() {
+                        let body = self.body(nested);
+                        for (k, _) in user.operands.iter().enumerate().filter(|(_, o)| **o == param) {
+                            if let Some(&inner) = body.params.get(&(k as u64)) {
+                                sum = sum.saturating_add(self.parameter_read_bytes(inner));
+                            }
+                        }
+                    }
+                    sum
+                }
+                Opcode::Slice => user.shape.byte_size(),
+                Opcode::DynamicSlice if user.operands.first() == Some(&param) => user.shape.byte_size(),
+                Opcode::DynamicUpdateSlice if user.operands.first() == Some(&param) => 0,
+                Opcode::Broadcast | Opcode::Reshape => size,
+                _ if seen_trivial => 0,
+                _ => {
+                    seen_trivial = true;
+                    size
+                }
+            };
+            total = total.saturating_add(add);
+        }
+        total
+    }
+}
+
+fn first_array(shape: &Shape) -> &Shape {
+    if shape.is_tuple() { shape.tuple_shapes().first().unwrap_or(shape) } else { shape }
+}
+
+fn leaves_bytes(shape: &Shape) -> u64 {
+    shape.leaves().iter().filter(|s| s.is_array()).fold(0u64, |a, s| a.saturating_add(s.byte_size()))
+}
+
+fn log2_ceil(n: u64) -> u64 {
+    if n <= 1 { 0 } else { u64::from(64 - (n - 1).leading_zeros()) }
+}
+
+fn log2_floor(n: u64) -> u64 {
+    if n == 0 { 0 } else { u64::from(63 - n.leading_zeros()) }
+}
+
+fn dim(shape: &Shape, d: i64) -> u64 {
+    usize::try_from(d).ok().and_then(|d| shape.dims().get(d)).map_or(1, |&v| v.max(0) as u64)
+}
+
+fn dot_flops(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
+    let Some(lhs) = ctx.operand_shape(instr, 0) else { return 0 };
+    let width = instr
+        .raw
+        .dot_dimension_numbers
+        .as_ref()
+        .map_or(1, |d| d.lhs_contracting_dimensions.iter().fold(1u64, |a, &c| sat(a, dim(lhs, c))));
+    sat(2, sat(instr.shape.element_count(), width))
+}
+
+fn window_elements(instr: &Instruction) -> u64 {
+    instr.raw.window.as_ref().map_or(1, |w| w.dimensions.iter().fold(1u64, |a, d| sat(a, d.size.max(0) as u64)))
+}
+
+fn reduce_window_count(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
+    let out_shape = first_array(&instr.shape);
+    let output = out_shape.element_count();
+    let mut window = window_elements(instr);
+    let mut count = sat(window.saturating_sub(1), output);
+    if let Some(w) = &instr.raw.window {
+        let reduced = w.dimensions.iter().filter(|d| d.size != 1).count();
+        let padded = w.dimensions.iter().filter(|d| d.padding_low != 0 || d.padding_high != 0).count();
+        if reduced == 1 && padded == 1 && instr.shape.is_array() {
+            // A reduce followed by a broadcast, written as one padded window: XLA prices it as the
+            // reduction plus the broadcast.
+            let found = w.dimensions.iter().enumerate().find(|(_, d)| {
+                d.size != 1
+                    && d.padding_low != 0
+                    && d.padding_low == d.padding_high
+                    && d.size == d.padding_low.saturating_mul(2).saturating_add(1)
+            });
+            if let Some((k, d)) = found {
+                let span = instr.shape.dims().get(k).copied().unwrap_or(0);
+                if d.padding_low == span - 1 && span > 0 {
+                    window = span as u64;
+                    count = (output / window).saturating_add(window - 1);
+                }
+            }
+        }
+    }
+    let _ = ctx;
+    count
+}
+
+fn convolution_flops(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
+    let (Some(lhs), Some(rhs)) = (ctx.operand_shape(instr, 0), ctx.operand_shape(instr, 1)) else { return 0 };
+    let Some(dn) = instr.raw.convolution_dimension_numbers.as_ref() else { return 0 };
+    let out = &instr.shape;
+    let input_feature = dim(lhs, dn.input_feature_dimension);
+    let output_feature = dim(out, dn.output_feature_dimension);
+    let batch = dim(lhs, dn.input_batch_dimension);
+    let fgc = (instr.raw.feature_group_count.max(1)) as u64;
+    let bgc = (instr.raw.batch_group_count.max(1)) as u64;
+    let window = instr.raw.window.as_ref().map(|w| w.dimensions.as_slice()).unwrap_or(&[]);
+    let mut positions = 1u64;
+    for (s, wd) in window.iter().enumerate() {
+        let k = dn.kernel_spatial_dimensions.get(s).map_or(1, |&d| dim(rhs, d)) as i64;
+        let o = dn.output_spatial_dimensions.get(s).map_or(1, |&d| dim(out, d)) as i64;
+        let i = dn.input_spatial_dimensions.get(s).map_or(1, |&d| dim(lhs, d)) as i64;
+        positions = sat(positions, valid_positions(k, o, i, wd));
+    }
+    let fma = sat(sat(sat(input_feature / fgc, output_feature), batch / bgc), positions);
+    sat(2, fma)
+}
+
+/// Kernel-position × output-position pairs that read a real (not dilated-hole, not padding)
+/// input element along one spatial dimension.
+fn valid_positions(k: i64, o: i64, i: i64, wd: &crate::raw::WindowDimension) -> u64 {
+    let stride = wd.stride.max(1);
+    let wdil = wd.window_dilation.max(1);
+    let bdil = wd.base_dilation.max(1);
+    let (pl, ph) = (wd.padding_low, wd.padding_high);
+    if i == o && k == o && i == bdil && wdil == 1 && (i - 1).max(1) == stride && pl == 0 && ph == 0 {
+        return i.max(0) as u64;
+    }
+    if i == 1 && k == o && wdil == 1 && bdil == 1 && stride == 1 && ph == o - 1 && pl == o - 1 {
+        return o.max(0) as u64;
+    }
+    // Hostile sizes: fall back to the upper bound instead of iterating.
+    if k > 1 << 20 || (bdil > 1 && (k as i128) * (o as i128) > 1 << 24) {
+        return sat(k.max(0) as u64, o.max(0) as u64) / bdil as u64;
+    }
+    let mut count = 0u64;
+    for kk in 0..k.max(0) {
+        let c = kk.saturating_mul(wdil).saturating_sub(pl);
+        if bdil == 1 {
+            // Output positions with 0 <= oo*stride + c < i, in closed form.
+            let lo = if c >= 0 { 0 } else { (-c + stride - 1) / stride };
+            let hi = if i - 1 - c < 0 { -1 } else { ((i - 1 - c) / stride).min(o - 1) };
+            if hi >= lo {
+                count = count.saturating_add((hi - lo + 1) as u64);
+            }
+        } else {
+            for oo in 0..o.max(0) {
+                let u = oo.saturating_mul(stride).saturating_add(c);
+                if u >= 0 && u % bdil == 0 && u / bdil < i {
+                    count += 1;
+                }
+            }
+        }
+    }
+    count
+}
+
+/// A transpose whose result keeps the operand's memory order (XLA's `TransposeIsBitcast`).
+fn transpose_is_bitcast(ctx: &Ctx<'_>, instr: &Instruction) -> bool {
+    let Some(operand) = ctx.operand_shape(instr, 0) else { return false };
+    let (Some(lo), Some(li)) = (instr.shape.layout(), operand.layout()) else { return false };
+    let perm = &instr.raw.dimensions;
+    let (mo, mi) = (lo.minor_to_major(), li.minor_to_major());
+    if mo.len() != mi.len() || perm.len() != mo.len() {
+        return false;
+    }
+    mo.iter().zip(mi).all(|(&o, &i)| usize::try_from(o).ok().and_then(|o| perm.get(o)) == Some(&i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logs() {
+        assert_eq!((log2_ceil(0), log2_ceil(1), log2_ceil(2), log2_ceil(5), log2_ceil(8)), (0, 0, 1, 3, 3));
+        assert_eq!((log2_floor(1), log2_floor(8), log2_floor(9)), (0, 3, 3));
+    }
+
+    #[test]
+    fn convolution_positions_match_brute_force() {
+        for (k, o, i, stride, pl, ph, wdil) in
+            [(3, 8, 8, 1, 1, 1, 1), (3, 4, 8, 2, 1, 0, 1), (5, 6, 10, 1, 0, 0, 1), (3, 5, 9, 2, 2, 2, 2)]
+        {
+            let wd = crate::raw::WindowDimension {
+                size: k,
+                stride,
+                padding_low: pl,
+                padding_high: ph,
+                window_dilation: wdil,
+                base_dilation: 1,
+                window_reversal: false,
+            };
+            let mut brute = 0u64;
+            for kk in 0..k {
+                for oo in 0..o {
+                    let u = oo * stride - pl + kk * wdil;
+                    if (0..i).contains(&u) {
+                        brute += 1;
+                    }
+                }
+            }
+            assert_eq!(valid_positions(k, o, i, &wd), brute, "{k} {o} {i}");
+        }
+    }
+}

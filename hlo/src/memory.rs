@@ -1,0 +1,365 @@
+//! Static memory from the buffer assignment (`HloProto` field 3): what XProf's memory viewer
+//! shows, following facts §6.2.
+//!
+//! Buffer allocations are grouped by color (0 = device memory, HBM on TPU). The heap-simulator
+//! trace of a color is replayed over logical buffers: `ALLOC` adds a buffer, `SHARE_WITH` lets a
+//! buffer reuse a canonical buffer's memory (adding it again only if that memory had been freed),
+//! `FREE` drops a reference and releases the memory with the last one. The largest running total
+//! is the heap peak. Allocations with an indefinite lifetime (entry parameters, possibly-live
+//! outputs, constants, thread-local buffers) are outside the simulation and add to it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::{Error, ErrorKind, Location, Result};
+use crate::ids::InstrId;
+use crate::module::Module;
+use crate::raw;
+
+/// A logical buffer live at the heap peak.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeakBuffer {
+    /// The logical buffer id.
+    pub logical_buffer_id: i64,
+    /// Its size as assigned (padded) in bytes.
+    pub size: u64,
+    /// Its shape's size without layout padding.
+    pub unpadded_size: u64,
+    /// The instruction that defines it, when found in the module.
+    pub instruction: Option<InstrId>,
+    /// Shape index inside the instruction's result.
+    pub shape_index: Vec<i64>,
+}
+
+/// Static memory of one color of a module's buffer assignment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// The memory color (0 = device memory / HBM).
+    pub color: i64,
+    /// Peak of the replayed heap-simulator trace (padded logical-buffer sizes), without the
+    /// indefinite-lifetime allocations.
+    pub heap_peak_bytes: u64,
+    /// The same heap at its peak, with each buffer at its unpadded shape size.
+    pub heap_peak_unpadded_bytes: u64,
+    /// Index of the trace event at which the peak was reached.
+    pub peak_position: usize,
+    /// Buffers live at the peak, in the order they were allocated.
+    pub peak_buffers: Vec<PeakBuffer>,
+    /// Events in the replayed trace (0 when the color has none).
+    pub trace_events: usize,
+    /// Allocations with an indefinite lifetime: parameters, possibly-live outputs, constants and
+    /// thread-local buffers.
+    pub indefinite_bytes: u64,
+    /// Entry-computation parameter allocations (`argument_size_in_bytes`).
+    pub argument_bytes: u64,
+    /// Possibly-live-out allocations, including the output tuple's index table
+    /// (`output_size_in_bytes`).
+    pub output_bytes: u64,
+    /// Parameter allocations that alias an output (donated buffers).
+    pub alias_bytes: u64,
+    /// Allocations that are neither parameters, outputs, constants nor thread-local
+    /// (`temp_size_in_bytes`).
+    pub temp_bytes: u64,
+    /// Constant allocations.
+    pub constant_bytes: u64,
+    /// Thread-local allocations (small scalars XLA:CPU keeps on the stack).
+    pub thread_local_bytes: u64,
+    /// Every allocation of the color except thread-local ones: XProf's
+    /// `totalBufferAllocationMib`, the `total_hbm_mib` of its `get_peak_allocations`.
+    pub total_allocation_bytes: u64,
+}
+
+impl MemoryStats {
+    /// The memory viewer's peak: the heap peak plus the indefinite-lifetime allocations.
+    pub fn peak_bytes(&self) -> u64 {
+        self.heap_peak_bytes.saturating_add(self.indefinite_bytes)
+    }
+
+    /// Padding at the heap peak: padded minus unpadded bytes.
+    pub fn heap_padding_bytes(&self) -> u64 {
+        self.heap_peak_bytes.saturating_sub(self.heap_peak_unpadded_bytes)
+    }
+}
+
+fn indefinite(a: &raw::BufferAllocationProto) -> bool {
+    a.is_thread_local || a.is_entry_computation_parameter || a.is_constant || a.maybe_live_out
+}
+
+fn bytes(v: i64) -> u64 {
+    v.max(0) as u64
+}
+
+struct Buffer {
+    size: u64,
+    unpadded: u64,
+    allocation: usize,
+    color: i64,
+    instruction: Option<InstrId>,
+    shape_index: Vec<i64>,
+    ref_count: i64,
+    canonical: Option<i64>,
+}
+
+impl Module {
+    /// Static memory of device memory (color 0); `Ok(None)` when the proto has no buffer
+    /// assignment.
+    pub fn hbm_memory_stats(&self) -> Result<Option<MemoryStats>> {
+        self.memory_stats(0)
+    }
+
+    /// Static memory of one color of the buffer assignment; `Ok(None)` when the proto has none.
+    /// Fails when the heap-simulator trace cannot be replayed (a buffer freed more often than
+    /// allocated).
+    pub fn memory_stats(&self, color: i64) -> Result<Option<MemoryStats>> {
+        let Some(ba) = self.buffer_assignment() else { return Ok(None) };
+        let fail = |msg: String| Error::new(ErrorKind::HeapTrace(msg), Location::in_module(self.display_name()));
+        let unique: HashMap<i64, InstrId> = self.instructions().iter().map(|i| (i.unique_id().0, i.id())).collect();
+        let logical: HashMap<i64, &raw::LogicalBufferProto> = ba.logical_buffers.iter().map(|b| (b.id, b)).collect();
+
+        // Logical buffers that are assigned to an allocation, as the memory viewer keys them.
+        let mut buffers: HashMap<i64, Buffer> = HashMap::new();
+        for (ai, a) in ba.buffer_allocations.iter().enumerate() {
+            for assigned in &a.assigned {
+                let Some(lb) = logical.get(&assigned.logical_buffer_id) else { continue };
+                let at = lb.defined_at.as_ref();
+                let instruction = at.and_then(|d| unique.get(&d.instruction_id).copied());
+                let shape_index = at.map(|d| d.shape_index.clone()).unwrap_or_default();
+                let unpadded = instruction
+                    .and_then(|i| self.instruction(i).shape().subshape(&shape_index))
+                    .map_or(bytes(lb.size), |s| s.byte_size());
+                buffers.insert(
+                    lb.id,
+                    Buffer {
+                        size: bytes(lb.size),
+                        unpadded,
+                        allocation: ai,
+                        color: lb.color,
+                        instruction,
+                        shape_index,
+                        ref_count: 0,
+                        canonical: None,
+                    },
+                );
+            }
+        }
+
+        let mut stats = MemoryStats {
+            color,
+            heap_peak_bytes: 0,
+            heap_peak_unpadded_bytes: 0,
+            peak_position: 0,
+            peak_buffers: Vec::new(),
+            trace_events: 0,
+            indefinite_bytes: 0,
+            argument_bytes: 0,
+            output_bytes: 0,
+            alias_bytes: 0,
+            temp_bytes: 0,
+            constant_bytes: 0,
+            thread_local_bytes: 0,
+            total_allocation_bytes: 0,
+        };
+        for a in ba.buffer_allocations.iter().filter(|a| a.color == color) {
+            let size = bytes(a.size);
+            if a.is_thread_local {
+                stats.thread_local_bytes = stats.thread_local_bytes.saturating_add(size);
+            } else {
+                stats.total_allocation_bytes = stats.total_allocation_bytes.saturating_add(size);
+            }
+            if indefinite(a) {
+                stats.indefinite_bytes = stats.indefinite_bytes.saturating_add(size);
+            }
+            if a.is_entry_computation_parameter {
+                stats.argument_bytes = stats.argument_bytes.saturating_add(size);
+                if a.is_parameter_aliased_with_output {
+                    stats.alias_bytes = stats.alias_bytes.saturating_add(size);
+                }
+            }
+            if a.maybe_live_out {
+                stats.output_bytes = stats.output_bytes.saturating_add(size);
+            }
+            if a.is_constant {
+                stats.constant_bytes = stats.constant_bytes.saturating_add(size);
+            }
+            if !indefinite(a) {
+                stats.temp_bytes = stats.temp_bytes.saturating_add(size);
+            }
+        }
+
+        let Some(trace) = heap_trace(ba, &buffers, color) else { return Ok(Some(stats)) };
+        stats.trace_events = trace.events.len();
+        let first = replay(trace, &mut buffers, None).map_err(fail)?;
+        if first.peak > 0 {
+            stats.heap_peak_bytes = first.peak;
+            stats.heap_peak_unpadded_bytes = first.peak_unpadded;
+            stats.peak_position = first.position;
+            // Replay again up to the peak to list the buffers live there (cheaper than copying
+            // the live set at every new peak).
+            for b in buffers.values_mut() {
+                b.ref_count = 0;
+                b.canonical = None;
+            }
+            let at_peak = replay(trace, &mut buffers, Some(first.position)).map_err(fail)?;
+            stats.peak_buffers = at_peak
+                .live
+                .values()
+                .filter_map(|id| {
+                    let b = buffers.get(id)?;
+                    Some(PeakBuffer {
+                        logical_buffer_id: *id,
+                        size: b.size,
+                        unpadded_size: b.unpadded,
+                        instruction: b.instruction,
+                        shape_index: b.shape_index.clone(),
+                    })
+                })
+                .collect();
+        }
+        Ok(Some(stats))
+    }
+}
+
+struct Replay {
+    peak: u64,
+    peak_unpadded: u64,
+    position: usize,
+    /// Live buffers by allocation sequence number.
+    live: BTreeMap<u64, i64>,
+}
+
+struct Heap {
+    bytes: i128,
+    unpadded: i128,
+    seq: u64,
+    seq_of: HashMap<i64, u64>,
+}
+
+impl Heap {
+    fn grow(&mut self, buffers: &HashMap<i64, Buffer>, id: i64, position: usize, out: &mut Replay) {
+        let Some(b) = buffers.get(&id) else { return };
+        self.bytes += i128::from(b.size);
+        self.unpadded += i128::from(b.unpadded);
+        self.seq += 1;
+        out.live.insert(self.seq, id);
+        self.seq_of.insert(id, self.seq);
+        if self.bytes > i128::from(out.peak) {
+            out.peak = u64::try_from(self.bytes).unwrap_or(u64::MAX);
+            out.peak_unpadded = u64::try_from(self.unpadded).unwrap_or(0);
+            out.position = position;
+        }
+    }
+}
+
+fn root(buffers: &HashMap<i64, Buffer>, mut id: i64) -> i64 {
+    // Canonical chains are one or two links in real traces; the cap bounds hostile ones.
+    for _ in 0..1024 {
+        match buffers.get(&id).and_then(|b| b.canonical) {
+            Some(next) => id = next,
+            None => break,
+        }
+    }
+    id
+}
+
+/// Replays a heap-simulator trace (through event `stop` inclusive, when given).
+fn replay(
+    trace: &raw::HeapSimulatorTrace,
+    buffers: &mut HashMap<i64, Buffer>,
+    stop: Option<usize>,
+) -> std::result::Result<Replay, String> {
+    let mut heap = Heap { bytes: 0, unpadded: 0, seq: 0, seq_of: HashMap::new() };
+    let mut out = Replay { peak: 0, peak_unpadded: 0, position: 0, live: BTreeMap::new() };
+    for (position, event) in trace.events.iter().enumerate() {
+        if stop.is_some_and(|s| position > s) {
+            break;
+        }
+        if !buffers.contains_key(&event.buffer_id) {
+            continue;
+        }
+        match event.kind {
+            // ALLOC
+            0 => {
+                let r = root(buffers, event.buffer_id);
+                if let Some(b) = buffers.get_mut(&r) {
+                    b.ref_count += 1;
+                }
+                heap.grow(buffers, event.buffer_id, position, &mut out);
+            }
+            // FREE
+            1 => {
+                let r = root(buffers, event.buffer_id);
+                let Some(b) = buffers.get_mut(&r) else { continue };
+                b.ref_count -= 1;
+                if b.ref_count < 0 {
+                    return Err(format!("buffer {} is freed more often than allocated", event.buffer_id));
+                }
+                if b.ref_count == 0 {
+                    heap.bytes -= i128::from(b.size);
+                    heap.unpadded -= i128::from(b.unpadded);
+                    // The memory was added under the freed id or under its canonical root.
+                    for id in [r, event.buffer_id] {
+                        if let Some(s) = heap.seq_of.remove(&id) {
+                            out.live.remove(&s);
+                            break;
+                        }
+                    }
+                    if heap.bytes < 0 {
+                        return Err(format!("heap size is negative after freeing buffer {r}"));
+                    }
+                }
+            }
+            // SHARE_WITH
+            2 => {
+                let canonical = event.share_with_canonical_id;
+                if !buffers.contains_key(&canonical) || root(buffers, canonical) == event.buffer_id {
+                    continue;
+                }
+                let r = root(buffers, canonical);
+                if let Some(b) = buffers.get_mut(&event.buffer_id) {
+                    b.canonical = Some(canonical);
+                }
+                let count = buffers.get_mut(&r).map_or(0, |b| {
+                    b.ref_count += 1;
+                    b.ref_count
+                });
+                if count == 1 {
+                    // The canonical memory had been freed and is taken again.
+                    heap.grow(buffers, r, position, &mut out);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The trace to replay for a color: the one whose first event's buffer belongs to a temporary
+/// allocation of that color (the trace's own `buffer_allocation_index` is not trusted), else
+/// the trace with the most events of that color.
+fn heap_trace<'a>(
+    ba: &'a raw::BufferAssignmentProto,
+    buffers: &HashMap<i64, Buffer>,
+    color: i64,
+) -> Option<&'a raw::HeapSimulatorTrace> {
+    let mut trace_of_allocation: HashMap<usize, usize> = HashMap::new();
+    for (ti, t) in ba.heap_simulator_traces.iter().enumerate() {
+        if let Some(b) = t.events.first().and_then(|e| buffers.get(&e.buffer_id)) {
+            trace_of_allocation.insert(b.allocation, ti);
+        }
+    }
+    for (ai, a) in ba.buffer_allocations.iter().enumerate() {
+        if a.color == color
+            && !indefinite(a)
+            && let Some(&ti) = trace_of_allocation.get(&ai)
+        {
+            return ba.heap_simulator_traces.get(ti);
+        }
+    }
+    let mut best: Option<(usize, usize)> = None;
+    for (ti, t) in ba.heap_simulator_traces.iter().enumerate() {
+        let n = t.events.iter().filter(|e| buffers.get(&e.buffer_id).is_some_and(|b| b.color == color)).count();
+        if n > 0 && best.is_none_or(|(_, m)| n > m) {
+            best = Some((ti, n));
+        }
+    }
+    best.and_then(|(ti, _)| ba.heap_simulator_traces.get(ti))
+}

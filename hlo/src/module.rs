@@ -1,0 +1,926 @@
+//! [`Module`]: a decoded HLO module as a graph of computations and instructions.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::collective::{self, Collective};
+use crate::cost::{self, Cost};
+use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
+use crate::graph;
+use crate::ids::{CompId, InstrId, UniqueId};
+use crate::limits::{self, Limit};
+use crate::opcode::{FusionKind, OpClass, Opcode};
+use crate::raw;
+use crate::shape::Shape;
+
+/// How a computation is used by the instruction that calls it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum ComputationKind {
+    /// The module's entry computation.
+    Entry,
+    /// The body of a `fusion` instruction.
+    Fusion,
+    /// The body of a `while` loop.
+    WhileBody,
+    /// The condition of a `while` loop.
+    WhileCondition,
+    /// A branch of a `conditional`.
+    Branch,
+    /// The callee of a `call`.
+    Call,
+    /// The computation an `async-start` runs.
+    Async,
+    /// A function applied per element or per reduction (`to_apply` of `reduce`, `map`, `sort`,
+    /// `scatter`, `all-reduce`, `select-and-scatter`, ...).
+    Applied,
+    /// Called by an instruction of another kind (a custom call's computation, ...).
+    Other,
+    /// Not reachable from the entry computation.
+    Unreachable,
+}
+
+impl ComputationKind {
+    /// A short lowercase name (`"fusion"`, `"while_body"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComputationKind::Entry => "entry",
+            ComputationKind::Fusion => "fusion",
+            ComputationKind::WhileBody => "while_body",
+            ComputationKind::WhileCondition => "while_condition",
+            ComputationKind::Branch => "branch",
+            ComputationKind::Call => "call",
+            ComputationKind::Async => "async",
+            ComputationKind::Applied => "applied",
+            ComputationKind::Other => "other",
+            ComputationKind::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// One instruction: its opcode, shape, operands and users, and the proto it came from.
+#[derive(Debug)]
+pub struct Instruction {
+    pub(crate) id: InstrId,
+    pub(crate) computation: CompId,
+    pub(crate) opcode: Opcode,
+    pub(crate) shape: Shape,
+    pub(crate) operands: Vec<InstrId>,
+    pub(crate) control_predecessors: Vec<InstrId>,
+    pub(crate) called: Vec<CompId>,
+    pub(crate) users: Vec<InstrId>,
+    pub(crate) fusion_kind: Option<FusionKind>,
+    pub(crate) raw: raw::HloInstructionProto,
+}
+
+impl Instruction {
+    /// This instruction's id in its module.
+    pub fn id(&self) -> InstrId {
+        self.id
+    }
+
+    /// The id XLA stored (`HloInstructionProto.id`).
+    pub fn unique_id(&self) -> UniqueId {
+        UniqueId(self.raw.id)
+    }
+
+    /// The instruction name, unique in its module (e.g. `"fusion.12"`, `"dot.3"`).
+    pub fn name(&self) -> &str {
+        &self.raw.name
+    }
+
+    /// The opcode ([`Opcode::Other`] when unknown; see [`Instruction::opcode_name`]).
+    pub fn opcode(&self) -> Opcode {
+        self.opcode
+    }
+
+    /// The opcode string as stored (`"all-reduce-start"`).
+    pub fn opcode_name(&self) -> &str {
+        &self.raw.opcode
+    }
+
+    /// The result shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The computation holding this instruction.
+    pub fn computation(&self) -> CompId {
+        self.computation
+    }
+
+    /// Operands, in order (an operand used twice appears twice).
+    pub fn operands(&self) -> &[InstrId] {
+        &self.operands
+    }
+
+    /// Instructions that must run before this one without a data edge.
+    pub fn control_predecessors(&self) -> &[InstrId] {
+        &self.control_predecessors
+    }
+
+    /// Instructions that use this one as an operand, each once, in module order.
+    pub fn users(&self) -> &[InstrId] {
+        &self.users
+    }
+
+    /// Computations this instruction calls: a fusion's body, a while's body and condition (in
+    /// that order), a conditional's branches, a reduce's reducer, ...
+    pub fn called_computations(&self) -> &[CompId] {
+        &self.called
+    }
+
+    /// The fusion kind of a `fusion` instruction.
+    pub fn fusion_kind(&self) -> Option<FusionKind> {
+        self.fusion_kind
+    }
+
+    /// The framework name scope, e.g. `"jit(train_step)/jvp(mlp)/dot_general"` (empty if unset).
+    pub fn op_name(&self) -> &str {
+        self.raw.metadata.as_ref().map_or("", |m| m.op_name.as_str())
+    }
+
+    /// The framework op type (often empty for JAX).
+    pub fn op_type(&self) -> &str {
+        self.raw.metadata.as_ref().map_or("", |m| m.op_type.as_str())
+    }
+
+    /// The `stack_frame_id` of the metadata (1-based; 0 when unset).
+    pub fn stack_frame_id(&self) -> i32 {
+        self.raw.metadata.as_ref().map_or(0, |m| m.stack_frame_id)
+    }
+
+    /// The parameter number of a `parameter`.
+    pub fn parameter_number(&self) -> Option<u64> {
+        (self.opcode == Opcode::Parameter).then(|| self.raw.parameter_number.max(0) as u64)
+    }
+
+    /// The tuple index of a `get-tuple-element`.
+    pub fn tuple_index(&self) -> Option<u64> {
+        (self.opcode == Opcode::GetTupleElement).then(|| self.raw.tuple_index.max(0) as u64)
+    }
+
+    /// The `dimensions` attribute (broadcast, reduce, transpose, reverse, concatenate, ...).
+    pub fn dimensions(&self) -> &[i64] {
+        &self.raw.dimensions
+    }
+
+    /// The channel id, when positive (non-positive means none).
+    pub fn channel_id(&self) -> Option<i64> {
+        (self.raw.channel_id > 0).then_some(self.raw.channel_id)
+    }
+
+    /// The target of a `custom-call`.
+    pub fn custom_call_target(&self) -> Option<&str> {
+        (self.opcode == Opcode::CustomCall).then_some(self.raw.custom_call_target.as_str())
+    }
+
+    /// The dimension numbers of a `dot`.
+    pub fn dot_dimension_numbers(&self) -> Option<&raw::DotDimensionNumbers> {
+        self.raw.dot_dimension_numbers.as_ref()
+    }
+
+    /// The dimension numbers of a `convolution`.
+    pub fn convolution_dimension_numbers(&self) -> Option<&raw::ConvolutionDimensionNumbers> {
+        self.raw.convolution_dimension_numbers.as_ref()
+    }
+
+    /// The window of a `convolution`, `reduce-window` or `select-and-scatter`.
+    pub fn window(&self) -> Option<&raw::Window> {
+        self.raw.window.as_ref()
+    }
+
+    /// The comparison direction of a `compare` (`"LT"`, `"EQ"`, ...).
+    pub fn comparison_direction(&self) -> Option<&str> {
+        (self.opcode == Opcode::Compare).then_some(self.raw.comparison_direction.as_str())
+    }
+
+    /// The proto this instruction was built from, for fields the model does not expose.
+    pub fn raw(&self) -> &raw::HloInstructionProto {
+        &self.raw
+    }
+
+    /// True when the name marks an XLA rematerialization (`.remat` in the name, facts §4.2), or
+    /// the framework name scope contains `rematted_computation`.
+    pub fn is_remat(&self) -> bool {
+        self.name().contains(".remat") || self.op_name().contains("rematted_computation")
+    }
+}
+
+/// One computation: its instructions, root and how it is called.
+#[derive(Debug)]
+pub struct Computation {
+    pub(crate) id: CompId,
+    pub(crate) unique_id: i64,
+    pub(crate) name: String,
+    pub(crate) instructions: Vec<InstrId>,
+    pub(crate) order: Vec<InstrId>,
+    pub(crate) root: Option<InstrId>,
+    pub(crate) is_fusion: bool,
+    pub(crate) callers: Vec<InstrId>,
+    pub(crate) kind: ComputationKind,
+    pub(crate) execution_thread: String,
+}
+
+impl Computation {
+    /// This computation's id in its module.
+    pub fn id(&self) -> CompId {
+        self.id
+    }
+
+    /// The id XLA stored (`HloComputationProto.id`).
+    pub fn unique_id(&self) -> i64 {
+        self.unique_id
+    }
+
+    /// The computation name (e.g. `"main.40"`, `"fused_computation.3"`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Instructions in the order the proto lists them.
+    pub fn instructions(&self) -> &[InstrId] {
+        &self.instructions
+    }
+
+    /// Instructions in topological order: operands and control predecessors before users,
+    /// ties broken by proto order.
+    pub fn topological_order(&self) -> &[InstrId] {
+        &self.order
+    }
+
+    /// The root (the computation's result); `None` only for an empty computation.
+    pub fn root(&self) -> Option<InstrId> {
+        self.root
+    }
+
+    /// True for a fusion body (flagged in the proto, or called by a `fusion`).
+    pub fn is_fusion(&self) -> bool {
+        self.is_fusion
+    }
+
+    /// Instructions that call this computation, in module order.
+    pub fn callers(&self) -> &[InstrId] {
+        &self.callers
+    }
+
+    /// How this computation is used (from its first caller).
+    pub fn kind(&self) -> ComputationKind {
+        self.kind
+    }
+
+    /// The execution thread (empty for the main thread).
+    pub fn execution_thread(&self) -> &str {
+        &self.execution_thread
+    }
+}
+
+/// The kind of an input/output alias (`HloInputOutputAliasProto` `kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AliasKind {
+    /// The buffers may alias at runtime (JAX donation).
+    MayAlias,
+    /// The buffers must alias.
+    MustAlias,
+    /// Kind not set.
+    Undefined,
+}
+
+impl AliasKind {
+    /// The HLO text spelling (`"may-alias"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AliasKind::MayAlias => "may-alias",
+            AliasKind::MustAlias => "must-alias",
+            AliasKind::Undefined => "undefined",
+        }
+    }
+}
+
+/// An entry-computation output that reuses (aliases) a parameter's buffer: donation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoAlias {
+    /// Shape index of the output inside the root's (tuple) shape.
+    pub output_index: Vec<i64>,
+    /// The entry parameter number.
+    pub parameter: u64,
+    /// Shape index inside the parameter.
+    pub parameter_index: Vec<i64>,
+    /// May or must alias.
+    pub kind: AliasKind,
+}
+
+/// An entry parameter (buffer) declared donatable without a paired output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufferDonor {
+    /// The entry parameter number.
+    pub parameter: u64,
+    /// Shape index inside the parameter.
+    pub parameter_index: Vec<i64>,
+}
+
+/// A decoded HLO module: computations, an instruction arena with typed ids, the call graph,
+/// per-instruction costs, collectives and aliasing, and the raw buffer assignment.
+///
+/// Built once by [`Module::decode`] (or from a profile, [`crate::modules_from_space`]) and
+/// read-only afterwards.
+#[derive(Debug)]
+pub struct Module {
+    pub(crate) name: String,
+    pub(crate) id: i64,
+    pub(crate) program_id: Option<u64>,
+    pub(crate) profile_name: Option<String>,
+    pub(crate) entry: CompId,
+    pub(crate) computations: Vec<Computation>,
+    pub(crate) instructions: Vec<Instruction>,
+    pub(crate) by_name: HashMap<String, InstrId>,
+    pub(crate) computation_by_name: HashMap<String, CompId>,
+    pub(crate) post_order: Vec<CompId>,
+    pub(crate) costs: Vec<Cost>,
+    pub(crate) elementwise: Vec<bool>,
+    pub(crate) collectives: Vec<Collective>,
+    pub(crate) aliases: Vec<IoAlias>,
+    pub(crate) donors: Vec<BufferDonor>,
+    pub(crate) stack_frames: raw::StackFrameIndexProto,
+    pub(crate) host_program_shape: Option<raw::ProgramShapeProto>,
+    pub(crate) buffer_assignment: Option<raw::BufferAssignmentProto>,
+    pub(crate) device_type: String,
+    pub(crate) warnings: Vec<Warning>,
+    pub(crate) encoded_len: usize,
+}
+
+impl Module {
+    /// Decodes a serialized `xla.HloProto` (what profiles and `*.hlo_proto.pb` files hold) and
+    /// builds the graph. A bare `HloModuleProto` is accepted too.
+    ///
+    /// ```
+    /// use xlens_hlo::{Module, Opcode, testing};
+    /// let module = Module::decode(testing::tiny_module_bytes().into())?;
+    /// assert_eq!(module.name(), "jit_f");
+    /// let dot = module.instruction_by_name("dot.1").unwrap();
+    /// assert_eq!((dot.opcode(), module.cost(dot.id()).flops), (Opcode::Dot, 2 * 8 * 16 * 4));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn decode(bytes: Bytes) -> Result<Module> {
+        if bytes.is_empty() {
+            return Err(Error::new(ErrorKind::EmptyInput, Location::default()));
+        }
+        let encoded_len = bytes.len();
+        let first_error = match raw::HloProto::decode(bytes.clone()) {
+            Ok(proto) if proto.hlo_module.as_ref().is_some_and(|m| !m.computations.is_empty()) => {
+                return Module::from_proto(proto, encoded_len);
+            }
+            Ok(_) => None,
+            Err(e) => Some(e),
+        };
+        // Not an HloProto with a module: maybe a bare HloModuleProto.
+        match raw::HloModuleProto::decode(bytes) {
+            Ok(m) if !m.computations.is_empty() => {
+                Module::from_proto(raw::HloProto { hlo_module: Some(m), buffer_assignment: None }, encoded_len)
+            }
+            _ => Err(Error::new(first_error.map_or(ErrorKind::NoModule, ErrorKind::Decode), Location::default())),
+        }
+    }
+
+    /// Reads and decodes a `*.hlo_proto.pb` file.
+    pub fn open(path: &Path) -> Result<Module> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(e, path))?;
+        Module::decode(Bytes::from(bytes)).map_err(|e| e.in_file(path))
+    }
+
+    /// Builds the graph from an already decoded proto. `encoded_len` is informational.
+    pub fn from_proto(proto: raw::HloProto, encoded_len: usize) -> Result<Module> {
+        let raw::HloProto { hlo_module, buffer_assignment } = proto;
+        let module = hlo_module.ok_or_else(|| Error::new(ErrorKind::NoModule, Location::default()))?;
+        let name = module.name.clone();
+        build(module, buffer_assignment, encoded_len).map_err(|e| e.in_module(&name))
+    }
+
+    /// Sets the program id and profile name (`name(program_id)`) a profile keyed this module by.
+    pub fn with_program_id(mut self, program_id: u64, profile_name: impl Into<String>) -> Module {
+        self.program_id = Some(program_id);
+        self.profile_name = Some(profile_name.into());
+        self
+    }
+
+    /// The module name (`"jit_train_step"`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The name XProf shows: `name(program_id)` when the module came from a profile, else the name.
+    pub fn display_name(&self) -> String {
+        match (&self.profile_name, self.program_id) {
+            (Some(n), _) => n.clone(),
+            (None, Some(id)) => format!("{}({id})", self.name),
+            (None, None) => self.name.clone(),
+        }
+    }
+
+    /// The module id XLA stored.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The program id the profile keyed this module by.
+    pub fn program_id(&self) -> Option<u64> {
+        self.program_id
+    }
+
+    /// The device type recorded by XLA (often empty).
+    pub fn device_type(&self) -> &str {
+        &self.device_type
+    }
+
+    /// Size of the serialized proto in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.encoded_len
+    }
+
+    /// The entry computation.
+    pub fn entry(&self) -> &Computation {
+        &self.computations[self.entry.index()]
+    }
+
+    /// All computations, in proto order (XLA lists callees before callers).
+    pub fn computations(&self) -> &[Computation] {
+        &self.computations
+    }
+
+    /// A computation by id. Panics on an id from another module.
+    pub fn computation(&self, id: CompId) -> &Computation {
+        &self.computations[id.index()]
+    }
+
+    /// A computation by name.
+    pub fn computation_by_name(&self, name: &str) -> Option<&Computation> {
+        self.computation_by_name.get(name).map(|&c| self.computation(c))
+    }
+
+    /// Every instruction, computations in proto order.
+    pub fn instructions(&self) -> &[Instruction] {
+        &self.instructions
+    }
+
+    /// An instruction by id. Panics on an id from another module.
+    pub fn instruction(&self, id: InstrId) -> &Instruction {
+        &self.instructions[id.index()]
+    }
+
+    /// The instruction with this name (names are unique per module; on a clash, the first).
+    ///
+    /// CPU and GPU profile events carry the name as stat `hlo_op`; TPU op events are named by it.
+    pub fn instruction_by_name(&self, name: &str) -> Option<&Instruction> {
+        self.by_name.get(name).map(|&i| self.instruction(i))
+    }
+
+    /// Computations in post order: every callee before its callers, the entry last among the
+    /// reachable ones, unreachable computations after.
+    pub fn computation_post_order(&self) -> &[CompId] {
+        &self.post_order
+    }
+
+    /// Every instruction exactly once, callees' instructions before their callers' and each
+    /// computation's instructions in topological order.
+    pub fn topological_order(&self) -> impl Iterator<Item = InstrId> + '_ {
+        self.post_order.iter().flat_map(move |&c| self.computation(c).order.iter().copied())
+    }
+
+    /// The fusion body of a `fusion` instruction.
+    pub fn fused_computation(&self, id: InstrId) -> Option<&Computation> {
+        let instr = self.instruction(id);
+        if instr.opcode != Opcode::Fusion {
+            return None;
+        }
+        instr.called.first().map(|&c| self.computation(c))
+    }
+
+    /// True when the instruction is the root of its computation.
+    pub fn is_root(&self, id: InstrId) -> bool {
+        self.computation(self.instruction(id).computation).root == Some(id)
+    }
+
+    /// True for instructions of the entry computation.
+    pub fn is_in_entry(&self, id: InstrId) -> bool {
+        self.instruction(id).computation == self.entry
+    }
+
+    /// XLA's `IsElementwise` for an instruction: its opcode's answer, and for a fusion, whether
+    /// every fused instruction (parameters aside) is elementwise.
+    pub fn is_elementwise(&self, id: InstrId) -> bool {
+        self.elementwise[id.index()]
+    }
+
+    /// The category XLA (and XProf on CPU/GPU traces, facts §4.2) gives an instruction,
+    /// `HloInstruction::ToCategory()`: `"data formatting"` for transpose, copy, reshape and
+    /// dynamic-reshape; `"non-fusion elementwise"` for elementwise ops (including a fusion whose
+    /// body is purely elementwise); otherwise the opcode string, so fusions are `"fusion"`.
+    pub fn xla_category(&self, id: InstrId) -> &str {
+        let instr = self.instruction(id);
+        if instr.opcode.is_data_formatting() {
+            "data formatting"
+        } else if self.is_elementwise(id) {
+            "non-fusion elementwise"
+        } else {
+            instr.opcode_name()
+        }
+    }
+
+    /// The cost of one instruction (see [`crate::cost`]).
+    pub fn cost(&self, id: InstrId) -> Cost {
+        self.costs[id.index()]
+    }
+
+    /// The summed cost of a computation's instructions.
+    pub fn computation_cost(&self, id: CompId) -> Cost {
+        self.computation(id).instructions.iter().fold(Cost::default(), |acc, &i| acc + self.cost(i))
+    }
+
+    /// The cost of the whole program: the entry computation's instructions, each including what
+    /// it calls (fusion bodies, loop bodies once, the costlier branch). This is the number XLA's
+    /// `cost_analysis()` reports.
+    pub fn entry_cost(&self) -> Cost {
+        self.computation_cost(self.entry)
+    }
+
+    /// Collectives (synchronous ones and async `-start`s) with their replica groups, in module
+    /// order.
+    pub fn collectives(&self) -> &[Collective] {
+        &self.collectives
+    }
+
+    /// Input/output aliases of the entry computation (donated parameters).
+    pub fn input_output_aliases(&self) -> &[IoAlias] {
+        &self.aliases
+    }
+
+    /// Parameter numbers that alias an output, sorted, each once.
+    pub fn aliased_params(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.aliases.iter().map(|a| a.parameter).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Buffer donors declared without a paired output.
+    pub fn buffer_donors(&self) -> &[BufferDonor] {
+        &self.donors
+    }
+
+    /// The entry computation's parameters, by parameter number.
+    pub fn entry_parameters(&self) -> Vec<&Instruction> {
+        let mut params: Vec<&Instruction> = self
+            .entry()
+            .instructions
+            .iter()
+            .map(|&i| self.instruction(i))
+            .filter(|i| i.opcode == Opcode::Parameter)
+            .collect();
+        params.sort_by_key(|i| i.raw.parameter_number);
+        params
+    }
+
+    /// The entry computation layout as HLO text prints it: `(param shapes)->result shape`,
+    /// e.g. `(f32[8,256]{1,0}, f32[])->(f32[8,256]{1,0})`.
+    pub fn entry_computation_layout(&self) -> String {
+        let params: Vec<String> = self.entry_parameters().iter().map(|p| p.shape.to_string()).collect();
+        let result = self.entry().root.map(|r| self.instruction(r).shape.to_string()).unwrap_or_default();
+        format!("({})->{result}", params.join(", "))
+    }
+
+    /// The host program shape XLA recorded for the entry computation.
+    pub fn host_program_shape(&self) -> Option<&raw::ProgramShapeProto> {
+        self.host_program_shape.as_ref()
+    }
+
+    /// The module's stack-frame index (empty when the producer recorded none).
+    pub fn stack_frame_index(&self) -> &raw::StackFrameIndexProto {
+        &self.stack_frames
+    }
+
+    /// The raw buffer assignment (`HloProto` field 3), when the proto carried one.
+    pub fn buffer_assignment(&self) -> Option<&raw::BufferAssignmentProto> {
+        self.buffer_assignment.as_ref()
+    }
+
+    /// Odd but decodable things found while building (duplicate names, unknown opcodes, ...).
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// Instructions with an opcode, in module order.
+    pub fn instructions_with_opcode(&self, opcode: Opcode) -> impl Iterator<Item = &Instruction> + '_ {
+        self.instructions.iter().filter(move |i| i.opcode == opcode)
+    }
+
+    /// Instructions of a class, in module order.
+    pub fn instructions_in_class(&self, class: OpClass) -> impl Iterator<Item = &Instruction> + '_ {
+        self.instructions.iter().filter(move |i| i.opcode.class() == class)
+    }
+
+    /// Instructions whose [`Module::xla_category`] is `category`, in module order.
+    pub fn instructions_in_category<'a>(&'a self, category: &'a str) -> impl Iterator<Item = &'a Instruction> + 'a {
+        self.instructions.iter().filter(move |i| self.xla_category(i.id) == category)
+    }
+
+    /// Instruction counts per opcode string over every computation (fusion bodies included),
+    /// sorted by opcode.
+    pub fn opcode_counts(&self) -> Vec<(&str, usize)> {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for i in &self.instructions {
+            *counts.entry(i.opcode_name()).or_default() += 1;
+        }
+        let mut v: Vec<(&str, usize)> = counts.into_iter().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The `fusion` instructions with their bodies and the opcodes fused inside.
+    pub fn fusions(&self) -> Vec<Fusion<'_>> {
+        self.instructions_with_opcode(Opcode::Fusion)
+            .filter_map(|f| {
+                let body = self.fused_computation(f.id)?;
+                let mut ops: Vec<Opcode> = body
+                    .instructions
+                    .iter()
+                    .map(|&i| self.instruction(i).opcode)
+                    .filter(|o| *o != Opcode::Parameter)
+                    .collect();
+                ops.sort_unstable();
+                Some(Fusion { instruction: f, kind: f.fusion_kind, body, ops })
+            })
+            .collect()
+    }
+
+    /// Operands and users of an instruction within `hops` steps (both directions, inside its
+    /// computation), like XProf's `get_hlo_neighborhood`: `(instruction, distance)` sorted by
+    /// distance, then module order. The instruction itself is at distance 0.
+    pub fn neighborhood(&self, id: InstrId, hops: usize) -> Vec<(InstrId, usize)> {
+        graph::neighborhood(self, id, hops)
+    }
+}
+
+/// A fusion instruction with its body.
+#[derive(Clone, Debug)]
+pub struct Fusion<'m> {
+    /// The `fusion` instruction.
+    pub instruction: &'m Instruction,
+    /// Its fusion kind.
+    pub kind: Option<FusionKind>,
+    /// The fused computation.
+    pub body: &'m Computation,
+    /// The opcodes fused inside (parameters excluded), sorted.
+    pub ops: Vec<Opcode>,
+}
+
+fn build(
+    module: raw::HloModuleProto,
+    buffer_assignment: Option<raw::BufferAssignmentProto>,
+    encoded_len: usize,
+) -> Result<Module> {
+    let raw::HloModuleProto {
+        name,
+        entry_computation_name,
+        computations: comp_protos,
+        host_program_shape,
+        id,
+        entry_computation_id,
+        input_output_alias,
+        stack_frame_index,
+        buffer_donor,
+        device_type,
+        ..
+    } = module;
+    limits::check(Limit::Computations, comp_protos.len() as u64, Location::default)?;
+    let total: usize = comp_protos.iter().map(|c| c.instructions.len()).sum();
+    limits::check(Limit::Instructions, total as u64, Location::default)?;
+    let mut warnings = Vec::new();
+
+    // Computations, keyed by their 64-bit ids.
+    let mut comp_ids: HashMap<i64, CompId> = HashMap::with_capacity(comp_protos.len());
+    let mut computation_by_name: HashMap<String, CompId> = HashMap::with_capacity(comp_protos.len());
+    for (ci, c) in comp_protos.iter().enumerate() {
+        let cid = CompId(ci as u32);
+        if comp_ids.insert(c.id, cid).is_some() {
+            return Err(dup("computation", c.id, Location::default().with_computation(&c.name)));
+        }
+        computation_by_name.entry(c.name.clone()).or_insert(cid);
+    }
+
+    // The instruction arena; operands are resolved in a second pass.
+    let mut instructions: Vec<Instruction> = Vec::with_capacity(total);
+    let mut computations: Vec<Computation> = Vec::with_capacity(comp_protos.len());
+    let mut local_ids: Vec<HashMap<i64, InstrId>> = Vec::with_capacity(comp_protos.len());
+    let mut pending: Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> = Vec::with_capacity(total);
+    let mut root_ids = Vec::with_capacity(comp_protos.len());
+    for (ci, c) in comp_protos.into_iter().enumerate() {
+        let cid = CompId(ci as u32);
+        let loc = || Location::default().with_computation(&c.name);
+        let mut ids: HashMap<i64, InstrId> = HashMap::with_capacity(c.instructions.len());
+        let mut members = Vec::with_capacity(c.instructions.len());
+        for mut p in c.instructions {
+            let iid = InstrId(instructions.len() as u32);
+            if ids.insert(p.id, iid).is_some() {
+                return Err(dup("instruction", p.id, loc().with_instruction(&p.name)));
+            }
+            let shape = match &p.shape {
+                Some(s) => Shape::from_proto(s).map_err(|e| relocate(e, loc().with_instruction(&p.name)))?,
+                None => Shape::tuple(Vec::new()),
+            };
+            let opcode = Opcode::from_name(&p.opcode);
+            if opcode == Opcode::Other {
+                warnings.push(Warning {
+                    kind: WarningKind::UnknownOpcode(p.opcode.clone()),
+                    location: loc().with_instruction(&p.name),
+                });
+            }
+            let fusion_kind = if opcode == Opcode::Fusion { FusionKind::from_name(&p.fusion_kind) } else { None };
+            pending.push((
+                std::mem::take(&mut p.operand_ids),
+                std::mem::take(&mut p.control_predecessor_ids),
+                std::mem::take(&mut p.called_computation_ids),
+            ));
+            members.push(iid);
+            instructions.push(Instruction {
+                id: iid,
+                computation: cid,
+                opcode,
+                shape,
+                operands: Vec::new(),
+                control_predecessors: Vec::new(),
+                called: Vec::new(),
+                users: Vec::new(),
+                fusion_kind,
+                raw: p,
+            });
+        }
+        root_ids.push(c.root_id);
+        computations.push(Computation {
+            id: cid,
+            unique_id: c.id,
+            name: c.name,
+            instructions: members,
+            order: Vec::new(),
+            root: None,
+            is_fusion: c.is_fusion_computation,
+            callers: Vec::new(),
+            kind: ComputationKind::Unreachable,
+            execution_thread: c.execution_thread,
+        });
+        local_ids.push(ids);
+    }
+
+    // Resolve operands, control edges, called computations and roots.
+    for (idx, (operand_ids, control_ids, called_ids)) in pending.into_iter().enumerate() {
+        let cid = instructions[idx].computation;
+        let ids = &local_ids[cid.index()];
+        let loc = || {
+            Location::default()
+                .with_computation(&computations[cid.index()].name)
+                .with_instruction(instructions[idx].name())
+        };
+        let resolve = |what: &'static str, v: &[i64]| -> Result<Vec<InstrId>> {
+            v.iter().map(|id| ids.get(id).copied().ok_or_else(|| dangling(what, *id, loc()))).collect()
+        };
+        let operands = resolve("operand id", &operand_ids)?;
+        let control = resolve("control predecessor id", &control_ids)?;
+        let called = called_ids
+            .iter()
+            .map(|id| comp_ids.get(id).copied().ok_or_else(|| dangling("called computation id", *id, loc())))
+            .collect::<Result<Vec<_>>>()?;
+        let instr = &mut instructions[idx];
+        instr.operands = operands;
+        instr.control_predecessors = control;
+        instr.called = called;
+    }
+    for (ci, root_id) in root_ids.into_iter().enumerate() {
+        let comp = &mut computations[ci];
+        if comp.instructions.is_empty() {
+            continue;
+        }
+        match local_ids[ci].get(&root_id) {
+            Some(&r) => comp.root = Some(r),
+            None => return Err(dangling("root id", root_id, Location::default().with_computation(&comp.name))),
+        }
+    }
+    drop(local_ids);
+
+    // Users, each once per user, in module order.
+    for idx in 0..instructions.len() {
+        let user = InstrId(idx as u32);
+        let mut ops = instructions[idx].operands.clone();
+        ops.sort_unstable();
+        ops.dedup();
+        for op in ops {
+            instructions[op.index()].users.push(user);
+        }
+    }
+
+    // The entry computation: by id, else by name, else the last one.
+    let by_id = comp_ids.get(&entry_computation_id).copied();
+    let by_name = computation_by_name.get(&entry_computation_name).copied();
+    let entry = match (by_id, by_name) {
+        (Some(a), Some(b)) if a != b => b,
+        (Some(a), _) => a,
+        (None, Some(b)) => b,
+        (None, None) if entry_computation_name.is_empty() && !computations.is_empty() => {
+            CompId((computations.len() - 1) as u32)
+        }
+        _ => return Err(Error::new(ErrorKind::NoEntry(entry_computation_name), Location::default())),
+    };
+
+    let mut by_name: HashMap<String, InstrId> = HashMap::with_capacity(instructions.len());
+    for instr in &instructions {
+        if by_name.contains_key(instr.name()) {
+            warnings.push(Warning {
+                kind: WarningKind::DuplicateName(instr.name().to_owned()),
+                location: Location::default().with_computation(&computations[instr.computation.index()].name),
+            });
+        } else {
+            by_name.insert(instr.name().to_owned(), instr.id);
+        }
+    }
+
+    for comp in &mut computations {
+        comp.order = graph::topological_order(&instructions, &comp.instructions)
+            .map_err(|e| relocate(e, Location::default().with_computation(&comp.name)))?;
+    }
+    let post_order = graph::call_graph(&instructions, &mut computations, entry)?;
+
+    let aliases = input_output_alias
+        .map(|a| {
+            a.entries
+                .into_iter()
+                .map(|e| IoAlias {
+                    output_index: e.output_shape_index,
+                    parameter: e.parameter_number.max(0) as u64,
+                    parameter_index: e.parameter_shape_index,
+                    kind: match e.kind {
+                        1 => AliasKind::MayAlias,
+                        2 => AliasKind::MustAlias,
+                        _ => AliasKind::Undefined,
+                    },
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let donors = buffer_donor
+        .map(|d| {
+            d.entries
+                .into_iter()
+                .map(|e| BufferDonor {
+                    parameter: e.parameter_number.max(0) as u64,
+                    parameter_index: e.parameter_shape_index,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut module = Module {
+        name,
+        id,
+        program_id: None,
+        profile_name: None,
+        entry,
+        computations,
+        instructions,
+        by_name,
+        computation_by_name,
+        post_order,
+        costs: Vec::new(),
+        elementwise: Vec::new(),
+        collectives: Vec::new(),
+        aliases,
+        donors,
+        stack_frames: stack_frame_index.unwrap_or_default(),
+        host_program_shape,
+        buffer_assignment,
+        device_type,
+        warnings,
+        encoded_len,
+    };
+    module.elementwise = graph::elementwise(&module);
+    module.costs = cost::compute(&module);
+    let (collectives, warnings) = collective::collect(&module);
+    module.collectives = collectives;
+    module.warnings.extend(warnings);
+    module.warnings.extend(crate::source::check_stack_frames(&module));
+    Ok(module)
+}
+
+#[cold]
+fn dup(what: &'static str, id: i64, location: Location) -> Error {
+    Error::new(ErrorKind::DuplicateId { what, id }, location)
+}
+
+#[cold]
+fn dangling(what: &'static str, id: i64, location: Location) -> Error {
+    Error::new(ErrorKind::DanglingId { what, id }, location)
+}
+
+fn relocate(e: Error, location: Location) -> Error {
+    e.at(location)
+}

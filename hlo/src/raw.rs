@@ -1,0 +1,10 @@
+//! The prost-generated HLO message types (package `xla`), unstable.
+//!
+//! Generated at build time from `proto/hlo.proto`, which declares only the fields this crate reads
+//! (unknown fields are skipped when decoding). [`crate::Module`] is built from these; callers who
+//! need a field the model does not expose can read it from [`crate::Instruction::raw`],
+//! [`crate::Module::buffer_assignment`] or [`crate::Module::stack_frame_index`]. Their shape
+//! follows the schema file and may change with it.
+#![allow(missing_docs, unreachable_pub, clippy::all)]
+
+include!(concat!(env!("OUT_DIR"), "/xla.rs"));

@@ -1,0 +1,149 @@
+//! A readable one-line text form of an instruction, close to XLA's HLO text.
+
+use std::fmt::Write as _;
+
+use crate::ids::InstrId;
+use crate::module::Module;
+use crate::opcode::Opcode;
+
+fn list(v: &[i64]) -> String {
+    v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+impl Module {
+    /// One line of HLO-like text:
+    /// `ROOT dot.3 = f32[8,512]{1,0} dot(param.1, param.2), lhs_contracting_dims={1}, ...`.
+    ///
+    /// Attributes shown: parameter numbers, tuple indices, dimensions, slices, dot and
+    /// convolution dimension numbers, comparison directions, fusion kinds and called
+    /// computations, channel ids, replica groups, source-target pairs and custom-call targets.
+    /// Constants' values and backend configs are left out.
+    ///
+    /// ```
+    /// use xlens_hlo::{Module, testing};
+    /// let module = Module::decode(testing::tiny_module_bytes().into())?;
+    /// let dot = module.instruction_by_name("dot.1").unwrap();
+    /// assert_eq!(
+    ///     module.instruction_text(dot.id()),
+    ///     "dot.1 = f32[8,16]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    /// );
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn instruction_text(&self, id: InstrId) -> String {
+        let i = self.instruction(id);
+        let raw = i.raw();
+        let mut s = String::new();
+        if self.is_root(id) {
+            s.push_str("ROOT ");
+        }
+        let operands: Vec<&str> = i.operands().iter().map(|&o| self.instruction(o).name()).collect();
+        let _ = write!(s, "{} = {} {}(", i.name(), i.shape(), i.opcode_name());
+        if let Some(n) = i.parameter_number() {
+            let _ = write!(s, "{n}");
+        } else {
+            s.push_str(&operands.join(", "));
+        }
+        s.push(')');
+        match i.opcode() {
+            Opcode::GetTupleElement => {
+                let _ = write!(s, ", index={}", raw.tuple_index);
+            }
+            Opcode::Fusion => {
+                if let Some(k) = i.fusion_kind() {
+                    let _ = write!(s, ", kind={k}");
+                }
+            }
+            Opcode::Compare => {
+                let _ = write!(s, ", direction={}", raw.comparison_direction);
+            }
+            _ => {}
+        }
+        let dims_attr = matches!(
+            i.opcode(),
+            Opcode::Broadcast
+                | Opcode::Transpose
+                | Opcode::Reduce
+                | Opcode::Reverse
+                | Opcode::Concatenate
+                | Opcode::AllGather
+                | Opcode::AllGatherStart
+                | Opcode::ReduceScatter
+                | Opcode::AllToAll
+                | Opcode::Sort
+                | Opcode::Iota
+        );
+        if dims_attr && (!raw.dimensions.is_empty() || i.opcode() == Opcode::Broadcast) {
+            let _ = write!(s, ", dimensions={{{}}}", list(&raw.dimensions));
+        }
+        if !raw.slice_dimensions.is_empty() {
+            let parts: Vec<String> = raw
+                .slice_dimensions
+                .iter()
+                .map(|d| {
+                    if d.stride == 1 {
+                        format!("[{}:{}]", d.start, d.limit)
+                    } else {
+                        format!("[{}:{}:{}]", d.start, d.limit, d.stride)
+                    }
+                })
+                .collect();
+            let _ = write!(s, ", slice={{{}}}", parts.join(", "));
+        }
+        if !raw.dynamic_slice_sizes.is_empty() {
+            let _ = write!(s, ", dynamic_slice_sizes={{{}}}", list(&raw.dynamic_slice_sizes));
+        }
+        if let Some(d) = &raw.dot_dimension_numbers {
+            if !d.lhs_batch_dimensions.is_empty() {
+                let _ = write!(s, ", lhs_batch_dims={{{}}}", list(&d.lhs_batch_dimensions));
+            }
+            let _ = write!(s, ", lhs_contracting_dims={{{}}}", list(&d.lhs_contracting_dimensions));
+            if !d.rhs_batch_dimensions.is_empty() {
+                let _ = write!(s, ", rhs_batch_dims={{{}}}", list(&d.rhs_batch_dimensions));
+            }
+            let _ = write!(s, ", rhs_contracting_dims={{{}}}", list(&d.rhs_contracting_dimensions));
+        }
+        if let Some(w) = &raw.window
+            && !w.dimensions.is_empty()
+        {
+            let sizes: Vec<String> = w.dimensions.iter().map(|d| d.size.to_string()).collect();
+            let _ = write!(s, ", window={{size={}}}", sizes.join("x"));
+        }
+        if let Some(c) = i.channel_id() {
+            let _ = write!(s, ", channel_id={c}");
+        }
+        if let Some(c) = self.collectives().iter().find(|c| c.instruction == id) {
+            if !c.replica_groups.is_empty() {
+                let _ = write!(s, ", replica_groups={}", c.groups_text());
+            }
+            if !c.source_target_pairs.is_empty() {
+                let _ = write!(s, ", source_target_pairs={}", c.pairs_text());
+            }
+            if c.use_global_device_ids {
+                s.push_str(", use_global_device_ids=true");
+            }
+        }
+        let called: Vec<&str> = i.called_computations().iter().map(|&c| self.computation(c).name()).collect();
+        match (i.opcode(), called.as_slice()) {
+            (_, []) => {}
+            (Opcode::Fusion | Opcode::Call | Opcode::AsyncStart, [c]) => {
+                let _ = write!(s, ", calls={c}");
+            }
+            (Opcode::While, [body, cond]) => {
+                let _ = write!(s, ", condition={cond}, body={body}");
+            }
+            (Opcode::Conditional, branches) => {
+                let _ = write!(s, ", branch_computations={{{}}}", branches.join(", "));
+            }
+            (_, [c]) => {
+                let _ = write!(s, ", to_apply={c}");
+            }
+            (_, many) => {
+                let _ = write!(s, ", called_computations={{{}}}", many.join(", "));
+            }
+        }
+        if let Some(t) = i.custom_call_target() {
+            let _ = write!(s, ", custom_call_target=\"{t}\"");
+        }
+        s
+    }
+}

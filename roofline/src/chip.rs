@@ -1,0 +1,517 @@
+//! Chips: the catalogue entry type [`ChipSpec`], and the effective [`Chip`] of a profile.
+//!
+//! A [`ChipSpec`] holds public datasheet figures for a whole chip (see [`crate::chips`]). A
+//! [`Chip`] holds the peaks an analysis divides by, **per core** as XProf does: TPU device
+//! planes carry per-TensorCore capability stats (`peak_teraflops_per_second`,
+//! `peak_hbm_bw_gigabytes_per_second`, ...), and when a profile carries them they win over the
+//! catalogue. Missing stats fall back to the catalogue entry named by the plane's
+//! `device_type_string`, divided by the chip's TensorCore count.
+
+use xlens_xplane::names::stat::{self, capability};
+use xlens_xplane::{Plane, Space};
+
+use crate::chips::CATALOGUE;
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{OnChip, Roofline};
+use crate::units::{Bytes, BytesPerSec, FlopsPerByte, FlopsPerSec};
+
+/// Who makes a chip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Vendor {
+    /// Google Cloud TPU.
+    Google,
+    /// NVIDIA GPU.
+    Nvidia,
+    /// AMD Instinct GPU.
+    Amd,
+}
+
+impl Vendor {
+    /// `"Google"`, `"NVIDIA"` or `"AMD"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Vendor::Google => "Google",
+            Vendor::Nvidia => "NVIDIA",
+            Vendor::Amd => "AMD",
+        }
+    }
+
+    /// True for TPUs.
+    pub fn is_tpu(self) -> bool {
+        self == Vendor::Google
+    }
+}
+
+/// A kind of on-chip memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    /// TPU common memory (v4, v5p): a large on-chip SRAM shared by the TensorCores.
+    Cmem,
+    /// TPU vector memory: the TensorCore's scratchpad between HBM and the MXUs.
+    Vmem,
+    /// GPU shared memory / L1 per SM (XProf's "SRAM").
+    SharedMemory,
+    /// GPU last-level L2 cache.
+    L2Cache,
+    /// AMD Infinity Cache (MI300X last-level cache).
+    InfinityCache,
+}
+
+impl MemoryKind {
+    /// `"CMEM"`, `"VMEM"`, `"Shm/L1"`, `"L2"`, `"Infinity Cache"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryKind::Cmem => "CMEM",
+            MemoryKind::Vmem => "VMEM",
+            MemoryKind::SharedMemory => "Shm/L1",
+            MemoryKind::L2Cache => "L2",
+            MemoryKind::InfinityCache => "Infinity Cache",
+        }
+    }
+
+    /// The roofline resources (read, write) this memory bounds, for the kinds XProf models.
+    pub fn roofline_resources(self) -> Option<(OnChip, OnChip)> {
+        match self {
+            MemoryKind::Cmem => Some((OnChip::CmemRead, OnChip::CmemWrite)),
+            MemoryKind::Vmem => Some((OnChip::VmemRead, OnChip::VmemWrite)),
+            MemoryKind::SharedMemory => Some((OnChip::SramRead, OnChip::SramWrite)),
+            MemoryKind::L2Cache | MemoryKind::InfinityCache => None,
+        }
+    }
+}
+
+/// One on-chip memory of a chip, with the figures that are public.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OnChipMemory {
+    /// What it is.
+    pub kind: MemoryKind,
+    /// Capacity per chip, when public.
+    pub capacity: Option<Bytes>,
+    /// Read bandwidth per chip, when public.
+    pub read_bandwidth: Option<BytesPerSec>,
+    /// Write bandwidth per chip, when public.
+    pub write_bandwidth: Option<BytesPerSec>,
+}
+
+/// Public datasheet figures of one chip; the catalogue ([`crate::chips::CATALOGUE`]) holds one
+/// per supported chip, each with its source.
+///
+/// Rates are **dense** (no structured sparsity) and **per chip**. Bandwidths are decimal
+/// (GB/s = 10^9 bytes/s); capacities are binary (GiB), see [`crate::units`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChipSpec {
+    /// Short lower-case id used on command lines and in JSON (`"v5e"`, `"h100"`).
+    pub id: &'static str,
+    /// Display name (`"TPU v5e"`, `"H100 SXM"`).
+    pub name: &'static str,
+    /// Who makes it.
+    pub vendor: Vendor,
+    /// Other names it goes by: XProf `device_type_string` values, accelerator types, marketing
+    /// names. Matched case-insensitively, ignoring spaces, `-` and `_`.
+    pub aliases: &'static [&'static str],
+    /// TensorCores per chip for TPUs (XProf's per-plane peaks are per TensorCore); 1 for GPUs
+    /// (one device plane per GPU).
+    pub cores_per_chip: u32,
+    /// SparseCores per chip (TPU), 0 where none or not public.
+    pub sparse_cores: u32,
+    /// Streaming multiprocessors (NVIDIA) or compute units (AMD); `None` for TPUs.
+    pub compute_units: Option<u32>,
+    /// Peak dense bf16 matmul rate.
+    pub peak_bf16: FlopsPerSec,
+    /// Peak dense fp8 rate, where the chip has one.
+    pub peak_fp8: Option<FlopsPerSec>,
+    /// Peak dense int8 rate (OP/s), where public.
+    pub peak_int8: Option<FlopsPerSec>,
+    /// Peak fp32 rate, where public (GPU CUDA-core / vector fp32; TPUs publish none).
+    pub peak_fp32: Option<FlopsPerSec>,
+    /// HBM bandwidth per chip.
+    pub hbm_bandwidth: BytesPerSec,
+    /// HBM capacity per chip.
+    pub hbm_capacity: Bytes,
+    /// On-chip memories with public figures.
+    pub on_chip: &'static [OnChipMemory],
+    /// Chip-to-chip bandwidth per chip, bidirectional: ICI (TPU), NVLink (NVIDIA), Infinity
+    /// Fabric (AMD).
+    pub interconnect_bandwidth: Option<BytesPerSec>,
+    /// Data-center network bandwidth per chip, where the vendor states it per chip.
+    pub dcn_bandwidth: Option<BytesPerSec>,
+    /// Where the figures come from.
+    pub source: &'static str,
+}
+
+/// Where a [`Chip`]'s peak figure came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeakSource {
+    /// A device capability stat of the profile.
+    Profile,
+    /// Derived from other profile stats (GPU: SM count × clock × FLOPs/cycle/SM).
+    Derived,
+    /// The catalogue entry for the device type.
+    Catalogue,
+}
+
+impl PeakSource {
+    /// `"profile"`, `"derived"` or `"catalogue"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeakSource::Profile => "profile",
+            PeakSource::Derived => "derived",
+            PeakSource::Catalogue => "catalogue",
+        }
+    }
+}
+
+/// Peak rates of one core: what a roofline divides measured rates by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Peaks {
+    /// Peak FLOP/s (bf16 on TPUs; on GPUs XProf's fp16/fp32 tensor-core maximum).
+    pub flops: FlopsPerSec,
+    /// HBM bandwidth.
+    pub hbm: BytesPerSec,
+    /// CMEM read bandwidth (TPU v4/v5p).
+    pub cmem_read: Option<BytesPerSec>,
+    /// CMEM write bandwidth.
+    pub cmem_write: Option<BytesPerSec>,
+    /// VMEM read bandwidth (TPU).
+    pub vmem_read: Option<BytesPerSec>,
+    /// VMEM write bandwidth.
+    pub vmem_write: Option<BytesPerSec>,
+    /// Shared memory / L1 read bandwidth (GPU).
+    pub sram_read: Option<BytesPerSec>,
+    /// Shared memory / L1 write bandwidth.
+    pub sram_write: Option<BytesPerSec>,
+}
+
+/// The effective chip of a profile (or of a catalogue entry), with per-core peaks.
+///
+/// ```
+/// use xlens_roofline::{Chip, ChipSpec};
+/// let v4 = Chip::from_spec(ChipSpec::by_name("TPU v4")?);
+/// assert_eq!(v4.cores_per_chip(), 2);
+/// assert_eq!(v4.peaks().flops.tflops(), 137.5); // 275 TFLOP/s per chip, 2 TensorCores
+/// assert!((v4.ridge_point().get() - 229.17).abs() < 0.01);
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chip {
+    spec: Option<&'static ChipSpec>,
+    device_type: Option<String>,
+    peaks: Peaks,
+    cores_per_chip: u32,
+    hbm_capacity: Option<Bytes>,
+    flops_source: PeakSource,
+    hbm_source: PeakSource,
+}
+
+impl ChipSpec {
+    /// Finds a chip by id, name or alias, case-insensitively and ignoring spaces, `-` and `_`;
+    /// a trailing `-<chips>` count as in accelerator types (`v5litepod-16`, `v5p-128`) is ignored.
+    ///
+    /// ```
+    /// use xlens_roofline::ChipSpec;
+    /// assert_eq!(ChipSpec::by_name("TPU v5 Lite")?.id, "v5e");
+    /// assert_eq!(ChipSpec::by_name("v5litepod-16")?.id, "v5e");
+    /// assert_eq!(ChipSpec::by_name("NVIDIA H100 80GB HBM3")?.id, "h100");
+    /// assert!(ChipSpec::by_name("TPU v9").unwrap_err().is_unknown_chip());
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn by_name(name: &str) -> Result<&'static ChipSpec> {
+        ChipSpec::lookup(name).ok_or_else(|| {
+            Error::new(ErrorKind::UnknownChip {
+                name: name.to_owned(),
+                known: CATALOGUE.iter().map(|c| c.id).collect::<Vec<_>>().join(", "),
+            })
+        })
+    }
+
+    /// Like [`by_name`](Self::by_name), `None` when unknown.
+    pub fn lookup(name: &str) -> Option<&'static ChipSpec> {
+        let key = normalize(name);
+        if key.is_empty() {
+            return None;
+        }
+        let find = |key: &str| {
+            CATALOGUE.iter().find(|c| {
+                normalize(c.id) == key || normalize(c.name) == key || c.aliases.iter().any(|a| normalize(a) == key)
+            })
+        };
+        if let Some(c) = find(&key) {
+            return Some(c);
+        }
+        // Accelerator types end in a chip or core count: `v5p-128`, `v5litepod-16`.
+        let trimmed = name.trim();
+        let (head, tail) = trimmed.rsplit_once('-')?;
+        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) { find(&normalize(head)) } else { None }
+    }
+
+    /// The chip's ridge point at bf16 peak: peak FLOP/s ÷ HBM bytes/s.
+    ///
+    /// ```
+    /// use xlens_roofline::ChipSpec;
+    /// let v5e = ChipSpec::by_name("v5e")?;
+    /// assert!((v5e.ridge_bf16().get() - 240.54).abs() < 0.01); // 197e12 / 819e9
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ridge_bf16(&self) -> FlopsPerByte {
+        FlopsPerByte(self.peak_bf16.per_s() / self.hbm_bandwidth.bytes_per_s())
+    }
+
+    /// The per-chip bf16 roofline with the on-chip memories whose bandwidths are public.
+    pub fn roofline(&self) -> Roofline {
+        let mut r = Roofline::from_parts(self.peak_bf16, self.hbm_bandwidth);
+        for m in self.on_chip {
+            if let Some((read, write)) = m.kind.roofline_resources() {
+                if let Some(bw) = m.read_bandwidth {
+                    r = r.push_on_chip(read, bw);
+                }
+                if let Some(bw) = m.write_bandwidth {
+                    r = r.push_on_chip(write, bw);
+                }
+            }
+        }
+        r
+    }
+
+    /// The on-chip memory of this kind, if listed.
+    pub fn on_chip_memory(&self, kind: MemoryKind) -> Option<&OnChipMemory> {
+        self.on_chip.iter().find(|m| m.kind == kind)
+    }
+}
+
+impl Chip {
+    /// The catalogue chip, with per-core peaks (chip figures ÷ TensorCores per chip).
+    pub fn from_spec(spec: &'static ChipSpec) -> Chip {
+        let per_core = 1.0 / f64::from(spec.cores_per_chip.max(1));
+        let on_chip = |kind: MemoryKind, read: bool| {
+            spec.on_chip_memory(kind)
+                .and_then(|m| if read { m.read_bandwidth } else { m.write_bandwidth })
+                .map(|bw| bw.scaled(per_core))
+        };
+        Chip {
+            spec: Some(spec),
+            device_type: None,
+            peaks: Peaks {
+                flops: spec.peak_bf16.scaled(per_core),
+                hbm: spec.hbm_bandwidth.scaled(per_core),
+                cmem_read: on_chip(MemoryKind::Cmem, true),
+                cmem_write: on_chip(MemoryKind::Cmem, false),
+                vmem_read: on_chip(MemoryKind::Vmem, true),
+                vmem_write: on_chip(MemoryKind::Vmem, false),
+                sram_read: on_chip(MemoryKind::SharedMemory, true),
+                sram_write: on_chip(MemoryKind::SharedMemory, false),
+            },
+            cores_per_chip: spec.cores_per_chip.max(1),
+            hbm_capacity: Some(spec.hbm_capacity),
+            flops_source: PeakSource::Catalogue,
+            hbm_source: PeakSource::Catalogue,
+        }
+    }
+
+    /// The chip of a catalogue name or alias; see [`ChipSpec::by_name`].
+    pub fn by_name(name: &str) -> Result<Chip> {
+        ChipSpec::by_name(name).map(Chip::from_spec)
+    }
+
+    /// The effective chip of a device plane (a TPU TensorCore or a GPU).
+    ///
+    /// Peaks come from the plane's capability stats when present and positive
+    /// (`peak_teraflops_per_second` in TFLOP/s, `peak_hbm_bw_gigabytes_per_second` and the
+    /// CMEM/VMEM/SRAM peaks in GB/s, all per core). On GPUs without a FLOP/s stat the peak is
+    /// derived as XProf does: SMs × clock × FLOPs/cycle/SM for the compute capability, and HBM
+    /// bandwidth from `memory_bandwidth` (bytes/s). What is still missing comes from the catalogue
+    /// entry named by `device_type_string`.
+    ///
+    /// ```
+    /// use xlens_roofline::{Chip, PeakSource};
+    /// use xlens_xplane::{Space, SpaceBuilder, names::stat};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut tpu = b.plane(1, "/device:TPU:0");
+    ///     let ty = tpu.stat_metadata(stat::DEVICE_TYPE_STRING);
+    ///     tpu.stat(ty, "TPU v6 Lite");
+    ///     let tf = tpu.stat_metadata(stat::capability::PEAK_TERAFLOPS_PER_SECOND);
+    ///     tpu.stat(tf, 946.7);
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let chip = Chip::from_device_plane(space.analysis_devices()[0])?;
+    /// assert_eq!(chip.spec().map(|s| s.id), Some("v6e"));
+    /// assert_eq!((chip.peaks().flops.tflops(), chip.flops_source()), (946.7, PeakSource::Profile));
+    /// // No HBM stat: the catalogue's 1638 GB/s fills in.
+    /// assert_eq!((chip.peaks().hbm.gb_per_s(), chip.hbm_source()), (1638.0, PeakSource::Catalogue));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_device_plane(plane: &Plane) -> Result<Chip> {
+        let num = |name: &str| plane.stat_by_name(name).and_then(|s| s.as_f64()).filter(|v| v.is_finite() && *v > 0.0);
+        let gbps = |name: &str| num(name).map(BytesPerSec::from_gb_per_s);
+        let device_type = plane.stat_by_name(stat::DEVICE_TYPE_STRING).and_then(|s| s.as_str()).map(|s| s.into_owned());
+        let spec = device_type.as_deref().and_then(ChipSpec::lookup);
+        let fallback = spec.map(Chip::from_spec);
+
+        let (flops, flops_source) = match num(capability::PEAK_TERAFLOPS_PER_SECOND) {
+            Some(tf) => (Some(FlopsPerSec::from_tflops(tf)), PeakSource::Profile),
+            None => match gpu_derived_peak(plane) {
+                Some(f) => (Some(f), PeakSource::Derived),
+                None => (fallback.as_ref().map(|c| c.peaks.flops), PeakSource::Catalogue),
+            },
+        };
+        let (hbm, hbm_source) = match gbps(capability::PEAK_HBM_BW_GIGABYTES_PER_SECOND) {
+            Some(bw) => (Some(bw), PeakSource::Profile),
+            None => match num(capability::MEMORY_BANDWIDTH) {
+                Some(bps) => (Some(BytesPerSec(bps)), PeakSource::Profile),
+                None => (fallback.as_ref().map(|c| c.peaks.hbm), PeakSource::Catalogue),
+            },
+        };
+        let (Some(flops), Some(hbm)) = (flops, hbm) else {
+            return Err(Error::new(ErrorKind::NoPeaks { plane: plane.name().to_owned(), device_type }));
+        };
+        let fb = fallback.as_ref().map(|c| c.peaks);
+        let pick = |name: &str, fallback: Option<BytesPerSec>| gbps(name).or(fallback);
+        let peaks = Peaks {
+            flops,
+            hbm,
+            cmem_read: pick(capability::PEAK_CMEM_RD_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.cmem_read)),
+            cmem_write: pick(capability::PEAK_CMEM_WR_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.cmem_write)),
+            vmem_read: pick(capability::PEAK_VMEM_RD_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.vmem_read)),
+            vmem_write: pick(capability::PEAK_VMEM_WR_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.vmem_write)),
+            sram_read: pick(capability::PEAK_SRAM_RD_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.sram_read)),
+            sram_write: pick(capability::PEAK_SRAM_WR_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.sram_write)),
+        };
+        let hbm_capacity = num(capability::MEMORY_SIZE).map(|b| Bytes(b as u64)).or(spec.map(|s| s.hbm_capacity));
+        Ok(Chip {
+            spec,
+            device_type,
+            peaks,
+            cores_per_chip: spec.map_or(1, |s| s.cores_per_chip.max(1)),
+            hbm_capacity,
+            flops_source,
+            hbm_source,
+        })
+    }
+
+    /// The chip of a host's profile: its first analysis device (TPU TensorCore, else GPU).
+    pub fn from_space(space: &Space) -> Result<Chip> {
+        match space.analysis_devices().first() {
+            Some(plane) => Chip::from_device_plane(plane),
+            None => Err(Error::new(ErrorKind::NoPeaks { plane: String::new(), device_type: None })),
+        }
+    }
+
+    /// The catalogue entry, when the device type is known.
+    pub fn spec(&self) -> Option<&'static ChipSpec> {
+        self.spec
+    }
+
+    /// The profile's `device_type_string`, for chips built from a plane.
+    pub fn device_type(&self) -> Option<&str> {
+        self.device_type.as_deref()
+    }
+
+    /// A display name: the catalogue name, else the device type, else `"unknown"`.
+    pub fn name(&self) -> &str {
+        self.spec.map(|s| s.name).or(self.device_type.as_deref()).unwrap_or("unknown")
+    }
+
+    /// Per-core peaks.
+    pub fn peaks(&self) -> &Peaks {
+        &self.peaks
+    }
+
+    /// Cores (device planes) per chip: TensorCores for TPUs, 1 for GPUs and unknown chips.
+    pub fn cores_per_chip(&self) -> u32 {
+        self.cores_per_chip
+    }
+
+    /// HBM capacity per chip (the `memory_size` stat, else the catalogue).
+    pub fn hbm_capacity(&self) -> Option<Bytes> {
+        self.hbm_capacity
+    }
+
+    /// Where the FLOP/s peak came from.
+    pub fn flops_source(&self) -> PeakSource {
+        self.flops_source
+    }
+
+    /// Where the HBM bandwidth peak came from.
+    pub fn hbm_source(&self) -> PeakSource {
+        self.hbm_source
+    }
+
+    /// Per-core HBM ridge point: peak FLOP/s ÷ HBM bytes/s.
+    pub fn ridge_point(&self) -> FlopsPerByte {
+        FlopsPerByte(self.peaks.flops.per_s() / self.peaks.hbm.bytes_per_s())
+    }
+
+    /// The per-core roofline, with on-chip resources chosen as XProf does: TPU CMEM when the
+    /// chip has CMEM, else VMEM; GPU shared memory / L1.
+    pub fn roofline(&self) -> Roofline {
+        let p = &self.peaks;
+        let on_chip = if p.cmem_read.is_some() || p.cmem_write.is_some() {
+            [(OnChip::CmemRead, p.cmem_read), (OnChip::CmemWrite, p.cmem_write)]
+        } else {
+            [(OnChip::VmemRead, p.vmem_read), (OnChip::VmemWrite, p.vmem_write)]
+        };
+        let sram = [(OnChip::SramRead, p.sram_read), (OnChip::SramWrite, p.sram_write)];
+        on_chip
+            .into_iter()
+            .chain(sram)
+            .filter_map(|(res, bw)| bw.map(|bw| (res, bw)))
+            .fold(Roofline::from_parts(p.flops, p.hbm), |r, (res, bw)| r.push_on_chip(res, bw))
+    }
+}
+
+/// XProf's GPU peak when no `peak_teraflops_per_second` stat is present: SM count × clock (GHz)
+/// × max FLOPs/cycle/SM for the compute capability (facts §8, `cuda_type_utils.cc`).
+fn gpu_derived_peak(plane: &Plane) -> Option<FlopsPerSec> {
+    let get = |name: &str| plane.stat_by_name(name).and_then(|s| s.as_f64());
+    let clock_khz = get(capability::CLOCK_RATE).filter(|v| *v > 0.0)?;
+    let sms = get(capability::CORE_COUNT).filter(|v| *v > 0.0)?;
+    let major = get(capability::COMPUTE_CAP_MAJOR)?;
+    let minor = get(capability::COMPUTE_CAP_MINOR).unwrap_or(0.0);
+    let per_cycle = gpu_flops_per_cycle_per_sm(major as u32, minor as u32)?;
+    let clock_ghz = clock_khz / 1e6;
+    Some(FlopsPerSec::from_gflops(sms * clock_ghz * per_cycle))
+}
+
+/// Max FLOPs per cycle per SM by CUDA compute capability, falling back to the closest lower
+/// known capability (XProf `cuda_type_utils.cc`).
+pub fn gpu_flops_per_cycle_per_sm(major: u32, minor: u32) -> Option<f64> {
+    const TABLE: [((u32, u32), f64); 12] = [
+        ((2, 0), 64.0),
+        ((3, 0), 384.0),
+        ((5, 0), 256.0),
+        ((6, 0), 256.0),
+        ((6, 1), 256.0),
+        ((7, 0), 1024.0),
+        ((7, 5), 1024.0),
+        ((8, 0), 2048.0),
+        ((8, 6), 1024.0),
+        ((8, 9), 1024.0),
+        ((9, 0), 4096.0),
+        ((10, 0), 8192.0),
+    ];
+    TABLE.iter().rev().find(|(cc, _)| *cc <= (major, minor)).map(|(_, v)| *v)
+}
+
+/// Lower-case, without spaces, `-`, `_` or `.`.
+fn normalize(name: &str) -> String {
+    name.chars().filter(|c| !matches!(c, ' ' | '-' | '_' | '.')).flat_map(char::to_lowercase).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_table_falls_back_to_lower_capability() {
+        assert_eq!(gpu_flops_per_cycle_per_sm(9, 0), Some(4096.0));
+        assert_eq!(gpu_flops_per_cycle_per_sm(8, 7), Some(1024.0)); // 8.6
+        assert_eq!(gpu_flops_per_cycle_per_sm(12, 0), Some(8192.0)); // 10.0
+        assert_eq!(gpu_flops_per_cycle_per_sm(1, 0), None);
+    }
+
+    #[test]
+    fn normalize_ignores_case_and_separators() {
+        assert_eq!(normalize("TPU v5 Lite"), "tpuv5lite");
+        assert_eq!(normalize("A100-SXM4_80GB"), "a100sxm480gb");
+    }
+}

@@ -1,0 +1,131 @@
+//! polars DataFrames of the crate's tables.
+//!
+//! Every function returns a frame with its full schema, also when there is nothing to show
+//! (zero rows). This is the only module that imports polars.
+
+use polars::prelude::*;
+
+use crate::chip::ChipSpec;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Builds a frame from columns of equal length (the one place that calls the constructor).
+fn frame(columns: Vec<Column>) -> Result<DataFrame> {
+    let height = columns.first().map_or(0, |c| c.len());
+    DataFrame::new(height, columns).map_err(|e| Error::new(ErrorKind::Frame(e.to_string())))
+}
+
+/// Catalogue chips as a frame, one row per chip. Columns: `chip`, `name`, `vendor`,
+/// `cores_per_chip`, `peak_bf16_flops`, `peak_fp8_flops`, `peak_int8_ops`, `peak_fp32_flops`
+/// (FLOP/s, null where not public), `hbm_bytes_per_s`, `hbm_capacity_bytes`, `ridge_bf16`
+/// (FLOP/byte), `interconnect_bytes_per_s`, `dcn_bytes_per_s`, `source`.
+///
+/// ```
+/// use xlens_roofline::{chips::CATALOGUE, frame};
+/// let chips: Vec<_> = CATALOGUE.iter().collect();
+/// let df = frame::chips_frame(&chips)?;
+/// assert_eq!((df.height(), df.width()), (10, 14));
+/// assert_eq!(frame::chips_frame(&[])?.width(), 14);
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn chips_frame(chips: &[&ChipSpec]) -> Result<DataFrame> {
+    let opt = |f: fn(&ChipSpec) -> Option<f64>| chips.iter().map(|c| f(c)).collect::<Vec<_>>();
+    frame(vec![
+        Column::new("chip".into(), chips.iter().map(|c| c.id).collect::<Vec<_>>()),
+        Column::new("name".into(), chips.iter().map(|c| c.name).collect::<Vec<_>>()),
+        Column::new("vendor".into(), chips.iter().map(|c| c.vendor.as_str()).collect::<Vec<_>>()),
+        Column::new("cores_per_chip".into(), chips.iter().map(|c| c.cores_per_chip).collect::<Vec<_>>()),
+        Column::new("peak_bf16_flops".into(), chips.iter().map(|c| c.peak_bf16.per_s()).collect::<Vec<_>>()),
+        Column::new("peak_fp8_flops".into(), opt(|c| c.peak_fp8.map(|f| f.per_s()))),
+        Column::new("peak_int8_ops".into(), opt(|c| c.peak_int8.map(|f| f.per_s()))),
+        Column::new("peak_fp32_flops".into(), opt(|c| c.peak_fp32.map(|f| f.per_s()))),
+        Column::new("hbm_bytes_per_s".into(), chips.iter().map(|c| c.hbm_bandwidth.bytes_per_s()).collect::<Vec<_>>()),
+        Column::new("hbm_capacity_bytes".into(), chips.iter().map(|c| c.hbm_capacity.as_u64()).collect::<Vec<_>>()),
+        Column::new("ridge_bf16".into(), chips.iter().map(|c| c.ridge_bf16().get()).collect::<Vec<_>>()),
+        Column::new("interconnect_bytes_per_s".into(), opt(|c| c.interconnect_bandwidth.map(|b| b.bytes_per_s()))),
+        Column::new("dcn_bytes_per_s".into(), opt(|c| c.dcn_bandwidth.map(|b| b.bytes_per_s()))),
+        Column::new("source".into(), chips.iter().map(|c| c.source).collect::<Vec<_>>()),
+    ])
+}
+
+/// Steps as a frame, one row per step: `step`, `number`, `start_ps`, `step_time_ps`,
+/// `step_time_ms`, `cores`.
+pub fn steps_frame(steps: &crate::Steps) -> Result<DataFrame> {
+    let s = &steps.steps;
+    frame(vec![
+        Column::new("step".into(), s.iter().map(|x| x.name.as_str()).collect::<Vec<_>>()),
+        Column::new("number".into(), s.iter().map(|x| x.number).collect::<Vec<_>>()),
+        Column::new("start_ps".into(), s.iter().map(|x| x.start.0).collect::<Vec<_>>()),
+        Column::new("step_time_ps".into(), s.iter().map(|x| x.duration.0).collect::<Vec<_>>()),
+        Column::new("step_time_ms".into(), s.iter().map(|x| x.duration.as_ms_f64()).collect::<Vec<_>>()),
+        Column::new("cores".into(), s.iter().map(|x| x.cores.len() as u32).collect::<Vec<_>>()),
+    ])
+}
+
+/// The op profile as a frame, one row per op (combined over cores and steps): `program_id`,
+/// `program`, `name`, `category`, `occurrences`, `time_ps`, `self_time_ps`, `flops`,
+/// `hbm_bytes`, `onchip_read_bytes`, `onchip_write_bytes`, `flops_per_s`, `intensity`, `bound`
+/// (null without device peaks), `roofline_efficiency`, `source`.
+///
+/// ```
+/// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+/// use xlens_roofline::{OpProfile, frame};
+/// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+/// let df = frame::op_profile_frame(&OpProfile::from_tpu(&space)?)?;
+/// assert_eq!((df.height(), df.width()), (14, 16));
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn op_profile_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
+    let ops = &profile.ops;
+    let points: Vec<Option<crate::RooflinePoint>> = ops.iter().map(|o| profile.roofline(o)).collect();
+    frame(vec![
+        Column::new("program_id".into(), ops.iter().map(|o| o.program_id).collect::<Vec<_>>()),
+        Column::new(
+            "program".into(),
+            ops.iter().map(|o| profile.programs.get(&o.program_id).cloned()).collect::<Vec<_>>(),
+        ),
+        Column::new("name".into(), ops.iter().map(|o| o.name.as_str()).collect::<Vec<_>>()),
+        Column::new("category".into(), ops.iter().map(|o| o.category.as_str()).collect::<Vec<_>>()),
+        Column::new("occurrences".into(), ops.iter().map(|o| o.occurrences).collect::<Vec<_>>()),
+        Column::new("time_ps".into(), ops.iter().map(|o| o.time.0).collect::<Vec<_>>()),
+        Column::new("self_time_ps".into(), ops.iter().map(|o| o.self_time.0).collect::<Vec<_>>()),
+        Column::new("flops".into(), ops.iter().map(|o| o.flops).collect::<Vec<_>>()),
+        Column::new("hbm_bytes".into(), ops.iter().map(|o| o.bytes.hbm).collect::<Vec<_>>()),
+        Column::new("onchip_read_bytes".into(), ops.iter().map(|o| o.bytes.onchip_read).collect::<Vec<_>>()),
+        Column::new("onchip_write_bytes".into(), ops.iter().map(|o| o.bytes.onchip_write).collect::<Vec<_>>()),
+        Column::new("flops_per_s".into(), ops.iter().map(|o| o.flops_per_s()).collect::<Vec<_>>()),
+        Column::new("intensity".into(), ops.iter().map(|o| o.operational_intensity()).collect::<Vec<_>>()),
+        Column::new("bound".into(), points.iter().map(|p| p.map(|p| p.bound_by.label())).collect::<Vec<_>>()),
+        Column::new("roofline_efficiency".into(), points.iter().map(|p| p.map(|p| p.efficiency)).collect::<Vec<_>>()),
+        Column::new("source".into(), ops.iter().map(|o| o.source.clone()).collect::<Vec<_>>()),
+    ])
+}
+
+/// The category pie as a frame: `category`, `self_time_ps`, `self_time_us`.
+pub fn categories_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
+    let cats = profile.categories();
+    frame(vec![
+        Column::new("category".into(), cats.keys().map(String::as_str).collect::<Vec<_>>()),
+        Column::new("self_time_ps".into(), cats.values().map(|t| t.0).collect::<Vec<_>>()),
+        Column::new("self_time_us".into(), cats.values().map(|t| t.as_us_f64()).collect::<Vec<_>>()),
+    ])
+}
+
+/// Step anatomy as a frame, one row per step (picoseconds): `step`, `step_time_ps`, `matmul_ps`,
+/// `collective_exposed_ps`, `collective_hidden_ps`, `vector_ps`, `data_formatting_ps`,
+/// `infeed_outfeed_ps`, `host_ps`, `idle_ps`. `steps` names the rows (same order as `anatomy`).
+pub fn anatomy_frame(steps: &crate::Steps, anatomy: &[crate::StepAnatomy]) -> Result<DataFrame> {
+    let col = |f: fn(&crate::StepAnatomy) -> xlens_xplane::Picos| anatomy.iter().map(|a| f(a).0).collect::<Vec<_>>();
+    let names: Vec<&str> = steps.steps.iter().take(anatomy.len()).map(|s| s.name.as_str()).collect();
+    frame(vec![
+        Column::new("step".into(), names),
+        Column::new("step_time_ps".into(), col(|a| a.step_time)),
+        Column::new("matmul_ps".into(), col(|a| a.matmul)),
+        Column::new("collective_exposed_ps".into(), col(|a| a.collective_exposed)),
+        Column::new("collective_hidden_ps".into(), col(|a| a.collective_hidden)),
+        Column::new("vector_ps".into(), col(|a| a.vector)),
+        Column::new("data_formatting_ps".into(), col(|a| a.data_formatting)),
+        Column::new("infeed_outfeed_ps".into(), col(|a| a.infeed_outfeed)),
+        Column::new("host_ps".into(), col(|a| a.host)),
+        Column::new("idle_ps".into(), col(|a| a.idle)),
+    ])
+}

@@ -1,0 +1,109 @@
+//! Renderings of HLO modules for the `hlo_ops` example: a JSON document and a text report.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+use xlens_hlo::Module;
+
+fn opcodes(m: &Module) -> BTreeMap<&str, usize> {
+    m.opcode_counts().into_iter().collect()
+}
+
+/// The `hlo_ops --json` document, one entry per module:
+/// `{"modules":[{"name","program_id","computations","instructions","opcodes":{"dot":N,...},
+/// "entry_flops","entry_bytes_accessed","aliased_params":[..],"collectives":N}]}`.
+/// Counts cover every computation, fusion bodies included; costs are the entry computation's.
+pub fn hlo_ops_json(modules: &[Module]) -> Value {
+    json!({
+        "modules": modules.iter().map(|m| {
+            let cost = m.entry_cost();
+            json!({
+                "name": m.display_name(),
+                "program_id": m.program_id(),
+                "computations": m.computations().len(),
+                "instructions": m.instructions().len(),
+                "opcodes": opcodes(m),
+                "entry_flops": cost.flops,
+                "entry_bytes_accessed": cost.bytes_accessed,
+                "aliased_params": m.aliased_params(),
+                "collectives": m.collectives().len(),
+            })
+        }).collect::<Vec<_>>(),
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+/// A text report per module: sizes, entry costs, static memory, donation, collectives, the
+/// opcode histogram and the entry instructions with the most FLOPs, with their source lines.
+pub fn hlo_ops_text(modules: &[Module]) -> String {
+    let mut out = String::new();
+    for m in modules {
+        let cost = m.entry_cost();
+        let _ = writeln!(out, "module {}", m.display_name());
+        let _ = writeln!(
+            out,
+            "  {} computations, {} instructions ({} in entry {})",
+            m.computations().len(),
+            m.instructions().len(),
+            m.entry().instructions().len(),
+            m.entry().name()
+        );
+        let _ = writeln!(
+            out,
+            "  entry cost      {} flops, {} transcendentals, {} bytes accessed",
+            cost.flops, cost.transcendentals, cost.bytes_accessed
+        );
+        if let Ok(Some(mem)) = m.hbm_memory_stats() {
+            let _ = writeln!(
+                out,
+                "  memory          {:.3} MiB allocated, heap peak {:.3} MiB, arguments {:.3} MiB, outputs {:.3} MiB, aliased {:.3} MiB",
+                mib(mem.total_allocation_bytes),
+                mib(mem.heap_peak_bytes),
+                mib(mem.argument_bytes),
+                mib(mem.output_bytes),
+                mib(mem.alias_bytes)
+            );
+        }
+        let aliased: Vec<String> = m.aliased_params().iter().map(u64::to_string).collect();
+        let _ = writeln!(out, "  donated params  [{}]", aliased.join(", "));
+        let _ = writeln!(out, "  collectives     {}", m.collectives().len());
+        for c in m.collectives() {
+            let i = m.instruction(c.instruction);
+            let channel = c.channel_id.map_or_else(|| "-".to_owned(), |c| c.to_string());
+            let pattern = if c.source_target_pairs.is_empty() {
+                format!("groups {}", c.groups_text())
+            } else {
+                format!("pairs {}", c.pairs_text())
+            };
+            let _ = writeln!(out, "    {:<24} {:<20} channel {:<3} {pattern}", i.name(), i.opcode_name(), channel);
+        }
+        let ops: Vec<String> = opcodes(m).into_iter().map(|(op, n)| format!("{op}={n}")).collect();
+        let _ = writeln!(out, "  opcodes         {}", ops.join(" "));
+        let mut top: Vec<_> =
+            m.entry().instructions().iter().map(|&i| (m.cost(i).flops, i)).filter(|(f, _)| *f > 0).collect();
+        top.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        if !top.is_empty() {
+            let _ = writeln!(out, "  top entry ops by flops");
+        }
+        for (flops, id) in top.into_iter().take(5) {
+            let i = m.instruction(id);
+            let source = m.source(id).map_or_else(String::new, |s| {
+                let file = s.file.rsplit('/').next().unwrap_or(s.file);
+                format!("  {file}:{}", s.line)
+            });
+            let _ = writeln!(
+                out,
+                "    {:>14} flops  {:<28} {:<22} {}{source}",
+                flops,
+                i.name(),
+                m.xla_category(id),
+                i.shape()
+            );
+        }
+    }
+    out
+}
