@@ -146,6 +146,9 @@ section!(
     UnintendedRemat {
         /// Report when recomputed FLOPs are at least this fraction of the step's FLOPs. Default 0.05.
         min_recomputed_flops_fraction: f64 = 0.05,
+        /// With a known device capacity, a memory peak at least this fraction of it suggests the
+        /// recomputation is needed: the finding is then lowered to P2. Default 0.8.
+        needed_peak_fraction: f64 = 0.8,
     }
 );
 
@@ -222,10 +225,16 @@ section!(
 section!(
     /// Thresholds of `donation_miss`.
     DonationMiss {
-        /// Only consider entry parameters at least this large (bytes). Default 1 MiB.
-        min_param_bytes: u64 = 1 << 20,
+        /// Only consider entry parameters at least this large (bytes); smaller ones (biases,
+        /// norms, counters, RNG keys) are ignored. Default 64 KiB.
+        min_param_bytes: u64 = 1 << 16,
+        /// Report when the non-donated, updated parameters total at least this many bytes. Default 512 KiB.
+        min_total_bytes: u64 = 1 << 19,
         /// Report when non-donated, updated parameters are at least this fraction of the arguments. Default 0.25.
         min_fraction_of_arguments: f64 = 0.25,
+        /// P0 when the program's memory peak is at least this fraction of the device capacity
+        /// (known capacity only): the extra copy then risks an out-of-memory. Default 0.9.
+        p0_peak_fraction: f64 = 0.9,
     }
 );
 

@@ -10,6 +10,10 @@ pub static DETECTORS: &[&dyn Detector] = &[
     // (device-timeline detectors)
     // HLO.
     // (hlo detectors)
+    &detectors::donation_miss::DonationMiss,
+    &detectors::unintended_remat::UnintendedRemat,
+    &detectors::allgather_duplication::AllgatherDuplication,
+    &detectors::wrong_mesh_mapping::WrongMeshMapping,
     // Host timeline.
     &detectors::recompilation::Recompilation,
     // (host-timeline detectors)

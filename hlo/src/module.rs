@@ -924,3 +924,16 @@ fn dangling(what: &'static str, id: i64, location: Location) -> Error {
 fn relocate(e: Error, location: Location) -> Error {
     e.at(location)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn modules_can_be_shared_across_threads() {
+        assert_send_sync::<Module>();
+        assert_send_sync::<Error>();
+    }
+}

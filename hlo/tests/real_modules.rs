@@ -297,6 +297,7 @@ fn every_profile_module_loads_in_program_order_with_a_complete_topological_order
         let ids: Vec<u64> = modules.iter().map(|m| m.program_id().unwrap()).collect();
         assert!(ids.windows(2).all(|w| w[0] <= w[1]), "sorted by program id");
         for m in &modules {
+            assert!(m.warnings().is_empty(), "{}: {:?}", m.display_name(), m.warnings());
             assert!(m.display_name().ends_with(&format!("({})", m.program_id().unwrap())));
             let order: Vec<_> = m.topological_order().collect();
             assert_eq!(order.len(), m.instructions().len());

@@ -43,7 +43,7 @@ pub struct HbmPlanArgs {
 
 #[cold]
 fn bad_flag(flag: &str) -> Error {
-    unknown("flag", flag, "see --help")
+    unknown("flag", flag, "the flags listed by --help")
 }
 
 #[cold]

@@ -5,6 +5,7 @@
 
 pub mod budget;
 pub mod hlo;
+pub mod op_profile;
 pub mod roofline;
 
 use std::fmt::Write as _;

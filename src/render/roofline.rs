@@ -10,9 +10,9 @@ fn ridge(c: &ChipSpec) -> f64 {
     (c.ridge_bf16().get() * 10.0).round() / 10.0
 }
 
-/// The `roofline_table --json` document, one object per chip:
-/// `[{"chip":"v5e","name":..,"peak_bf16_flops":1.97e14,"hbm_bytes_per_s":8.19e11,
-/// "hbm_capacity_bytes":17179869184,"ridge_bf16":240.5,...}]`. Rates are per chip in FLOP/s
+/// The `roofline_table --json` document, one object per chip, the documented keys first:
+/// `[{"chip":"v5e","peak_bf16_flops":1.97e14,"hbm_bytes_per_s":8.19e11,
+/// "hbm_capacity_bytes":17179869184,"ridge_bf16":240.5,"name":..,...}]`. Rates are per chip in FLOP/s
 /// and bytes/s; capacities in bytes (binary GiB in the catalogue); absent figures are `null`.
 pub fn roofline_table_json(chips: &[&ChipSpec]) -> Value {
     Value::Array(
@@ -21,16 +21,16 @@ pub fn roofline_table_json(chips: &[&ChipSpec]) -> Value {
             .map(|c| {
                 json!({
                     "chip": c.id,
-                    "name": c.name,
-                    "vendor": c.vendor.as_str(),
-                    "cores_per_chip": c.cores_per_chip,
                     "peak_bf16_flops": c.peak_bf16.per_s(),
-                    "peak_fp8_flops": c.peak_fp8.map(|f| f.per_s()),
-                    "peak_int8_ops": c.peak_int8.map(|f| f.per_s()),
-                    "peak_fp32_flops": c.peak_fp32.map(|f| f.per_s()),
                     "hbm_bytes_per_s": c.hbm_bandwidth.bytes_per_s(),
                     "hbm_capacity_bytes": c.hbm_capacity.as_u64(),
                     "ridge_bf16": ridge(c),
+                    "name": c.name,
+                    "vendor": c.vendor.as_str(),
+                    "cores_per_chip": c.cores_per_chip,
+                    "peak_fp8_flops": c.peak_fp8.map(|f| f.per_s()),
+                    "peak_int8_ops": c.peak_int8.map(|f| f.per_s()),
+                    "peak_fp32_flops": c.peak_fp32.map(|f| f.per_s()),
                     "interconnect_bytes_per_s": c.interconnect_bandwidth.map(|b| b.bytes_per_s()),
                     "dcn_bytes_per_s": c.dcn_bandwidth.map(|b| b.bytes_per_s()),
                 })

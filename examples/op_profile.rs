@@ -1,0 +1,43 @@
+//! Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
+//!
+//! `cargo run --release --example op_profile -- PATH [--json] [--top N]`
+//! PATH is a `*.xplane.pb`, a session directory or a logdir. With several hosts, one document
+//! (or section) per host, in host order.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use xlens::render::op_profile::{analyze, op_profile_json, op_profile_text};
+use xlens::xplane::Session;
+
+const USAGE: &str = "usage: op_profile PATH [--json] [--top N]";
+
+fn main() -> anyhow::Result<()> {
+    let mut json = false;
+    let mut top = 20usize;
+    let mut path: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--json" => json = true,
+            "--top" => top = args.next().context(USAGE)?.parse().context(USAGE)?,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            _ if path.is_none() && !arg.starts_with('-') => path = Some(arg.into()),
+            _ => bail!("unexpected argument {arg:?}; {USAGE}"),
+        }
+    }
+    let path = path.context(USAGE)?;
+    let session = Session::open(&path)?;
+    for host in session.hosts() {
+        let analysis = analyze(host.name(), host.space())?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&op_profile_json(&analysis))?);
+        } else {
+            print!("{}", op_profile_text(&analysis, top));
+        }
+    }
+    Ok(())
+}

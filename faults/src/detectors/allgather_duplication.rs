@@ -1,0 +1,397 @@
+//! `allgather_duplication`: the same data is all-gathered more than once per step, typically a
+//! weight shard gathered in the forward and gathered again in the backward, or an activation
+//! that a sharding constraint replicates, gathered again in every layer.
+
+use std::collections::BTreeMap;
+
+use xlens_hlo::{Collective, ComputationKind, InstrId, Module, Opcode};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct AllgatherDuplication;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "All-gathers of the main program that gather the same operand over the same replica groups more than \
+              once per step. Operands are followed back through `bitcast`, `copy`, `reshape` and `transpose` (and \
+              from an async computation's parameter to its caller's operand) to the instruction that produced the \
+              data, so a forward `all-gather(copy.K)` and a backward `all-gather(bitcast(copy.K))` of the same \
+              weight shard count as two gathers of `copy.K`'s source. Also reported: several all-gathers created \
+              by sharding constraints (`sharding_constraint` in the name scope) with the same result shape and \
+              groups, i.e. an activation constrained to be replicated and gathered again in every layer.",
+    why: "Every all-gather moves (n-1)/n of its result over the interconnect and usually sits on the critical \
+          path before the matmul that needs it. Gathering a weight again in the backward doubles the parameter \
+          traffic of a step; a replicated activation makes every layer wait for a gather and keeps n copies of \
+          it. Re-gathering is a deliberate memory trade in ZeRO-3/FSDP only when the gathered weights do not fit \
+          between the forward and the backward.",
+    evidence: "The number of all-gathers, of distinct gathered operands and of redundant gathers; the bytes the \
+               redundant gathers produce per step; their measured time per step when the profile times them \
+               (all occurrences minus the most expensive gather of each operand, per core and step); the \
+               gathered operand (for entry parameters the pytree path, e.g. `ps['layers'][0]['w1']`) and each of \
+               its gathers as HLO instructions with their name scopes (`jvp()` forward, `transpose(jvp())` \
+               backward) and JAX source lines.",
+    thresholds: "An operand counts as duplicated when it is gathered at least \
+                 `allgather_duplication.min_gathers_per_operand` times (default 2) per step; the same count of \
+                 sharding-constraint gathers of one shape is the activation pattern. Severity P1; P0 when the \
+                 redundant gathers take at least 20 % of the step, P2 under 2 %.",
+    fix: "Gather once and reuse: keep the gathered weight as a residual of the forward (in a `custom_vjp` return \
+          the gathered array, not the shard; with `jax.checkpoint` use a policy that saves the all-gather \
+          result, e.g. `save_only_these_names` with `checkpoint_name`), or let the compiler see both uses (one \
+          `all_gather` feeding forward and backward). For activations, shard them along the axis the next \
+          layer consumes instead of constraining them to `PartitionSpec()`/`P(None)`. Keep re-gathering only \
+          when memory forces it (ZeRO-3), and then overlap it with compute.",
+};
+
+/// True for all-gathers, synchronous or the start of an async pair.
+fn is_all_gather(op: Opcode) -> bool {
+    matches!(op, Opcode::AllGather | Opcode::AllGatherStart)
+}
+
+/// The instruction that produced an operand's data: follows layout-only ops and async
+/// computations' parameters (at most 64 hops).
+fn data_source(module: &Module, mut id: InstrId) -> InstrId {
+    for _ in 0..64 {
+        let instr = module.instruction(id);
+        match instr.opcode() {
+            Opcode::Bitcast | Opcode::Copy | Opcode::Reshape | Opcode::Transpose if instr.operands().len() == 1 => {
+                id = instr.operands()[0];
+            }
+            Opcode::Parameter => {
+                let comp = module.computation(instr.computation());
+                if comp.kind() != ComputationKind::Async {
+                    return id;
+                }
+                let caller = comp.callers().first().copied();
+                let number = instr.parameter_number().unwrap_or(0) as usize;
+                match caller.and_then(|c| module.instruction(c).operands().get(number).copied()) {
+                    Some(op) => id = op,
+                    None => return id,
+                }
+            }
+            _ => return id,
+        }
+    }
+    id
+}
+
+/// The instruction whose events time an all-gather: the async-start wrapping it, else itself.
+fn timed_instruction(module: &Module, id: InstrId) -> InstrId {
+    let comp = module.computation(module.instruction(id).computation());
+    if comp.kind() == ComputationKind::Async
+        && let Some(&caller) = comp.callers().first()
+    {
+        return caller;
+    }
+    id
+}
+
+/// A set of all-gathers that gather the same data.
+#[derive(Debug)]
+struct Duplicate {
+    /// The gathered data (the operand's source), or the first gather for the activation pattern.
+    source: InstrId,
+    gathers: Vec<InstrId>,
+    /// True for the replicated-activation pattern.
+    activation: bool,
+}
+
+fn duplicates(module: &Module, collectives: &[&Collective], min_gathers: usize) -> Vec<Duplicate> {
+    let min_gathers = min_gathers.max(2);
+    // (source, groups) → gathers; a gather with several operands counts once per operand.
+    let mut by_source: BTreeMap<(InstrId, String), Vec<InstrId>> = BTreeMap::new();
+    for c in collectives {
+        let instr = module.instruction(c.instruction);
+        for &op in instr.operands() {
+            let list = by_source.entry((data_source(module, op), c.groups_text())).or_default();
+            if !list.contains(&c.instruction) {
+                list.push(c.instruction);
+            }
+        }
+    }
+    let mut out: Vec<Duplicate> = by_source
+        .into_iter()
+        .filter(|(_, g)| g.len() >= min_gathers)
+        .map(|((source, _), gathers)| Duplicate { source, gathers, activation: false })
+        .collect();
+    // Activations replicated by sharding constraints, gathered again with the same shape.
+    let counted: Vec<InstrId> = out.iter().flat_map(|d| d.gathers.iter().copied()).collect();
+    let mut by_shape: BTreeMap<(String, String), Vec<InstrId>> = BTreeMap::new();
+    for c in collectives {
+        let instr = module.instruction(c.instruction);
+        let from_param = instr.operands().iter().any(|&o| {
+            let src = data_source(module, o);
+            module.instruction(src).opcode() == Opcode::Parameter && module.is_in_entry(src)
+        });
+        if instr.op_name().contains("sharding_constraint") && !from_param && !counted.contains(&c.instruction) {
+            by_shape.entry((instr.shape().to_string(), c.groups_text())).or_default().push(c.instruction);
+        }
+    }
+    out.extend(by_shape.into_values().filter(|g| g.len() >= min_gathers).map(|gathers| Duplicate {
+        source: gathers[0],
+        gathers,
+        activation: true,
+    }));
+    out
+}
+
+impl Detector for AllgatherDuplication {
+    fn id(&self) -> &'static str {
+        "allgather_duplication"
+    }
+
+    fn title(&self) -> &'static str {
+        "The same data is all-gathered more than once per step"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Hlo]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.allgather_duplication;
+        let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
+        let gathers: Vec<&Collective> = module
+            .collectives()
+            .iter()
+            .filter(|c| is_all_gather(c.opcode))
+            .filter(|c| {
+                module.computation(module.instruction(c.instruction).computation()).kind()
+                    != ComputationKind::Unreachable
+            })
+            .collect();
+        let dups = duplicates(module, &gathers, t.min_gathers_per_operand);
+        if dups.is_empty() {
+            return Ok(());
+        }
+        let distinct: std::collections::BTreeSet<InstrId> = gathers
+            .iter()
+            .flat_map(|c| module.instruction(c.instruction).operands().iter().map(|&o| data_source(module, o)))
+            .collect();
+        let redundant: usize = dups.iter().map(|d| d.gathers.len() - 1).sum();
+        // Bytes the redundant gathers produce: all but the largest gather of each set.
+        let bytes_of = |id: InstrId| module.instruction(id).shape().byte_size();
+        let redundant_bytes: u64 = dups.iter().fold(0u64, |acc, d| {
+            let all = d.gathers.iter().fold(0u64, |a, &g| a.saturating_add(bytes_of(g)));
+            acc.saturating_add(all.saturating_sub(d.gathers.iter().map(|&g| bytes_of(g)).max().unwrap_or(0)))
+        });
+        // Measured time: per set, all gathers' self time minus the most expensive one's.
+        let mut ms_per_step = 0.0;
+        if let (Ok(profile), Ok(steps), Some(pid)) = (host.op_profile(), host.steps(), module.program_id()) {
+            let time_of: BTreeMap<&str, f64> = profile
+                .ops
+                .iter()
+                .filter(|o| o.program_id == pid)
+                .map(|o| (o.name.as_str(), o.self_time.as_ms_f64()))
+                .collect();
+            let cores = f64::from(profile.cores.max(1));
+            let n_steps = steps.steps.len().max(1) as f64;
+            let mut ms = 0.0;
+            for d in &dups {
+                let times: Vec<f64> = d
+                    .gathers
+                    .iter()
+                    .map(|&g| {
+                        time_of.get(module.instruction(timed_instruction(module, g)).name()).copied().unwrap_or(0.0)
+                    })
+                    .collect();
+                ms += times.iter().sum::<f64>() - times.iter().copied().fold(0.0, f64::max);
+            }
+            ms_per_step = ms / cores / n_steps;
+        }
+        let impact = Impact::of(ms_per_step, host.step_ms());
+        let severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if ms_per_step > 0.0 && impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+
+        let weights = dups.iter().filter(|d| !d.activation).count();
+        let activations = dups.len() - weights;
+        let mut evidence = vec![
+            Evidence::metric("all-gathers in the program", gathers.len() as f64, "count"),
+            Evidence::metric("distinct gathered operands", distinct.len() as f64, "count"),
+            Evidence::metric("operands gathered more than once", weights as f64, "count"),
+            Evidence::metric("redundant all-gathers per step", redundant as f64, "count"),
+            Evidence::metric("bytes produced by redundant all-gathers per step", redundant_bytes as f64, "bytes"),
+        ];
+        if activations > 0 {
+            evidence.push(Evidence::metric(
+                "activation shapes gathered in several layers",
+                activations as f64,
+                "count",
+            ));
+        }
+        if ms_per_step > 0.0 {
+            evidence.push(Evidence::metric("time of redundant all-gathers per step", ms_per_step, "ms"));
+        }
+        for d in &dups {
+            let names: Vec<&str> = d.gathers.iter().map(|&g| module.instruction(g).name()).collect();
+            let src = module.instruction(d.source);
+            let label = if d.activation {
+                format!("activation {} gathered by {} sharding-constraint all-gathers", src.shape(), names.len())
+            } else if src.op_name().is_empty() {
+                format!("{} gathered {} times", src.name(), names.len())
+            } else {
+                format!("{} ({}) gathered {} times", src.name(), src.op_name(), names.len())
+            };
+            evidence.push(Evidence::note(format!("{label}: {}", names.join(", "))));
+        }
+        // The first set in full: its source and every gather.
+        if let Some(d) = dups.first() {
+            if !d.activation {
+                evidence.push(evidence::instruction(module, d.source));
+            }
+            evidence.extend(d.gathers.iter().map(|&g| evidence::instruction(module, g)));
+        }
+        let what = if weights > 0 {
+            format!(
+                "{} all-gathers {} operand(s) more than once per step ({} redundant all-gathers of {} in all{}){}.",
+                module.display_name(),
+                weights,
+                redundant,
+                gathers.len(),
+                if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
+                if activations > 0 { "; an activation is also gathered again in every layer" } else { "" }
+            )
+        } else {
+            format!(
+                "{} all-gathers {} sharding-constrained activation shape(s) again in every layer ({} redundant \
+                 all-gathers of {} in all).",
+                module.display_name(),
+                activations,
+                redundant,
+                gathers.len()
+            )
+        };
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xlens_hlo::testing::{HloBuilder, shape};
+    use xlens_hlo::{Module, PrimitiveType, raw};
+
+    use super::*;
+    use crate::finding::Finding;
+    use crate::testing::{run_on, testdata};
+
+    fn metric(f: &Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn finds_weights_gathered_again_in_the_backward() {
+        let findings = run_on("allgather_duplication", &testdata("real/sharded_collectives"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // Ground truth: 12 all-gathers = forward all-gather(copy.K) + backward
+        // all-gather(bitcast(copy.K)) of each of the 6 weight shards.
+        assert_eq!(metric(f, "all-gathers in the program"), 12.0);
+        assert_eq!(metric(f, "distinct gathered operands"), 6.0);
+        assert_eq!(metric(f, "operands gathered more than once"), 6.0);
+        assert_eq!(metric(f, "redundant all-gathers per step"), 6.0);
+        // 3 × (f32[256,512] + f32[512,256]) = 3 MiB gathered twice.
+        assert_eq!(metric(f, "bytes produced by redundant all-gathers per step"), 3.0 * 2.0 * 524_288.0);
+        assert!(f.what.contains("jit_train_step(12)") && f.what.contains("6 operand(s)"), "{}", f.what);
+        // The first weight: param.10 = ps['layers'][0]['w1'], gathered by all_gather.36 (forward)
+        // and all_gather.47 (the backward runs the layers in reverse).
+        let text: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|t| t.contains("param.10 (ps['layers'][0]['w1']) gathered 2 times: all_gather.36, all_gather.47")),
+            "{text:#?}"
+        );
+        assert!(
+            f.evidence.iter().any(|e| matches!(e, Evidence::Instruction { op_name, source: Some(_), .. }
+                if op_name.ends_with("transpose(jvp())/all_gather"))),
+            "{f:#?}"
+        );
+        assert!(f.impact.ms_per_step > 0.0, "{:?}", f.impact);
+    }
+
+    #[test]
+    fn single_gathers_are_clean() {
+        for dir in ["corpus/sharded_collectives_baseline", "real/sharded_donation", "corpus/clean"] {
+            assert!(run_on("allgather_duplication", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+
+    /// A synthetic module: `x` constrained to be replicated and all-gathered in each of `layers`
+    /// layers (the corpus's replicated-activation fault), plus one weight gathered once.
+    fn replicated_activation(layers: usize) -> Module {
+        let mut b = HloBuilder::new("jit_step");
+        let mut main = b.computation("main");
+        let f = |d: &[i64]| shape(PrimitiveType::F32, d);
+        let w = main.param("w", 0, f(&[64, 256]));
+        let mut x = main.param("x", 1, f(&[16, 256]));
+        let groups = |i: &mut raw::HloInstructionProto, name: &str| {
+            i.replica_groups = [[0, 1], [2, 3]].iter().map(|g| raw::ReplicaGroup { replica_ids: g.to_vec() }).collect();
+            i.dimensions = vec![0];
+            i.metadata = Some(raw::OpMetadata { op_name: name.to_owned(), ..Default::default() });
+        };
+        let wg = main.op("all-gather.w", "all-gather", f(&[128, 256]), &[w]);
+        main.edit(wg, |i| groups(i, "jit(step)/all_gather"));
+        for l in 0..layers {
+            let h = main.op(&format!("dot.{l}"), "dot", f(&[16, 128]), &[x, wg]);
+            main.edit(h, |i| {
+                i.dot_dimension_numbers = Some(raw::DotDimensionNumbers {
+                    lhs_contracting_dimensions: vec![1],
+                    rhs_contracting_dimensions: vec![1],
+                    ..Default::default()
+                })
+            });
+            let g = main.op(&format!("all-gather.{l}"), "all-gather", f(&[16, 256]), &[h]);
+            main.edit(g, |i| groups(i, "jit(step)/sharding_constraint"));
+            x = g;
+        }
+        main.finish(x);
+        Module::from_proto(b.finish("main"), 0).unwrap()
+    }
+
+    #[test]
+    fn finds_an_activation_gathered_in_every_layer() {
+        let m = replicated_activation(3);
+        let gathers: Vec<&Collective> = m.collectives().iter().filter(|c| is_all_gather(c.opcode)).collect();
+        let d = duplicates(&m, &gathers, 2);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].activation);
+        let names: Vec<&str> = d[0].gathers.iter().map(|&g| m.instruction(g).name()).collect();
+        assert_eq!(names, ["all-gather.0", "all-gather.1", "all-gather.2"]);
+        // One layer: a single sharding-constraint gather, as in the corpus baseline.
+        let m = replicated_activation(1);
+        let gathers: Vec<&Collective> = m.collectives().iter().filter(|c| is_all_gather(c.opcode)).collect();
+        assert!(duplicates(&m, &gathers, 2).is_empty());
+    }
+}

@@ -1,0 +1,347 @@
+//! `unintended_remat`: the backward pass recomputes forward work (JAX `jax.checkpoint` /
+//! `remat` policies, or XLA's own rematerialization pass) although nothing shows that memory
+//! required it.
+
+use xlens_hlo::{CompId, ComputationKind, InstrId, Module, Opcode};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct UnintendedRemat;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Rematerialized (recomputed) instructions in the main program: instructions whose JAX name scope \
+              contains `rematted_computation` (the forward of a `jax.checkpoint`/`remat` region replayed inside \
+              the backward, e.g. `transpose(jvp(...))/checkpoint/rematted_computation/dot_general`) or whose \
+              name carries XLA's `.remat` suffix (its rematerialization pass), when their FLOPs are a sizeable \
+              share of the step.",
+    why: "Recomputation trades FLOPs for memory: a checkpointed layer runs its forward twice, about a third more \
+          matmul work for a fully rematerialized model (8·P·T instead of 6·P·T FLOPs per step). That is the \
+          right trade only when activations would not fit; a policy that saves nothing \
+          (`checkpoint_policies.nothing_saveable`) on a model with plenty of memory headroom just makes every \
+          step slower.",
+    evidence: "Recomputed FLOPs and their share of the program's FLOPs (XLA cost model, loop bodies once); the \
+               number of recomputed instructions and matmuls; matmuls in the forward and the backward (name \
+               scopes with and without `transpose(`); the measured time of the recomputed work per step (op \
+               self time × the recomputed share of each op's FLOPs); step FLOPs against the 6·P·T estimate \
+               (P: elements of floating-point parameters that the step updates, i.e. that have an output of \
+               the same type and dimensions; T: elements of the largest integer entry parameter of rank ≥ 2, \
+               the token ids [batch, sequence]; not computed without such an input); the memory peak (and \
+               capacity when known); the largest recomputed instructions with their JAX source lines.",
+    thresholds: "Reported when recomputed FLOPs are at least `unintended_remat.min_recomputed_flops_fraction` \
+                 (default 0.05) of the program's FLOPs. Severity P1; P0 when the recomputed work takes at least \
+                 20 % of the step, P2 under 2 %, and P2 as well when the device capacity is known and the memory \
+                 peak is at least `unintended_remat.needed_peak_fraction` (default 0.8) of it (the \
+                 recomputation is then probably needed).",
+    fix: "Save more in the forward: use a checkpoint policy that keeps the expensive results \
+          (`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`, `save_only_these_names` with \
+          `checkpoint_name`, or `offload_dot_with_no_batch_dims` to host memory) instead of `nothing_saveable`, \
+          checkpoint only every k-th layer, or drop `jax.checkpoint` where activations fit. For XLA's own `.remat` \
+          clones, lower the memory pressure (smaller per-device batch, sharding, donation) so the pass has no \
+          reason to recompute.",
+};
+
+/// True for an instruction that recomputes forward work: `.remat` in the name (XLA's pass) or
+/// `rematted_computation` in the JAX name scope (`jax.checkpoint`).
+fn is_recompute(module: &Module, id: InstrId) -> bool {
+    module.instruction(id).is_remat()
+}
+
+/// Computations whose instructions execute one by one (not fusion bodies or reducers).
+fn executes(kind: ComputationKind) -> bool {
+    matches!(
+        kind,
+        ComputationKind::Entry
+            | ComputationKind::WhileBody
+            | ComputationKind::WhileCondition
+            | ComputationKind::Branch
+            | ComputationKind::Call
+            | ComputationKind::Async
+    )
+}
+
+/// Opcodes whose cost is their callees' cost (counted through the callees' own instructions).
+fn is_container(op: Opcode) -> bool {
+    matches!(op, Opcode::While | Opcode::Call | Opcode::Conditional | Opcode::AsyncStart | Opcode::AsyncDone)
+}
+
+/// Recomputed FLOPs inside a fusion body (nested fusions included), bounded in depth.
+fn recomputed_in(module: &Module, comp: CompId, depth: u32) -> u64 {
+    if depth > 16 {
+        return 0;
+    }
+    let mut total = 0u64;
+    for &id in module.computation(comp).instructions() {
+        let instr = module.instruction(id);
+        if is_recompute(module, id) {
+            total = total.saturating_add(module.cost(id).flops);
+        } else if instr.opcode() == Opcode::Fusion
+            && let Some(body) = module.fused_computation(id)
+        {
+            total = total.saturating_add(recomputed_in(module, body.id(), depth + 1));
+        }
+    }
+    total
+}
+
+/// Recomputed FLOPs of one executing instruction.
+fn recomputed_flops(module: &Module, id: InstrId) -> u64 {
+    let instr = module.instruction(id);
+    if is_container(instr.opcode()) {
+        return 0;
+    }
+    if is_recompute(module, id) {
+        return module.cost(id).flops;
+    }
+    match module.fused_computation(id) {
+        Some(body) => recomputed_in(module, body.id(), 0),
+        None => 0,
+    }
+}
+
+/// Matmul counts over the whole module (fusion bodies included).
+#[derive(Debug, Default, PartialEq)]
+struct DotCounts {
+    total: usize,
+    backward: usize,
+    recomputed: usize,
+}
+
+fn dot_counts(module: &Module) -> DotCounts {
+    let mut c = DotCounts::default();
+    for instr in module.instructions().iter().filter(|i| matches!(i.opcode(), Opcode::Dot | Opcode::Convolution)) {
+        if module.computation(instr.computation()).kind() == ComputationKind::Unreachable {
+            continue;
+        }
+        c.total += 1;
+        if instr.op_name().contains("transpose(") {
+            c.backward += 1;
+        }
+        if instr.is_remat() {
+            c.recomputed += 1;
+        }
+    }
+    c
+}
+
+/// `(P, T)` for the 6·P·T estimate: elements of updated floating-point parameters, and elements of
+/// the largest integer parameter of rank ≥ 2 (token ids).
+fn params_and_tokens(module: &Module) -> Option<(u64, u64)> {
+    let params = module.entry_parameters();
+    let root = module.instruction(module.entry().root()?);
+    let outputs: Vec<&xlens_hlo::Shape> = root.shape().leaves();
+    let mut used = vec![false; outputs.len()];
+    let mut p = 0u64;
+    for param in &params {
+        let s = param.shape();
+        if !s.is_array() || !s.element_type().is_float() {
+            continue;
+        }
+        if let Some(k) = (0..outputs.len())
+            .find(|&k| !used[k] && outputs[k].element_type() == s.element_type() && outputs[k].dims() == s.dims())
+        {
+            used[k] = true;
+            p = p.saturating_add(s.element_count());
+        }
+    }
+    let t = params
+        .iter()
+        .map(|i| i.shape())
+        .filter(|s| s.is_array() && s.rank() >= 2 && !s.element_type().is_float() && s.element_type().bit_width() > 1)
+        .map(|s| s.element_count())
+        .max()?;
+    (p > 0 && t > 0).then_some((p, t))
+}
+
+impl Detector for UnintendedRemat {
+    fn id(&self) -> &'static str {
+        "unintended_remat"
+    }
+
+    fn title(&self) -> &'static str {
+        "The backward pass recomputes the forward"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Hlo]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.unintended_remat;
+        let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
+        // Recomputed FLOPs per executing instruction.
+        let mut per_instr: Vec<(InstrId, u64)> = Vec::new();
+        let mut recomputed_instructions = 0usize;
+        for comp in module.computations().iter().filter(|c| executes(c.kind())) {
+            for &id in comp.instructions() {
+                let f = recomputed_flops(module, id);
+                if is_recompute(module, id) && !is_container(module.instruction(id).opcode()) {
+                    recomputed_instructions += 1;
+                }
+                if f > 0 {
+                    per_instr.push((id, f));
+                }
+            }
+        }
+        let recomputed: u64 = per_instr.iter().fold(0u64, |a, (_, f)| a.saturating_add(*f));
+        let program_flops = module.entry_cost().flops;
+        if recomputed == 0 || program_flops == 0 {
+            return Ok(());
+        }
+        let fraction = recomputed as f64 / program_flops as f64;
+        if fraction < t.min_recomputed_flops_fraction {
+            return Ok(());
+        }
+
+        // Measured time of the recomputed work: each op's self time × its recomputed FLOP share.
+        let mut ms_per_step = 0.0;
+        if let (Ok(profile), Ok(steps), Some(pid)) = (host.op_profile(), host.steps(), module.program_id()) {
+            let cores = f64::from(profile.cores.max(1));
+            let n_steps = steps.steps.len().max(1) as f64;
+            let mut ms = 0.0;
+            for op in profile.ops.iter().filter(|o| o.program_id == pid) {
+                let Some(instr) = module.instruction_by_name(&op.name) else { continue };
+                let total = module.cost(instr.id()).flops;
+                let share = match recomputed_flops(module, instr.id()) {
+                    0 if is_recompute(module, instr.id()) && total == 0 => 1.0,
+                    0 => 0.0,
+                    r => r as f64 / total.max(r) as f64,
+                };
+                ms += share * op.self_time.as_ms_f64();
+            }
+            ms_per_step = ms / cores / n_steps;
+        }
+        let impact = Impact::of(ms_per_step, host.step_ms());
+
+        let dots = dot_counts(module);
+        let mut evidence = vec![
+            Evidence::metric("recomputed FLOPs", recomputed as f64, "FLOPs"),
+            Evidence::metric("program FLOPs", program_flops as f64, "FLOPs"),
+            Evidence::metric("recomputed share of the program's FLOPs", 100.0 * fraction, "%"),
+            Evidence::metric("recomputed instructions", recomputed_instructions as f64, "count"),
+            Evidence::metric("matmuls", dots.total as f64, "count"),
+            Evidence::metric("matmuls in the forward", (dots.total - dots.backward) as f64, "count"),
+            Evidence::metric("matmuls in the backward", dots.backward as f64, "count"),
+            Evidence::metric("recomputed matmuls", dots.recomputed as f64, "count"),
+        ];
+        if ms_per_step > 0.0 {
+            evidence.push(Evidence::metric("time of the recomputed work per step", ms_per_step, "ms"));
+        }
+        if let Some((p, tokens)) = params_and_tokens(module) {
+            let estimate = 6.0 * p as f64 * tokens as f64;
+            evidence.extend([
+                Evidence::metric("parameters P (updated floating-point entry parameters)", p as f64, "count"),
+                Evidence::metric("tokens T (largest integer entry parameter)", tokens as f64, "count"),
+                Evidence::metric("program FLOPs / 6·P·T", program_flops as f64 / estimate, "ratio"),
+            ]);
+        }
+        let mut severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if ms_per_step > 0.0 && impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let mut memory_note = String::new();
+        if let Ok(Some(m)) = module.hbm_memory_stats() {
+            evidence.push(Evidence::metric("static memory peak", m.peak_bytes() as f64, "bytes"));
+            if let Some(cap) = host.chip().and_then(|c| c.hbm_capacity()).map(|b| b.0).filter(|&c| c > 0) {
+                let frac = m.peak_bytes() as f64 / cap as f64;
+                evidence.push(Evidence::metric("memory peak of capacity", 100.0 * frac, "%"));
+                if frac >= t.needed_peak_fraction {
+                    severity = Severity::P2;
+                    memory_note = format!(
+                        " The memory peak is {:.0} % of the device memory, so the recomputation may be needed.",
+                        100.0 * frac
+                    );
+                }
+            }
+        }
+        per_instr.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        evidence.extend(per_instr.iter().take(4).map(|(id, _)| evidence::instruction(module, *id)));
+        let what = format!(
+            "{} recomputes {:.1} % of its FLOPs ({} instructions, {} of its {} matmuls) in the backward pass{}.{}",
+            module.display_name(),
+            100.0 * fraction,
+            recomputed_instructions,
+            dots.recomputed,
+            dots.total,
+            if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
+            memory_note
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::finding::{Evidence, Finding};
+    use crate::testing::{run_on, testdata};
+
+    fn metric(f: &Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn finds_the_checkpointed_layers() {
+        let findings = run_on("unintended_remat", &testdata("real/remat"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!(f.what.contains("jit_train_step(18)"), "{}", f.what);
+        // Ground truth: 65 dots vs 51 in the baseline, 14 of them recomputed (7 per layer).
+        assert_eq!(metric(f, "matmuls"), 65.0);
+        assert_eq!(metric(f, "recomputed matmuls"), 14.0);
+        assert_eq!(metric(f, "matmuls in the forward"), 17.0);
+        // cost_analysis: 846922752 FLOPs vs 701037056 in the baseline (+21 %).
+        let flops = metric(f, "program FLOPs");
+        assert!((flops - 846_922_752.0).abs() <= 16.0, "{flops}");
+        let share = metric(f, "recomputed share of the program's FLOPs");
+        assert!((12.0..=20.0).contains(&share), "{share}");
+        // 6·P·T: the baseline's FLOPs are ~0.98 of it, the remat step's ~1.19.
+        let ratio = metric(f, "program FLOPs / 6·P·T");
+        assert!((1.1..1.3).contains(&ratio), "{ratio}");
+        assert_eq!(metric(f, "tokens T (largest integer entry parameter)"), 256.0);
+        assert!(f.impact.ms_per_step > 0.0 && f.impact.pct_of_step > 0.0, "{:?}", f.impact);
+        assert!(
+            f.evidence.iter().any(|e| matches!(e, Evidence::Instruction { op_name, source: Some(src), .. }
+                if op_name.contains("/checkpoint/rematted_computation/") && src.contains("models.py"))),
+            "{f:#?}"
+        );
+    }
+
+    #[test]
+    fn programs_without_checkpoint_are_clean() {
+        for dir in ["real/remat_baseline", "corpus/clean", "real/sharded_collectives", "real/donation_miss"] {
+            assert!(run_on("unintended_remat", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+}
