@@ -155,8 +155,13 @@ section!(
 section!(
     /// Thresholds of `data_formatting_tax`.
     DataFormattingTax {
-        /// Report when data formatting is at least this % of the step. Default 5.
+        /// Report when kernels that only reformat data take at least this % of the step. Default 5.
         min_pct_of_step: f64 = 5.0,
+        /// ... or, whatever their time, when they are at least this fraction of the kernels run per
+        /// step ... Default 0.15.
+        min_kernel_share: f64 = 0.15,
+        /// ... and move at least this fraction of the bytes the step's kernels access. Default 0.12.
+        min_bytes_share: f64 = 0.12,
     }
 );
 
@@ -191,10 +196,12 @@ section!(
 section!(
     /// Thresholds of `padding_waste`.
     PaddingWaste {
-        /// Report ops whose padded bytes exceed logical bytes by at least this fraction. Default 0.2.
+        /// A matmul counts as padded when at least this fraction of its tiled work (MXU FLOPs, or
+        /// bytes for convolutions) is padding. Default 0.2.
         min_padding_fraction: f64 = 0.2,
-        /// ... when such ops take at least this % of the step. Default 5.
-        min_pct_of_step: f64 = 5.0,
+        /// Report when the padding of such matmuls costs at least this % of the step (their time
+        /// times their padding fraction). Default 10.
+        min_pct_of_step: f64 = 10.0,
     }
 );
 
@@ -286,8 +293,10 @@ section!(
 section!(
     /// Thresholds of `unfused_reshape`.
     UnfusedReshape {
-        /// Minimum number of standalone reshapes/transposes next to a matmul. Default 1.
+        /// Minimum number of standalone reshapes/transposes next to a matmul (per step). Default 1.
         min_count: usize = 1,
+        /// ... and, with an op timeline, they take at least this % of the step. Default 5.
+        min_pct_of_step: f64 = 5.0,
     }
 );
 

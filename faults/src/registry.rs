@@ -10,6 +10,11 @@ pub static DETECTORS: &[&dyn Detector] = &[
     // (device-timeline detectors)
     // HLO.
     // (hlo detectors)
+    &detectors::data_formatting_tax::DataFormattingTax,
+    &detectors::layout_mismatch_copy::LayoutMismatchCopy,
+    &detectors::unfused_reshape::UnfusedReshape,
+    &detectors::unnecessary_convert_reduce::UnnecessaryConvertReduce,
+    &detectors::padding_waste::PaddingWaste,
     &detectors::donation_miss::DonationMiss,
     &detectors::unintended_remat::UnintendedRemat,
     &detectors::allgather_duplication::AllgatherDuplication,

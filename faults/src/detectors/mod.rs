@@ -1,7 +1,12 @@
 //! One file per detector; each is listed once in [`crate::registry::DETECTORS`].
 
 pub mod allgather_duplication;
+pub mod data_formatting_tax;
 pub mod donation_miss;
+pub mod layout_mismatch_copy;
+pub mod padding_waste;
 pub mod recompilation;
+pub mod unfused_reshape;
 pub mod unintended_remat;
+pub mod unnecessary_convert_reduce;
 pub mod wrong_mesh_mapping;

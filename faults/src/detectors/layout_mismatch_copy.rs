@@ -1,0 +1,418 @@
+//! `layout_mismatch_copy`: copies that only change the layout of an array (same dimensions, same
+//! element type, another `minor_to_major`), which XLA inserts when a producer's layout does not
+//! match what a consumer needs.
+//!
+//! The module also holds the layout helpers the other HLO detectors share: whether a transpose,
+//! copy or reshape moves data, and how a kernel's body splits into layout, dtype and compute work.
+
+use std::collections::BTreeMap;
+
+use xlens_hlo::{InstrId, Module, OpClass, Opcode, Shape};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct LayoutMismatchCopy;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Copies whose operand and result differ only in layout: same dimensions and element type, another \
+              `minor_to_major` order (ignoring dimensions of size 1), in the same memory space; standalone copy \
+              kernels and copies fused into other kernels alike. A copy that materialises a transpose (XLA:CPU \
+              writes a transpose as a layout-only `transpose` plus a copy) is a transpose the program asked for \
+              and is left to `data_formatting_tax` / `unfused_reshape`.",
+    why: "XLA inserts such a copy when the layout an op produces is not the one its consumer needs (a collective \
+          or custom call that returns column-major data feeding a row-major dot, an entry parameter in the wrong \
+          layout): the whole array is read and rewritten in another order, with strided accesses, for no \
+          computation, on every step.",
+    evidence: "Layout-only copies per step, how many run as kernels of their own, their time per step and % of the \
+               step (a copy fused into a larger kernel gets the kernel's time in proportion of the bytes it moves), \
+               the bytes they read and write, each copy's layouts with the instruction that produced the operand, and the \
+               copies as HLO instructions with op_name and source line.",
+    thresholds: "Reported when layout-only copies take at least `layout_mismatch_copy.min_pct_of_step` (default 1) \
+                 % of the step and there are at least `layout_mismatch_copy.min_count` (default 1) of them per \
+                 step; without an op timeline or steps, when there are at least `min_count` of them in the step's \
+                 programs (impact then unknown, severity P2).",
+    fix: "Make producer and consumer agree on the layout: gather or reduce along the major dimension (or \
+          transpose the smaller operand before the collective instead of the gathered result), contract \
+          `dot_general` over the dimension the operand already has minor, keep weights stored in the layout their \
+          matmul reads, and for jitted arguments let XLA pick the layout (`jax.jit(..., in_shardings=...)` with \
+          `Layout(AUTO)` from `jax.experimental.layout`) instead of forcing the default row-major one.",
+};
+
+/// The physical order of an array's dimensions, minor to major, leaving out dimensions of size 1
+/// (they do not change where elements live). Row-major when the shape has no layout.
+pub(crate) fn physical_order(shape: &Shape) -> Vec<usize> {
+    let rank = shape.rank();
+    let m2m: Vec<usize> = match shape.layout().map(|l| l.minor_to_major()) {
+        Some(m) if m.len() == rank => m.iter().filter_map(|&d| usize::try_from(d).ok()).collect(),
+        _ => (0..rank).rev().collect(),
+    };
+    m2m.into_iter().filter(|&d| shape.dims().get(d).is_some_and(|&n| n > 1)).collect()
+}
+
+fn is_row_major(shape: &Shape) -> bool {
+    let order = physical_order(shape);
+    order.windows(2).all(|w| w[0] > w[1])
+}
+
+/// True when a `transpose`, `copy`, `reshape` or `dynamic-reshape` moves data rather than
+/// reinterpreting it in place (the cases XLA would make a `bitcast`): a transpose whose result
+/// layout undoes its permutation, a copy into the same physical order, and a reshape between
+/// row-major layouts do not move data. Tiled TPU layouts are compared by dimension order only.
+/// Other opcodes: `false`.
+pub(crate) fn moves_data(module: &Module, id: InstrId) -> bool {
+    let instr = module.instruction(id);
+    let Some(&operand) = instr.operands().first() else { return false };
+    let (from, to) = (module.instruction(operand).shape(), instr.shape());
+    if !from.is_array() || !to.is_array() || from.element_count() <= 1 {
+        return false;
+    }
+    match instr.opcode() {
+        Opcode::Transpose => {
+            let perm = instr.dimensions();
+            if perm.len() != to.rank() {
+                return true;
+            }
+            // The result's physical order, in operand dimensions.
+            let mapped: Vec<usize> = physical_order(to)
+                .into_iter()
+                .filter_map(|d| perm.get(d).and_then(|&p| usize::try_from(p).ok()))
+                .collect();
+            mapped != physical_order(from)
+        }
+        Opcode::Copy => {
+            from.dims() == to.dims()
+                && from.memory_space() == to.memory_space()
+                && physical_order(from) != physical_order(to)
+        }
+        Opcode::Reshape => !(is_row_major(from) && is_row_major(to)),
+        Opcode::DynamicReshape => true,
+        _ => false,
+    }
+}
+
+/// The instruction behind `id` once bitcasts are looked through.
+fn through_bitcasts(module: &Module, mut id: InstrId) -> InstrId {
+    for _ in 0..64 {
+        let instr = module.instruction(id);
+        match (instr.opcode(), instr.operands().first()) {
+            (Opcode::Bitcast, Some(&o)) => id = o,
+            _ => break,
+        }
+    }
+    id
+}
+
+/// True for a copy that only changes the layout: same dimensions, element type and memory space
+/// as its operand, another physical order, and not the second half of a transpose (XLA:CPU
+/// writes a transpose as a layout-only `transpose` followed by this kind of copy; that pair is
+/// a transpose the program asked for, not a layout mismatch).
+pub(crate) fn is_layout_only_copy(module: &Module, id: InstrId) -> bool {
+    let instr = module.instruction(id);
+    if instr.opcode() != Opcode::Copy || !moves_data(module, id) {
+        return false;
+    }
+    let Some(&operand) = instr.operands().first() else { return false };
+    module.instruction(through_bitcasts(module, operand)).opcode() != Opcode::Transpose
+}
+
+/// What an instruction of a kernel does, for the formatting detectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Work {
+    /// A transpose, copy or reshape that moves data.
+    Layout,
+    /// A conversion to another element type.
+    Dtype,
+    /// Moves nothing or only copies through: parameters, constants, bitcasts, tuples,
+    /// broadcasts, slices, concatenations, pads, reverses, layout-preserving copies.
+    Neutral,
+    /// Arithmetic, reductions, contractions, gathers, scatters, collectives, calls: real work.
+    Compute,
+}
+
+/// What one (non-fusion) instruction does.
+pub(crate) fn work_of(module: &Module, id: InstrId) -> Work {
+    let instr = module.instruction(id);
+    match instr.opcode() {
+        Opcode::Transpose | Opcode::Copy | Opcode::Reshape | Opcode::DynamicReshape => {
+            if moves_data(module, id) {
+                Work::Layout
+            } else {
+                Work::Neutral
+            }
+        }
+        Opcode::Convert => {
+            let from = instr.operands().first().map(|&o| module.instruction(o).shape().element_type());
+            if from.is_some_and(|t| t != instr.shape().element_type()) { Work::Dtype } else { Work::Neutral }
+        }
+        Opcode::BitcastConvert
+        | Opcode::Broadcast
+        | Opcode::Slice
+        | Opcode::Concatenate
+        | Opcode::Pad
+        | Opcode::Reverse => Work::Neutral,
+        op if op.class() == OpClass::Structural => Work::Neutral,
+        _ => Work::Compute,
+    }
+}
+
+/// The instructions a kernel runs: the bodies of a fusion (nested fusions included, their
+/// fusion instructions left out), or the instruction itself.
+pub(crate) fn kernel_body(module: &Module, kernel: InstrId) -> Vec<InstrId> {
+    let mut out = Vec::new();
+    let mut stack = vec![kernel];
+    let mut visited = 0usize;
+    while let Some(id) = stack.pop() {
+        visited += 1;
+        if visited > 100_000 {
+            break;
+        }
+        match module.fused_computation(id) {
+            Some(body) => stack.extend(body.topological_order().iter().rev().copied()),
+            None => out.push(id),
+        }
+    }
+    out
+}
+
+/// A fusion parameter's value outside the fusion: the caller's operand (through bitcasts).
+fn outside(module: &Module, id: InstrId) -> InstrId {
+    let mut id = through_bitcasts(module, id);
+    for _ in 0..8 {
+        let instr = module.instruction(id);
+        if instr.opcode() != Opcode::Parameter {
+            break;
+        }
+        let comp = module.computation(instr.computation());
+        let (Some(&caller), Some(n)) = (comp.callers().first(), instr.parameter_number()) else { break };
+        if module.instruction(caller).opcode() != Opcode::Fusion {
+            break;
+        }
+        match usize::try_from(n).ok().and_then(|n| module.instruction(caller).operands().get(n)) {
+            Some(&o) => id = through_bitcasts(module, o),
+            None => break,
+        }
+    }
+    id
+}
+
+/// A kernel with layout-only copies in it.
+#[derive(Debug)]
+struct CopyKernel<'m> {
+    module: &'m Module,
+    kernel: InstrId,
+    copies: Vec<InstrId>,
+    /// The kernel is nothing but the copies.
+    standalone: bool,
+    /// Time per step given to the copies (ms).
+    ms: f64,
+    /// Executions per step.
+    count: f64,
+    /// Bytes the copies read and write per step.
+    bytes: f64,
+}
+
+fn copy_kernels<'m>(module: &'m Module, times: Option<&BTreeMap<String, evidence::OpTime>>) -> Vec<CopyKernel<'m>> {
+    let mut out = Vec::new();
+    for kernel in evidence::kernels(module) {
+        let body = kernel_body(module, kernel);
+        let copies: Vec<InstrId> = body.iter().copied().filter(|&i| is_layout_only_copy(module, i)).collect();
+        if copies.is_empty() {
+            continue;
+        }
+        let standalone = body.iter().all(|&i| copies.contains(&i) || work_of(module, i) == Work::Neutral);
+        let (kernel_ms, count) = match times {
+            Some(t) => t.get(module.instruction(kernel).name()).map_or((0.0, 0.0), |o| (o.ms, o.count)),
+            None => (0.0, 1.0),
+        };
+        if count <= 0.0 {
+            continue;
+        }
+        let copy_bytes: f64 =
+            copies.iter().map(|&c| 2.0 * module.instruction(c).shape().logical_bytes() as f64).fold(0.0, |a, b| a + b);
+        let kernel_bytes = module.cost(kernel).bytes_accessed as f64;
+        let part = if standalone || kernel_bytes <= 0.0 { 1.0 } else { (copy_bytes / kernel_bytes).min(1.0) };
+        out.push(CopyKernel {
+            module,
+            kernel,
+            copies,
+            standalone,
+            ms: kernel_ms * part,
+            count,
+            bytes: copy_bytes * count,
+        });
+    }
+    out
+}
+
+impl Detector for LayoutMismatchCopy {
+    fn id(&self) -> &'static str {
+        "layout_mismatch_copy"
+    }
+
+    fn title(&self) -> &'static str {
+        "Copies that only change an array's layout"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Hlo]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let th = &config.thresholds.layout_mismatch_copy;
+        let modules = evidence::step_modules(host);
+        if modules.is_empty() {
+            return Err(Skip::because("no HLO module could be decoded"));
+        }
+        let mut found: Vec<CopyKernel<'_>> = Vec::new();
+        let mut timed = false;
+        for module in modules {
+            let times = evidence::op_times(host, module);
+            timed |= times.is_some();
+            found.extend(copy_kernels(module, times.as_ref()));
+        }
+        let step_ms = host.step_ms().filter(|_| timed);
+        let copies_per_step = found.iter().map(|k| k.copies.len() as f64 * k.count).fold(0.0, |a, b| a + b);
+        if found.is_empty() || copies_per_step < th.min_count as f64 {
+            return Ok(());
+        }
+        let ms = found.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
+        let impact = Impact::of(ms, step_ms);
+        if step_ms.is_some() && impact.pct_of_step < th.min_pct_of_step {
+            return Ok(());
+        }
+        let standalone = found.iter().filter(|k| k.standalone).map(|k| k.count).fold(0.0, |a, b| a + b);
+        let bytes = found.iter().map(|k| k.bytes).fold(0.0, |a, b| a + b);
+        let mut ev = vec![
+            Evidence::metric("layout-only copies per step", copies_per_step, "count"),
+            Evidence::metric("standalone copy kernels per step", standalone, "count"),
+            Evidence::metric("bytes read and written per step", bytes, "bytes"),
+        ];
+        if step_ms.is_some() {
+            ev.push(Evidence::metric("layout copy time per step", ms, "ms"));
+            ev.push(Evidence::metric("layout copy share of step", impact.pct_of_step, "%"));
+        } else {
+            ev.push(Evidence::note(
+                "the profile has no op timeline or steps: the copies are counted once each, their time is unknown",
+            ));
+        }
+        found.sort_by(|a, b| {
+            b.ms.total_cmp(&a.ms)
+                .then(b.bytes.total_cmp(&a.bytes))
+                .then(a.module.program_id().cmp(&b.module.program_id()))
+                .then(a.kernel.cmp(&b.kernel))
+        });
+        for k in found.iter().take(6) {
+            let m = k.module;
+            for &c in k.copies.iter().take(2) {
+                let copy = m.instruction(c);
+                let from = m.instruction(copy.operands()[0]).shape();
+                let producer = m.instruction(outside(m, copy.operands()[0]));
+                let kernel = m.instruction(k.kernel);
+                let place = if k.standalone {
+                    format!("kernel {} of its own", kernel.name())
+                } else {
+                    format!("fused into {}", kernel.name())
+                };
+                let timing = if step_ms.is_some() { format!(", {:.3} ms per step", k.ms) } else { String::new() };
+                ev.push(Evidence::note(format!(
+                    "{}: {} -> {} ({place}{timing}); the operand comes from {} ({})",
+                    copy.name(),
+                    from,
+                    copy.shape(),
+                    producer.name(),
+                    producer.opcode_name()
+                )));
+                ev.push(evidence::instruction(m, c));
+            }
+        }
+        let severity = match step_ms {
+            None => Severity::P2,
+            Some(_) if impact.pct_of_step >= 20.0 => Severity::P0,
+            Some(_) if impact.pct_of_step < 2.0 => Severity::P2,
+            Some(_) => self.severity(),
+        };
+        let what = format!(
+            "{copies_per_step:.0} copy(ies) per step only change the layout of their array ({standalone:.0} as kernels \
+             of their own), reading and writing {:.1} MiB per step{}.",
+            bytes / (1024.0 * 1024.0),
+            if step_ms.is_some() {
+                format!(" in {ms:.3} ms ({:.1}% of the step)", impact.pct_of_step)
+            } else {
+                String::new()
+            }
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence: ev,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::finding::Evidence;
+    use crate::testing::{run_on, testdata};
+
+    #[test]
+    fn finds_the_copies_after_the_all_gathers() {
+        let findings = run_on("layout_mismatch_copy", &testdata("real/sharded_collectives"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // Six all-gathers return column-major weights; a wrapped copy per weight re-lays them
+        // row-major for the dots: 6 kernels x 8 devices, 512 KiB read + written each.
+        let metric = |name: &str| {
+            f.evidence.iter().find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+        };
+        assert_eq!(metric("layout-only copies per step"), Some(6.0), "{f:#?}");
+        assert_eq!(metric("standalone copy kernels per step"), Some(6.0));
+        assert_eq!(metric("bytes read and written per step"), Some(6.0 * 2.0 * 512.0 * 1024.0));
+        assert!(f.impact.pct_of_step > 1.0 && f.impact.pct_of_step < 20.0, "{:?}", f.impact);
+        let all: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        let all = all.join("\n");
+        assert!(all.contains("f32[256,512]{0,1} -> f32[256,512]{1,0}"), "{all}");
+        assert!(all.contains("the operand comes from all_gather.42 (all-gather)"), "{all}");
+        assert!(all.contains("all_gather at "), "{all}");
+    }
+
+    #[test]
+    fn transposes_asked_for_are_not_layout_mismatches() {
+        // Clean and the data-formatting traces materialise transposes as transpose + copy: none
+        // of those copies is a layout mismatch.
+        for dir in ["corpus/clean", "corpus/data_formatting", "corpus/data_formatting_baseline", "real/remat"] {
+            let findings = run_on("layout_mismatch_copy", &testdata(dir));
+            assert!(findings.is_empty(), "{dir}: {findings:#?}");
+        }
+    }
+
+    #[test]
+    fn small_layout_copies_stay_below_the_threshold() {
+        // The sharded baseline has 8 small layout copies around its collectives: 0.3 % of the step.
+        let report =
+            crate::testing::report_of("layout_mismatch_copy", &testdata("corpus/sharded_collectives_baseline"));
+        assert!(report.skipped.is_empty() && report.findings.is_empty(), "{report:#?}");
+    }
+}

@@ -1,0 +1,350 @@
+//! `padding_waste`: matmuls whose dimensions are not multiples of the hardware tile, so that a
+//! large part of the work the matrix unit does (and of the memory their arrays occupy) is padding.
+
+use std::collections::BTreeMap;
+
+use xlens_hlo::{InstrId, Module, Opcode, Shape, TPU_LANES, Tile2D};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detectors::layout_mismatch_copy::kernel_body;
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct PaddingWaste;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Matmuls (dots, and fusions containing one; convolutions by their bytes) whose dimensions are not \
+              multiples of the hardware tile: on a TPU the two minor dimensions of an array are stored in (8,128) \
+              tiles for 32-bit types, (16,128) for 16-bit and (32,128) for 8-bit, and the matrix unit works on \
+              128-wide tiles, so a dot of M x K by K x N does the work of M, K and N rounded up to the tile. Small \
+              or ragged dimensions (a batch of 8, widths of 129 or 130, head dims of 32) waste that padding.",
+    why: "A dimension 1 past a multiple of 128 nearly doubles the tiles along it: the matmul runs at a fraction \
+          of its FLOP rate and its arrays take more memory and bandwidth than their data. The waste is invisible \
+          in the model code and in FLOP counts, which count only the useful work.",
+    evidence: "Per padded matmul: its dimensions (batch, M, K, N), its MXU utilisation (useful / tiled FLOPs), the \
+               padded and logical bytes of its arrays (the HLO layout's tiles, else the default TPU tiles), its \
+               time per step, and the JAX op and source line; overall: the matmuls' time and share of the step, \
+               the share of their tiled FLOPs that is padding, and the estimated cost of the padding. On a CPU \
+               capture the figures are what these shapes would cost on TPU tiles (the CPU itself does not pad).",
+    thresholds: "A matmul counts when at least `padding_waste.min_padding_fraction` (default 0.2) of its tiled work \
+                 (FLOPs for a dot, bytes for a convolution) is padding. Reported when the padding of the counted \
+                 matmuls costs at least `padding_waste.min_pct_of_step` (default 10) % of the step, the cost being \
+                 each matmul's time per step times its padding fraction (a d=128 transformer with 32-wide heads \
+                 stays near 4 %); without an op timeline, when any matmul counts (severity P2). The impact is that \
+                 cost; on a non-TPU capture it is a projection for TPU tiles and the severity stays at most P1.",
+    fix: "Round the dimensions the model controls to tile multiples: hidden and feature widths to multiples of \
+          128 (or 256 on MXUs of that size), batch per core to a multiple of 8 (16 for bf16), attention head \
+          dims to 128 (fewer, wider heads), vocabulary and embedding tables padded to 128; pad once at the input \
+          rather than letting every op pad. Dims just past a multiple (129, 130, 257) are the costliest.",
+};
+
+/// How much of one dot's tiled work is useful.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct DotTiles {
+    batch: u64,
+    m: u64,
+    k: u64,
+    n: u64,
+    /// Useful FLOPs / FLOPs of the tiled dot.
+    utilization: f64,
+    useful_flops: f64,
+}
+
+fn round_up(v: u64, to: u64) -> u64 {
+    if to <= 1 { v } else { v.div_ceil(to).saturating_mul(to) }
+}
+
+fn product(shape: &Shape, dims: impl Iterator<Item = usize>) -> u64 {
+    dims.filter_map(|d| shape.dims().get(d).copied()).fold(1u64, |a, d| a.saturating_mul(d.max(0) as u64))
+}
+
+/// The tiled work of a dot: M (lhs free dims) is padded to the sublane tile of its element type,
+/// K (contracting) and N (rhs free dims) to the 128 lanes.
+fn dot_tiles(module: &Module, dot: InstrId) -> Option<DotTiles> {
+    let instr = module.instruction(dot);
+    let dn = instr.dot_dimension_numbers()?;
+    let (&l, &r) = (instr.operands().first()?, instr.operands().get(1)?);
+    let (lhs, rhs) = (module.instruction(l).shape(), module.instruction(r).shape());
+    let idx = |v: &[i64]| -> Vec<usize> { v.iter().filter_map(|&d| usize::try_from(d).ok()).collect() };
+    let (lb, lc, rb, rc) = (
+        idx(&dn.lhs_batch_dimensions),
+        idx(&dn.lhs_contracting_dimensions),
+        idx(&dn.rhs_batch_dimensions),
+        idx(&dn.rhs_contracting_dimensions),
+    );
+    let batch = product(lhs, lb.iter().copied());
+    let k = product(lhs, lc.iter().copied());
+    let m = product(lhs, (0..lhs.rank()).filter(|d| !lb.contains(d) && !lc.contains(d)));
+    let n = product(rhs, (0..rhs.rank()).filter(|d| !rb.contains(d) && !rc.contains(d)));
+    if batch == 0 || m == 0 || n == 0 || k == 0 {
+        return None;
+    }
+    let sublanes = Tile2D::tpu_default(lhs.element_type()).sublanes;
+    let useful = batch as f64 * m as f64 * n as f64 * k as f64;
+    let tiled =
+        batch as f64 * round_up(m, sublanes) as f64 * round_up(n, TPU_LANES) as f64 * round_up(k, TPU_LANES) as f64;
+    Some(DotTiles { batch, m, k, n, utilization: useful / tiled, useful_flops: 2.0 * useful })
+}
+
+/// Logical and padded bytes of an instruction's operands and result.
+fn array_bytes(module: &Module, id: InstrId) -> (u64, u64) {
+    let instr = module.instruction(id);
+    let shapes = std::iter::once(instr.shape()).chain(instr.operands().iter().map(|&o| module.instruction(o).shape()));
+    shapes.fold((0u64, 0u64), |(l, p), s| (l.saturating_add(s.logical_bytes()), p.saturating_add(s.tpu_padded_bytes())))
+}
+
+/// One matmul kernel and what its padding costs.
+#[derive(Debug)]
+struct PaddedKernel<'m> {
+    module: &'m Module,
+    kernel: InstrId,
+    /// The dots inside, with their tiles.
+    dots: Vec<(InstrId, DotTiles)>,
+    /// Fraction of the kernel's tiled work that is padding.
+    waste: f64,
+    logical_bytes: u64,
+    padded_bytes: u64,
+    ms: f64,
+    count: f64,
+}
+
+fn matmul_kernels<'m>(module: &'m Module, times: Option<&BTreeMap<String, evidence::OpTime>>) -> Vec<PaddedKernel<'m>> {
+    let mut out = Vec::new();
+    for kernel in evidence::kernels(module) {
+        let body = kernel_body(module, kernel);
+        let matmuls: Vec<InstrId> = body
+            .iter()
+            .copied()
+            .filter(|&i| matches!(module.instruction(i).opcode(), Opcode::Dot | Opcode::Convolution))
+            .collect();
+        if matmuls.is_empty() {
+            continue;
+        }
+        let dots: Vec<(InstrId, DotTiles)> =
+            matmuls.iter().filter_map(|&d| dot_tiles(module, d).map(|t| (d, t))).collect();
+        let (logical_bytes, padded_bytes) =
+            matmuls.iter().map(|&d| array_bytes(module, d)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        // FLOP-weighted over the dots; bytes for kernels whose matmuls are convolutions.
+        let waste = if dots.len() == matmuls.len() {
+            let useful: f64 = dots.iter().map(|(_, t)| t.useful_flops).fold(0.0, |a, b| a + b);
+            let tiled: f64 = dots.iter().map(|(_, t)| t.useful_flops / t.utilization).fold(0.0, |a, b| a + b);
+            if tiled > 0.0 { 1.0 - useful / tiled } else { 0.0 }
+        } else if padded_bytes > 0 {
+            1.0 - logical_bytes as f64 / padded_bytes as f64
+        } else {
+            0.0
+        };
+        let (ms, count) = match times {
+            Some(t) => t.get(module.instruction(kernel).name()).map_or((0.0, 0.0), |o| (o.ms, o.count)),
+            None => (0.0, 1.0),
+        };
+        if count <= 0.0 {
+            continue;
+        }
+        out.push(PaddedKernel { module, kernel, dots, waste, logical_bytes, padded_bytes, ms, count });
+    }
+    out
+}
+
+impl Detector for PaddingWaste {
+    fn id(&self) -> &'static str {
+        "padding_waste"
+    }
+
+    fn title(&self) -> &'static str {
+        "Matmul dimensions are not multiples of the hardware tile"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Hlo]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let th = &config.thresholds.padding_waste;
+        let modules = evidence::step_modules(host);
+        if modules.is_empty() {
+            return Err(Skip::because("no HLO module could be decoded"));
+        }
+        let mut all: Vec<PaddedKernel<'_>> = Vec::new();
+        let mut timed = false;
+        for module in modules {
+            let times = evidence::op_times(host, module);
+            timed |= times.is_some();
+            all.extend(matmul_kernels(module, times.as_ref()));
+        }
+        let step_ms = host.step_ms().filter(|_| timed);
+        let matmul_ms = all.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
+        let useful_flops: f64 =
+            all.iter().flat_map(|k| k.dots.iter().map(move |(_, t)| t.useful_flops * k.count)).fold(0.0, |a, b| a + b);
+        let tiled_flops: f64 = all
+            .iter()
+            .flat_map(|k| k.dots.iter().map(move |(_, t)| t.useful_flops / t.utilization * k.count))
+            .fold(0.0, |a, b| a + b);
+        let mut padded: Vec<PaddedKernel<'_>> =
+            all.into_iter().filter(|k| k.waste >= th.min_padding_fraction).collect();
+        if padded.is_empty() {
+            return Ok(());
+        }
+        let cost = padded.iter().map(|k| k.ms * k.waste).fold(0.0, |a, b| a + b);
+        let padded_ms = padded.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
+        let impact = Impact::of(cost, step_ms);
+        if step_ms.is_some() && impact.pct_of_step < th.min_pct_of_step {
+            return Ok(());
+        }
+        let count = padded.iter().map(|k| k.count).fold(0.0, |a, b| a + b);
+        let (logical, padded_bytes) =
+            padded.iter().fold((0u64, 0u64), |a, k| (a.0 + k.logical_bytes, a.1 + k.padded_bytes));
+        let mut ev = vec![
+            Evidence::metric("padded matmul kernels per step", count, "count"),
+            Evidence::metric("logical bytes of their arrays", logical as f64, "bytes"),
+            Evidence::metric("tiled bytes of their arrays", padded_bytes as f64, "bytes"),
+        ];
+        if tiled_flops > 0.0 {
+            ev.push(Evidence::metric(
+                "padding share of all matmul FLOPs on tiles",
+                100.0 * (1.0 - useful_flops / tiled_flops),
+                "%",
+            ));
+        }
+        if let Some(step) = step_ms {
+            ev.push(Evidence::metric("padded matmul time per step", padded_ms, "ms"));
+            ev.push(Evidence::metric("padded matmul share of step", 100.0 * padded_ms / step, "%"));
+            ev.push(Evidence::metric("all matmul time per step", matmul_ms, "ms"));
+            ev.push(Evidence::metric("estimated padding cost per step", cost, "ms"));
+        } else {
+            ev.push(Evidence::note("the profile has no op timeline or steps: the matmuls are counted once each"));
+        }
+        if host.device_kind() != xlens_xplane::DeviceKind::Tpu {
+            ev.push(Evidence::note(
+                "not a TPU profile: the utilisation and bytes are what these shapes cost on TPU tiles; the capture's \
+                 own device does not pad them",
+            ));
+        }
+        padded.sort_by(|a, b| {
+            (b.ms * b.waste)
+                .total_cmp(&(a.ms * a.waste))
+                .then(b.waste.total_cmp(&a.waste))
+                .then(a.module.program_id().cmp(&b.module.program_id()))
+                .then(a.kernel.cmp(&b.kernel))
+        });
+        for k in padded.iter().take(8) {
+            let m = k.module;
+            let name = m.instruction(k.kernel).name();
+            let timing = if step_ms.is_some() { format!(", {:.3} ms per step", k.ms) } else { String::new() };
+            match k.dots.first() {
+                Some(&(dot, t)) => ev.push(Evidence::note(format!(
+                    "{name}: {} = batch {} x M {} x K {} x N {}: {:.0}% of the tiled MXU work is useful; arrays {} B \
+                     logical, {} B tiled{timing}",
+                    m.instruction(dot).shape(),
+                    t.batch,
+                    t.m,
+                    t.k,
+                    t.n,
+                    100.0 * t.utilization,
+                    k.logical_bytes,
+                    k.padded_bytes
+                ))),
+                None => ev.push(Evidence::note(format!(
+                    "{name}: arrays {} B logical, {} B tiled ({:.0}% padding){timing}",
+                    k.logical_bytes,
+                    k.padded_bytes,
+                    100.0 * k.waste
+                ))),
+            }
+            ev.push(evidence::kernel_instruction(m, k.kernel));
+        }
+        let on_tpu = host.device_kind() == xlens_xplane::DeviceKind::Tpu;
+        let severity = match step_ms {
+            None => Severity::P2,
+            Some(_) if impact.pct_of_step >= 20.0 && on_tpu => Severity::P0,
+            Some(_) if impact.pct_of_step < 2.0 => Severity::P2,
+            Some(_) => self.severity(),
+        };
+        let what = format!(
+            "{count:.0} matmul kernel(s) per step have dimensions off the hardware tile: on (8,128)-style tiles{} \
+             their arrays take {:.1}x their data and {:.0}% of the tiled matrix work is padding{}.",
+            if on_tpu { "" } else { " (projected: this is not a TPU capture)" },
+            if logical > 0 { padded_bytes as f64 / logical as f64 } else { 1.0 },
+            if tiled_flops > 0.0 { 100.0 * (1.0 - useful_flops / tiled_flops) } else { 0.0 },
+            match step_ms {
+                Some(step) => format!(
+                    "; they take {padded_ms:.3} ms per step ({:.1}% of the step), of which about {cost:.3} ms \
+                     ({:.1}%) is padding",
+                    100.0 * padded_ms / step,
+                    impact.pct_of_step
+                ),
+                None => String::new(),
+            }
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence: ev,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{run_on, testdata};
+
+    #[test]
+    fn finds_the_dots_of_the_129_130_257_mlp() {
+        let findings = run_on("padding_waste", &testdata("real/padding_waste"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!(f.what.starts_with("8 matmul kernel(s) per step"), "{}", f.what);
+        let all: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        let all = all.join("\n");
+        // dot_general.0 = [8,257] x [129,257]^T: M 8, K 257, N 129 -> 8*129*257 / (8*256*384).
+        assert!(
+            all.contains("f32[8,129]{1,0} = batch 1 x M 8 x K 257 x N 129: 34% of the tiled MXU work is useful"),
+            "{all}"
+        );
+        // dW: [8,130]^T x [8,129] contracts the batch of 8: K 8 pads to 128.
+        assert!(
+            all.contains("f32[130,129]{1,0} = batch 1 x M 130 x K 8 x N 129: 3% of the tiled MXU work is useful"),
+            "{all}"
+        );
+        assert!(all.contains("jit(train_step)/") && all.contains("dot_general at "), "{all}");
+        // On a CPU capture the cost is a projection: reported, but not raised to P0.
+        assert!(f.impact.pct_of_step > 10.0, "{:?}", f.impact);
+        assert_eq!(f.severity, crate::finding::Severity::P1);
+        assert!(all.contains("not a TPU profile"), "{all}");
+    }
+
+    #[test]
+    fn tile_sized_models_have_no_padding_waste() {
+        // clean and debug_print have 32-wide attention heads (about 4 % and 3 % of the step in padding
+        // cost); the barrier baseline has [256,32] x [32,16] dots in a tiny step (about 6 %).
+        for dir in [
+            "corpus/clean",
+            "corpus/data_formatting_baseline",
+            "real/remat_baseline",
+            "real/convert_reduce",
+            "real/debug_print",
+            "real/barrier_in_loop_baseline",
+        ] {
+            let findings = run_on("padding_waste", &testdata(dir));
+            assert!(findings.is_empty(), "{dir}: {findings:#?}");
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! `unnecessary_convert_reduce`: a narrow float (bf16, f16, f8) is upcast to f32, reduced in f32
+//! and the result cast straight back to the narrow type: the upcast array is materialised (or
+//! read) at full width only to produce a narrow result.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use xlens_hlo::{InstrId, Module, OpClass, Opcode, PrimitiveType};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detectors::layout_mismatch_copy::{Work, kernel_body, work_of};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct UnnecessaryConvertReduce;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Upcast -> reduce -> downcast chains: a `reduce` computing in a wide float (f32) whose input comes, \
+              through elementwise and layout ops (across fusion boundaries), from a `convert` of a narrower float \
+              (bf16, f16, f8), and whose result reaches a `convert` back to that narrow type in a kernel that \
+              stores the narrow type. Fusion bodies are searched (XLA:CPU puts each reduce in a `ynn_fusion`).",
+    why: "`x.astype(f32).mean().astype(bf16)` makes XLA write (or read) the whole input at twice its width only \
+          to return a bf16 result; when the upcast and the reduce land in different kernels the f32 copy of the \
+          array goes through memory. Reductions can accumulate in f32 while reading the narrow input directly \
+          (`jnp.mean(x, dtype=jnp.float32)`, `jnp.sum(x, dtype=...)`, or `preferred_element_type`), which keeps \
+          the numerics and halves the bytes.",
+    evidence: "The number of chains and of wide reduces, each chain's reduce (kernel and the reduce inside it, \
+               shape), the upcast and the downcast with the kernels they sit in, the JAX op and source line, and, \
+               with an op timeline, the time of the chains' kernels and the estimated saving.",
+    thresholds: "Reported when there are at least `unnecessary_convert_reduce.min_chains` (default 1) chains in the \
+                 step's programs. The impact estimate is, per chain, the reduce kernel's time times the fraction \
+                 of its input bytes the wide type adds (1/2 for bf16 -> f32), plus the whole time of upcast \
+                 kernels that only convert and feed nothing but chain reduces.",
+    fix: "Reduce the narrow array directly and let the reduction accumulate wide: `jnp.mean(x, axis=-1, \
+          dtype=jnp.float32)` / `jnp.sum(x, dtype=jnp.float32)` instead of `x.astype(jnp.float32).mean()`, then \
+          cast the (small) result; for norms use `jax.lax.reduce_precision` or a fused layer-norm. Check the \
+          source lines in the evidence.",
+};
+
+fn is_narrower_float(narrow: PrimitiveType, wide: PrimitiveType) -> bool {
+    narrow.is_float() && wide.is_float() && narrow.bit_width() > 0 && narrow.bit_width() < wide.bit_width()
+}
+
+/// Ops a value passes through unchanged in meaning (elementwise math keeps the dtype question
+/// open; layout and data movement carry the value).
+fn passes(module: &Module, id: InstrId) -> bool {
+    let op = module.instruction(id).opcode();
+    op == Opcode::Convert
+        || op.class() == OpClass::Elementwise
+        || matches!(
+            op,
+            Opcode::Bitcast
+                | Opcode::Broadcast
+                | Opcode::Reshape
+                | Opcode::Transpose
+                | Opcode::Copy
+                | Opcode::Slice
+                | Opcode::Concatenate
+                | Opcode::GetTupleElement
+                | Opcode::Tuple
+        )
+}
+
+/// The fusion whose body `id` is a parameter of, with the operand bound to it.
+fn bound_operand(module: &Module, id: InstrId) -> Option<InstrId> {
+    let instr = module.instruction(id);
+    if instr.opcode() != Opcode::Parameter {
+        return None;
+    }
+    let caller = *module.computation(instr.computation()).callers().first()?;
+    let caller = module.instruction(caller);
+    if caller.opcode() != Opcode::Fusion {
+        return None;
+    }
+    caller.operands().get(usize::try_from(instr.parameter_number()?).ok()?).copied()
+}
+
+/// Searches the values `value` is computed from (across fusion boundaries) for a convert from a
+/// narrower float to `wide`.
+fn find_upcast(module: &Module, value: InstrId, wide: PrimitiveType) -> Option<InstrId> {
+    let mut stack = vec![value];
+    let mut seen = BTreeSet::new();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) || seen.len() > 256 {
+            continue;
+        }
+        let instr = module.instruction(id);
+        if instr.opcode() == Opcode::Convert
+            && let Some(&from) = instr.operands().first()
+            && instr.shape().element_type() == wide
+            && is_narrower_float(module.instruction(from).shape().element_type(), wide)
+        {
+            return Some(id);
+        }
+        if let Some(outside) = bound_operand(module, id) {
+            stack.push(outside);
+        } else if let Some(body) = module.fused_computation(id) {
+            stack.extend(body.root());
+        } else if passes(module, id) {
+            stack.extend(instr.operands().iter().rev());
+        }
+    }
+    None
+}
+
+/// A convert from `wide` to a narrower float, in a kernel whose output holds that narrow type.
+fn is_downcast(module: &Module, id: InstrId, wide: PrimitiveType) -> bool {
+    let instr = module.instruction(id);
+    if instr.opcode() != Opcode::Convert
+        || instr.operands().first().is_none_or(|&o| module.instruction(o).shape().element_type() != wide)
+        || !is_narrower_float(instr.shape().element_type(), wide)
+    {
+        return false;
+    }
+    let narrow = instr.shape().element_type();
+    module.instruction(outermost(module, id)).shape().leaves().iter().any(|s| s.element_type() == narrow)
+}
+
+/// Follows `from` forward through pass-through ops inside its own computation; returns a
+/// downcast when one is met, and collects the computation's root when the value reaches it.
+fn forward_in_body(module: &Module, from: InstrId, wide: PrimitiveType, roots: &mut Vec<InstrId>) -> Option<InstrId> {
+    let mut stack = vec![from];
+    let mut seen = BTreeSet::new();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) || seen.len() > 256 {
+            continue;
+        }
+        if is_downcast(module, id, wide) {
+            return Some(id);
+        }
+        if module.computation(module.instruction(id).computation()).root() == Some(id) {
+            roots.push(id);
+        }
+        for &user in module.instruction(id).users().iter().rev() {
+            if passes(module, user) {
+                stack.push(user);
+            }
+        }
+    }
+    None
+}
+
+/// Searches the users of a reduce for a convert from `wide` to a narrower float: in the reduce's
+/// own kernel, or in a kernel that consumes the reduce's kernel (one kernel on).
+fn find_downcast(module: &Module, reduce: InstrId, wide: PrimitiveType) -> Option<InstrId> {
+    // Inside the reduce's kernel, and out of its (nested) fusion bodies.
+    let mut roots = Vec::new();
+    if let Some(d) = forward_in_body(module, reduce, wide, &mut roots) {
+        return Some(d);
+    }
+    let mut outputs: Vec<InstrId> = Vec::new();
+    let mut guard = 0;
+    while let Some(root) = roots.pop() {
+        guard += 1;
+        if guard > 64 {
+            break;
+        }
+        let comp = module.computation(module.instruction(root).computation());
+        match comp.callers().first() {
+            Some(&caller) if comp.is_fusion() => {
+                let mut more = Vec::new();
+                if let Some(d) = forward_in_body(module, caller, wide, &mut more) {
+                    return Some(d);
+                }
+                if module.computation(module.instruction(caller).computation()).is_fusion() {
+                    roots.extend(more);
+                } else {
+                    outputs.push(caller);
+                }
+            }
+            _ => outputs.push(root),
+        }
+    }
+    // The kernels that consume the reduce's kernel, through bitcasts and tuples.
+    let mut consumers: Vec<InstrId> = Vec::new();
+    let mut stack = outputs;
+    let mut seen = BTreeSet::new();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) || seen.len() > 256 {
+            continue;
+        }
+        for &user in module.instruction(id).users() {
+            match module.instruction(user).opcode() {
+                Opcode::Bitcast | Opcode::GetTupleElement | Opcode::Tuple => stack.push(user),
+                _ => consumers.push(user),
+            }
+        }
+    }
+    consumers.sort_unstable();
+    consumers.dedup();
+    for consumer in consumers {
+        let c = module.instruction(consumer);
+        if is_downcast(module, consumer, wide) {
+            return Some(consumer);
+        }
+        let Some(body) = module.fused_computation(consumer) else { continue };
+        // The parameters bound to the reduce kernel's value (looked through bitcasts).
+        for (n, &operand) in c.operands().iter().enumerate() {
+            if !seen.contains(&operand) {
+                continue;
+            }
+            for &p in body.instructions() {
+                let pi = module.instruction(p);
+                if pi.opcode() == Opcode::Parameter && pi.parameter_number() == Some(n as u64) {
+                    let mut ignore = Vec::new();
+                    if let Some(d) = forward_in_body(module, p, wide, &mut ignore) {
+                        return Some(d);
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The kernel an instruction runs in: the outermost fusion around it, or itself.
+fn outermost(module: &Module, mut id: InstrId) -> InstrId {
+    for _ in 0..16 {
+        let comp = module.computation(module.instruction(id).computation());
+        match comp.callers().first() {
+            Some(&caller) if comp.is_fusion() => id = caller,
+            _ => break,
+        }
+    }
+    id
+}
+
+/// One upcast -> reduce -> downcast chain.
+#[derive(Debug)]
+struct Chain {
+    reduce: InstrId,
+    upcast: InstrId,
+    downcast: InstrId,
+    narrow: PrimitiveType,
+    wide: PrimitiveType,
+}
+
+/// Every wide reduce of a module, and the chains among them.
+fn chains(module: &Module) -> (usize, Vec<Chain>) {
+    let mut wide_reduces = 0;
+    let mut out = Vec::new();
+    for instr in module.instructions_with_opcode(Opcode::Reduce) {
+        let shape = instr.shape();
+        let wide = shape.element_type();
+        // Single-output float reduces whose input has the same (wide) type.
+        let Some(&input) = instr.operands().first() else { continue };
+        if shape.is_tuple() || !wide.is_float() || module.instruction(input).shape().element_type() != wide {
+            continue;
+        }
+        wide_reduces += 1;
+        let Some(upcast) = find_upcast(module, input, wide) else { continue };
+        let Some(downcast) = find_downcast(module, instr.id(), wide) else { continue };
+        let narrow =
+            module.instruction(upcast).operands().first().map(|&o| module.instruction(o).shape().element_type());
+        let Some(narrow) = narrow else { continue };
+        out.push(Chain { reduce: instr.id(), upcast, downcast, narrow, wide });
+    }
+    (wide_reduces, out)
+}
+
+impl Detector for UnnecessaryConvertReduce {
+    fn id(&self) -> &'static str {
+        "unnecessary_convert_reduce"
+    }
+
+    fn title(&self) -> &'static str {
+        "Narrow floats upcast only to be reduced and cast back"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Hlo]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let th = &config.thresholds.unnecessary_convert_reduce;
+        let modules = evidence::step_modules(host);
+        if modules.is_empty() {
+            return Err(Skip::because("no HLO module could be decoded"));
+        }
+        let mut found: Vec<(&Module, Chain)> = Vec::new();
+        let mut wide_reduces = 0;
+        let mut saving = 0.0;
+        let mut chain_ms = 0.0;
+        let mut timed = false;
+        for module in modules {
+            let (n, module_chains) = chains(module);
+            wide_reduces += n;
+            if module_chains.is_empty() {
+                continue;
+            }
+            if let Some(times) = evidence::op_times(host, module) {
+                timed = true;
+                let time = |id: InstrId| times.get(module.instruction(id).name()).map_or(0.0, |t| t.ms);
+                let reduce_kernels: BTreeSet<InstrId> =
+                    module_chains.iter().map(|c| outermost(module, c.reduce)).collect();
+                let mut by_kernel: BTreeMap<InstrId, f64> = BTreeMap::new();
+                for c in &module_chains {
+                    let k = outermost(module, c.reduce);
+                    let extra = 1.0 - f64::from(c.narrow.bit_width()) / f64::from(c.wide.bit_width().max(1));
+                    let e = by_kernel.entry(k).or_insert(0.0);
+                    *e = e.max(time(k) * extra);
+                }
+                saving += by_kernel.values().fold(0.0, |a, b| a + b);
+                chain_ms += reduce_kernels.iter().map(|&k| time(k)).fold(0.0, |a, b| a + b);
+                // Upcast kernels that only convert and feed nothing but chain reduces vanish.
+                let upcast_kernels: BTreeSet<InstrId> =
+                    module_chains.iter().map(|c| outermost(module, c.upcast)).collect();
+                for k in upcast_kernels {
+                    let only_converts = kernel_body(module, k).iter().all(|&i| work_of(module, i) != Work::Compute);
+                    let users = module.instruction(k).users();
+                    let feeds_chains = !users.is_empty()
+                        && users.iter().all(|&u| {
+                            reduce_kernels.contains(&u)
+                                || (module.instruction(u).opcode() == Opcode::Bitcast
+                                    && module.instruction(u).users().iter().all(|v| reduce_kernels.contains(v)))
+                        });
+                    if only_converts && feeds_chains && !reduce_kernels.contains(&k) {
+                        saving += time(k);
+                        chain_ms += time(k);
+                    }
+                }
+            }
+            found.extend(module_chains.into_iter().map(|c| (module, c)));
+        }
+        if found.len() < th.min_chains.max(1) {
+            return Ok(());
+        }
+        let step_ms = host.step_ms().filter(|_| timed);
+        let impact = Impact::of(saving, step_ms);
+        let narrow: BTreeSet<&str> = found.iter().map(|(_, c)| c.narrow.as_str()).collect();
+        let wide: BTreeSet<&str> = found.iter().map(|(_, c)| c.wide.as_str()).collect();
+        let mut ev = vec![
+            Evidence::metric("upcast -> reduce -> downcast chains", found.len() as f64, "count"),
+            Evidence::metric("wide float reduces", wide_reduces as f64, "count"),
+        ];
+        if step_ms.is_some() {
+            ev.push(Evidence::metric("time of the chains' reduce and upcast kernels per step", chain_ms, "ms"));
+            ev.push(Evidence::metric("estimated saving per step", saving, "ms"));
+        }
+        let upcast_bytes: f64 = found
+            .iter()
+            .map(|(m, c)| {
+                let s = m.instruction(c.upcast).shape();
+                s.element_count() as f64 * f64::from(c.wide.bit_width().saturating_sub(c.narrow.bit_width())) / 8.0
+            })
+            .fold(0.0, |a, b| a + b);
+        ev.push(Evidence::metric("extra bytes of the upcast arrays", upcast_bytes, "bytes"));
+        for (m, c) in found.iter().take(12) {
+            let r = m.instruction(c.reduce);
+            let (rk, uk, dk) = (outermost(m, c.reduce), outermost(m, c.upcast), outermost(m, c.downcast));
+            let input = m.instruction(r.operands()[0]).shape();
+            ev.push(Evidence::note(format!(
+                "{} in {}: reduce {} -> {}; upcast {} in {}, downcast {} in {}",
+                r.name(),
+                m.instruction(rk).name(),
+                input,
+                r.shape(),
+                m.instruction(c.upcast).name(),
+                m.instruction(uk).name(),
+                m.instruction(c.downcast).name(),
+                m.instruction(dk).name(),
+            )));
+            ev.push(evidence::instruction(m, c.reduce));
+        }
+        let severity = match step_ms {
+            None => Severity::P2,
+            Some(_) if impact.pct_of_step >= 20.0 => Severity::P0,
+            Some(_) if impact.pct_of_step < 2.0 => Severity::P2,
+            Some(_) => self.severity(),
+        };
+        let join = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join("/");
+        let what = format!(
+            "{} of {wide_reduces} {} reduce(s) take a {} input upcast to {} and their result is cast back to {}{}.",
+            found.len(),
+            join(&wide),
+            join(&narrow),
+            join(&wide),
+            join(&narrow),
+            if step_ms.is_some() {
+                format!(
+                    "; their kernels take {chain_ms:.3} ms per step, of which about {saving:.3} ms ({:.1}% of the step) \
+                     is the wide copy",
+                    impact.pct_of_step
+                )
+            } else {
+                String::new()
+            }
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence: ev,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{run_on, testdata};
+
+    #[test]
+    fn finds_the_f32_mean_and_sum_of_squares_of_the_bf16_network() {
+        let findings = run_on("unnecessary_convert_reduce", &testdata("real/convert_reduce"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // Ground truth: 13 f32 reduces, 11 with a bf16->f32 producer and an f32->bf16 consumer
+        // (the last layer's sum of squares and the final loss sum stay f32).
+        assert!(f.what.starts_with("11 of 13 f32 reduce(s) take a bf16 input upcast to f32"), "{}", f.what);
+        let all: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        let all = all.join("\n");
+        assert!(
+            all.contains("reduce_sum.21 in ynn_fusion.17: reduce f32[16,64,256]{2,1,0} -> f32[16,64]{1,0}"),
+            "{all}"
+        );
+        assert!(all.contains("in wrapped_convert, downcast convert.501 in multiply_convert_fusion.5"), "{all}");
+        assert!(all.contains("jit(eval_step)/reduce_sum at "), "{all}");
+        assert!(!all.contains("in ynn_fusion.1:") && !all.contains("in ynn_fusion:"), "{all}");
+        assert!(f.impact.ms_per_step > 0.0 && f.impact.pct_of_step < 50.0, "{:?}", f.impact);
+    }
+
+    #[test]
+    fn f32_programs_have_no_convert_reduce_chain() {
+        for dir in ["corpus/clean", "corpus/data_formatting_baseline", "real/remat", "real/padding_waste"] {
+            let findings = run_on("unnecessary_convert_reduce", &testdata(dir));
+            assert!(findings.is_empty(), "{dir}: {findings:#?}");
+        }
+    }
+}
