@@ -258,6 +258,9 @@ section!(
     ProfileDuringWarmup {
         /// Report when the first step is at least this multiple of the median of the rest. Default 3.
         min_first_step_factor: f64 = 3.0,
+        /// ... and compilation/autotuning explains at least this fraction of its excess over that
+        /// median. Default 0.1.
+        min_compile_share: f64 = 0.1,
     }
 );
 
@@ -321,8 +324,10 @@ section!(
 section!(
     /// Thresholds of `truncated_capture`.
     TruncatedCapture {
-        /// Report when the last step ends this close (ms) to the end of the capture, or events
-        /// were dropped. Default 0 (only dropped events and cut steps).
+        /// Report when the profile's `dropped_traces` stats add up to at least this many events. Default 1.
         min_dropped_events: u64 = 1,
+        /// Report a device core whose last op ends at least this many median steps before the
+        /// latest core's last op. Default 1.
+        min_core_lag_steps: f64 = 1.0,
     }
 );

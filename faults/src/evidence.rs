@@ -248,3 +248,132 @@ pub fn kernel_instruction(module: &Module, id: InstrId) -> Evidence {
         text: module.instruction_text(id),
     }
 }
+
+/// One executed HLO op on the timeline: an event of a TPU `XLA Ops` line, or a host-thread event
+/// with an `hlo_op` stat (XLA:CPU runs its thunks on host threads).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpSpan<'a> {
+    /// Start (device time on TPU: `device_offset_ps` when present).
+    pub start: Picos,
+    /// End.
+    pub end: Picos,
+    /// The HLO instruction name (`hlo_op` on CPU, the display name on TPU).
+    pub name: std::borrow::Cow<'a, str>,
+    /// The program it belongs to, when recorded.
+    pub program_id: Option<u64>,
+    /// The program execution it belongs to (`run_id`, CPU), when recorded.
+    pub run_id: Option<i64>,
+    /// TPU core ordinal, or the `device_ordinal` stat of a CPU op (0 when absent).
+    pub core: i64,
+    /// XProf category (`hlo_category` metadata stat, TPU only).
+    pub category: Option<std::borrow::Cow<'a, str>>,
+    /// Plane name, for evidence.
+    pub plane: &'a str,
+    /// Line name, for evidence.
+    pub line: &'a str,
+}
+
+impl OpSpan<'_> {
+    /// Duration.
+    pub fn duration(&self) -> Picos {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// Every op event of a host, sorted by start (longest first at equal starts): the `XLA Ops` lines
+/// of the TPU TensorCores when there are any, else the `hlo_op` events of the host threads.
+/// Events that fail to decode end their line's walk (as everywhere in the analyses).
+pub fn op_spans(host: &HostProfile) -> Vec<OpSpan<'_>> {
+    use xlens_xplane::{PlaneKind, names};
+    let mut out = Vec::new();
+    let cores = host.space().tpu_tensor_cores();
+    if cores.is_empty() {
+        let Some(plane) = host.space().host_threads() else { return out };
+        let Some(hlo_op) = plane.stat_id(names::stat::HLO_OP) else { return out };
+        let program = plane.stat_id(names::stat::PROGRAM_ID);
+        let run = plane.stat_id(names::stat::RUN_ID);
+        let ordinal = plane.stat_id(names::stat::DEVICE_ORDINAL);
+        for line in plane.lines() {
+            for ev in line.events(plane).map_while(|e| e.ok()) {
+                let Some(name) = ev.stat(hlo_op).and_then(|s| s.as_str()) else { continue };
+                out.push(OpSpan {
+                    start: ev.start(),
+                    end: ev.end(),
+                    name,
+                    program_id: program.and_then(|id| ev.stat(id)).and_then(|s| s.as_u64()),
+                    run_id: run.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()),
+                    core: ordinal.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).unwrap_or(0),
+                    category: None,
+                    plane: plane.name(),
+                    line: line.name(),
+                });
+            }
+        }
+    } else {
+        for plane in cores {
+            let core = match plane.kind() {
+                PlaneKind::TpuTensorCore { ordinal } => i64::from(ordinal),
+                _ => 0,
+            };
+            let Some(line) = plane.line_by_name(names::line::XLA_OPS) else { continue };
+            let program = plane.stat_id(names::stat::PROGRAM_ID);
+            let category = plane.stat_id(names::stat::HLO_CATEGORY);
+            let offset = plane.stat_id(names::stat::DEVICE_OFFSET_PS);
+            let duration = plane.stat_id(names::stat::DEVICE_DURATION_PS);
+            for ev in line.events(plane).map_while(|e| e.ok()) {
+                let start = offset.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).map_or(ev.start(), Picos);
+                let length = duration.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).map_or(ev.duration(), Picos);
+                out.push(OpSpan {
+                    start,
+                    end: start.saturating_add(length),
+                    name: std::borrow::Cow::Borrowed(ev.display_name()),
+                    program_id: program.and_then(|id| ev.stat_or_metadata_stat(id)).and_then(|s| s.as_u64()),
+                    run_id: None,
+                    core,
+                    category: category.and_then(|id| ev.stat_or_metadata_stat(id)).and_then(|s| s.as_str()),
+                    plane: plane.name(),
+                    line: line.name(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)).then(a.core.cmp(&b.core)));
+    out
+}
+
+/// Merges `[start, end)` intervals into a sorted, disjoint union.
+pub fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
+    intervals.retain(|(s, e)| s < e);
+    intervals.sort();
+    let mut out: Vec<(Picos, Picos)> = Vec::with_capacity(intervals.len());
+    for (s, e) in intervals {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Length of the part of `[lo, hi)` that a sorted, disjoint union covers.
+pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
+    let from = union.partition_point(|&(_, e)| e <= lo);
+    union[from..].iter().take_while(|&&(s, _)| s < hi).map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo))).sum()
+}
+
+/// Indices of the host-thread lines that carry step markers (`train` roots with `_r`): the
+/// threads that run the training loop.
+pub fn step_marker_lines(host: &HostProfile) -> Vec<usize> {
+    let Some(plane) = host.space().host_threads() else { return Vec::new() };
+    let root = plane.stat_id(xlens_xplane::names::stat::IS_ROOT);
+    plane
+        .lines()
+        .iter()
+        .filter(|line| {
+            line.events(plane)
+                .map_while(|e| e.ok())
+                .any(|ev| xlens_roofline::is_host_step_marker(ev.name()) && root.is_some_and(|r| ev.stat(r).is_some()))
+        })
+        .map(|line| line.index())
+        .collect()
+}

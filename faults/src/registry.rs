@@ -22,6 +22,11 @@ pub static DETECTORS: &[&dyn Detector] = &[
     // Host timeline.
     &detectors::recompilation::Recompilation,
     // (host-timeline detectors)
+    &detectors::input_starvation::InputStarvation,
+    &detectors::barrier_in_loop::BarrierInLoop,
+    &detectors::profile_during_warmup::ProfileDuringWarmup,
+    &detectors::host_callback_stall::HostCallbackStall,
+    &detectors::truncated_capture::TruncatedCapture,
 ];
 
 /// The detector with this id.

@@ -1,11 +1,16 @@
 //! One file per detector; each is listed once in [`crate::registry::DETECTORS`].
 
 pub mod allgather_duplication;
+pub mod barrier_in_loop;
 pub mod data_formatting_tax;
 pub mod donation_miss;
+pub mod host_callback_stall;
+pub mod input_starvation;
 pub mod layout_mismatch_copy;
 pub mod padding_waste;
+pub mod profile_during_warmup;
 pub mod recompilation;
+pub mod truncated_capture;
 pub mod unfused_reshape;
 pub mod unintended_remat;
 pub mod unnecessary_convert_reduce;

@@ -1,0 +1,359 @@
+//! `host_callback_stall`: host callbacks inside the compiled step (`jax.debug.print`,
+//! `io_callback`, `pure_callback`, host send/recv) that make the device wait for the host.
+
+use std::collections::BTreeMap;
+
+use xlens_hlo::{InstrId, Module, Opcode};
+use xlens_xplane::{Picos, names};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::{self, OpSpan};
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct HostCallbackStall;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Host callbacks executed inside the step: custom-calls to a Python callback target \
+              (`xla_ffi_python_cpu_callback`, `xla_python_gpu_callback`, ...: `jax.debug.print`, \
+              `jax.debug.callback`, `io_callback`, `pure_callback`), host send/recv transfers, and ops in \
+              XProf's `host send`/`host recv`/`host callback` categories, timed from their op events; \
+              `HostCallbackRequest`/`CompleteCallbacks` host events are reported alongside.",
+    why: "A callback is a device→host→device round trip inside the program: the device copies the operands \
+          out, the host wakes a Python thread (taking the GIL), runs the function and copies results back, \
+          and everything ordered after the callback waits. A debug print left in the training step costs \
+          this every step.",
+    evidence: "The callback instructions with their JAX name scope and source line (from the HLO); per \
+               instruction its executions per step and time per step; the callback time per step and the \
+               part of it during which no other op ran (the stall); the longest callback events on the \
+               timeline.",
+    thresholds: "Reported when the stall (callback time with no other op running, per core) is at least \
+                 `host_callback_stall.min_pct_of_step` (default 2) % of the mean step time. P0 from 20 % of \
+                 the step.",
+    fix: "Remove `jax.debug.print`/`jax.debug.callback` from the training step (guard them with a Python flag \
+          so they are not traced in production), return the values to log as outputs of the step and log them \
+          outside `jit` every N steps, and replace `io_callback`/`pure_callback` work with jittable code or move \
+          it between steps. Unordered callbacks (`ordered=False`) at least let independent work overlap.",
+};
+
+/// Custom-call targets that run a host (Python) callback.
+fn is_callback_target(target: &str) -> bool {
+    target.contains("callback")
+}
+
+/// XProf categories of host transfers and callbacks (TPU).
+fn is_callback_category(category: &str) -> bool {
+    matches!(category, "host send" | "host send-done" | "host recv" | "host recv-done" | "host callback")
+}
+
+/// One callback instruction of a module.
+struct Callback<'m> {
+    module: &'m Module,
+    id: InstrId,
+}
+
+/// The callback instructions of every module, by (program id, instruction name).
+fn callback_instructions(host: &HostProfile) -> BTreeMap<(u64, String), Callback<'_>> {
+    let mut out = BTreeMap::new();
+    for module in host.modules() {
+        let Some(program) = module.program_id() else { continue };
+        for instr in module.instructions() {
+            let callback = match instr.opcode() {
+                Opcode::CustomCall => instr.custom_call_target().is_some_and(is_callback_target),
+                Opcode::Send | Opcode::Recv | Opcode::SendDone | Opcode::RecvDone => instr.raw().is_host_transfer,
+                _ => false,
+            };
+            if callback {
+                out.insert((program, instr.name().to_owned()), Callback { module, id: instr.id() });
+            }
+        }
+    }
+    out
+}
+
+/// Time and executions of one callback op.
+#[derive(Default)]
+struct Usage {
+    time: Picos,
+    runs: usize,
+    per_step: Vec<usize>,
+}
+
+impl Detector for HostCallbackStall {
+    fn id(&self) -> &'static str {
+        "host_callback_stall"
+    }
+
+    fn title(&self) -> &'static str {
+        "Host callbacks stall the step"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::OpTimeline, Need::Steps]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.host_callback_stall;
+        let steps = host.steps().map_err(Skip::because)?;
+        let n = steps.steps.len();
+        if n == 0 {
+            return Err(Skip::because("the profile has no step markers"));
+        }
+        let instructions = callback_instructions(host);
+        let ops = evidence::op_spans(host);
+        let step_of = |at: Picos| {
+            let k = steps.steps.partition_point(|s| s.start <= at);
+            (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
+        };
+        let is_callback = |op: &OpSpan<'_>| {
+            op.category.as_deref().is_some_and(is_callback_category)
+                || op.program_id.is_some_and(|p| instructions.contains_key(&(p, op.name.to_string())))
+        };
+        // Per core: callback spans and other op spans, inside steps.
+        let mut callbacks: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+        let mut others: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+        let mut usage: BTreeMap<(Option<u64>, String), Usage> = BTreeMap::new();
+        let mut longest: Vec<&OpSpan<'_>> = Vec::new();
+        for op in &ops {
+            let Some(k) = step_of(op.start) else { continue };
+            if is_callback(op) {
+                callbacks.entry(op.core).or_default().push((op.start, op.end));
+                let u = usage.entry((op.program_id, op.name.to_string())).or_default();
+                u.time += op.duration();
+                u.runs += 1;
+                if u.per_step.is_empty() {
+                    u.per_step = vec![0; n];
+                }
+                u.per_step[k] += 1;
+                longest.push(op);
+            } else {
+                others.entry(op.core).or_default().push((op.start, op.end));
+            }
+        }
+        if usage.is_empty() {
+            return Ok(());
+        }
+        let cores = callbacks.len().max(1) as f64;
+        let mut callback_time = Picos::ZERO;
+        let mut stall = Picos::ZERO;
+        for (core, spans) in callbacks {
+            let busy = evidence::union(others.remove(&core).unwrap_or_default());
+            for (s, e) in evidence::union(spans) {
+                callback_time += e - s;
+                stall += (e - s).saturating_sub(evidence::covered(&busy, s, e));
+            }
+        }
+        let callback_ms = callback_time.as_ms_f64() / cores / n as f64;
+        let ms_per_step = stall.as_ms_f64() / cores / n as f64;
+        let impact = Impact::of(ms_per_step, host.step_ms());
+        if impact.pct_of_step < t.min_pct_of_step {
+            return Ok(());
+        }
+        let mut executions = vec![0usize; n];
+        for u in usage.values() {
+            for (k, c) in u.per_step.iter().enumerate() {
+                executions[k] += c;
+            }
+        }
+        executions.sort_unstable();
+        let mut evidence = vec![
+            Evidence::metric(
+                "callback executions per step and core (median)",
+                executions[n / 2] as f64 / cores,
+                "count",
+            ),
+            Evidence::metric("host callback time per step", callback_ms, "ms"),
+            Evidence::metric("stall per step (callback with no other op running)", ms_per_step, "ms"),
+            Evidence::metric("stall share of the step", impact.pct_of_step, "%"),
+        ];
+        let mut rows: Vec<(&(Option<u64>, String), &Usage)> = usage.iter().collect();
+        rows.sort_by(|a, b| b.1.time.cmp(&a.1.time).then(a.0.cmp(b.0)));
+        for ((program, name), u) in &rows {
+            let mut per_step = u.per_step.clone();
+            per_step.sort_unstable();
+            evidence.push(Evidence::note(format!(
+                "{name}: {} execution(s), {} per step (median), {:.3} ms per step, {:.3} ms each on average",
+                u.runs,
+                per_step[per_step.len() / 2],
+                u.time.as_ms_f64() / cores / n as f64,
+                u.time.as_ms_f64() / u.runs.max(1) as f64
+            )));
+            if let Some(cb) = program.and_then(|p| instructions.get(&(p, name.clone()))) {
+                evidence.push(evidence::instruction(cb.module, cb.id));
+            }
+        }
+        // Host-side callback events (TPU runtimes record these).
+        let requests: Vec<_> = evidence::host_events(host, |name| {
+            name == names::event::HOST_CALLBACK_REQUEST || name == names::event::COMPLETE_CALLBACKS
+        })
+        .collect();
+        if !requests.is_empty() {
+            let time: Picos = requests.iter().map(|e| e.duration()).sum();
+            evidence.push(Evidence::note(format!(
+                "{} HostCallbackRequest/CompleteCallbacks host event(s), {:.3} ms in total",
+                requests.len(),
+                time.as_ms_f64()
+            )));
+        }
+        longest.sort_by(|a, b| b.duration().cmp(&a.duration()).then(a.start.cmp(&b.start)).then(a.name.cmp(&b.name)));
+        for op in longest.iter().take(3) {
+            evidence.push(evidence::event_parts(host, op.plane, op.line, &op.name, op.start, op.duration()));
+        }
+        let severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let names: Vec<&str> = rows.iter().map(|((_, name), _)| name.as_str()).collect();
+        let what = format!(
+            "{} host callback(s) ({}) run inside the step for {callback_ms:.3} ms per step; the device does \
+             nothing else for {ms_per_step:.3} ms of it ({:.1} % of the step).",
+            rows.len(),
+            names.join(", "),
+            impact.pct_of_step
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::finding::{Evidence, Finding};
+    use crate::testing::{run_on, testdata};
+
+    fn metric(f: &Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    fn callback_instructions(f: &Finding) -> Vec<(String, String, Option<String>)> {
+        f.evidence
+            .iter()
+            .filter_map(|e| match e {
+                Evidence::Instruction { name, op_name, source, text, .. }
+                    if text.contains("xla_ffi_python_cpu_callback") || text.contains("custom-call") =>
+                {
+                    Some((name.clone(), op_name.clone(), source.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finds_the_debug_prints_of_every_layer() {
+        let findings = run_on("host_callback_stall", &testdata("real/debug_print"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // Ground truth: 2 debug_print thunks per step, 0.93-1.36 ms per step in all.
+        assert_eq!(metric(f, "callback executions per step and core (median)"), 2.0);
+        let per_step = metric(f, "host callback time per step");
+        assert!((0.8..1.6).contains(&per_step), "{per_step}");
+        assert!(metric(f, "stall per step (callback with no other op running)") <= per_step);
+        for name in ["debug_print.2", "debug_print.3"] {
+            assert!(
+                f.evidence.iter().any(|e| e.to_string().starts_with(&format!("{name}: 5 execution(s), 1 per step"))),
+                "{f:#?}"
+            );
+        }
+        let instrs = callback_instructions(f);
+        assert_eq!(instrs.len(), 2, "{instrs:?}");
+        for (_, op_name, source) in &instrs {
+            assert!(op_name.ends_with("/debug_print"), "{op_name}");
+            assert!(source.as_deref().is_some_and(|s| s.contains("capture_debug_print.py:")), "{source:?}");
+        }
+    }
+
+    #[test]
+    fn finds_the_io_callback_and_the_print() {
+        let findings = run_on("host_callback_stall", &testdata("corpus/host_callback"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // The io_callback sleeps 2 ms every step, and nothing else runs meanwhile.
+        let stall = metric(f, "stall per step (callback with no other op running)");
+        assert!((2.0..4.0).contains(&stall), "{stall}");
+        assert!(f.what.contains("io_callback.3") && f.what.contains("debug_print"), "{}", f.what);
+        assert!(
+            f.evidence.iter().any(|e| matches!(e, Evidence::Event { name, duration_us, .. }
+                if name == "io_callback.3" && *duration_us >= 2000.0)),
+            "{f:#?}"
+        );
+        let mut sources: Vec<String> = callback_instructions(f).into_iter().filter_map(|(_, _, s)| s).collect();
+        sources.sort();
+        assert_eq!(sources.len(), 2, "{f:#?}");
+        assert!(
+            sources[0].ends_with("s03_host_callback.py:35") && sources[1].ends_with("s03_host_callback.py:37"),
+            "{sources:?}"
+        );
+    }
+
+    #[test]
+    fn tpu_host_transfers_count_as_callbacks() {
+        use xlens_xplane::Space;
+        use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
+        let op = |name: &str, opcode: &str, category: &str, us: i64| {
+            Item::Op(OpSpec::new(name, opcode, category, 0, 1_000, us * 1_000_000))
+        };
+        let spec = SynthSpec {
+            cores: 2,
+            steps: 4,
+            jitter: 0.0,
+            program: Program {
+                items: vec![
+                    op("fusion.1", "fusion", "loop fusion", 100),
+                    op("send.2", "send", "host send", 2),
+                    op("recv-done.3", "recv-done", "host recv-done", 40),
+                ],
+            },
+            ..SynthSpec::default()
+        };
+        let space = Space::parse(tpu_profile(&spec).into()).unwrap();
+        let profile = crate::profile::Profile::from_space("synth", space);
+        let report = crate::scan::scan(&profile, &crate::config::ScanConfig::only("host_callback_stall"));
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        assert_eq!(report.findings.len(), 1, "{:#?}", report.findings);
+        let f = &report.findings[0];
+        // 42 us of every 142 us step wait on the host, on each of the two cores.
+        assert_eq!(metric(f, "callback executions per step and core (median)"), 2.0);
+        assert!((0.041..0.043).contains(&metric(f, "stall per step (callback with no other op running)")), "{f:#?}");
+        assert!((28.0..31.0).contains(&f.impact.pct_of_step), "{:?}", f.impact);
+        assert!(f.what.contains("recv-done.3") && f.what.contains("send.2"), "{}", f.what);
+    }
+
+    #[test]
+    fn programs_without_callbacks_are_clean() {
+        for dir in
+            ["corpus/clean", "real/input_starvation", "real/barrier_in_loop", "corpus/sharded_collectives_baseline"]
+        {
+            assert!(run_on("host_callback_stall", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! `input_starvation`: the device waits for the host to produce the next batch (a slow data
+//! loader, host preprocessing, a synchronous host-to-device copy) at the start of every step.
+
+use std::collections::BTreeMap;
+
+use xlens_roofline::{StepSource, Steps};
+use xlens_xplane::Picos;
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct InputStarvation;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Steps whose device work waits for the host to deliver input. TPU: XProf's input-pipeline \
+              rule: the largest core's `infeed` op time per step, plus, when the program has no infeed op, \
+              the idle time that host input waits (IteratorGetNext, data loaders, host-to-device transfers) \
+              explain. Host-run programs (XLA:CPU): the host phase at the start of each step before the \
+              first op or program dispatch, during which the device has nothing to run (e.g. a `data_loader` \
+              TraceMe on the training thread).",
+    why: "While the input pipeline runs on the critical path the accelerator idles: the step is as slow as \
+          the loader, and faster hardware or better kernels do not help. XProf calls a profile MODERATELY \
+          input-bound from 5 % of the step and HIGHLY input-bound from 20 %.",
+    evidence: "The input-bound share of the step time and the input wait per step; the steps affected; the \
+               host events of the input phase grouped by name (the loader TraceMe, IteratorGetNext, \
+               device_put) with the longest occurrences as timeline events; on TPU the infeed ops with their \
+               time per step; the gap between the step start and its first op.",
+    thresholds: "Reported when the input wait is at least `input_starvation.min_input_pct` (default 5) % of \
+                 the step time, as P0 from `input_starvation.p0_input_pct` (default 20) % (XProf's moderate \
+                 and high input-bound thresholds); P2 below 2 % of the step.",
+    fix: "Take input preparation off the critical path: prefetch batches on a background thread or with \
+          tf.data/grain prefetching (`.prefetch(2)`), overlap the host-to-device copy with the previous step \
+          (e.g. `jax.device_put` of batch k+1 before running step k, or flax's `prefetch_to_device`), move \
+          expensive preprocessing (tokenisation, decoding, augmentation) offline or onto more worker processes, \
+          and never sleep or block on I/O inside the step.",
+};
+
+/// Host events that belong to an input pipeline (case-insensitive substrings).
+const INPUT_NAMES: &[&str] = &[
+    "iteratorgetnext",
+    "iterator::",
+    "data_loader",
+    "dataloader",
+    "load_batch",
+    "next_batch",
+    "get_batch",
+    "prefetch",
+    "infeedenqueue",
+    "transferh2d",
+    "device_put",
+    "deviceput",
+];
+
+fn is_input_event(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    INPUT_NAMES.iter().any(|n| lower.contains(n))
+}
+
+/// Host events that dispatch a program (the device work of the step starts behind them).
+fn is_dispatch(name: &str) -> bool {
+    name.starts_with("PjitFunction(")
+        || name.starts_with("PmapFunction(")
+        || name.contains("cache_miss")
+        || name.contains("LoadedExecutable::Execute")
+        || name.contains("ExecuteReplicated")
+        || name.contains("ExecuteHelper")
+        || name.contains("ThunkExecutor::Execute")
+        || name == "tpu::System::Execute"
+}
+
+/// How XProf words an input-bound share.
+fn xprof_label(pct: f64) -> &'static str {
+    if pct >= 20.0 {
+        "HIGHLY input-bound"
+    } else if pct >= 5.0 {
+        "MODERATELY input-bound"
+    } else {
+        "not input-bound"
+    }
+}
+
+/// The input wait of every step, with what the host did meanwhile.
+struct InputWaits<'a> {
+    /// Per step: input wait.
+    per_step: Vec<Picos>,
+    /// Host events of the input phases: name → (total time, occurrences).
+    by_name: BTreeMap<&'a str, (Picos, usize)>,
+    /// The longest host events of the input phases (for the timeline evidence).
+    longest: Vec<xlens_xplane::Event<'a>>,
+    /// Extra evidence of the path taken.
+    notes: Vec<Evidence>,
+}
+
+/// Host-marker steps (XLA:CPU and other host-run programs): the leading host phase of each step.
+fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>> {
+    let plane = host.space().host_threads()?;
+    let ops = evidence::op_spans(host);
+    if ops.is_empty() {
+        return None;
+    }
+    let starts: Vec<Picos> = ops.iter().map(|o| o.start).collect();
+    let markers = evidence::step_marker_lines(host);
+    // Per marker line: dispatch starts and every event (top-level filtering happens per step).
+    let mut dispatches: Vec<Picos> = Vec::new();
+    let mut events: Vec<xlens_xplane::Event<'a>> = Vec::new();
+    for &index in &markers {
+        let line = &plane.lines()[index];
+        for ev in line.events(plane).map_while(|e| e.ok()) {
+            if is_dispatch(ev.name()) {
+                dispatches.push(ev.start());
+            }
+            if !xlens_roofline::is_host_step_marker(ev.name()) {
+                events.push(ev);
+            }
+        }
+    }
+    dispatches.sort();
+    events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
+    let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
+    let mut first_op_gaps = Vec::new();
+    for step in &steps.steps {
+        let (lo, hi) = (step.start, step.end());
+        let first_op = starts.get(starts.partition_point(|&s| s < lo)).copied().filter(|&s| s < hi);
+        let first_dispatch = dispatches.get(dispatches.partition_point(|&s| s < lo)).copied().filter(|&s| s < hi);
+        let Some(first_op) = first_op else {
+            // No op ran in the step: nothing waited for input.
+            out.per_step.push(Picos::ZERO);
+            continue;
+        };
+        first_op_gaps.push(first_op - lo);
+        let lead_end = first_dispatch.map_or(first_op, |d| d.min(first_op));
+        out.per_step.push(lead_end - lo);
+        // The outermost host events that run inside the input phase (frames that enclose the
+        // whole step, like the Python function of the loop body, are not input work).
+        let mut open_until = Picos(i64::MIN);
+        for ev in &events[events.partition_point(|e| e.start() < lo)..] {
+            if ev.start() >= lead_end {
+                break;
+            }
+            if ev.start() < open_until || ev.end() > lead_end {
+                continue;
+            }
+            open_until = ev.end();
+            let t = ev.duration();
+            let entry = out.by_name.entry(ev.name()).or_default();
+            entry.0 += t;
+            entry.1 += 1;
+            out.longest.push(*ev);
+        }
+    }
+    first_op_gaps.sort();
+    if let Some(median) = first_op_gaps.get(first_op_gaps.len() / 2) {
+        out.notes.push(Evidence::metric("median time from step start to its first op", median.as_ms_f64(), "ms"));
+    }
+    if let Ok(anatomy) = host.anatomy() {
+        let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
+        let host_time: Picos = anatomy.iter().map(|a| a.host).sum();
+        if total.0 > 0 {
+            out.notes.push(Evidence::metric(
+                "host-only time of the step anatomy",
+                100.0 * host_time.0 as f64 / total.0 as f64,
+                "%",
+            ));
+        }
+    }
+    Some(out)
+}
+
+/// TPU device steps: the largest core's infeed, plus idle relabelled by host input waits.
+fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
+    // Host input waits (XProf: HOST_WAIT_INPUT + HOST_TO_DEVICE) anywhere on the host.
+    let mut input_events: Vec<xlens_xplane::Event<'a>> = evidence::host_events(host, is_input_event).collect();
+    input_events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
+    let union = evidence::union(input_events.iter().map(|e| (e.start(), e.end())).collect());
+    let has_infeed_op = host.op_profile().is_ok_and(|p| p.ops.iter().any(|o| o.category == "infeed"));
+    let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
+    let mut relabelled = Picos::ZERO;
+    for step in &steps.steps {
+        let Some(b) = step.tpu_breakdown() else {
+            out.per_step.push(Picos::ZERO);
+            continue;
+        };
+        let mut wait = b.infeed;
+        let host_input = evidence::covered(&union, step.start, step.end());
+        if !has_infeed_op && host_input > Picos::ZERO {
+            // XProf's MayFixTpuStepAnalysis: min(input / idle, 1) of the idle becomes infeed.
+            let extra = host_input.min(b.idle);
+            relabelled += extra;
+            wait += extra;
+        }
+        out.per_step.push(wait);
+    }
+    for ev in input_events {
+        let entry = out.by_name.entry(ev.name()).or_default();
+        entry.0 += ev.duration();
+        entry.1 += 1;
+        out.longest.push(ev);
+    }
+    if let Ok(profile) = host.op_profile() {
+        let n = steps.steps.len().max(1) as f64;
+        for op in profile.ops.iter().filter(|o| o.category == "infeed").take(5) {
+            out.notes.push(Evidence::note(format!(
+                "infeed op {} ran {} time(s), {:.3} ms per step (summed over {} core(s))",
+                op.name,
+                op.occurrences,
+                op.self_time.as_ms_f64() / n,
+                op.num_cores
+            )));
+        }
+    }
+    if relabelled > Picos::ZERO {
+        out.notes.push(Evidence::metric("idle relabelled as input by host input waits", relabelled.as_ms_f64(), "ms"));
+    }
+    out
+}
+
+impl Detector for InputStarvation {
+    fn id(&self) -> &'static str {
+        "input_starvation"
+    }
+
+    fn title(&self) -> &'static str {
+        "The device waits for input at the start of each step"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Steps, Need::OpTimeline]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.input_starvation;
+        let steps = host.steps().map_err(Skip::because)?;
+        if steps.steps.is_empty() {
+            return Err(Skip::because("the profile has no step markers"));
+        }
+        let (waits, source) = if steps.source == StepSource::DeviceSteps {
+            (tpu_waits(host, steps), "device steps (infeed)")
+        } else {
+            let waits = host_waits(host, steps)
+                .ok_or_else(|| Skip::because("the profile has no op events on its host threads"))?;
+            (waits, "host step markers (leading host phase)")
+        };
+        let total_step: Picos = steps.steps.iter().map(|s| s.duration).sum();
+        let total_wait: Picos = waits.per_step.iter().copied().sum();
+        if total_step.0 <= 0 {
+            return Ok(());
+        }
+        let pct = 100.0 * total_wait.0 as f64 / total_step.0 as f64;
+        if pct < t.min_input_pct {
+            return Ok(());
+        }
+        let n = steps.steps.len();
+        let ms_per_step = total_wait.as_ms_f64() / n as f64;
+        let impact = Impact::of(ms_per_step, host.step_ms());
+        let affected: Vec<&str> = steps
+            .steps
+            .iter()
+            .zip(&waits.per_step)
+            .filter(|(s, w)| s.duration.0 > 0 && 100.0 * w.0 as f64 / s.duration.0 as f64 >= t.min_input_pct)
+            .map(|(s, _)| s.name.as_str())
+            .collect();
+        let mut evidence = vec![
+            Evidence::metric("input-bound share of the step time", pct, "%"),
+            Evidence::metric("input wait per step", ms_per_step, "ms"),
+            Evidence::metric("steps waiting for input", affected.len() as f64, "count"),
+            Evidence::note(format!("steps from {source}; waiting: {}", affected.join(", "))),
+        ];
+        evidence.extend(waits.notes);
+        let mut names: Vec<(&str, (Picos, usize))> = waits.by_name.into_iter().collect();
+        names.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
+        // The host work of the input phase, largest first (names under 1 % of the wait are noise).
+        for (name, (time, count)) in names.iter().filter(|(_, (time, _))| time.0 * 100 >= total_wait.0).take(3) {
+            evidence.push(Evidence::note(format!(
+                "host `{name}`{}: {count} event(s), {:.3} ms per step in the input phase",
+                if is_input_event(name) { " (input pipeline)" } else { "" },
+                time.as_ms_f64() / n as f64
+            )));
+        }
+        let mut longest = waits.longest;
+        longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start(), e.line().index()));
+        evidence.extend(longest.iter().take(3).map(|e| evidence::event(host, e)));
+        let severity = if pct >= t.p0_input_pct || impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let loader = names.first().map_or(String::new(), |(name, _)| format!(", mostly in `{name}`"));
+        let what = format!(
+            "The device waits for input {pct:.1} % of the step time ({ms_per_step:.3} ms per step{loader}) in {} of \
+             {n} steps: XProf would call this profile {}.",
+            affected.len(),
+            xprof_label(pct)
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xlens_xplane::Space;
+    use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, fixture, tpu_profile};
+
+    use crate::config::ScanConfig;
+    use crate::finding::{Evidence, Severity};
+    use crate::profile::Profile;
+    use crate::scan::scan;
+    use crate::testing::{run_on, testdata};
+
+    fn metric(f: &crate::finding::Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn finds_the_data_loader_inside_every_step() {
+        let findings = run_on("input_starvation", &testdata("real/input_starvation"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // Ground truth: the loader takes 7.6-7.8 ms of steps of 15-20 ms (loader fraction 0.43).
+        let pct = metric(f, "input-bound share of the step time");
+        assert!((30.0..60.0).contains(&pct), "{pct}");
+        assert!((7.0..8.5).contains(&f.impact.ms_per_step), "{:?}", f.impact);
+        assert_eq!(metric(f, "steps waiting for input"), 8.0);
+        assert_eq!(f.severity, Severity::P0, "HIGHLY input-bound is P0");
+        assert!(f.what.contains("HIGHLY input-bound") && f.what.contains("`data_loader`"), "{}", f.what);
+        assert!(
+            f.evidence.iter().any(|e| e.to_string().starts_with("host `data_loader` (input pipeline): 8 event(s)")),
+            "{f:#?}"
+        );
+        let loader_events = f
+            .evidence
+            .iter()
+            .filter(|e| {
+                matches!(e, Evidence::Event { name, line, duration_us, .. }
+                if name == "data_loader" && line == "python" && *duration_us > 6000.0)
+            })
+            .count();
+        assert_eq!(loader_events, 3, "{f:#?}");
+    }
+
+    #[test]
+    fn clean_and_dispatch_bound_profiles_are_not_input_bound() {
+        for dir in [
+            "corpus/clean",
+            "corpus/host_callback",
+            "real/barrier_in_loop",
+            "real/barrier_in_loop_baseline",
+            "real/profile_during_warmup",
+            "real/debug_print",
+        ] {
+            assert!(run_on("input_starvation", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+
+    fn synth_findings(spec: &SynthSpec) -> Vec<crate::finding::Finding> {
+        let space = Space::parse(tpu_profile(spec).into()).unwrap();
+        let report = scan(&Profile::from_space("synth", space), &ScanConfig::only("input_starvation"));
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        report.findings
+    }
+
+    #[test]
+    fn tpu_infeed_counts_as_input_wait() {
+        // tpu_basic: an 8 us infeed in ~290 us steps (under 3 %) is not input-bound.
+        assert!(synth_findings(&fixture("tpu_basic").unwrap()).is_empty());
+        // The same program with an 80 us infeed: about a fifth of every step waits for the host.
+        let mut spec = fixture("tpu_basic").unwrap();
+        for item in &mut spec.program.items {
+            if let Item::Op(op) = item
+                && op.category == "infeed"
+            {
+                op.duration_ps = 80_000_000;
+            }
+        }
+        let findings = synth_findings(&spec);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        let pct = metric(f, "input-bound share of the step time");
+        assert!((18.0..26.0).contains(&pct), "{pct}");
+        assert!((0.075..0.09).contains(&f.impact.ms_per_step), "{:?}", f.impact);
+        assert!(f.evidence.iter().any(|e| e.to_string().starts_with("infeed op infeed.11 ran 24 time(s)")), "{f:#?}");
+    }
+
+    /// One TPU core, 1 ms steps whose op runs the last 600 us; the host waits `wait_us` in
+    /// IteratorGetNext at the start of each step.
+    fn tpu_with_host_input(wait_us: i64) -> Space {
+        use xlens_xplane::{SpaceBuilder, names};
+        const US: i64 = 1_000_000;
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let next = host.event_metadata(names::event::ITERATOR_GET_NEXT);
+            let mut line = host.line(1, "input", 0);
+            for s in 0..5 {
+                line.event(next, s * 1000 * US + 50 * US, wait_us * US);
+            }
+        }
+        {
+            let mut tpu = b.plane(100, "/device:TPU:0");
+            let program = tpu.stat_metadata(names::stat::PROGRAM_ID);
+            let symbol = tpu.stat_metadata(names::stat::SYMBOL_ID);
+            let category = tpu.stat_metadata(names::stat::HLO_CATEGORY);
+            let op = tpu.event_metadata_with_display("%fusion.1 = f32[8]{0} fusion()", "fusion.1");
+            tpu.metadata_stat(op, program, 1u64);
+            tpu.metadata_stat(op, symbol, 1u64);
+            tpu.metadata_stat(op, category, "loop fusion");
+            let steps: Vec<_> = (0..5).map(|s| tpu.event_metadata(&s.to_string())).collect();
+            {
+                let mut line = tpu.line(1, names::line::STEPS, 0);
+                for (s, &m) in steps.iter().enumerate() {
+                    line.event(m, s as i64 * 1000 * US, 1000 * US);
+                }
+            }
+            let mut line = tpu.line(3, names::line::XLA_OPS, 0);
+            for s in 0..5 {
+                line.event(op, s * 1000 * US + 400 * US, 600 * US);
+            }
+        }
+        Space::parse(b.finish().into()).unwrap()
+    }
+
+    #[test]
+    fn tpu_host_input_waits_relabel_idle_as_infeed() {
+        let scan = |space| {
+            let report = scan(&Profile::from_space("synth", space), &ScanConfig::only("input_starvation"));
+            assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+            report.findings
+        };
+        // 300 us of IteratorGetNext per step, 400 us idle: XProf turns 300 us into infeed.
+        let findings = scan(tpu_with_host_input(300));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!((29.9..30.1).contains(&metric(f, "input-bound share of the step time")), "{f:#?}");
+        assert!((1.49..1.51).contains(&metric(f, "idle relabelled as input by host input waits")), "{f:#?}");
+        assert!(
+            f.evidence.iter().any(|e| e.to_string().starts_with("host `IteratorGetNext` (input pipeline): 5 event(s)"))
+        );
+        // 20 us per step is 2 %: not input-bound.
+        assert!(scan(tpu_with_host_input(20)).is_empty());
+    }
+
+    #[test]
+    fn tpu_program_without_infeed_is_not_input_bound() {
+        let spec = SynthSpec {
+            cores: 1,
+            steps: 4,
+            program: Program {
+                items: vec![Item::Op(OpSpec::new("fusion.1", "fusion", "loop fusion", 1_000, 1_000, 50_000_000))],
+            },
+            ..SynthSpec::default()
+        };
+        assert!(synth_findings(&spec).is_empty());
+    }
+}

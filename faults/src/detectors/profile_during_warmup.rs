@@ -1,0 +1,266 @@
+//! `profile_during_warmup`: the capture started before the program was warm, so its first step
+//! holds tracing, compilation or autotuning and dwarfs the steady-state steps.
+
+use xlens_xplane::{Event, Picos};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct ProfileDuringWarmup;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "A first profiled step that is many times slower than the others and contains compilation or \
+              autotuning (backend_compile_and_load, *Client::Compile, XlaCompile, autotuner events): the \
+              profile was started before warm-up finished. Compilations in later steps, or one function \
+              compiled under several programs, are `recompilation` findings instead.",
+    why: "The warm-up step measures JAX tracing, XLA compilation and autotuning, not the training step: it \
+          inflates the mean step time and every per-step average (XProf's overview hides it only when there \
+          are more than five steps, by dropping the first and last), fills the trace buffer with compiler \
+          events, and leaves fewer steady-state steps to analyse.",
+    evidence: "The first step's time, the median of the other steps and their ratio; the compile and autotune \
+               events inside the first step with the compile time (overlapping events on several threads \
+               counted once); the host events recorded in the first step against the median of the others \
+               (Python tracing); the longest compile events on the timeline.",
+    thresholds: "Reported when the first step is at least `profile_during_warmup.min_first_step_factor` \
+                 (default 3) times the median of the other steps and compile/autotune events inside it cover \
+                 at least `profile_during_warmup.min_compile_share` (default 0.1) of its excess over that \
+                 median; needs two steps or more. On TPU the steps are device steps, which exclude host \
+                 compile time, so it fires there only when the first device step itself is slow. The impact \
+                 is the first step's excess over the median spread over all steps: P0 from 20 % of the mean \
+                 step, P2 under 2 %.",
+    fix: "Run one or more warm-up steps before starting the profiler (call the jitted step once and \
+          `jax.block_until_ready` its result, or compile ahead with `jax.jit(f).lower(...).compile()`), then \
+          capture a window of steady-state steps with `jax.profiler.start_trace`/`stop_trace` or \
+          `jax.profiler.trace` around steps N..N+k; enable the persistent compilation cache to shorten warm-up.",
+};
+
+/// Host events of compilation and autotuning (JAX, PjRt clients, XLA CPU/GPU/TPU compilers).
+fn is_warmup_event(name: &str) -> bool {
+    name == "backend_compile_and_load"
+        || name == "backend_compile"
+        || (name.ends_with("::Compile") && name.contains("Client"))
+        || name == "XlaCompile"
+        || name.contains("TpuCompile")
+        || name.contains("utotun")
+        || name.contains("AlgorithmPicker")
+}
+
+fn median(mut v: Vec<Picos>) -> Picos {
+    v.sort();
+    if v.is_empty() {
+        return Picos::ZERO;
+    }
+    let mid = v.len() / 2;
+    if v.len().is_multiple_of(2) { Picos((v[mid - 1].0 + v[mid].0) / 2) } else { v[mid] }
+}
+
+impl Detector for ProfileDuringWarmup {
+    fn id(&self) -> &'static str {
+        "profile_during_warmup"
+    }
+
+    fn title(&self) -> &'static str {
+        "The profile captured warm-up: the first step compiles"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::HostTimeline, Need::Steps]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.profile_during_warmup;
+        let steps = host.steps().map_err(Skip::because)?;
+        let Some((first, rest)) = steps.steps.split_first() else { return Ok(()) };
+        if rest.is_empty() {
+            return Ok(());
+        }
+        let rest_median = median(rest.iter().map(|s| s.duration).collect());
+        if rest_median.0 <= 0 {
+            return Ok(());
+        }
+        let factor = first.duration.0 as f64 / rest_median.0 as f64;
+        if factor < t.min_first_step_factor {
+            return Ok(());
+        }
+        let (lo, hi) = (first.start, first.end());
+        // Outermost warm-up events per thread that start inside the first step.
+        let mut warmup: Vec<Event<'_>> = Vec::new();
+        if let Some(plane) = host.space().host_threads() {
+            for line in plane.lines() {
+                let mut open_until = Picos(i64::MIN);
+                for ev in line.events(plane).map_while(|e| e.ok()) {
+                    if ev.start() >= hi {
+                        break;
+                    }
+                    if ev.start() < lo || ev.start() < open_until || !is_warmup_event(ev.name()) {
+                        continue;
+                    }
+                    open_until = ev.end();
+                    warmup.push(ev);
+                }
+            }
+        }
+        if warmup.is_empty() {
+            return Ok(());
+        }
+        // A JAX-level compile and the client compile it calls run on different threads: events
+        // that overlap in time are one compilation.
+        warmup.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index()));
+        let spans = evidence::union(warmup.iter().map(|e| (e.start(), e.end().min(hi))).collect());
+        let compile_time: Picos = spans.iter().map(|(s, e)| *e - *s).sum();
+        let excess = first.duration.saturating_sub(rest_median);
+        if (compile_time.0 as f64) < t.min_compile_share * excess.0 as f64 {
+            // The first step is slow for another reason; a small compile in it is incidental.
+            return Ok(());
+        }
+        // Host events per step: tracing and compiling leave many more in the warm-up step.
+        let mut events_per_step = vec![0usize; steps.steps.len()];
+        for ev in evidence::host_events(host, |_| true) {
+            let at = ev.start();
+            let k = steps.steps.partition_point(|s| s.start <= at);
+            if k > 0 && at < steps.steps[k - 1].end() {
+                events_per_step[k - 1] += 1;
+            }
+        }
+        let mut others: Vec<usize> = events_per_step[1..].to_vec();
+        others.sort_unstable();
+        let others_median = others[others.len() / 2];
+        let n = steps.steps.len();
+        let ms_per_step = excess.as_ms_f64() / n as f64;
+        let impact = Impact::of(ms_per_step, host.step_ms());
+        let mut evidence = vec![
+            Evidence::metric(format!("{} time", first.name), first.duration.as_ms_f64(), "ms"),
+            Evidence::metric("median time of the other steps", rest_median.as_ms_f64(), "ms"),
+            Evidence::metric("first step over the median of the others", factor, "x"),
+            Evidence::metric("compilations in the first step", spans.len() as f64, "count"),
+            Evidence::metric("compile time in the first step", compile_time.as_ms_f64(), "ms"),
+            Evidence::note(format!(
+                "host events recorded in {}: {} (median of the other steps: {others_median})",
+                first.name, events_per_step[0]
+            )),
+        ];
+        if steps.steps.len() > 5 && steps.source == xlens_roofline::StepSource::HostMarkers {
+            evidence.push(Evidence::note(
+                "XProf's overview drops the first and last of more than five host steps, which hides this step \
+                 from its average but not from the step-time graph",
+            ));
+        }
+        let mut longest = warmup.clone();
+        longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start(), e.line().index()));
+        evidence.extend(longest.iter().take(3).map(|e| evidence::event(host, e)));
+        let severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let what = format!(
+            "The first profiled step ({}) takes {:.3} ms, {factor:.0}x the median of the other {} steps ({:.3} ms), \
+             and spends {:.3} ms compiling: the capture started before warm-up, so step averages include \
+             compilation.",
+            first.name,
+            first.duration.as_ms_f64(),
+            rest.len(),
+            rest_median.as_ms_f64(),
+            compile_time.as_ms_f64()
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::finding::{Evidence, Severity};
+    use crate::testing::{run_on, testdata};
+
+    fn metric(f: &crate::finding::Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn finds_the_compile_in_the_first_step() {
+        let findings = run_on("profile_during_warmup", &testdata("real/profile_during_warmup"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // Ground truth: step 0 is 252.7 ms, the others 0.36-0.64 ms (682x the median), one
+        // compilation (backend_compile_and_load 132.6 ms, PjRtCpuClient::Compile on a pool thread).
+        assert!((250.0..256.0).contains(&metric(f, "train 0 time")), "{f:#?}");
+        assert!((0.3..0.5).contains(&metric(f, "median time of the other steps")), "{f:#?}");
+        assert!(metric(f, "first step over the median of the others") > 300.0);
+        assert_eq!(metric(f, "compilations in the first step"), 1.0);
+        assert!((130.0..140.0).contains(&metric(f, "compile time in the first step")), "{f:#?}");
+        assert!(
+            f.evidence.iter().any(|e| matches!(e, Evidence::Event { name, duration_us, .. }
+                if name == "backend_compile_and_load" && *duration_us > 130_000.0)),
+            "{f:#?}"
+        );
+        assert!(f.evidence.iter().any(|e| e.to_string().contains("XProf's overview drops")), "{f:#?}");
+        // Tracing and compiling record tens of thousands of host events in step 0 (61141 Python
+        // tracer events alone), against a few dozen in the others.
+        let events = f
+            .evidence
+            .iter()
+            .find_map(|e| e.to_string().strip_prefix("host events recorded in train 0: ").map(str::to_owned));
+        let events: usize = events.and_then(|s| s.split(' ').next()?.parse().ok()).expect("event count");
+        assert!(events > 60_000, "{events}");
+        // The excess (~252 ms) over 6 steps is almost the whole mean step (42.5 ms).
+        assert!((41.0..43.0).contains(&f.impact.ms_per_step), "{:?}", f.impact);
+        assert_eq!(f.severity, Severity::P0);
+    }
+
+    #[test]
+    fn thresholds_are_read_from_the_config() {
+        let profile = || {
+            let session = xlens_xplane::Session::open(&testdata("real/profile_during_warmup")).unwrap();
+            crate::profile::Profile::from_session(session)
+        };
+        let run = |config: &crate::config::ScanConfig| crate::scan::scan(&profile(), config).findings.len();
+        let mut config = crate::config::ScanConfig::only("profile_during_warmup");
+        assert_eq!(run(&config), 1);
+        // The first step is 682x the others: a factor of 1000 is not reached.
+        config.thresholds.profile_during_warmup.min_first_step_factor = 1000.0;
+        assert_eq!(run(&config), 0);
+        // Compilation covers about half of the first step's excess (tracing and lowering the rest).
+        config.thresholds.profile_during_warmup.min_first_step_factor = 3.0;
+        config.thresholds.profile_during_warmup.min_compile_share = 0.9;
+        assert_eq!(run(&config), 0);
+    }
+
+    #[test]
+    fn later_recompilations_and_clean_profiles_are_not_warmup() {
+        // corpus/recompilation compiles in step 5, after a normal first step: that is `recompilation`.
+        for dir in ["corpus/recompilation", "corpus/clean", "real/barrier_in_loop", "real/input_starvation"] {
+            assert!(run_on("profile_during_warmup", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+}

@@ -1,0 +1,650 @@
+//! `truncated_capture`: the profile is missing data: the profiler dropped events, a core's trace
+//! buffer filled early, or the capture stopped in the middle of a step.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use xlens_xplane::{Picos, names};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::{self, OpSpan};
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct TruncatedCapture;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Profiles that do not hold everything that ran: profiler errors or warnings that say events were \
+              lost (buffer full, event cap reached, dropped); `dropped_traces` stats; steps that end after \
+              the capture stopped (`profile_stop_time` on `Task Environment`); ops of the step program \
+              after the last step marker, fewer than a step's worth, in a profile whose steps otherwise hold \
+              all their ops (the capture stopped inside a step and the step's marker was lost); a TPU core \
+              whose op events end long before the other cores' or that recorded fewer steps.",
+    why: "Every figure of a truncated profile is computed on partial data: dropped events make ops, steps and \
+          idle time disappear, a core whose buffer filled looks idle or shows fewer steps (XProf keeps only \
+          steps every core has), and a cut step skews the last step's breakdown. Such a profile can mislead \
+          more than it helps. Lost events make the finding P1 whatever its (unmeasurable) step-time impact: \
+          the fault is in the measurement, and it is critical to trusting the other findings.",
+    evidence: "The profiler's messages about lost data; the dropped event count; the steps that end after the \
+               capture stop, with both times; the ops that ran after the last step marker (count against the \
+               ops of a complete step, programs, first and last op on the timeline); per lagging core, when \
+               its op events end against the latest core and its step count.",
+    thresholds: "Dropped events are reported from `truncated_capture.min_dropped_events` (default 1); a core \
+                 lags when its last op ends at least `truncated_capture.min_core_lag_steps` (default 1) median \
+                 steps before the latest core's. Trailing ops count when at least 95 % of the op time before \
+                 the last step end lies inside steps. Severity P1 with lost events or a lagging core, P2 when \
+                 only the last step was cut; the impact is 0 ms per step (nothing runs faster once fixed).",
+    fix: "Capture fewer steps or fewer events so the trace fits the buffers: profile a short window of \
+          steady-state steps (`jax.profiler.start_trace`/`stop_trace` around steps N..N+k), lower the host \
+          tracer level or disable the Python tracer (`jax.profiler.ProfileOptions`: `host_tracer_level`, \
+          `python_tracer_level`), trace SparseCore on fewer cores, and stop the trace only after the last \
+          step's results are ready (`jax.block_until_ready` before `stop_trace`).",
+};
+
+/// Profiler messages that say events were lost.
+fn says_data_lost(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    ["drop", "reaches max", "reached max", "overflow", "buffer full", "buffer is full", "lost", "truncat", "exceed"]
+        .iter()
+        .any(|k| lower.contains(k))
+}
+
+fn median_picos(mut v: Vec<Picos>) -> Picos {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or(Picos::ZERO)
+}
+
+/// The `dropped_traces` stats of every plane, summed.
+fn dropped_events(host: &HostProfile) -> u64 {
+    host.space()
+        .planes()
+        .iter()
+        .filter_map(|p| p.stat_by_name(names::stat::DROPPED_TRACES))
+        .map(|s| s.as_u64().or_else(|| s.as_i64().map(|v| v.max(0) as u64)).unwrap_or(0))
+        .sum()
+}
+
+/// What a check found: a short label for the summary, its evidence, and whether data was lost.
+struct Signal {
+    label: String,
+    evidence: Vec<Evidence>,
+    lost: bool,
+}
+
+/// `train 3` for host steps, `step 3` for device steps (named by their number).
+fn step_label(name: &str) -> String {
+    if name.bytes().all(|b| b.is_ascii_digit()) { format!("step {name}") } else { name.to_owned() }
+}
+
+/// Steps and ops that end after the capture stopped.
+fn past_the_stop(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpan<'_>]) -> Option<Signal> {
+    let (start, stop) = (host.space().profile_start_ns()?, host.space().profile_stop_ns()?);
+    let window = Picos::from_ns(i64::try_from(stop.checked_sub(start)?).ok()?);
+    let cut: Vec<&xlens_roofline::Step> = steps.steps.iter().filter(|s| s.end() > window).collect();
+    let late: Vec<&OpSpan<'_>> = ops.iter().filter(|o| o.end > window).collect();
+    if cut.is_empty() && late.is_empty() {
+        return None;
+    }
+    let mut evidence = vec![Evidence::metric("capture length", window.as_ms_f64(), "ms")];
+    for s in cut.iter().take(3) {
+        evidence.push(Evidence::note(format!(
+            "{} runs from {:.3} ms to {:.3} ms, past the capture stop at {:.3} ms",
+            step_label(&s.name),
+            s.start.as_ms_f64(),
+            s.end().as_ms_f64(),
+            window.as_ms_f64()
+        )));
+    }
+    let mut labels = Vec::new();
+    if !cut.is_empty() {
+        labels.push(format!("{} step(s) end after the capture stopped", cut.len()));
+    }
+    if let Some(first) = late.first() {
+        evidence.push(Evidence::metric("ops that end after the capture stop", late.len() as f64, "count"));
+        evidence.push(evidence::event_parts(host, first.plane, first.line, &first.name, first.start, first.duration()));
+        labels.push(format!("{} op(s) end after it", late.len()));
+    }
+    Some(Signal { label: labels.join(" and "), evidence, lost: false })
+}
+
+/// Ops of the step programs after the last step marker, fewer than a complete step's.
+fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpan<'_>]) -> Option<Signal> {
+    let last_end = steps.steps.last()?.end();
+    let step_of = |at: Picos| {
+        let k = steps.steps.partition_point(|s| s.start <= at);
+        (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
+    };
+    let mut per_step = vec![0usize; steps.steps.len()];
+    let mut programs: BTreeSet<Option<u64>> = BTreeSet::new();
+    let (mut inside, mut before) = (Picos::ZERO, Picos::ZERO);
+    for op in ops.iter().filter(|o| o.start < last_end) {
+        before += op.duration();
+        if let Some(k) = step_of(op.start) {
+            inside += op.duration();
+            per_step[k] += 1;
+            programs.insert(op.program_id);
+        }
+    }
+    // Steps must hold their own ops (synchronous steps), else work after the last marker is
+    // just the asynchronous tail of dispatch.
+    if before.0 <= 0 || (inside.0 as f64) < 0.95 * before.0 as f64 {
+        return None;
+    }
+    per_step.sort_unstable();
+    let full = per_step[per_step.len() / 2];
+    let trailing: Vec<&OpSpan<'_>> =
+        ops.iter().filter(|o| o.start >= last_end && programs.contains(&o.program_id)).collect();
+    if trailing.is_empty() || trailing.len() >= full {
+        return None;
+    }
+    let first = trailing.first()?;
+    let last = trailing.iter().max_by_key(|o| (o.end, o.start))?;
+    let names: BTreeSet<String> = trailing
+        .iter()
+        .map(|o| {
+            o.program_id
+                .and_then(|p| host.op_profile().ok()?.programs.get(&p).cloned())
+                .unwrap_or_else(|| o.program_id.map_or("unknown program".to_owned(), |p| format!("program {p}")))
+        })
+        .collect();
+    let names: Vec<String> = names.into_iter().collect();
+    let evidence = vec![
+        Evidence::metric("ops after the last step marker", trailing.len() as f64, "count"),
+        Evidence::metric("ops of a complete step (median)", full as f64, "count"),
+        Evidence::note(format!(
+            "after {} ended at {:.3} ms, {} op(s) of {} ran until {:.3} ms with no step marker around them",
+            step_label(&steps.steps.last()?.name),
+            last_end.as_ms_f64(),
+            trailing.len(),
+            names.join(", "),
+            last.end.as_ms_f64()
+        )),
+        evidence::event_parts(host, first.plane, first.line, &first.name, first.start, first.duration()),
+        evidence::event_parts(host, last.plane, last.line, &last.name, last.start, last.duration()),
+    ];
+    Some(Signal {
+        label: format!(
+            "the capture stopped inside a step ({} of a step's {full} ops ran after the last marker)",
+            trailing.len()
+        ),
+        evidence,
+        lost: false,
+    })
+}
+
+/// TPU cores whose op events end early, or that recorded fewer steps than the others.
+fn lagging_cores(host: &HostProfile, ops: &[OpSpan<'_>], median_step: Picos, lag_steps: f64) -> Option<Signal> {
+    let cores = host.space().tpu_tensor_cores();
+    if cores.len() < 2 {
+        return None;
+    }
+    let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
+    for op in ops {
+        let end = last_op.entry(op.core).or_insert(op.end);
+        *end = (*end).max(op.end);
+    }
+    let mut step_counts: BTreeMap<i64, usize> = BTreeMap::new();
+    for plane in &cores {
+        let core = match plane.kind() {
+            xlens_xplane::PlaneKind::TpuTensorCore { ordinal } => i64::from(ordinal),
+            _ => continue,
+        };
+        if let Some(line) = plane.line_by_name(names::line::STEPS) {
+            step_counts.insert(core, line.event_count());
+        }
+    }
+    let latest = last_op.values().copied().max()?;
+    let most_steps = step_counts.values().copied().max().unwrap_or(0);
+    if median_step.0 <= 0 {
+        return None;
+    }
+    let threshold = Picos((median_step.0 as f64 * lag_steps).round() as i64).max(Picos(1));
+    let mut evidence = Vec::new();
+    let mut lagging = BTreeSet::new();
+    for (&core, &end) in &last_op {
+        let lag = latest - end;
+        if lag >= threshold {
+            lagging.insert(core);
+            evidence.push(Evidence::note(format!(
+                "TPU core {core}: last op ends at {:.3} ms, {:.3} ms before the latest core's ({:.1} median steps)",
+                end.as_ms_f64(),
+                lag.as_ms_f64(),
+                lag.0 as f64 / median_step.0 as f64
+            )));
+        }
+    }
+    for (&core, &count) in &step_counts {
+        if count < most_steps {
+            lagging.insert(core);
+            evidence.push(Evidence::note(format!(
+                "TPU core {core} recorded {count} steps, other cores up to {most_steps} (XProf keeps only steps every \
+                 core has)"
+            )));
+        }
+    }
+    if lagging.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = lagging.iter().map(i64::to_string).collect();
+    Some(Signal {
+        label: format!("TPU core(s) {} stopped recording before the others", list.join(", ")),
+        evidence,
+        lost: true,
+    })
+}
+
+impl Detector for TruncatedCapture {
+    fn id(&self) -> &'static str {
+        "truncated_capture"
+    }
+
+    fn title(&self) -> &'static str {
+        "The capture is truncated or dropped events"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::HostTimeline]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.truncated_capture;
+        let space = host.space();
+        let mut signals: Vec<Signal> = Vec::new();
+        let messages: Vec<&String> =
+            space.profiler_errors().iter().chain(space.profiler_warnings()).filter(|m| says_data_lost(m)).collect();
+        if !messages.is_empty() {
+            signals.push(Signal {
+                label: format!("the profiler reported lost events ({} message(s))", messages.len()),
+                evidence: messages.iter().take(5).map(|m| Evidence::note(format!("profiler: {m}"))).collect(),
+                lost: true,
+            });
+        }
+        let dropped = dropped_events(host);
+        if dropped > 0 && dropped >= t.min_dropped_events {
+            signals.push(Signal {
+                label: format!("{dropped} event(s) were dropped"),
+                evidence: vec![Evidence::metric("dropped events (dropped_traces)", dropped as f64, "count")],
+                lost: true,
+            });
+        }
+        if let Ok(steps) = host.steps()
+            && !steps.steps.is_empty()
+        {
+            let ops = evidence::op_spans(host);
+            signals.extend(past_the_stop(host, steps, &ops));
+            signals.extend(trailing_partial_step(host, steps, &ops));
+            let median_step = median_picos(steps.steps.iter().map(|s| s.duration).collect());
+            signals.extend(lagging_cores(host, &ops, median_step, t.min_core_lag_steps));
+        }
+        if signals.is_empty() {
+            return Ok(());
+        }
+        let lost = signals.iter().any(|s| s.lost);
+        let labels: Vec<&str> = signals.iter().map(|s| s.label.as_str()).collect();
+        let what = format!(
+            "The profile is incomplete: {}. Figures computed from it ({}) are partial.",
+            labels.join("; "),
+            if lost { "op times, idle time, step counts" } else { "the last step" }
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity: if lost { Severity::P1 } else { Severity::P2 },
+            title: self.title().to_owned(),
+            what,
+            evidence: signals.into_iter().flat_map(|s| s.evidence).collect(),
+            impact: Impact::of(0.0, host.step_ms()),
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use xlens_xplane::{
+        BuildValue, Event, LineHeader, Picos, Session, Space, SpaceBuilder, StatMetadataId, StatValue, names,
+        synth::{fixture, tpu_profile},
+    };
+
+    use crate::config::ScanConfig;
+    use crate::finding::{Evidence, Finding, Severity};
+    use crate::profile::Profile;
+    use crate::scan::scan;
+    use crate::testing::{run_on, testdata};
+
+    /// How to rewrite a profile.
+    #[derive(Default)]
+    struct Edit<'a> {
+        /// Events to keep (all when `None`).
+        keep: Option<&'a dyn Fn(&Event<'_>) -> bool>,
+        /// New `profile_stop_time`, ns since the epoch.
+        stop_ns: Option<u64>,
+        /// A `dropped_traces` stat on `/host:CPU`.
+        dropped: Option<i64>,
+        /// XSpace errors to add.
+        errors: &'a [&'a str],
+    }
+
+    fn build_value<'v>(value: &'v StatValue<'_>) -> Option<BuildValue<'v>> {
+        match value {
+            StatValue::Int(v) => Some(BuildValue::Int(*v)),
+            StatValue::Uint(v) => Some(BuildValue::Uint(*v)),
+            StatValue::Double(v) => Some(BuildValue::Double(*v)),
+            StatValue::Str(s) => Some(BuildValue::Str(s)),
+            StatValue::Bytes(b) => Some(BuildValue::Bytes(b)),
+            StatValue::None | StatValue::UnresolvedRef(_) => None,
+        }
+    }
+
+    /// Re-encodes a decoded space with [`SpaceBuilder`], applying `edit`.
+    fn rewrite(space: &Space, edit: &Edit<'_>) -> Space {
+        let mut b = SpaceBuilder::default();
+        for h in space.hostnames() {
+            b.hostname(h);
+        }
+        for e in space.profiler_errors().iter().map(String::as_str).chain(edit.errors.iter().copied()) {
+            b.error(e);
+        }
+        for w in space.profiler_warnings() {
+            b.warning(w);
+        }
+        for plane in space.planes() {
+            let mut p = b.plane(plane.id().0, plane.name());
+            let stat_ids: HashMap<i64, StatMetadataId> =
+                plane.stat_metadata().iter().map(|m| (m.id().0, p.stat_metadata(m.name()))).collect();
+            let mut event_ids = HashMap::new();
+            for m in plane.event_metadata() {
+                let id = p.event_metadata_with_display(m.name(), m.raw_display_name());
+                for stat in plane.metadata_stats(m).map_while(|s| s.ok()) {
+                    let value = stat.value();
+                    if let (Some(&sid), Some(v)) = (stat_ids.get(&stat.metadata_id().0), build_value(&value)) {
+                        p.metadata_stat(id, sid, v);
+                    }
+                }
+                event_ids.insert(m.id().0, id);
+            }
+            for stat in plane.stats().map_while(|s| s.ok()) {
+                let Some(&sid) = stat_ids.get(&stat.metadata_id().0) else { continue };
+                let value = stat.value();
+                match (edit.stop_ns, build_value(&value)) {
+                    (Some(stop), _) if stat.name() == names::stat::PROFILE_STOP_TIME => p.stat(sid, stop),
+                    (_, Some(v)) => p.stat(sid, v),
+                    (_, None) => {}
+                }
+            }
+            if let Some(dropped) = edit.dropped
+                && plane.name() == names::plane::HOST_CPU
+            {
+                let sid = p.stat_metadata(names::stat::DROPPED_TRACES);
+                p.stat(sid, dropped);
+            }
+            for line in plane.lines() {
+                let mut l = p.line_with(LineHeader {
+                    id: line.id().0,
+                    display_id: line.raw_display_id(),
+                    name: line.name(),
+                    display_name: line.raw_display_name(),
+                    timestamp_ns: line.timestamp_ns(),
+                    duration_ps: line.duration().0,
+                });
+                for ev in line.events(plane).map_while(|e| e.ok()) {
+                    if edit.keep.is_some_and(|keep| !keep(&ev)) {
+                        continue;
+                    }
+                    let mut e = l.event(event_ids[&ev.metadata_id().0], ev.offset_ps(), ev.duration().0);
+                    for stat in ev.stats().map_while(|s| s.ok()) {
+                        let value = stat.value();
+                        if let (Some(&sid), Some(v)) = (stat_ids.get(&stat.metadata_id().0), build_value(&value)) {
+                            e = e.stat(sid, v);
+                        }
+                    }
+                }
+            }
+        }
+        Space::parse(b.finish().into()).unwrap()
+    }
+
+    fn findings_of(space: Space) -> Vec<Finding> {
+        let report = scan(&Profile::from_space("vm", space), &ScanConfig::only("truncated_capture"));
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        report.findings
+    }
+
+    fn open(dir: &str) -> Space {
+        let mut hosts = Session::open(&testdata(dir)).unwrap().into_hosts();
+        hosts.remove(0).into_space()
+    }
+
+    fn metric(f: &Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn a_faithful_copy_is_still_clean() {
+        // The rewrite itself must not create a finding (nor lose the steps).
+        let space = rewrite(&open("corpus/clean"), &Edit::default());
+        assert!(findings_of(space).is_empty());
+    }
+
+    #[test]
+    fn finds_a_capture_stopped_inside_the_last_step() {
+        let space = open("corpus/clean");
+        let profile = Profile::from_space("vm", open("corpus/clean"));
+        let steps = profile.hosts()[0].steps().unwrap().steps.clone();
+        let last = steps.last().unwrap();
+        // Stop halfway through `train 4`: events still open at the stop are lost (a TraceMe is
+        // recorded when it ends), so the step marker goes and its first ops stay.
+        let cut = last.start + Picos(last.duration.0 / 2);
+        let keep = |e: &Event<'_>| e.end() <= cut;
+        let start_ns = space.profile_start_ns().unwrap();
+        let stop_ns = start_ns + (cut.0 / 1000) as u64;
+        let truncated = rewrite(&space, &Edit { keep: Some(&keep), stop_ns: Some(stop_ns), ..Edit::default() });
+        let findings = findings_of(truncated);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::P2, "only the last step was cut");
+        assert_eq!(f.impact.ms_per_step, 0.0);
+        // 127 ops per step in the clean program; some of train 4's ran before the stop.
+        assert_eq!(metric(f, "ops of a complete step (median)"), 127.0);
+        let trailing = metric(f, "ops after the last step marker");
+        assert!((1.0..127.0).contains(&trailing), "{trailing}");
+        assert!(f.what.contains("the capture stopped inside a step"), "{}", f.what);
+        assert!(f.evidence.iter().any(|e| e.to_string().contains("after train 3 ended at")), "{f:#?}");
+        assert!(f.evidence.iter().any(|e| e.to_string().contains("jit_train_step(36)")), "{f:#?}");
+    }
+
+    #[test]
+    fn finds_dropped_events_and_profiler_errors() {
+        let space = rewrite(
+            &open("corpus/clean"),
+            &Edit {
+                dropped: Some(4096),
+                errors: &["Total driver(callback) events reaches max 2000000"],
+                ..Edit::default()
+            },
+        );
+        let findings = findings_of(space);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::P1);
+        assert_eq!(metric(f, "dropped events (dropped_traces)"), 4096.0);
+        assert!(
+            f.evidence.iter().any(|e| e.to_string() == "profiler: Total driver(callback) events reaches max 2000000"),
+            "{f:#?}"
+        );
+    }
+
+    fn tpu_basic() -> (Space, Vec<xlens_roofline::Step>) {
+        let bytes = tpu_profile(&fixture("tpu_basic").unwrap());
+        let steps = Profile::from_space("synth", Space::parse(bytes.clone().into()).unwrap()).hosts()[0]
+            .steps()
+            .unwrap()
+            .steps
+            .clone();
+        (Space::parse(bytes.into()).unwrap(), steps)
+    }
+
+    #[test]
+    fn finds_a_tpu_core_that_stopped_recording() {
+        let (space, steps) = tpu_basic();
+        assert_eq!(steps.len(), 6);
+        // Core 2 records nothing from step 3 on (its trace buffer filled).
+        let after = steps[3].start;
+        let keep = |e: &Event<'_>| !(e.plane().name() == "/device:TPU:2" && e.start() >= after);
+        let findings = findings_of(rewrite(&space, &Edit { keep: Some(&keep), ..Edit::default() }));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::P1);
+        assert!(f.what.contains("TPU core(s) 2 stopped recording before the others"), "{}", f.what);
+        assert!(
+            f.evidence.iter().any(|e| e.to_string().starts_with("TPU core 2 recorded 3 steps, other cores up to 6")),
+            "{f:#?}"
+        );
+        // Three steps of about 0.3 ms are missing at the end of core 2.
+        let lag = f.evidence.iter().find_map(|e| {
+            let text = e.to_string();
+            let rest = text.strip_prefix("TPU core 2: last op ends at ")?;
+            let (_, after) = rest.split_once(", ")?;
+            after.split(' ').next()?.parse::<f64>().ok()
+        });
+        assert!(lag.is_some_and(|ms| (0.8..1.2).contains(&ms)), "{lag:?} {f:#?}");
+    }
+
+    #[test]
+    fn finds_a_tpu_step_that_ends_after_the_capture_stop() {
+        let (space, steps) = tpu_basic();
+        // The capture stops 10 us before the last step ends.
+        let last = steps.last().unwrap();
+        let stop_ns = space.profile_start_ns().unwrap() + (last.end().0 / 1000) as u64 - 10_000;
+        let findings = findings_of(rewrite(&space, &Edit { stop_ns: Some(stop_ns), ..Edit::default() }));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::P2);
+        assert!(f.what.contains("1 step(s) end after the capture stopped"), "{}", f.what);
+        assert!(
+            f.evidence.iter().any(|e| e.to_string().starts_with(&format!("step {} runs from ", last.name))
+                && e.to_string().contains("past the capture stop")),
+            "{f:#?}"
+        );
+        // The ops of the last 10 us of every core run past the stop too.
+        assert!(metric(f, "ops that end after the capture stop") >= 4.0, "{f:#?}");
+    }
+
+    /// Odd but decodable profiles: none of the host-timeline detectors may panic on them.
+    #[test]
+    fn odd_profiles_do_not_panic() {
+        let ids = [
+            "input_starvation",
+            "barrier_in_loop",
+            "profile_during_warmup",
+            "host_callback_stall",
+            "truncated_capture",
+        ];
+        let mut spaces = Vec::new();
+        // A host plane without lines.
+        let mut b = SpaceBuilder::default();
+        b.plane(1, names::plane::HOST_CPU);
+        spaces.push(b.finish());
+        // Zero-length and overlapping step markers, ops without program ids, a negative offset,
+        // a dangling metadata id, a stop time before the start, errors with odd words.
+        let mut b = SpaceBuilder::default();
+        b.error("events dropped: buffer full");
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let train = host.event_metadata("train");
+            let op = host.event_metadata("debug_print.1");
+            let sync = host.event_metadata("$api.py:1 block_until_ready");
+            let root = host.stat_metadata(names::stat::IS_ROOT);
+            let hlo_op = host.stat_metadata(names::stat::HLO_OP);
+            let run = host.stat_metadata(names::stat::RUN_ID);
+            let dropped = host.stat_metadata(names::stat::DROPPED_TRACES);
+            host.stat(dropped, -5i64);
+            let mut line = host.line(1, "python", 0);
+            line.event(train, 0, 0).stat(root, 1i64);
+            line.event(train, 0, 1_000).stat(root, 1i64);
+            line.event(train, 500, 10_000).stat(root, 1i64);
+            line.event(op, -50, 100).stat(hlo_op, "debug_print.1");
+            line.event(op, 600, 0).stat(hlo_op, "debug_print.1").stat(run, 7i64);
+            line.event(sync, 700, 5_000);
+            line.event(xlens_xplane::EventMetadataId(999), 800, 10);
+        }
+        {
+            let mut env = b.plane(2, names::plane::TASK_ENVIRONMENT);
+            let start = env.stat_metadata(names::stat::PROFILE_START_TIME);
+            let stop = env.stat_metadata(names::stat::PROFILE_STOP_TIME);
+            env.stat(start, 1_000u64);
+            env.stat(stop, 10u64);
+        }
+        spaces.push(b.finish());
+        // TPU cores with steps but no ops, and ops but no steps.
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let m = host.event_metadata("HostCallbackRequest");
+            host.line(1, "runtime", 0).event(m, 0, 10);
+        }
+        {
+            let mut tpu = b.plane(100, "/device:TPU:0");
+            let step = tpu.event_metadata("0");
+            tpu.line(1, names::line::STEPS, 0).event(step, 0, 1_000_000);
+        }
+        {
+            let mut tpu = b.plane(101, "/device:TPU:1");
+            let op = tpu.event_metadata("host send");
+            tpu.line(3, names::line::XLA_OPS, 0).event(op, 0, 1_000_000);
+        }
+        spaces.push(b.finish());
+        let reports: Vec<_> = spaces
+            .into_iter()
+            .map(|bytes| {
+                let profile = Profile::from_space("odd", Space::parse(bytes.into()).unwrap());
+                let config =
+                    ScanConfig { only: Some(ids.iter().map(|s| s.to_string()).collect()), ..ScanConfig::default() };
+                scan(&profile, &config)
+            })
+            .collect();
+        // The profiler's message is reported; the negative dropped count is not.
+        let lost: Vec<&Finding> = reports[1].findings.iter().filter(|f| f.id == "truncated_capture").collect();
+        assert_eq!(lost.len(), 1, "{:#?}", reports[1]);
+        assert!(lost[0].evidence.iter().any(|e| e.to_string() == "profiler: events dropped: buffer full"));
+        assert!(!lost[0].evidence.iter().any(|e| e.to_string().starts_with("dropped events")), "{:#?}", lost[0]);
+    }
+
+    #[test]
+    fn untouched_profiles_are_complete() {
+        for dir in [
+            "corpus/clean",
+            "corpus/recompilation",
+            "corpus/host_callback",
+            "corpus/sharded_collectives_baseline",
+            "real/barrier_in_loop",
+            "real/input_starvation",
+            "real/profile_during_warmup",
+            "real/debug_print",
+            "real/sharded_collectives",
+            "tpu/tpu_basic",
+            "tpu/tpu_straggler",
+        ] {
+            assert!(run_on("truncated_capture", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+}
