@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use xlens_hlo::Module;
-use xlens_roofline::{Chip, OpProfile, StepAnatomy, Steps, tpu_anatomy};
+use xlens_roofline::{Chip, DeviceTimeline, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
 use xlens_xplane::{DeviceKind, Host, Picos, Session, Space, SpaceSummary, summarize};
 
 use crate::detector::Need;
@@ -16,6 +16,7 @@ pub struct HostProfile {
     space: Space,
     summary: SpaceSummary,
     modules: OnceLock<(Vec<Module>, Vec<String>)>,
+    timeline: OnceLock<Result<DeviceTimeline, String>>,
     steps: OnceLock<Result<Steps, String>>,
     op_profile: OnceLock<Result<OpProfile, String>>,
     anatomy: OnceLock<Result<Vec<StepAnatomy>, String>>,
@@ -31,6 +32,7 @@ impl HostProfile {
             space,
             summary,
             modules: OnceLock::new(),
+            timeline: OnceLock::new(),
             steps: OnceLock::new(),
             op_profile: OnceLock::new(),
             anatomy: OnceLock::new(),
@@ -96,10 +98,22 @@ impl HostProfile {
         self.modules().iter().max_by_key(|m| (m.instructions().len(), std::cmp::Reverse(m.program_id())))
     }
 
+    /// The device timeline: one walk of every TPU core's op line, shared by the op profile, the
+    /// steps, the anatomy and the device detectors (empty without TPU cores).
+    pub fn device_timeline(&self) -> Result<&DeviceTimeline, &str> {
+        self.timeline
+            .get_or_init(|| DeviceTimeline::build(&self.space).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
     /// The steps (device steps on TPU, host markers otherwise).
     pub fn steps(&self) -> Result<&Steps, &str> {
         self.steps
-            .get_or_init(|| Steps::from_space(&self.space).map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                let timeline = self.device_timeline().map_err(str::to_owned)?;
+                Steps::from_timeline(&self.space, timeline).map_err(|e| e.to_string())
+            })
             .as_ref()
             .map_err(|e| e.as_str())
     }
@@ -113,12 +127,12 @@ impl HostProfile {
     pub fn op_profile(&self) -> Result<&OpProfile, &str> {
         self.op_profile
             .get_or_init(|| {
-                let result = if self.space.tpu_tensor_cores().is_empty() {
-                    OpProfile::from_host_threads(&self.space, self.modules())
+                if self.space.tpu_tensor_cores().is_empty() {
+                    OpProfile::from_host_threads(&self.space, self.modules()).map_err(|e| e.to_string())
                 } else {
-                    OpProfile::from_tpu(&self.space)
-                };
-                result.map_err(|e| e.to_string())
+                    let timeline = self.device_timeline().map_err(str::to_owned)?;
+                    Ok(OpProfile::from_timeline(&self.space, timeline))
+                }
             })
             .as_ref()
             .map_err(|e| e.as_str())
@@ -129,13 +143,12 @@ impl HostProfile {
         self.anatomy
             .get_or_init(|| {
                 let steps = self.steps().map_err(str::to_owned)?;
-                let result = if self.space.tpu_tensor_cores().is_empty() {
+                if self.space.tpu_tensor_cores().is_empty() {
                     let profile = self.op_profile().map_err(str::to_owned)?;
-                    xlens_roofline::host_anatomy(&self.space, steps, profile)
+                    xlens_roofline::host_anatomy(&self.space, steps, profile).map_err(|e| e.to_string())
                 } else {
-                    tpu_anatomy(&self.space, steps)
-                };
-                result.map_err(|e| e.to_string())
+                    Ok(anatomy_from_timeline(self.device_timeline().map_err(str::to_owned)?))
+                }
             })
             .as_ref()
             .map(Vec::as_slice)

@@ -108,7 +108,7 @@ impl StepAnatomy {
             + self.idle
     }
 
-    fn add_class(&mut self, class: TimeClass, t: Picos) {
+    pub(crate) fn add(&mut self, class: TimeClass, t: Picos) {
         match class {
             TimeClass::Matmul => self.matmul += t,
             TimeClass::CollectiveExposed => self.collective_exposed += t,
@@ -193,7 +193,7 @@ pub fn partition(lo: Picos, step_time: Picos, intervals: &[Interval], windows: &
         let len = next - t;
         match PRIORITY.iter().zip(active).find(|(_, n)| *n > 0) {
             Some((&class, _)) => {
-                out.add_class(class, len);
+                out.add(class, len);
                 if open_windows > 0 && class != TimeClass::CollectiveExposed {
                     out.collective_hidden += len;
                 }
@@ -305,34 +305,6 @@ pub(crate) fn innermost_segments(ops: &[(Picos, Picos, TimeClass)]) -> Vec<Inter
     out
 }
 
-/// Async windows on an op line: each `<op>-start[.N]` paired in order with the next
-/// `<op>-done[.N]` of the same key; the window spans from the start op's begin to the done op's
-/// end (XProf's async-overlap pairing, facts §5).
-pub(crate) fn async_windows(ops: &[(Picos, Picos, &str)]) -> Vec<(Picos, Picos)> {
-    use std::collections::{HashMap, VecDeque};
-    let mut open: HashMap<String, VecDeque<Picos>> = HashMap::new();
-    let mut out = Vec::new();
-    for &(start, end, name) in ops {
-        let name = name.trim_start_matches('%');
-        let name = name.split(" = ").next().unwrap_or(name);
-        let (base, suffix) = match name.rfind('.') {
-            Some(dot) if name[dot + 1..].bytes().all(|b| b.is_ascii_digit()) && dot + 1 < name.len() => {
-                (&name[..dot], &name[dot..])
-            }
-            _ => (name, ""),
-        };
-        if let Some(op) = base.strip_suffix("-start") {
-            open.entry(format!("{op}{suffix}")).or_default().push_back(start);
-        } else if let Some(op) = base.strip_suffix("-done")
-            && let Some(s) = open.get_mut(&format!("{op}{suffix}")).and_then(VecDeque::pop_front)
-        {
-            out.push((s, end));
-        }
-    }
-    out.sort();
-    out
-}
-
 #[cfg(test)]
 mod segment_tests {
     use super::*;
@@ -347,18 +319,6 @@ mod segment_tests {
             innermost_segments(&[(Picos(0), Picos(100), v), (Picos(10), Picos(20), m), (Picos(50), Picos(60), d)]);
         let got: Vec<(i64, i64, TimeClass)> = segs.iter().map(|s| (s.start.0, s.end.0, s.class)).collect();
         assert_eq!(got, vec![(0, 10, v), (10, 20, m), (20, 50, v), (50, 60, d), (60, 100, v)]);
-    }
-
-    #[test]
-    fn async_pairs_follow_names_and_order() {
-        let w = async_windows(&[
-            (Picos(0), Picos(1), "all-gather-start.3"),
-            (Picos(2), Picos(3), "all-gather-start"),
-            (Picos(5), Picos(9), "all-gather-done.3"),
-            (Picos(10), Picos(12), "all-gather-done"),
-            (Picos(20), Picos(21), "copy-done.1"),
-        ]);
-        assert_eq!(w, vec![(Picos(0), Picos(9)), (Picos(2), Picos(12))]);
     }
 }
 
@@ -377,51 +337,18 @@ mod segment_tests {
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn tpu_anatomy(space: &xlens_xplane::Space, steps: &crate::Steps) -> xlens_xplane::Result<Vec<StepAnatomy>> {
-    use crate::device::{DeviceStatIds, op_metadata, timed_ops};
-    let cores = space.tpu_tensor_cores();
-    let mut per_core_timelines = Vec::with_capacity(cores.len());
-    for plane in &cores {
-        let ordinal = match plane.kind() {
-            xlens_xplane::PlaneKind::TpuTensorCore { ordinal } => ordinal,
-            _ => 0,
-        };
-        let ids = DeviceStatIds::of(plane);
-        let Some(line) = plane.line_by_name(xlens_xplane::names::line::XLA_OPS) else {
-            per_core_timelines.push((ordinal, Vec::new(), Vec::new()));
-            continue;
-        };
-        let meta = op_metadata(plane, &ids);
-        let ops = timed_ops(plane, line, &ids)?;
-        let classed: Vec<(Picos, Picos, TimeClass)> = ops
-            .iter()
-            .map(|o| {
-                let category = meta.get(&o.metadata_id).map_or("", |m| m.category.as_str());
-                (o.span.start, o.span.end(), class_of(category))
-            })
-            .collect();
-        let named: Vec<(Picos, Picos, &str)> = ops
-            .iter()
-            .map(|o| (o.span.start, o.span.end(), meta.get(&o.metadata_id).map_or("", |m| m.name.as_str())))
-            .collect();
-        per_core_timelines.push((ordinal, innermost_segments(&classed), async_windows(&named)));
-    }
-    let mut out = Vec::with_capacity(steps.steps.len());
-    for step in &steps.steps {
-        let mut parts = Vec::with_capacity(step.cores.len());
-        for core in &step.cores {
-            let Some((_, segments, windows)) = per_core_timelines.iter().find(|(o, _, _)| *o == core.core) else {
-                continue;
-            };
-            let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
-            let from = segments.partition_point(|s| s.end <= lo);
-            let to = segments.partition_point(|s| s.start < hi);
-            let w_from = windows.partition_point(|w| w.1 <= lo);
-            let w_to = windows.partition_point(|w| w.0 < hi);
-            parts.push(partition(lo, step.duration, &segments[from..to.max(from)], &windows[w_from..w_to.max(w_from)]));
-        }
-        out.push(StepAnatomy::mean(&parts));
-    }
-    Ok(out)
+    let _ = steps;
+    Ok(anatomy_from_timeline(&crate::DeviceTimeline::build(space)?))
+}
+
+/// The anatomy of every TPU step (mean over cores) of a walked device timeline.
+pub fn anatomy_from_timeline(timeline: &crate::DeviceTimeline) -> Vec<StepAnatomy> {
+    (0..timeline.step_times.len())
+        .map(|k| {
+            let parts: Vec<StepAnatomy> = timeline.cores.iter().filter_map(|c| c.steps.get(k).map(|s| s.anatomy)).collect();
+            StepAnatomy::mean(&parts)
+        })
+        .collect()
 }
 
 /// Host events that are waits, not work (the device may be busy meanwhile).

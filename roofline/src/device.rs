@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use xlens_xplane::{Event, EventMetadataId, Line, Picos, Plane, StatMetadataId, names};
+use xlens_xplane::{Event, EventMetadataId, Picos, Plane, StatMetadataId, names};
 
 /// Stat ids of one device plane, resolved once.
 #[derive(Clone, Copy, Debug, Default)]
@@ -283,36 +283,8 @@ pub(crate) struct TimedOp {
     pub(crate) metadata_id: EventMetadataId,
     pub(crate) span: Span,
     pub(crate) self_time: Picos,
-    pub(crate) occurrences: i64,
-    pub(crate) time_scale: f64,
     /// Nesting depth (0 = top level).
     pub(crate) depth: u32,
-}
-
-/// Reads every event of an op line with device timespans, and computes self times by nesting
-/// (an ancestor stack over spans, events sorted by start then longest first).
-pub(crate) fn timed_ops(plane: &Plane, line: &Line, ids: &DeviceStatIds) -> xlens_xplane::Result<Vec<TimedOp>> {
-    let mut ops = Vec::with_capacity(line.event_count());
-    for ev in line.events(plane) {
-        let ev = ev?;
-        let span = device_span(&ev, ids);
-        let mut time_scale = 1.0;
-        if let Some(tsm) = ids.time_scale_multiplier
-            && let Some(v) = ev.stat(tsm).and_then(|s| s.as_f64())
-        {
-            time_scale = v;
-        }
-        ops.push(TimedOp {
-            metadata_id: ev.metadata_id(),
-            span,
-            self_time: span.duration,
-            occurrences: ev.num_occurrences().unwrap_or(1).max(1),
-            time_scale,
-            depth: 0,
-        });
-    }
-    nest(&mut ops);
-    Ok(ops)
 }
 
 /// Sorts ops by start (longest first on ties) and subtracts each op's duration from its parent's
@@ -345,8 +317,6 @@ mod tests {
             metadata_id: EventMetadataId(0),
             span: Span { start: Picos(start), duration: Picos(dur) },
             self_time: Picos(dur),
-            occurrences: 1,
-            time_scale: 1.0,
             depth: 0,
         }
     }

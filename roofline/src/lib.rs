@@ -13,13 +13,14 @@ mod op_profile;
 mod op_profile_cpu;
 mod perf_env;
 mod steps;
+mod timeline;
 pub mod units;
 
 #[cfg(feature = "polars")]
 pub mod frame;
 
 pub use anatomy::{
-    Interval, PRIORITY, StepAnatomy, TimeClass, class_of, host_anatomy, is_collective, partition, tpu_anatomy,
+    Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy, is_collective, partition, tpu_anatomy,
 };
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata};
@@ -29,9 +30,10 @@ pub use op_profile::{
 };
 pub use op_profile_cpu::hlo_category;
 pub use perf_env::PerfEnv;
+pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OpAggregate};
 pub use steps::{
     CoreStep, CoreStepBreakdown, FLAT_CV, OUTLIER_FACTOR, Step, StepSource, StepStats, StepVariance, Steps, TpuStepSummary,
-    is_host_step_marker,
+    is_host_step_marker, steps_from_timeline,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};

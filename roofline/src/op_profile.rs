@@ -15,11 +15,12 @@
 //! Cores are combined by (program, op name): times, FLOPs and bytes add up, so every rate is a
 //! per-core rate (Σ FLOPs ÷ Σ time).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use xlens_xplane::{Picos, Plane, Space, names};
+use xlens_xplane::{Picos, Space, names};
 
-use crate::device::{DeviceStatIds, MemoryBytes, OpMetadata, Span, op_metadata, timed_ops};
+use crate::device::{DeviceStatIds, MemoryBytes, OpMetadata, op_metadata};
+use crate::timeline::DeviceTimeline;
 use crate::perf_env::PerfEnv;
 
 /// Categories of ops that contain other ops; their own time is not counted in program totals.
@@ -213,17 +214,49 @@ impl OpProfile {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_tpu(space: &Space) -> xlens_xplane::Result<OpProfile> {
-        let cores = space.tpu_tensor_cores();
+        Ok(OpProfile::from_timeline(space, &DeviceTimeline::build(space)?))
+    }
+
+    /// Builds the op profile from an already walked device timeline of `space`.
+    pub fn from_timeline(space: &Space, timeline: &DeviceTimeline) -> OpProfile {
         let mut combined: BTreeMap<(u64, String), OpStats> = BTreeMap::new();
         let mut total_time = Picos::ZERO;
         let mut programs = BTreeMap::new();
-        for plane in &cores {
-            let core = core_op_metrics(plane)?;
-            total_time += core.total_time;
-            for (name, id) in core.programs {
-                programs.entry(id).or_insert(name);
+        for core in &timeline.cores {
+            let Some(plane) = space.planes().get(core.plane_index) else { continue };
+            let ids = DeviceStatIds::of(plane);
+            let meta = op_metadata(plane, &ids);
+            // Per core: ops keyed by (program_id, symbol_id); events missing either are dropped.
+            let mut by_key: BTreeMap<(u64, u64), OpStats> = BTreeMap::new();
+            for (pos, agg) in core.ops.iter().enumerate() {
+                if agg.occurrences == 0 {
+                    continue;
+                }
+                let Some(m) = plane.event_metadata().get(pos).and_then(|e| meta.get(&e.id())) else { continue };
+                let (Some(program_id), Some(symbol_id)) = (m.program_id, m.symbol_id) else { continue };
+                if symbol_id == 0 {
+                    continue;
+                }
+                let entry = by_key.entry((program_id, symbol_id)).or_insert_with(|| empty_stats(program_id, m));
+                let n = agg.occurrences as f64;
+                entry.occurrences += agg.occurrences;
+                entry.time += agg.time;
+                entry.self_time += agg.self_time;
+                entry.normalized_time += agg.normalized_time;
+                entry.flops += m.flops * n;
+                entry.model_flops += if m.model_flops > 0.0 { m.model_flops * n } else { m.flops * n };
+                entry.bytes.add(&m.memory.scaled(n));
             }
-            for op in core.ops {
+            let op_time: Picos = by_key.values().map(|o| o.self_time).sum();
+            let span = core.span.map_or(Picos::ZERO, |(a, b)| b - a);
+            total_time += span.max(op_time);
+            for &(_, _, pos) in &core.modules {
+                let Some(name) = plane.event_metadata().get(pos).map(|m| m.name()) else { continue };
+                if let Some(id) = program_id_of_module_name(name) {
+                    programs.entry(id).or_insert_with(|| name.to_owned());
+                }
+            }
+            for op in by_key.into_values() {
                 match combined.entry((op.program_id, op.name.clone())) {
                     std::collections::btree_map::Entry::Vacant(v) => {
                         v.insert(op);
@@ -247,19 +280,19 @@ impl OpProfile {
             b.self_time.cmp(&a.self_time).then(a.program_id.cmp(&b.program_id)).then(a.name.cmp(&b.name))
         });
         let op_time: Picos = ops.iter().map(|o| o.self_time).sum();
-        let device_type = cores
-            .first()
+        let first = timeline.cores.first().and_then(|c| space.planes().get(c.plane_index));
+        let device_type = first
             .and_then(|p| p.stat_by_name(names::stat::DEVICE_TYPE_STRING))
             .and_then(|s| s.as_str().map(|s| s.into_owned()));
-        Ok(OpProfile {
+        OpProfile {
             device_type,
-            cores: cores.len() as u32,
-            perf_env: cores.first().and_then(|p| PerfEnv::from_plane(p)),
+            cores: timeline.cores.len() as u32,
+            perf_env: first.and_then(PerfEnv::from_plane),
             programs,
             idle_time: total_time.saturating_sub(op_time),
             total_time,
             ops,
-        })
+        }
     }
 
     /// Self time per category over ops without inner ops, plus `IDLE` (the category pie).
@@ -318,75 +351,6 @@ impl OpProfile {
             _ => 0.0,
         }
     }
-}
-
-/// One core's ops before combining.
-struct CoreMetrics {
-    ops: Vec<OpStats>,
-    total_time: Picos,
-    programs: Vec<(String, u64)>,
-}
-
-fn core_op_metrics(plane: &Plane) -> xlens_xplane::Result<CoreMetrics> {
-    let ids = DeviceStatIds::of(plane);
-    let meta = op_metadata(plane, &ids);
-    let mut by_key: HashMap<(u64, u64), (OpStats, &OpMetadata)> = HashMap::new();
-    let mut first: Option<Picos> = None;
-    let mut last: Option<Picos> = None;
-    let mut widen = |span: &Span| {
-        first = Some(first.map_or(span.start, |f| f.min(span.start)));
-        last = Some(last.map_or(span.end(), |l| l.max(span.end())));
-    };
-    for line in plane.lines() {
-        if line.name() == names::line::XLA_OPS {
-            for op in timed_ops(plane, line, &ids)? {
-                widen(&op.span);
-                let Some(m) = meta.get(&op.metadata_id) else { continue };
-                let (Some(program_id), Some(symbol_id)) = (m.program_id, m.symbol_id) else { continue };
-                if symbol_id == 0 {
-                    continue;
-                }
-                let (entry, _) =
-                    by_key.entry((program_id, symbol_id)).or_insert_with(|| (empty_stats(program_id, m), m));
-                entry.occurrences += op.occurrences as u64;
-                entry.time += op.span.duration;
-                entry.self_time += op.self_time;
-                entry.normalized_time += Picos((op.span.duration.0 as f64 * op.time_scale) as i64);
-            }
-        } else if line.name() == names::line::STEPS {
-            for ev in line.events(plane) {
-                widen(&crate::device::device_span(&ev?, &ids));
-            }
-        }
-    }
-    let op_time: Picos = by_key.values().map(|(o, _)| o.self_time).sum();
-    let span = match (first, last) {
-        (Some(f), Some(l)) => l - f,
-        _ => Picos::ZERO,
-    };
-    let mut ops: Vec<OpStats> = by_key
-        .into_values()
-        .map(|(mut o, m)| {
-            let n = o.occurrences as f64;
-            o.flops = m.flops * n;
-            o.model_flops = if m.model_flops > 0.0 { m.model_flops * n } else { o.flops };
-            o.bytes = m.memory.scaled(n);
-            o
-        })
-        .collect();
-    ops.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut programs = Vec::new();
-    if let Some(modules) = plane.line_by_name(names::line::XLA_MODULES) {
-        for ev in modules.events(plane) {
-            let name = ev?.name();
-            if let Some(id) = program_id_of_module_name(name)
-                && !programs.iter().any(|(_, p)| *p == id)
-            {
-                programs.push((name.to_owned(), id));
-            }
-        }
-    }
-    Ok(CoreMetrics { ops, total_time: span.max(op_time), programs })
 }
 
 fn empty_stats(program_id: u64, m: &OpMetadata) -> OpStats {

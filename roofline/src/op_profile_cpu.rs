@@ -131,8 +131,6 @@ impl OpProfile {
                     metadata_id: xlens_xplane::EventMetadataId(op_keys.len() as i64),
                     span,
                     self_time: span.duration,
-                    occurrences: 1,
-                    time_scale: 1.0,
                     depth: 0,
                 });
                 op_keys.push(k);

@@ -10,9 +10,8 @@
 //!   the marker's duration. XProf's overview drops the first and last of more than five such
 //!   steps as possibly incomplete ([`Steps::complete_steps`]); the step list keeps them.
 
-use xlens_xplane::{Picos, Plane, Space, names};
+use xlens_xplane::{Picos, Space, names};
 
-use crate::device::{DeviceStatIds, op_metadata, timed_ops};
 
 /// Where the steps came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +146,18 @@ pub struct Steps {
 }
 
 impl Steps {
+    /// The steps of a space whose device timeline is already walked (TPU device steps when the
+    /// timeline has steps, else host markers).
+    pub fn from_timeline(space: &Space, timeline: &crate::DeviceTimeline) -> xlens_xplane::Result<Steps> {
+        let steps = steps_from_timeline(timeline);
+        if !steps.is_empty() {
+            return Ok(Steps { source: StepSource::DeviceSteps, steps });
+        }
+        let host = host_steps(space)?;
+        let source = if host.is_empty() { StepSource::None } else { StepSource::HostMarkers };
+        Ok(Steps { source, steps: host })
+    }
+
     /// Finds the steps of a space: TPU device steps when there are TensorCores, else host markers.
     ///
     /// ```
@@ -159,9 +170,8 @@ impl Steps {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_space(space: &Space) -> xlens_xplane::Result<Steps> {
-        let cores = space.tpu_tensor_cores();
-        if !cores.is_empty() {
-            let steps = tpu_steps(&cores)?;
+        if !space.tpu_tensor_cores().is_empty() {
+            let steps = steps_from_timeline(&crate::DeviceTimeline::build(space)?);
             if !steps.is_empty() {
                 return Ok(Steps { source: StepSource::DeviceSteps, steps });
             }
@@ -330,89 +340,27 @@ fn host_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
         .collect())
 }
 
-fn tpu_steps(cores: &[&Plane]) -> xlens_xplane::Result<Vec<Step>> {
-    // Per core: its step markers with their breakdowns, in time order.
-    let mut per_core: Vec<Vec<CoreStep>> = Vec::new();
-    for plane in cores {
-        per_core.push(core_steps(plane)?);
-    }
-    // Steps present on every core survive (XProf intersects by group).
-    let count = per_core.iter().map(Vec::len).min().unwrap_or(0);
-    let mut steps = Vec::with_capacity(count);
-    for k in 0..count {
-        let mut cores: Vec<CoreStep> = per_core.iter().map(|c| c[k].clone()).collect();
-        // The step time is the longest core's marker, charged to every core. (XProf would take
-        // a linked host marker that contains it; in profiles whose host markers are not linked
-        // to device steps through producer/consumer stats, it uses the device marker, and so do we.)
-        let Some(longest) = cores.iter().max_by_key(|c| (c.marker_duration, std::cmp::Reverse(c.core))) else {
-            continue;
-        };
-        let (start, duration) = (longest.marker_start, longest.marker_duration);
-        let start = cores.iter().map(|c| c.marker_start).min().unwrap_or(start);
-        for core in &mut cores {
-            core.duration = duration;
-            let busy = core.breakdown.busy();
-            core.breakdown.idle = duration.saturating_sub(busy);
-        }
+/// The TPU steps of a walked device timeline: step *k* of every core (steps every core has),
+/// charged the longest core's marker.
+pub fn steps_from_timeline(timeline: &crate::DeviceTimeline) -> Vec<Step> {
+    let mut steps = Vec::with_capacity(timeline.step_times.len());
+    for (k, &duration) in timeline.step_times.iter().enumerate() {
+        let cores: Vec<CoreStep> = timeline
+            .cores
+            .iter()
+            .filter_map(|c| {
+                let s = c.steps.get(k)?;
+                Some(CoreStep {
+                    core: c.core,
+                    marker_start: s.marker.0,
+                    marker_duration: s.marker.1 - s.marker.0,
+                    duration,
+                    breakdown: s.breakdown,
+                })
+            })
+            .collect();
+        let start = cores.iter().map(|c| c.marker_start).min().unwrap_or_default();
         steps.push(Step { name: k.to_string(), number: k as i64, start, duration, cores });
     }
-    Ok(steps)
-}
-
-fn core_steps(plane: &Plane) -> xlens_xplane::Result<Vec<CoreStep>> {
-    let core = match plane.kind() {
-        xlens_xplane::PlaneKind::TpuTensorCore { ordinal } => ordinal,
-        _ => 0,
-    };
-    let ids = DeviceStatIds::of(plane);
-    let Some(steps_line) = plane.line_by_name(names::line::STEPS) else { return Ok(Vec::new()) };
-    let mut markers = Vec::new();
-    for ev in steps_line.events(plane) {
-        let span = crate::device::device_span(&ev?, &ids);
-        markers.push(span);
-    }
-    markers.sort_by_key(|s| s.start);
-    let mut out: Vec<CoreStep> = markers
-        .iter()
-        .map(|m| CoreStep {
-            core,
-            marker_start: m.start,
-            marker_duration: m.duration,
-            duration: m.duration,
-            breakdown: CoreStepBreakdown::default(),
-        })
-        .collect();
-    let Some(ops_line) = plane.line_by_name(names::line::XLA_OPS) else { return Ok(out) };
-    let meta = op_metadata(plane, &ids);
-    let ops = timed_ops(plane, ops_line, &ids)?;
-    // Ops belong to the step whose marker they overlap (ops are sorted by start).
-    let mut k = 0usize;
-    for op in &ops {
-        while k < markers.len() && markers[k].end() <= op.span.start {
-            k += 1;
-        }
-        let Some(marker) = markers.get(k) else { break };
-        if op.span.end() <= marker.start {
-            continue;
-        }
-        let category = meta.get(&op.metadata_id).map_or("", |m| m.category.as_str());
-        let b = &mut out[k].breakdown;
-        let t = op.self_time;
-        match category {
-            "infeed" => b.infeed += t,
-            "outfeed" => b.outfeed += t,
-            "all-reduce" | "all-reduce fusion" | "all-to-all" => b.all_reduce += t,
-            "send" | "send-done" => b.send += t,
-            "recv" | "recv-done" => b.recv += t,
-            "host send" | "host send-done" | "host recv" | "host recv-done" => b.host_transfer += t,
-            "megacore fusion" => b.megacore += t,
-            "convolution"
-            | "convolution base-dilated"
-            | "convolution window-dilated"
-            | "convolution fusion"
-            | "output fusion" => b.high_flops_compute += t,
-            _ => b.other_compute += t,
-        }
-    }
-    Ok(out)
+    steps
 }

@@ -1,0 +1,506 @@
+//! The device timeline: one streaming pass per TPU core that every device analysis reads.
+//!
+//! A profile is decoded once ([`xlens_xplane::Space`]); each core's `XLA Ops` line is then walked
+//! exactly once, in start order, with a nesting stack. The walk produces small summaries only:
+//! per-op aggregates (occurrences, time, self time, DVFS-normalised time), per-step category
+//! breakdowns and step anatomies, and the core's span. Nothing per event is kept, so memory stays
+//! at the input plus tables proportional to the number of distinct ops and steps. The op
+//! profile, the steps and the step anatomy are views of these summaries, and so are the checks
+//! of the detectors that read the device timeline.
+//!
+//! Events are expected in start order (parents before the children they contain), which is how
+//! profilers write op lines; a line that is not is collected and sorted first (same result).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use rayon::prelude::*;
+use xlens_xplane::{Picos, Plane, PlaneKind, Space, names};
+
+use crate::anatomy::{StepAnatomy, TimeClass, class_of};
+use crate::device::{DeviceStatIds, OpMetadata, Span, device_span, op_metadata};
+use crate::steps::CoreStepBreakdown;
+
+/// Aggregates of one op (one event metadata entry) on one core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpAggregate {
+    /// Executions (aggregated events count their occurrences).
+    pub occurrences: u64,
+    /// Total time, children included.
+    pub time: Picos,
+    /// Time minus direct children.
+    pub self_time: Picos,
+    /// Time scaled by each event's DVFS time-scale multiplier.
+    pub normalized_time: Picos,
+}
+
+/// One step on one core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreStepSummary {
+    /// The core's `Steps` marker.
+    pub marker: (Picos, Picos),
+    /// Op self time by category family, for ops overlapping the marker.
+    pub breakdown: CoreStepBreakdown,
+    /// Where the accounted step window `[marker start, + step time)` went.
+    pub anatomy: StepAnatomy,
+    /// Start of the first op overlapping the marker.
+    pub first_op: Option<Picos>,
+    /// Ops overlapping the marker.
+    pub ops: u32,
+}
+
+/// The summaries of one TPU TensorCore.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoreTimeline {
+    /// Device ordinal.
+    pub core: u32,
+    /// Index of the plane in the space.
+    pub plane_index: usize,
+    /// Per event-metadata position of the plane: the op's aggregates (zero when it never ran).
+    pub ops: Vec<OpAggregate>,
+    /// Op events walked.
+    pub events: u64,
+    /// Earliest op start and latest op end.
+    pub op_span: Option<(Picos, Picos)>,
+    /// Earliest start and latest end over op and step events (XProf's core total time).
+    pub span: Option<(Picos, Picos)>,
+    /// One entry per step kept (see [`DeviceTimeline::step_times`]).
+    pub steps: Vec<CoreStepSummary>,
+    /// All `Steps` markers of the core, including steps other cores lack.
+    pub markers: Vec<(Picos, Picos)>,
+    /// Ops that start after the end of the core's last step marker.
+    pub ops_after_last_marker: u64,
+    /// `XLA Modules` events (program executions): start, end, event-metadata position.
+    pub modules: Vec<(Picos, Picos, usize)>,
+}
+
+/// The device timeline of every TPU TensorCore of a space.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceTimeline {
+    /// Cores in ordinal order.
+    pub cores: Vec<CoreTimeline>,
+    /// The time charged to every core for each step kept: the longest core's marker
+    /// (steps kept are those every core has, as XProf intersects them).
+    pub step_times: Vec<Picos>,
+}
+
+impl DeviceTimeline {
+    /// Walks every TensorCore once (cores in parallel). Empty for profiles without TPU cores.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_roofline::DeviceTimeline;
+    /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// let timeline = DeviceTimeline::build(&space)?;
+    /// assert_eq!((timeline.cores.len(), timeline.step_times.len()), (4, 6));
+    /// let anatomy = &timeline.cores[0].steps[0].anatomy;
+    /// assert_eq!(anatomy.sum(), timeline.step_times[0]);
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build(space: &Space) -> xlens_xplane::Result<DeviceTimeline> {
+        let planes = space.tpu_tensor_cores();
+        // Phase 1: every core's step markers, to know the time charged to each step.
+        let mut markers = Vec::with_capacity(planes.len());
+        for plane in &planes {
+            markers.push(step_markers(plane)?);
+        }
+        let count = markers.iter().map(Vec::len).min().unwrap_or(0);
+        let step_times: Vec<Picos> =
+            (0..count).map(|k| markers.iter().map(|m| m[k].1 - m[k].0).max().unwrap_or_default()).collect();
+        // Phase 2: one pass per core.
+        let cores: xlens_xplane::Result<Vec<CoreTimeline>> = planes
+            .par_iter()
+            .zip(markers.par_iter())
+            .map(|(plane, markers)| walk_core(plane, markers, &step_times))
+            .collect();
+        Ok(DeviceTimeline { cores: cores?, step_times })
+    }
+
+    /// True when the space had no TPU cores.
+    pub fn is_empty(&self) -> bool {
+        self.cores.is_empty()
+    }
+}
+
+fn step_markers(plane: &Plane) -> xlens_xplane::Result<Vec<(Picos, Picos)>> {
+    let ids = DeviceStatIds::of(plane);
+    let Some(line) = plane.line_by_name(names::line::STEPS) else { return Ok(Vec::new()) };
+    let mut out = Vec::with_capacity(line.event_count());
+    for ev in line.events(plane) {
+        let span = device_span(&ev?, &ids);
+        out.push((span.start, span.end()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// How an op takes part in async windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AsyncRole {
+    None,
+    Start(u32),
+    Done(u32),
+}
+
+/// Per event-metadata position: what the walk needs to know about the op.
+struct OpInfo {
+    class: TimeClass,
+    family: Family,
+    role: AsyncRole,
+}
+
+/// The category families of the TPU step breakdown (facts §3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Infeed,
+    Outfeed,
+    AllReduce,
+    Send,
+    Recv,
+    HostTransfer,
+    Megacore,
+    HighFlops,
+    Other,
+}
+
+fn family(category: &str) -> Family {
+    match category {
+        "infeed" => Family::Infeed,
+        "outfeed" => Family::Outfeed,
+        "all-reduce" | "all-reduce fusion" | "all-to-all" => Family::AllReduce,
+        "send" | "send-done" => Family::Send,
+        "recv" | "recv-done" => Family::Recv,
+        "host send" | "host send-done" | "host recv" | "host recv-done" => Family::HostTransfer,
+        "megacore fusion" => Family::Megacore,
+        "convolution" | "convolution base-dilated" | "convolution window-dilated" | "convolution fusion"
+        | "output fusion" => Family::HighFlops,
+        _ => Family::Other,
+    }
+}
+
+/// The async key of an op name: `all-gather-start.3` → (`all-gather.3`, start).
+fn async_role(name: &str, keys: &mut HashMap<String, u32>) -> AsyncRole {
+    let name = name.trim_start_matches('%');
+    let name = name.split(" = ").next().unwrap_or(name);
+    let (base, suffix) = match name.rfind('.') {
+        Some(dot) if dot + 1 < name.len() && name[dot + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+            (&name[..dot], &name[dot..])
+        }
+        _ => (name, ""),
+    };
+    let (op, start) = if let Some(op) = base.strip_suffix("-start") {
+        (op, true)
+    } else if let Some(op) = base.strip_suffix("-done") {
+        (op, false)
+    } else {
+        return AsyncRole::None;
+    };
+    let n = keys.len() as u32;
+    let key = *keys.entry(format!("{op}{suffix}")).or_insert(n);
+    if start { AsyncRole::Start(key) } else { AsyncRole::Done(key) }
+}
+
+fn op_infos(plane: &Plane, meta: &HashMap<xlens_xplane::EventMetadataId, OpMetadata>) -> Vec<OpInfo> {
+    let mut keys = HashMap::new();
+    plane
+        .event_metadata()
+        .iter()
+        .map(|m| {
+            let (category, name) = match meta.get(&m.id()) {
+                Some(op) => (op.category.as_str(), op.name.as_str()),
+                None => ("", m.display_name()),
+            };
+            OpInfo { class: class_of(category), family: family(category), role: async_role(name, &mut keys) }
+        })
+        .collect()
+}
+
+/// An op on the nesting stack.
+struct Open {
+    start: Picos,
+    end: Picos,
+    meta: usize,
+    child_time: Picos,
+    step: Option<usize>,
+    /// The op started inside the one below it but ends after it: not its child.
+    orphan: bool,
+}
+
+/// The walk's state.
+struct Walk<'a> {
+    infos: &'a [OpInfo],
+    markers: &'a [(Picos, Picos)],
+    windows: Vec<(Picos, Picos)>,
+    out: CoreTimeline,
+    stack: Vec<Open>,
+    cursor: Picos,
+    marker_cursor: usize,
+    window_cursor: usize,
+    open_starts: HashMap<u32, VecDeque<Picos>>,
+    active_windows: i64,
+    closing: BinaryHeap<Reverse<Picos>>,
+    exposed_gaps: Vec<Picos>,
+}
+
+impl Walk<'_> {
+    fn op(&mut self, span: Span, meta: usize, time_scale: f64, occurrences: i64) {
+        let (start, end) = (span.start, span.end());
+        self.advance_to(start);
+        self.out.events += 1;
+        self.out.op_span = Some(match self.out.op_span {
+            Some((a, b)) => (a.min(start), b.max(end)),
+            None => (start, end),
+        });
+        let agg = &mut self.out.ops[meta];
+        agg.occurrences += occurrences.max(1) as u64;
+        agg.time += span.duration;
+        agg.normalized_time += Picos((span.duration.0 as f64 * time_scale) as i64);
+        // The step whose marker the op overlaps (ops arrive in start order).
+        while self.marker_cursor < self.markers.len() && self.markers[self.marker_cursor].1 <= start {
+            self.marker_cursor += 1;
+        }
+        let step = match self.markers.get(self.marker_cursor) {
+            Some(&(ms, _)) if end > ms => Some(self.marker_cursor),
+            _ => None,
+        };
+        if self.markers.last().is_some_and(|&(_, last_end)| start >= last_end) {
+            self.out.ops_after_last_marker += 1;
+        }
+        if let Some(k) = step.filter(|&k| k < self.out.steps.len()) {
+            let s = &mut self.out.steps[k];
+            s.ops += 1;
+            s.first_op = Some(s.first_op.map_or(start, |f| f.min(start)));
+        }
+        match self.infos.get(meta).map_or(AsyncRole::None, |i| i.role) {
+            AsyncRole::Start(key) => {
+                self.open_starts.entry(key).or_default().push_back(start);
+                self.active_windows += 1;
+            }
+            AsyncRole::Done(key) => {
+                if self.open_starts.get_mut(&key).and_then(VecDeque::pop_front).is_some() {
+                    self.closing.push(Reverse(end));
+                }
+            }
+            AsyncRole::None => {}
+        }
+        let orphan = self.stack.last().is_some_and(|parent| parent.end < end);
+        self.stack.push(Open { start, end, meta, child_time: Picos::ZERO, step, orphan });
+    }
+
+    /// Closes every op that ends at or before `t` and accounts the time up to `t`.
+    fn advance_to(&mut self, t: Picos) {
+        while let Some(top) = self.stack.last() {
+            if top.end > t {
+                break;
+            }
+            let (end, meta) = (top.end, top.meta);
+            self.emit(self.cursor, end, Some(meta));
+            self.cursor = self.cursor.max(end);
+            self.close_top();
+        }
+        let top = self.stack.last().map(|o| o.meta);
+        if self.cursor < t {
+            self.emit(self.cursor, t, top);
+        }
+        self.cursor = self.cursor.max(t);
+    }
+
+    fn close_top(&mut self) {
+        let Some(op) = self.stack.pop() else { return };
+        let duration = op.end - op.start;
+        let self_time = duration.saturating_sub(op.child_time);
+        self.out.ops[op.meta].self_time += self_time;
+        if let Some(parent) = self.stack.last_mut()
+            && !op.orphan
+        {
+            parent.child_time += duration;
+        }
+        if let Some(k) = op.step.filter(|&k| k < self.out.steps.len()) {
+            let family = self.infos.get(op.meta).map_or(Family::Other, |i| i.family);
+            let b = &mut self.out.steps[k].breakdown;
+            let slot = match family {
+                Family::Infeed => &mut b.infeed,
+                Family::Outfeed => &mut b.outfeed,
+                Family::AllReduce => &mut b.all_reduce,
+                Family::Send => &mut b.send,
+                Family::Recv => &mut b.recv,
+                Family::HostTransfer => &mut b.host_transfer,
+                Family::Megacore => &mut b.megacore,
+                Family::HighFlops => &mut b.high_flops_compute,
+                Family::Other => &mut b.other_compute,
+            };
+            *slot += self_time;
+        }
+    }
+
+    /// Accounts `[a, b)`, run by op `meta` (innermost) or by nothing, to the step windows.
+    fn emit(&mut self, a: Picos, b: Picos, meta: Option<usize>) {
+        if a >= b {
+            return;
+        }
+        // Windows close exactly at op boundaries: process every closing up to `a`.
+        while let Some(&Reverse(c)) = self.closing.peek() {
+            if c > a {
+                break;
+            }
+            self.closing.pop();
+            self.active_windows -= 1;
+        }
+        let class = meta.and_then(|m| self.infos.get(m)).map(|i| i.class);
+        while self.window_cursor < self.windows.len() && self.windows[self.window_cursor].1 <= a {
+            self.window_cursor += 1;
+        }
+        let mut j = self.window_cursor;
+        while j < self.windows.len() && self.windows[j].0 < b {
+            let (lo, hi) = self.windows[j];
+            let (s, e) = (a.max(lo), b.min(hi));
+            if s < e {
+                let len = e - s;
+                let anatomy = &mut self.out.steps[j].anatomy;
+                match class {
+                    Some(class) => {
+                        anatomy.add(class, len);
+                        if self.active_windows > 0 && class != TimeClass::CollectiveExposed {
+                            anatomy.collective_hidden += len;
+                        }
+                    }
+                    None if self.active_windows > 0 => self.exposed_gaps[j] += len,
+                    None => {}
+                }
+            }
+            j += 1;
+        }
+    }
+
+    fn finish(mut self) -> CoreTimeline {
+        self.advance_to(Picos(i64::MAX));
+        for (k, step) in self.out.steps.iter_mut().enumerate() {
+            let a = &mut step.anatomy;
+            a.collective_exposed += self.exposed_gaps[k];
+            let (lo, hi) = self.windows[k];
+            a.step_time = hi - lo;
+            a.idle = Picos::ZERO;
+            a.idle = a.step_time.saturating_sub(a.sum());
+            let busy = step.breakdown.busy();
+            step.breakdown.idle = a.step_time.saturating_sub(busy);
+        }
+        self.out
+    }
+}
+
+fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) -> xlens_xplane::Result<CoreTimeline> {
+    let ids = DeviceStatIds::of(plane);
+    let meta = op_metadata(plane, &ids);
+    let infos = op_infos(plane, &meta);
+    let core = match plane.kind() {
+        PlaneKind::TpuTensorCore { ordinal } => ordinal,
+        _ => 0,
+    };
+    let windows: Vec<(Picos, Picos)> = markers.iter().zip(step_times).map(|(&(s, _), &t)| (s, s + t)).collect();
+    let steps: Vec<CoreStepSummary> =
+        markers.iter().take(step_times.len()).map(|&m| CoreStepSummary { marker: m, ..Default::default() }).collect();
+    let exposed_gaps = vec![Picos::ZERO; steps.len()];
+    let mut out = CoreTimeline {
+        core,
+        plane_index: plane.index(),
+        ops: vec![OpAggregate::default(); plane.event_metadata().len()],
+        events: 0,
+        op_span: None,
+        span: None,
+        steps,
+        markers: markers.to_vec(),
+        ops_after_last_marker: 0,
+        modules: Vec::new(),
+    };
+    if let Some(line) = plane.line_by_name(names::line::XLA_MODULES) {
+        for ev in line.events(plane) {
+            let ev = ev?;
+            let span = device_span(&ev, &ids);
+            if let Some(pos) = plane.event_metadata_position(ev.metadata_id()) {
+                out.modules.push((span.start, span.end(), pos));
+            }
+        }
+        out.modules.sort();
+    }
+    let mut walk = Walk {
+        infos: &infos,
+        markers,
+        windows,
+        out,
+        stack: Vec::new(),
+        cursor: Picos(i64::MIN),
+        marker_cursor: 0,
+        window_cursor: 0,
+        open_starts: HashMap::new(),
+        active_windows: 0,
+        closing: BinaryHeap::new(),
+        exposed_gaps,
+    };
+    if let Some(line) = plane.line_by_name(names::line::XLA_OPS) {
+        let mut last: Option<(Picos, Reverse<Picos>)> = None;
+        let mut sorted = true;
+        for ev in line.events(plane) {
+            let ev = ev?;
+            let span = device_span(&ev, &ids);
+            let key = (span.start, Reverse(span.duration));
+            if last.is_some_and(|l| key < l) {
+                sorted = false;
+                break;
+            }
+            last = Some(key);
+        }
+        let feed = |ev: &xlens_xplane::Event<'_>, span: Span, walk: &mut Walk<'_>| {
+            let scale = ids.time_scale_multiplier.and_then(|id| ev.stat(id)).and_then(|s| s.as_f64()).unwrap_or(1.0);
+            let pos = plane.event_metadata_position(ev.metadata_id()).unwrap_or(usize::MAX);
+            if pos == usize::MAX {
+                // Dangling metadata: the op still occupies the core, as unknown vector work.
+                walk.advance_to(span.start);
+                return;
+            }
+            walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1));
+        };
+        if sorted {
+            for ev in line.events(plane) {
+                let ev = ev?;
+                let span = device_span(&ev, &ids);
+                feed(&ev, span, &mut walk);
+            }
+        } else {
+            let mut all = Vec::with_capacity(line.event_count());
+            for ev in line.events(plane) {
+                let ev = ev?;
+                all.push((device_span(&ev, &ids), ev));
+            }
+            all.sort_by(|a, b| a.0.start.cmp(&b.0.start).then(b.0.duration.cmp(&a.0.duration)));
+            for (span, ev) in &all {
+                feed(ev, *span, &mut walk);
+            }
+        }
+    }
+    let mut out = walk.finish();
+    let mut span = out.op_span;
+    for &(s, e) in markers {
+        span = Some(match span {
+            Some((a, b)) => (a.min(s), b.max(e)),
+            None => (s, e),
+        });
+    }
+    out.span = span;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn async_roles_pair_starts_and_dones_by_name() {
+        let mut keys = HashMap::new();
+        assert_eq!(async_role("all-gather-start.3", &mut keys), AsyncRole::Start(0));
+        assert_eq!(async_role("all-gather-start", &mut keys), AsyncRole::Start(1));
+        assert_eq!(async_role("%all-gather-done.3 = f32[8] all-gather-done(...)", &mut keys), AsyncRole::Done(0));
+        assert_eq!(async_role("all-gather-done", &mut keys), AsyncRole::Done(1));
+        assert_eq!(async_role("copy-done.1", &mut keys), AsyncRole::Done(2));
+        assert_eq!(async_role("fusion.1", &mut keys), AsyncRole::None);
+    }
+}
