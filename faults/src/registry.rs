@@ -7,6 +7,12 @@ use crate::detectors;
 /// Every detector, in catalogue order.
 pub static DETECTORS: &[&dyn Detector] = &[
     // Device timeline.
+    &detectors::exposed_collective::ExposedCollective,
+    &detectors::vpu_bound::VpuBound,
+    &detectors::straggler_core::StragglerCore,
+    &detectors::dcn_exposed_reduce::DcnExposedReduce,
+    &detectors::sparsecore_overflow::SparsecoreOverflow,
+    &detectors::hbm_pressure::HbmPressure,
     // (device-timeline detectors)
     // HLO.
     // (hlo detectors)
