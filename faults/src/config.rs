@@ -128,6 +128,8 @@ section!(
         min_pct_of_step: f64 = 5.0,
         /// A window covered at least this much by compute is hidden (XProf's 0.9).
         hidden_ratio: f64 = 0.9,
+        /// A window covered at most this much by compute is exposed (XProf's 0.1).
+        exposed_ratio: f64 = 0.1,
     }
 );
 
@@ -190,6 +192,9 @@ section!(
         min_vector_pct: f64 = 50.0,
         /// ... and matmul work at most this %. Default 15.
         max_matmul_pct: f64 = 15.0,
+        /// A vector op using at least this fraction of the HBM bandwidth is HBM bound, not
+        /// vector-unit bound. Default 0.5.
+        hbm_bound_utilization: f64 = 0.5,
     }
 );
 
@@ -208,8 +213,12 @@ section!(
 section!(
     /// Thresholds of `straggler_core`.
     StragglerCore {
-        /// Report when the slowest core's busy time exceeds the median core's by this %. Default 10.
+        /// Report when the slowest core's (host's) compute per step exceeds the median core's
+        /// (host's) by this %. Default 10.
         min_spread_pct: f64 = 10.0,
+        /// Across three or more hosts, the straggler's modified z-score must exceed this
+        /// (XProf's straggler rule). Default 3.5.
+        min_host_z: f64 = 3.5,
     }
 );
 
@@ -218,6 +227,8 @@ section!(
     DcnExposedReduce {
         /// Report when the reduce tail after the backward pass is at least this % of the step. Default 5.
         min_tail_pct: f64 = 5.0,
+        /// ... and DCN (MegaScale) host events cover at least this fraction of it. Default 0.5.
+        min_dcn_overlap: f64 = 0.5,
     }
 );
 
@@ -279,6 +290,9 @@ section!(
     SparsecoreOverflow {
         /// Report when SparseCore ops are busy at least this % of the step. Default 90.
         min_busy_pct: f64 = 90.0,
+        /// ... or when dense gathers/scatters on the TensorCore of a chip with SparseCores take at
+        /// least this % of the step. Default 5.
+        min_dense_gather_pct: f64 = 5.0,
     }
 );
 

@@ -7,9 +7,13 @@ use crate::detectors;
 /// Every detector, in catalogue order.
 pub static DETECTORS: &[&dyn Detector] = &[
     // Device timeline.
-    // (device-timeline detectors)
+    &detectors::exposed_collective::ExposedCollective,
+    &detectors::vpu_bound::VpuBound,
+    &detectors::straggler_core::StragglerCore,
+    &detectors::dcn_exposed_reduce::DcnExposedReduce,
+    &detectors::sparsecore_overflow::SparsecoreOverflow,
+    &detectors::hbm_pressure::HbmPressure,
     // HLO.
-    // (hlo detectors)
     &detectors::data_formatting_tax::DataFormattingTax,
     &detectors::layout_mismatch_copy::LayoutMismatchCopy,
     &detectors::unfused_reshape::UnfusedReshape,
@@ -21,7 +25,6 @@ pub static DETECTORS: &[&dyn Detector] = &[
     &detectors::wrong_mesh_mapping::WrongMeshMapping,
     // Host timeline.
     &detectors::recompilation::Recompilation,
-    // (host-timeline detectors)
     &detectors::input_starvation::InputStarvation,
     &detectors::barrier_in_loop::BarrierInLoop,
     &detectors::profile_during_warmup::ProfileDuringWarmup,
@@ -93,6 +96,13 @@ mod tests {
             }
             assert!(!d.title().is_empty() && !d.needs().is_empty(), "{}", d.id());
         }
+    }
+
+    #[test]
+    fn the_catalogue_is_complete() {
+        let ids: BTreeSet<&str> = DETECTORS.iter().map(|d| d.id()).collect();
+        let required: BTreeSet<&str> = REQUIRED_IDS.iter().copied().collect();
+        assert_eq!(ids, required);
     }
 
     #[test]

@@ -5,13 +5,16 @@
 //! HLO text (display name = instruction name) with metadata stats `program_id`, `symbol_id`,
 //! `hlo_category`, `flops`, `bytes_accessed`, `memory_access_breakdown`; device capability plane
 //! stats; host threads with `train` step markers linked to the device steps through
-//! producer/consumer stats; `/host:metadata` with an optional serialized HLO proto; and
-//! `Task Environment`.
+//! producer/consumer stats; `/host:metadata` with an optional serialized HLO proto (see
+//! [`hlo_proto_with_buffers`] for one with a buffer assignment); and `Task Environment`.
+//! Optionally, SparseCore planes (`/device:TPU:N SparseCore M` with `Sparse Core Steps` and
+//! `Sparse Core Ops`, [`SparseCoreSpec`]) and DCN `MegaScale:` host events around one op
+//! ([`MegaScaleSpec`]).
 //!
 //! A [`Program`] is a list of [`Item`]s executed once per step on every core: plain ops, async
 //! pairs with the ops they overlap, ops nested in a parent (a `while` body), and idle gaps.
 //! Durations vary per step and per core with a seeded jitter, and one core can be made a
-//! straggler.
+//! straggler. [`fixture`] names the committed reference profiles of `testdata/tpu/`.
 //!
 //! ```
 //! use xlens_xplane::{Space, synth::{Program, SynthSpec, tpu_profile}};
@@ -243,6 +246,37 @@ pub struct SynthSpec {
     pub host_lead_ps: i64,
     /// Write `memory_access_breakdown` stats (XProf reads bytes only from them).
     pub memory_breakdown: bool,
+    /// SparseCore planes under every TensorCore, if any.
+    pub sparse_cores: Option<SparseCoreSpec>,
+    /// DCN (MegaScale) host events around one op's executions, if any.
+    pub megascale: Option<MegaScaleSpec>,
+}
+
+/// SparseCore planes (`/device:TPU:N SparseCore M`) with `Sparse Core Steps` and `Sparse Core Ops`
+/// lines: every step, each SparseCore runs its ops back to back from the TensorCore step's start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseCoreSpec {
+    /// SparseCores per TensorCore.
+    pub per_core: u32,
+    /// The ops each SparseCore runs per step, in order; their `duration_ps` are relative weights.
+    pub ops: Vec<OpSpec>,
+    /// Share of the TensorCore step (`0..=1`) the ops fill, from the step's start.
+    pub busy_fraction: f64,
+    /// `dropped_traces` plane stat written on every SparseCore plane (none when 0).
+    pub dropped_events: u64,
+}
+
+/// DCN traffic of a multi-slice run: `MegaScale:` host events on a `megascale` host thread that
+/// span every execution of one op on core 0 (a cross-slice all-reduce, typically), with the
+/// message stats XProf's DCN analysis reads (facts §9).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MegaScaleSpec {
+    /// Name of the op whose executions the transfers span (e.g. `all-reduce-done.20`).
+    pub op: String,
+    /// `payload_size_bytes` of each transfer.
+    pub payload_bytes: u64,
+    /// `dcn_source_slice_id` and `dcn_destination_slice_id`.
+    pub slices: (i64, i64),
 }
 
 impl Default for SynthSpec {
@@ -265,6 +299,8 @@ impl Default for SynthSpec {
             step_gap_ps: 2_000_000,
             host_lead_ps: 500_000,
             memory_breakdown: true,
+            sparse_cores: None,
+            megascale: None,
         }
     }
 }
@@ -374,6 +410,13 @@ pub fn tpu_profile(spec: &SynthSpec) -> Vec<u8> {
     for core in 0..spec.cores {
         write_core(&mut b, spec, core, &ops, &layout);
     }
+    if let Some(sc) = &spec.sparse_cores {
+        for core in 0..spec.cores {
+            for index in 0..sc.per_core {
+                write_sparse_core(&mut b, spec, sc, core, index, &layout);
+            }
+        }
+    }
     write_task_environment(&mut b, total_ps);
     b.finish()
 }
@@ -413,17 +456,61 @@ fn write_host_plane(b: &mut SpaceBuilder, spec: &SynthSpec, starts: &[i64], ends
             python.event(launch, start + 1_000, spec.host_lead_ps / 2).stat(pt, CONTEXT_LAUNCH).stat(p, s as i64 + 1);
         }
     }
-    let mut runtime = host.line(2, "tpu_runtime", 0);
+    {
+        let mut runtime = host.line(2, "tpu_runtime", 0);
+        for (s, per_core) in layout.iter().enumerate() {
+            for (core, (device_start, _, _)) in per_core.iter().enumerate() {
+                let id = (s as i64 + 1) * 1000 + core as i64;
+                let at = starts[s] + spec.host_lead_ps / 2 + core as i64 * 100;
+                runtime
+                    .event(execute, at, (device_start - at).max(1))
+                    .stat(ct, CONTEXT_LAUNCH)
+                    .stat(c, s as i64 + 1)
+                    .stat(pt, CONTEXT_DEVICE_STEP)
+                    .stat(p, id);
+            }
+        }
+    }
+    if let Some(dcn) = &spec.megascale {
+        write_megascale_line(&mut host, spec, dcn, layout);
+    }
+}
+
+/// The `megascale` host thread: per step, a send, a receive and a reduction spanning the
+/// executions of the DCN op on core 0.
+fn write_megascale_line(host: &mut PlaneBuilder<'_>, spec: &SynthSpec, dcn: &MegaScaleSpec, layout: &Layout) {
+    let Some(op) = spec.program.ops().iter().position(|o| o.name == dcn.op) else { return };
+    let send = host.event_metadata("MegaScale: Communication Transport Send");
+    let recv = host.event_metadata("MegaScale: Communication Transport Receive");
+    let reduce = host.event_metadata("MegaScale: Reduction");
+    let label = host.stat_metadata("dcn_label");
+    let src = host.stat_metadata("dcn_source_slice_id");
+    let dst = host.stat_metadata("dcn_destination_slice_id");
+    let src_dev = host.stat_metadata("dcn_source_per_slice_device_id");
+    let dst_dev = host.stat_metadata("dcn_destination_per_slice_device_id");
+    let chunk = host.stat_metadata("dcn_chunk");
+    let loop_index = host.stat_metadata("dcn_loop_index");
+    let payload = host.stat_metadata("payload_size_bytes");
+    let duration_us = host.stat_metadata("duration_us");
+    let mut line = host.line(3, "megascale", 0);
     for (s, per_core) in layout.iter().enumerate() {
-        for (core, (device_start, _, _)) in per_core.iter().enumerate() {
-            let id = (s as i64 + 1) * 1000 + core as i64;
-            let at = starts[s] + spec.host_lead_ps / 2 + core as i64 * 100;
-            runtime
-                .event(execute, at, (device_start - at).max(1))
-                .stat(ct, CONTEXT_LAUNCH)
-                .stat(c, s as i64 + 1)
-                .stat(pt, CONTEXT_DEVICE_STEP)
-                .stat(p, id);
+        let Some(core0) = per_core.first() else { continue };
+        for exec in core0.2.iter().filter(|e| e.op == op) {
+            let (start, d) = (exec.start_ps, exec.duration_ps);
+            let wire = d * 9 / 10;
+            let parts = [(send, start, wire), (recv, start + d / 20, wire), (reduce, start + wire, d - wire)];
+            for (meta, at, dur) in parts {
+                line.event(meta, at, dur.max(1))
+                    .stat(label, dcn.op.as_str())
+                    .stat(src, dcn.slices.0)
+                    .stat(dst, dcn.slices.1)
+                    .stat(src_dev, 0i64)
+                    .stat(dst_dev, 0i64)
+                    .stat(chunk, 0i64)
+                    .stat(loop_index, s as i64)
+                    .stat(payload, dcn.payload_bytes)
+                    .stat(duration_us, dur as f64 / 1e6);
+            }
         }
     }
 }
@@ -559,12 +646,407 @@ fn write_core(b: &mut SpaceBuilder, spec: &SynthSpec, core: u32, ops: &[&OpSpec]
     }
 }
 
+/// One SparseCore plane: every step, the ops fill `busy_fraction` of the TensorCore's step from
+/// its start, back to back, sized by their relative `duration_ps`.
+fn write_sparse_core(
+    b: &mut SpaceBuilder,
+    spec: &SynthSpec,
+    sc: &SparseCoreSpec,
+    core: u32,
+    index: u32,
+    layout: &Layout,
+) {
+    let id = 1000 + i64::from(core) * 16 + i64::from(index);
+    let mut p = b.plane(id, &format!("{}{core} SparseCore {index}", plane::TPU_PREFIX));
+    if sc.dropped_events > 0 {
+        capability(&mut p, stat::DROPPED_TRACES, BuildValue::Uint(sc.dropped_events));
+    }
+    let program_id = p.stat_metadata(stat::PROGRAM_ID);
+    let symbol_id = p.stat_metadata(stat::SYMBOL_ID);
+    let category = p.stat_metadata(stat::HLO_CATEGORY);
+    let bytes = p.stat_metadata(stat::BYTES_ACCESSED);
+    let source = p.stat_metadata(stat::SOURCE);
+    let first_symbol = spec.program.ops().len() as u64 + 1;
+    let metas: Vec<EventMetadataId> = sc
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let m = p.event_metadata_with_display(&op.long_name(), &op.name);
+            p.metadata_stat(m, program_id, spec.program_id);
+            p.metadata_stat(m, symbol_id, first_symbol + i as u64);
+            p.metadata_stat(m, category, op.category.as_str());
+            if op.hbm_bytes() > 0 {
+                p.metadata_stat(m, bytes, op.hbm_bytes());
+            }
+            if let Some(s) = &op.source {
+                p.metadata_stat(m, source, s.as_str());
+            }
+            m
+        })
+        .collect();
+    let step_meta: Vec<EventMetadataId> = (0..layout.len()).map(|s| p.event_metadata(&s.to_string())).collect();
+    let weights: i64 = sc.ops.iter().map(|o| o.duration_ps.max(1)).sum::<i64>().max(1);
+    let core_ix = core as usize;
+    {
+        let mut steps = p.line(1, line::SPARSE_CORE_STEPS, 0);
+        for (s, per_core) in layout.iter().enumerate() {
+            let (start, end, _) = &per_core[core_ix];
+            steps.event(step_meta[s], *start, end - start);
+        }
+    }
+    let mut ops = p.line(3, line::SPARSE_CORE_OPS, 0);
+    for per_core in layout {
+        let (start, end, _) = &per_core[core_ix];
+        let busy = ((end - start) as f64 * sc.busy_fraction.clamp(0.0, 1.0)) as i64;
+        let mut t = *start;
+        for (op, meta) in sc.ops.iter().zip(&metas) {
+            let d = (busy as i128 * i128::from(op.duration_ps.max(1)) / i128::from(weights)) as i64;
+            if d > 0 {
+                ops.event(*meta, t, d);
+            }
+            t += d;
+        }
+    }
+}
+
+/// The few `xla.HloProto` messages a fixture's HLO needs, with XLA's field numbers (this crate
+/// cannot use `xlens_hlo::raw`: that crate depends on this one).
+mod hlo_proto {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HloProto {
+        #[prost(message, optional, tag = "1")]
+        pub(super) hlo_module: Option<HloModuleProto>,
+        #[prost(message, optional, tag = "3")]
+        pub(super) buffer_assignment: Option<BufferAssignmentProto>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HloModuleProto {
+        #[prost(string, tag = "1")]
+        pub(super) name: String,
+        #[prost(string, tag = "2")]
+        pub(super) entry_computation_name: String,
+        #[prost(message, repeated, tag = "3")]
+        pub(super) computations: Vec<HloComputationProto>,
+        #[prost(int64, tag = "5")]
+        pub(super) id: i64,
+        #[prost(int64, tag = "6")]
+        pub(super) entry_computation_id: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HloComputationProto {
+        #[prost(string, tag = "1")]
+        pub(super) name: String,
+        #[prost(message, repeated, tag = "2")]
+        pub(super) instructions: Vec<HloInstructionProto>,
+        #[prost(int64, tag = "5")]
+        pub(super) id: i64,
+        #[prost(int64, tag = "6")]
+        pub(super) root_id: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HloInstructionProto {
+        #[prost(string, tag = "1")]
+        pub(super) name: String,
+        #[prost(string, tag = "2")]
+        pub(super) opcode: String,
+        #[prost(message, optional, tag = "3")]
+        pub(super) shape: Option<ShapeProto>,
+        #[prost(message, optional, tag = "7")]
+        pub(super) metadata: Option<OpMetadata>,
+        #[prost(int64, tag = "9")]
+        pub(super) parameter_number: i64,
+        #[prost(int64, tag = "35")]
+        pub(super) id: i64,
+        #[prost(int64, repeated, tag = "36")]
+        pub(super) operand_ids: Vec<i64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ShapeProto {
+        #[prost(int32, tag = "2")]
+        pub(super) element_type: i32,
+        #[prost(int64, repeated, tag = "3")]
+        pub(super) dimensions: Vec<i64>,
+        #[prost(message, optional, tag = "5")]
+        pub(super) layout: Option<LayoutProto>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct LayoutProto {
+        #[prost(int64, repeated, tag = "1")]
+        pub(super) minor_to_major: Vec<i64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct OpMetadata {
+        #[prost(string, tag = "1")]
+        pub(super) op_type: String,
+        #[prost(string, tag = "2")]
+        pub(super) op_name: String,
+        #[prost(string, tag = "3")]
+        pub(super) source_file: String,
+        #[prost(int32, tag = "4")]
+        pub(super) source_line: i32,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct LogicalBufferProto {
+        #[prost(int64, tag = "1")]
+        pub(super) id: i64,
+        #[prost(int64, tag = "2")]
+        pub(super) size: i64,
+        #[prost(message, optional, tag = "3")]
+        pub(super) defined_at: Option<BufferLocation>,
+        #[prost(int64, tag = "4")]
+        pub(super) color: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct BufferLocation {
+        #[prost(string, tag = "2")]
+        pub(super) instruction_name: String,
+        #[prost(int64, repeated, tag = "3")]
+        pub(super) shape_index: Vec<i64>,
+        #[prost(int64, tag = "4")]
+        pub(super) instruction_id: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct BufferAllocationProto {
+        #[prost(int64, tag = "1")]
+        pub(super) index: i64,
+        #[prost(int64, tag = "2")]
+        pub(super) size: i64,
+        #[prost(bool, tag = "5")]
+        pub(super) is_entry_computation_parameter: bool,
+        #[prost(int64, tag = "6")]
+        pub(super) parameter_number: i64,
+        #[prost(int64, tag = "8")]
+        pub(super) color: i64,
+        #[prost(message, repeated, tag = "9")]
+        pub(super) assigned: Vec<Assigned>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Assigned {
+        #[prost(int64, tag = "1")]
+        pub(super) logical_buffer_id: i64,
+        #[prost(int64, tag = "2")]
+        pub(super) offset: i64,
+        #[prost(int64, tag = "3")]
+        pub(super) size: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HeapSimulatorTrace {
+        #[prost(message, repeated, tag = "1")]
+        pub(super) events: Vec<HeapEvent>,
+        #[prost(bool, tag = "2")]
+        pub(super) whole_module_simulation: bool,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HeapEvent {
+        #[prost(int32, tag = "1")]
+        pub(super) kind: i32,
+        #[prost(int64, tag = "2")]
+        pub(super) buffer_id: i64,
+        #[prost(string, tag = "3")]
+        pub(super) computation_name: String,
+        #[prost(string, tag = "4")]
+        pub(super) instruction_name: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct BufferAssignmentProto {
+        #[prost(message, repeated, tag = "1")]
+        pub(super) logical_buffers: Vec<LogicalBufferProto>,
+        #[prost(message, repeated, tag = "3")]
+        pub(super) buffer_allocations: Vec<BufferAllocationProto>,
+        #[prost(message, repeated, tag = "4")]
+        pub(super) heap_simulator_traces: Vec<HeapSimulatorTrace>,
+    }
+}
+
+/// A serialized `xla.HloProto` for a program, with a buffer assignment.
+///
+/// The entry computation `main` has one `f32[n]` parameter per `params` entry (name, bytes) and
+/// one instruction per op of the program (its opcode; the op's `source` as metadata
+/// `source_file`/`source_line`, its `tf_op` as `op_name`), chained in program order. In the
+/// buffer assignment the parameters are entry-parameter allocations (live for the whole
+/// program) and every op named in `temps` (name, bytes) defines a temporary buffer; the
+/// heap-simulator trace allocates the temporaries in order and frees them at the end, so the
+/// memory viewer's peak is the parameters plus all temporaries.
+///
+/// ```
+/// use xlens_xplane::synth::{OpSpec, Program, Item, hlo_proto_with_buffers};
+/// let program = Program { items: vec![Item::Op(OpSpec::new("fusion.1", "fusion", "loop fusion", 0, 0, 1))] };
+/// let proto = hlo_proto_with_buffers("jit_f", &program, &[("param.0", 1 << 20)], &[("fusion.1", 4096)]);
+/// assert!(proto.len() > 100);
+/// ```
+pub fn hlo_proto_with_buffers(
+    module_name: &str,
+    program: &Program,
+    params: &[(&str, u64)],
+    temps: &[(&str, u64)],
+) -> Vec<u8> {
+    use hlo_proto as h;
+    use prost::Message;
+    const F32: i32 = 11;
+    let shape = |bytes: u64| h::ShapeProto {
+        element_type: F32,
+        dimensions: vec![(bytes / 4).max(1) as i64],
+        layout: Some(h::LayoutProto { minor_to_major: vec![0] }),
+    };
+    let mut instructions = Vec::new();
+    for (i, (name, bytes)) in params.iter().enumerate() {
+        let id = instructions.len() as i64;
+        instructions.push(h::HloInstructionProto {
+            name: (*name).to_owned(),
+            opcode: "parameter".to_owned(),
+            shape: Some(shape(*bytes)),
+            parameter_number: i as i64,
+            id,
+            ..Default::default()
+        });
+    }
+    for op in program.ops() {
+        let id = instructions.len() as i64;
+        let bytes = temps.iter().find(|(n, _)| *n == op.name).map_or(4096, |(_, b)| *b);
+        let (file, line) = match op.source.as_deref().and_then(|s| s.rsplit_once(':')) {
+            Some((f, l)) => (f.to_owned(), l.parse().unwrap_or(0)),
+            None => (String::new(), 0),
+        };
+        instructions.push(h::HloInstructionProto {
+            name: op.name.clone(),
+            opcode: op.opcode.clone(),
+            shape: Some(shape(bytes)),
+            metadata: Some(h::OpMetadata {
+                op_type: op.opcode.clone(),
+                op_name: op.tf_op.clone().unwrap_or_else(|| format!("jit(train_step)/{}", op.name)),
+                source_file: file,
+                source_line: line,
+            }),
+            id,
+            operand_ids: if id > 0 { vec![id - 1] } else { Vec::new() },
+            ..Default::default()
+        });
+    }
+    let root_id = instructions.len() as i64 - 1;
+    let id_of = |name: &str| instructions.iter().find(|i| i.name == name).map(|i| i.id);
+    let mut logical = Vec::new();
+    let mut allocations = Vec::new();
+    for (i, (name, bytes)) in params.iter().enumerate() {
+        let buffer = logical.len() as i64;
+        logical.push(h::LogicalBufferProto {
+            id: buffer,
+            size: *bytes as i64,
+            defined_at: Some(h::BufferLocation {
+                instruction_name: (*name).to_owned(),
+                shape_index: Vec::new(),
+                instruction_id: id_of(name).unwrap_or(0),
+            }),
+            color: 0,
+        });
+        allocations.push(h::BufferAllocationProto {
+            index: allocations.len() as i64,
+            size: *bytes as i64,
+            is_entry_computation_parameter: true,
+            parameter_number: i as i64,
+            color: 0,
+            assigned: vec![h::Assigned { logical_buffer_id: buffer, offset: 0, size: *bytes as i64 }],
+        });
+    }
+    let mut events = Vec::new();
+    let mut assigned = Vec::new();
+    let mut offset = 0i64;
+    for (name, bytes) in temps {
+        let Some(instruction_id) = id_of(name) else { continue };
+        let buffer = logical.len() as i64;
+        logical.push(h::LogicalBufferProto {
+            id: buffer,
+            size: *bytes as i64,
+            defined_at: Some(h::BufferLocation {
+                instruction_name: (*name).to_owned(),
+                shape_index: Vec::new(),
+                instruction_id,
+            }),
+            color: 0,
+        });
+        assigned.push(h::Assigned { logical_buffer_id: buffer, offset, size: *bytes as i64 });
+        offset += *bytes as i64;
+        let event = |kind| h::HeapEvent {
+            kind,
+            buffer_id: buffer,
+            computation_name: "main".to_owned(),
+            instruction_name: (*name).to_owned(),
+        };
+        events.push(event(0));
+    }
+    let frees: Vec<h::HeapEvent> = events.iter().rev().map(|e| h::HeapEvent { kind: 1, ..e.clone() }).collect();
+    events.extend(frees);
+    if !assigned.is_empty() {
+        allocations.push(h::BufferAllocationProto {
+            index: allocations.len() as i64,
+            size: offset,
+            color: 0,
+            assigned,
+            ..Default::default()
+        });
+    }
+    let proto = h::HloProto {
+        hlo_module: Some(h::HloModuleProto {
+            name: module_name.to_owned(),
+            entry_computation_name: "main".to_owned(),
+            computations: vec![h::HloComputationProto { name: "main".to_owned(), instructions, id: 0, root_id }],
+            id: 1,
+            entry_computation_id: 0,
+        }),
+        buffer_assignment: Some(h::BufferAssignmentProto {
+            logical_buffers: logical,
+            buffer_allocations: allocations,
+            heap_simulator_traces: vec![h::HeapSimulatorTrace { events, whole_module_simulation: true }],
+        }),
+    };
+    proto.encode_to_vec()
+}
+
 /// Names of the committed TPU-shaped reference fixtures (see [`fixture`]).
-pub const FIXTURES: &[&str] = &["tpu_basic", "tpu_straggler"];
+pub const FIXTURES: &[&str] = &[
+    "tpu_basic",
+    "tpu_straggler",
+    "tpu_exposed_collective",
+    "tpu_vector_bound",
+    "tpu_dcn_tail",
+    "tpu_sparsecore",
+    "tpu_hbm_pressure",
+    "tpu_healthy",
+];
 
 /// The spec of a named reference fixture: small TPU-shaped profiles that cover every op category,
 /// nesting, async pairs, gaps, DVFS and stragglers, committed under `testdata/tpu/<name>/` with
 /// XProf's own analysis of them.
+///
+/// - `tpu_basic`: the reference layer on 4 v5e cores (a partly overlapped all-gather, a
+///   synchronous all-reduce, a gap, a `while`, infeed).
+/// - `tpu_straggler`: the same on v6e with DVFS factors, core 2 running every op 1.3× slower.
+/// - `tpu_exposed_collective`: FSDP-style layers that wait on their all-gather and reduce-scatter.
+/// - `tpu_vector_bound`: loop fusions and reductions dominate, one small matmul.
+/// - `tpu_dcn_tail`: the reference layer ending in a cross-slice all-reduce after the last
+///   compute op, spanned by `MegaScale:` host events.
+/// - `tpu_sparsecore`: v5p with saturated SparseCores (dropped trace events), the TensorCore
+///   waiting on them, and a dense gather fallback.
+/// - `tpu_hbm_pressure`: the reference layer with an HLO buffer assignment peaking at 15 GiB of a
+///   v5e's 16 GiB.
+/// - `tpu_healthy`: v5p, matmul-bound, its all-gather hidden, SparseCores moderately busy, 20 GiB
+///   of HBM: nothing to report.
+///
+/// Every fixture has an op `fusion.6` that is the only op inside its async windows, and at least
+/// ten ops (the roofline crate's XProf comparison tests rely on both).
 pub fn fixture(name: &str) -> Option<SynthSpec> {
     let op = |name: &str, opcode: &str, category: &str, flops: u64, bytes: u64, us: i64| {
         OpSpec::new(name, opcode, category, flops, bytes, us * 1_000_000)
@@ -619,6 +1101,278 @@ pub fn fixture(name: &str) -> Option<SynthSpec> {
             steps: 8,
             ..base
         }),
+        "tpu_exposed_collective" => Some(exposed_collective_fixture(base)),
+        "tpu_vector_bound" => Some(vector_bound_fixture(base)),
+        "tpu_dcn_tail" => Some(dcn_tail_fixture(base)),
+        "tpu_sparsecore" => Some(sparsecore_fixture(base)),
+        "tpu_hbm_pressure" => Some(hbm_pressure_fixture(base)),
+        "tpu_healthy" => Some(healthy_fixture(base)),
         _ => None,
+    }
+}
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+fn fixture_op(name: &str, opcode: &str, category: &str, flops: u64, bytes: u64, us: i64) -> OpSpec {
+    OpSpec::new(name, opcode, category, flops, bytes, us * 1_000_000)
+}
+
+fn with_source(mut op: OpSpec, source: &str, tf_op: &str) -> OpSpec {
+    op.source = Some(source.to_owned());
+    op.tf_op = Some(tf_op.to_owned());
+    op
+}
+
+/// FSDP-style layers whose weight all-gather and gradient reduce-scatter are waited on right
+/// away: the all-gather window holds one short fusion, the reduce-scatter window none.
+fn exposed_collective_fixture(base: SynthSpec) -> SynthSpec {
+    let op = fixture_op;
+    let items = vec![
+        Item::Async {
+            start: with_source(
+                op("all-gather-start.1", "all-gather-start", "all-gather", 0, 8 * MIB, 1),
+                "model.py:33",
+                "jit(train_step)/layer0/all_gather",
+            ),
+            overlapped: vec![op("fusion.6", "fusion", "loop fusion", 2_000_000, 8_000_000, 5)],
+            done: op("all-gather-done.1", "all-gather-done", "all-gather", 0, 0, 22),
+        },
+        Item::Op(with_source(
+            op("convolution.3", "convolution", "convolution fusion", 9_000_000_000, 40_000_000, 70),
+            "model.py:41",
+            "jit(train_step)/layer0/conv_general_dilated",
+        )),
+        Item::Async {
+            start: with_source(
+                op("reduce-scatter-start.4", "reduce-scatter-start", "reduce-scatter", 0, 8 * MIB, 1),
+                "model.py:58",
+                "jit(train_step)/transpose(layer0)/reduce_scatter",
+            ),
+            overlapped: vec![],
+            done: op("reduce-scatter-done.4", "reduce-scatter-done", "reduce-scatter", 0, 0, 18),
+        },
+        Item::Op(op("dot.5", "dot", "output fusion", 6_000_000_000, 25_000_000, 50)),
+        Item::Op(op("fusion.8", "fusion", "loop fusion", 4_000_000, 20_000_000, 25)),
+        Item::Op(op("copy.9", "copy", "data formatting", 0, 8_000_000, 6)),
+        Item::Op(op("reduce.10", "reduce", "non-fusion elementwise", 500_000, 2_000_000, 4)),
+        Item::Op(op("dot.7", "dot", "output fusion", 7_000_000_000, 28_000_000, 60)),
+        Item::Op(op("fusion.12", "fusion", "loop fusion", 1_000_000, 6_000_000, 8)),
+    ];
+    let program = Program { items };
+    let hlo = hlo_proto_with_buffers(
+        "jit_train_step",
+        &program,
+        &[("param.0", 2 * GIB), ("param.1", 2 * GIB)],
+        &[("convolution.3", 512 * MIB), ("dot.7", 512 * MIB)],
+    );
+    SynthSpec { seed: 21, program, hlo_proto: Some(hlo), ..base }
+}
+
+/// A step dominated by elementwise loop fusions and reductions (activation functions, norms)
+/// with a single small matmul: the vector units are the bottleneck and the MXU idles.
+fn vector_bound_fixture(base: SynthSpec) -> SynthSpec {
+    let op = fixture_op;
+    let items = vec![
+        Item::Op(with_source(
+            op("fusion.1", "fusion", "loop fusion", 2_000_000_000, 8_000_000, 80),
+            "model.py:61",
+            "jit(train_step)/gelu",
+        )),
+        Item::Op(with_source(
+            op("fusion.2", "fusion", "loop fusion", 1_000_000_000, 6_000_000, 60),
+            "model.py:64",
+            "jit(train_step)/layer_norm",
+        )),
+        Item::Op(with_source(
+            op("reduce.3", "reduce", "non-fusion elementwise", 500_000_000, 4_000_000, 40),
+            "model.py:66",
+            "jit(train_step)/reduce_sum",
+        )),
+        Item::Op(op("dot.4", "dot", "output fusion", 3_000_000_000, 12_000_000, 20)),
+        Item::Op(op("copy.5", "copy", "data formatting", 0, 8_000_000, 10)),
+        Item::Async {
+            start: op("all-gather-start.7", "all-gather-start", "all-gather", 0, 2 * MIB, 1),
+            overlapped: vec![with_source(
+                op("fusion.6", "fusion", "loop fusion", 1_000_000, 24_000_000, 30),
+                "model.py:70",
+                "jit(train_step)/add",
+            )],
+            done: op("all-gather-done.7", "all-gather-done", "all-gather", 0, 0, 1),
+        },
+        Item::Op(with_source(
+            op("fusion.8", "fusion", "loop fusion", 600_000_000, 5_000_000, 20),
+            "model.py:73",
+            "jit(train_step)/softmax",
+        )),
+        Item::Op(op("transpose.9", "transpose", "data formatting", 0, 4_000_000, 5)),
+        Item::Op(op("select.10", "select", "non-fusion elementwise", 100_000_000, 3_000_000, 6)),
+    ];
+    let program = Program { items };
+    let hlo = hlo_proto_with_buffers(
+        "jit_train_step",
+        &program,
+        &[("param.0", GIB)],
+        &[("fusion.1", 256 * MIB), ("fusion.2", 256 * MIB)],
+    );
+    SynthSpec { seed: 31, program, hlo_proto: Some(hlo), ..base }
+}
+
+/// A multi-slice data-parallel step: the backward pass ends, then the gradients are all-reduced
+/// across slices over DCN with no compute left to hide it (`MegaScale:` host events span it).
+fn dcn_tail_fixture(base: SynthSpec) -> SynthSpec {
+    let op = fixture_op;
+    let mut items: Vec<Item> = base
+        .program
+        .items
+        .iter()
+        .filter(|item| match item {
+            Item::Op(o) => !matches!(o.name.as_str(), "all-reduce.7" | "custom-call.12"),
+            _ => true,
+        })
+        .cloned()
+        .collect();
+    items.push(Item::Async {
+        start: with_source(
+            op("all-reduce-start.20", "all-reduce-start", "all-reduce", 0, 256 * 1024, 1),
+            "train.py:118",
+            "jit(train_step)/pmean",
+        ),
+        overlapped: vec![],
+        done: op("all-reduce-done.20", "all-reduce-done", "all-reduce", 0, 0, 45),
+    });
+    let program = Program { items };
+    let hlo = hlo_proto_with_buffers(
+        "jit_train_step",
+        &program,
+        &[("param.0", 3 * GIB)],
+        &[("convolution.1", GIB), ("all-reduce-start.20", 512 * MIB)],
+    );
+    SynthSpec {
+        seed: 23,
+        program,
+        hlo_proto: Some(hlo),
+        megascale: Some(MegaScaleSpec {
+            op: "all-reduce-done.20".to_owned(),
+            payload_bytes: 96 * 1024,
+            slices: (0, 1),
+        }),
+        ..base
+    }
+}
+
+/// A recommender step on a TPU v5p chip: the SparseCores are saturated by embedding lookups
+/// (the TensorCore waits for them at the start of the step), part of the lookups falls back to a
+/// dense gather on the TensorCore, and the SparseCore trace buffer dropped events.
+fn sparsecore_fixture(base: SynthSpec) -> SynthSpec {
+    let op = fixture_op;
+    let items = vec![
+        Item::Gap(30_000_000),
+        Item::Op(with_source(
+            op("gather.30", "gather", "gather fusion", 0, 16_000_000, 12),
+            "embedding.py:57",
+            "jit(train_step)/embed/gather",
+        )),
+        Item::Op(op("dot.31", "dot", "output fusion", 6_000_000_000, 25_000_000, 40)),
+        Item::Op(op("convolution.32", "convolution", "convolution fusion", 9_000_000_000, 40_000_000, 90)),
+        Item::Op(op("fusion.33", "fusion", "loop fusion", 4_000_000, 20_000_000, 30)),
+        Item::Async {
+            start: op("all-gather-start.35", "all-gather-start", "all-gather", 0, 2 * MIB, 1),
+            overlapped: vec![op("fusion.6", "fusion", "loop fusion", 1_000_000, 6_000_000, 8)],
+            done: op("all-gather-done.35", "all-gather-done", "all-gather", 0, 0, 1),
+        },
+        Item::Op(op("copy.36", "copy", "data formatting", 0, 4_000_000, 4)),
+        Item::Op(op("reduce.37", "reduce", "non-fusion elementwise", 200_000, 1_000_000, 3)),
+        Item::Op(op("dot.38", "dot", "output fusion", 3_000_000_000, 12_000_000, 20)),
+        Item::Op(op("all-reduce.34", "all-reduce", "all-reduce", 1_000_000, 8_000_000, 10)),
+    ];
+    let program = Program { items };
+    let sc_ops = vec![
+        with_source(
+            op("embedding-lookup.40", "custom-call", "sparse core", 0, 4_000_000, 6),
+            "embedding.py:49",
+            "jit(train_step)/embed/sparse_lookup",
+        ),
+        op("embedding-combine.41", "custom-call", "sparse core", 0, 2_000_000, 3),
+        op("embedding-grad.42", "custom-call", "sparse core", 0, 4_000_000, 1),
+    ];
+    let hlo = hlo_proto_with_buffers(
+        "jit_train_step",
+        &program,
+        &[("param.0", 8 * GIB)],
+        &[("gather.30", 2 * GIB), ("convolution.32", GIB)],
+    );
+    SynthSpec {
+        cores: 2,
+        seed: 32,
+        program,
+        device_type: "TPU v5".to_owned(),
+        peak_teraflops_per_second: 229.5,
+        peak_hbm_bw_gigabytes_per_second: 1382.5,
+        peak_vmem_gigabytes_per_second: None,
+        hlo_proto: Some(hlo),
+        sparse_cores: Some(SparseCoreSpec { per_core: 2, ops: sc_ops, busy_fraction: 0.97, dropped_events: 512 }),
+        ..base
+    }
+}
+
+/// The reference layer of `tpu_basic`, compiled for a batch that fills 15 of the v5e's 16 GiB of
+/// HBM: weights and optimizer state as entry parameters plus the activations live at the peak.
+fn hbm_pressure_fixture(base: SynthSpec) -> SynthSpec {
+    let hlo = hlo_proto_with_buffers(
+        "jit_train_step",
+        &base.program,
+        &[("param.0", 4 * GIB), ("param.1", 8 * GIB), ("param.2", 256 * MIB)],
+        &[("convolution.1", 1536 * MIB), ("dot.2", GIB), ("fusion.1", 256 * MIB)],
+    );
+    SynthSpec { seed: 25, hlo_proto: Some(hlo), ..base }
+}
+
+/// A well-behaved step on a TPU v5p chip: matmuls dominate, the weight all-gather is hidden
+/// behind a convolution fusion, the step ends with compute, the SparseCores are moderately busy
+/// and the program uses well under half of the HBM.
+fn healthy_fixture(base: SynthSpec) -> SynthSpec {
+    let op = fixture_op;
+    let items = vec![
+        Item::Async {
+            start: op("all-gather-start.1", "all-gather-start", "all-gather", 0, 8 * MIB, 1),
+            overlapped: vec![with_source(
+                op("fusion.6", "fusion", "convolution fusion", 18_000_000_000, 40_000_000, 90),
+                "model.py:41",
+                "jit(train_step)/conv_general_dilated",
+            )],
+            done: op("all-gather-done.1", "all-gather-done", "all-gather", 0, 0, 1),
+        },
+        Item::Op(op("fusion.3", "fusion", "loop fusion", 4_000_000, 20_000_000, 15)),
+        Item::Op(op("dot.5", "dot", "output fusion", 14_000_000_000, 30_000_000, 70)),
+        Item::Op(op("dot.6", "dot", "output fusion", 8_000_000_000, 25_000_000, 40)),
+        Item::Op(op("fusion.7", "fusion", "loop fusion", 2_000_000, 10_000_000, 10)),
+        Item::Op(op("copy.8", "copy", "data formatting", 0, 4_000_000, 4)),
+        Item::Op(op("convolution.9", "convolution", "convolution fusion", 12_000_000_000, 30_000_000, 60)),
+        Item::Op(op("reduce.10", "reduce", "non-fusion elementwise", 200_000, 1_000_000, 3)),
+        Item::Op(op("fusion.11", "fusion", "loop fusion", 1_000_000, 4_000_000, 5)),
+    ];
+    let program = Program { items };
+    let sc_ops = vec![
+        op("embedding-lookup.40", "custom-call", "sparse core", 0, 4_000_000, 2),
+        op("embedding-grad.42", "custom-call", "sparse core", 0, 4_000_000, 1),
+    ];
+    let hlo = hlo_proto_with_buffers(
+        "jit_train_step",
+        &program,
+        &[("param.0", 12 * GIB)],
+        &[("fusion.6", 4 * GIB), ("dot.5", 4 * GIB)],
+    );
+    SynthSpec {
+        cores: 2,
+        seed: 26,
+        program,
+        device_type: "TPU v5".to_owned(),
+        peak_teraflops_per_second: 229.5,
+        peak_hbm_bw_gigabytes_per_second: 1382.5,
+        peak_vmem_gigabytes_per_second: None,
+        hlo_proto: Some(hlo),
+        sparse_cores: Some(SparseCoreSpec { per_core: 2, ops: sc_ops, busy_fraction: 0.35, dropped_events: 0 }),
+        ..base
     }
 }

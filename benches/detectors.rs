@@ -1,0 +1,99 @@
+//! Detector cost: `detectors/<id>/<fixture>` runs one detector of `xlens::faults::DETECTORS` over a
+//! profile whose shared analyses (HLO modules, steps, op profile, step anatomy, chip, main module)
+//! were built once beforehand, as they are for every detector after the first in a scan: the
+//! needs check and `run` on every host, then `run_session`. A detector whose inputs a fixture
+//! lacks measures its (cheap) skip.
+//!
+//! Fixtures: a real JAX CPU trace (`testdata/corpus/recompilation`), and a synthetic ~200 MB
+//! TPU-shaped profile (`XLENS_BENCH_SYNTH_MB` overrides its size) that also carries an HLO module
+//! with a buffer assignment, SparseCore planes and DCN (MegaScale) host events, so every device
+//! detector runs its full path.
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use xlens::faults::{DETECTORS, Detector, Findings, Profile, ScanConfig};
+use xlens::xplane::synth::{self, MegaScaleSpec, OpSpec, Program, SparseCoreSpec, SynthSpec};
+use xlens::xplane::{Session, Space};
+
+/// Builds every shared analysis once, outside the timed loop.
+fn warm(profile: &Profile) {
+    for host in profile.hosts() {
+        black_box(host.modules());
+        let _ = black_box(host.steps());
+        let _ = black_box(host.op_profile());
+        let _ = black_box(host.anatomy());
+        black_box(host.chip());
+        black_box(host.main_module());
+    }
+}
+
+/// What a scan does with one detector: the needs check and `run` per host, then `run_session`.
+fn run_detector(detector: &dyn Detector, profile: &Profile, config: &ScanConfig) -> usize {
+    let mut out = Findings::default();
+    for host in profile.hosts() {
+        if detector.needs().iter().all(|n| host.has(*n)) {
+            let _ = detector.run(host, config, &mut out);
+        }
+    }
+    let _ = detector.run_session(profile, config, &mut out);
+    out.as_slice().len()
+}
+
+fn real() -> Profile {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/recompilation");
+    Profile::from_session(Session::open(&dir).expect("corpus trace opens"))
+}
+
+fn synthetic(mb: u64) -> Profile {
+    let program = Program::random(2000, 1);
+    let ops = program.ops();
+    let dcn_op = ops.iter().find(|o| o.name.starts_with("all-gather-done")).map(|o| o.name.clone());
+    let temps: Vec<(String, u64)> = ops.iter().take(64).map(|o| (o.name.clone(), 64 << 20)).collect();
+    let temps: Vec<(&str, u64)> = temps.iter().map(|(n, b)| (n.as_str(), *b)).collect();
+    let hlo = synth::hlo_proto_with_buffers("jit_train_step", &program, &[("param.0", 4 << 30)], &temps);
+    let sparse = SparseCoreSpec {
+        per_core: 2,
+        ops: vec![
+            OpSpec::new("embedding-lookup.1", "custom-call", "sparse core", 0, 1 << 20, 3),
+            OpSpec::new("embedding-grad.2", "custom-call", "sparse core", 0, 1 << 20, 1),
+        ],
+        busy_fraction: 0.6,
+        dropped_events: 0,
+    };
+    let spec = SynthSpec {
+        program,
+        device_type: "TPU v5".to_owned(),
+        hlo_proto: Some(hlo),
+        sparse_cores: Some(sparse),
+        megascale: dcn_op.map(|op| MegaScaleSpec { op, payload_bytes: 1 << 20, slices: (0, 1) }),
+        ..SynthSpec::default()
+    }
+    .with_target_size(mb << 20);
+    let bytes = synth::tpu_profile(&spec);
+    eprintln!("synthetic profile: {} bytes, {} steps", bytes.len(), spec.steps);
+    Profile::from_space("synth", Space::parse(bytes.into()).expect("synthetic profile decodes"))
+}
+
+fn bench(c: &mut Criterion) {
+    let mb: u64 = std::env::var("XLENS_BENCH_SYNTH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let fixtures = [("real_cpu_recompilation".to_owned(), real()), (format!("synth_tpu_{mb}mb"), synthetic(mb))];
+    for (_, profile) in &fixtures {
+        warm(profile);
+    }
+    let mut group = c.benchmark_group("detectors");
+    group.sample_size(10);
+    for detector in DETECTORS {
+        let config = ScanConfig::only(detector.id());
+        for (name, profile) in &fixtures {
+            group.bench_function(format!("{}/{name}", detector.id()), |b| {
+                b.iter(|| black_box(run_detector(*detector, profile, &config)))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

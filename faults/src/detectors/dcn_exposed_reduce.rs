@@ -1,0 +1,365 @@
+//! `dcn_exposed_reduce`: the cross-slice (DCN) gradient reduce runs after the backward pass has
+//! ended, as an exposed tail of every step.
+
+use xlens_roofline::{TimeClass, class_of};
+use xlens_xplane::{Picos, names};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::{self, DeviceTimeline, async_phase, covered, union};
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct DcnExposedReduce;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "A gradient reduction (all-reduce or reduce-scatter, synchronous or an async window) that runs at \
+              the end of the step after the last compute op of the core, with no compute left to hide it, \
+              while `MegaScale:` host events (the DCN transport of multi-slice runs: send, receive, reduction) \
+              are active: the cross-slice data-parallel reduce is exposed.",
+    why: "DCN bandwidth per chip is one to two orders of magnitude below ICI bandwidth. When the cross-slice \
+          gradient reduce starts only after the whole backward pass (one big reduce at the end of the step) \
+          every step pays its full latency; done per layer as gradients become ready, or on a fraction of the \
+          bytes, it hides behind the backward pass.",
+    evidence: "The reduce tail per step and its share of the step; the reduce ops at the tail with their bytes \
+               and JAX source line; one tail on the timeline; the MegaScale events that overlap it, the share \
+               of the tail they cover, the DCN payload per step, the achieved DCN bandwidth against the chip's \
+               DCN bandwidth and the slices involved.",
+    thresholds: "Report when the reduce tail after the last compute op is at least \
+                 `dcn_exposed_reduce.min_tail_pct` (default 5) % of the step and MegaScale (DCN) host events \
+                 cover at least `dcn_exposed_reduce.min_dcn_overlap` (default 0.5) of it. A tail without DCN \
+                 activity is an ICI collective, reported by `exposed_collective`. Severity P1, P0 from 20 % of \
+                 the step, P2 under 2 %.",
+    fix: "Overlap the cross-slice reduce with the backward pass: reduce gradients in buckets (per layer or \
+          per scan iteration) as soon as they are produced instead of once at the end, so the DCN transfer runs \
+          under the remaining backward compute (on TPU, MaxText's multi-slice configs set \
+          `--xla_tpu_enable_data_parallel_all_reduce_opt=true` and \
+          `--xla_tpu_data_parallel_opt_different_sized_ops=true` in `LIBTPU_INIT_ARGS` for this); reduce \
+          hierarchically (reduce-scatter inside the slice over ICI, all-reduce only the 1/N shard across slices \
+          over DCN, all-gather inside the slice), which shrinks the DCN bytes N-fold (sharding the optimizer state \
+          over the data axis gives this for free); accumulate gradients over several micro-batches before one \
+          cross-slice reduce; send gradients in bf16.",
+};
+
+/// True for the gradient-reduction families.
+fn is_reduce(family: &str) -> bool {
+    family.starts_with("all-reduce") || family.starts_with("reduce-scatter")
+}
+
+/// One core's reduce tail in one step.
+struct Tail {
+    plane: String,
+    start: Picos,
+    end: Picos,
+    /// Reduce time inside `[start, end)`.
+    reduce: Picos,
+    /// The reduce intervals inside it.
+    pieces: Vec<(Picos, Picos)>,
+}
+
+impl Detector for DcnExposedReduce {
+    fn id(&self) -> &'static str {
+        "dcn_exposed_reduce"
+    }
+
+    fn title(&self) -> &'static str {
+        "The cross-slice (DCN) gradient reduce is exposed at the end of the step"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::DeviceTimeline, Need::Steps]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.dcn_exposed_reduce;
+        let steps = host.steps().map_err(Skip::because)?;
+        let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
+        // DCN activity: MegaScale transport events on the host. Without any, no reduce crosses
+        // slices (single-slice run): nothing to attribute.
+        let megascale: Vec<xlens_xplane::Event<'_>> =
+            evidence::host_events(host, |n| n.starts_with("MegaScale:")).collect();
+        if megascale.is_empty() {
+            return Ok(());
+        }
+        let mut tails: Vec<Tail> = Vec::new();
+        // Reduce op name → (family, bytes, program-independent occurrences at the tail).
+        let mut at_tail: std::collections::BTreeMap<String, (String, f64, u64)> = std::collections::BTreeMap::new();
+        let mut core_steps = 0usize;
+        for plane in host.space().tpu_tensor_cores() {
+            let ordinal = evidence::device_ordinal(plane);
+            let Some(timeline) = DeviceTimeline::read(plane, names::line::XLA_OPS) else { continue };
+            let segments = timeline.segments();
+            let compute = union(
+                segments
+                    .iter()
+                    .filter(|s| matches!(s.class, TimeClass::Matmul | TimeClass::Vector | TimeClass::DataFormatting))
+                    .map(|s| (s.start, s.end))
+                    .collect(),
+            );
+            // Reduce intervals: synchronous reduces, and async reduce windows.
+            let mut reduces: Vec<(Picos, Picos, String, usize)> = Vec::new();
+            for w in timeline.async_windows() {
+                let family = async_phase(&w.name).map_or("", |(base, _, _)| base);
+                if is_reduce(family) {
+                    reduces.push((w.start, w.end, w.name.clone(), w.info));
+                }
+            }
+            for op in &timeline.ops {
+                let info = timeline.info(op);
+                if class_of(&info.category) == TimeClass::CollectiveExposed
+                    && async_phase(&info.name).is_none()
+                    && is_reduce(&info.category)
+                {
+                    reduces.push((op.start, op.end, info.name.clone(), op.info));
+                }
+            }
+            let merged = union(reduces.iter().map(|r| (r.0, r.1)).collect());
+            for step in &steps.steps {
+                let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
+                core_steps += 1;
+                let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
+                let from = compute.partition_point(|c| c.1 <= lo);
+                let last_compute = compute[from..].iter().take_while(|c| c.0 < hi).map(|c| c.1.min(hi)).max();
+                let Some(last) = last_compute else { continue };
+                let reduce = covered(&merged, last, hi);
+                if reduce.0 <= 0 {
+                    continue;
+                }
+                let end = reduces.iter().filter(|r| r.1 > last && r.0 < hi).map(|r| r.1.min(hi)).max().unwrap_or(hi);
+                for r in reduces.iter().filter(|r| r.1 > last && r.0 < hi) {
+                    let info = &timeline.infos[r.3];
+                    let family = async_phase(&r.2).map_or(info.category.clone(), |(b, _, _)| b.to_owned());
+                    let e = at_tail.entry(r.2.clone()).or_insert((family, 0.0, 0));
+                    e.1 = e.1.max(info.bytes_accessed);
+                    e.2 += 1;
+                }
+                let from = merged.partition_point(|m| m.1 <= last);
+                let pieces: Vec<(Picos, Picos)> = merged[from..]
+                    .iter()
+                    .take_while(|m| m.0 < hi)
+                    .map(|m| (m.0.max(last), m.1.min(hi)))
+                    .filter(|m| m.0 < m.1)
+                    .collect();
+                tails.push(Tail { plane: plane.name().to_owned(), start: last, end, reduce, pieces });
+            }
+        }
+        if tails.is_empty() || core_steps == 0 {
+            return Ok(());
+        }
+        let total_tail: Picos = tails.iter().map(|t| t.reduce).sum();
+        let tail_ms = total_tail.as_ms_f64() / core_steps as f64;
+        let impact = Impact::of(tail_ms, Some(step_ms));
+        if impact.pct_of_step < t.min_tail_pct {
+            return Ok(());
+        }
+        let dcn = union(megascale.iter().map(|e| (e.start(), e.end())).collect());
+        let dcn_cover_of = |t: &Tail| t.pieces.iter().map(|&(s, e)| covered(&dcn, s, e)).sum::<Picos>();
+        let dcn_cover: Picos = tails.iter().map(dcn_cover_of).sum();
+        let dcn_fraction = if total_tail.0 > 0 { dcn_cover.0 as f64 / total_tail.0 as f64 } else { 0.0 };
+        // The host traces each DCN transfer once, not per core: judge the coverage on the
+        // best-covered core.
+        let best_core_fraction = {
+            let mut by_plane: std::collections::BTreeMap<&str, (Picos, Picos)> = std::collections::BTreeMap::new();
+            for tail in &tails {
+                let e = by_plane.entry(tail.plane.as_str()).or_default();
+                e.0 += tail.reduce;
+                e.1 += dcn_cover_of(tail);
+            }
+            by_plane
+                .values()
+                .map(|(span, cov)| if span.0 > 0 { cov.0 as f64 / span.0 as f64 } else { 0.0 })
+                .fold(0.0, f64::max)
+        };
+        if best_core_fraction < t.min_dcn_overlap {
+            return Ok(());
+        }
+        let mut evidence = vec![
+            Evidence::metric("reduce tail after the last compute op per step", tail_ms, "ms"),
+            Evidence::metric("reduce tail share of the step", impact.pct_of_step, "%"),
+            Evidence::metric("share of the tail covered by DCN (MegaScale) events", best_core_fraction, "ratio"),
+        ];
+        if (dcn_fraction - best_core_fraction).abs() > 1e-9 {
+            evidence.push(Evidence::note(format!(
+                "over all cores the MegaScale events cover {:.0} % of the reduce tails (the host traces each DCN \
+                 transfer once, not per core)",
+                100.0 * dcn_fraction
+            )));
+        }
+        let module = host.main_module();
+        let mut ranked: Vec<(&String, &(String, f64, u64))> = at_tail.iter().collect();
+        ranked.sort_by(|a, b| b.1.2.cmp(&a.1.2).then(a.0.cmp(b.0)));
+        for (name, (family, bytes, count)) in ranked.iter().take(3) {
+            evidence.push(Evidence::note(format!(
+                "{name} ({family}) ends {count} of {core_steps} core-steps after the last compute op{}",
+                if *bytes > 0.0 { format!(", {:.2} MB per occurrence", bytes / 1e6) } else { String::new() }
+            )));
+            if let Some(m) = module
+                && let Some(instr) = m.instruction_by_name(name)
+            {
+                evidence.push(evidence::instruction(m, instr.id()));
+            }
+        }
+        if let Some(tail) = tails.first() {
+            evidence.push(evidence::event_parts(
+                host,
+                &tail.plane,
+                names::line::XLA_OPS,
+                "reduce tail after the last compute op",
+                tail.start,
+                tail.end - tail.start,
+            ));
+        }
+        let first_tail = tails.first().map(|t| (t.start, t.end));
+        let overlapping: Vec<&xlens_xplane::Event<'_>> =
+            megascale.iter().filter(|e| first_tail.is_some_and(|(s, end)| e.start() < end && e.end() > s)).collect();
+        for ev in overlapping.iter().take(3) {
+            evidence.push(evidence::event(host, ev));
+        }
+        if let Some(note) = dcn_traffic(host, &megascale, steps.steps.len()) {
+            evidence.push(note);
+        }
+        let severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let names: Vec<&str> = ranked.iter().take(2).map(|(n, _)| n.as_str()).collect();
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what: format!(
+                "Every step ends with {:.1} us ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
+                 the last compute op, with DCN transfers in flight and nothing to overlap them with.",
+                tail_ms * 1000.0,
+                impact.pct_of_step,
+                names.join(", ")
+            ),
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+/// DCN payload per step, achieved bandwidth of the transport events against the chip's DCN
+/// bandwidth, and the slices, from the MegaScale events' stats.
+fn dcn_traffic(host: &HostProfile, events: &[xlens_xplane::Event<'_>], steps: usize) -> Option<Evidence> {
+    let plane = host.space().host_threads()?;
+    let payload = plane.stat_id("payload_size_bytes")?;
+    let (src, dst) = (plane.stat_id("dcn_source_slice_id"), plane.stat_id("dcn_destination_slice_id"));
+    let mut bytes = 0.0f64;
+    let mut busy = Picos::ZERO;
+    let mut slices: std::collections::BTreeSet<(i64, i64)> = std::collections::BTreeSet::new();
+    for ev in events.iter().filter(|e| e.name().contains("Send")) {
+        let Some(b) = ev.stat(payload).and_then(|s| s.as_f64()) else { continue };
+        bytes += b;
+        busy += ev.duration();
+        let slice = |id: Option<xlens_xplane::StatMetadataId>| id.and_then(|i| ev.stat(i)).and_then(|s| s.as_i64());
+        if let (Some(a), Some(b)) = (slice(src), slice(dst)) {
+            slices.insert((a, b));
+        }
+    }
+    if bytes <= 0.0 || busy.0 <= 0 {
+        return None;
+    }
+    let achieved = bytes / busy.as_secs_f64();
+    let mut text = format!(
+        "DCN sends carry {:.1} KB per step at {:.2} GB/s achieved",
+        bytes / 1e3 / steps.max(1) as f64,
+        achieved / 1e9
+    );
+    if let Some(bw) = host.chip().and_then(|c| c.spec()).and_then(|s| s.dcn_bandwidth) {
+        text.push_str(&format!(
+            " ({:.0} % of the chip's {:.2} GB/s DCN bandwidth)",
+            100.0 * achieved / bw.bytes_per_s(),
+            bw.bytes_per_s() / 1e9
+        ));
+    }
+    if !slices.is_empty() {
+        let pairs: Vec<String> = slices.iter().map(|(a, b)| format!("slice {a} → slice {b}")).collect();
+        text.push_str(&format!("; {}", pairs.join(", ")));
+    }
+    Some(Evidence::note(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{report_of, run_on, testdata};
+    use crate::{Evidence, Finding, Severity};
+
+    fn metric(f: &Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn finds_the_cross_slice_all_reduce_after_the_backward_pass() {
+        let findings = run_on("dcn_exposed_reduce", &testdata("tpu/tpu_dcn_tail"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::P1);
+        // all-reduce-start.20 (1 us) + all-reduce-done.20 (45 us) after the infeed that follows the
+        // last compute op, in a ~306 us step.
+        let tail = metric(f, "reduce tail after the last compute op per step");
+        assert!((0.043..0.050).contains(&tail), "{tail}");
+        assert!((13.0..17.0).contains(&f.impact.pct_of_step), "{:?}", f.impact);
+        assert!(metric(f, "share of the tail covered by DCN (MegaScale) events") > 0.9);
+        let text: Vec<String> = f.evidence.iter().map(|e| e.to_string()).collect();
+        let text = text.join("\n");
+        assert!(text.contains("all-reduce-start.20 (all-reduce) ends 24 of 24 core-steps"), "{text}");
+        assert!(text.contains("from jit(train_step)/pmean at train.py:118"), "{text}");
+        assert!(
+            text.contains("event MegaScale: Communication Transport Send on host0 /host:CPU / megascale"),
+            "{text}"
+        );
+        // 96 KiB per step over ~41 us of send (~2.4 GB/s), against v5e's 25 Gbit/s (3.125 GB/s).
+        assert!(
+            text.contains("DCN sends carry 98.3 KB per step at 2.4") && text.contains("slice 0 → slice 1"),
+            "{text}"
+        );
+        assert!(text.contains("of the chip's 3.12 GB/s DCN bandwidth"), "{text}");
+    }
+
+    #[test]
+    fn steps_that_end_with_compute_or_without_dcn_have_no_dcn_tail() {
+        // tpu_exposed_collective's reduce-scatter is mid-step; tpu_basic ends with compute; neither
+        // has DCN traffic.
+        for dir in ["tpu/tpu_basic", "tpu/tpu_healthy", "tpu/tpu_exposed_collective", "tpu/tpu_straggler"] {
+            assert!(run_on("dcn_exposed_reduce", &testdata(dir)).is_empty(), "{dir}");
+        }
+        let report = report_of("dcn_exposed_reduce", &testdata("corpus/clean"));
+        assert!(report.findings.is_empty() && report.skipped.len() == 1, "{:?}", report.skipped);
+    }
+
+    #[test]
+    fn a_tail_reduce_without_dcn_traffic_is_left_to_exposed_collective() {
+        use xlens_xplane::Space;
+        use xlens_xplane::synth::{fixture, tpu_profile};
+        // The same profile without the MegaScale host events.
+        let spec = xlens_xplane::synth::SynthSpec { megascale: None, ..fixture("tpu_dcn_tail").unwrap() };
+        let space = Space::parse(tpu_profile(&spec).into()).unwrap();
+        let report =
+            crate::scan(&crate::Profile::from_space("host0", space), &crate::ScanConfig::only("dcn_exposed_reduce"));
+        assert!(report.skipped.is_empty() && report.findings.is_empty(), "{report:#?}");
+    }
+}

@@ -1,0 +1,400 @@
+//! `straggler_core`: one core (or one host) computes longer than the others every step, and
+//! everyone else waits for it.
+
+use std::collections::BTreeMap;
+
+use xlens_roofline::{CATEGORIES_WITH_INNER_OPS, StepAnatomy, TimeClass, partition};
+use xlens_xplane::{Picos, names};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::{self, DeviceTimeline};
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::{HostProfile, Profile};
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct StragglerCore;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "A TensorCore whose compute time per step (matmul, vector and data-formatting work from its own \
+              step anatomy) exceeds the median core's, so the others wait for it at the next collective or \
+              at the step end; and, across hosts, a host whose compute per step is an outlier by the modified \
+              z-score XProf uses for straggler hosts (facts §7.2). Only compute counts: a core that is slow \
+              because it waits on communication is a victim, not the straggler.",
+    why: "Synchronous data-parallel and model-parallel steps run at the pace of the slowest participant. A \
+          core with more work (an overloaded mixture-of-experts expert, uneven sequence packing, an unbalanced \
+          shard) or a slower chip (thermal throttling, a faulty host) stretches every step for the whole \
+          slice; merged multi-host step times hide it.",
+    evidence: "Per-core (per-host) compute per step; the slowest one, how many steps it was the slowest, its \
+               extra compute over the median split into matmul and vector work; its collective wait and idle \
+               time next to the median core's; the ops with the most extra time on it; across hosts the \
+               median, the MAD and the modified z-score.",
+    thresholds: "Report a core (host) whose mean compute per step exceeds the median core's (host's) by at least \
+                 `straggler_core.min_spread_pct` (default 10) %. Across three or more hosts the host must also \
+                 have a modified z-score 0.6745 × (x − median) ÷ max(MAD, 1 % of the median) above \
+                 `straggler_core.min_host_z` (default 3.5, XProf's); with two hosts the spread alone decides. \
+                 The impact is the extra compute per step. Severity P1, P0 from 20 % of the step, P2 under 2 %.",
+    fix: "Balance the work: for mixture-of-experts models raise the router's load-balancing loss weight, set an \
+          expert capacity factor and drop or reroute overflow tokens, or shard experts so hot experts share \
+          cores; pack sequences to equal token counts per device and shard the batch evenly; check that the \
+          mesh puts the same amount of data on every device (uneven shapes pad some shards). When the slow core \
+          or host does the same ops as the others only slower, suspect the hardware (throttling, a bad host): \
+          compare its op times run to run and drain the host.",
+};
+
+/// Compute (matmul + vector + data formatting) of one partition.
+fn compute(a: &StepAnatomy) -> Picos {
+    a.matmul + a.vector + a.data_formatting
+}
+
+/// One core's figures over the steps it took part in.
+#[derive(Debug, Default)]
+struct CoreStats {
+    plane: String,
+    steps: Vec<StepAnatomy>,
+    /// Time per op (innermost ops, not `while`/`call` parents) inside the steps.
+    op_time: BTreeMap<String, Picos>,
+}
+
+impl CoreStats {
+    fn mean(&self, f: impl Fn(&StepAnatomy) -> Picos) -> Picos {
+        let n = self.steps.len().max(1) as i128;
+        let total: i128 = self.steps.iter().map(f).map(|p| i128::from(p.0)).sum();
+        Picos(i64::try_from(total / n).unwrap_or(i64::MAX))
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn severity_for(pct: f64, default: Severity) -> Severity {
+    if pct >= 20.0 {
+        Severity::P0
+    } else if pct < 2.0 {
+        Severity::P2
+    } else {
+        default
+    }
+}
+
+impl Detector for StragglerCore {
+    fn id(&self) -> &'static str {
+        "straggler_core"
+    }
+
+    fn title(&self) -> &'static str {
+        "A straggler core or host computes longer than the others"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::DeviceTimeline, Need::Steps, Need::MultiCore]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.straggler_core;
+        let steps = host.steps().map_err(Skip::because)?;
+        let mut cores: BTreeMap<u32, CoreStats> = BTreeMap::new();
+        for plane in host.space().tpu_tensor_cores() {
+            let ordinal = evidence::device_ordinal(plane);
+            let Some(timeline) = DeviceTimeline::read(plane, names::line::XLA_OPS) else { continue };
+            let segments = timeline.segments();
+            let windows: Vec<(Picos, Picos)> = timeline.async_windows().iter().map(|w| (w.start, w.end)).collect();
+            let mut stats = CoreStats { plane: plane.name().to_owned(), ..CoreStats::default() };
+            let mut op_time = vec![Picos::ZERO; timeline.infos.len()];
+            for step in &steps.steps {
+                let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
+                let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
+                let from = segments.partition_point(|s| s.end <= lo);
+                let to = segments.partition_point(|s| s.start < hi).max(from);
+                let w_from = windows.partition_point(|w| w.1 <= lo);
+                let w_to = windows.partition_point(|w| w.0 < hi).max(w_from);
+                stats.steps.push(partition(lo, step.duration, &segments[from..to], &windows[w_from..w_to]));
+                for op in timeline.ops_starting_in(lo, hi) {
+                    op_time[op.info] += op.duration();
+                }
+            }
+            for (info, time) in timeline.infos.iter().zip(op_time) {
+                if time.0 > 0 && !CATEGORIES_WITH_INNER_OPS.contains(&info.category.as_str()) {
+                    *stats.op_time.entry(info.name.clone()).or_default() += time;
+                }
+            }
+            if !stats.steps.is_empty() {
+                cores.insert(ordinal, stats);
+            }
+        }
+        if cores.len() < 2 {
+            return Err(Skip::because("fewer than two TensorCores with steps to compare"));
+        }
+        let mut means: Vec<f64> = cores.values().map(|c| c.mean(compute).0 as f64).collect();
+        let med = median(&mut means);
+        let Some((&slow, slow_stats)) =
+            cores.iter().max_by(|a, b| a.1.mean(compute).cmp(&b.1.mean(compute)).then(b.0.cmp(a.0)))
+        else {
+            return Ok(());
+        };
+        let slow_compute = slow_stats.mean(compute).0 as f64;
+        if med <= 0.0 {
+            return Ok(());
+        }
+        let spread = 100.0 * (slow_compute - med) / med;
+        if spread < t.min_spread_pct {
+            return Ok(());
+        }
+        // The median core: the one whose compute is closest to the median (lowest ordinal on ties).
+        let Some((&typical, typical_stats)) = cores.iter().min_by(|a, b| {
+            let d = |c: &CoreStats| (c.mean(compute).0 as f64 - med).abs();
+            d(a.1).total_cmp(&d(b.1)).then(a.0.cmp(b.0))
+        }) else {
+            return Ok(());
+        };
+        let n_steps = slow_stats.steps.len();
+        let slowest_in = (0..n_steps)
+            .filter(|&k| {
+                cores.iter().filter_map(|(&c, s)| s.steps.get(k).map(|a| (compute(a), std::cmp::Reverse(c)))).max()
+                    == Some((compute(&slow_stats.steps[k]), std::cmp::Reverse(slow)))
+            })
+            .count();
+        let extra_ms = (slow_compute - med) / 1e9;
+        let impact = Impact::of(extra_ms, host.step_ms());
+        let us = |p: Picos| p.as_us_f64();
+        let per_core: Vec<String> =
+            cores.iter().map(|(c, s)| format!("core {c}: {:.1} us", us(s.mean(compute)))).collect();
+        let mut evidence = vec![
+            Evidence::metric("slowest core compute per step", slow_compute / 1e6, "us"),
+            Evidence::metric("median core compute per step", med / 1e6, "us"),
+            Evidence::metric("compute spread over the median core", spread, "%"),
+            Evidence::note(format!("compute per step: {}", per_core.join(", "))),
+            Evidence::note(format!(
+                "core {slow} ({}) was the slowest in {slowest_in} of {n_steps} steps",
+                slow_stats.plane
+            )),
+            Evidence::note(format!(
+                "its extra time is compute: matmul {:+.1} us, vector {:+.1} us, data formatting {:+.1} us per step \
+                 against core {typical}; collective wait {:.1} us vs {:.1} us, idle {:.1} us vs {:.1} us",
+                us(slow_stats.mean(|a| a.matmul)) - us(typical_stats.mean(|a| a.matmul)),
+                us(slow_stats.mean(|a| a.vector)) - us(typical_stats.mean(|a| a.vector)),
+                us(slow_stats.mean(|a| a.data_formatting)) - us(typical_stats.mean(|a| a.data_formatting)),
+                us(slow_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
+                us(typical_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
+                us(slow_stats.mean(|a| a.idle)),
+                us(typical_stats.mean(|a| a.idle)),
+            )),
+        ];
+        // Ops with the most extra time on the slow core, per step.
+        let per_step = |p: Picos, s: &CoreStats| p.as_us_f64() / s.steps.len().max(1) as f64;
+        let mut extra: Vec<(f64, &String, f64, f64)> = slow_stats
+            .op_time
+            .iter()
+            .map(|(name, &time)| {
+                let theirs = typical_stats.op_time.get(name).copied().unwrap_or_default();
+                let (a, b) = (per_step(time, slow_stats), per_step(theirs, typical_stats));
+                (a - b, name, a, b)
+            })
+            .filter(|e| e.0 > 0.0)
+            .collect();
+        extra.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        let module = host.main_module();
+        for (delta, name, mine, theirs) in extra.iter().take(5) {
+            evidence.push(Evidence::note(format!(
+                "{name}: {mine:.1} us per step on core {slow} vs {theirs:.1} us on core {typical} ({delta:+.1} us)"
+            )));
+            if let Some(m) = module
+                && let Some(instr) = m.instruction_by_name(name)
+            {
+                evidence.push(evidence::instruction(m, instr.id()));
+            }
+        }
+        let what = format!(
+            "TensorCore {slow} computes {spread:.0} % longer per step than the median core ({:.1} vs {:.1} us); \
+             the other cores wait for it every step.",
+            slow_compute / 1e6,
+            med / 1e6
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity: severity_for(impact.pct_of_step, self.severity()),
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+
+    fn run_session(&self, profile: &Profile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.straggler_core;
+        // Per host: mean compute and step time per step.
+        let mut hosts: Vec<(&str, f64, f64)> = Vec::new();
+        for host in profile.hosts() {
+            let Ok(anatomy) = host.anatomy() else { continue };
+            if anatomy.is_empty() {
+                continue;
+            }
+            let n = anatomy.len() as f64;
+            let c: f64 = anatomy.iter().map(|a| compute(a).0 as f64).sum::<f64>() / n;
+            let s: f64 = anatomy.iter().map(|a| a.step_time.0 as f64).sum::<f64>() / n;
+            hosts.push((host.name(), c, s));
+        }
+        if hosts.len() < 2 {
+            return Err(Skip::because("fewer than two hosts with steps to compare"));
+        }
+        let med = median(&mut hosts.iter().map(|h| h.1).collect::<Vec<_>>());
+        let med_step = median(&mut hosts.iter().map(|h| h.2).collect::<Vec<_>>());
+        let mad = median(&mut hosts.iter().map(|h| (h.1 - med).abs()).collect::<Vec<_>>());
+        let scale = mad.max(0.01 * med);
+        let Some(&(name, slow, _)) = hosts.iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0))) else {
+            return Ok(());
+        };
+        if med <= 0.0 || scale <= 0.0 {
+            return Ok(());
+        }
+        let spread = 100.0 * (slow - med) / med;
+        let z = 0.6745 * (slow - med) / scale;
+        let use_z = hosts.len() >= 3;
+        if spread < t.min_spread_pct || (use_z && z <= t.min_host_z) {
+            return Ok(());
+        }
+        let extra_ms = (slow - med) / 1e9;
+        let impact = Impact::of(extra_ms, Some(med_step / 1e9));
+        let mut listed: Vec<&(&str, f64, f64)> = hosts.iter().collect();
+        listed.sort_by(|a, b| a.0.cmp(b.0));
+        let per_host: Vec<String> =
+            listed.iter().map(|(h, c, s)| format!("{h}: compute {:.1} us, step {:.1} us", c / 1e6, s / 1e6)).collect();
+        let mut evidence = vec![
+            Evidence::metric("straggler host compute per step", slow / 1e6, "us"),
+            Evidence::metric("median host compute per step", med / 1e6, "us"),
+            Evidence::metric("compute spread over the median host", spread, "%"),
+            Evidence::note(format!("per host: {}", per_host.join("; "))),
+        ];
+        if use_z {
+            evidence.push(Evidence::metric("modified z-score", z, "z"));
+            evidence.push(Evidence::metric("median absolute deviation of host compute", mad / 1e6, "us"));
+        } else {
+            evidence.push(Evidence::note("two hosts: the spread alone decides (a z-score needs three or more)"));
+        }
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity: severity_for(impact.pct_of_step, self.severity()),
+            title: self.title().to_owned(),
+            what: format!(
+                "Host {name} computes {spread:.0} % longer per step than the median host ({:.1} vs {:.1} us); every \
+                 synchronous step waits for it.",
+                slow / 1e6,
+                med / 1e6
+            ),
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xlens_xplane::Space;
+    use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
+
+    use crate::testing::{run_on, testdata};
+    use crate::{Evidence, Finding, HostProfile, Profile, ScanConfig, Severity, scan};
+
+    fn metric(f: &Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn finds_the_core_that_runs_every_op_slower() {
+        // tpu_straggler: core 2 runs every op 1.3x slower.
+        let findings = run_on("straggler_core", &testdata("tpu/tpu_straggler"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!(f.what.starts_with("TensorCore 2 computes"), "{}", f.what);
+        let spread = metric(f, "compute spread over the median core");
+        assert!((25.0..35.0).contains(&spread), "{spread}");
+        let text: Vec<String> = f.evidence.iter().map(|e| e.to_string()).collect();
+        assert!(text.iter().any(|t| t == "core 2 (/device:TPU:2) was the slowest in 8 of 8 steps"), "{text:#?}");
+        // The convolution (90 us nominal) gains the most.
+        assert!(text.iter().any(|t| t.starts_with("convolution.1: ") && t.contains("on core 2")), "{text:#?}");
+        // ~30 % of ~225 us of compute, in a ~370 us step.
+        assert!((0.055..0.08).contains(&f.impact.ms_per_step), "{:?}", f.impact);
+        assert_eq!(f.severity, Severity::P1);
+    }
+
+    #[test]
+    fn balanced_cores_are_not_stragglers() {
+        for dir in ["tpu/tpu_basic", "tpu/tpu_healthy", "tpu/tpu_exposed_collective", "tpu/tpu_vector_bound"] {
+            assert!(run_on("straggler_core", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+
+    fn host(name: &str, scale: f64, seed: u64) -> HostProfile {
+        let op = |n: &str, opcode: &str, cat: &str, us: f64| {
+            OpSpec::new(n, opcode, cat, 1_000_000, 1_000_000, (us * scale * 1e6) as i64)
+        };
+        let program = Program {
+            items: vec![
+                Item::Op(op("fusion.1", "fusion", "loop fusion", 20.0)),
+                Item::Op(op("convolution.2", "convolution", "convolution fusion", 80.0)),
+                Item::Op(op("all-reduce.3", "all-reduce", "all-reduce", 10.0)),
+            ],
+        };
+        let spec = SynthSpec { cores: 2, steps: 4, program, seed, ..SynthSpec::default() };
+        HostProfile::new(name, Space::parse(tpu_profile(&spec).into()).unwrap())
+    }
+
+    fn session(scales: &[f64]) -> Vec<Finding> {
+        let hosts = scales.iter().enumerate().map(|(i, &s)| host(&format!("host{i}"), s, i as u64 + 1)).collect();
+        scan(&Profile::new(None, hosts), &ScanConfig::only("straggler_core")).findings
+    }
+
+    #[test]
+    fn finds_the_straggler_host_by_modified_z_score() {
+        let findings = session(&[1.0, 1.0, 1.0, 1.3]);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!(f.host.is_empty() && f.what.starts_with("Host host3 computes 30 %"), "{f:#?}");
+        assert!(metric(f, "modified z-score") > 3.5, "{f:#?}");
+        assert!((25.0..35.0).contains(&metric(f, "compute spread over the median host")));
+        // 30 % of 100 us of compute.
+        assert!((0.027..0.033).contains(&f.impact.ms_per_step), "{:?}", f.impact);
+    }
+
+    #[test]
+    fn two_hosts_compare_by_spread_alone() {
+        let findings = session(&[1.0, 1.25]);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert!(findings[0].what.starts_with("Host host1"), "{}", findings[0].what);
+        assert!(findings[0].evidence.iter().any(|e| e.to_string().starts_with("two hosts: the spread alone decides")));
+    }
+
+    #[test]
+    fn hosts_within_jitter_are_not_stragglers() {
+        assert!(session(&[1.0, 1.02, 0.99, 1.01]).is_empty());
+        assert!(session(&[1.0, 1.05]).is_empty());
+    }
+}

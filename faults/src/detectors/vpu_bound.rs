@@ -1,0 +1,314 @@
+//! `vpu_bound`: the step is dominated by vector (elementwise, reduction) work while the matrix
+//! units idle.
+
+use xlens_roofline::{OpStats, TimeClass, class_of};
+use xlens_xplane::{Picos, names};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::{self, DeviceTimeline, union};
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct VpuBound;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Steps in which vector work (loop fusions, reductions, elementwise ops: the VPU on TPU) takes \
+              most of the time while matmul/convolution work (the MXU) takes little, from the step anatomy; \
+              the vector ops behind it from the op profile, each placed on the roofline as vector-unit bound \
+              (neither HBM bandwidth nor the FLOP peak is the limit) or HBM bound; and the longest stretch of a \
+              step with no matmul.",
+    why: "The matrix units hold nearly all of a TPU's FLOP/s; the vector units are an order of magnitude \
+          slower. A step that spends most of its time in elementwise math, normalisations, softmax or \
+          reductions runs far below the chip's peak however well its matmuls run, and the usual culprits \
+          (f32 elementwise chains, exact transcendental activations, unfused reductions, tiny matmuls \
+          between large elementwise blocks) are cheap to change.",
+    evidence: "Vector and matmul shares of the step; the vector time per step; the largest vector ops with \
+               their share of the vector time, HBM and FLOP utilisation, bound (vector unit or HBM) and JAX \
+               source line (HLO instruction when the profile carries the module); the longest matmul-free \
+               stretch of a step on the timeline with its vector share.",
+    thresholds: "Report when vector work is at least `vpu_bound.min_vector_pct` (default 50) % of the step \
+                 time and matmul work at most `vpu_bound.max_matmul_pct` (default 15) %. A vector op whose HBM \
+                 utilisation is at least `vpu_bound.hbm_bound_utilization` (default 0.5) is HBM bound, else \
+                 vector-unit bound. The impact is the vector ops' time above their HBM-bandwidth floor (bytes ÷ \
+                 peak HBM bandwidth), an upper bound of the gain. Severity P1, P0 from 20 % of the step, P2 \
+                 under 2 %.",
+    fix: "Cut or move vector work: keep elementwise math in bf16 (f32 only where accuracy needs it), use \
+          approximate activations (`jax.nn.gelu(approximate=True)`), fuse normalisation and activation into \
+          the neighbouring matmul (check the HLO for fusion breaks such as layout copies between them), \
+          express reductions over a feature axis as matmuls with a ones vector, drop redundant casts and \
+          masks, and make the matmuls larger (batch, sequence or model width) so MXU work dominates. Vector \
+          ops marked HBM bound move more bytes than they compute on: fuse them with their producers or \
+          consumers to avoid the HBM round trip.",
+};
+
+impl Detector for VpuBound {
+    fn id(&self) -> &'static str {
+        "vpu_bound"
+    }
+
+    fn title(&self) -> &'static str {
+        "Vector work dominates the step while the matrix units idle"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::DeviceTimeline, Need::Steps, Need::OpTimeline]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.vpu_bound;
+        let anatomy = host.anatomy().map_err(Skip::because)?;
+        let steps = host.steps().map_err(Skip::because)?;
+        let profile = host.op_profile().map_err(Skip::because)?;
+        let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
+        if total.0 <= 0 {
+            return Ok(());
+        }
+        let share = |p: Picos| 100.0 * p.0 as f64 / total.0 as f64;
+        let vector: Picos = anatomy.iter().map(|a| a.vector).sum();
+        let matmul: Picos = anatomy.iter().map(|a| a.matmul).sum();
+        let (vector_pct, matmul_pct) = (share(vector), share(matmul));
+        if vector_pct < t.min_vector_pct || matmul_pct > t.max_matmul_pct {
+            return Ok(());
+        }
+        let n_steps = anatomy.len().max(1) as f64;
+        let core_steps = n_steps * f64::from(profile.cores.max(1));
+        let step_ms = host.step_ms();
+        let peak_hbm = profile
+            .perf_env
+            .map(|e| e.peak_hbm_bytes_per_s)
+            .filter(|b| *b > 0.0)
+            .or_else(|| host.chip().map(|c| c.peaks().hbm.bytes_per_s()))
+            .filter(|b| *b > 0.0);
+
+        // Vector ops, largest first.
+        let mut ops: Vec<&OpStats> = profile
+            .ops
+            .iter()
+            .filter(|o| !o.has_inner_ops() && class_of(&o.category) == TimeClass::Vector && o.self_time.0 > 0)
+            .collect();
+        ops.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
+        let op_vector: Picos = ops.iter().map(|o| o.self_time).sum();
+        let mut excess = 0.0f64;
+        let mut vpu_bound_time = Picos::ZERO;
+        for op in &ops {
+            let floor = peak_hbm.map_or(0.0, |bw| op.bytes.hbm / bw);
+            excess += (op.self_time.as_secs_f64() - floor).max(0.0);
+            if !hbm_bound(profile, op, t.hbm_bound_utilization) {
+                vpu_bound_time += op.self_time;
+            }
+        }
+        let excess_ms = excess * 1e3 / core_steps;
+        let impact = Impact::of(excess_ms, step_ms);
+
+        let mut evidence = vec![
+            Evidence::metric("vector share of the step", vector_pct, "%"),
+            Evidence::metric("matmul share of the step", matmul_pct, "%"),
+            Evidence::metric("vector time per step", vector.as_ms_f64() / n_steps, "ms"),
+            Evidence::metric("vector-unit-bound op time per step", vpu_bound_time.as_ms_f64() / core_steps, "ms"),
+            Evidence::metric("vector time above the HBM floor per step", excess_ms, "ms"),
+        ];
+        let module = host.main_module();
+        for op in ops.iter().take(5) {
+            let pct_of_vector = if op_vector.0 > 0 { 100.0 * op.self_time.0 as f64 / op_vector.0 as f64 } else { 0.0 };
+            let mut text = format!(
+                "{} ({}): {:.1} us per step, {pct_of_vector:.0} % of the vector time",
+                op.name,
+                op.category,
+                op.self_time.as_us_f64() / core_steps
+            );
+            if let Some(point) = profile.roofline(op) {
+                text.push_str(&format!(
+                    ", HBM {:.0} % and FLOPs {:.1} % of peak: {}",
+                    100.0 * point.hbm_bytes_per_s / profile.perf_env.map_or(1.0, |e| e.peak_hbm_bytes_per_s.max(1.0)),
+                    100.0 * point.compute_utilization,
+                    if hbm_bound(profile, op, t.hbm_bound_utilization) {
+                        "HBM bound (fuse to save the round trip)"
+                    } else {
+                        "vector-unit bound"
+                    }
+                ));
+            }
+            if let Some(source) = &op.source {
+                text.push_str(&format!(" at {source}"));
+            }
+            evidence.push(Evidence::note(text));
+            if let Some(m) = module.filter(|m| m.program_id() == Some(op.program_id))
+                && let Some(instr) = m.instruction_by_name(&op.name)
+            {
+                evidence.push(evidence::instruction(m, instr.id()));
+            }
+        }
+        if let Some(stretch) = longest_matmul_free_stretch(host, steps) {
+            evidence.push(Evidence::note(format!(
+                "longest matmul-free stretch: {:.1} us from {} to {}, {:.0} % of it vector work",
+                stretch.duration.as_us_f64(),
+                stretch.first,
+                stretch.last,
+                100.0 * stretch.vector.0 as f64 / stretch.duration.0.max(1) as f64
+            )));
+            evidence.push(evidence::event_parts(
+                host,
+                &stretch.plane,
+                names::line::XLA_OPS,
+                &format!("matmul-free stretch {} … {}", stretch.first, stretch.last),
+                stretch.start,
+                stretch.duration,
+            ));
+        }
+        let severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let top: Vec<&str> = ops.iter().take(3).map(|o| o.name.as_str()).collect();
+        let what = format!(
+            "Vector work takes {vector_pct:.0} % of the step and matmuls {matmul_pct:.0} %: the step is bound by \
+             the vector units ({}), while the matrix units idle.",
+            top.join(", ")
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+/// True when the op's HBM utilisation reaches `limit` (it is limited by memory, not by the VPU).
+fn hbm_bound(profile: &xlens_roofline::OpProfile, op: &OpStats, limit: f64) -> bool {
+    let Some(env) = profile.perf_env.filter(|e| e.peak_hbm_bytes_per_s > 0.0) else { return false };
+    op.hbm_bytes_per_s() / env.peak_hbm_bytes_per_s >= limit
+}
+
+struct Stretch {
+    plane: String,
+    start: Picos,
+    duration: Picos,
+    vector: Picos,
+    first: String,
+    last: String,
+}
+
+/// On the first core: the stretch between matmuls (or step edges) holding the most vector time.
+fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Stretch> {
+    let plane = *host.space().tpu_tensor_cores().first()?;
+    let ordinal = evidence::device_ordinal(plane);
+    let timeline = DeviceTimeline::read(plane, names::line::XLA_OPS)?;
+    let segments = timeline.segments();
+    let matmul =
+        union(segments.iter().filter(|s| s.class == TimeClass::Matmul).map(|s| (s.start, s.end)).collect());
+    let vector =
+        union(segments.iter().filter(|s| s.class == TimeClass::Vector).map(|s| (s.start, s.end)).collect());
+    let mut best: Option<(Picos, Picos, Picos)> = None;
+    for step in &steps.steps {
+        let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
+        let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
+        let mut cursor = lo;
+        let from = matmul.partition_point(|m| m.1 <= lo);
+        let edges = matmul[from..].iter().take_while(|m| m.0 < hi).map(|m| (m.0.max(lo), m.1.min(hi)));
+        for (s, e) in edges.chain(std::iter::once((hi, hi))) {
+            if s > cursor {
+                let v = evidence::covered(&vector, cursor, s);
+                if best.is_none_or(|b| v > b.2) {
+                    best = Some((cursor, s, v));
+                }
+            }
+            cursor = cursor.max(e);
+        }
+    }
+    let (start, end, vector_time) = best.filter(|b| b.2.0 > 0)?;
+    let inside: Vec<&str> = timeline
+        .ops
+        .iter()
+        .filter(|o| o.start >= start && o.end <= end && class_of(&timeline.info(o).category) == TimeClass::Vector)
+        .map(|o| timeline.info(o).name.as_str())
+        .collect();
+    Some(Stretch {
+        plane: plane.name().to_owned(),
+        start,
+        duration: end - start,
+        vector: vector_time,
+        first: inside.first()?.to_string(),
+        last: inside.last()?.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{report_of, run_on, testdata};
+    use crate::{Evidence, Finding, Severity};
+
+    fn metric(f: &Finding, name: &str) -> f64 {
+        f.evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
+    }
+
+    #[test]
+    fn finds_a_step_of_loop_fusions_and_reductions() {
+        let findings = run_on("vpu_bound", &testdata("tpu/tpu_vector_bound"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        // 236 of ~275 us per step are loop fusions and reductions, 20 us the one dot.
+        let vector = metric(f, "vector share of the step");
+        let matmul = metric(f, "matmul share of the step");
+        assert!((80.0..92.0).contains(&vector), "{vector}");
+        assert!((5.0..10.0).contains(&matmul), "{matmul}");
+        assert!(f.what.starts_with("Vector work takes"), "{}", f.what);
+        let text: Vec<String> = f.evidence.iter().map(|e| e.to_string()).collect();
+        let text = text.join("\n");
+        // gelu (fusion.1, 80 us) leads; the 30 us add moving 24 MB runs at ~98 % of HBM bandwidth.
+        let first = text.lines().find(|l| l.starts_with("fusion.1 (loop fusion): ")).expect("fusion.1");
+        let us: f64 = first["fusion.1 (loop fusion): ".len()..].split(' ').next().unwrap().parse().unwrap();
+        assert!((76.0..84.0).contains(&us), "{first}");
+        assert!(text.contains("vector-unit bound at model.py:61"), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("fusion.6 (loop fusion)") && l.contains("HBM bound")), "{text}");
+        assert!(
+            text.contains("jit_train_step(1): fusion.1 (fusion) from jit(train_step)/gelu at model.py:61"),
+            "{text}"
+        );
+        // From the step start to the dot: gelu, layer norm and the reduction, all vector work.
+        assert!(text.contains("from fusion.1 to reduce.3, 100 % of it vector work"), "{text}");
+        // Time above the HBM floor: ~175 us of the ~275 us step.
+        assert!((0.15..0.20).contains(&f.impact.ms_per_step), "{:?}", f.impact);
+        assert_eq!(f.severity, Severity::P0);
+    }
+
+    #[test]
+    fn matmul_heavy_steps_are_not_vector_bound() {
+        for dir in ["tpu/tpu_basic", "tpu/tpu_healthy", "tpu/tpu_exposed_collective", "tpu/tpu_straggler"] {
+            assert!(run_on("vpu_bound", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+
+    #[test]
+    fn cpu_captures_have_no_vector_units_to_check() {
+        let report = report_of("vpu_bound", &testdata("corpus/clean"));
+        assert!(report.findings.is_empty());
+        assert_eq!(report.skipped.len(), 1);
+        assert!(report.skipped[0].reason.contains("no device op lines"), "{:?}", report.skipped);
+    }
+}
