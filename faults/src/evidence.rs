@@ -283,7 +283,21 @@ impl OpSpan<'_> {
 /// Every op event of a host, sorted by start (longest first at equal starts): the `XLA Ops` lines
 /// of the TPU TensorCores when there are any, else the `hlo_op` events of the host threads.
 /// Events that fail to decode end their line's walk (as everywhere in the analyses).
+///
+/// This materialises every op: on large TPU profiles prefer the shared device timeline
+/// ([`HostProfile::device_timeline`]) or [`op_spans_where`] with a filter.
 pub fn op_spans(host: &HostProfile) -> Vec<OpSpan<'_>> {
+    op_spans_where(host, |_, _| true, |_, _| true)
+}
+
+/// The op events of [`op_spans`] that pass two filters: `keep_op(category, name)`, decided once
+/// per distinct TPU op (always true for host-run ops, whose category the HLO gives), and
+/// `keep_span(start, end)`. Only kept events are materialised.
+pub fn op_spans_where<'a>(
+    host: &'a HostProfile,
+    keep_op: impl Fn(&str, &str) -> bool,
+    keep_span: impl Fn(Picos, Picos) -> bool,
+) -> Vec<OpSpan<'a>> {
     use xlens_xplane::{PlaneKind, names};
     let mut out = Vec::new();
     let cores = host.space().tpu_tensor_cores();
@@ -295,6 +309,9 @@ pub fn op_spans(host: &HostProfile) -> Vec<OpSpan<'_>> {
         let ordinal = plane.stat_id(names::stat::DEVICE_ORDINAL);
         for line in plane.lines() {
             for ev in line.events(plane).map_while(|e| e.ok()) {
+                if !keep_span(ev.start(), ev.end()) {
+                    continue;
+                }
                 let Some(name) = ev.stat(hlo_op).and_then(|s| s.as_str()) else { continue };
                 out.push(OpSpan {
                     start: ev.start(),
@@ -316,21 +333,42 @@ pub fn op_spans(host: &HostProfile) -> Vec<OpSpan<'_>> {
                 _ => 0,
             };
             let Some(line) = plane.line_by_name(names::line::XLA_OPS) else { continue };
-            let program = plane.stat_id(names::stat::PROGRAM_ID);
-            let category = plane.stat_id(names::stat::HLO_CATEGORY);
+            // Decide per distinct op, once.
+            let meta = xlens_roofline::op_metadata_by_position(plane);
+            let keep: Vec<bool> = plane
+                .event_metadata()
+                .iter()
+                .zip(&meta)
+                .map(|(m, op)| {
+                    let category = op.as_ref().map_or("", |o| o.category.as_str());
+                    keep_op(category, m.display_name())
+                })
+                .collect();
+            if !keep.iter().any(|k| *k) {
+                continue;
+            }
             let offset = plane.stat_id(names::stat::DEVICE_OFFSET_PS);
             let duration = plane.stat_id(names::stat::DEVICE_DURATION_PS);
             for ev in line.events(plane).map_while(|e| e.ok()) {
+                let Some(pos) = plane.event_metadata_position(ev.metadata_id()) else { continue };
+                if !keep[pos] {
+                    continue;
+                }
                 let start = offset.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).map_or(ev.start(), Picos);
                 let length = duration.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).map_or(ev.duration(), Picos);
+                let end = start.saturating_add(length);
+                if !keep_span(start, end) {
+                    continue;
+                }
+                let op = meta[pos].as_ref();
                 out.push(OpSpan {
                     start,
-                    end: start.saturating_add(length),
+                    end,
                     name: std::borrow::Cow::Borrowed(ev.display_name()),
-                    program_id: program.and_then(|id| ev.stat_or_metadata_stat(id)).and_then(|s| s.as_u64()),
+                    program_id: op.and_then(|o| o.program_id),
                     run_id: None,
                     core,
-                    category: category.and_then(|id| ev.stat_or_metadata_stat(id)).and_then(|s| s.as_str()),
+                    category: op.map(|o| std::borrow::Cow::Owned(o.category.clone())),
                     plane: plane.name(),
                     line: line.name(),
                 });

@@ -60,6 +60,17 @@ impl HostProfile {
         self.summary.device_kind
     }
 
+    /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules),
+    /// instead of on first use. Errors are kept and reported by the accessors.
+    pub fn prepare(&self) {
+        let _ = self.modules();
+        let _ = self.device_timeline();
+        let _ = self.steps();
+        let _ = self.op_profile();
+        let _ = self.anatomy();
+        let _ = self.chip();
+    }
+
     /// The HLO modules of `/host:metadata`, sorted by program id.
     pub fn modules(&self) -> &[Module] {
         &self.modules_and_warnings().0

@@ -180,6 +180,9 @@ impl Report {
 /// Output never depends on thread timing: findings are sorted by severity, impact, id and host.
 pub fn scan(profile: &Profile, config: &ScanConfig) -> Report {
     let detectors: Vec<&'static dyn Detector> = DETECTORS.iter().copied().filter(|d| config.enabled(d.id())).collect();
+    // Build the shared analyses first, hosts in parallel (and cores in parallel inside each):
+    // a detector job that found them missing would build them while the other workers wait.
+    profile.hosts().par_iter().for_each(HostProfile::prepare);
     // (host index, detector index) → outcome.
     let jobs: Vec<(usize, usize)> =
         (0..profile.hosts().len()).flat_map(|h| (0..detectors.len()).map(move |d| (h, d))).collect();

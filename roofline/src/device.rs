@@ -340,3 +340,12 @@ mod tests {
         assert_eq!(parse_memory_breakdown(&[0x0a, 0x09]), None);
     }
 }
+
+/// The op facts of every event-metadata entry of a device plane, by position in
+/// [`Plane::event_metadata`] (`None` for entries without op stats). Pairs with
+/// [`crate::CoreTimeline::ops`].
+pub fn op_metadata_by_position(plane: &Plane) -> Vec<Option<OpMetadata>> {
+    let ids = DeviceStatIds::of(plane);
+    let mut by_id = op_metadata(plane, &ids);
+    plane.event_metadata().iter().map(|m| by_id.remove(&m.id())).collect()
+}

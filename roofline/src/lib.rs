@@ -23,7 +23,7 @@ pub use anatomy::{
     Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy, is_collective, partition, tpu_anatomy,
 };
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
-pub use device::{MemoryBytes, OpMetadata};
+pub use device::{MemoryBytes, OpMetadata, op_metadata_by_position};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,
     roofline_point,

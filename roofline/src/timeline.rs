@@ -422,10 +422,10 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
         }
         out.modules.sort();
     }
-    let mut walk = Walk {
+    let new_walk = |out: CoreTimeline| Walk {
         infos: &infos,
         markers,
-        windows,
+        windows: windows.clone(),
         out,
         stack: Vec::new(),
         cursor: Picos(i64::MIN),
@@ -434,9 +434,24 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
         open_starts: HashMap::new(),
         active_windows: 0,
         closing: BinaryHeap::new(),
-        exposed_gaps,
+        exposed_gaps: exposed_gaps.clone(),
+    };
+    let fresh = out.clone();
+    let mut walk = new_walk(out);
+    let feed = |ev: &xlens_xplane::Event<'_>, span: Span, walk: &mut Walk<'_>| {
+        let scale = match ids.time_scale_multiplier {
+            Some(id) => ev.stat(id).and_then(|s| s.as_f64()).unwrap_or(1.0),
+            None => 1.0,
+        };
+        match plane.event_metadata_position(ev.metadata_id()) {
+            Some(pos) => walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1)),
+            // Dangling metadata: nothing to attribute the time to.
+            None => walk.advance_to(span.start),
+        }
     };
     if let Some(line) = plane.line_by_name(names::line::XLA_OPS) {
+        // One pass when the line is in start order (the usual case); a line that is not is
+        // collected, sorted and walked again from scratch.
         let mut last: Option<(Picos, Reverse<Picos>)> = None;
         let mut sorted = true;
         for ev in line.events(plane) {
@@ -448,24 +463,10 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
                 break;
             }
             last = Some(key);
+            feed(&ev, span, &mut walk);
         }
-        let feed = |ev: &xlens_xplane::Event<'_>, span: Span, walk: &mut Walk<'_>| {
-            let scale = ids.time_scale_multiplier.and_then(|id| ev.stat(id)).and_then(|s| s.as_f64()).unwrap_or(1.0);
-            let pos = plane.event_metadata_position(ev.metadata_id()).unwrap_or(usize::MAX);
-            if pos == usize::MAX {
-                // Dangling metadata: the op still occupies the core, as unknown vector work.
-                walk.advance_to(span.start);
-                return;
-            }
-            walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1));
-        };
-        if sorted {
-            for ev in line.events(plane) {
-                let ev = ev?;
-                let span = device_span(&ev, &ids);
-                feed(&ev, span, &mut walk);
-            }
-        } else {
+        if !sorted {
+            walk = new_walk(fresh);
             let mut all = Vec::with_capacity(line.event_count());
             for ev in line.events(plane) {
                 let ev = ev?;

@@ -30,6 +30,7 @@ pub struct Event<'a> {
     metadata_id: EventMetadataId,
     data: EventData,
     duration_ps: i64,
+    has_stats: bool,
 }
 
 impl fmt::Debug for Event<'_> {
@@ -122,7 +123,16 @@ impl<'a> Event<'a> {
 
     /// The event's own stats (not its metadata's), decoded lazily.
     pub fn stats(&self) -> crate::StatIter<'a> {
+        if !self.has_stats {
+            return StatIter::empty(self.plane);
+        }
         StatIter::new(self.plane, self.body, self.body_pos, 4)
+    }
+
+    /// True when the event carries stats of its own (known without decoding them).
+    #[inline]
+    pub fn has_stats(&self) -> bool {
+        self.has_stats
     }
 
     /// The stats of the event's metadata (constant for every event sharing it).
@@ -163,6 +173,7 @@ impl<'a> Event<'a> {
             metadata_id: EventMetadataId(0),
             data: EventData::Absent,
             duration_ps: 0,
+            has_stats: false,
         };
         let fail =
             |e, pos: usize| wire_error(e, plane.location_at(body_pos + pos)).in_line(line.index()).in_event(index);
@@ -183,6 +194,7 @@ impl<'a> Event<'a> {
                 }
                 (4, WireType::Len) => {
                     r.read_len().map_err(|e| fail(e, val_pos))?;
+                    ev.has_stats = true;
                 }
                 (1..=5, _) => {
                     return Err(Error::new(

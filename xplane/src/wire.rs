@@ -98,19 +98,22 @@ impl<'a> Reader<'a> {
         self.pos >= self.buf.len()
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read_varint(&mut self) -> Result<u64, WireError> {
+        // Fast path: one byte (ids, small offsets, tags).
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.read_varint_slow(),
+        }
+    }
+
+    #[inline(never)]
+    fn read_varint_slow(&mut self) -> Result<u64, WireError> {
         let buf = self.buf;
         let mut pos = self.pos;
-        // Fast path: one byte.
-        match buf.get(pos) {
-            Some(&b) if b < 0x80 => {
-                self.pos = pos + 1;
-                return Ok(u64::from(b));
-            }
-            None => return Err(WireError::Truncated),
-            _ => {}
-        }
         let mut value: u64 = 0;
         let mut shift = 0u32;
         loop {

@@ -170,7 +170,9 @@ impl Detector for BarrierInLoop {
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let t = &config.thresholds.barrier_in_loop;
         let steps = host.steps().map_err(Skip::because)?;
-        let ops = evidence::op_spans(host);
+        // Program runs: host-run op events grouped by run_id (XLA:CPU), or the TPU `XLA Modules`
+        // line, which records every run without walking the ops.
+        let ops = if host.space().tpu_tensor_cores().is_empty() { evidence::op_spans(host) } else { Vec::new() };
         let runs = program_runs(host, &ops);
         if runs.is_empty() {
             return Err(Skip::because("the profile records no program executions (run_id or XLA Modules)"));

@@ -111,7 +111,17 @@ impl Detector for HostCallbackStall {
             return Err(Skip::because("the profile has no step markers"));
         }
         let instructions = callback_instructions(host);
-        let ops = evidence::op_spans(host);
+        // On TPU, callbacks are op categories: check the op profile first, and walk the op lines
+        // for the callback events only when there are some.
+        let ops = if host.space().tpu_tensor_cores().is_empty() {
+            evidence::op_spans(host)
+        } else {
+            let profile = host.op_profile().map_err(Skip::because)?;
+            if !profile.ops.iter().any(|o| is_callback_category(&o.category)) {
+                return Ok(());
+            }
+            evidence::op_spans_where(host, |category, _| is_callback_category(category), |_, _| true)
+        };
         let step_of = |at: Picos| {
             let k = steps.steps.partition_point(|s| s.start <= at);
             (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)

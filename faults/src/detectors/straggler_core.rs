@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use xlens_roofline::{CATEGORIES_WITH_INNER_OPS, StepAnatomy, TimeClass, partition};
-use xlens_xplane::{Picos, names};
+use xlens_roofline::{CATEGORIES_WITH_INNER_OPS, StepAnatomy, TimeClass};
+use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence::{self, DeviceTimeline};
+use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::{HostProfile, Profile};
 
@@ -109,33 +109,26 @@ impl Detector for StragglerCore {
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let t = &config.thresholds.straggler_core;
         let steps = host.steps().map_err(Skip::because)?;
+        let _ = steps;
+        // Per core: each step's anatomy and each op's time, from the shared device timeline.
+        let timeline = host.device_timeline().map_err(Skip::because)?;
         let mut cores: BTreeMap<u32, CoreStats> = BTreeMap::new();
-        for plane in host.space().tpu_tensor_cores() {
-            let ordinal = evidence::device_ordinal(plane);
-            let Some(timeline) = DeviceTimeline::read(plane, names::line::XLA_OPS) else { continue };
-            let segments = timeline.segments();
-            let windows: Vec<(Picos, Picos)> = timeline.async_windows().iter().map(|w| (w.start, w.end)).collect();
-            let mut stats = CoreStats { plane: plane.name().to_owned(), ..CoreStats::default() };
-            let mut op_time = vec![Picos::ZERO; timeline.infos.len()];
-            for step in &steps.steps {
-                let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
-                let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
-                let from = segments.partition_point(|s| s.end <= lo);
-                let to = segments.partition_point(|s| s.start < hi).max(from);
-                let w_from = windows.partition_point(|w| w.1 <= lo);
-                let w_to = windows.partition_point(|w| w.0 < hi).max(w_from);
-                stats.steps.push(partition(lo, step.duration, &segments[from..to], &windows[w_from..w_to]));
-                for op in timeline.ops_starting_in(lo, hi) {
-                    op_time[op.info] += op.duration();
-                }
-            }
-            for (info, time) in timeline.infos.iter().zip(op_time) {
-                if time.0 > 0 && !CATEGORIES_WITH_INNER_OPS.contains(&info.category.as_str()) {
-                    *stats.op_time.entry(info.name.clone()).or_default() += time;
+        for core in &timeline.cores {
+            let Some(plane) = host.space().planes().get(core.plane_index) else { continue };
+            let meta = xlens_roofline::op_metadata_by_position(plane);
+            let mut stats = CoreStats {
+                plane: plane.name().to_owned(),
+                steps: core.steps.iter().map(|s| s.anatomy).collect(),
+                ..CoreStats::default()
+            };
+            for (agg, m) in core.ops.iter().zip(&meta) {
+                let Some(m) = m else { continue };
+                if agg.time.0 > 0 && !CATEGORIES_WITH_INNER_OPS.contains(&m.category.as_str()) {
+                    *stats.op_time.entry(m.name.clone()).or_default() += agg.time;
                 }
             }
             if !stats.steps.is_empty() {
-                cores.insert(ordinal, stats);
+                cores.insert(core.core, stats);
             }
         }
         if cores.len() < 2 {

@@ -78,10 +78,59 @@ fn step_label(name: &str) -> String {
     if name.bytes().all(|b| b.is_ascii_digit()) { format!("step {name}") } else { name.to_owned() }
 }
 
+/// The capture length (stop − start), on the profile clock.
+fn capture_window(host: &HostProfile) -> Option<Picos> {
+    let (start, stop) = (host.space().profile_start_ns()?, host.space().profile_stop_ns()?);
+    Some(Picos::from_ns(i64::try_from(stop.checked_sub(start)?).ok()?))
+}
+
+/// The latest op end of each core.
+fn last_op_ends(ops: &[OpSpan<'_>]) -> BTreeMap<i64, Picos> {
+    let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
+    for op in ops {
+        let end = last_op.entry(op.core).or_insert(op.end);
+        *end = (*end).max(op.end);
+    }
+    last_op
+}
+
+/// TPU cores with fewer ops after their last step marker than a complete step has: the capture
+/// stopped inside a step whose marker was lost.
+fn tpu_trailing_partial_step(timeline: &xlens_roofline::DeviceTimeline) -> Option<Signal> {
+    let mut evidence = Vec::new();
+    let mut count = 0u64;
+    let mut full_steps = Vec::new();
+    for core in &timeline.cores {
+        let mut per_step: Vec<u32> = core.steps.iter().map(|s| s.ops).collect();
+        if per_step.is_empty() || core.ops_after_last_marker == 0 {
+            continue;
+        }
+        per_step.sort_unstable();
+        let full = u64::from(per_step[per_step.len() / 2]);
+        if core.ops_after_last_marker >= full {
+            continue;
+        }
+        count += core.ops_after_last_marker;
+        full_steps.push(full);
+        evidence.push(Evidence::note(format!(
+            "TPU core {}: {} op(s) after its last step marker, a complete step has {full}",
+            core.core, core.ops_after_last_marker
+        )));
+    }
+    if evidence.is_empty() {
+        return None;
+    }
+    evidence.insert(0, Evidence::metric("ops after the last step marker", count as f64, "count"));
+    Some(Signal {
+        label: format!("the capture stopped inside a step ({count} op(s) ran after the last step markers)"),
+        evidence,
+        lost: false,
+    })
+}
+
 /// Steps and ops that end after the capture stopped.
 fn past_the_stop(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpan<'_>]) -> Option<Signal> {
-    let (start, stop) = (host.space().profile_start_ns()?, host.space().profile_stop_ns()?);
-    let window = Picos::from_ns(i64::try_from(stop.checked_sub(start)?).ok()?);
+    let window = capture_window(host)?;
     let cut: Vec<&xlens_roofline::Step> = steps.steps.iter().filter(|s| s.end() > window).collect();
     let late: Vec<&OpSpan<'_>> = ops.iter().filter(|o| o.end > window).collect();
     if cut.is_empty() && late.is_empty() {
@@ -175,15 +224,15 @@ fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps, ops:
 }
 
 /// TPU cores whose op events end early, or that recorded fewer steps than the others.
-fn lagging_cores(host: &HostProfile, ops: &[OpSpan<'_>], median_step: Picos, lag_steps: f64) -> Option<Signal> {
+fn lagging_cores(
+    host: &HostProfile,
+    last_op: &BTreeMap<i64, Picos>,
+    median_step: Picos,
+    lag_steps: f64,
+) -> Option<Signal> {
     let cores = host.space().tpu_tensor_cores();
     if cores.len() < 2 {
         return None;
-    }
-    let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
-    for op in ops {
-        let end = last_op.entry(op.core).or_insert(op.end);
-        *end = (*end).max(op.end);
     }
     let mut step_counts: BTreeMap<i64, usize> = BTreeMap::new();
     for plane in &cores {
@@ -203,7 +252,7 @@ fn lagging_cores(host: &HostProfile, ops: &[OpSpan<'_>], median_step: Picos, lag
     let threshold = Picos((median_step.0 as f64 * lag_steps).round() as i64).max(Picos(1));
     let mut evidence = Vec::new();
     let mut lagging = BTreeSet::new();
-    for (&core, &end) in &last_op {
+    for (&core, &end) in last_op {
         let lag = latest - end;
         if lag >= threshold {
             lagging.insert(core);
@@ -280,11 +329,31 @@ impl Detector for TruncatedCapture {
         if let Ok(steps) = host.steps()
             && !steps.steps.is_empty()
         {
-            let ops = evidence::op_spans(host);
-            signals.extend(past_the_stop(host, steps, &ops));
-            signals.extend(trailing_partial_step(host, steps, &ops));
             let median_step = median_picos(steps.steps.iter().map(|s| s.duration).collect());
-            signals.extend(lagging_cores(host, &ops, median_step, t.min_core_lag_steps));
+            if host.space().tpu_tensor_cores().is_empty() {
+                let ops = evidence::op_spans(host);
+                signals.extend(past_the_stop(host, steps, &ops));
+                signals.extend(trailing_partial_step(host, steps, &ops));
+                signals.extend(lagging_cores(host, &last_op_ends(&ops), median_step, t.min_core_lag_steps));
+            } else {
+                // TPU: the shared device timeline knows each core's last op and the ops after its
+                // last step marker; only the ops past the stop are walked, and only when some are.
+                let timeline = host.device_timeline().map_err(Skip::because)?;
+                let window = capture_window(host);
+                let late = window.is_some_and(|w| timeline.cores.iter().any(|c| c.op_span.is_some_and(|(_, e)| e > w)));
+                let ops = match window {
+                    Some(w) if late => evidence::op_spans_where(host, |_, _| true, |_, end| end > w),
+                    _ => Vec::new(),
+                };
+                signals.extend(past_the_stop(host, steps, &ops));
+                signals.extend(tpu_trailing_partial_step(timeline));
+                let ends: BTreeMap<i64, Picos> = timeline
+                    .cores
+                    .iter()
+                    .filter_map(|c| c.op_span.map(|(_, e)| (i64::from(c.core), e)))
+                    .collect();
+                signals.extend(lagging_cores(host, &ends, median_step, t.min_core_lag_steps));
+            }
         }
         if signals.is_empty() {
             return Ok(());
