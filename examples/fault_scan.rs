@@ -5,13 +5,19 @@
 //!                                             [--out DIR] [--fail-on P0|P1|P2] [--quiet]
 //! ```
 //! PATH is a `*.xplane.pb`, a session directory or a logdir; without it the bundled sample runs.
+//! Hosts are scanned in parallel and streamed (each is unmapped once scanned); a progress bar goes
+//! to stderr when it is a terminal, unless `--quiet`. `--out DIR` writes every table as Parquet,
+//! partitioned by host (`DIR/<table>/host=<host>/part-0.parquet`).
 //! Exit code: 0, or 3 when `--fail-on` is given and a finding is at that severity or worse.
 
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
-use xlens::faults::{Profile, ScanConfig, Severity, render, scan};
-use xlens::xplane::Session;
+use xlens::faults::{HostOutcome, HostProfile, ScanConfig, Severity, render, scan_session};
+use xlens::xplane::discover;
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/host_callback");
@@ -25,10 +31,12 @@ struct Args {
     html: Option<PathBuf>,
     out: Option<PathBuf>,
     fail_on: Option<Severity>,
+    quiet: bool,
 }
 
 fn parse_args() -> anyhow::Result<Option<Args>> {
-    let mut args = Args { path: PathBuf::from(SAMPLE), json: false, html: None, out: None, fail_on: None };
+    let mut args =
+        Args { path: PathBuf::from(SAMPLE), json: false, html: None, out: None, fail_on: None, quiet: false };
     let mut path = None;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -49,7 +57,7 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
                 let v = value()?;
                 args.fail_on = Some(Severity::parse(&v).with_context(|| format!("bad severity {v:?}; {USAGE}"))?);
             }
-            "--quiet" | "-q" => {}
+            "--quiet" | "-q" => args.quiet = true,
             _ if path.is_none() && !arg.starts_with('-') => path = Some(PathBuf::from(arg)),
             _ => bail!("unexpected argument {arg:?}; {USAGE}"),
         }
@@ -60,11 +68,41 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
     Ok(Some(args))
 }
 
+/// A one-line progress bar on stderr: `[=====>    ] 3/8 hosts  host0002`.
+fn progress(done: usize, total: usize, host: &str) {
+    let width = 30;
+    let filled = width * done / total.max(1);
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\r[{}{}] {done}/{total} hosts  {host:<24}", "=".repeat(filled), " ".repeat(width - filled));
+    if done == total {
+        let _ = writeln!(err);
+    }
+    let _ = err.flush();
+}
+
 fn main() -> anyhow::Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
-    let session = Session::open(&args.path).with_context(|| format!("opening {}", args.path.display()))?;
-    let profile = Profile::from_session(session);
-    let report = scan(&profile, &ScanConfig::default());
+    let source = discover(&args.path).with_context(|| format!("opening {}", args.path.display()))?;
+    let total = source.hosts.len();
+    let show_progress = !args.quiet && std::io::stderr().is_terminal();
+    let done = AtomicUsize::new(0);
+    let frame_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let visit = |host: &HostProfile, outcome: &HostOutcome| {
+        if let Some(dir) = &args.out
+            && let Err(e) = xlens::faults::frame::write_host_parquet(host, &outcome.findings, dir)
+        {
+            let mut slot = frame_error.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(anyhow::anyhow!("writing {}'s frames to {}: {e}", host.name(), dir.display()));
+        }
+        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+        if show_progress {
+            progress(n, total, host.name());
+        }
+    };
+    let report = scan_session(&source, &ScanConfig::default(), &visit)?;
+    if let Some(e) = frame_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
     if args.json {
         println!("{}", render::json(&report));
     } else {
@@ -74,7 +112,7 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(html, render::html(&report)).with_context(|| format!("writing {}", html.display()))?;
     }
     if let Some(dir) = &args.out {
-        xlens::faults::frame::write_parquet(&profile, &report, dir)
+        xlens::faults::frame::write_session_parquet(&report, dir)
             .with_context(|| format!("writing frames to {}", dir.display()))?;
     }
     if let Some(level) = args.fail_on

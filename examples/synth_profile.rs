@@ -4,12 +4,15 @@
 //! `cargo run --release --example synth_profile -- --fixture NAME --out DIR` (a reference fixture)
 //!
 //! Writes `DIR/plugins/profile/synthetic/<host>.xplane.pb` for N hosts (default 1), each about
-//! `--size` long (suffixes KB, MB, GB; powers of 1024), deterministic for the seed.
+//! `--size` long (suffixes KB, MB, GB; powers of 1024), deterministic for the seed: 4 TensorCores
+//! per host running a 2000-op program (fusions, convolutions, dots, copies, transposes, async
+//! all-gathers) step after step, host threads with step markers linked to the device steps, an
+//! HLO proto with a buffer assignment in `/host:metadata`, and a runtime memory profile.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::xplane::synth::{self as fixtures, Program, SynthSpec, tpu_profile};
+use xlens::xplane::synth::{self as fixtures, Program, SynthSpec, hlo_proto_with_buffers, tpu_profile};
 
 fn parse_size(s: &str) -> anyhow::Result<u64> {
     let upper = s.to_ascii_uppercase();
@@ -61,9 +64,18 @@ fn main() -> anyhow::Result<()> {
     let run = out.join("plugins/profile/synthetic");
     std::fs::create_dir_all(&run)?;
     for host in 0..hosts {
+        let program = Program::random(2000, seed);
+        // An HLO module for the program (one instruction per op, with a buffer assignment: 4 GiB
+        // of parameters and a temporary per fusion), so HLO-based analyses run too.
+        let names: Vec<String> = program.ops().iter().map(|o| o.name.clone()).collect();
+        let temps: Vec<(&str, u64)> =
+            names.iter().filter(|n| n.starts_with("fusion")).map(|n| (n.as_str(), 8u64 << 20)).collect();
+        let hlo = hlo_proto_with_buffers("jit_train_step", &program, &[("params", 4u64 << 30)], &temps);
         let spec = SynthSpec {
-            program: Program::random(2000, seed),
+            program,
             seed: seed.wrapping_add(u64::from(host)),
+            hlo_proto: Some(hlo),
+            memory_profile_bytes: Some(4u64 << 30),
             ..SynthSpec::default()
         }
         .with_target_size(size);

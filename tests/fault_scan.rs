@@ -130,7 +130,8 @@ fn json_contract_and_stable_order() {
     let impact_keys: Vec<&str> = v["findings"][0]["impact"].as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(impact_keys, ["ms_per_step", "pct_of_step"]);
     // Severity first (P0 before P1 before P2), then by impact.
-    let severities: Vec<&str> = v["findings"].as_array().unwrap().iter().map(|f| f["severity"].as_str().unwrap()).collect();
+    let severities: Vec<&str> =
+        v["findings"].as_array().unwrap().iter().map(|f| f["severity"].as_str().unwrap()).collect();
     let mut sorted = severities.clone();
     sorted.sort();
     assert_eq!(severities, sorted);

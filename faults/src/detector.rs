@@ -2,7 +2,8 @@
 
 use crate::config::ScanConfig;
 use crate::finding::{Findings, Severity};
-use crate::profile::{HostProfile, Profile};
+use crate::profile::HostProfile;
+use crate::scan::HostSummary;
 
 /// What a detector reads. A detector whose inputs the profile lacks is skipped, with the reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -71,7 +72,7 @@ impl Skip {
 ///
 /// Implementations are unit structs listed once in [`crate::registry::DETECTORS`]. `run` reads
 /// one host's [`HostProfile`] (its analyses are built once and shared); `run_session` sees every
-/// host at once, for cross-host checks. Neither may panic or fail on odd-but-decodable data:
+/// host's [`HostSummary`], for cross-host checks. Neither may panic or fail on odd-but-decodable data:
 /// they report nothing, or [`Skip`] with a reason.
 pub trait Detector: Sync {
     /// Stable id, snake_case (`exposed_collective`). Users and tests key on it.
@@ -86,8 +87,9 @@ pub trait Detector: Sync {
     fn doc(&self) -> &'static DetectorDoc;
     /// Looks at one host.
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip>;
-    /// Looks at the whole session after every host ran (default: nothing).
-    fn run_session(&self, _profile: &Profile, _config: &ScanConfig, _out: &mut Findings) -> Result<(), Skip> {
+    /// Looks at the whole session after every host ran, through the hosts' summaries (hosts
+    /// are streamed: their profiles are gone by then). Default: nothing.
+    fn run_session(&self, _hosts: &[HostSummary], _config: &ScanConfig, _out: &mut Findings) -> Result<(), Skip> {
         Ok(())
     }
 }

@@ -122,28 +122,22 @@ pub fn op_times(host: &HostProfile, module: &Module) -> Option<std::collections:
 /// Per op of one program on host threads: the median over steps of its time inside each step
 /// (ms, all cores together), for ops that run in at least half of the steps.
 fn host_step_medians(host: &HostProfile, program: u64, n: usize) -> Option<std::collections::BTreeMap<String, f64>> {
-    use xlens_xplane::names;
-    let plane = host.space().host_threads()?;
-    let (hlo_op, program_id) = (plane.stat_id(names::stat::HLO_OP)?, plane.stat_id(names::stat::PROGRAM_ID)?);
     let steps = &host.steps().ok()?.steps;
     let mut bounds: Vec<(Picos, Picos, usize)> = steps.iter().enumerate().map(|(i, s)| (s.start, s.end(), i)).collect();
     bounds.sort();
-    let mut per_step: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
-    for line in plane.lines() {
-        for ev in line.events(plane).map_while(|e| e.ok()) {
-            if ev.stat(program_id).and_then(|s| s.as_u64()) != Some(program) {
-                continue;
-            }
-            let Some(name) = ev.stat(hlo_op).and_then(|s| s.as_str().map(|s| s.into_owned())) else { continue };
-            let at = ev.start();
-            let k = bounds.partition_point(|b| b.0 <= at);
-            let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
-            if at >= end {
-                continue;
-            }
-            per_step.entry(name).or_insert_with(|| vec![0.0; n])[step] += ev.duration().as_ms_f64();
+    let cached = host.host_ops();
+    let mut per_name: std::collections::BTreeMap<u32, Vec<f64>> = std::collections::BTreeMap::new();
+    for op in cached.ops.iter().filter(|o| o.program_id == Some(program)) {
+        let at = op.start;
+        let k = bounds.partition_point(|b| b.0 <= at);
+        let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
+        if at >= end {
+            continue;
         }
+        per_name.entry(op.name).or_insert_with(|| vec![0.0; n])[step] += (op.end - op.start).as_ms_f64();
     }
+    let per_step: std::collections::BTreeMap<String, Vec<f64>> =
+        per_name.into_iter().map(|(i, v)| (cached.names[i as usize].clone(), v)).collect();
     let medians = per_step
         .into_iter()
         .filter_map(|(name, mut v)| {
@@ -303,28 +297,22 @@ pub fn op_spans_where<'a>(
     let cores = host.space().tpu_tensor_cores();
     if cores.is_empty() {
         let Some(plane) = host.space().host_threads() else { return out };
-        let Some(hlo_op) = plane.stat_id(names::stat::HLO_OP) else { return out };
-        let program = plane.stat_id(names::stat::PROGRAM_ID);
-        let run = plane.stat_id(names::stat::RUN_ID);
-        let ordinal = plane.stat_id(names::stat::DEVICE_ORDINAL);
-        for line in plane.lines() {
-            for ev in line.events(plane).map_while(|e| e.ok()) {
-                if !keep_span(ev.start(), ev.end()) {
-                    continue;
-                }
-                let Some(name) = ev.stat(hlo_op).and_then(|s| s.as_str()) else { continue };
-                out.push(OpSpan {
-                    start: ev.start(),
-                    end: ev.end(),
-                    name,
-                    program_id: program.and_then(|id| ev.stat(id)).and_then(|s| s.as_u64()),
-                    run_id: run.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()),
-                    core: ordinal.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).unwrap_or(0),
-                    category: None,
-                    plane: plane.name(),
-                    line: line.name(),
-                });
+        let cached = host.host_ops();
+        for op in &cached.ops {
+            if !keep_span(op.start, op.end) {
+                continue;
             }
+            out.push(OpSpan {
+                start: op.start,
+                end: op.end,
+                name: std::borrow::Cow::Borrowed(cached.names[op.name as usize].as_str()),
+                program_id: op.program_id,
+                run_id: op.run_id,
+                core: op.core,
+                category: None,
+                plane: plane.name(),
+                line: plane.lines().get(op.line as usize).map_or("", |l| l.name()),
+            });
         }
     } else {
         for plane in cores {
@@ -659,8 +647,6 @@ pub fn device_ordinal(plane: &Plane) -> u32 {
         _ => 0,
     }
 }
-
-
 
 /// True when `t` lies in one of the sorted, disjoint `merged` intervals.
 pub fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {

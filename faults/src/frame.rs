@@ -130,46 +130,80 @@ fn write(df: &mut DataFrame, dir: &Path, table: &str, host: &str) -> Result<Path
     Ok(path)
 }
 
-/// Writes every table of a scan under `dir`, partitioned by host; returns the files written.
-///
-/// Tables: `findings`, `evidence`, `metrics`, `steps`, `op_profile`, `categories`, `anatomy`
-/// per host, and `skipped` under `host=_session`.
+/// Findings (and their evidence) of one host as frames, without the `host` column (the
+/// partition path carries it).
+fn host_findings_frames(findings: &[crate::Finding]) -> Result<(DataFrame, DataFrame), FrameError> {
+    let report = Report {
+        status: crate::Status::Optimal,
+        summary: String::new(),
+        profile: crate::ProfileInfo {
+            run: None,
+            hosts: Vec::new(),
+            device: String::new(),
+            device_type: None,
+            cores: 0,
+            steps: 0,
+            hlo_programs: 0,
+            main_program: None,
+        },
+        metrics: crate::Metrics::default(),
+        findings: findings.to_vec(),
+        skipped: Vec::new(),
+        warnings: Vec::new(),
+        charts: crate::Charts::default(),
+    };
+    let f = findings_frame(&report)?.drop("host").map_err(err)?;
+    let e = evidence_frame(&report)?.drop("host").map_err(err)?;
+    Ok((f, e))
+}
+
+/// Writes one host's tables under `dir` (`<table>/host=<host>/part-0.parquet`): its findings and
+/// evidence, metrics, steps, anatomy, op profile and categories. Called while the host is still
+/// open, so sessions can stream hosts.
+pub fn write_host_parquet(
+    host: &HostProfile,
+    findings: &[crate::Finding],
+    dir: &Path,
+) -> Result<Vec<PathBuf>, FrameError> {
+    let name = host.name();
+    let mut written = Vec::new();
+    let (mut f, mut e) = host_findings_frames(findings)?;
+    written.push(write(&mut f, dir, "findings", name)?);
+    written.push(write(&mut e, dir, "evidence", name)?);
+    written.push(write(&mut metrics_frame(host)?, dir, "metrics", name)?);
+    if let Ok(steps) = host.steps() {
+        written.push(write(&mut xlens_roofline::frame::steps_frame(steps).map_err(err)?, dir, "steps", name)?);
+        if let Ok(anatomy) = host.anatomy() {
+            let mut df = xlens_roofline::frame::anatomy_frame(steps, anatomy).map_err(err)?;
+            written.push(write(&mut df, dir, "anatomy", name)?);
+        }
+    }
+    if let Ok(ops) = host.op_profile() {
+        written.push(write(&mut xlens_roofline::frame::op_profile_frame(ops).map_err(err)?, dir, "op_profile", name)?);
+        written.push(write(&mut xlens_roofline::frame::categories_frame(ops).map_err(err)?, dir, "categories", name)?);
+    }
+    Ok(written)
+}
+
+/// Writes the session-wide tables under `dir`: cross-host findings and the skipped detectors,
+/// under the partition `host=_session`.
+pub fn write_session_parquet(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
+    let session: Vec<crate::Finding> = report.findings.iter().filter(|f| f.host.is_empty()).cloned().collect();
+    let (mut f, mut e) = host_findings_frames(&session)?;
+    Ok(vec![
+        write(&mut f, dir, "findings", "_session")?,
+        write(&mut e, dir, "evidence", "_session")?,
+        write(&mut skipped_frame(report)?, dir, "skipped", "_session")?,
+    ])
+}
+
+/// Writes every table of a scan of an in-memory profile under `dir`, partitioned by host.
 pub fn write_parquet(profile: &Profile, report: &Report, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
     let mut written = Vec::new();
     for host in profile.hosts() {
-        let name = host.name();
-        let findings = findings_frame(report)?;
-        let mask = findings.column("host").map_err(err)?.str().map_err(err)?.equal(name);
-        // The partition path carries the host: drop the column from the file itself.
-        let mut findings = findings.filter(&mask).map_err(err)?.drop("host").map_err(err)?;
-        written.push(write(&mut findings, dir, "findings", name)?);
-        let evidence = evidence_frame(report)?;
-        let mask = evidence.column("host").map_err(err)?.str().map_err(err)?.equal(name);
-        let mut evidence = evidence.filter(&mask).map_err(err)?.drop("host").map_err(err)?;
-        written.push(write(&mut evidence, dir, "evidence", name)?);
-        written.push(write(&mut metrics_frame(host)?, dir, "metrics", name)?);
-        if let Ok(steps) = host.steps() {
-            written.push(write(&mut xlens_roofline::frame::steps_frame(steps).map_err(err)?, dir, "steps", name)?);
-            if let Ok(anatomy) = host.anatomy() {
-                let mut df = xlens_roofline::frame::anatomy_frame(steps, anatomy).map_err(err)?;
-                written.push(write(&mut df, dir, "anatomy", name)?);
-            }
-        }
-        if let Ok(ops) = host.op_profile() {
-            written.push(write(
-                &mut xlens_roofline::frame::op_profile_frame(ops).map_err(err)?,
-                dir,
-                "op_profile",
-                name,
-            )?);
-            written.push(write(
-                &mut xlens_roofline::frame::categories_frame(ops).map_err(err)?,
-                dir,
-                "categories",
-                name,
-            )?);
-        }
+        let findings: Vec<crate::Finding> = report.findings.iter().filter(|f| f.host == host.name()).cloned().collect();
+        written.extend(write_host_parquet(host, &findings, dir)?);
     }
-    written.push(write(&mut skipped_frame(report)?, dir, "skipped", "_session")?);
+    written.extend(write_session_parquet(report, dir)?);
     Ok(written)
 }

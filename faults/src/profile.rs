@@ -21,6 +21,35 @@ pub struct HostProfile {
     op_profile: OnceLock<Result<OpProfile, String>>,
     anatomy: OnceLock<Result<Vec<StepAnatomy>, String>>,
     chip: OnceLock<Option<Chip>>,
+    host_ops: OnceLock<HostOps>,
+}
+
+/// One executed HLO op on a host thread (XLA:CPU runs its thunks there), compactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostOp {
+    /// Start.
+    pub start: Picos,
+    /// End.
+    pub end: Picos,
+    /// Index into [`HostOps::names`] (the `hlo_op` stat).
+    pub name: u32,
+    /// `program_id` stat.
+    pub program_id: Option<u64>,
+    /// `run_id` stat (one program execution).
+    pub run_id: Option<i64>,
+    /// `device_ordinal` stat (0 when absent).
+    pub core: i64,
+    /// Index of the thread (line) in `/host:CPU`.
+    pub line: u32,
+}
+
+/// Every host-thread op event of a host, read once (one walk of each event's stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostOps {
+    /// The ops, in thread order then file order.
+    pub ops: Vec<HostOp>,
+    /// Interned op names.
+    pub names: Vec<String>,
 }
 
 impl HostProfile {
@@ -37,6 +66,7 @@ impl HostProfile {
             op_profile: OnceLock::new(),
             anatomy: OnceLock::new(),
             chip: OnceLock::new(),
+            host_ops: OnceLock::new(),
         }
     }
 
@@ -63,10 +93,29 @@ impl HostProfile {
     /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules),
     /// instead of on first use. Errors are kept and reported by the accessors.
     pub fn prepare(&self) {
-        let _ = self.modules();
+        // The device timeline first, on every worker (its cores run in parallel): an analysis
+        // that waited for it inside a parallel branch would hold a worker idle.
         let _ = self.device_timeline();
-        let _ = self.steps();
-        let _ = self.op_profile();
+        // Then independent analyses in parallel: the HLO modules and the op profile (which joins
+        // them on CPU profiles), the steps, and the host-run ops; the anatomy needs both.
+        rayon::join(
+            || {
+                let _ = self.modules();
+                let _ = self.op_profile();
+            },
+            || {
+                rayon::join(
+                    || {
+                        let _ = self.steps();
+                    },
+                    || {
+                        if self.space.tpu_tensor_cores().is_empty() {
+                            let _ = self.host_ops();
+                        }
+                    },
+                )
+            },
+        );
         let _ = self.anatomy();
         let _ = self.chip();
     }
@@ -166,6 +215,12 @@ impl HostProfile {
             .map_err(|e| e.as_str())
     }
 
+    /// Every `hlo_op` event of the host threads (empty on profiles without them), read once and
+    /// shared by the detectors that look at host-run ops.
+    pub fn host_ops(&self) -> &HostOps {
+        self.host_ops.get_or_init(|| read_host_ops(&self.space))
+    }
+
     /// The chip: peaks from the profile's capability stats, else the catalogue; `None` on CPU.
     pub fn chip(&self) -> Option<&Chip> {
         self.chip.get_or_init(|| Chip::from_space(&self.space).ok()).as_ref()
@@ -226,4 +281,52 @@ impl Profile {
     pub fn hosts(&self) -> &[HostProfile] {
         &self.hosts
     }
+}
+
+fn read_host_ops(space: &Space) -> HostOps {
+    use std::collections::HashMap;
+    use xlens_xplane::names::stat;
+    let mut out = HostOps::default();
+    let Some(plane) = space.host_threads() else { return out };
+    let Some(hlo_op) = plane.stat_id(stat::HLO_OP) else { return out };
+    let (program, run, ordinal) =
+        (plane.stat_id(stat::PROGRAM_ID), plane.stat_id(stat::RUN_ID), plane.stat_id(stat::DEVICE_ORDINAL));
+    let mut interned: HashMap<String, u32> = HashMap::new();
+    for line in plane.lines() {
+        for ev in line.events(plane).map_while(|e| e.ok()) {
+            if !ev.has_stats() {
+                continue;
+            }
+            let (mut name, mut program_id, mut run_id, mut core) = (None, None, None, 0);
+            for s in ev.stats().map_while(|s| s.ok()) {
+                let id = Some(s.metadata_id());
+                if id == Some(hlo_op) {
+                    name = s.as_str();
+                } else if id == program {
+                    program_id = s.as_u64();
+                } else if id == run {
+                    run_id = s.as_i64();
+                } else if id == ordinal {
+                    core = s.as_i64().unwrap_or(0);
+                }
+            }
+            let Some(name) = name else { continue };
+            let n = interned.len() as u32;
+            let index = *interned.entry(name.into_owned()).or_insert(n);
+            out.ops.push(HostOp {
+                start: ev.start(),
+                end: ev.end(),
+                name: index,
+                program_id,
+                run_id,
+                core,
+                line: line.index() as u32,
+            });
+        }
+    }
+    out.names = vec![String::new(); interned.len()];
+    for (name, i) in interned {
+        out.names[i as usize] = name;
+    }
+    out
 }

@@ -1,7 +1,5 @@
 //! `scan`: run every detector over a profile and build the [`Report`].
 
-use std::collections::BTreeMap;
-
 use rayon::prelude::*;
 use serde::Serialize;
 use xlens_roofline::{StepAnatomy, TimeClass};
@@ -11,6 +9,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, Skip};
 use crate::finding::{Finding, Findings, Severity};
 use crate::profile::{HostProfile, Profile};
+
 use crate::registry::DETECTORS;
 
 /// The verdict of a scan.
@@ -175,50 +174,176 @@ impl Report {
     }
 }
 
-/// Runs every enabled detector over every host (in parallel) and builds the report.
+/// What a scan keeps of one host once its detectors ran: enough for the cross-host detectors
+/// and the report, so that the host's profile itself can be dropped (hosts are streamed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostSummary {
+    /// Host name.
+    pub name: String,
+    /// TPU, GPU or CPU.
+    pub device: String,
+    /// Device type string, when recorded.
+    pub device_type: Option<String>,
+    /// Analysed cores.
+    pub cores: usize,
+    /// HLO programs.
+    pub hlo_programs: usize,
+    /// The main program (most op time).
+    pub main_program: Option<String>,
+    /// True when the profile reports device peaks (or the chip is known).
+    pub has_peaks: bool,
+    /// The anatomy of each step.
+    pub anatomy: Vec<StepAnatomy>,
+    /// The health snapshot.
+    pub metrics: Metrics,
+    /// Chart data.
+    pub charts: Charts,
+    /// Warnings met on the host.
+    pub warnings: Vec<String>,
+}
+
+impl HostSummary {
+    /// Summarises a host whose analyses are built.
+    pub fn of(host: &HostProfile) -> HostSummary {
+        let mut warnings = Vec::new();
+        for w in host.space().warnings() {
+            warnings.push(format!("{}: {w}", host.name()));
+        }
+        for w in host.module_warnings() {
+            warnings.push(format!("{}: {w}", host.name()));
+        }
+        for (what, err) in [
+            ("steps", host.steps().err()),
+            ("op profile", host.op_profile().err()),
+            ("step anatomy", host.anatomy().err()),
+        ] {
+            if let Some(err) = err {
+                warnings.push(format!("{}: {what} could not be built: {err}", host.name()));
+            }
+        }
+        HostSummary {
+            name: host.name().to_owned(),
+            device: host.device_kind().as_str().to_owned(),
+            device_type: host.summary().device_type.clone(),
+            cores: match host.summary().device_cores {
+                0 => host.op_profile().map_or(0, |p| p.cores as usize),
+                n => n,
+            },
+            hlo_programs: host.modules().len(),
+            main_program: host.main_module().map(|m| m.display_name()),
+            has_peaks: host.chip().is_some(),
+            anatomy: host.anatomy().map(<[StepAnatomy]>::to_vec).unwrap_or_default(),
+            metrics: host_metrics(host),
+            charts: charts(host),
+            warnings,
+        }
+    }
+}
+
+/// The outcome of one host: its findings, per detector whether it ran (or why not), its summary.
+#[derive(Debug)]
+pub struct HostOutcome {
+    /// Findings on this host.
+    pub findings: Vec<Finding>,
+    /// Per enabled detector, in registry order: `None` when it ran, else the skip reason.
+    pub skips: Vec<Option<String>>,
+    /// The host's summary.
+    pub summary: HostSummary,
+}
+
+fn enabled_detectors(config: &ScanConfig) -> Vec<&'static dyn Detector> {
+    DETECTORS.iter().copied().filter(|d| config.enabled(d.id())).collect()
+}
+
+/// Runs the per-host detectors on one host (in parallel) and summarises it.
+pub fn scan_host(host: &HostProfile, config: &ScanConfig) -> HostOutcome {
+    let detectors = enabled_detectors(config);
+    // Build the shared analyses first (cores in parallel inside): a detector job that found them
+    // missing would build them while the other workers wait.
+    host.prepare();
+    let outcomes: Vec<Result<Vec<Finding>, Skip>> = detectors.par_iter().map(|d| run_host(*d, host, config)).collect();
+    let mut findings = Vec::new();
+    let mut skips = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        match outcome {
+            Ok(f) => {
+                findings.extend(f);
+                skips.push(None);
+            }
+            Err(Skip(reason)) => skips.push(Some(reason)),
+        }
+    }
+    sort_findings(&mut findings);
+    HostOutcome { findings, skips, summary: HostSummary::of(host) }
+}
+
+/// Runs every enabled detector over every host (hosts in parallel) and builds the report.
 ///
 /// Output never depends on thread timing: findings are sorted by severity, impact, id and host.
 pub fn scan(profile: &Profile, config: &ScanConfig) -> Report {
-    let detectors: Vec<&'static dyn Detector> = DETECTORS.iter().copied().filter(|d| config.enabled(d.id())).collect();
-    // Build the shared analyses first, hosts in parallel (and cores in parallel inside each):
-    // a detector job that found them missing would build them while the other workers wait.
-    profile.hosts().par_iter().for_each(HostProfile::prepare);
-    // (host index, detector index) → outcome.
-    let jobs: Vec<(usize, usize)> =
-        (0..profile.hosts().len()).flat_map(|h| (0..detectors.len()).map(move |d| (h, d))).collect();
-    let outcomes: Vec<(usize, usize, Result<Vec<Finding>, Skip>)> =
-        jobs.par_iter().map(|&(h, d)| (h, d, run_host(detectors[d], &profile.hosts()[h], config))).collect();
+    let outcomes: Vec<HostOutcome> = profile.hosts().par_iter().map(|h| scan_host(h, config)).collect();
+    finish(profile.run().map(str::to_owned), outcomes, config)
+}
+
+/// Scans the hosts of a session one by one as they are opened, in parallel, keeping only each
+/// host's findings and summary: at most as many hosts are mapped at once as there are worker
+/// threads, so a session of many large hosts scans in bounded memory. `visit` sees each host
+/// with its findings before it is dropped (to write per-host frames, or report progress); it is
+/// called from worker threads in any order.
+pub fn scan_session(
+    source: &xlens_xplane::SessionSource,
+    config: &ScanConfig,
+    visit: &(dyn Fn(&HostProfile, &HostOutcome) + Sync),
+) -> Result<Report, xlens_xplane::Error> {
+    let outcomes: Result<Vec<HostOutcome>, xlens_xplane::Error> = source
+        .hosts
+        .par_iter()
+        .map(|h| {
+            let host = HostProfile::new(h.host.clone(), h.open()?);
+            let outcome = scan_host(&host, config);
+            visit(&host, &outcome);
+            Ok(outcome)
+        })
+        .collect();
+    Ok(finish(source.run.clone(), outcomes?, config))
+}
+
+/// Merges host outcomes (sorted by host name), runs the session detectors, builds the report.
+fn finish(run: Option<String>, mut outcomes: Vec<HostOutcome>, config: &ScanConfig) -> Report {
+    outcomes.sort_by(|a, b| a.summary.name.cmp(&b.summary.name));
+    let detectors = enabled_detectors(config);
+    let summaries: Vec<HostSummary> = outcomes.iter().map(|o| o.summary.clone()).collect();
     let mut findings = Vec::new();
-    let mut skip_reasons: BTreeMap<usize, (usize, String)> = BTreeMap::new();
-    let mut ran: Vec<bool> = vec![false; detectors.len()];
-    for (_, d, outcome) in outcomes {
-        match outcome {
-            Ok(f) => {
-                ran[d] = true;
-                findings.extend(f);
-            }
-            Err(Skip(reason)) => {
-                skip_reasons.entry(d).or_insert((0, reason)).0 += 1;
+    let mut ran = vec![false; detectors.len()];
+    let mut reasons: Vec<Option<String>> = vec![None; detectors.len()];
+    for outcome in outcomes {
+        findings.extend(outcome.findings);
+        for (d, skip) in outcome.skips.into_iter().enumerate() {
+            match skip {
+                None => ran[d] = true,
+                Some(reason) => {
+                    reasons[d].get_or_insert(reason);
+                }
             }
         }
     }
     for (d, detector) in detectors.iter().enumerate() {
         let mut out = Findings::default();
-        match detector.run_session(profile, config, &mut out) {
+        match detector.run_session(&summaries, config, &mut out) {
             Ok(()) => findings.extend(out.into_vec()),
-            Err(Skip(reason)) if !ran[d] => {
-                skip_reasons.entry(d).or_insert((0, reason));
+            Err(Skip(reason)) => {
+                reasons[d].get_or_insert(reason);
             }
-            Err(_) => {}
         }
     }
-    let skipped: Vec<Skipped> = skip_reasons
+    let skipped: Vec<Skipped> = reasons
         .into_iter()
+        .enumerate()
         .filter(|(d, _)| !ran[*d])
-        .map(|(d, (_, reason))| Skipped { id: detectors[d].id().to_owned(), reason })
+        .filter_map(|(d, r)| r.map(|reason| Skipped { id: detectors[d].id().to_owned(), reason }))
         .collect();
     sort_findings(&mut findings);
-    build_report(profile, config, findings, skipped)
+    build_report(run, &summaries, config, findings, skipped)
 }
 
 fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
@@ -320,47 +445,29 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
     m
 }
 
-fn build_report(profile: &Profile, config: &ScanConfig, findings: Vec<Finding>, skipped: Vec<Skipped>) -> Report {
-    let first = profile.hosts().first();
-    let metrics = first.map(host_metrics).unwrap_or_default();
+fn build_report(
+    run: Option<String>,
+    hosts: &[HostSummary],
+    config: &ScanConfig,
+    findings: Vec<Finding>,
+    skipped: Vec<Skipped>,
+) -> Report {
+    let first = hosts.first();
+    let metrics = first.map(|h| h.metrics.clone()).unwrap_or_default();
     let info = ProfileInfo {
-        run: profile.run().map(str::to_owned),
-        hosts: profile.hosts().iter().map(|h| h.name().to_owned()).collect(),
-        device: first.map_or("CPU", |h| h.device_kind().as_str()).to_owned(),
-        device_type: first.and_then(|h| h.summary().device_type.clone()),
-        cores: profile
-            .hosts()
-            .iter()
-            .map(|h| match h.summary().device_cores {
-                0 => h.op_profile().map_or(0, |p| p.cores as usize),
-                n => n,
-            })
-            .sum(),
+        run,
+        hosts: hosts.iter().map(|h| h.name.clone()).collect(),
+        device: first.map_or_else(|| "CPU".to_owned(), |h| h.device.clone()),
+        device_type: first.and_then(|h| h.device_type.clone()),
+        cores: hosts.iter().map(|h| h.cores).sum(),
         steps: metrics.step_count,
-        hlo_programs: profile.hosts().iter().map(|h| h.modules().len()).sum(),
-        main_program: first.and_then(|h| h.main_module()).map(|m| m.display_name()),
+        hlo_programs: hosts.iter().map(|h| h.hlo_programs).sum(),
+        main_program: first.and_then(|h| h.main_program.clone()),
     };
-    let mut warnings = Vec::new();
-    for host in profile.hosts() {
-        for w in host.space().warnings() {
-            warnings.push(format!("{}: {w}", host.name()));
-        }
-        for w in host.module_warnings() {
-            warnings.push(format!("{}: {w}", host.name()));
-        }
-        for (what, err) in [
-            ("steps", host.steps().err()),
-            ("op profile", host.op_profile().err()),
-            ("step anatomy", host.anatomy().err()),
-        ] {
-            if let Some(err) = err {
-                warnings.push(format!("{}: {what} could not be built: {err}", host.name()));
-            }
-        }
-    }
+    let warnings: Vec<String> = hosts.iter().flat_map(|h| h.warnings.iter().cloned()).collect();
     let t = &config.thresholds.status;
     let important = findings.iter().filter(|f| f.severity <= t.attention_severity).count();
-    let has_peaks = first.is_some_and(|h| h.chip().is_some());
+    let has_peaks = first.is_some_and(|h| h.has_peaks);
     let mut reasons = Vec::new();
     if important > 0 {
         reasons.push(format!("{important} finding(s) at {} or worse", t.attention_severity));
@@ -389,7 +496,7 @@ fn build_report(profile: &Profile, config: &ScanConfig, findings: Vec<Finding>, 
     }
     let status = if reasons.is_empty() { Status::Optimal } else { Status::NeedsAttention };
     let summary = summary_text(status, &info, &metrics, &findings, &skipped, &reasons, has_peaks);
-    let charts = first.map(charts).unwrap_or_default();
+    let charts = first.map(|h| h.charts.clone()).unwrap_or_default();
     Report { status, summary, profile: info, metrics, findings, skipped, warnings, charts }
 }
 

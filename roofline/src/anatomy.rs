@@ -345,7 +345,8 @@ pub fn tpu_anatomy(space: &xlens_xplane::Space, steps: &crate::Steps) -> xlens_x
 pub fn anatomy_from_timeline(timeline: &crate::DeviceTimeline) -> Vec<StepAnatomy> {
     (0..timeline.step_times.len())
         .map(|k| {
-            let parts: Vec<StepAnatomy> = timeline.cores.iter().filter_map(|c| c.steps.get(k).map(|s| s.anatomy)).collect();
+            let parts: Vec<StepAnatomy> =
+                timeline.cores.iter().filter_map(|c| c.steps.get(k).map(|s| s.anatomy)).collect();
             StepAnatomy::mean(&parts)
         })
         .collect()
@@ -389,7 +390,8 @@ pub fn host_anatomy(
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
     let hlo_op = host.stat_id(names::stat::HLO_OP);
     let program_id = host.stat_id(names::stat::PROGRAM_ID);
-    let markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+    let mut markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+    markers.sort();
     let mut intervals: Vec<Interval> = Vec::new();
     for line in host.lines() {
         let mut ops: Vec<(Picos, Picos, TimeClass)> = Vec::new();
@@ -406,7 +408,10 @@ pub fn host_anatomy(
                 has_markers = true;
             } else if !is_host_wait(ev.name()) {
                 // Top-level work inside a step marker.
-                let inside = markers.iter().any(|&(s, e)| s <= start && end <= e);
+                // Markers are sorted by start and do not nest: the candidate is the last one that
+                // starts at or before the event.
+                let k = markers.partition_point(|&(s, _)| s <= start);
+                let inside = k > 0 && end <= markers[k - 1].1;
                 if inside && host_work.last().is_none_or(|&(_, last_end)| start >= last_end) {
                     host_work.push((start, end));
                 }

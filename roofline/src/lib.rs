@@ -20,21 +20,22 @@ pub mod units;
 pub mod frame;
 
 pub use anatomy::{
-    Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy, is_collective, partition, tpu_anatomy,
+    Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy, is_collective,
+    partition, tpu_anatomy,
 };
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, op_metadata_by_position};
+pub use error::{Error, ErrorKind, Result};
+pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,
     roofline_point,
 };
 pub use op_profile_cpu::hlo_category;
 pub use perf_env::PerfEnv;
-pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OpAggregate};
 pub use steps::{
-    CoreStep, CoreStepBreakdown, FLAT_CV, OUTLIER_FACTOR, Step, StepSource, StepStats, StepVariance, Steps, TpuStepSummary,
-    is_host_step_marker, steps_from_timeline,
+    CoreStep, CoreStepBreakdown, FLAT_CV, OUTLIER_FACTOR, Step, StepSource, StepStats, StepVariance, Steps,
+    TpuStepSummary, is_host_step_marker, steps_from_timeline,
 };
-pub use error::{Error, ErrorKind, Result};
-pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
+pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OpAggregate};
 pub use units::{Bytes, BytesPerSec, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB};

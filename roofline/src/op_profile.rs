@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use xlens_xplane::{Picos, Space, names};
 
 use crate::device::{DeviceStatIds, MemoryBytes, OpMetadata, op_metadata};
-use crate::timeline::DeviceTimeline;
 use crate::perf_env::PerfEnv;
+use crate::timeline::DeviceTimeline;
 
 /// Categories of ops that contain other ops; their own time is not counted in program totals.
 pub const CATEGORIES_WITH_INNER_OPS: &[&str] = &["call", "conditional", "while", "megacore fusion"];

@@ -12,7 +12,6 @@
 
 use xlens_xplane::{Picos, Space, names};
 
-
 /// Where the steps came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepSource {

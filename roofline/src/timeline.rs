@@ -172,7 +172,10 @@ fn family(category: &str) -> Family {
         "recv" | "recv-done" => Family::Recv,
         "host send" | "host send-done" | "host recv" | "host recv-done" => Family::HostTransfer,
         "megacore fusion" => Family::Megacore,
-        "convolution" | "convolution base-dilated" | "convolution window-dilated" | "convolution fusion"
+        "convolution"
+        | "convolution base-dilated"
+        | "convolution window-dilated"
+        | "convolution fusion"
         | "output fusion" => Family::HighFlops,
         _ => Family::Other,
     }

@@ -250,6 +250,9 @@ pub struct SynthSpec {
     pub sparse_cores: Option<SparseCoreSpec>,
     /// DCN (MegaScale) host events around one op's executions, if any.
     pub megascale: Option<MegaScaleSpec>,
+    /// Write a runtime memory profile (allocator events on `/host:CPU`) over this many bytes of
+    /// resident weights, if any.
+    pub memory_profile_bytes: Option<u64>,
 }
 
 /// SparseCore planes (`/device:TPU:N SparseCore M`) with `Sparse Core Steps` and `Sparse Core Ops`
@@ -301,6 +304,7 @@ impl Default for SynthSpec {
             memory_breakdown: true,
             sparse_cores: None,
             megascale: None,
+            memory_profile_bytes: None,
         }
     }
 }
@@ -473,6 +477,41 @@ fn write_host_plane(b: &mut SpaceBuilder, spec: &SynthSpec, starts: &[i64], ends
     }
     if let Some(dcn) = &spec.megascale {
         write_megascale_line(&mut host, spec, dcn, layout);
+    }
+    if let Some(bytes) = spec.memory_profile_bytes {
+        write_allocator_line(&mut host, starts, ends, bytes);
+    }
+}
+
+/// The allocator thread of a runtime memory profile (facts §6.1): per step, activations are
+/// allocated at the step start and freed at its end, on top of `bytes` of resident weights.
+fn write_allocator_line(host: &mut PlaneBuilder<'_>, starts: &[i64], ends: &[i64], bytes: u64) {
+    let alloc = host.event_metadata(crate::names::event::MEMORY_ALLOCATION);
+    let free = host.event_metadata(crate::names::event::MEMORY_DEALLOCATION);
+    let name = host.stat_metadata(stat::ALLOCATOR_NAME);
+    let allocated = host.stat_metadata(stat::BYTES_ALLOCATED);
+    let reserved = host.stat_metadata(stat::BYTES_RESERVED);
+    let available = host.stat_metadata(stat::BYTES_AVAILABLE);
+    let peak = host.stat_metadata(stat::PEAK_BYTES_IN_USE);
+    let requested = host.stat_metadata(stat::REQUESTED_BYTES);
+    let capacity = bytes.saturating_mul(4);
+    let activations = bytes / 2;
+    let mut line = host.line(4, "allocator", 0);
+    for (&start, &end) in starts.iter().zip(ends) {
+        line.event(alloc, start, 1_000)
+            .stat(name, "TPU_0_bfc")
+            .stat(allocated, bytes + activations)
+            .stat(reserved, 0u64)
+            .stat(available, capacity - bytes - activations)
+            .stat(peak, bytes + activations)
+            .stat(requested, activations);
+        line.event(free, end, 1_000)
+            .stat(name, "TPU_0_bfc")
+            .stat(allocated, bytes)
+            .stat(reserved, 0u64)
+            .stat(available, capacity - bytes)
+            .stat(peak, bytes + activations)
+            .stat(requested, activations);
     }
 }
 

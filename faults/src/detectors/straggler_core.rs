@@ -10,7 +10,8 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
-use crate::profile::{HostProfile, Profile};
+use crate::profile::HostProfile;
+use crate::scan::HostSummary;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -232,19 +233,19 @@ impl Detector for StragglerCore {
         Ok(())
     }
 
-    fn run_session(&self, profile: &Profile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+    fn run_session(&self, summaries: &[HostSummary], config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let t = &config.thresholds.straggler_core;
         // Per host: mean compute and step time per step.
         let mut hosts: Vec<(&str, f64, f64)> = Vec::new();
-        for host in profile.hosts() {
-            let Ok(anatomy) = host.anatomy() else { continue };
+        for host in summaries {
+            let anatomy = &host.anatomy;
             if anatomy.is_empty() {
                 continue;
             }
             let n = anatomy.len() as f64;
             let c: f64 = anatomy.iter().map(|a| compute(a).0 as f64).sum::<f64>() / n;
             let s: f64 = anatomy.iter().map(|a| a.step_time.0 as f64).sum::<f64>() / n;
-            hosts.push((host.name(), c, s));
+            hosts.push((host.name.as_str(), c, s));
         }
         if hosts.len() < 2 {
             return Err(Skip::because("fewer than two hosts with steps to compare"));

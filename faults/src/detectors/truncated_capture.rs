@@ -347,11 +347,8 @@ impl Detector for TruncatedCapture {
                 };
                 signals.extend(past_the_stop(host, steps, &ops));
                 signals.extend(tpu_trailing_partial_step(timeline));
-                let ends: BTreeMap<i64, Picos> = timeline
-                    .cores
-                    .iter()
-                    .filter_map(|c| c.op_span.map(|(_, e)| (i64::from(c.core), e)))
-                    .collect();
+                let ends: BTreeMap<i64, Picos> =
+                    timeline.cores.iter().filter_map(|c| c.op_span.map(|(_, e)| (i64::from(c.core), e))).collect();
                 signals.extend(lagging_cores(host, &ends, median_step, t.min_core_lag_steps));
             }
         }

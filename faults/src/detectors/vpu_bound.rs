@@ -214,10 +214,8 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
     let ordinal = evidence::device_ordinal(plane);
     let timeline = DeviceTimeline::read(plane, names::line::XLA_OPS)?;
     let segments = timeline.segments();
-    let matmul =
-        union(segments.iter().filter(|s| s.class == TimeClass::Matmul).map(|s| (s.start, s.end)).collect());
-    let vector =
-        union(segments.iter().filter(|s| s.class == TimeClass::Vector).map(|s| (s.start, s.end)).collect());
+    let matmul = union(segments.iter().filter(|s| s.class == TimeClass::Matmul).map(|s| (s.start, s.end)).collect());
+    let vector = union(segments.iter().filter(|s| s.class == TimeClass::Vector).map(|s| (s.start, s.end)).collect());
     let mut best: Option<(Picos, Picos, Picos)> = None;
     for step in &steps.steps {
         let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
