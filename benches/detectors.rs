@@ -13,31 +13,32 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use xlens::faults::{DETECTORS, Detector, Findings, Profile, ScanConfig};
+use xlens::faults::{DETECTORS, Detector, Findings, HostSummary, Profile, ScanConfig};
 use xlens::xplane::synth::{self, MegaScaleSpec, OpSpec, Program, SparseCoreSpec, SynthSpec};
 use xlens::xplane::{Session, Space};
 
-/// Builds every shared analysis once, outside the timed loop.
-fn warm(profile: &Profile) {
-    for host in profile.hosts() {
-        black_box(host.modules());
-        let _ = black_box(host.steps());
-        let _ = black_box(host.op_profile());
-        let _ = black_box(host.anatomy());
-        black_box(host.chip());
-        black_box(host.main_module());
-    }
+/// Builds every shared analysis once, outside the timed loop, and the hosts' summaries that
+/// `run_session` reads.
+fn warm(profile: &Profile) -> Vec<HostSummary> {
+    profile
+        .hosts()
+        .iter()
+        .map(|host| {
+            host.prepare();
+            HostSummary::of(host)
+        })
+        .collect()
 }
 
 /// What a scan does with one detector: the needs check and `run` per host, then `run_session`.
-fn run_detector(detector: &dyn Detector, profile: &Profile, config: &ScanConfig) -> usize {
+fn run_detector(detector: &dyn Detector, profile: &Profile, summaries: &[HostSummary], config: &ScanConfig) -> usize {
     let mut out = Findings::default();
     for host in profile.hosts() {
         if detector.needs().iter().all(|n| host.has(*n)) {
             let _ = detector.run(host, config, &mut out);
         }
     }
-    let _ = detector.run_session(profile, config, &mut out);
+    let _ = detector.run_session(summaries, config, &mut out);
     out.as_slice().len()
 }
 
@@ -79,16 +80,14 @@ fn synthetic(mb: u64) -> Profile {
 fn bench(c: &mut Criterion) {
     let mb: u64 = std::env::var("XLENS_BENCH_SYNTH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let fixtures = [("real_cpu_recompilation".to_owned(), real()), (format!("synth_tpu_{mb}mb"), synthetic(mb))];
-    for (_, profile) in &fixtures {
-        warm(profile);
-    }
+    let summaries: Vec<Vec<HostSummary>> = fixtures.iter().map(|(_, profile)| warm(profile)).collect();
     let mut group = c.benchmark_group("detectors");
     group.sample_size(10);
     for detector in DETECTORS {
         let config = ScanConfig::only(detector.id());
-        for (name, profile) in &fixtures {
+        for ((name, profile), summaries) in fixtures.iter().zip(&summaries) {
             group.bench_function(format!("{}/{name}", detector.id()), |b| {
-                b.iter(|| black_box(run_detector(*detector, profile, &config)))
+                b.iter(|| black_box(run_detector(*detector, profile, summaries, &config)))
             });
         }
     }

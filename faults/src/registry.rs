@@ -62,6 +62,37 @@ pub const REQUIRED_IDS: &[&str] = &[
     "truncated_capture",
 ];
 
+/// The detector catalogue as Markdown, generated from the registry (kept in `docs/detectors.md`
+/// by a test, so the documentation cannot drift from the code).
+pub fn catalogue_markdown() -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from(
+        "# Detector catalogue\n\nGenerated from `faults/src/registry.rs` by `cargo test -p xlens-faults --test catalogue` \
+         (set `XLENS_BLESS=1` to rewrite). Thresholds live in `xlens_faults::config::Thresholds`.\n\n\
+         | id | title | default severity | needs |\n|---|---|---|---|\n",
+    );
+    for d in DETECTORS {
+        let needs: Vec<String> = d.needs().iter().map(|n| format!("{n:?}")).collect();
+        let _ = writeln!(s, "| `{}` | {} | {} | {} |", d.id(), d.title(), d.severity(), needs.join(", "));
+    }
+    for d in DETECTORS {
+        let doc = d.doc();
+        let _ = write!(
+            s,
+            "\n## `{}`: {}\n\n**What it detects.** {}\n\n**Why it matters.** {}\n\n**Evidence.** {}\n\n\
+             **Thresholds.** {}\n\n**Fix.** {}\n",
+            d.id(),
+            d.title(),
+            doc.detects,
+            doc.why,
+            doc.evidence,
+            doc.thresholds,
+            doc.fix
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -111,35 +142,4 @@ mod tests {
             assert!(REQUIRED_IDS.contains(&d.id()), "{} is not in the catalogue list", d.id());
         }
     }
-}
-
-/// The detector catalogue as Markdown, generated from the registry (kept in `docs/detectors.md`
-/// by a test, so the documentation cannot drift from the code).
-pub fn catalogue_markdown() -> String {
-    use std::fmt::Write as _;
-    let mut s = String::from(
-        "# Detector catalogue\n\nGenerated from `faults/src/registry.rs` by `cargo test -p xlens-faults --test catalogue` \
-         (set `XLENS_BLESS=1` to rewrite). Thresholds live in `xlens_faults::config::Thresholds`.\n\n\
-         | id | title | default severity | needs |\n|---|---|---|---|\n",
-    );
-    for d in DETECTORS {
-        let needs: Vec<String> = d.needs().iter().map(|n| format!("{n:?}")).collect();
-        let _ = writeln!(s, "| `{}` | {} | {} | {} |", d.id(), d.title(), d.severity(), needs.join(", "));
-    }
-    for d in DETECTORS {
-        let doc = d.doc();
-        let _ = write!(
-            s,
-            "\n## `{}`: {}\n\n**What it detects.** {}\n\n**Why it matters.** {}\n\n**Evidence.** {}\n\n\
-             **Thresholds.** {}\n\n**Fix.** {}\n",
-            d.id(),
-            d.title(),
-            doc.detects,
-            doc.why,
-            doc.evidence,
-            doc.thresholds,
-            doc.fix
-        );
-    }
-    s
 }

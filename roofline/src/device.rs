@@ -308,6 +308,15 @@ pub(crate) fn nest(ops: &mut [TimedOp]) {
     }
 }
 
+/// The op facts of every event-metadata entry of a device plane, by position in
+/// [`Plane::event_metadata`] (`None` for entries without op stats). Pairs with
+/// [`crate::CoreTimeline::ops`].
+pub fn op_metadata_by_position(plane: &Plane) -> Vec<Option<OpMetadata>> {
+    let ids = DeviceStatIds::of(plane);
+    let mut by_id = op_metadata(plane, &ids);
+    plane.event_metadata().iter().map(|m| by_id.remove(&m.id())).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,13 +348,4 @@ mod tests {
         assert_eq!(m, MemoryBytes { hbm: 150.0, onchip_read: 7.0, onchip_write: 9.0 });
         assert_eq!(parse_memory_breakdown(&[0x0a, 0x09]), None);
     }
-}
-
-/// The op facts of every event-metadata entry of a device plane, by position in
-/// [`Plane::event_metadata`] (`None` for entries without op stats). Pairs with
-/// [`crate::CoreTimeline::ops`].
-pub fn op_metadata_by_position(plane: &Plane) -> Vec<Option<OpMetadata>> {
-    let ids = DeviceStatIds::of(plane);
-    let mut by_id = op_metadata(plane, &ids);
-    plane.event_metadata().iter().map(|m| by_id.remove(&m.id())).collect()
 }
