@@ -43,17 +43,20 @@ pub fn instruction(module: &Module, id: InstrId) -> Evidence {
     }
 }
 
-/// The events of every host thread, flattened, with a predicate on the name (cheap: the name is
-/// resolved from the metadata table before the event is inspected further).
+/// The events of every host thread, flattened, with a predicate on the name (cheap: it is
+/// decided once per metadata entry, not per event).
 pub fn host_events<'a>(
     host: &'a HostProfile,
     mut keep: impl FnMut(&str) -> bool + 'a,
 ) -> impl Iterator<Item = Event<'a>> + 'a {
     let plane = host.space().host_threads();
+    // The predicate runs once per metadata entry; a plane where nothing matches is not walked.
+    let mask = plane.map(|p| p.metadata_mask(|m| keep(m.name()))).unwrap_or_default();
+    let plane = plane.filter(|_| !mask.is_empty());
     plane
         .into_iter()
         .flat_map(move |p| p.lines().iter().flat_map(move |l| l.events(p).map_while(|e| e.ok())))
-        .filter(move |e| keep(e.name()))
+        .filter(move |e| mask.contains(e))
 }
 
 /// Milliseconds in a picosecond duration.
@@ -102,7 +105,7 @@ pub fn op_times(host: &HostProfile, module: &Module) -> Option<std::collections:
         return None;
     }
     if host.space().tpu_tensor_cores().is_empty()
-        && let Some(medians) = host_step_medians(host, program, n)
+        && let Some(medians) = host_step_medians(host, program, n).filter(|m| !m.is_empty())
     {
         let ratio: std::collections::BTreeMap<&str, f64> = profile
             .ops
@@ -121,36 +124,45 @@ pub fn op_times(host: &HostProfile, module: &Module) -> Option<std::collections:
 
 /// Per op of one program on host threads: the median over steps of its time inside each step
 /// (ms, all cores together), for ops that run in at least half of the steps.
-fn host_step_medians(host: &HostProfile, program: u64, n: usize) -> Option<std::collections::BTreeMap<String, f64>> {
+fn host_step_medians(
+    host: &HostProfile,
+    program: u64,
+    n: usize,
+) -> Option<std::sync::Arc<crate::profile::StepMedians>> {
     let steps = &host.steps().ok()?.steps;
-    let mut bounds: Vec<(Picos, Picos, usize)> = steps.iter().enumerate().map(|(i, s)| (s.start, s.end(), i)).collect();
-    bounds.sort();
-    let cached = host.host_ops();
-    let mut per_name: std::collections::BTreeMap<u32, Vec<f64>> = std::collections::BTreeMap::new();
-    for op in cached.ops.iter().filter(|o| o.program_id == Some(program)) {
-        let at = op.start;
-        let k = bounds.partition_point(|b| b.0 <= at);
-        let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
-        if at >= end {
-            continue;
-        }
-        per_name.entry(op.name).or_insert_with(|| vec![0.0; n])[step] += (op.end - op.start).as_ms_f64();
-    }
-    let per_step: std::collections::BTreeMap<String, Vec<f64>> =
-        per_name.into_iter().map(|(i, v)| (cached.names[i as usize].clone(), v)).collect();
-    let medians = per_step
-        .into_iter()
-        .filter_map(|(name, mut v)| {
-            let ran = v.iter().filter(|t| **t > 0.0).count();
-            if 2 * ran < n {
-                return None;
+    Some(host.step_medians(program, || {
+        let mut bounds: Vec<(Picos, Picos, usize)> =
+            steps.iter().enumerate().map(|(i, s)| (s.start, s.end(), i)).collect();
+        bounds.sort();
+        let cached = host.host_ops();
+        // Per interned name: its time in each step.
+        let mut per_name: Vec<Option<Vec<f64>>> = vec![None; cached.names.len()];
+        for op in cached.ops.iter().filter(|o| o.program_id == Some(program)) {
+            let at = op.start;
+            let k = bounds.partition_point(|b| b.0 <= at);
+            let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
+            if at >= end {
+                continue;
             }
-            v.sort_by(f64::total_cmp);
-            let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-            Some((name, median))
-        })
-        .collect();
-    Some(medians)
+            if let Some(slot) = per_name.get_mut(op.name as usize) {
+                slot.get_or_insert_with(|| vec![0.0; n])[step] += (op.end - op.start).as_ms_f64();
+            }
+        }
+        per_name
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                let mut v = v?;
+                let ran = v.iter().filter(|t| **t > 0.0).count();
+                if 2 * ran < n {
+                    return None;
+                }
+                v.sort_by(f64::total_cmp);
+                let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+                Some((cached.names[i].clone(), median))
+            })
+            .collect()
+    }))
 }
 
 /// The programs the profiled steps ran: modules with op time in the op profile, most op time
@@ -298,7 +310,8 @@ pub fn op_spans_where<'a>(
     if cores.is_empty() {
         let Some(plane) = host.space().host_threads() else { return out };
         let cached = host.host_ops();
-        for op in &cached.ops {
+        // Already in time order: the final sort has nothing to move.
+        for op in host.host_op_order().iter().map(|&i| &cached.ops[i as usize]) {
             if !keep_span(op.start, op.end) {
                 continue;
             }
@@ -363,7 +376,9 @@ pub fn op_spans_where<'a>(
             }
         }
     }
-    out.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)).then(a.core.cmp(&b.core)));
+    if !host.space().tpu_tensor_cores().is_empty() {
+        out.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)).then(a.core.cmp(&b.core)));
+    }
     out
 }
 
@@ -390,18 +405,7 @@ pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
 /// Indices of the host-thread lines that carry step markers (`train` roots with `_r`): the
 /// threads that run the training loop.
 pub fn step_marker_lines(host: &HostProfile) -> Vec<usize> {
-    let Some(plane) = host.space().host_threads() else { return Vec::new() };
-    let root = plane.stat_id(xlens_xplane::names::stat::IS_ROOT);
-    plane
-        .lines()
-        .iter()
-        .filter(|line| {
-            line.events(plane)
-                .map_while(|e| e.ok())
-                .any(|ev| xlens_roofline::is_host_step_marker(ev.name()) && root.is_some_and(|r| ev.stat(r).is_some()))
-        })
-        .map(|line| line.index())
-        .collect()
+    host.host_ops().rooted_marker_lines.clone()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,10 +4,13 @@
 use std::sync::OnceLock;
 
 use xlens_hlo::Module;
-use xlens_roofline::{Chip, DeviceTimeline, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
+use xlens_roofline::{Chip, DeviceTimeline, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
 use xlens_xplane::{DeviceKind, Host, Picos, Session, Space, SpaceSummary, summarize};
 
 use crate::detector::Need;
+
+/// Per op name of one program: the median over steps of its time in each step (ms).
+pub type StepMedians = std::collections::BTreeMap<String, f64>;
 
 /// One host of a profile, with its shared analyses.
 #[derive(Debug)]
@@ -21,35 +24,9 @@ pub struct HostProfile {
     op_profile: OnceLock<Result<OpProfile, String>>,
     anatomy: OnceLock<Result<Vec<StepAnatomy>, String>>,
     chip: OnceLock<Option<Chip>>,
-    host_ops: OnceLock<HostOps>,
-}
-
-/// One executed HLO op on a host thread (XLA:CPU runs its thunks there), compactly.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HostOp {
-    /// Start.
-    pub start: Picos,
-    /// End.
-    pub end: Picos,
-    /// Index into [`HostOps::names`] (the `hlo_op` stat).
-    pub name: u32,
-    /// `program_id` stat.
-    pub program_id: Option<u64>,
-    /// `run_id` stat (one program execution).
-    pub run_id: Option<i64>,
-    /// `device_ordinal` stat (0 when absent).
-    pub core: i64,
-    /// Index of the thread (line) in `/host:CPU`.
-    pub line: u32,
-}
-
-/// Every host-thread op event of a host, read once (one walk of each event's stats).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostOps {
-    /// The ops, in thread order then file order.
-    pub ops: Vec<HostOp>,
-    /// Interned op names.
-    pub names: Vec<String>,
+    host_ops: OnceLock<(HostOps, Option<String>)>,
+    host_op_order: OnceLock<Vec<u32>>,
+    step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, std::sync::Arc<StepMedians>>>,
 }
 
 impl HostProfile {
@@ -67,6 +44,8 @@ impl HostProfile {
             anatomy: OnceLock::new(),
             chip: OnceLock::new(),
             host_ops: OnceLock::new(),
+            host_op_order: OnceLock::new(),
+            step_medians: std::sync::Mutex::default(),
         }
     }
 
@@ -96,24 +75,25 @@ impl HostProfile {
         // The device timeline first, on every worker (its cores run in parallel): an analysis
         // that waited for it inside a parallel branch would hold a worker idle.
         let _ = self.device_timeline();
-        // Then independent analyses in parallel: the HLO modules and the op profile (which joins
-        // them on CPU profiles), the steps, and the host-run ops; the anatomy needs both.
+        // Then the HLO modules and the host-run ops (one walk of the host threads, CPU profiles)
+        // in parallel; the op profile joins them, the steps read the marker threads they found,
+        // and the anatomy needs all of them.
         rayon::join(
             || {
                 let _ = self.modules();
+            },
+            || {
+                if self.space.tpu_tensor_cores().is_empty() {
+                    let _ = self.host_ops();
+                }
+            },
+        );
+        rayon::join(
+            || {
                 let _ = self.op_profile();
             },
             || {
-                rayon::join(
-                    || {
-                        let _ = self.steps();
-                    },
-                    || {
-                        if self.space.tpu_tensor_cores().is_empty() {
-                            let _ = self.host_ops();
-                        }
-                    },
-                )
+                let _ = self.steps();
             },
         );
         let _ = self.anatomy();
@@ -172,7 +152,13 @@ impl HostProfile {
         self.steps
             .get_or_init(|| {
                 let timeline = self.device_timeline().map_err(str::to_owned)?;
-                Steps::from_timeline(&self.space, timeline).map_err(|e| e.to_string())
+                if self.space.tpu_tensor_cores().is_empty() {
+                    let host_ops = self.host_ops_result().map_err(str::to_owned)?;
+                    Steps::from_timeline_and_host_ops(&self.space, timeline, host_ops)
+                } else {
+                    Steps::from_timeline(&self.space, timeline)
+                }
+                .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(|e| e.as_str())
@@ -188,7 +174,8 @@ impl HostProfile {
         self.op_profile
             .get_or_init(|| {
                 if self.space.tpu_tensor_cores().is_empty() {
-                    OpProfile::from_host_threads(&self.space, self.modules()).map_err(|e| e.to_string())
+                    let host_ops = self.host_ops_result().map_err(str::to_owned)?;
+                    Ok(OpProfile::from_host_ops(host_ops, self.modules()))
                 } else {
                     let timeline = self.device_timeline().map_err(str::to_owned)?;
                     Ok(OpProfile::from_timeline(&self.space, timeline))
@@ -205,7 +192,9 @@ impl HostProfile {
                 let steps = self.steps().map_err(str::to_owned)?;
                 if self.space.tpu_tensor_cores().is_empty() {
                     let profile = self.op_profile().map_err(str::to_owned)?;
-                    xlens_roofline::host_anatomy(&self.space, steps, profile).map_err(|e| e.to_string())
+                    let host_ops = self.host_ops_result().map_err(str::to_owned)?;
+                    xlens_roofline::host_anatomy_from_ops(&self.space, steps, profile, host_ops)
+                        .map_err(|e| e.to_string())
                 } else {
                     Ok(anatomy_from_timeline(self.device_timeline().map_err(str::to_owned)?))
                 }
@@ -217,8 +206,53 @@ impl HostProfile {
 
     /// Every `hlo_op` event of the host threads (empty on profiles without them), read once and
     /// shared by the detectors that look at host-run ops.
+    /// A host plane that fails to decode part way gives the ops read before the failure here;
+    /// the op profile reports the error.
     pub fn host_ops(&self) -> &HostOps {
-        self.host_ops.get_or_init(|| read_host_ops(&self.space))
+        &self.host_ops_and_error().0
+    }
+
+    /// Indices into [`HostProfile::host_ops`] in time order: by start, longer first, then core
+    /// (the order of [`crate::evidence::op_spans`]), sorted once and shared.
+    pub fn host_op_order(&self) -> &[u32] {
+        self.host_op_order.get_or_init(|| {
+            let ops = &self.host_ops().ops;
+            let mut order: Vec<u32> = (0..ops.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                let (a, b) = (&ops[a as usize], &ops[b as usize]);
+                a.start.cmp(&b.start).then(b.end.cmp(&a.end)).then(a.core.cmp(&b.core))
+            });
+            order
+        })
+    }
+
+    /// Per-step op-time medians of one program, computed once by `compute` and shared by the
+    /// detectors that read them (see [`crate::evidence::op_times`]).
+    pub fn step_medians(&self, program: u64, compute: impl FnOnce() -> StepMedians) -> std::sync::Arc<StepMedians> {
+        let cached = self.step_medians.lock().ok().and_then(|m| m.get(&program).cloned());
+        if let Some(medians) = cached {
+            return medians;
+        }
+        // Computed outside the lock: two detectors may both compute it once; the first wins.
+        let medians = std::sync::Arc::new(compute());
+        match self.step_medians.lock() {
+            Ok(mut m) => m.entry(program).or_insert(medians).clone(),
+            Err(_) => medians,
+        }
+    }
+
+    fn host_ops_and_error(&self) -> &(HostOps, Option<String>) {
+        self.host_ops.get_or_init(|| {
+            let (ops, error) = HostOps::read_partial(&self.space);
+            (ops, error.map(|e| e.to_string()))
+        })
+    }
+
+    fn host_ops_result(&self) -> Result<&HostOps, &str> {
+        match self.host_ops_and_error() {
+            (ops, None) => Ok(ops),
+            (_, Some(e)) => Err(e.as_str()),
+        }
     }
 
     /// The chip: peaks from the profile's capability stats, else the catalogue; `None` on CPU.
@@ -281,52 +315,4 @@ impl Profile {
     pub fn hosts(&self) -> &[HostProfile] {
         &self.hosts
     }
-}
-
-fn read_host_ops(space: &Space) -> HostOps {
-    use std::collections::HashMap;
-    use xlens_xplane::names::stat;
-    let mut out = HostOps::default();
-    let Some(plane) = space.host_threads() else { return out };
-    let Some(hlo_op) = plane.stat_id(stat::HLO_OP) else { return out };
-    let (program, run, ordinal) =
-        (plane.stat_id(stat::PROGRAM_ID), plane.stat_id(stat::RUN_ID), plane.stat_id(stat::DEVICE_ORDINAL));
-    let mut interned: HashMap<String, u32> = HashMap::new();
-    for line in plane.lines() {
-        for ev in line.events(plane).map_while(|e| e.ok()) {
-            if !ev.has_stats() {
-                continue;
-            }
-            let (mut name, mut program_id, mut run_id, mut core) = (None, None, None, 0);
-            for s in ev.stats().map_while(|s| s.ok()) {
-                let id = Some(s.metadata_id());
-                if id == Some(hlo_op) {
-                    name = s.as_str();
-                } else if id == program {
-                    program_id = s.as_u64();
-                } else if id == run {
-                    run_id = s.as_i64();
-                } else if id == ordinal {
-                    core = s.as_i64().unwrap_or(0);
-                }
-            }
-            let Some(name) = name else { continue };
-            let n = interned.len() as u32;
-            let index = *interned.entry(name.into_owned()).or_insert(n);
-            out.ops.push(HostOp {
-                start: ev.start(),
-                end: ev.end(),
-                name: index,
-                program_id,
-                run_id,
-                core,
-                line: line.index() as u32,
-            });
-        }
-    }
-    out.names = vec![String::new(); interned.len()];
-    for (name, i) in interned {
-        out.names[i as usize] = name;
-    }
-    out
 }

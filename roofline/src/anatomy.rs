@@ -381,6 +381,17 @@ pub fn host_anatomy(
     steps: &crate::Steps,
     profile: &crate::OpProfile,
 ) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    host_anatomy_from_ops(space, steps, profile, &crate::HostOps::read(space)?)
+}
+
+/// [`host_anatomy`] over host ops already read: the op events come from `host_ops`, and only
+/// the step-marker threads are walked again (for their top-level host work).
+pub fn host_anatomy_from_ops(
+    space: &xlens_xplane::Space,
+    steps: &crate::Steps,
+    profile: &crate::OpProfile,
+    host_ops: &crate::HostOps,
+) -> xlens_xplane::Result<Vec<StepAnatomy>> {
     use std::collections::HashMap;
     use xlens_xplane::names;
     let Some(host) = space.host_threads() else {
@@ -388,41 +399,50 @@ pub fn host_anatomy(
     };
     let categories: HashMap<(u64, &str), &str> =
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
+    // Class of each (program, interned name), decided once.
+    let mut classes: HashMap<(u64, u32), TimeClass> = HashMap::new();
     let hlo_op = host.stat_id(names::stat::HLO_OP);
-    let program_id = host.stat_id(names::stat::PROGRAM_ID);
     let mut markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
     markers.sort();
     let mut intervals: Vec<Interval> = Vec::new();
-    for line in host.lines() {
-        let mut ops: Vec<(Picos, Picos, TimeClass)> = Vec::new();
+    let mut rest = host_ops.ops.as_slice();
+    while let Some(first) = rest.first() {
+        let n = rest.iter().take_while(|o| o.line == first.line).count();
+        let (line_ops, tail) = rest.split_at(n);
+        rest = tail;
+        let mut ops: Vec<(Picos, Picos, TimeClass)> = line_ops
+            .iter()
+            .map(|op| {
+                let program = op.program_id.unwrap_or(0);
+                let class = *classes
+                    .entry((program, op.name))
+                    .or_insert_with(|| class_of(categories.get(&(program, host_ops.name(op))).copied().unwrap_or("")));
+                (op.start, op.end, class)
+            })
+            .collect();
+        ops.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        intervals.extend(innermost_segments(&ops));
+    }
+    // Host work counts only on the threads that run the step loop (the ones with the markers).
+    for &index in &host_ops.marker_lines {
+        let Some(line) = host.lines().get(index) else { continue };
         let mut host_work: Vec<(Picos, Picos)> = Vec::new();
-        let mut has_markers = false;
         for ev in line.events(host) {
             let ev = ev?;
             let (start, end) = (ev.start(), ev.end());
-            if let Some(op) = hlo_op.and_then(|id| ev.stat(id)).and_then(|s| s.as_str()) {
-                let program = program_id.and_then(|id| ev.stat(id)).and_then(|s| s.as_u64()).unwrap_or(0);
-                let category = categories.get(&(program, op.as_ref())).copied().unwrap_or("");
-                ops.push((start, end, class_of(category)));
-            } else if crate::is_host_step_marker(ev.name()) {
-                has_markers = true;
-            } else if !is_host_wait(ev.name()) {
-                // Top-level work inside a step marker.
-                // Markers are sorted by start and do not nest: the candidate is the last one that
-                // starts at or before the event.
-                let k = markers.partition_point(|&(s, _)| s <= start);
-                let inside = k > 0 && end <= markers[k - 1].1;
-                if inside && host_work.last().is_none_or(|&(_, last_end)| start >= last_end) {
-                    host_work.push((start, end));
-                }
+            let is_op = ev.has_stats() && hlo_op.is_some_and(|id| ev.stat(id).is_some_and(|s| s.as_str().is_some()));
+            if is_op || crate::is_host_step_marker(ev.name()) || is_host_wait(ev.name()) {
+                continue;
+            }
+            // Top-level work inside a step marker. Markers are sorted by start and do not nest:
+            // the candidate is the last one that starts at or before the event.
+            let k = markers.partition_point(|&(s, _)| s <= start);
+            let inside = k > 0 && end <= markers[k - 1].1;
+            if inside && host_work.last().is_none_or(|&(_, last_end)| start >= last_end) {
+                host_work.push((start, end));
             }
         }
-        ops.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        intervals.extend(innermost_segments(&ops));
-        // Host work counts only on the thread that runs the step loop (the one with the markers).
-        if has_markers {
-            intervals.extend(host_work.into_iter().map(|(start, end)| Interval { start, end, class: TimeClass::Host }));
-        }
+        intervals.extend(host_work.into_iter().map(|(start, end)| Interval { start, end, class: TimeClass::Host }));
     }
     intervals.sort_by_key(|i| (i.start, i.end));
     let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();

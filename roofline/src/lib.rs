@@ -8,6 +8,7 @@ mod chip;
 pub mod chips;
 mod device;
 mod error;
+mod host_ops;
 mod model;
 mod op_profile;
 mod op_profile_cpu;
@@ -20,12 +21,13 @@ pub mod units;
 pub mod frame;
 
 pub use anatomy::{
-    Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy, is_collective,
-    partition, tpu_anatomy,
+    Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy, host_anatomy_from_ops,
+    is_collective, partition, tpu_anatomy,
 };
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};
+pub use host_ops::{HostOp, HostOps};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,

@@ -10,9 +10,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use xlens_hlo::{FusionKind, InstrId, Module, Opcode};
-use xlens_xplane::{Picos, Space, names};
+use xlens_xplane::{Picos, Space};
 
 use crate::device::{MemoryBytes, Span, TimedOp, nest};
+use crate::host_ops::HostOps;
 use crate::op_profile::{OpProfile, OpStats};
 
 /// The category of an HLO instruction for the op profile: XLA's own category
@@ -77,6 +78,12 @@ impl OpProfile {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_host_threads(space: &Space, modules: &[Module]) -> xlens_xplane::Result<OpProfile> {
+        Ok(OpProfile::from_host_ops(&HostOps::read(space)?, modules))
+    }
+
+    /// [`OpProfile::from_host_threads`] over host ops already read (profiles shared by several
+    /// analyses read them once).
+    pub fn from_host_ops(host_ops: &HostOps, modules: &[Module]) -> OpProfile {
         let mut profile = OpProfile {
             device_type: Some("CPU".to_owned()),
             cores: 0,
@@ -86,45 +93,31 @@ impl OpProfile {
             total_time: Picos::ZERO,
             idle_time: Picos::ZERO,
         };
-        let Some(host) = space.host_threads() else { return Ok(profile) };
-        let (Some(hlo_op), program_id) = (host.stat_id(names::stat::HLO_OP), host.stat_id(names::stat::PROGRAM_ID))
-        else {
-            return Ok(profile);
-        };
-        let hlo_module = host.stat_id(names::stat::HLO_MODULE);
-        let device_ordinal = host.stat_id(names::stat::DEVICE_ORDINAL);
         let by_program: HashMap<u64, &Module> = modules.iter().filter_map(|m| m.program_id().map(|p| (p, m))).collect();
-        // Key: (program id, op name) → index in `keys`.
-        let mut keys: Vec<(u64, String)> = Vec::new();
-        let mut index: HashMap<(u64, String), usize> = HashMap::new();
+        // (program id, interned op name) → index in `stats`.
+        let mut index: HashMap<(u64, u32), usize> = HashMap::new();
         let mut stats: Vec<OpStats> = Vec::new();
         let mut device_spans: BTreeMap<i64, (Picos, Picos)> = BTreeMap::new();
-        for line in host.lines() {
-            let mut ops: Vec<TimedOp> = Vec::new();
-            let mut op_keys: Vec<usize> = Vec::new();
-            for ev in line.events(host) {
-                let ev = ev?;
-                let Some(name) = ev.stat(hlo_op).and_then(|s| s.as_str()) else { continue };
-                let program = program_id.and_then(|id| ev.stat(id)).and_then(|s| s.as_u64()).unwrap_or(0);
-                let key = (program, name.into_owned());
-                let k = match index.get(&key) {
-                    Some(&k) => k,
-                    None => {
-                        let module_name = hlo_module
-                            .and_then(|id| ev.stat(id))
-                            .and_then(|s| s.as_str().map(|s| s.into_owned()))
-                            .unwrap_or_default();
-                        profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
-                        let module = by_program.get(&program).copied();
-                        stats.push(new_op(program, &key.1, module));
-                        keys.push(key.clone());
-                        index.insert(key, stats.len() - 1);
-                        stats.len() - 1
-                    }
-                };
-                let span = Span { start: ev.start(), duration: ev.duration() };
-                let ordinal = device_ordinal.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).unwrap_or(0);
-                let entry = device_spans.entry(ordinal).or_insert((span.start, span.end()));
+        let mut ops: Vec<TimedOp> = Vec::new();
+        let mut op_keys: Vec<usize> = Vec::new();
+        let mut rest = host_ops.ops.as_slice();
+        while let Some(first) = rest.first() {
+            let n = rest.iter().take_while(|o| o.line == first.line).count();
+            let (line_ops, tail) = rest.split_at(n);
+            rest = tail;
+            ops.clear();
+            op_keys.clear();
+            for op in line_ops {
+                let program = op.program_id.unwrap_or(0);
+                let k = *index.entry((program, op.name)).or_insert_with(|| {
+                    let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
+                    profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
+                    let module = by_program.get(&program).copied();
+                    stats.push(new_op(program, host_ops.name(op), module));
+                    stats.len() - 1
+                });
+                let span = Span { start: op.start, duration: op.end.saturating_sub(op.start) };
+                let entry = device_spans.entry(op.core).or_insert((span.start, span.end()));
                 entry.0 = entry.0.min(span.start);
                 entry.1 = entry.1.max(span.end());
                 ops.push(TimedOp {
@@ -162,7 +155,7 @@ impl OpProfile {
         let op_time: Picos = stats.iter().map(|s| s.self_time).sum();
         profile.idle_time = profile.total_time.saturating_sub(op_time);
         profile.ops = stats;
-        Ok(profile)
+        profile
     }
 }
 

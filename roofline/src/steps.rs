@@ -152,7 +152,23 @@ impl Steps {
         if !steps.is_empty() {
             return Ok(Steps { source: StepSource::DeviceSteps, steps });
         }
-        let host = host_steps(space)?;
+        let host = host_steps(space, None)?;
+        let source = if host.is_empty() { StepSource::None } else { StepSource::HostMarkers };
+        Ok(Steps { source, steps: host })
+    }
+
+    /// [`Steps::from_timeline`] where the host ops were read already: host markers are looked
+    /// for only on the threads [`crate::HostOps`] found them on.
+    pub fn from_timeline_and_host_ops(
+        space: &Space,
+        timeline: &crate::DeviceTimeline,
+        host_ops: &crate::HostOps,
+    ) -> xlens_xplane::Result<Steps> {
+        let steps = steps_from_timeline(timeline);
+        if !steps.is_empty() {
+            return Ok(Steps { source: StepSource::DeviceSteps, steps });
+        }
+        let host = host_steps(space, Some(&host_ops.marker_lines))?;
         let source = if host.is_empty() { StepSource::None } else { StepSource::HostMarkers };
         Ok(Steps { source, steps: host })
     }
@@ -175,7 +191,7 @@ impl Steps {
                 return Ok(Steps { source: StepSource::DeviceSteps, steps });
             }
         }
-        let host = host_steps(space)?;
+        let host = host_steps(space, None)?;
         if host.is_empty() {
             return Ok(Steps { source: StepSource::None, steps: Vec::new() });
         }
@@ -304,16 +320,19 @@ pub fn is_host_step_marker(name: &str) -> bool {
         && !name.contains('/')
 }
 
-fn host_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
+/// Host-marker steps; `lines` limits the walk to the threads known to hold markers.
+fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Vec<Step>> {
     let Some(host) = space.host_threads() else { return Ok(Vec::new()) };
     let step_num = host.stat_id(names::stat::STEP_NUM);
     let iter_num = host.stat_id(names::stat::ITER_NUM);
     let root = host.stat_id(names::stat::IS_ROOT);
     let mut steps = Vec::new();
-    for line in host.lines() {
+    let marker = host.metadata_mask(|m| is_host_step_marker(m.name()));
+    let wanted = |index: usize| lines.is_none_or(|l| l.contains(&index));
+    for line in host.lines().iter().filter(|l| !marker.is_empty() && wanted(l.index())) {
         for ev in line.events(host) {
             let ev = ev?;
-            if !is_host_step_marker(ev.name()) {
+            if !marker.contains(&ev) {
                 continue;
             }
             // Markers are grouping roots: `_r` set, or the TraceContext name.

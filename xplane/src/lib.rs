@@ -66,7 +66,7 @@ pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use event::{Event, EventData, EventIter, Stat, StatIter, StatValue};
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
-pub use plane::{EventMetadata, Line, Plane, PlaneKind, PlaneStats, StatMetadata};
+pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, PlaneStats, StatMetadata};
 pub use session::{Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, map_file, open_space};
 pub use space::Space;
 pub use validate::validate;

@@ -458,6 +458,33 @@ impl Plane {
         self.event_metadata_index.get(id.0)
     }
 
+    /// Decides a predicate once per event-metadata entry, so hot loops test events by id
+    /// instead of resolving and matching their names.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let (train, other) = (plane.event_metadata("train"), plane.event_metadata("other"));
+    ///     let mut line = plane.line(1, "python", 0);
+    ///     line.event(train, 0, 10);
+    ///     line.event(other, 10, 5);
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let mask = plane.metadata_mask(|m| m.name().starts_with("train"));
+    /// let line = &plane.lines()[0];
+    /// let hits: Vec<&str> =
+    ///     line.events(plane).map_while(|e| e.ok()).filter(|e| mask.contains(e)).map(|e| e.name()).collect();
+    /// assert_eq!(hits, ["train"]);
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    pub fn metadata_mask(&self, mut keep: impl FnMut(&EventMetadata) -> bool) -> MetadataMask {
+        let bits: Vec<bool> = self.event_metadata.iter().map(&mut keep).collect();
+        MetadataMask { any: bits.iter().any(|b| *b), bits }
+    }
+
     /// The stat-metadata table, ordered by id.
     pub fn stat_metadata(&self) -> &[StatMetadata] {
         &self.stat_metadata
@@ -910,5 +937,26 @@ mod tests {
     fn dedup_keeps_last_entry_per_key() {
         let v = dedup_last_by_key(vec![(3, 'a'), (1, 'b'), (3, 'c'), (2, 'd')], |t| t.0);
         assert_eq!(v, vec![(1, 'b'), (2, 'd'), (3, 'c')]);
+    }
+}
+
+/// A predicate over a plane's event metadata, decided once per entry (see
+/// [`Plane::metadata_mask`]). Events with dangling metadata ids never match.
+#[derive(Clone, Debug, Default)]
+pub struct MetadataMask {
+    bits: Vec<bool>,
+    any: bool,
+}
+
+impl MetadataMask {
+    /// True when the event's metadata passed the predicate.
+    #[inline]
+    pub fn contains(&self, event: &crate::Event<'_>) -> bool {
+        self.any && event.plane().event_metadata_position(event.metadata_id()).is_some_and(|i| self.bits[i])
+    }
+
+    /// True when no metadata entry passed (no event can match: a walk can be skipped).
+    pub fn is_empty(&self) -> bool {
+        !self.any
     }
 }

@@ -8,7 +8,7 @@ use xlens_xplane::{Event, Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence::{self, OpSpan};
+use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -69,8 +69,10 @@ struct Run {
 
 /// Program executions: ops grouped by (`program_id`, `run_id`) on CPU; the first TPU core's
 /// `XLA Modules` events on TPU.
-fn program_runs(host: &HostProfile, ops: &[OpSpan<'_>]) -> Vec<Run> {
+fn program_runs(host: &HostProfile) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
+    let ops: &[xlens_roofline::HostOp] =
+        if host.space().tpu_tensor_cores().is_empty() { &host.host_ops().ops } else { &[] };
     if ops.iter().any(|o| o.run_id.is_some()) {
         let programs = host.op_profile().map(|p| p.programs.clone()).unwrap_or_default();
         let mut by_run: BTreeMap<(u64, i64), (Picos, Picos)> = BTreeMap::new();
@@ -172,8 +174,7 @@ impl Detector for BarrierInLoop {
         let steps = host.steps().map_err(Skip::because)?;
         // Program runs: host-run op events grouped by run_id (XLA:CPU), or the TPU `XLA Modules`
         // line, which records every run without walking the ops.
-        let ops = if host.space().tpu_tensor_cores().is_empty() { evidence::op_spans(host) } else { Vec::new() };
-        let runs = program_runs(host, &ops);
+        let runs = program_runs(host);
         if runs.is_empty() {
             return Err(Skip::because("the profile records no program executions (run_id or XLA Modules)"));
         }

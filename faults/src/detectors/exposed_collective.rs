@@ -429,24 +429,14 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     let Some(plane) = host.space().host_threads() else {
         return Err(Skip::because(Need::HostTimeline.missing()));
     };
-    let (Some(hlo_op), program_id, device_ordinal) = (
-        plane.stat_id(names::stat::HLO_OP),
-        plane.stat_id(names::stat::PROGRAM_ID),
-        plane.stat_id(names::stat::DEVICE_ORDINAL),
-    ) else {
-        return Ok(Analysis {
-            exposed_per_step: Picos::ZERO,
-            hidden_per_step: Picos::ZERO,
-            core_steps: 1.0,
-            ops: BTreeMap::new(),
-            cpu: true,
-            matmul_per_step: None,
-        });
-    };
+    let host_ops = host.host_ops();
     let categories: HashMap<(u64, &str), &str> =
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
     let spans = union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
     let in_step = |t: Picos| evidence::in_intervals(&spans, t);
+    // Rendezvous waits, decided once per metadata entry.
+    let is_wait: Vec<bool> =
+        plane.event_metadata().iter().map(|m| m.name() == "Rendezvous" || m.name().starts_with("Wait")).collect();
     // Per device: collective occurrences (key, start, end, wait inside) and compute intervals.
     struct Occurrence {
         key: (u64, String),
@@ -457,37 +447,46 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     }
     let mut collectives: BTreeMap<i64, Vec<Occurrence>> = BTreeMap::new();
     let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-    for line in plane.lines() {
-        let mut waits: Vec<(Picos, Picos)> = Vec::new();
+    // Collective or not, per (program, interned op name), decided once.
+    let mut is_collective: HashMap<(u64, u32), bool> = HashMap::new();
+    let mut rest = host_ops.ops.as_slice();
+    while let Some(first) = rest.first() {
+        let n = rest.iter().take_while(|o| o.line == first.line).count();
+        let (line_ops, tail) = rest.split_at(n);
+        rest = tail;
+        let Some(line) = plane.lines().get(first.line as usize) else { continue };
         let mut pending: Vec<(i64, Occurrence)> = Vec::new();
-        for ev in line.events(plane).map_while(|e| e.ok()) {
-            let name = ev.name();
-            if name == "Rendezvous" || name.starts_with("Wait") {
-                waits.push((ev.start(), ev.end()));
-                continue;
-            }
-            let Some(op) = ev.stat(hlo_op).and_then(|s| s.as_str()) else { continue };
-            if !in_step(ev.start()) {
-                continue;
-            }
-            let program = program_id.and_then(|id| ev.stat(id)).and_then(|s| s.as_u64()).unwrap_or(0);
-            let device = device_ordinal.and_then(|id| ev.stat(id)).and_then(|s| s.as_i64()).unwrap_or(0);
-            let category = categories.get(&(program, op.as_ref())).copied().unwrap_or("");
-            if class_of(category) == TimeClass::CollectiveExposed {
+        for op in line_ops.iter().filter(|o| in_step(o.start)) {
+            let program = op.program_id.unwrap_or(0);
+            let collective = *is_collective.entry((program, op.name)).or_insert_with(|| {
+                let category = categories.get(&(program, host_ops.name(op))).copied().unwrap_or("");
+                class_of(category) == TimeClass::CollectiveExposed
+            });
+            if collective {
                 pending.push((
-                    device,
+                    op.core,
                     Occurrence {
-                        key: (program, op.into_owned()),
-                        start: ev.start(),
-                        end: ev.end(),
+                        key: (program, host_ops.name(op).to_owned()),
+                        start: op.start,
+                        end: op.end,
                         wait: Picos::ZERO,
                         line: line.name().to_owned(),
                     },
                 ));
             } else {
-                compute.entry(device).or_default().push((ev.start(), ev.end()));
+                compute.entry(op.core).or_default().push((op.start, op.end));
             }
         }
+        if pending.is_empty() {
+            continue;
+        }
+        // Only threads that ran collectives are walked again, for their waits.
+        let waits: Vec<(Picos, Picos)> = line
+            .events(plane)
+            .map_while(|e| e.ok())
+            .filter(|ev| plane.event_metadata_position(ev.metadata_id()).is_some_and(|i| is_wait[i]))
+            .map(|ev| (ev.start(), ev.end()))
+            .collect();
         let waits = union(waits);
         for (device, mut occ) in pending {
             occ.wait = covered(&waits, occ.start, occ.end);

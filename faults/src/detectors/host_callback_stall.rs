@@ -114,6 +114,10 @@ impl Detector for HostCallbackStall {
         // On TPU, callbacks are op categories: check the op profile first, and walk the op lines
         // for the callback events only when there are some.
         let ops = if host.space().tpu_tensor_cores().is_empty() {
+            // Host-run ops have no category: only the HLO's callback instructions can match.
+            if instructions.is_empty() {
+                return Ok(());
+            }
             evidence::op_spans(host)
         } else {
             let profile = host.op_profile().map_err(Skip::because)?;

@@ -65,10 +65,11 @@ impl Detector for Recompilation {
         // Outermost compile events per thread (a client compile nests inside the JAX one).
         let mut compiles = Vec::new();
         if let Some(plane) = host.space().host_threads() {
-            for line in plane.lines() {
+            let compile = plane.metadata_mask(|m| is_compile_event(m.name()));
+            for line in plane.lines().iter().filter(|_| !compile.is_empty()) {
                 let mut open_until = Picos(i64::MIN);
                 for ev in line.events(plane).map_while(|e| e.ok()) {
-                    if !is_compile_event(ev.name()) || ev.start() < open_until {
+                    if !compile.contains(&ev) || ev.start() < open_until {
                         continue;
                     }
                     open_until = ev.end();

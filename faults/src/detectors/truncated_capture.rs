@@ -84,16 +84,6 @@ fn capture_window(host: &HostProfile) -> Option<Picos> {
     Some(Picos::from_ns(i64::try_from(stop.checked_sub(start)?).ok()?))
 }
 
-/// The latest op end of each core.
-fn last_op_ends(ops: &[OpSpan<'_>]) -> BTreeMap<i64, Picos> {
-    let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
-    for op in ops {
-        let end = last_op.entry(op.core).or_insert(op.end);
-        *end = (*end).max(op.end);
-    }
-    last_op
-}
-
 /// TPU cores with fewer ops after their last step marker than a complete step has: the capture
 /// stopped inside a step whose marker was lost.
 fn tpu_trailing_partial_step(timeline: &xlens_roofline::DeviceTimeline) -> Option<Signal> {
@@ -158,9 +148,12 @@ fn past_the_stop(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpa
     Some(Signal { label: labels.join(" and "), evidence, lost: false })
 }
 
-/// Ops of the step programs after the last step marker, fewer than a complete step's.
-fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpan<'_>]) -> Option<Signal> {
+/// Ops of the step programs after the last step marker, fewer than a complete step's (host-run
+/// ops; only those after the marker are materialised).
+fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Signal> {
     let last_end = steps.steps.last()?.end();
+    let host_ops = host.host_ops();
+    let ops = host_ops.ops.iter().map(|o| (o.start, o.end.saturating_sub(o.start), o.program_id));
     let step_of = |at: Picos| {
         let k = steps.steps.partition_point(|s| s.start <= at);
         (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
@@ -168,12 +161,12 @@ fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps, ops:
     let mut per_step = vec![0usize; steps.steps.len()];
     let mut programs: BTreeSet<Option<u64>> = BTreeSet::new();
     let (mut inside, mut before) = (Picos::ZERO, Picos::ZERO);
-    for op in ops.iter().filter(|o| o.start < last_end) {
-        before += op.duration();
-        if let Some(k) = step_of(op.start) {
-            inside += op.duration();
+    for (start, duration, program_id) in ops.filter(|o| o.0 < last_end) {
+        before += duration;
+        if let Some(k) = step_of(start) {
+            inside += duration;
             per_step[k] += 1;
-            programs.insert(op.program_id);
+            programs.insert(program_id);
         }
     }
     // Steps must hold their own ops (synchronous steps), else work after the last marker is
@@ -183,8 +176,8 @@ fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps, ops:
     }
     per_step.sort_unstable();
     let full = per_step[per_step.len() / 2];
-    let trailing: Vec<&OpSpan<'_>> =
-        ops.iter().filter(|o| o.start >= last_end && programs.contains(&o.program_id)).collect();
+    let after = evidence::op_spans_where(host, |_, _| true, |start, _| start >= last_end);
+    let trailing: Vec<&OpSpan<'_>> = after.iter().filter(|o| programs.contains(&o.program_id)).collect();
     if trailing.is_empty() || trailing.len() >= full {
         return None;
     }
@@ -331,10 +324,19 @@ impl Detector for TruncatedCapture {
         {
             let median_step = median_picos(steps.steps.iter().map(|s| s.duration).collect());
             if host.space().tpu_tensor_cores().is_empty() {
-                let ops = evidence::op_spans(host);
-                signals.extend(past_the_stop(host, steps, &ops));
-                signals.extend(trailing_partial_step(host, steps, &ops));
-                signals.extend(lagging_cores(host, &last_op_ends(&ops), median_step, t.min_core_lag_steps));
+                // Host-run ops: only the ops past the stop are materialised.
+                let late = match capture_window(host) {
+                    Some(w) => evidence::op_spans_where(host, |_, _| true, |_, end| end > w),
+                    None => Vec::new(),
+                };
+                signals.extend(past_the_stop(host, steps, &late));
+                signals.extend(trailing_partial_step(host, steps));
+                let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
+                for op in &host.host_ops().ops {
+                    let end = last_op.entry(op.core).or_insert(op.end);
+                    *end = (*end).max(op.end);
+                }
+                signals.extend(lagging_cores(host, &last_op, median_step, t.min_core_lag_steps));
             } else {
                 // TPU: the shared device timeline knows each core's last op and the ops after its
                 // last step marker; only the ops past the stop are walked, and only when some are.
