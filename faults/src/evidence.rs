@@ -404,8 +404,28 @@ pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
 
 /// Indices of the host-thread lines that carry step markers (`train` roots with `_r`): the
 /// threads that run the training loop.
+///
+/// Profiles whose ops run on host threads read this from [`HostProfile::host_ops`] (built
+/// anyway); others walk the threads, testing names once per metadata entry and leaving each
+/// thread at its first rooted marker.
 pub fn step_marker_lines(host: &HostProfile) -> Vec<usize> {
-    host.host_ops().rooted_marker_lines.clone()
+    if host.space().tpu_tensor_cores().is_empty() {
+        return host.host_ops().rooted_marker_lines.clone();
+    }
+    let Some(plane) = host.space().host_threads() else { return Vec::new() };
+    let Some(root) = plane.stat_id(xlens_xplane::names::stat::IS_ROOT) else { return Vec::new() };
+    let marker = plane.metadata_mask(|m| xlens_roofline::is_host_step_marker(m.name()));
+    if marker.is_empty() {
+        return Vec::new();
+    }
+    plane
+        .lines()
+        .iter()
+        .filter(|line| {
+            line.events(plane).map_while(|e| e.ok()).any(|ev| marker.contains(&ev) && ev.stat(root).is_some())
+        })
+        .map(|line| line.index())
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
