@@ -405,11 +405,7 @@ pub fn host_anatomy_from_ops(
     let mut markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
     markers.sort();
     let mut intervals: Vec<Interval> = Vec::new();
-    let mut rest = host_ops.ops.as_slice();
-    while let Some(first) = rest.first() {
-        let n = rest.iter().take_while(|o| o.line == first.line).count();
-        let (line_ops, tail) = rest.split_at(n);
-        rest = tail;
+    for line_ops in host_ops.by_line() {
         let mut ops: Vec<(Picos, Picos, TimeClass)> = line_ops
             .iter()
             .map(|op| {

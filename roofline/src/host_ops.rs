@@ -107,6 +107,11 @@ impl HostOps {
         (out, error)
     }
 
+    /// The ops of each thread that ran any, thread by thread, in file order.
+    pub fn by_line(&self) -> impl Iterator<Item = &[HostOp]> {
+        self.ops.chunk_by(|a, b| a.line == b.line)
+    }
+
     /// The ops of one thread, in file order.
     pub fn of_line(&self, line: usize) -> &[HostOp] {
         let from = self.ops.partition_point(|o| (o.line as usize) < line);
@@ -280,6 +285,10 @@ mod tests {
             assert!(ops.modules.values().all(|m| !m.is_empty()), "{name}: {:?}", ops.modules);
             let line = ops.ops[0].line as usize;
             assert!(ops.of_line(line).iter().all(|o| o.line as usize == line));
+            let groups: Vec<&[HostOp]> = ops.by_line().collect();
+            assert_eq!(groups.iter().map(|g| g.len()).sum::<usize>(), ops.ops.len(), "{name}");
+            assert!(groups.iter().all(|g| g.iter().all(|o| o.line == g[0].line)), "{name}");
+            assert!(groups.windows(2).all(|w| w[0][0].line < w[1][0].line), "{name}");
         }
     }
 }

@@ -100,11 +100,7 @@ impl OpProfile {
         let mut device_spans: BTreeMap<i64, (Picos, Picos)> = BTreeMap::new();
         let mut ops: Vec<TimedOp> = Vec::new();
         let mut op_keys: Vec<usize> = Vec::new();
-        let mut rest = host_ops.ops.as_slice();
-        while let Some(first) = rest.first() {
-            let n = rest.iter().take_while(|o| o.line == first.line).count();
-            let (line_ops, tail) = rest.split_at(n);
-            rest = tail;
+        for line_ops in host_ops.by_line() {
             ops.clear();
             op_keys.clear();
             for op in line_ops {

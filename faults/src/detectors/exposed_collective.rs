@@ -449,12 +449,8 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
     // Collective or not, per (program, interned op name), decided once.
     let mut is_collective: HashMap<(u64, u32), bool> = HashMap::new();
-    let mut rest = host_ops.ops.as_slice();
-    while let Some(first) = rest.first() {
-        let n = rest.iter().take_while(|o| o.line == first.line).count();
-        let (line_ops, tail) = rest.split_at(n);
-        rest = tail;
-        let Some(line) = plane.lines().get(first.line as usize) else { continue };
+    for line_ops in host_ops.by_line() {
+        let Some(line) = plane.lines().get(line_ops[0].line as usize) else { continue };
         let mut pending: Vec<(i64, Occurrence)> = Vec::new();
         for op in line_ops.iter().filter(|o| in_step(o.start)) {
             let program = op.program_id.unwrap_or(0);
