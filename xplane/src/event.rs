@@ -6,7 +6,7 @@ use std::fmt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::{EventMetadataId, Picos, StatMetadataId};
 use crate::plane::{EventMetadata, Line, Plane, wire_error};
-use crate::wire::{Reader, WireType};
+use crate::wire::{Reader, WireType, split_tag};
 
 /// The `data` oneof of an event: a start offset, or an occurrence count on aggregated events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,17 +19,28 @@ pub enum EventData {
     Absent,
 }
 
+/// Which arm of the `data` oneof an event carries (stored beside its value, so that an
+/// [`Event`] stays small: iterators move one per event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DataKind {
+    Absent,
+    Offset,
+    Occurrences,
+}
+
 /// One event, borrowed from its plane. Cheap to copy.
 #[derive(Clone, Copy)]
 pub struct Event<'a> {
     plane: &'a Plane,
     line: &'a Line,
-    body: &'a [u8],
-    body_pos: usize,
-    index: usize,
     metadata_id: EventMetadataId,
-    data: EventData,
+    data_value: i64,
     duration_ps: i64,
+    /// The event's body: `plane bytes[body_start..body_end]` (planes are under 4 GiB).
+    body_start: u32,
+    body_end: u32,
+    index: u32,
+    data_kind: DataKind,
     has_stats: bool,
 }
 
@@ -40,7 +51,7 @@ impl fmt::Debug for Event<'_> {
             .field("index", &self.index)
             .field("name", &self.name())
             .field("metadata_id", &self.metadata_id)
-            .field("data", &self.data)
+            .field("data", &self.data())
             .field("duration_ps", &self.duration_ps)
             .finish()
     }
@@ -59,7 +70,7 @@ impl<'a> Event<'a> {
 
     /// Position of the event in its line (file order).
     pub fn index(&self) -> usize {
-        self.index
+        self.index as usize
     }
 
     /// The event-metadata id.
@@ -85,21 +96,27 @@ impl<'a> Event<'a> {
 
     /// The raw `data` oneof.
     pub fn data(&self) -> EventData {
-        self.data
+        match self.data_kind {
+            DataKind::Absent => EventData::Absent,
+            DataKind::Offset => EventData::Offset(self.data_value),
+            DataKind::Occurrences => EventData::Occurrences(self.data_value),
+        }
     }
 
     /// Start relative to the line's timestamp (0 for aggregated events).
+    #[inline]
     pub fn offset_ps(&self) -> i64 {
-        match self.data {
-            EventData::Offset(o) => o,
+        match self.data_kind {
+            DataKind::Offset => self.data_value,
             _ => 0,
         }
     }
 
     /// Occurrences of an aggregated event, `None` for ordinary events.
+    #[inline]
     pub fn num_occurrences(&self) -> Option<i64> {
-        match self.data {
-            EventData::Occurrences(n) => Some(n),
+        match self.data_kind {
+            DataKind::Occurrences => Some(self.data_value),
             _ => None,
         }
     }
@@ -126,7 +143,7 @@ impl<'a> Event<'a> {
         if !self.has_stats {
             return StatIter::empty(self.plane);
         }
-        StatIter::new(self.plane, self.body, self.body_pos, 4)
+        StatIter::new(self.plane, self.plane.reader(self.body_start as usize..self.body_end as usize), 4)
     }
 
     /// True when the event carries stats of its own (known without decoding them).
@@ -160,51 +177,71 @@ impl<'a> Event<'a> {
         self.stat(self.plane.stat_id(name)?)
     }
 
-    /// Decodes an event body.
+    /// Decodes an event body. `r` reads the body inside the plane's bytes (positions are plane
+    /// offsets).
     #[inline]
-    fn decode(plane: &'a Plane, line: &'a Line, body: &'a [u8], body_pos: usize, index: usize) -> Result<Self> {
-        let mut r = Reader::new(body);
+    fn decode(plane: &'a Plane, line: &'a Line, mut r: Reader<'a>, index: usize) -> Result<Self> {
+        // Plane offsets fit in u32 (checked when the plane is decoded), and so do event indexes
+        // (every event takes at least two bytes of its plane).
         let mut ev = Event {
             plane,
             line,
-            body,
-            body_pos,
-            index,
             metadata_id: EventMetadataId(0),
-            data: EventData::Absent,
+            data_value: 0,
             duration_ps: 0,
+            body_start: r.pos() as u32,
+            body_end: r.end() as u32,
+            index: index as u32,
+            data_kind: DataKind::Absent,
             has_stats: false,
         };
-        let fail =
-            |e, pos: usize| wire_error(e, plane.location_at(body_pos + pos)).in_line(line.index()).in_event(index);
+        let fail = |e, pos: usize| wire_error(e, plane.location_at(pos)).in_line(line.index()).in_event(index);
+        // Writers emit fields in number order: take that order first, with predictable branches;
+        // the loop below then reads whatever follows (any order, repeats: the last value wins).
+        if r.eat(0x08) {
+            let val_pos = r.pos();
+            ev.metadata_id = EventMetadataId(r.read_varint().map_err(|e| fail(e, val_pos))? as i64);
+        }
+        if r.eat(0x10) {
+            let val_pos = r.pos();
+            ev.data_value = r.read_varint().map_err(|e| fail(e, val_pos))? as i64;
+            ev.data_kind = DataKind::Offset;
+        }
+        if r.eat(0x18) {
+            let val_pos = r.pos();
+            ev.duration_ps = r.read_varint().map_err(|e| fail(e, val_pos))? as i64;
+        }
         while !r.is_empty() {
             let tag_pos = r.pos();
-            let (field, wire) = r.read_tag().map_err(|e| fail(e, tag_pos))?;
+            let key = r.read_varint().map_err(|e| fail(e, tag_pos))?;
             let val_pos = r.pos();
-            match (field, wire) {
-                (1, WireType::Varint) => {
-                    ev.metadata_id = EventMetadataId(r.read_varint().map_err(|e| fail(e, val_pos))? as i64)
+            // Whole keys: field number << 3 | wire type.
+            match key {
+                0x08 => ev.metadata_id = EventMetadataId(r.read_varint().map_err(|e| fail(e, val_pos))? as i64),
+                0x10 => {
+                    ev.data_value = r.read_varint().map_err(|e| fail(e, val_pos))? as i64;
+                    ev.data_kind = DataKind::Offset;
                 }
-                (2, WireType::Varint) => {
-                    ev.data = EventData::Offset(r.read_varint().map_err(|e| fail(e, val_pos))? as i64)
+                0x18 => ev.duration_ps = r.read_varint().map_err(|e| fail(e, val_pos))? as i64,
+                0x28 => {
+                    ev.data_value = r.read_varint().map_err(|e| fail(e, val_pos))? as i64;
+                    ev.data_kind = DataKind::Occurrences;
                 }
-                (3, WireType::Varint) => ev.duration_ps = r.read_varint().map_err(|e| fail(e, val_pos))? as i64,
-                (5, WireType::Varint) => {
-                    ev.data = EventData::Occurrences(r.read_varint().map_err(|e| fail(e, val_pos))? as i64)
-                }
-                (4, WireType::Len) => {
-                    r.read_len().map_err(|e| fail(e, val_pos))?;
+                0x22 => {
+                    r.read_message().map_err(|e| fail(e, val_pos))?;
                     ev.has_stats = true;
                 }
-                (1..=5, _) => {
-                    return Err(Error::new(
-                        ErrorKind::WrongWireType { message: "XEvent", field, found: wire.name() },
-                        plane.location_at(body_pos + tag_pos),
-                    )
-                    .in_line(line.index())
-                    .in_event(index));
-                }
-                _ => r.skip(wire).map_err(|e| fail(e, val_pos))?,
+                _ => match split_tag(key).map_err(|e| fail(e, tag_pos))? {
+                    (field @ 1..=5, wire) => {
+                        return Err(Error::new(
+                            ErrorKind::WrongWireType { message: "XEvent", field, found: wire.name() },
+                            plane.location_at(tag_pos),
+                        )
+                        .in_line(line.index())
+                        .in_event(index));
+                    }
+                    (_, wire) => r.skip(wire).map_err(|e| fail(e, val_pos))?,
+                },
             }
         }
         Ok(ev)
@@ -217,20 +254,20 @@ pub struct EventIter<'a> {
     plane: &'a Plane,
     line: &'a Line,
     reader: Reader<'a>,
-    base: usize,
     index: usize,
     remaining: usize,
     done: bool,
 }
 
 impl<'a> EventIter<'a> {
-    pub(crate) fn new(plane: &'a Plane, line: &'a Line, body: &'a [u8], base: usize) -> Self {
-        EventIter { plane, line, reader: Reader::new(body), base, index: 0, remaining: line.event_count(), done: false }
+    /// Events of `line`, whose body `reader` reads inside the plane's bytes.
+    pub(crate) fn new(plane: &'a Plane, line: &'a Line, reader: Reader<'a>) -> Self {
+        EventIter { plane, line, reader, index: 0, remaining: line.event_count(), done: false }
     }
 
     fn fail(&mut self, e: crate::wire::WireError, pos: usize) -> Error {
         self.done = true;
-        wire_error(e, self.plane.location_at(self.base + pos)).in_line(self.line.index())
+        wire_error(e, self.plane.location_at(pos)).in_line(self.line.index())
     }
 }
 
@@ -244,21 +281,25 @@ impl<'a> Iterator for EventIter<'a> {
         }
         while !self.reader.is_empty() {
             let tag_pos = self.reader.pos();
-            let (field, wire) = match self.reader.read_tag() {
-                Ok(t) => t,
+            let (field, wire) = match self.reader.read_varint() {
+                // Field 4 (events), length-delimited.
+                Ok(0x22) => (4, WireType::Len),
+                Ok(key) => match split_tag(key) {
+                    Ok(t) => t,
+                    Err(e) => return Some(Err(self.fail(e, tag_pos))),
+                },
                 Err(e) => return Some(Err(self.fail(e, tag_pos))),
             };
             let val_pos = self.reader.pos();
             if field == 4 && wire == WireType::Len {
-                let body = match self.reader.read_len() {
+                let body = match self.reader.read_message() {
                     Ok(b) => b,
                     Err(e) => return Some(Err(self.fail(e, val_pos))),
                 };
-                let body_pos = self.base + self.reader.pos() - body.len();
                 let index = self.index;
                 self.index += 1;
                 self.remaining = self.remaining.saturating_sub(1);
-                let ev = Event::decode(self.plane, self.line, body, body_pos, index);
+                let ev = Event::decode(self.plane, self.line, body, index);
                 if ev.is_err() {
                     self.done = true;
                 }
@@ -486,15 +527,14 @@ impl<'a> Stat<'a> {
         }
     }
 
-    /// Decodes one XStat message body. `pos` is its position in the plane's bytes.
-    pub(crate) fn decode(plane: &'a Plane, body: &'a [u8], pos: usize) -> Result<Self> {
-        let mut r = Reader::new(body);
+    /// Decodes one XStat message body; `r` reads it inside the plane's bytes.
+    pub(crate) fn decode(plane: &'a Plane, mut r: Reader<'a>) -> Result<Self> {
         let mut stat = Stat { plane, metadata_id: StatMetadataId(0), raw: RawValue::None };
         while !r.is_empty() {
             let tag_pos = r.pos();
-            let (field, wire) = r.read_tag().map_err(|e| wire_error(e, plane.location_at(pos + tag_pos)))?;
+            let (field, wire) = r.read_tag().map_err(|e| wire_error(e, plane.location_at(tag_pos)))?;
             let val_pos = r.pos();
-            let fail = |e| wire_error(e, plane.location_at(pos + val_pos));
+            let fail = |e| wire_error(e, plane.location_at(val_pos));
             match (field, wire) {
                 (1, WireType::Varint) => stat.metadata_id = StatMetadataId(r.read_varint().map_err(fail)? as i64),
                 (2, WireType::Fixed64) => stat.raw = RawValue::Double(f64::from_bits(r.read_fixed64().map_err(fail)?)),
@@ -506,7 +546,7 @@ impl<'a> Stat<'a> {
                 (1..=7, _) => {
                     return Err(Error::new(
                         ErrorKind::WrongWireType { message: "XStat", field, found: wire.name() },
-                        plane.location_at(pos + tag_pos),
+                        plane.location_at(tag_pos),
                     ));
                 }
                 _ => r.skip(wire).map_err(fail)?,
@@ -522,18 +562,18 @@ impl<'a> Stat<'a> {
 pub struct StatIter<'a> {
     plane: &'a Plane,
     reader: Reader<'a>,
-    base: usize,
     field: u32,
     done: bool,
 }
 
 impl<'a> StatIter<'a> {
-    pub(crate) fn new(plane: &'a Plane, body: &'a [u8], base: usize, field: u32) -> Self {
-        StatIter { plane, reader: Reader::new(body), base, field, done: false }
+    /// The stats in field `field` of the message `reader` reads (positions are plane offsets).
+    pub(crate) fn new(plane: &'a Plane, reader: Reader<'a>, field: u32) -> Self {
+        StatIter { plane, reader, field, done: false }
     }
 
     pub(crate) fn empty(plane: &'a Plane) -> Self {
-        StatIter { plane, reader: Reader::new(&[]), base: 0, field: 0, done: true }
+        StatIter { plane, reader: Reader::new(&[]), field: 0, done: true }
     }
 }
 
@@ -551,20 +591,19 @@ impl<'a> Iterator for StatIter<'a> {
                 Ok(t) => t,
                 Err(e) => {
                     self.done = true;
-                    return Some(Err(wire_error(e, self.plane.location_at(self.base + tag_pos))));
+                    return Some(Err(wire_error(e, self.plane.location_at(tag_pos))));
                 }
             };
             let val_pos = self.reader.pos();
             if field == self.field && wire == WireType::Len {
-                let body = match self.reader.read_len() {
+                let body = match self.reader.read_message() {
                     Ok(b) => b,
                     Err(e) => {
                         self.done = true;
-                        return Some(Err(wire_error(e, self.plane.location_at(self.base + val_pos))));
+                        return Some(Err(wire_error(e, self.plane.location_at(val_pos))));
                     }
                 };
-                let pos = self.base + self.reader.pos() - body.len();
-                let stat = Stat::decode(self.plane, body, pos);
+                let stat = Stat::decode(self.plane, body);
                 if stat.is_err() {
                     self.done = true;
                 }
@@ -572,7 +611,7 @@ impl<'a> Iterator for StatIter<'a> {
             }
             if let Err(e) = self.reader.skip(wire) {
                 self.done = true;
-                return Some(Err(wire_error(e, self.plane.location_at(self.base + val_pos))));
+                return Some(Err(wire_error(e, self.plane.location_at(val_pos))));
             }
         }
         self.done = true;

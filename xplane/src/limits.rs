@@ -22,6 +22,8 @@ pub enum Limit {
     StatsPerPlane,
     /// Host files in one session directory.
     HostsPerSession,
+    /// Bytes of one plane message (protobuf's own limit is 2 GiB per message).
+    PlaneBytes,
 }
 
 /// Largest number of planes accepted in one XSpace.
@@ -37,6 +39,9 @@ pub const MAX_STATS_PER_PLANE: u64 = 1 << 20;
 /// Largest number of host files accepted in one session directory.
 pub const MAX_HOSTS_PER_SESSION: u64 = 1 << 16;
 
+/// Largest plane message accepted, in bytes: events address their plane's bytes with `u32`.
+pub const MAX_PLANE_BYTES: u64 = u32::MAX as u64;
+
 impl Limit {
     /// The largest accepted count.
     pub fn max(self) -> u64 {
@@ -47,6 +52,7 @@ impl Limit {
             Limit::StatMetadataPerPlane => MAX_STAT_METADATA_PER_PLANE,
             Limit::StatsPerPlane => MAX_STATS_PER_PLANE,
             Limit::HostsPerSession => MAX_HOSTS_PER_SESSION,
+            Limit::PlaneBytes => MAX_PLANE_BYTES,
         }
     }
 
@@ -59,6 +65,7 @@ impl Limit {
             Limit::StatMetadataPerPlane => "number of stat metadata entries in a plane",
             Limit::StatsPerPlane => "number of plane stats",
             Limit::HostsPerSession => "number of host files in a session",
+            Limit::PlaneBytes => "size of a plane in bytes",
         }
     }
 }

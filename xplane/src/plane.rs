@@ -317,7 +317,7 @@ impl Line {
     ///
     /// The iterator yields `Err` once on malformed event bytes and then stops.
     pub fn events<'a>(&'a self, plane: &'a Plane) -> EventIter<'a> {
-        EventIter::new(plane, self, &plane.bytes[self.body.clone()], self.body.start)
+        EventIter::new(plane, self, Reader::bounded(&plane.bytes, self.body.clone()))
     }
 }
 
@@ -516,7 +516,7 @@ impl Plane {
 
     /// The stats of an event-metadata entry (constant for every event using it).
     pub fn metadata_stats<'a>(&'a self, metadata: &'a EventMetadata) -> StatIter<'a> {
-        StatIter::new(self, &self.bytes[metadata.body.clone()], metadata.body.start, 5)
+        StatIter::new(self, Reader::bounded(&self.bytes, metadata.body.clone()), 5)
     }
 
     /// The opaque `metadata` payload of an event-metadata entry.
@@ -553,6 +553,12 @@ impl Plane {
         self.base_offset + pos as u64
     }
 
+    /// A reader over `range` of the plane's bytes (positions are plane offsets).
+    #[inline]
+    pub(crate) fn reader(&self, range: Range<usize>) -> Reader<'_> {
+        Reader::bounded(&self.bytes, range)
+    }
+
     pub(crate) fn location_at(&self, pos: usize) -> Location {
         Location::at_offset(self.offset_of(pos)).with_plane(self.index)
     }
@@ -576,7 +582,7 @@ impl<'a> Iterator for PlaneStats<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let range = self.ranges.next()?;
-        Some(Stat::decode(self.plane, &self.plane.bytes[range.clone()], range.start))
+        Some(Stat::decode(self.plane, Reader::bounded(&self.plane.bytes, range.clone())))
     }
 }
 
@@ -610,6 +616,8 @@ impl PlaneDecoder {
     }
 
     fn decode(&mut self, bytes: Bytes) -> Result<Plane> {
+        // Events keep plane offsets as u32.
+        limits::check(Limit::PlaneBytes, bytes.len(), || self.loc(0))?;
         let buf: &[u8] = &bytes;
         let mut r = Reader::new(buf);
         let mut id = 0i64;

@@ -74,35 +74,74 @@ impl WireError {
     }
 }
 
-/// A cursor over a protobuf message body.
-#[derive(Clone, Debug)]
+/// A cursor over a protobuf message body: the bytes `buf[pos..end]`.
+///
+/// `buf` may extend past `end` (a nested message read with [`Reader::read_message`] keeps its
+/// parent's buffer): values never reach past `end`, but the multi-byte varint path may look at
+/// the bytes after it, so short messages such as events decode their last varint as fast as
+/// the others.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    end: usize,
 }
 
 impl<'a> Reader<'a> {
     #[inline]
     pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
+        Reader { buf, pos: 0, end: buf.len() }
     }
 
-    /// Bytes consumed so far, relative to the start of this reader's buffer.
+    /// A reader over `buf[range]` that may look at, but never read, the bytes around it.
+    /// Positions stay relative to `buf`. A range outside `buf` is clamped to it.
+    #[inline]
+    pub(crate) fn bounded(buf: &'a [u8], range: std::ops::Range<usize>) -> Self {
+        let end = range.end.min(buf.len());
+        Reader { buf, pos: range.start.min(end), end }
+    }
+
+    /// Position in this reader's buffer (for a reader from [`Reader::read_message`], the
+    /// parent's buffer).
     #[inline]
     pub(crate) fn pos(&self) -> usize {
         self.pos
     }
 
+    /// Where this reader stops, in its buffer.
+    #[inline]
+    pub(crate) fn end(&self) -> usize {
+        self.end
+    }
+
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.pos >= self.buf.len()
+        self.pos >= self.end
+    }
+
+    /// The bytes not yet read.
+    #[inline]
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..self.end]
+    }
+
+    /// Consumes the next byte when it equals `byte` (a one-byte tag key), for decoders that try
+    /// the usual field order before falling back to a general loop.
+    #[inline(always)]
+    pub(crate) fn eat(&mut self, byte: u8) -> bool {
+        if self.pos < self.end && self.buf.get(self.pos) == Some(&byte) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
     }
 
     #[inline(always)]
     pub(crate) fn read_varint(&mut self) -> Result<u64, WireError> {
         // Fast path: one byte (ids, small offsets, tags).
         match self.buf.get(self.pos) {
-            Some(&b) if b < 0x80 => {
+            Some(&b) if b < 0x80 && self.pos < self.end => {
                 self.pos += 1;
                 Ok(u64::from(b))
             }
@@ -110,9 +149,34 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline(never)]
+    #[inline]
     fn read_varint_slow(&mut self) -> Result<u64, WireError> {
-        let buf = self.buf;
+        // Multi-byte fast path: with eight bytes at hand, find the terminating byte and gather
+        // the 7-bit groups without a per-byte loop (varints of 2..=8 bytes: offsets, durations).
+        if let Some(chunk) = self.buf.get(self.pos..self.pos + 8) {
+            let mut array = [0u8; 8];
+            array.copy_from_slice(chunk);
+            let word = u64::from_le_bytes(array);
+            let stops = !word & 0x8080_8080_8080_8080;
+            let len = (stops.trailing_zeros() + 1) / 8;
+            if stops != 0 && self.pos + len as usize <= self.end {
+                let used = word & (u64::MAX >> (64 - 8 * len));
+                let x = used & 0x7f7f_7f7f_7f7f_7f7f;
+                let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+                let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+                let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+                self.pos += len as usize;
+                return Ok(x);
+            }
+        }
+        self.read_varint_bytewise()
+    }
+
+    /// The general case: byte by byte, near the end of the buffer or for 9- and 10-byte varints.
+    #[cold]
+    #[inline(never)]
+    fn read_varint_bytewise(&mut self) -> Result<u64, WireError> {
+        let buf = &self.buf[..self.end];
         let mut pos = self.pos;
         let mut value: u64 = 0;
         let mut shift = 0u32;
@@ -139,32 +203,34 @@ impl<'a> Reader<'a> {
     /// Reads a field tag: `(field number, wire type)`.
     #[inline]
     pub(crate) fn read_tag(&mut self) -> Result<(u32, WireType), WireError> {
-        let key = self.read_varint()?;
-        let field = key >> 3;
-        if field == 0 || field > u64::from(u32::MAX >> 3) {
-            return Err(WireError::BadTag);
-        }
-        let wire = WireType::from_bits(key & 7).ok_or(WireError::BadTag)?;
-        Ok((field as u32, wire))
+        split_tag(self.read_varint()?)
     }
 
     /// Reads a length-delimited value and returns its bytes (a sub-slice, never a copy).
     #[inline]
     pub(crate) fn read_len(&mut self) -> Result<&'a [u8], WireError> {
+        let message = self.read_message()?;
+        Ok(message.rest())
+    }
+
+    /// Reads a length-delimited value as a reader over it, sharing this reader's buffer (so
+    /// positions stay relative to it).
+    #[inline]
+    pub(crate) fn read_message(&mut self) -> Result<Reader<'a>, WireError> {
         let len = self.read_varint()?;
-        let remaining = self.buf.len() - self.pos;
+        let remaining = self.end - self.pos;
         if len > remaining as u64 {
             return Err(WireError::Truncated);
         }
         let start = self.pos;
         self.pos += len as usize;
-        Ok(&self.buf[start..self.pos])
+        Ok(Reader { buf: self.buf, pos: start, end: self.pos })
     }
 
     #[inline]
     pub(crate) fn read_fixed64(&mut self) -> Result<u64, WireError> {
         let end = self.pos.checked_add(8).ok_or(WireError::Truncated)?;
-        let bytes = self.buf.get(self.pos..end).ok_or(WireError::Truncated)?;
+        let bytes = self.buf[..self.end].get(self.pos..end).ok_or(WireError::Truncated)?;
         self.pos = end;
         let mut array = [0u8; 8];
         array.copy_from_slice(bytes);
@@ -174,7 +240,7 @@ impl<'a> Reader<'a> {
     #[inline]
     fn skip_n(&mut self, n: usize) -> Result<(), WireError> {
         let end = self.pos.checked_add(n).ok_or(WireError::Truncated)?;
-        if end > self.buf.len() {
+        if end > self.end {
             return Err(WireError::Truncated);
         }
         self.pos = end;
@@ -192,6 +258,20 @@ impl<'a> Reader<'a> {
             WireType::StartGroup | WireType::EndGroup => Err(WireError::Group),
         }
     }
+}
+
+/// Splits a tag's key into `(field number, wire type)`.
+///
+/// Hot decoders match the whole key first (`0x08` is field 1 as a varint) and only split the
+/// keys they do not expect.
+#[inline]
+pub(crate) fn split_tag(key: u64) -> Result<(u32, WireType), WireError> {
+    let field = key >> 3;
+    if field == 0 || field > u64::from(u32::MAX >> 3) {
+        return Err(WireError::BadTag);
+    }
+    let wire = WireType::from_bits(key & 7).ok_or(WireError::BadTag)?;
+    Ok((field as u32, wire))
 }
 
 /// Reads every value of a `repeated int64` field occurrence, packed or not, into `out`.
@@ -244,6 +324,51 @@ mod tests {
             assert_eq!(r.read_varint(), Ok(v));
             assert!(r.is_empty());
         }
+    }
+
+    #[test]
+    fn word_and_bytewise_varint_paths_agree() {
+        // Every width from 1 to 10 bytes, read with trailing padding (the eight-byte path) and
+        // at the very end of the buffer (the byte-by-byte path).
+        let mut values = vec![0u64, 1, 0x7f, 0x80, 0x3fff, 0x4000, u64::MAX, 1 << 63];
+        for bits in 1..64 {
+            values.push((1u64 << bits) - 1);
+            values.push(1u64 << bits);
+            values.push(0x5555_5555_5555_5555 & ((1u64 << bits) - 1));
+        }
+        for v in values {
+            let bytes = varint_bytes(v);
+            let mut padded = bytes.clone();
+            padded.extend_from_slice(&[0xff; 12]);
+            let mut r = Reader::new(&padded);
+            assert_eq!(r.read_varint(), Ok(v), "{v:#x} padded");
+            assert_eq!(r.pos(), bytes.len());
+            let mut r = Reader::new(&bytes);
+            assert_eq!(r.read_varint(), Ok(v), "{v:#x} at end");
+            assert!(r.is_empty());
+        }
+    }
+
+    #[test]
+    fn nested_readers_stop_at_their_end() {
+        // A message [varint 300] followed by bytes that would extend the varint if read on.
+        let mut bytes = vec![0x02, 0xac, 0x82];
+        bytes.extend_from_slice(&[0x80; 12]);
+        let mut outer = Reader::new(&bytes);
+        let mut inner = outer.read_message().unwrap();
+        assert_eq!(outer.pos(), 3);
+        assert_eq!(inner.rest(), &[0xac, 0x82]);
+        assert_eq!(inner.read_varint(), Err(WireError::Truncated));
+        let bytes = [0x02, 0xac, 0x02, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01];
+        let mut inner = Reader::new(&bytes).read_message().unwrap();
+        assert_eq!(inner.read_varint(), Ok(300));
+        assert!(inner.is_empty());
+        assert_eq!(inner.read_varint(), Err(WireError::Truncated));
+        let bytes = [0x01, 0x05, 0x07];
+        let mut inner = Reader::new(&bytes).read_message().unwrap();
+        assert_eq!(inner.read_varint(), Ok(5));
+        assert_eq!(inner.read_fixed64(), Err(WireError::Truncated));
+        assert_eq!(inner.skip(WireType::Fixed32), Err(WireError::Truncated));
     }
 
     #[test]

@@ -141,6 +141,9 @@ fn wrong_wire_types_are_typed_errors_with_location() {
     let err = plane.lines()[1].events(plane).next().unwrap().unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::WrongWireType { message: "XEvent", field: 3, .. }), "{err}");
     assert_eq!((err.location().plane, err.location().line, err.location().event), (Some(0), Some(1), Some(0)));
+    // The offset is the bad tag's, in the file: the event's `0x1a` is two bytes from the end.
+    let file_len = 2 + body.len() as u64;
+    assert_eq!(err.location().offset, Some(file_len - 2), "{err}");
     // The iterator stops after its error.
     let mut it = plane.lines()[1].events(plane);
     assert!(it.next().unwrap().is_err());
