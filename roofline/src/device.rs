@@ -64,9 +64,10 @@ impl Span {
     }
 }
 
+#[inline(always)]
 pub(crate) fn device_span(ev: &Event<'_>, ids: &DeviceStatIds) -> Span {
     let mut span = Span { start: ev.start(), duration: ev.duration() };
-    if ids.device_offset_ps.is_none() && ids.device_duration_ps.is_none() {
+    if !ev.has_stats() || (ids.device_offset_ps.is_none() && ids.device_duration_ps.is_none()) {
         return span;
     }
     for stat in ev.stats().map_while(|s| s.ok()) {

@@ -12,7 +12,7 @@
 //! profilers write op lines; a line that is not is collected and sorted first (same result).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 
 use rayon::prelude::*;
 use xlens_xplane::{Picos, Plane, PlaneKind, Space, names};
@@ -143,14 +143,43 @@ enum AsyncRole {
 }
 
 /// Per event-metadata position: what the walk needs to know about the op.
+#[derive(Clone, Copy)]
 struct OpInfo {
-    class: TimeClass,
-    family: Family,
+    /// Index of the op's [`TimeClass`] in [`CLASSES`].
+    class: u8,
+    /// Index of the op's [`Family`] in the per-step family array.
+    family: u8,
     role: AsyncRole,
+}
+
+/// The anatomy classes, indexed by [`OpInfo::class`].
+const CLASSES: [TimeClass; 6] = [
+    TimeClass::Matmul,
+    TimeClass::CollectiveExposed,
+    TimeClass::Vector,
+    TimeClass::DataFormatting,
+    TimeClass::InfeedOutfeed,
+    TimeClass::Host,
+];
+const COLLECTIVE_EXPOSED: u8 = 1;
+
+fn class_index(class: TimeClass) -> u8 {
+    CLASSES.iter().position(|&c| c == class).unwrap_or(2) as u8
+}
+
+/// What the walk accumulates per step, turned into [`CoreStepSummary`] by [`Walk::finish`]:
+/// arrays indexed by family and class keep the per-event work free of jump tables.
+#[derive(Clone, Copy, Default)]
+struct StepAcc {
+    family: [Picos; FAMILIES],
+    class: [Picos; CLASSES.len()],
+    collective_hidden: Picos,
+    exposed_gap: Picos,
 }
 
 /// The category families of the TPU step breakdown (facts §3.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum Family {
     Infeed,
     Outfeed,
@@ -162,6 +191,7 @@ enum Family {
     HighFlops,
     Other,
 }
+const FAMILIES: usize = Family::Other as usize + 1;
 
 fn family(category: &str) -> Family {
     match category {
@@ -203,9 +233,10 @@ fn async_role(name: &str, keys: &mut HashMap<String, u32>) -> AsyncRole {
     if start { AsyncRole::Start(key) } else { AsyncRole::Done(key) }
 }
 
-fn op_infos(plane: &Plane, meta: &HashMap<xlens_xplane::EventMetadataId, OpMetadata>) -> Vec<OpInfo> {
+/// What the walk needs per event-metadata position, and the number of distinct async keys.
+fn op_infos(plane: &Plane, meta: &HashMap<xlens_xplane::EventMetadataId, OpMetadata>) -> (Vec<OpInfo>, usize) {
     let mut keys = HashMap::new();
-    plane
+    let infos = plane
         .event_metadata()
         .iter()
         .map(|m| {
@@ -213,21 +244,33 @@ fn op_infos(plane: &Plane, meta: &HashMap<xlens_xplane::EventMetadataId, OpMetad
                 Some(op) => (op.category.as_str(), op.name.as_str()),
                 None => ("", m.display_name()),
             };
-            OpInfo { class: class_of(category), family: family(category), role: async_role(name, &mut keys) }
+            OpInfo {
+                class: class_index(class_of(category)),
+                family: family(category) as u8,
+                role: async_role(name, &mut keys),
+            }
         })
-        .collect()
+        .collect();
+    (infos, keys.len())
 }
 
 /// An op on the nesting stack.
 struct Open {
     start: Picos,
     end: Picos,
-    meta: usize,
     child_time: Picos,
-    step: Option<usize>,
+    /// Event-metadata position.
+    meta: u32,
+    /// The step whose marker the op overlaps, or [`NO_STEP`].
+    step: u32,
+    /// [`OpInfo::class`] and [`OpInfo::family`] of the op, copied for the hot path.
+    class: u8,
+    family: u8,
     /// The op started inside the one below it but ends after it: not its child.
     orphan: bool,
 }
+
+const NO_STEP: u32 = u32::MAX;
 
 /// The walk's state.
 struct Walk<'a> {
@@ -239,25 +282,35 @@ struct Walk<'a> {
     cursor: Picos,
     marker_cursor: usize,
     window_cursor: usize,
-    open_starts: HashMap<u32, VecDeque<Picos>>,
+    /// Per async key: starts not yet matched by a done.
+    open_starts: Vec<u32>,
     active_windows: i64,
     closing: BinaryHeap<Reverse<Picos>>,
-    exposed_gaps: Vec<Picos>,
+    acc: Vec<StepAcc>,
+    /// End of the last `Steps` marker (`i64::MAX` without markers).
+    last_marker_end: Picos,
+    /// First op start and latest op end so far.
+    op_start: Option<Picos>,
+    op_end: Picos,
 }
 
 impl Walk<'_> {
-    fn op(&mut self, span: Span, meta: usize, time_scale: f64, occurrences: i64) {
+    #[inline(always)]
+    /// Accounts one op event. `time_scale` is the event's DVFS multiplier, when it has one.
+    fn op(&mut self, span: Span, meta: usize, time_scale: Option<f64>, occurrences: i64) {
         let (start, end) = (span.start, span.end());
         self.advance_to(start);
         self.out.events += 1;
-        self.out.op_span = Some(match self.out.op_span {
-            Some((a, b)) => (a.min(start), b.max(end)),
-            None => (start, end),
-        });
+        // Events arrive in start order: the first start is the earliest.
+        self.op_start.get_or_insert(start);
+        self.op_end = self.op_end.max(end);
         let agg = &mut self.out.ops[meta];
         agg.occurrences += occurrences.max(1) as u64;
         agg.time += span.duration;
-        agg.normalized_time += Picos((span.duration.0 as f64 * time_scale) as i64);
+        agg.normalized_time += match time_scale {
+            Some(scale) => Picos((span.duration.0 as f64 * scale) as i64),
+            None => span.duration,
+        };
         // The step whose marker the op overlaps (ops arrive in start order).
         while self.marker_cursor < self.markers.len() && self.markers[self.marker_cursor].1 <= start {
             self.marker_cursor += 1;
@@ -266,78 +319,80 @@ impl Walk<'_> {
             Some(&(ms, _)) if end > ms => Some(self.marker_cursor),
             _ => None,
         };
-        if self.markers.last().is_some_and(|&(_, last_end)| start >= last_end) {
+        if start >= self.last_marker_end {
             self.out.ops_after_last_marker += 1;
         }
-        if let Some(k) = step.filter(|&k| k < self.out.steps.len()) {
-            let s = &mut self.out.steps[k];
+        if let Some(s) = step.and_then(|k| self.out.steps.get_mut(k)) {
             s.ops += 1;
-            s.first_op = Some(s.first_op.map_or(start, |f| f.min(start)));
+            s.first_op.get_or_insert(start);
         }
-        match self.infos.get(meta).map_or(AsyncRole::None, |i| i.role) {
+        match self.infos[meta].role {
             AsyncRole::Start(key) => {
-                self.open_starts.entry(key).or_default().push_back(start);
+                self.open_starts[key as usize] += 1;
                 self.active_windows += 1;
             }
             AsyncRole::Done(key) => {
-                if self.open_starts.get_mut(&key).and_then(VecDeque::pop_front).is_some() {
+                let open = &mut self.open_starts[key as usize];
+                if *open > 0 {
+                    *open -= 1;
                     self.closing.push(Reverse(end));
                 }
             }
             AsyncRole::None => {}
         }
         let orphan = self.stack.last().is_some_and(|parent| parent.end < end);
-        self.stack.push(Open { start, end, meta, child_time: Picos::ZERO, step, orphan });
+        let info = self.infos[meta];
+        self.stack.push(Open {
+            start,
+            end,
+            child_time: Picos::ZERO,
+            meta: meta as u32,
+            step: step.map_or(NO_STEP, |k| k as u32),
+            class: info.class,
+            family: info.family,
+            orphan,
+        });
     }
 
     /// Closes every op that ends at or before `t` and accounts the time up to `t`.
+    #[inline(always)]
     fn advance_to(&mut self, t: Picos) {
         while let Some(top) = self.stack.last() {
             if top.end > t {
                 break;
             }
-            let (end, meta) = (top.end, top.meta);
-            self.emit(self.cursor, end, Some(meta));
+            let (end, class) = (top.end, top.class);
+            self.emit(self.cursor, end, Some(class));
             self.cursor = self.cursor.max(end);
             self.close_top();
         }
-        let top = self.stack.last().map(|o| o.meta);
         if self.cursor < t {
+            let top = self.stack.last().map(|o| o.class);
             self.emit(self.cursor, t, top);
         }
         self.cursor = self.cursor.max(t);
     }
 
+    #[inline(always)]
     fn close_top(&mut self) {
         let Some(op) = self.stack.pop() else { return };
         let duration = op.end - op.start;
         let self_time = duration.saturating_sub(op.child_time);
-        self.out.ops[op.meta].self_time += self_time;
+        self.out.ops[op.meta as usize].self_time += self_time;
         if let Some(parent) = self.stack.last_mut()
             && !op.orphan
         {
             parent.child_time += duration;
         }
-        if let Some(k) = op.step.filter(|&k| k < self.out.steps.len()) {
-            let family = self.infos.get(op.meta).map_or(Family::Other, |i| i.family);
-            let b = &mut self.out.steps[k].breakdown;
-            let slot = match family {
-                Family::Infeed => &mut b.infeed,
-                Family::Outfeed => &mut b.outfeed,
-                Family::AllReduce => &mut b.all_reduce,
-                Family::Send => &mut b.send,
-                Family::Recv => &mut b.recv,
-                Family::HostTransfer => &mut b.host_transfer,
-                Family::Megacore => &mut b.megacore,
-                Family::HighFlops => &mut b.high_flops_compute,
-                Family::Other => &mut b.other_compute,
-            };
-            *slot += self_time;
+        if let Some(acc) = self.acc.get_mut(op.step as usize) {
+            acc.family[usize::from(op.family)] += self_time;
         }
     }
 
-    /// Accounts `[a, b)`, run by op `meta` (innermost) or by nothing, to the step windows.
-    fn emit(&mut self, a: Picos, b: Picos, meta: Option<usize>) {
+    /// Accounts `[a, b)`, run by an op of class `class` (the innermost) or by nothing, to the
+    /// step windows.
+    #[inline(always)]
+    fn emit(&mut self, a: Picos, b: Picos, class: Option<u8>) {
         if a >= b {
             return;
         }
@@ -349,37 +404,61 @@ impl Walk<'_> {
             self.closing.pop();
             self.active_windows -= 1;
         }
-        let class = meta.and_then(|m| self.infos.get(m)).map(|i| i.class);
+        let open = self.active_windows > 0;
+        if class.is_none() && !open {
+            // Idle time outside async windows: the step's idle, derived in `finish`.
+            return;
+        }
         while self.window_cursor < self.windows.len() && self.windows[self.window_cursor].1 <= a {
             self.window_cursor += 1;
         }
-        let mut j = self.window_cursor;
-        while j < self.windows.len() && self.windows[j].0 < b {
-            let (lo, hi) = self.windows[j];
+        for (&(lo, hi), acc) in self.windows[self.window_cursor..].iter().zip(&mut self.acc[self.window_cursor..]) {
+            if lo >= b {
+                break;
+            }
             let (s, e) = (a.max(lo), b.min(hi));
             if s < e {
                 let len = e - s;
-                let anatomy = &mut self.out.steps[j].anatomy;
                 match class {
                     Some(class) => {
-                        anatomy.add(class, len);
-                        if self.active_windows > 0 && class != TimeClass::CollectiveExposed {
-                            anatomy.collective_hidden += len;
+                        acc.class[usize::from(class)] += len;
+                        if open && class != COLLECTIVE_EXPOSED {
+                            acc.collective_hidden += len;
                         }
                     }
-                    None if self.active_windows > 0 => self.exposed_gaps[j] += len,
+                    None if open => acc.exposed_gap += len,
                     None => {}
                 }
             }
-            j += 1;
         }
     }
 
     fn finish(mut self) -> CoreTimeline {
         self.advance_to(Picos(i64::MAX));
+        self.out.op_span = self.op_start.map(|start| (start, self.op_end));
         for (k, step) in self.out.steps.iter_mut().enumerate() {
+            let acc = &self.acc[k];
+            let b = &mut step.breakdown;
+            let families = [
+                &mut b.infeed,
+                &mut b.outfeed,
+                &mut b.all_reduce,
+                &mut b.send,
+                &mut b.recv,
+                &mut b.host_transfer,
+                &mut b.megacore,
+                &mut b.high_flops_compute,
+                &mut b.other_compute,
+            ];
+            for (slot, &t) in families.into_iter().zip(&acc.family) {
+                *slot += t;
+            }
             let a = &mut step.anatomy;
-            a.collective_exposed += self.exposed_gaps[k];
+            for (&class, &t) in CLASSES.iter().zip(&acc.class) {
+                a.add(class, t);
+            }
+            a.collective_hidden += acc.collective_hidden;
+            a.collective_exposed += acc.exposed_gap;
             let (lo, hi) = self.windows[k];
             a.step_time = hi - lo;
             a.idle = Picos::ZERO;
@@ -394,7 +473,7 @@ impl Walk<'_> {
 fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) -> xlens_xplane::Result<CoreTimeline> {
     let ids = DeviceStatIds::of(plane);
     let meta = op_metadata(plane, &ids);
-    let infos = op_infos(plane, &meta);
+    let (infos, async_keys) = op_infos(plane, &meta);
     let core = match plane.kind() {
         PlaneKind::TpuTensorCore { ordinal } => ordinal,
         _ => 0,
@@ -402,7 +481,7 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
     let windows: Vec<(Picos, Picos)> = markers.iter().zip(step_times).map(|(&(s, _), &t)| (s, s + t)).collect();
     let steps: Vec<CoreStepSummary> =
         markers.iter().take(step_times.len()).map(|&m| CoreStepSummary { marker: m, ..Default::default() }).collect();
-    let exposed_gaps = vec![Picos::ZERO; steps.len()];
+    let acc = vec![StepAcc::default(); steps.len()];
     let mut out = CoreTimeline {
         core,
         plane_index: plane.index(),
@@ -434,22 +513,22 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
         cursor: Picos(i64::MIN),
         marker_cursor: 0,
         window_cursor: 0,
-        open_starts: HashMap::new(),
+        open_starts: vec![0; async_keys],
         active_windows: 0,
         closing: BinaryHeap::new(),
-        exposed_gaps: exposed_gaps.clone(),
+        acc: acc.clone(),
+        last_marker_end: markers.last().map_or(Picos(i64::MAX), |m| m.1),
+        op_start: None,
+        op_end: Picos(i64::MIN),
     };
     let fresh = out.clone();
     let mut walk = new_walk(out);
     let feed = |ev: &xlens_xplane::Event<'_>, span: Span, walk: &mut Walk<'_>| {
-        let scale = match ids.time_scale_multiplier {
-            Some(id) => ev.stat(id).and_then(|s| s.as_f64()).unwrap_or(1.0),
-            None => 1.0,
-        };
+        let scale = ids.time_scale_multiplier.and_then(|id| ev.stat(id)?.as_f64());
         match plane.event_metadata_position(ev.metadata_id()) {
-            Some(pos) => walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1)),
+            Some(pos) if pos < u32::MAX as usize => walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1)),
             // Dangling metadata: nothing to attribute the time to.
-            None => walk.advance_to(span.start),
+            _ => walk.advance_to(span.start),
         }
     };
     if let Some(line) = plane.line_by_name(names::line::XLA_OPS) {

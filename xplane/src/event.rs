@@ -139,6 +139,7 @@ impl<'a> Event<'a> {
     }
 
     /// The event's own stats (not its metadata's), decoded lazily.
+    #[inline]
     pub fn stats(&self) -> crate::StatIter<'a> {
         if !self.has_stats {
             return StatIter::empty(self.plane);
@@ -163,6 +164,9 @@ impl<'a> Event<'a> {
     /// The event's own stat with this id, if present (malformed stats read as absent).
     #[inline]
     pub fn stat(&self, id: StatMetadataId) -> Option<Stat<'a>> {
+        if !self.has_stats {
+            return None;
+        }
         self.stats().map_while(|s| s.ok()).find(|s| s.metadata_id == id)
     }
 
@@ -179,7 +183,7 @@ impl<'a> Event<'a> {
 
     /// Decodes an event body. `r` reads the body inside the plane's bytes (positions are plane
     /// offsets).
-    #[inline]
+    #[inline(always)]
     fn decode(plane: &'a Plane, line: &'a Line, mut r: Reader<'a>, index: usize) -> Result<Self> {
         // Plane offsets fit in u32 (checked when the plane is decoded), and so do event indexes
         // (every event takes at least two bytes of its plane).
@@ -274,7 +278,7 @@ impl<'a> EventIter<'a> {
 impl<'a> Iterator for EventIter<'a> {
     type Item = Result<Event<'a>>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -580,7 +584,7 @@ impl<'a> StatIter<'a> {
 impl<'a> Iterator for StatIter<'a> {
     type Item = Result<Stat<'a>>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
