@@ -87,6 +87,10 @@ impl HostOps {
         let lines: Vec<LineOps> = plane.lines().par_iter().map(|line| read_line(plane, line, &ids, &marker)).collect();
         let mut error = None;
         let mut interner = Interner::default();
+        // Sized exactly: the table is the largest allocation of a CPU profile's analysis, and
+        // growing it by doubling would hold up to twice its size while the threads' own tables
+        // are still alive.
+        out.ops = Vec::with_capacity(lines.iter().map(|l| l.ops.len()).sum());
         for (index, line) in lines.into_iter().enumerate() {
             let global: Vec<u32> = line.interner.names.iter().map(|n| interner.by_string(n)).collect();
             out.ops.extend(line.ops.into_iter().map(|op| HostOp { name: global[op.name as usize], ..op }));
