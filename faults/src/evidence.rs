@@ -396,6 +396,49 @@ pub fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
     out
 }
 
+/// The union of the op events of one line of a device plane (device time when the events carry
+/// it), as [`union`] computes it, read in one streaming pass: events in start order, the usual
+/// case, are merged as they come, so nothing per event is kept; a line out of order is collected
+/// and sorted instead. Events that fail to decode end the line.
+pub fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> {
+    use xlens_xplane::names::stat;
+    let Some(line) = plane.line_by_name(line_name) else { return Vec::new() };
+    let (offset_id, duration_id) = (plane.stat_id(stat::DEVICE_OFFSET_PS), plane.stat_id(stat::DEVICE_DURATION_PS));
+    let span = |ev: &xlens_xplane::Event<'_>| {
+        let (mut start, mut duration) = (ev.start(), ev.duration());
+        if ev.has_stats() && (offset_id.is_some() || duration_id.is_some()) {
+            for s in ev.stats().map_while(|s| s.ok()) {
+                let sid = Some(s.metadata_id());
+                if sid == offset_id {
+                    start = s.as_i64().map_or(start, Picos);
+                } else if sid == duration_id {
+                    duration = s.as_i64().map_or(duration, Picos);
+                }
+            }
+        }
+        (start, start + duration.max(Picos::ZERO))
+    };
+    let mut out: Vec<(Picos, Picos)> = Vec::new();
+    let mut last_start = Picos(i64::MIN);
+    for ev in line.events(plane).map_while(|e| e.ok()) {
+        let (s, e) = span(&ev);
+        if s < last_start {
+            // Out of order: fall back to collecting every interval.
+            let all = line.events(plane).map_while(|e| e.ok()).map(|ev| span(&ev)).collect();
+            return union(all);
+        }
+        last_start = s;
+        if s >= e {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
 /// Length of the part of `[lo, hi)` that a sorted, disjoint union covers.
 pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
     let from = union.partition_point(|&(_, e)| e <= lo);
@@ -510,31 +553,47 @@ impl<'a> DeviceTimeline<'a> {
         let (offset_id, duration_id) = (id(stat::DEVICE_OFFSET_PS), id(stat::DEVICE_DURATION_PS));
         let (category_id, flops_id, bytes_id, source_id) =
             (id(stat::HLO_CATEGORY), id(stat::FLOPS), id(stat::BYTES_ACCESSED), id(stat::SOURCE));
+        // Info index per event-metadata position (dense), so events find theirs without hashing;
+        // ids without metadata share a map.
+        const NONE: usize = usize::MAX;
+        let mut by_position: Vec<usize> = vec![NONE; plane.event_metadata().len()];
         let mut by_metadata: HashMap<xlens_xplane::EventMetadataId, usize> = HashMap::new();
         let mut infos: Vec<DeviceOpInfo> = Vec::new();
         let mut ops = Vec::with_capacity(line.event_count());
         for ev in line.events(plane).map_while(|e| e.ok()) {
-            let info = *by_metadata.entry(ev.metadata_id()).or_insert_with(|| {
-                let display = ev.display_name();
-                let name = short_op_name(if display.is_empty() { ev.name() } else { display }).to_owned();
-                let mut info = DeviceOpInfo { name, ..DeviceOpInfo::default() };
-                for s in ev.metadata_stats().map_while(|s| s.ok()) {
-                    let sid = Some(s.metadata_id());
-                    if sid == category_id {
-                        info.category = s.as_str().map(|c| c.into_owned()).unwrap_or_default();
-                    } else if sid == flops_id {
-                        info.flops = s.as_f64().unwrap_or(0.0);
-                    } else if sid == bytes_id {
-                        info.bytes_accessed = s.as_f64().unwrap_or(0.0);
-                    } else if sid == source_id {
-                        info.source = s.as_str().map(|c| c.into_owned()).filter(|c| !c.is_empty());
+            let position = plane.event_metadata_position(ev.metadata_id());
+            let known = position.map_or_else(|| by_metadata.get(&ev.metadata_id()).copied(), |p| Some(by_position[p]));
+            let info = match known {
+                Some(i) if i != NONE => i,
+                _ => {
+                    let display = ev.display_name();
+                    let name = short_op_name(if display.is_empty() { ev.name() } else { display }).to_owned();
+                    let mut info = DeviceOpInfo { name, ..DeviceOpInfo::default() };
+                    for s in ev.metadata_stats().map_while(|s| s.ok()) {
+                        let sid = Some(s.metadata_id());
+                        if sid == category_id {
+                            info.category = s.as_str().map(|c| c.into_owned()).unwrap_or_default();
+                        } else if sid == flops_id {
+                            info.flops = s.as_f64().unwrap_or(0.0);
+                        } else if sid == bytes_id {
+                            info.bytes_accessed = s.as_f64().unwrap_or(0.0);
+                        } else if sid == source_id {
+                            info.source = s.as_str().map(|c| c.into_owned()).filter(|c| !c.is_empty());
+                        }
                     }
+                    infos.push(info);
+                    let i = infos.len() - 1;
+                    match position {
+                        Some(p) => by_position[p] = i,
+                        None => {
+                            by_metadata.insert(ev.metadata_id(), i);
+                        }
+                    }
+                    i
                 }
-                infos.push(info);
-                infos.len() - 1
-            });
+            };
             let (mut start, mut duration) = (ev.start(), ev.duration());
-            if offset_id.is_some() || duration_id.is_some() {
+            if ev.has_stats() && (offset_id.is_some() || duration_id.is_some()) {
                 for s in ev.stats().map_while(|s| s.ok()) {
                     let sid = Some(s.metadata_id());
                     if sid == offset_id {
@@ -571,13 +630,21 @@ impl<'a> DeviceTimeline<'a> {
     /// The timeline split into non-overlapping innermost segments (each instant belongs to the
     /// deepest op running), classed by the op's category as the step anatomy classes them.
     pub fn segments(&self) -> Vec<xlens_roofline::Interval> {
-        use xlens_roofline::{Interval, class_of};
         let mut out = Vec::with_capacity(self.ops.len() * 2);
+        self.for_each_segment(|segment| out.push(segment));
+        out
+    }
+
+    /// The segments of [`segments`](Self::segments), in time order, without collecting them
+    /// (a TensorCore line has millions).
+    pub fn for_each_segment(&self, mut f: impl FnMut(xlens_roofline::Interval)) {
+        use xlens_roofline::{Interval, TimeClass, class_of};
+        let classes: Vec<TimeClass> = self.infos.iter().map(|i| class_of(&i.category)).collect();
         let mut stack: Vec<(Picos, usize)> = Vec::new();
         let mut cursor = Picos(i64::MIN);
-        let emit = |out: &mut Vec<Interval>, from: Picos, to: Picos, info: usize| {
+        let mut emit = |from: Picos, to: Picos, info: usize| {
             if from < to {
-                out.push(Interval { start: from, end: to, class: class_of(&self.infos[info].category) });
+                f(Interval { start: from, end: to, class: classes[info] });
             }
         };
         for op in &self.ops {
@@ -585,21 +652,20 @@ impl<'a> DeviceTimeline<'a> {
                 if end > op.start {
                     break;
                 }
-                emit(&mut out, cursor, end, info);
+                emit(cursor, end, info);
                 cursor = cursor.max(end);
                 stack.pop();
             }
             if let Some(&(_, parent)) = stack.last() {
-                emit(&mut out, cursor, op.start, parent);
+                emit(cursor, op.start, parent);
             }
             cursor = op.start;
             stack.push((op.end.max(op.start), op.info));
         }
         while let Some((end, info)) = stack.pop() {
-            emit(&mut out, cursor, end, info);
+            emit(cursor, end, info);
             cursor = cursor.max(end);
         }
-        out
     }
 
     /// Async collective windows: the plane's `Async XLA Ops` events when it has any (each spans a
@@ -622,15 +688,24 @@ impl<'a> DeviceTimeline<'a> {
                 })
                 .collect();
         }
-        let mut open: HashMap<String, VecDeque<(Picos, usize)>> = HashMap::new();
+        // The phase and pairing key of each distinct op, decided once (not per event).
+        let mut keys: HashMap<String, usize> = HashMap::new();
+        let roles: Vec<Option<(AsyncPhase, usize)>> = self
+            .infos
+            .iter()
+            .map(|info| {
+                let (base, phase, suffix) = async_phase(&info.name)?;
+                let next = keys.len();
+                Some((phase, *keys.entry(format!("{base}{suffix}")).or_insert(next)))
+            })
+            .collect();
+        let mut open: Vec<VecDeque<(Picos, usize)>> = vec![VecDeque::new(); keys.len()];
         let mut out = Vec::new();
         for op in &self.ops {
-            let name = self.infos[op.info].name.as_str();
-            let Some((base, phase, suffix)) = async_phase(name) else { continue };
-            let key = format!("{base}{suffix}");
+            let Some((phase, key)) = roles[op.info] else { continue };
             if phase == AsyncPhase::Start {
-                open.entry(key).or_default().push_back((op.start, op.info));
-            } else if let Some((start, info)) = open.get_mut(&key).and_then(VecDeque::pop_front) {
+                open[key].push_back((op.start, op.info));
+            } else if let Some((start, info)) = open[key].pop_front() {
                 out.push(AsyncWindow { start, end: op.end, name: self.infos[info].name.clone(), info });
             }
         }
@@ -681,4 +756,43 @@ pub fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
 /// Total length of sorted, disjoint intervals.
 pub fn total_length(merged: &[(Picos, Picos)]) -> Picos {
     merged.iter().map(|(s, e)| *e - *s).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xlens_xplane::{Space, SpaceBuilder};
+
+    /// A device plane with one `XLA Ops` line holding `(offset_ps, duration_ps)` events.
+    fn plane_with(events: &[(i64, i64)]) -> Space {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/device:TPU:0");
+            let op = plane.event_metadata("fusion.1");
+            let mut line = plane.line(3, "XLA Ops", 0);
+            for &(offset, duration) in events {
+                line.event(op, offset, duration);
+            }
+        }
+        Space::parse(b.finish().into()).expect("built space parses")
+    }
+
+    #[test]
+    fn busy_union_streams_what_union_computes() {
+        let cases: [&[(i64, i64)]; 3] = [
+            // In start order: touching, nested, empty and disjoint events.
+            &[(0, 10), (10, 5), (12, 1), (20, 0), (30, 5), (31, 10)],
+            // Out of order: the fallback collects and sorts.
+            &[(30, 5), (0, 10), (10, 5), (50, 1), (31, 10)],
+            &[],
+        ];
+        for events in cases {
+            let space = plane_with(events);
+            let plane = &space.planes()[0];
+            let expected = union(events.iter().map(|&(s, d)| (Picos(s), Picos(s + d.max(0)))).collect());
+            assert_eq!(busy_union(plane, "XLA Ops"), expected, "{events:?}");
+        }
+        let space = plane_with(&[(0, 1)]);
+        assert!(busy_union(&space.planes()[0], "Steps").is_empty());
+    }
 }

@@ -98,14 +98,19 @@ impl Detector for DcnExposedReduce {
         for plane in host.space().tpu_tensor_cores() {
             let ordinal = evidence::device_ordinal(plane);
             let Some(timeline) = DeviceTimeline::read(plane, names::line::XLA_OPS) else { continue };
-            let segments = timeline.segments();
-            let compute = union(
-                segments
-                    .iter()
-                    .filter(|s| matches!(s.class, TimeClass::Matmul | TimeClass::Vector | TimeClass::DataFormatting))
-                    .map(|s| (s.start, s.end))
-                    .collect(),
-            );
+            // Compute time: segments come in time order and do not overlap, so touching ones are
+            // merged as they come (what `union` would do), without collecting every segment.
+            let mut compute: Vec<(Picos, Picos)> = Vec::new();
+            timeline.for_each_segment(|s| {
+                if !matches!(s.class, TimeClass::Matmul | TimeClass::Vector | TimeClass::DataFormatting) {
+                    return;
+                }
+                match compute.last_mut() {
+                    Some(last) if s.start <= last.1 => last.1 = last.1.max(s.end),
+                    _ => compute.push((s.start, s.end)),
+                }
+            });
+            let compute = union(compute);
             // Reduce intervals: synchronous reduces, and async reduce windows.
             let mut reduces: Vec<(Picos, Picos, String, usize)> = Vec::new();
             for w in timeline.async_windows() {

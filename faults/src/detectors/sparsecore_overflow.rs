@@ -140,8 +140,10 @@ impl Detector for SparsecoreOverflow {
             let ordinal = evidence::device_ordinal(plane);
             let Some(sc) = sc_busy_by_tc.remove(&ordinal) else { continue };
             let sc = union(sc);
-            let Some(timeline) = DeviceTimeline::read(plane, names::line::XLA_OPS) else { continue };
-            let tc = union(timeline.ops.iter().map(|o| (o.start, o.end)).collect());
+            if plane.line_by_name(names::line::XLA_OPS).is_none() {
+                continue;
+            }
+            let tc = evidence::busy_union(plane, names::line::XLA_OPS);
             for step in &steps.steps {
                 let Some(c) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
                 let (lo, hi) = (c.marker_start, c.marker_start + step.duration);
