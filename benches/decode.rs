@@ -1,5 +1,6 @@
 //! Decode throughput: `decode/<fixture>` parses (metadata tables and line headers, events
-//! counted), `iterate/<fixture>` parses and walks every event. Throughput is input MB/s.
+//! counted), `iterate/<fixture>` parses and walks every event, `events/<fixture>` walks every
+//! event of an already parsed space (the event decoder alone). Throughput is input bytes/s.
 //!
 //! Fixtures: a real JAX CPU trace from the corpus, and a synthetic ~200 MB TPU-shaped trace
 //! written by the builder (`XLENS_BENCH_SYNTH_MB` overrides its size).
@@ -51,6 +52,13 @@ fn bench(c: &mut Criterion) {
                 black_box(iterate_all(&space))
             })
         });
+        group.finish();
+
+        let space = Space::parse(bytes.clone()).expect("decodes");
+        let mut group = c.benchmark_group("events");
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.sample_size(10);
+        group.bench_function(&name, |b| b.iter(|| black_box(iterate_all(&space))));
         group.finish();
     }
 }
