@@ -396,6 +396,27 @@ pub fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
     out
 }
 
+/// An op event's start and (non-negative) duration on the device clock: its
+/// `device_offset_ps` / `device_duration_ps` stats when it carries them, else its own timing.
+fn device_span(
+    ev: &xlens_xplane::Event<'_>,
+    offset_id: Option<xlens_xplane::StatMetadataId>,
+    duration_id: Option<xlens_xplane::StatMetadataId>,
+) -> (Picos, Picos) {
+    let (mut start, mut duration) = (ev.start(), ev.duration());
+    if ev.has_stats() && (offset_id.is_some() || duration_id.is_some()) {
+        for s in ev.stats().map_while(|s| s.ok()) {
+            let sid = Some(s.metadata_id());
+            if sid == offset_id {
+                start = s.as_i64().map_or(start, Picos);
+            } else if sid == duration_id {
+                duration = s.as_i64().map_or(duration, Picos);
+            }
+        }
+    }
+    (start, duration.max(Picos::ZERO))
+}
+
 /// The union of the op events of one line of a device plane (device time when the events carry
 /// it), as [`union`] computes it, read in one streaming pass: events in start order, the usual
 /// case, are merged as they come, so nothing per event is kept; a line out of order is collected
@@ -405,18 +426,8 @@ pub fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> {
     let Some(line) = plane.line_by_name(line_name) else { return Vec::new() };
     let (offset_id, duration_id) = (plane.stat_id(stat::DEVICE_OFFSET_PS), plane.stat_id(stat::DEVICE_DURATION_PS));
     let span = |ev: &xlens_xplane::Event<'_>| {
-        let (mut start, mut duration) = (ev.start(), ev.duration());
-        if ev.has_stats() && (offset_id.is_some() || duration_id.is_some()) {
-            for s in ev.stats().map_while(|s| s.ok()) {
-                let sid = Some(s.metadata_id());
-                if sid == offset_id {
-                    start = s.as_i64().map_or(start, Picos);
-                } else if sid == duration_id {
-                    duration = s.as_i64().map_or(duration, Picos);
-                }
-            }
-        }
-        (start, start + duration.max(Picos::ZERO))
+        let (start, duration) = device_span(ev, offset_id, duration_id);
+        (start, start + duration)
     };
     let mut out: Vec<(Picos, Picos)> = Vec::new();
     let mut last_start = Picos(i64::MIN);
@@ -592,18 +603,7 @@ impl<'a> DeviceTimeline<'a> {
                     i
                 }
             };
-            let (mut start, mut duration) = (ev.start(), ev.duration());
-            if ev.has_stats() && (offset_id.is_some() || duration_id.is_some()) {
-                for s in ev.stats().map_while(|s| s.ok()) {
-                    let sid = Some(s.metadata_id());
-                    if sid == offset_id {
-                        start = s.as_i64().map_or(start, Picos);
-                    } else if sid == duration_id {
-                        duration = s.as_i64().map_or(duration, Picos);
-                    }
-                }
-            }
-            let duration = duration.max(Picos::ZERO);
+            let (start, duration) = device_span(&ev, offset_id, duration_id);
             ops.push(DeviceOp { start, end: start + duration, info });
         }
         ops.sort_by_key(|o| (o.start, std::cmp::Reverse(o.end)));

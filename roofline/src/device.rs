@@ -64,7 +64,7 @@ impl Span {
     }
 }
 
-#[inline(always)]
+#[inline]
 pub(crate) fn device_span(ev: &Event<'_>, ids: &DeviceStatIds) -> Span {
     let mut span = Span { start: ev.start(), duration: ev.duration() };
     if !ev.has_stats() || (ids.device_offset_ps.is_none() && ids.device_duration_ps.is_none()) {

@@ -17,7 +17,7 @@ use std::collections::{BinaryHeap, HashMap};
 use rayon::prelude::*;
 use xlens_xplane::{Picos, Plane, PlaneKind, Space, names};
 
-use crate::anatomy::{StepAnatomy, TimeClass, class_of};
+use crate::anatomy::{PRIORITY, StepAnatomy, TimeClass, class_of};
 use crate::device::{DeviceStatIds, OpMetadata, Span, device_span, op_metadata};
 use crate::steps::CoreStepBreakdown;
 
@@ -152,15 +152,9 @@ struct OpInfo {
     role: AsyncRole,
 }
 
-/// The anatomy classes, indexed by [`OpInfo::class`].
-const CLASSES: [TimeClass; 6] = [
-    TimeClass::Matmul,
-    TimeClass::CollectiveExposed,
-    TimeClass::Vector,
-    TimeClass::DataFormatting,
-    TimeClass::InfeedOutfeed,
-    TimeClass::Host,
-];
+/// The anatomy classes, indexed by [`OpInfo::class`]: the classes in priority order.
+const CLASSES: [TimeClass; PRIORITY.len()] = PRIORITY;
+/// The index of [`TimeClass::CollectiveExposed`] in [`CLASSES`] (checked by a test).
 const COLLECTIVE_EXPOSED: u8 = 1;
 
 fn class_index(class: TimeClass) -> u8 {
@@ -295,7 +289,6 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    #[inline(always)]
     /// Accounts one op event. `time_scale` is the event's DVFS multiplier, when it has one.
     fn op(&mut self, span: Span, meta: usize, time_scale: Option<f64>, occurrences: i64) {
         let (start, end) = (span.start, span.end());
@@ -355,7 +348,6 @@ impl Walk<'_> {
     }
 
     /// Closes every op that ends at or before `t` and accounts the time up to `t`.
-    #[inline(always)]
     fn advance_to(&mut self, t: Picos) {
         while let Some(top) = self.stack.last() {
             if top.end > t {
@@ -373,7 +365,6 @@ impl Walk<'_> {
         self.cursor = self.cursor.max(t);
     }
 
-    #[inline(always)]
     fn close_top(&mut self) {
         let Some(op) = self.stack.pop() else { return };
         let duration = op.end - op.start;
@@ -391,7 +382,6 @@ impl Walk<'_> {
 
     /// Accounts `[a, b)`, run by an op of class `class` (the innermost) or by nothing, to the
     /// step windows.
-    #[inline(always)]
     fn emit(&mut self, a: Picos, b: Picos, class: Option<u8>) {
         if a >= b {
             return;
@@ -575,6 +565,17 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn class_indexes_cover_every_class() {
+        assert_eq!(
+            usize::from(COLLECTIVE_EXPOSED),
+            CLASSES.iter().position(|&c| c == TimeClass::CollectiveExposed).unwrap()
+        );
+        for (i, &class) in CLASSES.iter().enumerate() {
+            assert_eq!(usize::from(class_index(class)), i);
+        }
+    }
 
     #[test]
     fn async_roles_pair_starts_and_dones_by_name() {
