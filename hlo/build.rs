@@ -9,6 +9,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bytes(["."])
         // Deterministic map order, so encodings and comparisons are stable.
         .btree_map(["."])
+        // An instruction keeps its proto for the fields the model does not expose, and a module
+        // holds tens of thousands: the message fields most instructions leave unset are boxed,
+        // so an absent one costs a pointer rather than its whole inline size.
+        .boxed(".xla.HloInstructionProto.shape")
+        .boxed(".xla.HloInstructionProto.window")
+        .boxed(".xla.HloInstructionProto.convolution_dimension_numbers")
+        .boxed(".xla.HloInstructionProto.padding_config")
+        .boxed(".xla.HloInstructionProto.dot_dimension_numbers")
+        .boxed(".xla.HloInstructionProto.sharding")
+        .boxed(".xla.HloInstructionProto.frontend_attributes")
+        .boxed(".xla.HloInstructionProto.collective_device_list")
+        .boxed(".xla.HloInstructionProto.iota_collective_device_list")
+        .boxed(".xla.HloInstructionProto.mesh_axes_replica_group_list")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -137,7 +137,7 @@ fn host_step_medians(
         let cached = host.host_ops();
         // Per interned name: its time in each step.
         let mut per_name: Vec<Option<Vec<f64>>> = vec![None; cached.names.len()];
-        for op in cached.ops.iter().filter(|o| o.program_id == Some(program)) {
+        for op in cached.iter().filter(|o| cached.context(o).program_id == Some(program)) {
             let at = op.start;
             let k = bounds.partition_point(|b| b.0 <= at);
             let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
@@ -311,20 +311,21 @@ pub fn op_spans_where<'a>(
         let Some(plane) = host.space().host_threads() else { return out };
         let cached = host.host_ops();
         // Already in time order: the final sort has nothing to move.
-        for op in host.host_op_order().iter().map(|&i| &cached.ops[i as usize]) {
+        for (line, op) in host.host_op_order().iter().filter_map(|&i| cached.get(i as usize)) {
             if !keep_span(op.start, op.end) {
                 continue;
             }
+            let context = cached.context(op);
             out.push(OpSpan {
                 start: op.start,
                 end: op.end,
                 name: std::borrow::Cow::Borrowed(cached.names[op.name as usize].as_str()),
-                program_id: op.program_id,
-                run_id: op.run_id,
-                core: op.core,
+                program_id: context.program_id,
+                run_id: context.run_id,
+                core: context.core,
                 category: None,
                 plane: plane.name(),
-                line: plane.lines().get(op.line as usize).map_or("", |l| l.name()),
+                line: plane.lines().get(line).map_or("", |l| l.name()),
             });
         }
     } else {

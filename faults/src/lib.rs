@@ -47,4 +47,4 @@ pub use scan::{
     Charts, HostOutcome, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SlowOp, Status, host_metrics,
     scan, scan_host, scan_session, sort_findings,
 };
-pub use xlens_roofline::{HostOp, HostOps};
+pub use xlens_roofline::{HostOp, HostOps, OpContext};

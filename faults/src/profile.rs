@@ -216,12 +216,35 @@ impl HostProfile {
     /// (the order of [`crate::evidence::op_spans`]), sorted once and shared.
     pub fn host_op_order(&self) -> &[u32] {
         self.host_op_order.get_or_init(|| {
-            let ops = &self.host_ops().ops;
-            let mut order: Vec<u32> = (0..ops.len() as u32).collect();
-            order.sort_by(|&a, &b| {
-                let (a, b) = (&ops[a as usize], &ops[b as usize]);
-                a.start.cmp(&b.start).then(b.end.cmp(&a.end)).then(a.core.cmp(&b.core))
-            });
+            use std::cmp::Reverse;
+            let ops = self.host_ops();
+            let key = |o: &xlens_roofline::HostOp| (o.start, Reverse(o.end), ops.context(o).core);
+            // Each thread's indices sorted on their own (the ops are read from the thread's
+            // slice, not looked up), then the threads merged; ties keep index order.
+            let mut runs: Vec<(&[xlens_roofline::HostOp], u32, Vec<u32>)> = Vec::new();
+            let mut base = 0u32;
+            for (_, line_ops) in ops.by_line() {
+                let mut order: Vec<u32> = (0..line_ops.len() as u32).collect();
+                order.sort_by_key(|&i| key(&line_ops[i as usize]));
+                runs.push((line_ops, base, order));
+                base += line_ops.len() as u32;
+            }
+            let mut heads: std::collections::BinaryHeap<Reverse<(_, u32, usize, usize)>> = runs
+                .iter()
+                .enumerate()
+                .filter_map(|(r, (line_ops, base, order))| {
+                    let &i = order.first()?;
+                    Some(Reverse((key(&line_ops[i as usize]), base + i, r, 0)))
+                })
+                .collect();
+            let mut order = Vec::with_capacity(ops.len());
+            while let Some(Reverse((_, index, r, at))) = heads.pop() {
+                order.push(index);
+                let (line_ops, base, run) = &runs[r];
+                if let Some(&i) = run.get(at + 1) {
+                    heads.push(Reverse((key(&line_ops[i as usize]), base + i, r, at + 1)));
+                }
+            }
             order
         })
     }

@@ -180,17 +180,17 @@ impl Instruction {
 
     /// The dimension numbers of a `dot`.
     pub fn dot_dimension_numbers(&self) -> Option<&raw::DotDimensionNumbers> {
-        self.raw.dot_dimension_numbers.as_ref()
+        self.raw.dot_dimension_numbers.as_deref()
     }
 
     /// The dimension numbers of a `convolution`.
     pub fn convolution_dimension_numbers(&self) -> Option<&raw::ConvolutionDimensionNumbers> {
-        self.raw.convolution_dimension_numbers.as_ref()
+        self.raw.convolution_dimension_numbers.as_deref()
     }
 
     /// The window of a `convolution`, `reduce-window` or `select-and-scatter`.
     pub fn window(&self) -> Option<&raw::Window> {
-        self.raw.window.as_ref()
+        self.raw.window.as_deref()
     }
 
     /// The comparison direction of a `compare` (`"LT"`, `"EQ"`, ...).
@@ -198,7 +198,10 @@ impl Instruction {
         (self.opcode == Opcode::Compare).then_some(self.raw.comparison_direction.as_str())
     }
 
-    /// The proto this instruction was built from, for fields the model does not expose.
+    /// The proto this instruction was built from, for fields the model does not expose. The
+    /// fields the model has converted are moved out of it, so they read as empty here: `shape`
+    /// (see [`Instruction::shape`]), `operand_ids`, `control_predecessor_ids` and
+    /// `called_computation_ids` (see [`Instruction::operands`] and its siblings).
     pub fn raw(&self) -> &raw::HloInstructionProto {
         &self.raw
     }
@@ -726,8 +729,9 @@ fn build(
             if ids.insert(p.id, iid).is_some() {
                 return Err(dup("instruction", p.id, loc().with_instruction(&p.name)));
             }
-            let shape = match &p.shape {
-                Some(s) => Shape::from_proto(s).map_err(|e| relocate(e, loc().with_instruction(&p.name)))?,
+            // Moved out of the proto once converted: a module holds tens of thousands.
+            let shape = match p.shape.take() {
+                Some(s) => Shape::from_proto(&s).map_err(|e| relocate(e, loc().with_instruction(&p.name)))?,
                 None => Shape::tuple(Vec::new()),
             };
             let opcode = Opcode::from_name(&p.opcode);

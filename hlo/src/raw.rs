@@ -4,7 +4,8 @@
 //! (unknown fields are skipped when decoding). [`crate::Module`] is built from these; callers who
 //! need a field the model does not expose can read it from [`crate::Instruction::raw`],
 //! [`crate::Module::buffer_assignment`] or [`crate::Module::stack_frame_index`]. Their shape
-//! follows the schema file and may change with it.
+//! follows the schema file and may change with it. Rarely set message fields of
+//! `HloInstructionProto` are boxed to keep an instruction small.
 #![allow(missing_docs, unreachable_pub, clippy::all)]
 
 include!(concat!(env!("OUT_DIR"), "/xla.rs"));

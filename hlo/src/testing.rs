@@ -95,7 +95,7 @@ impl ComputationBuilder<'_> {
         self.push(raw::HloInstructionProto {
             name: name.to_owned(),
             opcode: "parameter".into(),
-            shape: Some(shape),
+            shape: Some(Box::new(shape)),
             parameter_number: number,
             ..Default::default()
         })
@@ -106,7 +106,7 @@ impl ComputationBuilder<'_> {
         self.push(raw::HloInstructionProto {
             name: name.to_owned(),
             opcode: opcode.to_owned(),
-            shape: Some(shape),
+            shape: Some(Box::new(shape)),
             operand_ids: operands.to_vec(),
             ..Default::default()
         })
@@ -144,11 +144,11 @@ pub fn tiny_module() -> raw::HloProto {
     let p1 = main.param("p1", 1, f32_(&[4, 16]));
     let dot = main.op("dot.1", "dot", f32_(&[8, 16]), &[p0, p1]);
     main.edit(dot, |i| {
-        i.dot_dimension_numbers = Some(raw::DotDimensionNumbers {
+        i.dot_dimension_numbers = Some(Box::new(raw::DotDimensionNumbers {
             lhs_contracting_dimensions: vec![1],
             rhs_contracting_dimensions: vec![0],
             ..Default::default()
-        });
+        }));
         i.metadata =
             Some(raw::OpMetadata { op_name: "jit(f)/dot_general".into(), stack_frame_id: 2, ..Default::default() });
     });

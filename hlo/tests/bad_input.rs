@@ -144,14 +144,14 @@ fn random_bytes_never_panic() {
         for i in &mut c.instructions {
             i.tuple_index = i64::MIN;
             i.parameter_number = i64::MAX;
-            i.window = Some(raw::Window {
+            i.window = Some(Box::new(raw::Window {
                 dimensions: vec![raw::WindowDimension {
                     size: i64::MAX,
                     stride: 0,
                     padding_low: i64::MIN,
                     ..Default::default()
                 }],
-            });
+            }));
             i.fft_length = vec![i64::MAX, -1];
             if let Some(s) = i.shape.as_mut() {
                 s.dimensions = s.dimensions.iter().map(|_| i64::MAX).collect();

@@ -102,7 +102,7 @@ fn convolution_dot_and_fusion_bytes() {
     let ker = main.param("ker", 1, f32_(&[3, 3, 3, 16]));
     let conv = main.op("conv", "convolution", f32_(&[2, 8, 8, 16]), &[img, ker]);
     main.edit(conv, |i| {
-        i.convolution_dimension_numbers = Some(raw::ConvolutionDimensionNumbers {
+        i.convolution_dimension_numbers = Some(Box::new(raw::ConvolutionDimensionNumbers {
             input_batch_dimension: 0,
             input_feature_dimension: 3,
             input_spatial_dimensions: vec![1, 2],
@@ -112,7 +112,7 @@ fn convolution_dot_and_fusion_bytes() {
             output_batch_dimension: 0,
             output_feature_dimension: 3,
             output_spatial_dimensions: vec![1, 2],
-        });
+        }));
         let d = raw::WindowDimension {
             size: 3,
             stride: 1,
@@ -122,7 +122,7 @@ fn convolution_dot_and_fusion_bytes() {
             base_dilation: 1,
             window_reversal: false,
         };
-        i.window = Some(raw::Window { dimensions: vec![d, d] });
+        i.window = Some(Box::new(raw::Window { dimensions: vec![d, d] }));
     });
     let big = main.param("big", 2, f32_(&[100]));
     let small = main.param("small", 3, f32_(&[10]));
@@ -135,12 +135,12 @@ fn convolution_dot_and_fusion_bytes() {
     let rhs = main.param("rhs", 5, f32_(&[5, 7, 9]));
     let dot = main.op("dot", "dot", f32_(&[5, 6, 9]), &[lhs, rhs]);
     main.edit(dot, |i| {
-        i.dot_dimension_numbers = Some(raw::DotDimensionNumbers {
+        i.dot_dimension_numbers = Some(Box::new(raw::DotDimensionNumbers {
             lhs_contracting_dimensions: vec![2],
             rhs_contracting_dimensions: vec![1],
             lhs_batch_dimensions: vec![0],
             rhs_batch_dimensions: vec![0],
-        })
+        }))
     });
     let t =
         main.op("t", "tuple", tuple_shape(vec![f32_(&[2, 8, 8, 16]), f32_(&[10]), f32_(&[5, 6, 9])]), &[conv, f, dot]);

@@ -405,11 +405,11 @@ pub fn host_anatomy_from_ops(
     let mut markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
     markers.sort();
     let mut intervals: Vec<Interval> = Vec::new();
-    for line_ops in host_ops.by_line() {
+    for (_, line_ops) in host_ops.by_line() {
         let mut ops: Vec<(Picos, Picos, TimeClass)> = line_ops
             .iter()
             .map(|op| {
-                let program = op.program_id.unwrap_or(0);
+                let program = host_ops.context(op).program_id.unwrap_or(0);
                 let class = *classes
                     .entry((program, op.name))
                     .or_insert_with(|| class_of(categories.get(&(program, host_ops.name(op))).copied().unwrap_or("")));

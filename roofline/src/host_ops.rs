@@ -4,12 +4,17 @@
 //! the step anatomy, the host detectors) needs the same few facts of each `hlo_op` event, so one
 //! walk of each event's stats collects them into a compact table that the others share, together
 //! with the threads that carry step markers.
+//!
+//! The table is the largest allocation of a CPU profile's analysis (a 143 MB capture has
+//! 860,000 ops), so it is kept small: an op is 24 bytes (its program, run and device ordinal are
+//! interned as one [`OpContext`]), and each thread's ops stay in the table its reader filled,
+//! so no merged copy is ever made.
 
 use std::collections::{BTreeMap, HashMap};
 
 use xlens_xplane::{Picos, Space, names};
 
-/// One executed HLO op on a host thread, compactly.
+/// One executed HLO op on a host thread, compactly (24 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostOp {
     /// Start.
@@ -18,14 +23,27 @@ pub struct HostOp {
     pub end: Picos,
     /// Index into [`HostOps::names`] (the `hlo_op` stat).
     pub name: u32,
+    /// Index into [`HostOps::contexts`]: the program, run and device ordinal.
+    pub context: u32,
+}
+
+/// What an op ran as: its program, the program execution and the device (one entry per distinct
+/// combination, shared by the ops).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpContext {
     /// `program_id` stat.
     pub program_id: Option<u64>,
     /// `run_id` stat (one program execution).
     pub run_id: Option<i64>,
     /// `device_ordinal` stat (0 when absent).
     pub core: i64,
-    /// Index of the thread (line) in `/host:CPU`.
-    pub line: u32,
+}
+
+/// The ops of one thread (line) of `/host:CPU`, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct LineTable {
+    line: u32,
+    ops: Vec<HostOp>,
 }
 
 /// Every host-thread op event of a host, read in one walk of each event's stats.
@@ -36,16 +54,23 @@ pub struct HostOp {
 /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/corpus/clean");
 /// let session = Session::open(dir.as_ref())?;
 /// let ops = HostOps::read(session.hosts()[0].space())?;
-/// assert!(!ops.ops.is_empty());
+/// assert!(!ops.is_empty());
+/// let first = ops.iter().next().unwrap();
+/// assert!(!ops.name(first).is_empty());
+/// assert!(ops.context(first).program_id.is_some(), "XLA:CPU ops carry their program");
 /// assert!(!ops.marker_lines.is_empty(), "the python thread carries the step markers");
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostOps {
-    /// The ops, in thread order then file order.
-    pub ops: Vec<HostOp>,
+    /// The threads that ran ops, by ascending line index, each with its ops in file order.
+    lines: Vec<LineTable>,
+    /// The position of each thread's first op in [`HostOps::iter`] order, then the total.
+    offsets: Vec<usize>,
     /// Interned op names.
     pub names: Vec<String>,
+    /// Interned op contexts (program, run, device ordinal).
+    pub contexts: Vec<OpContext>,
     /// The `hlo_module` stat of each program, as first seen.
     pub modules: BTreeMap<u64, String>,
     /// Threads (line indices) with a host step marker event (see
@@ -70,7 +95,7 @@ impl HostOps {
     /// that line is skipped, other lines are read) and returns the first error beside it.
     pub fn read_partial(space: &Space) -> (HostOps, Option<xlens_xplane::Error>) {
         use rayon::prelude::*;
-        let mut out = HostOps::default();
+        let mut out = HostOps { offsets: vec![0], ..HostOps::default() };
         let Some(plane) = space.host_threads() else { return (out, None) };
         // Step markers decided once per metadata entry, not per event.
         let marker = plane.metadata_mask(|m| crate::is_host_step_marker(m.name()));
@@ -82,50 +107,97 @@ impl HostOps {
             ordinal: plane.stat_id(names::stat::DEVICE_ORDINAL),
             module: plane.stat_id(names::stat::HLO_MODULE),
         };
-        // Threads are read in parallel, each with its own name table; the tables are merged in
-        // thread order, so the result does not depend on scheduling.
+        // Threads are read in parallel, each into its own table with its own interners. The
+        // interned indices are then rewritten in place, in thread order, so the result does not
+        // depend on scheduling and no table is copied.
         let lines: Vec<LineOps> = plane.lines().par_iter().map(|line| read_line(plane, line, &ids, &marker)).collect();
         let mut error = None;
-        let mut interner = Interner::default();
-        // Sized exactly: the table is the largest allocation of a CPU profile's analysis, and
-        // growing it by doubling would hold up to twice its size while the threads' own tables
-        // are still alive.
-        out.ops = Vec::with_capacity(lines.iter().map(|l| l.ops.len()).sum());
+        let mut names = Interner::default();
+        let mut contexts: HashMap<OpContext, u32> = HashMap::new();
         for (index, line) in lines.into_iter().enumerate() {
-            let global: Vec<u32> = line.interner.names.iter().map(|n| interner.by_string(n)).collect();
-            out.ops.extend(line.ops.into_iter().map(|op| HostOp { name: global[op.name as usize], ..op }));
-            for (program, module) in line.modules {
+            let LineOps { mut ops, interner, contexts: local_contexts, modules, has_marker, rooted, error: e } = line;
+            if !ops.is_empty() {
+                let name: Vec<u32> = interner.names.iter().map(|n| names.by_string(n)).collect();
+                let context: Vec<u32> = local_contexts
+                    .iter()
+                    .map(|c| {
+                        *contexts.entry(*c).or_insert_with(|| {
+                            out.contexts.push(*c);
+                            out.contexts.len() as u32 - 1
+                        })
+                    })
+                    .collect();
+                for op in &mut ops {
+                    op.name = name[op.name as usize];
+                    op.context = context[op.context as usize];
+                }
+                ops.shrink_to_fit();
+                out.offsets.push(out.offsets[out.offsets.len() - 1] + ops.len());
+                out.lines.push(LineTable { line: index as u32, ops });
+            }
+            for (program, module) in modules {
                 out.modules.entry(program).or_insert(module);
             }
-            if line.has_marker {
+            if has_marker {
                 out.marker_lines.push(index);
             }
-            if line.rooted {
+            if rooted {
                 out.rooted_marker_lines.push(index);
             }
             if error.is_none() {
-                error = line.error;
+                error = e;
             }
         }
-        out.names = interner.names;
+        out.names = names.names;
         (out, error)
     }
 
-    /// The ops of each thread that ran any, thread by thread, in file order.
-    pub fn by_line(&self) -> impl Iterator<Item = &[HostOp]> {
-        self.ops.chunk_by(|a, b| a.line == b.line)
+    /// The number of ops.
+    pub fn len(&self) -> usize {
+        self.offsets.last().copied().unwrap_or(0)
     }
 
-    /// The ops of one thread, in file order.
+    /// Whether no host thread ran an op.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every op, thread by thread (ascending line index), each thread's in file order. The
+    /// position of an op in this order is its index for [`HostOps::get`].
+    pub fn iter(&self) -> impl Iterator<Item = &HostOp> + '_ {
+        self.lines.iter().flat_map(|t| t.ops.iter())
+    }
+
+    /// The op at `index` in [`HostOps::iter`] order, with the line index of its thread.
+    pub fn get(&self, index: usize) -> Option<(usize, &HostOp)> {
+        // `offsets` starts at 0 and ends at the total: the table holding `index` is the last
+        // whose offset is at or below it.
+        let table = self.offsets.partition_point(|&o| o <= index).checked_sub(1)?;
+        let t = self.lines.get(table)?;
+        t.ops.get(index - self.offsets[table]).map(|op| (t.line as usize, op))
+    }
+
+    /// The ops of each thread that ran any, by ascending line index, with that index.
+    pub fn by_line(&self) -> impl Iterator<Item = (usize, &[HostOp])> + '_ {
+        self.lines.iter().map(|t| (t.line as usize, t.ops.as_slice()))
+    }
+
+    /// The ops of one thread, in file order (empty when it ran none).
     pub fn of_line(&self, line: usize) -> &[HostOp] {
-        let from = self.ops.partition_point(|o| (o.line as usize) < line);
-        let to = self.ops.partition_point(|o| (o.line as usize) <= line);
-        &self.ops[from..to]
+        match self.lines.binary_search_by_key(&line, |t| t.line as usize) {
+            Ok(i) => &self.lines[i].ops,
+            Err(_) => &[],
+        }
     }
 
     /// The name of an op.
     pub fn name(&self, op: &HostOp) -> &str {
         self.names.get(op.name as usize).map_or("", String::as_str)
+    }
+
+    /// The program, run and device ordinal of an op.
+    pub fn context(&self, op: &HostOp) -> OpContext {
+        self.contexts.get(op.context as usize).copied().unwrap_or_default()
     }
 }
 
@@ -138,10 +210,11 @@ struct StatIds {
     module: Option<xlens_xplane::StatMetadataId>,
 }
 
-/// What one thread holds.
+/// What one thread holds: its ops, with names and contexts indexing its own tables.
 struct LineOps {
     ops: Vec<HostOp>,
     interner: Interner,
+    contexts: Vec<OpContext>,
     modules: BTreeMap<u64, String>,
     has_marker: bool,
     rooted: bool,
@@ -157,11 +230,15 @@ fn read_line(
     let mut out = LineOps {
         ops: Vec::new(),
         interner: Interner::default(),
+        contexts: Vec::new(),
         modules: BTreeMap::new(),
         has_marker: false,
         rooted: false,
         error: None,
     };
+    let mut context_index: HashMap<OpContext, u32> = HashMap::new();
+    // Consecutive ops usually share a context (one program run): remember the last one.
+    let mut last: Option<(OpContext, u32)> = None;
     for ev in line.events(plane) {
         let ev = match ev {
             Ok(ev) => ev,
@@ -177,9 +254,19 @@ fn read_line(
         if ids.hlo_op.is_none() || !ev.has_stats() {
             continue;
         }
-        if let Some(op) = read_op(&ev, ids, &mut out.interner, &mut out.modules) {
-            out.ops.push(HostOp { line: line.index() as u32, ..op });
-        }
+        let Some((mut op, context)) = read_op(&ev, ids, &mut out.interner, &mut out.modules) else { continue };
+        op.context = match last {
+            Some((c, i)) if c == context => i,
+            _ => {
+                let i = *context_index.entry(context).or_insert_with(|| {
+                    out.contexts.push(context);
+                    out.contexts.len() as u32 - 1
+                });
+                last = Some((context, i));
+                i
+            }
+        };
+        out.ops.push(op);
     }
     out
 }
@@ -205,14 +292,16 @@ impl Interner {
     }
 }
 
-/// One walk of an event's stats; `None` when it has no `hlo_op`.
+/// One walk of an event's stats; `None` when it has no `hlo_op`. The op's context index is
+/// left for the caller to intern.
 fn read_op(
     ev: &xlens_xplane::Event<'_>,
     ids: &StatIds,
     interner: &mut Interner,
     modules: &mut BTreeMap<u64, String>,
-) -> Option<HostOp> {
-    let (mut name, mut program_id, mut run_id, mut core) = (None, None, None, 0);
+) -> Option<(HostOp, OpContext)> {
+    let mut name = None;
+    let mut context = OpContext::default();
     let mut module = None;
     for s in ev.stats().map_while(|s| s.ok()) {
         let id = Some(s.metadata_id());
@@ -229,21 +318,21 @@ fn read_op(
                 None => interner.by_string(&s.as_str()?),
             });
         } else if id == ids.program {
-            program_id = s.as_u64();
+            context.program_id = s.as_u64();
         } else if id == ids.run {
-            run_id = s.as_i64();
+            context.run_id = s.as_i64();
         } else if id == ids.ordinal {
-            core = s.as_i64().unwrap_or(0);
+            context.core = s.as_i64().unwrap_or(0);
         } else if id == ids.module {
             module = Some(s);
         }
     }
     let name = name?;
-    let program = program_id.unwrap_or(0);
+    let program = context.program_id.unwrap_or(0);
     modules
         .entry(program)
         .or_insert_with(|| module.and_then(|s| s.as_str()).map(|s| s.into_owned()).unwrap_or_default());
-    Some(HostOp { start: ev.start(), end: ev.end(), name, program_id, run_id, core, line: 0 })
+    Some((HostOp { start: ev.start(), end: ev.end(), name, context: 0 }, context))
 }
 
 #[cfg(test)]
@@ -279,20 +368,35 @@ mod tests {
             }
             let ops = HostOps::read(space).unwrap();
             let actual: Vec<_> = ops
-                .ops
-                .iter()
-                .map(|o| (o.line as usize, o.start, o.end, ops.name(o).to_owned(), o.program_id))
+                .by_line()
+                .flat_map(|(line, t)| t.iter().map(move |o| (line, o)))
+                .map(|(line, o)| (line, o.start, o.end, ops.name(o).to_owned(), ops.context(o).program_id))
                 .collect();
             assert!(!expected.is_empty(), "{name}");
             assert_eq!(actual, expected, "{name}");
+            assert_eq!(ops.len(), expected.len(), "{name}");
             assert_eq!(ops.rooted_marker_lines, markers, "{name}");
             assert!(ops.modules.values().all(|m| !m.is_empty()), "{name}: {:?}", ops.modules);
-            let line = ops.ops[0].line as usize;
-            assert!(ops.of_line(line).iter().all(|o| o.line as usize == line));
-            let groups: Vec<&[HostOp]> = ops.by_line().collect();
-            assert_eq!(groups.iter().map(|g| g.len()).sum::<usize>(), ops.ops.len(), "{name}");
-            assert!(groups.iter().all(|g| g.iter().all(|o| o.line == g[0].line)), "{name}");
-            assert!(groups.windows(2).all(|w| w[0][0].line < w[1][0].line), "{name}");
+            // Indices follow `iter` order and know their thread.
+            for (i, op) in ops.iter().enumerate() {
+                let (line, at) = ops.get(i).unwrap();
+                assert_eq!((line, at.start, at.end), (expected[i].0, op.start, op.end), "{name}");
+            }
+            assert_eq!(ops.get(ops.len()), None);
+            let (line, first) = ops.by_line().next().unwrap();
+            assert_eq!(ops.of_line(line).first(), first.first());
+            assert!(ops.of_line(usize::MAX).is_empty());
+            let groups: Vec<(usize, &[HostOp])> = ops.by_line().collect();
+            assert!(groups.iter().all(|(_, g)| !g.is_empty()), "{name}");
+            assert!(groups.windows(2).all(|w| w[0].0 < w[1].0), "{name}");
+            // Contexts are interned: each distinct (program, run, ordinal) once.
+            let distinct: std::collections::BTreeSet<OpContext> = ops.contexts.iter().copied().collect();
+            assert_eq!(distinct.len(), ops.contexts.len(), "{name}");
         }
+    }
+
+    #[test]
+    fn a_host_op_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<HostOp>(), 24);
     }
 }

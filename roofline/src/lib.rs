@@ -27,7 +27,7 @@ pub use anatomy::{
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};
-pub use host_ops::{HostOp, HostOps};
+pub use host_ops::{HostOp, HostOps, OpContext};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,

@@ -100,11 +100,12 @@ impl OpProfile {
         let mut device_spans: BTreeMap<i64, (Picos, Picos)> = BTreeMap::new();
         let mut ops: Vec<TimedOp> = Vec::new();
         let mut op_keys: Vec<usize> = Vec::new();
-        for line_ops in host_ops.by_line() {
+        for (_, line_ops) in host_ops.by_line() {
             ops.clear();
             op_keys.clear();
             for op in line_ops {
-                let program = op.program_id.unwrap_or(0);
+                let context = host_ops.context(op);
+                let program = context.program_id.unwrap_or(0);
                 let k = *index.entry((program, op.name)).or_insert_with(|| {
                     let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
                     profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
@@ -113,7 +114,7 @@ impl OpProfile {
                     stats.len() - 1
                 });
                 let span = Span { start: op.start, duration: op.end.saturating_sub(op.start) };
-                let entry = device_spans.entry(op.core).or_insert((span.start, span.end()));
+                let entry = device_spans.entry(context.core).or_insert((span.start, span.end()));
                 entry.0 = entry.0.min(span.start);
                 entry.1 = entry.1.max(span.end());
                 ops.push(TimedOp {

@@ -366,11 +366,11 @@ mod tests {
         for l in 0..layers {
             let h = main.op(&format!("dot.{l}"), "dot", f(&[16, 128]), &[x, wg]);
             main.edit(h, |i| {
-                i.dot_dimension_numbers = Some(raw::DotDimensionNumbers {
+                i.dot_dimension_numbers = Some(Box::new(raw::DotDimensionNumbers {
                     lhs_contracting_dimensions: vec![1],
                     rhs_contracting_dimensions: vec![1],
                     ..Default::default()
-                })
+                }))
             });
             let g = main.op(&format!("all-gather.{l}"), "all-gather", f(&[16, 256]), &[h]);
             main.edit(g, |i| groups(i, "jit(step)/sharding_constraint"));

@@ -71,13 +71,14 @@ struct Run {
 /// `XLA Modules` events on TPU.
 fn program_runs(host: &HostProfile) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
-    let ops: &[xlens_roofline::HostOp] =
-        if host.space().tpu_tensor_cores().is_empty() { &host.host_ops().ops } else { &[] };
-    if ops.iter().any(|o| o.run_id.is_some()) {
+    let host_ops = host.host_ops();
+    let cpu = host.space().tpu_tensor_cores().is_empty();
+    if cpu && host_ops.contexts.iter().any(|c| c.run_id.is_some()) {
         let programs = host.op_profile().map(|p| p.programs.clone()).unwrap_or_default();
         let mut by_run: BTreeMap<(u64, i64), (Picos, Picos)> = BTreeMap::new();
-        for op in ops {
-            let (Some(program), Some(run)) = (op.program_id, op.run_id) else { continue };
+        for op in host_ops.iter() {
+            let context = host_ops.context(op);
+            let (Some(program), Some(run)) = (context.program_id, context.run_id) else { continue };
             let span = by_run.entry((program, run)).or_insert((op.start, op.end));
             span.0 = span.0.min(op.start);
             span.1 = span.1.max(op.end);

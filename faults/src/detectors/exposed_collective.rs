@@ -449,18 +449,19 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
     // Collective or not, per (program, interned op name), decided once.
     let mut is_collective: HashMap<(u64, u32), bool> = HashMap::new();
-    for line_ops in host_ops.by_line() {
-        let Some(line) = plane.lines().get(line_ops[0].line as usize) else { continue };
+    for (index, line_ops) in host_ops.by_line() {
+        let Some(line) = plane.lines().get(index) else { continue };
         let mut pending: Vec<(i64, Occurrence)> = Vec::new();
         for op in line_ops.iter().filter(|o| in_step(o.start)) {
-            let program = op.program_id.unwrap_or(0);
+            let context = host_ops.context(op);
+            let program = context.program_id.unwrap_or(0);
             let collective = *is_collective.entry((program, op.name)).or_insert_with(|| {
                 let category = categories.get(&(program, host_ops.name(op))).copied().unwrap_or("");
                 class_of(category) == TimeClass::CollectiveExposed
             });
             if collective {
                 pending.push((
-                    op.core,
+                    context.core,
                     Occurrence {
                         key: (program, host_ops.name(op).to_owned()),
                         start: op.start,
@@ -470,7 +471,7 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
                     },
                 ));
             } else {
-                compute.entry(op.core).or_default().push((op.start, op.end));
+                compute.entry(context.core).or_default().push((op.start, op.end));
             }
         }
         if pending.is_empty() {

@@ -99,11 +99,12 @@ struct InputWaits<'a> {
 /// Host-marker steps (XLA:CPU and other host-run programs): the leading host phase of each step.
 fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>> {
     let plane = host.space().host_threads()?;
-    let ops = &host.host_ops().ops;
+    let ops = host.host_ops();
     if ops.is_empty() {
         return None;
     }
-    let starts: Vec<Picos> = host.host_op_order().iter().map(|&i| ops[i as usize].start).collect();
+    let mut starts: Vec<Picos> = ops.iter().map(|o| o.start).collect();
+    starts.sort_unstable();
     let markers = evidence::step_marker_lines(host);
     // Per marker line: dispatch starts and every event (top-level filtering happens per step).
     let mut dispatches: Vec<Picos> = Vec::new();

@@ -153,7 +153,7 @@ fn past_the_stop(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpa
 fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Signal> {
     let last_end = steps.steps.last()?.end();
     let host_ops = host.host_ops();
-    let ops = host_ops.ops.iter().map(|o| (o.start, o.end.saturating_sub(o.start), o.program_id));
+    let ops = host_ops.iter().map(|o| (o.start, o.end.saturating_sub(o.start), host_ops.context(o).program_id));
     let step_of = |at: Picos| {
         let k = steps.steps.partition_point(|s| s.start <= at);
         (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
@@ -332,8 +332,9 @@ impl Detector for TruncatedCapture {
                 signals.extend(past_the_stop(host, steps, &late));
                 signals.extend(trailing_partial_step(host, steps));
                 let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
-                for op in &host.host_ops().ops {
-                    let end = last_op.entry(op.core).or_insert(op.end);
+                let host_ops = host.host_ops();
+                for op in host_ops.iter() {
+                    let end = last_op.entry(host_ops.context(op).core).or_insert(op.end);
                     *end = (*end).max(op.end);
                 }
                 signals.extend(lagging_cores(host, &last_op, median_step, t.min_core_lag_steps));

@@ -365,7 +365,7 @@ impl WrongMeshMapping {
         }
         let params = module.entry_parameters();
         let verdicts: Vec<Option<bool>> =
-            params.iter().map(|p| partitioned_along(p.raw().sharding.as_ref(), b)).collect();
+            params.iter().map(|p| partitioned_along(p.raw().sharding.as_deref(), b)).collect();
         let split = verdicts.iter().filter(|v| **v == Some(true)).count();
         let replicated = verdicts.iter().filter(|v| **v == Some(false)).count();
         if split > 0 || replicated == 0 {
@@ -418,7 +418,7 @@ impl WrongMeshMapping {
         }
         // A parameter tiled over the outer axis but replicated along the blocks says it best.
         let replicated_params: Vec<&&xlens_hlo::Instruction> =
-            params.iter().filter(|p| partitioned_along(p.raw().sharding.as_ref(), b) == Some(false)).collect();
+            params.iter().filter(|p| partitioned_along(p.raw().sharding.as_deref(), b) == Some(false)).collect();
         let shown = replicated_params
             .iter()
             .find(|p| p.raw().sharding.as_ref().is_some_and(|s| s.r#type == 3))
