@@ -306,6 +306,33 @@ pub(crate) fn innermost_segments(ops: &[(Picos, Picos, TimeClass)]) -> Vec<Inter
 }
 
 #[cfg(test)]
+mod host_batch_tests {
+    use super::*;
+
+    /// Batching steps changes memory, not the result: one step at a time, a few at a time and
+    /// all at once give the same anatomy on real CPU captures.
+    #[test]
+    fn host_anatomy_does_not_depend_on_the_batch() {
+        for name in ["corpus/clean", "real/input_starvation", "real/debug_print", "real/sharded_collectives"] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(name);
+            let session = xlens_xplane::Session::open(&dir).unwrap();
+            let space = session.hosts()[0].space();
+            let (modules, _) = xlens_hlo::modules_from_space(space);
+            let profile = crate::OpProfile::from_host_threads(space, &modules).unwrap();
+            let steps = crate::Steps::from_space(space).unwrap();
+            let ops = crate::HostOps::read(space).unwrap();
+            let all = host_anatomy_in_batches(space, &steps, &profile, &ops, usize::MAX).unwrap();
+            assert!(steps.steps.len() > 3, "{name}");
+            assert_eq!(all.len(), steps.steps.len(), "{name}");
+            assert!(all.iter().any(|a| a.idle < a.step_time), "{name}: some op time");
+            for batch in [1, 2, 5] {
+                assert_eq!(host_anatomy_in_batches(space, &steps, &profile, &ops, batch).unwrap(), all, "{name}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
 mod segment_tests {
     use super::*;
 
@@ -384,6 +411,10 @@ pub fn host_anatomy(
     host_anatomy_from_ops(space, steps, profile, &crate::HostOps::read(space)?)
 }
 
+/// Steps whose host anatomy is computed together: the op intervals of one batch are built, used
+/// and dropped, so memory follows the ops of a few steps rather than those of the whole capture.
+const HOST_ANATOMY_BATCH_STEPS: usize = 32;
+
 /// [`host_anatomy`] over host ops already read: the op events come from `host_ops`, and only
 /// the step-marker threads are walked again (for their top-level host work).
 pub fn host_anatomy_from_ops(
@@ -391,6 +422,19 @@ pub fn host_anatomy_from_ops(
     steps: &crate::Steps,
     profile: &crate::OpProfile,
     host_ops: &crate::HostOps,
+) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    host_anatomy_in_batches(space, steps, profile, host_ops, HOST_ANATOMY_BATCH_STEPS)
+}
+
+/// [`host_anatomy_from_ops`], `batch` steps at a time. Only the intervals that overlap a step
+/// decide its partition, and every op that overlaps a batch's time window is in that batch's
+/// walk, so the result does not depend on `batch`.
+fn host_anatomy_in_batches(
+    space: &xlens_xplane::Space,
+    steps: &crate::Steps,
+    profile: &crate::OpProfile,
+    host_ops: &crate::HostOps,
+    batch: usize,
 ) -> xlens_xplane::Result<Vec<StepAnatomy>> {
     use std::collections::HashMap;
     use xlens_xplane::names;
@@ -401,28 +445,35 @@ pub fn host_anatomy_from_ops(
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
     // Class of each (program, interned name), decided once.
     let mut classes: HashMap<(u64, u32), TimeClass> = HashMap::new();
+    let mut class_of_op = |op: &crate::HostOp| {
+        let program = host_ops.context(op).program_id.unwrap_or(0);
+        *classes
+            .entry((program, op.name))
+            .or_insert_with(|| class_of(categories.get(&(program, host_ops.name(op))).copied().unwrap_or("")))
+    };
+    // Per thread: its ops by start (longest first at equal starts), as indices, and the
+    // longest op, which bounds how early an op overlapping a window can start.
+    let threads: Vec<(&[crate::HostOp], Vec<u32>, Picos)> = host_ops
+        .by_line()
+        .map(|(_, ops)| {
+            let mut order: Vec<u32> = (0..ops.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                let (a, b) = (&ops[a as usize], &ops[b as usize]);
+                a.start.cmp(&b.start).then(b.end.cmp(&a.end))
+            });
+            let longest = ops.iter().map(|o| o.end.saturating_sub(o.start)).max().unwrap_or_default();
+            (ops, order, longest)
+        })
+        .collect();
     let hlo_op = host.stat_id(names::stat::HLO_OP);
     let mut markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
     markers.sort();
-    let mut intervals: Vec<Interval> = Vec::new();
-    for (_, line_ops) in host_ops.by_line() {
-        let mut ops: Vec<(Picos, Picos, TimeClass)> = line_ops
-            .iter()
-            .map(|op| {
-                let program = host_ops.context(op).program_id.unwrap_or(0);
-                let class = *classes
-                    .entry((program, op.name))
-                    .or_insert_with(|| class_of(categories.get(&(program, host_ops.name(op))).copied().unwrap_or("")));
-                (op.start, op.end, class)
-            })
-            .collect();
-        ops.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        intervals.extend(innermost_segments(&ops));
-    }
-    // Host work counts only on the threads that run the step loop (the ones with the markers).
+    // Host work counts only on the threads that run the step loop (the ones with the markers):
+    // top-level events inside a step marker, a few per step.
+    let mut host_work: Vec<Interval> = Vec::new();
     for &index in &host_ops.marker_lines {
         let Some(line) = host.lines().get(index) else { continue };
-        let mut host_work: Vec<(Picos, Picos)> = Vec::new();
+        let mut last_end: Option<Picos> = None;
         for ev in line.events(host) {
             let ev = ev?;
             let (start, end) = (ev.start(), ev.end());
@@ -430,25 +481,46 @@ pub fn host_anatomy_from_ops(
             if is_op || crate::is_host_step_marker(ev.name()) || is_host_wait(ev.name()) {
                 continue;
             }
-            // Top-level work inside a step marker. Markers are sorted by start and do not nest:
-            // the candidate is the last one that starts at or before the event.
+            // Markers are sorted by start and do not nest: the candidate is the last one that
+            // starts at or before the event.
             let k = markers.partition_point(|&(s, _)| s <= start);
             let inside = k > 0 && end <= markers[k - 1].1;
-            if inside && host_work.last().is_none_or(|&(_, last_end)| start >= last_end) {
-                host_work.push((start, end));
+            if inside && last_end.is_none_or(|last| start >= last) {
+                host_work.push(Interval { start, end, class: TimeClass::Host });
+                last_end = Some(end);
             }
         }
-        intervals.extend(host_work.into_iter().map(|(start, end)| Interval { start, end, class: TimeClass::Host }));
     }
-    intervals.sort_by_key(|i| (i.start, i.end));
-    let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();
-    Ok(steps
-        .steps
-        .iter()
-        .map(|s| {
+    host_work.sort_by_key(|i| (i.start, i.end));
+    let longest_work = host_work.iter().map(|i| i.end - i.start).max().unwrap_or_default();
+    let mut out = Vec::with_capacity(steps.steps.len());
+    let mut ops: Vec<(Picos, Picos, TimeClass)> = Vec::new();
+    let mut intervals: Vec<Interval> = Vec::new();
+    for chunk in steps.steps.chunks(batch.max(1)) {
+        let lo = chunk.iter().map(|s| s.start).min().unwrap_or_default();
+        let hi = chunk.iter().map(|s| s.end()).max().unwrap_or_default();
+        intervals.clear();
+        for (thread, order, longest) in &threads {
+            // Ops that start before `lo - longest` end before `lo`.
+            let from = order.partition_point(|&i| thread[i as usize].start < lo.saturating_sub(*longest));
+            let to = order.partition_point(|&i| thread[i as usize].start < hi);
+            ops.clear();
+            ops.extend(order[from..to.max(from)].iter().map(|&i| {
+                let op = &thread[i as usize];
+                (op.start, op.end, class_of_op(op))
+            }));
+            intervals.extend(innermost_segments(&ops));
+        }
+        let from = host_work.partition_point(|i| i.start < lo.saturating_sub(longest_work));
+        let to = host_work.partition_point(|i| i.start < hi);
+        intervals.extend_from_slice(&host_work[from..to.max(from)]);
+        intervals.sort_by_key(|i| (i.start, i.end));
+        let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();
+        out.extend(chunk.iter().map(|s| {
             let from = intervals.partition_point(|i| i.start < s.start - longest);
             let to = intervals.partition_point(|i| i.start < s.end());
             partition(s.start, s.duration, &intervals[from..to.max(from)], &[])
-        })
-        .collect())
+        }));
+    }
+    Ok(out)
 }

@@ -239,7 +239,9 @@ fn read_line(
     let mut context_index: HashMap<OpContext, u32> = HashMap::new();
     // Consecutive ops usually share a context (one program run): remember the last one.
     let mut last: Option<(OpContext, u32)> = None;
-    for ev in line.events(plane) {
+    // A full walk of the host threads: the file pages behind it are released as it goes (a
+    // later pass maps them again).
+    for ev in line.events_releasing(plane) {
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {

@@ -526,7 +526,9 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
         // collected, sorted and walked again from scratch.
         let mut last: Option<(Picos, Reverse<Picos>)> = None;
         let mut sorted = true;
-        for ev in line.events(plane) {
+        // A full walk of the op line: its file pages are released behind it (a later pass maps
+        // them again).
+        for ev in line.events_releasing(plane) {
             let ev = ev?;
             let span = device_span(&ev, &ids);
             let key = (span.start, Reverse(span.duration));

@@ -324,6 +324,73 @@ impl<'a> Iterator for EventIter<'a> {
 
 impl std::iter::FusedIterator for EventIter<'_> {}
 
+/// The events of one line for a pass that reads them once: like [`EventIter`], and every
+/// few megabytes the file pages behind the walk are handed back to the OS, as are the rest of
+/// the line's pages at its end (see [`crate::Space::release_pages`]; nothing happens for a
+/// space parsed from bytes in memory). Events already yielded stay valid: reading their bytes
+/// again maps the pages back.
+///
+/// ```
+/// use xlens_xplane::{Space, SpaceBuilder};
+/// let mut b = SpaceBuilder::default();
+/// {
+///     let mut plane = b.plane(1, "/host:CPU");
+///     let op = plane.event_metadata("op");
+///     let mut line = plane.line(7, "worker", 0);
+///     for i in 0..3 {
+///         line.event(op, i * 10, 5);
+///     }
+/// }
+/// let space = Space::parse(b.finish().into())?;
+/// let plane = &space.planes()[0];
+/// let line = &plane.lines()[0];
+/// assert_eq!(line.events_releasing(plane).count(), line.events(plane).count());
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ReleasingEvents<'a> {
+    inner: EventIter<'a>,
+    /// Plane positions: released up to `released`; the line ends at `end`.
+    released: usize,
+    end: usize,
+    count: u32,
+}
+
+impl<'a> ReleasingEvents<'a> {
+    pub(crate) fn new(inner: EventIter<'a>, body: std::ops::Range<usize>) -> Self {
+        ReleasingEvents { inner, released: body.start, end: body.end, count: 0 }
+    }
+}
+
+impl<'a> Iterator for ReleasingEvents<'a> {
+    type Item = Result<Event<'a>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        // Checked every 4096 events; only bytes before the next event are released.
+        self.count = self.count.wrapping_add(1);
+        if self.count.is_multiple_of(4096) {
+            let at = self.inner.reader.pos();
+            if at - self.released >= crate::residency::RELEASE_CHUNK_BYTES {
+                self.inner.plane.release(self.released..at);
+                self.released = at;
+            }
+        }
+        let next = self.inner.next();
+        if next.is_none() && self.released < self.end {
+            self.inner.plane.release(self.released..self.end);
+            self.released = self.end;
+        }
+        next
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl std::iter::FusedIterator for ReleasingEvents<'_> {}
+
 /// A stat value as stored, before name resolution.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum RawValue<'a> {

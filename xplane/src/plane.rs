@@ -319,6 +319,12 @@ impl Line {
     pub fn events<'a>(&'a self, plane: &'a Plane) -> EventIter<'a> {
         EventIter::new(plane, self, Reader::bounded(&plane.bytes, self.body.clone()))
     }
+
+    /// Like [`Line::events`], for a pass that reads the line once: the file pages behind the walk
+    /// are released as it goes (see [`crate::ReleasingEvents`]).
+    pub fn events_releasing<'a>(&'a self, plane: &'a Plane) -> crate::ReleasingEvents<'a> {
+        crate::ReleasingEvents::new(self.events(plane), self.body.clone())
+    }
 }
 
 /// Maps ids from the input to positions in a table: dense when ids are compact, sorted otherwise.
@@ -382,6 +388,8 @@ pub struct Plane {
     stat_metadata_index: IdIndex,
     stats: Vec<Range<usize>>,
     warnings: Vec<Warning>,
+    /// The file mapping the bytes come from, when they do.
+    file: Option<crate::residency::FileMap>,
 }
 
 impl fmt::Debug for Plane {
@@ -548,6 +556,18 @@ impl Plane {
         self.bytes.len()
     }
 
+    pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap) {
+        self.file = Some(file);
+    }
+
+    /// Releases the resident pages of `range` (plane positions) when the plane is file-mapped;
+    /// see [`crate::Space::release_pages`].
+    pub(crate) fn release(&self, range: Range<usize>) {
+        if let Some(file) = &self.file {
+            file.release(self.offset_of(range.start) as usize, self.offset_of(range.end) as usize);
+        }
+    }
+
     /// Absolute offset of `pos` (a position in this plane's bytes) in the input.
     pub(crate) fn offset_of(&self, pos: usize) -> u64 {
         self.base_offset + pos as u64
@@ -686,6 +706,7 @@ impl PlaneDecoder {
             stat_metadata_index,
             stats,
             warnings: std::mem::take(&mut self.warnings),
+            file: None,
         })
     }
 

@@ -16,6 +16,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Location, Result};
 use crate::limits::{self, Limit};
+use crate::residency::FileMap;
 use crate::space::Space;
 
 /// File name suffix of XSpace host files.
@@ -74,14 +75,23 @@ pub fn discover(path: &Path) -> Result<SessionSource> {
 /// Memory-maps and decodes one host file.
 ///
 /// The file is mapped, not read: decoding touches each page once and the decoded [`Space`] keeps
-/// refcounted windows into the mapping instead of copies.
+/// refcounted windows into the mapping instead of copies. The pages the decoding read are then
+/// handed back to the OS (they stay in the page cache), so the process holds only the pages
+/// later passes read; see [`Space::release_pages`].
 pub fn open_space(path: &Path) -> Result<Space> {
-    let bytes = map_file(path)?;
-    Space::parse(bytes).map_err(|e| e.in_file(path))
+    let map = FileMap::new(map(path)?);
+    let mut space = Space::parse(map.bytes()).map_err(|e| e.in_file(path))?;
+    space.attach_file(map);
+    space.release_pages();
+    Ok(space)
 }
 
 /// Memory-maps a file as [`Bytes`]. A 0-byte file is [`ErrorKind::ZeroByteProfile`].
 pub fn map_file(path: &Path) -> Result<Bytes> {
+    Ok(FileMap::new(map(path)?).bytes())
+}
+
+fn map(path: &Path) -> Result<memmap2::Mmap> {
     let file = File::open(path).map_err(|e| Error::io(e, path))?;
     let len = file.metadata().map_err(|e| Error::io(e, path))?.len();
     if len == 0 {
@@ -91,8 +101,7 @@ pub fn map_file(path: &Path) -> Result<Bytes> {
     // reads of the lost pages fault (SIGBUS); profiles are written once and then only read, which
     // is the usage this crate documents.
     #[allow(unsafe_code)]
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(e, path))?;
-    Ok(Bytes::from_owner(map))
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(e, path))
 }
 
 /// A decoded host.

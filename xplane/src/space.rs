@@ -93,6 +93,28 @@ impl Space {
         Ok(Space { planes: planes?, errors, warnings, hostnames, encoded_len })
     }
 
+    /// Hands the resident pages of the file back to the OS, when the space was opened from a
+    /// file mapping ([`crate::open_space`], [`crate::Session`]); does nothing for a space parsed
+    /// from bytes in memory.
+    ///
+    /// Every page a pass reads stays in the process's resident set (RSS) for as long as the file
+    /// is mapped. Releasing them copies and changes nothing: the pages stay in the page cache and
+    /// the next read of them maps them again (a minor fault). Call it after a pass over most of
+    /// the file that will not soon be repeated; [`Line::events_releasing`](crate::Line) releases
+    /// as it walks.
+    pub fn release_pages(&self) {
+        for plane in &self.planes {
+            plane.release(0..plane.encoded_len());
+        }
+    }
+
+    /// Lets the planes release the pages of the mapping they were parsed from.
+    pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap) {
+        for plane in &mut self.planes {
+            plane.attach_file(file.clone());
+        }
+    }
+
     /// The planes in file order.
     pub fn planes(&self) -> &[Plane] {
         &self.planes
