@@ -1,6 +1,6 @@
 //! Writes synthetic TPU-shaped sessions for benchmarks and scale tests.
 //!
-//! `cargo run --release --example synth_profile -- --size 300MB [--hosts N] [--seed S] --out DIR`
+//! `cargo run --release --example synth_profile -- --size 300MB [--hosts N] [--seed S] [--multislice] --out DIR`
 //! `cargo run --release --example synth_profile -- --fixture NAME --out DIR` (a reference fixture)
 //!
 //! Writes `DIR/plugins/profile/synthetic/<host>.xplane.pb` for N hosts (default 1), each about
@@ -8,11 +8,16 @@
 //! per host running a 2000-op program (fusions, convolutions, dots, copies, transposes, async
 //! all-gathers) step after step, host threads with step markers linked to the device steps, an
 //! HLO proto with a buffer assignment in `/host:metadata`, and a runtime memory profile.
+//! `--multislice` adds what a multi-slice TPU v5p run (`TPU v5`) with embeddings records: two SparseCores
+//! per TensorCore and `MegaScale:` DCN transfers on the host, so every device detector runs its
+//! full path.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::xplane::synth::{self as fixtures, Program, SynthSpec, hlo_proto_with_buffers, tpu_profile};
+use xlens::xplane::synth::{
+    self as fixtures, MegaScaleSpec, OpSpec, Program, SparseCoreSpec, SynthSpec, hlo_proto_with_buffers, tpu_profile,
+};
 
 fn parse_size(s: &str) -> anyhow::Result<u64> {
     let upper = s.to_ascii_uppercase();
@@ -35,6 +40,7 @@ fn main() -> anyhow::Result<()> {
     let mut seed = 1u64;
     let mut out: Option<PathBuf> = None;
     let mut fixture: Option<String> = None;
+    let mut multislice = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -44,8 +50,12 @@ fn main() -> anyhow::Result<()> {
             "--seed" => seed = value()?.parse()?,
             "--out" => out = Some(value()?.into()),
             "--fixture" => fixture = Some(value()?),
+            "--multislice" => multislice = true,
             _ => {
-                bail!("unexpected argument {arg:?}; usage: synth_profile --size 300MB [--hosts N] [--seed S] --out DIR")
+                bail!(
+                    "unexpected argument {arg:?}; usage: synth_profile --size 300MB [--hosts N] [--seed S] \
+                     [--multislice] --out DIR"
+                )
             }
         }
     }
@@ -71,11 +81,30 @@ fn main() -> anyhow::Result<()> {
         let temps: Vec<(&str, u64)> =
             names.iter().filter(|n| n.starts_with("fusion")).map(|n| (n.as_str(), 8u64 << 20)).collect();
         let hlo = hlo_proto_with_buffers("jit_train_step", &program, &[("params", 4u64 << 30)], &temps);
+        let (sparse_cores, megascale) = if multislice {
+            // The DCN transfer rides on the program's first async all-gather.
+            let dcn_op = program.ops().iter().find(|o| o.name.starts_with("all-gather-done")).map(|o| o.name.clone());
+            let sparse = SparseCoreSpec {
+                per_core: 2,
+                ops: vec![
+                    OpSpec::new("embedding-lookup.1", "custom-call", "sparse core", 0, 1 << 20, 3),
+                    OpSpec::new("embedding-grad.2", "custom-call", "sparse core", 0, 1 << 20, 1),
+                ],
+                busy_fraction: 0.6,
+                dropped_events: 0,
+            };
+            (Some(sparse), dcn_op.map(|op| MegaScaleSpec { op, payload_bytes: 1 << 20, slices: (0, 1) }))
+        } else {
+            (None, None)
+        };
         let spec = SynthSpec {
             program,
             seed: seed.wrapping_add(u64::from(host)),
             hlo_proto: Some(hlo),
             memory_profile_bytes: Some(4u64 << 30),
+            sparse_cores,
+            megascale,
+            device_type: if multislice { "TPU v5".to_owned() } else { SynthSpec::default().device_type },
             ..SynthSpec::default()
         }
         .with_target_size(size);

@@ -554,61 +554,129 @@ fn short_op_name(name: &str) -> &str {
     name.split(" = ").next().unwrap_or(name)
 }
 
+/// The [`DeviceOpInfo`] of each event's metadata, read from its stats the first time it is seen.
+struct InfoTable {
+    category_id: Option<xlens_xplane::StatMetadataId>,
+    flops_id: Option<xlens_xplane::StatMetadataId>,
+    bytes_id: Option<xlens_xplane::StatMetadataId>,
+    source_id: Option<xlens_xplane::StatMetadataId>,
+    offset_id: Option<xlens_xplane::StatMetadataId>,
+    duration_id: Option<xlens_xplane::StatMetadataId>,
+    /// Info index per event-metadata position (dense), so events find theirs without hashing;
+    /// ids without metadata share a map.
+    by_position: Vec<usize>,
+    by_metadata: std::collections::HashMap<xlens_xplane::EventMetadataId, usize>,
+    infos: Vec<DeviceOpInfo>,
+}
+
+impl InfoTable {
+    const NONE: usize = usize::MAX;
+
+    fn new(plane: &Plane) -> InfoTable {
+        use xlens_xplane::names::stat;
+        let id = |name: &str| plane.stat_id(name);
+        InfoTable {
+            category_id: id(stat::HLO_CATEGORY),
+            flops_id: id(stat::FLOPS),
+            bytes_id: id(stat::BYTES_ACCESSED),
+            source_id: id(stat::SOURCE),
+            offset_id: id(stat::DEVICE_OFFSET_PS),
+            duration_id: id(stat::DEVICE_DURATION_PS),
+            by_position: vec![InfoTable::NONE; plane.event_metadata().len()],
+            by_metadata: std::collections::HashMap::new(),
+            infos: Vec::new(),
+        }
+    }
+
+    /// The op an event is: its device span and info.
+    fn op(&mut self, plane: &Plane, ev: &xlens_xplane::Event<'_>) -> DeviceOp {
+        let position = plane.event_metadata_position(ev.metadata_id());
+        let known =
+            position.map_or_else(|| self.by_metadata.get(&ev.metadata_id()).copied(), |p| Some(self.by_position[p]));
+        let info = match known {
+            Some(i) if i != InfoTable::NONE => i,
+            _ => {
+                let display = ev.display_name();
+                let name = short_op_name(if display.is_empty() { ev.name() } else { display }).to_owned();
+                let mut info = DeviceOpInfo { name, ..DeviceOpInfo::default() };
+                for s in ev.metadata_stats().map_while(|s| s.ok()) {
+                    let sid = Some(s.metadata_id());
+                    if sid == self.category_id {
+                        info.category = s.as_str().map(|c| c.into_owned()).unwrap_or_default();
+                    } else if sid == self.flops_id {
+                        info.flops = s.as_f64().unwrap_or(0.0);
+                    } else if sid == self.bytes_id {
+                        info.bytes_accessed = s.as_f64().unwrap_or(0.0);
+                    } else if sid == self.source_id {
+                        info.source = s.as_str().map(|c| c.into_owned()).filter(|c| !c.is_empty());
+                    }
+                }
+                self.infos.push(info);
+                let i = self.infos.len() - 1;
+                match position {
+                    Some(p) => self.by_position[p] = i,
+                    None => {
+                        self.by_metadata.insert(ev.metadata_id(), i);
+                    }
+                }
+                i
+            }
+        };
+        let (start, duration) = device_span(ev, self.offset_id, self.duration_id);
+        DeviceOp { start, end: start + duration, info }
+    }
+}
+
+/// The order of a device timeline: by start, enclosing ops (longer) first.
+fn timeline_key(op: &DeviceOp) -> (Picos, std::cmp::Reverse<Picos>) {
+    (op.start, std::cmp::Reverse(op.end))
+}
+
 impl<'a> DeviceTimeline<'a> {
     /// Reads the line named `line_name` of a device plane; `None` when the plane has no such line.
     /// Events that fail to decode end the line (the rest is ignored).
     pub fn read(plane: &'a Plane, line_name: &str) -> Option<DeviceTimeline<'a>> {
-        use std::collections::HashMap;
-        use xlens_xplane::names::stat;
         let line = plane.line_by_name(line_name)?;
-        let id = |name: &str| plane.stat_id(name);
-        let (offset_id, duration_id) = (id(stat::DEVICE_OFFSET_PS), id(stat::DEVICE_DURATION_PS));
-        let (category_id, flops_id, bytes_id, source_id) =
-            (id(stat::HLO_CATEGORY), id(stat::FLOPS), id(stat::BYTES_ACCESSED), id(stat::SOURCE));
-        // Info index per event-metadata position (dense), so events find theirs without hashing;
-        // ids without metadata share a map.
-        const NONE: usize = usize::MAX;
-        let mut by_position: Vec<usize> = vec![NONE; plane.event_metadata().len()];
-        let mut by_metadata: HashMap<xlens_xplane::EventMetadataId, usize> = HashMap::new();
-        let mut infos: Vec<DeviceOpInfo> = Vec::new();
+        let mut table = InfoTable::new(plane);
         let mut ops = Vec::with_capacity(line.event_count());
         for ev in line.events(plane).map_while(|e| e.ok()) {
-            let position = plane.event_metadata_position(ev.metadata_id());
-            let known = position.map_or_else(|| by_metadata.get(&ev.metadata_id()).copied(), |p| Some(by_position[p]));
-            let info = match known {
-                Some(i) if i != NONE => i,
-                _ => {
-                    let display = ev.display_name();
-                    let name = short_op_name(if display.is_empty() { ev.name() } else { display }).to_owned();
-                    let mut info = DeviceOpInfo { name, ..DeviceOpInfo::default() };
-                    for s in ev.metadata_stats().map_while(|s| s.ok()) {
-                        let sid = Some(s.metadata_id());
-                        if sid == category_id {
-                            info.category = s.as_str().map(|c| c.into_owned()).unwrap_or_default();
-                        } else if sid == flops_id {
-                            info.flops = s.as_f64().unwrap_or(0.0);
-                        } else if sid == bytes_id {
-                            info.bytes_accessed = s.as_f64().unwrap_or(0.0);
-                        } else if sid == source_id {
-                            info.source = s.as_str().map(|c| c.into_owned()).filter(|c| !c.is_empty());
-                        }
-                    }
-                    infos.push(info);
-                    let i = infos.len() - 1;
-                    match position {
-                        Some(p) => by_position[p] = i,
-                        None => {
-                            by_metadata.insert(ev.metadata_id(), i);
-                        }
-                    }
-                    i
-                }
-            };
-            let (start, duration) = device_span(&ev, offset_id, duration_id);
-            ops.push(DeviceOp { start, end: start + duration, info });
+            ops.push(table.op(plane, &ev));
         }
-        ops.sort_by_key(|o| (o.start, std::cmp::Reverse(o.end)));
-        Some(DeviceTimeline { plane, line, infos, ops })
+        ops.sort_by_key(timeline_key);
+        Some(DeviceTimeline { plane, line, infos: table.infos, ops })
+    }
+
+    /// Feeds the ops of [`DeviceTimeline::read`], in the same order, to `push` without keeping
+    /// them: `push` sees each op with the infos read so far (its own included). A TensorCore
+    /// line holds millions of ops; this holds none. Returns the state and the infos; `None`
+    /// when the plane has no such line.
+    ///
+    /// A line is walked once when its events come in timeline order (the usual case). One that
+    /// does not is read, sorted and fed again from a fresh `init()` state.
+    pub fn walk<S>(
+        plane: &'a Plane,
+        line_name: &str,
+        mut init: impl FnMut() -> S,
+        mut push: impl FnMut(&mut S, &DeviceOp, &[DeviceOpInfo]),
+    ) -> Option<(S, Vec<DeviceOpInfo>)> {
+        let line = plane.line_by_name(line_name)?;
+        let mut table = InfoTable::new(plane);
+        let mut state = init();
+        let mut last: Option<(Picos, std::cmp::Reverse<Picos>)> = None;
+        for ev in line.events(plane).map_while(|e| e.ok()) {
+            let op = table.op(plane, &ev);
+            if last.is_some_and(|l| timeline_key(&op) < l) {
+                let timeline = DeviceTimeline::read(plane, line_name)?;
+                let mut state = init();
+                for op in &timeline.ops {
+                    push(&mut state, op, &timeline.infos);
+                }
+                return Some((state, timeline.infos));
+            }
+            last = Some(timeline_key(&op));
+            push(&mut state, &op, &table.infos);
+        }
+        Some((state, table.infos))
     }
 
     /// The ops that start in `[lo, hi)`.
@@ -639,34 +707,11 @@ impl<'a> DeviceTimeline<'a> {
     /// The segments of [`segments`](Self::segments), in time order, without collecting them
     /// (a TensorCore line has millions).
     pub fn for_each_segment(&self, mut f: impl FnMut(xlens_roofline::Interval)) {
-        use xlens_roofline::{Interval, TimeClass, class_of};
-        let classes: Vec<TimeClass> = self.infos.iter().map(|i| class_of(&i.category)).collect();
-        let mut stack: Vec<(Picos, usize)> = Vec::new();
-        let mut cursor = Picos(i64::MIN);
-        let mut emit = |from: Picos, to: Picos, info: usize| {
-            if from < to {
-                f(Interval { start: from, end: to, class: classes[info] });
-            }
-        };
+        let mut segmenter = Segmenter::default();
         for op in &self.ops {
-            while let Some(&(end, info)) = stack.last() {
-                if end > op.start {
-                    break;
-                }
-                emit(cursor, end, info);
-                cursor = cursor.max(end);
-                stack.pop();
-            }
-            if let Some(&(_, parent)) = stack.last() {
-                emit(cursor, op.start, parent);
-            }
-            cursor = op.start;
-            stack.push((op.end.max(op.start), op.info));
+            segmenter.push(op, &self.infos, &mut f);
         }
-        while let Some((end, info)) = stack.pop() {
-            emit(cursor, end, info);
-            cursor = cursor.max(end);
-        }
+        segmenter.finish(&mut f);
     }
 
     /// Async collective windows: the plane's `Async XLA Ops` events when it has any (each spans a
@@ -674,44 +719,117 @@ impl<'a> DeviceTimeline<'a> {
     /// `<op>-done[.N]` of the same key (XProf's `analyze_async_overlap` pairing, facts §5).
     /// Sorted by start.
     pub fn async_windows(&self) -> Vec<AsyncWindow> {
-        use std::collections::{HashMap, VecDeque};
-        if let Some(async_line) = DeviceTimeline::read(self.plane, xlens_xplane::names::line::ASYNC_XLA_OPS)
-            && !async_line.ops.is_empty()
-        {
-            return async_line
-                .ops
-                .iter()
-                .map(|o| AsyncWindow {
-                    start: o.start,
-                    end: o.end,
-                    name: async_line.info(o).name.clone(),
-                    info: o.info,
-                })
-                .collect();
+        if let Some(windows) = async_line_windows(self.plane) {
+            return windows;
         }
-        // The phase and pairing key of each distinct op, decided once (not per event).
-        let mut keys: HashMap<String, usize> = HashMap::new();
-        let roles: Vec<Option<(AsyncPhase, usize)>> = self
-            .infos
-            .iter()
-            .map(|info| {
-                let (base, phase, suffix) = async_phase(&info.name)?;
-                let next = keys.len();
-                Some((phase, *keys.entry(format!("{base}{suffix}")).or_insert(next)))
-            })
-            .collect();
-        let mut open: Vec<VecDeque<(Picos, usize)>> = vec![VecDeque::new(); keys.len()];
-        let mut out = Vec::new();
+        let mut pairer = AsyncPairer::default();
         for op in &self.ops {
-            let Some((phase, key)) = roles[op.info] else { continue };
-            if phase == AsyncPhase::Start {
-                open[key].push_back((op.start, op.info));
-            } else if let Some((start, info)) = open[key].pop_front() {
-                out.push(AsyncWindow { start, end: op.end, name: self.infos[info].name.clone(), info });
-            }
+            pairer.push(op, &self.infos);
         }
-        out.sort_by(|a, b| (a.start, a.end, &a.name).cmp(&(b.start, b.end, &b.name)));
-        out
+        pairer.finish()
+    }
+}
+
+/// The windows of a plane's `Async XLA Ops` line, when it has events.
+pub(crate) fn async_line_windows(plane: &Plane) -> Option<Vec<AsyncWindow>> {
+    let async_line = DeviceTimeline::read(plane, xlens_xplane::names::line::ASYNC_XLA_OPS)?;
+    if async_line.ops.is_empty() {
+        return None;
+    }
+    Some(
+        async_line
+            .ops
+            .iter()
+            .map(|o| AsyncWindow { start: o.start, end: o.end, name: async_line.info(o).name.clone(), info: o.info })
+            .collect(),
+    )
+}
+
+/// Splits ops fed in timeline order into innermost segments (see
+/// [`DeviceTimeline::for_each_segment`]).
+#[derive(Debug, Default)]
+pub(crate) struct Segmenter {
+    /// Open ops: (end, info).
+    stack: Vec<(Picos, usize)>,
+    /// Where the next segment starts; `None` before the first op.
+    cursor: Option<Picos>,
+    /// The class of each info, decided once.
+    classes: Vec<xlens_roofline::TimeClass>,
+}
+
+impl Segmenter {
+    pub(crate) fn push(&mut self, op: &DeviceOp, infos: &[DeviceOpInfo], f: &mut impl FnMut(xlens_roofline::Interval)) {
+        while self.classes.len() < infos.len() {
+            self.classes.push(xlens_roofline::class_of(&infos[self.classes.len()].category));
+        }
+        let mut cursor = self.cursor.unwrap_or(Picos(i64::MIN));
+        while let Some(&(end, info)) = self.stack.last() {
+            if end > op.start {
+                break;
+            }
+            self.emit(cursor, end, info, f);
+            cursor = cursor.max(end);
+            self.stack.pop();
+        }
+        if let Some(&(_, parent)) = self.stack.last() {
+            self.emit(cursor, op.start, parent, f);
+        }
+        self.cursor = Some(op.start);
+        self.stack.push((op.end.max(op.start), op.info));
+    }
+
+    pub(crate) fn finish(&mut self, f: &mut impl FnMut(xlens_roofline::Interval)) {
+        let mut cursor = self.cursor.unwrap_or(Picos(i64::MIN));
+        while let Some((end, info)) = self.stack.pop() {
+            self.emit(cursor, end, info, f);
+            cursor = cursor.max(end);
+        }
+    }
+
+    fn emit(&self, from: Picos, to: Picos, info: usize, f: &mut impl FnMut(xlens_roofline::Interval)) {
+        if from < to {
+            f(xlens_roofline::Interval { start: from, end: to, class: self.classes[info] });
+        }
+    }
+}
+
+/// Pairs `<op>-start` with `<op>-done` ops fed in timeline order (see
+/// [`DeviceTimeline::async_windows`]).
+#[derive(Debug, Default)]
+pub(crate) struct AsyncPairer {
+    /// Pairing key of each `base + suffix`.
+    keys: std::collections::HashMap<String, usize>,
+    /// The phase and key of each info, decided once (not per event).
+    roles: Vec<Option<(AsyncPhase, usize)>>,
+    /// Open starts per key: (start, info).
+    open: Vec<std::collections::VecDeque<(Picos, usize)>>,
+    out: Vec<AsyncWindow>,
+}
+
+impl AsyncPairer {
+    pub(crate) fn push(&mut self, op: &DeviceOp, infos: &[DeviceOpInfo]) {
+        while self.roles.len() < infos.len() {
+            let role = async_phase(&infos[self.roles.len()].name).map(|(base, phase, suffix)| {
+                let next = self.keys.len();
+                (phase, *self.keys.entry(format!("{base}{suffix}")).or_insert(next))
+            });
+            self.roles.push(role);
+        }
+        let Some((phase, key)) = self.roles[op.info] else { return };
+        if self.open.len() <= key {
+            self.open.resize(key + 1, std::collections::VecDeque::new());
+        }
+        if phase == AsyncPhase::Start {
+            self.open[key].push_back((op.start, op.info));
+        } else if let Some((start, info)) = self.open[key].pop_front() {
+            self.out.push(AsyncWindow { start, end: op.end, name: infos[info].name.clone(), info });
+        }
+    }
+
+    /// The windows, sorted by start.
+    pub(crate) fn finish(mut self) -> Vec<AsyncWindow> {
+        self.out.sort_by(|a, b| (a.start, a.end, &a.name).cmp(&(b.start, b.end, &b.name)));
+        self.out
     }
 }
 

@@ -6,7 +6,7 @@ use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence::{self, DeviceTimeline, async_phase, covered, union};
+use crate::evidence::{self, AsyncPairer, DeviceTimeline, Segmenter, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -59,6 +59,64 @@ struct Tail {
     pieces: Vec<(Picos, Picos)>,
 }
 
+/// What one core's walk of its op line keeps.
+struct CoreWalk {
+    segmenter: Segmenter,
+    last_compute: LastCompute,
+    /// Per info: a synchronous reduce (decided once, not per event).
+    is_sync_reduce: Vec<bool>,
+    /// Synchronous reduce ops: (start, end, name, info).
+    sync_reduces: Vec<(Picos, Picos, String, usize)>,
+    /// Pairs async ops when the plane has no `Async XLA Ops` line.
+    pairer: Option<AsyncPairer>,
+}
+
+/// The end of the last compute (matmul, vector, data formatting) segment inside each step
+/// window, from segments fed in time order. Segments do not overlap, so the last compute segment
+/// that starts before a window's end is the one that ends last; it counts when it ends after
+/// the window's start.
+struct LastCompute {
+    /// (end, start, position in the windows), by end.
+    by_end: Vec<(Picos, Picos, usize)>,
+    /// Windows before `next` (in `by_end`) are decided.
+    next: usize,
+    last: Option<(Picos, Picos)>,
+    out: Vec<Option<Picos>>,
+}
+
+impl LastCompute {
+    fn new(windows: &[(usize, Picos, Picos)]) -> LastCompute {
+        let mut by_end: Vec<(Picos, Picos, usize)> =
+            windows.iter().enumerate().map(|(i, &(_, lo, hi))| (hi, lo, i)).collect();
+        by_end.sort();
+        LastCompute { by_end, next: 0, last: None, out: vec![None; windows.len()] }
+    }
+
+    fn segment(&mut self, s: xlens_roofline::Interval) {
+        if !matches!(s.class, TimeClass::Matmul | TimeClass::Vector | TimeClass::DataFormatting) {
+            return;
+        }
+        self.decide(s.start);
+        self.last = Some((s.start, s.end));
+    }
+
+    /// Decides every window that ends at or before `until`.
+    fn decide(&mut self, until: Picos) {
+        while let Some(&(hi, lo, i)) = self.by_end.get(self.next) {
+            if hi > until {
+                break;
+            }
+            self.out[i] = self.last.filter(|&(_, end)| end > lo).map(|(_, end)| end.min(hi));
+            self.next += 1;
+        }
+    }
+
+    fn finish(mut self) -> Vec<Option<Picos>> {
+        self.decide(Picos(i64::MAX));
+        self.out
+    }
+}
+
 impl Detector for DcnExposedReduce {
     fn id(&self) -> &'static str {
         "dcn_exposed_reduce"
@@ -97,52 +155,77 @@ impl Detector for DcnExposedReduce {
         let mut core_steps = 0usize;
         for plane in host.space().tpu_tensor_cores() {
             let ordinal = evidence::device_ordinal(plane);
-            let Some(timeline) = DeviceTimeline::read(plane, names::line::XLA_OPS) else { continue };
-            // Compute time: segments come in time order and do not overlap, so touching ones are
-            // merged as they come (what `union` would do), without collecting every segment.
-            let mut compute: Vec<(Picos, Picos)> = Vec::new();
-            timeline.for_each_segment(|s| {
-                if !matches!(s.class, TimeClass::Matmul | TimeClass::Vector | TimeClass::DataFormatting) {
-                    return;
-                }
-                match compute.last_mut() {
-                    Some(last) if s.start <= last.1 => last.1 = last.1.max(s.end),
-                    _ => compute.push((s.start, s.end)),
-                }
-            });
-            let compute = union(compute);
-            // Reduce intervals: synchronous reduces, and async reduce windows.
+            // This core's steps: (index, window).
+            let windows: Vec<(usize, Picos, Picos)> = steps
+                .steps
+                .iter()
+                .enumerate()
+                .filter_map(|(k, step)| {
+                    let core = step.cores.iter().find(|c| c.core == ordinal)?;
+                    Some((k, core.marker_start, core.marker_start + step.duration))
+                })
+                .collect();
+            // One streamed walk of the op line: the last compute op of each step, the synchronous
+            // reduces, and the async pairs when the plane has no `Async XLA Ops` line.
+            let async_line = evidence::async_line_windows(plane);
+            let walked = DeviceTimeline::walk(
+                plane,
+                names::line::XLA_OPS,
+                || CoreWalk {
+                    segmenter: Segmenter::default(),
+                    last_compute: LastCompute::new(&windows),
+                    is_sync_reduce: Vec::new(),
+                    sync_reduces: Vec::new(),
+                    pairer: async_line.is_none().then(AsyncPairer::default),
+                },
+                |walk, op, infos| {
+                    while walk.is_sync_reduce.len() < infos.len() {
+                        let info = &infos[walk.is_sync_reduce.len()];
+                        walk.is_sync_reduce.push(
+                            class_of(&info.category) == TimeClass::CollectiveExposed
+                                && async_phase(&info.name).is_none()
+                                && is_reduce(&info.category),
+                        );
+                    }
+                    if walk.is_sync_reduce[op.info] {
+                        walk.sync_reduces.push((op.start, op.end, infos[op.info].name.clone(), op.info));
+                    }
+                    if let Some(pairer) = &mut walk.pairer {
+                        pairer.push(op, infos);
+                    }
+                    let last_compute = &mut walk.last_compute;
+                    walk.segmenter.push(op, infos, &mut |s| last_compute.segment(s));
+                },
+            );
+            let Some((mut walk, infos)) = walked else { continue };
+            let last_compute = &mut walk.last_compute;
+            walk.segmenter.finish(&mut |s| last_compute.segment(s));
+            let last_compute = walk.last_compute.finish();
+            // Reduce intervals: async reduce windows, and synchronous reduces.
+            let windows_async = match (async_line, walk.pairer) {
+                (Some(w), _) => w,
+                (None, Some(pairer)) => pairer.finish(),
+                (None, None) => Vec::new(),
+            };
             let mut reduces: Vec<(Picos, Picos, String, usize)> = Vec::new();
-            for w in timeline.async_windows() {
+            for w in windows_async {
                 let family = async_phase(&w.name).map_or("", |(base, _, _)| base);
                 if is_reduce(family) {
-                    reduces.push((w.start, w.end, w.name.clone(), w.info));
+                    reduces.push((w.start, w.end, w.name, w.info));
                 }
             }
-            for op in &timeline.ops {
-                let info = timeline.info(op);
-                if class_of(&info.category) == TimeClass::CollectiveExposed
-                    && async_phase(&info.name).is_none()
-                    && is_reduce(&info.category)
-                {
-                    reduces.push((op.start, op.end, info.name.clone(), op.info));
-                }
-            }
+            reduces.extend(walk.sync_reduces);
             let merged = union(reduces.iter().map(|r| (r.0, r.1)).collect());
-            for step in &steps.steps {
-                let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
+            for (&(_, _, hi), last) in windows.iter().zip(last_compute) {
                 core_steps += 1;
-                let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
-                let from = compute.partition_point(|c| c.1 <= lo);
-                let last_compute = compute[from..].iter().take_while(|c| c.0 < hi).map(|c| c.1.min(hi)).max();
-                let Some(last) = last_compute else { continue };
+                let Some(last) = last else { continue };
                 let reduce = covered(&merged, last, hi);
                 if reduce.0 <= 0 {
                     continue;
                 }
                 let end = reduces.iter().filter(|r| r.1 > last && r.0 < hi).map(|r| r.1.min(hi)).max().unwrap_or(hi);
                 for r in reduces.iter().filter(|r| r.1 > last && r.0 < hi) {
-                    let info = &timeline.infos[r.3];
+                    let info = &infos[r.3];
                     let family = async_phase(&r.2).map_or(info.category.clone(), |(b, _, _)| b.to_owned());
                     let e = at_tail.entry(r.2.clone()).or_insert((family, 0.0, 0));
                     e.1 = e.1.max(info.bytes_accessed);
