@@ -526,9 +526,7 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
         // collected, sorted and walked again from scratch.
         let mut last: Option<(Picos, Reverse<Picos>)> = None;
         let mut sorted = true;
-        // A full walk of the op line: its file pages are released behind it (a later pass maps
-        // them again).
-        for ev in line.events_releasing(plane) {
+        for ev in line.events(plane) {
             let ev = ev?;
             let span = device_span(&ev, &ids);
             let key = (span.start, Reverse(span.duration));

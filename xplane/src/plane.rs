@@ -556,6 +556,12 @@ impl Plane {
         self.bytes.len()
     }
 
+    /// Hands the resident pages of this plane's bytes back to the OS; see
+    /// [`crate::Space::release_pages`].
+    pub fn release_pages(&self) {
+        self.release(0..self.bytes.len());
+    }
+
     pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap) {
         self.file = Some(file);
     }

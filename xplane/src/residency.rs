@@ -3,9 +3,11 @@
 //! [`crate::open_space`] maps the file instead of reading it, and every page a pass reads stays in
 //! the process's resident set (RSS) until the mapping goes away. On a CPU capture the decoded
 //! tables are small next to the file, so the file's own pages would dominate the peak. A
-//! [`FileMap`] lets a pass that reads bytes once (the space index, the host-op walk) release
-//! them behind it: the pages stay in the kernel's page cache, and a later read of the same bytes
-//! maps them again with a minor fault. Nothing is copied and no byte changes.
+//! [`FileMap`] lets a pass that reads bytes once release them behind it (the host-thread plane
+//! once parsed, the host-op walk): the pages stay in the kernel's page cache, and a later read
+//! of the same bytes maps them again with a minor fault. Nothing is copied and no byte changes.
+//! Device planes are left mapped: several passes walk their op lines, and mapping the pages
+//! again for each would cost more time than the memory is worth.
 
 use std::sync::Arc;
 

@@ -75,14 +75,17 @@ pub fn discover(path: &Path) -> Result<SessionSource> {
 /// Memory-maps and decodes one host file.
 ///
 /// The file is mapped, not read: decoding touches each page once and the decoded [`Space`] keeps
-/// refcounted windows into the mapping instead of copies. The pages the decoding read are then
-/// handed back to the OS (they stay in the page cache), so the process holds only the pages
-/// later passes read; see [`Space::release_pages`].
+/// refcounted windows into the mapping instead of copies. The pages of the host-thread plane,
+/// which analyses read once into tables (most of a CPU capture), are then handed back to the
+/// OS; they stay in the page cache and the pass that reads them maps them again (see
+/// [`Space::release_pages`]). Device planes, which several passes walk, stay mapped.
 pub fn open_space(path: &Path) -> Result<Space> {
     let map = FileMap::new(map(path)?);
     let mut space = Space::parse(map.bytes()).map_err(|e| e.in_file(path))?;
     space.attach_file(map);
-    space.release_pages();
+    if let Some(plane) = space.host_threads() {
+        plane.release_pages();
+    }
     Ok(space)
 }
 

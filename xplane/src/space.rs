@@ -104,7 +104,7 @@ impl Space {
     /// as it walks.
     pub fn release_pages(&self) {
         for plane in &self.planes {
-            plane.release(0..plane.encoded_len());
+            plane.release_pages();
         }
     }
 
