@@ -286,6 +286,31 @@ impl OpSpan<'_> {
     }
 }
 
+/// The host-run ops (`hlo_op` events of the host threads) as spans, in time order (by start,
+/// longest first, then core; see [`HostProfile::host_op_order`]), made one at a time from the
+/// shared host-op table: nothing is collected.
+pub fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'_>> + '_ {
+    let plane = host.space().host_threads();
+    let cached = host.host_ops();
+    let order = if plane.is_some() { host.host_op_order() } else { &[] };
+    order.iter().filter_map(move |&i| {
+        let plane = plane?;
+        let (line, op) = cached.get(i as usize)?;
+        let context = cached.context(op);
+        Some(OpSpan {
+            start: op.start,
+            end: op.end,
+            name: std::borrow::Cow::Borrowed(cached.name(op)),
+            program_id: context.program_id,
+            run_id: context.run_id,
+            core: context.core,
+            category: None,
+            plane: plane.name(),
+            line: plane.lines().get(line).map_or("", |l| l.name()),
+        })
+    })
+}
+
 /// Every op event of a host, sorted by start (longest first at equal starts): the `XLA Ops` lines
 /// of the TPU TensorCores when there are any, else the `hlo_op` events of the host threads.
 /// Events that fail to decode end their line's walk (as everywhere in the analyses).
@@ -308,26 +333,8 @@ pub fn op_spans_where<'a>(
     let mut out = Vec::new();
     let cores = host.space().tpu_tensor_cores();
     if cores.is_empty() {
-        let Some(plane) = host.space().host_threads() else { return out };
-        let cached = host.host_ops();
         // Already in time order: the final sort has nothing to move.
-        for (line, op) in host.host_op_order().iter().filter_map(|&i| cached.get(i as usize)) {
-            if !keep_span(op.start, op.end) {
-                continue;
-            }
-            let context = cached.context(op);
-            out.push(OpSpan {
-                start: op.start,
-                end: op.end,
-                name: std::borrow::Cow::Borrowed(cached.names[op.name as usize].as_str()),
-                program_id: context.program_id,
-                run_id: context.run_id,
-                core: context.core,
-                category: None,
-                plane: plane.name(),
-                line: plane.lines().get(line).map_or("", |l| l.name()),
-            });
-        }
+        out.extend(host_op_spans(host).filter(|op| keep_span(op.start, op.end)));
     } else {
         for plane in cores {
             let core = match plane.kind() {

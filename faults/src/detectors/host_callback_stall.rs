@@ -111,20 +111,25 @@ impl Detector for HostCallbackStall {
             return Err(Skip::because("the profile has no step markers"));
         }
         let instructions = callback_instructions(host);
+        let callback_keys: std::collections::HashSet<(u64, &str)> =
+            instructions.keys().map(|(p, name)| (*p, name.as_str())).collect();
         // On TPU, callbacks are op categories: check the op profile first, and walk the op lines
         // for the callback events only when there are some.
-        let ops = if host.space().tpu_tensor_cores().is_empty() {
+        let ops: Box<dyn Iterator<Item = OpSpan<'_>> + '_> = if host.space().tpu_tensor_cores().is_empty() {
             // Host-run ops have no category: only the HLO's callback instructions can match.
+            // They are made one at a time from the shared table; only callbacks are kept.
             if instructions.is_empty() {
                 return Ok(());
             }
-            evidence::op_spans(host)
+            Box::new(evidence::host_op_spans(host))
         } else {
             let profile = host.op_profile().map_err(Skip::because)?;
             if !profile.ops.iter().any(|o| is_callback_category(&o.category)) {
                 return Ok(());
             }
-            evidence::op_spans_where(host, |category, _| is_callback_category(category), |_, _| true)
+            Box::new(
+                evidence::op_spans_where(host, |category, _| is_callback_category(category), |_, _| true).into_iter(),
+            )
         };
         let step_of = |at: Picos| {
             let k = steps.steps.partition_point(|s| s.start <= at);
@@ -132,16 +137,16 @@ impl Detector for HostCallbackStall {
         };
         let is_callback = |op: &OpSpan<'_>| {
             op.category.as_deref().is_some_and(is_callback_category)
-                || op.program_id.is_some_and(|p| instructions.contains_key(&(p, op.name.to_string())))
+                || op.program_id.is_some_and(|p| callback_keys.contains(&(p, &*op.name)))
         };
         // Per core: callback spans and other op spans, inside steps.
         let mut callbacks: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
         let mut others: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
         let mut usage: BTreeMap<(Option<u64>, String), Usage> = BTreeMap::new();
-        let mut longest: Vec<&OpSpan<'_>> = Vec::new();
-        for op in &ops {
+        let mut longest: Vec<OpSpan<'_>> = Vec::new();
+        for op in ops {
             let Some(k) = step_of(op.start) else { continue };
-            if is_callback(op) {
+            if is_callback(&op) {
                 callbacks.entry(op.core).or_default().push((op.start, op.end));
                 let u = usage.entry((op.program_id, op.name.to_string())).or_default();
                 u.time += op.duration();
