@@ -738,6 +738,13 @@ impl PlaneDecoder {
                 (4, WireType::Len) => {
                     r.read_len().map_err(|e| err(self, e, val_pos))?;
                     line.event_count += 1;
+                    // Events come in long runs: count the rest of the run on their one-byte tag
+                    // (field 4, length-delimited) without the general tag match.
+                    while r.eat(0x22) {
+                        let len_pos = r.pos();
+                        r.read_message().map_err(|e| err(self, e, len_pos))?;
+                        line.event_count += 1;
+                    }
                 }
                 (1, WireType::Varint) => line.id = LineId(r.read_varint().map_err(|e| err(self, e, val_pos))? as i64),
                 (10, WireType::Varint) => line.display_id = r.read_varint().map_err(|e| err(self, e, val_pos))? as i64,
