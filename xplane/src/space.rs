@@ -100,7 +100,7 @@ impl Space {
     /// Every page a pass reads stays in the process's resident set (RSS) for as long as the file
     /// is mapped. Releasing them copies and changes nothing: the pages stay in the page cache and
     /// the next read of them maps them again (a minor fault). Call it after a pass over most of
-    /// the file that will not soon be repeated; [`Line::events_releasing`](crate::Line) releases
+    /// the file that will not soon be repeated; [`Line::events_releasing`](crate::Line::events_releasing) releases
     /// as it walks.
     pub fn release_pages(&self) {
         for plane in &self.planes {
