@@ -396,10 +396,7 @@ pub fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
     intervals.sort();
     let mut out: Vec<(Picos, Picos)> = Vec::with_capacity(intervals.len());
     for (s, e) in intervals {
-        match out.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
-        }
+        merge_in_order(&mut out, s, e);
     }
     out
 }
@@ -447,13 +444,7 @@ pub fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> {
             return union(all);
         }
         last_start = s;
-        if s >= e {
-            continue;
-        }
-        match out.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
-        }
+        merge_in_order(&mut out, s, e);
     }
     out
 }
@@ -734,6 +725,87 @@ impl<'a> DeviceTimeline<'a> {
             pairer.push(op, &self.infos);
         }
         pairer.finish()
+    }
+}
+
+/// What one streamed walk of a TensorCore's `XLA Ops` line gives the collective detectors
+/// (see [`walk_collectives`]).
+#[derive(Debug)]
+pub struct CollectiveWalk<C> {
+    /// The consumer of the innermost segments, after the last one.
+    pub segments: C,
+    /// Async collective windows, sorted by start ([`DeviceTimeline::async_windows`]).
+    pub windows: Vec<AsyncWindow>,
+    /// The synchronous ops kept by the caller's test, in timeline order.
+    pub sync: Vec<DeviceOp>,
+    /// The op infos the ops index.
+    pub infos: Vec<DeviceOpInfo>,
+    /// The op line's name, for evidence.
+    pub line: &'static str,
+}
+
+/// Walks a TensorCore's `XLA Ops` line once without keeping its ops: every innermost segment
+/// (see [`DeviceTimeline::for_each_segment`]) goes to `segment` on a consumer made by `init`,
+/// the ops whose info passes `keep_sync` (decided once per distinct op) are kept, and the async
+/// windows are paired (or read from the `Async XLA Ops` line). `None` without the line.
+pub fn walk_collectives<C>(
+    plane: &Plane,
+    keep_sync: impl Fn(&DeviceOpInfo) -> bool,
+    mut init: impl FnMut() -> C,
+    mut segment: impl FnMut(&mut C, xlens_roofline::Interval),
+) -> Option<CollectiveWalk<C>> {
+    struct State<C> {
+        segmenter: Segmenter,
+        consumer: C,
+        keep: Vec<bool>,
+        sync: Vec<DeviceOp>,
+        pairer: Option<AsyncPairer>,
+    }
+    let line = xlens_xplane::names::line::XLA_OPS;
+    let async_line = async_line_windows(plane);
+    let (mut state, infos) = DeviceTimeline::walk(
+        plane,
+        line,
+        || State {
+            segmenter: Segmenter::default(),
+            consumer: init(),
+            keep: Vec::new(),
+            sync: Vec::new(),
+            pairer: async_line.is_none().then(AsyncPairer::default),
+        },
+        |state, op, infos| {
+            while state.keep.len() < infos.len() {
+                state.keep.push(keep_sync(&infos[state.keep.len()]));
+            }
+            if state.keep[op.info] {
+                state.sync.push(*op);
+            }
+            if let Some(pairer) = &mut state.pairer {
+                pairer.push(op, infos);
+            }
+            let consumer = &mut state.consumer;
+            state.segmenter.push(op, infos, &mut |s| segment(consumer, s));
+        },
+    )?;
+    let consumer = &mut state.consumer;
+    state.segmenter.finish(&mut |s| segment(consumer, s));
+    let windows = match (async_line, state.pairer) {
+        (Some(windows), _) => windows,
+        (None, Some(pairer)) => pairer.finish(),
+        (None, None) => Vec::new(),
+    };
+    Some(CollectiveWalk { segments: state.consumer, windows, sync: state.sync, infos, line })
+}
+
+/// Adds `[start, end)` to a union built from spans that arrive by start, merging it into the
+/// last entry when they touch (what [`union`] would make of them, without collecting them).
+pub fn merge_in_order(union: &mut Vec<(Picos, Picos)>, start: Picos, end: Picos) {
+    if start >= end {
+        return;
+    }
+    match union.last_mut() {
+        Some(last) if start <= last.1 => last.1 = last.1.max(end),
+        _ => union.push((start, end)),
     }
 }
 

@@ -6,7 +6,7 @@ use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence::{self, AsyncPairer, DeviceTimeline, Segmenter, async_phase, covered, union};
+use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -57,18 +57,6 @@ struct Tail {
     reduce: Picos,
     /// The reduce intervals inside it.
     pieces: Vec<(Picos, Picos)>,
-}
-
-/// What one core's walk of its op line keeps.
-struct CoreWalk {
-    segmenter: Segmenter,
-    last_compute: LastCompute,
-    /// Per info: a synchronous reduce (decided once, not per event).
-    is_sync_reduce: Vec<bool>,
-    /// Synchronous reduce ops: (start, end, name, info).
-    sync_reduces: Vec<(Picos, Picos, String, usize)>,
-    /// Pairs async ops when the plane has no `Async XLA Ops` line.
-    pairer: Option<AsyncPairer>,
 }
 
 /// The end of the last compute (matmul, vector, data formatting) segment inside each step
@@ -166,55 +154,31 @@ impl Detector for DcnExposedReduce {
                 })
                 .collect();
             // One streamed walk of the op line: the last compute op of each step, the synchronous
-            // reduces, and the async pairs when the plane has no `Async XLA Ops` line.
-            let async_line = evidence::async_line_windows(plane);
-            let walked = DeviceTimeline::walk(
-                plane,
-                names::line::XLA_OPS,
-                || CoreWalk {
-                    segmenter: Segmenter::default(),
-                    last_compute: LastCompute::new(&windows),
-                    is_sync_reduce: Vec::new(),
-                    sync_reduces: Vec::new(),
-                    pairer: async_line.is_none().then(AsyncPairer::default),
-                },
-                |walk, op, infos| {
-                    while walk.is_sync_reduce.len() < infos.len() {
-                        let info = &infos[walk.is_sync_reduce.len()];
-                        walk.is_sync_reduce.push(
-                            class_of(&info.category) == TimeClass::CollectiveExposed
-                                && async_phase(&info.name).is_none()
-                                && is_reduce(&info.category),
-                        );
-                    }
-                    if walk.is_sync_reduce[op.info] {
-                        walk.sync_reduces.push((op.start, op.end, infos[op.info].name.clone(), op.info));
-                    }
-                    if let Some(pairer) = &mut walk.pairer {
-                        pairer.push(op, infos);
-                    }
-                    let last_compute = &mut walk.last_compute;
-                    walk.segmenter.push(op, infos, &mut |s| last_compute.segment(s));
-                },
-            );
-            let Some((mut walk, infos)) = walked else { continue };
-            let last_compute = &mut walk.last_compute;
-            walk.segmenter.finish(&mut |s| last_compute.segment(s));
-            let last_compute = walk.last_compute.finish();
-            // Reduce intervals: async reduce windows, and synchronous reduces.
-            let windows_async = match (async_line, walk.pairer) {
-                (Some(w), _) => w,
-                (None, Some(pairer)) => pairer.finish(),
-                (None, None) => Vec::new(),
+            // reduces and the async windows.
+            let is_sync_reduce = |info: &evidence::DeviceOpInfo| {
+                class_of(&info.category) == TimeClass::CollectiveExposed
+                    && async_phase(&info.name).is_none()
+                    && is_reduce(&info.category)
             };
+            let Some(walk) = evidence::walk_collectives(
+                plane,
+                is_sync_reduce,
+                || LastCompute::new(&windows),
+                |last_compute, s| last_compute.segment(s),
+            ) else {
+                continue;
+            };
+            let infos = walk.infos;
+            let last_compute = walk.segments.finish();
+            // Reduce intervals: async reduce windows, and synchronous reduces.
             let mut reduces: Vec<(Picos, Picos, String, usize)> = Vec::new();
-            for w in windows_async {
+            for w in walk.windows {
                 let family = async_phase(&w.name).map_or("", |(base, _, _)| base);
                 if is_reduce(family) {
                     reduces.push((w.start, w.end, w.name, w.info));
                 }
             }
-            reduces.extend(walk.sync_reduces);
+            reduces.extend(walk.sync.iter().map(|op| (op.start, op.end, infos[op.info].name.clone(), op.info)));
             let merged = union(reduces.iter().map(|r| (r.0, r.1)).collect());
             for (&(_, _, hi), last) in windows.iter().zip(last_compute) {
                 core_steps += 1;

@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use xlens_hlo::Module;
 use xlens_roofline::{TimeClass, class_of, is_collective};
-use xlens_xplane::{Picos, names};
+use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence::{self, DeviceTimeline, async_phase, covered, union};
+use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -355,7 +355,18 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
     let mut cores = 0usize;
     for plane in host.space().tpu_tensor_cores() {
         let ordinal = evidence::device_ordinal(plane);
-        let Some(timeline) = DeviceTimeline::read(plane, names::line::XLA_OPS) else { continue };
+        // One streamed walk of the op line: compute time (every non-collective segment), the
+        // synchronous collectives and the async windows; no op is kept.
+        let is_sync_collective = |info: &evidence::DeviceOpInfo| {
+            class_of(&info.category) == TimeClass::CollectiveExposed && async_phase(&info.name).is_none()
+        };
+        let Some(walk) = evidence::walk_collectives(plane, is_sync_collective, Vec::new, |compute, s| {
+            if s.class != TimeClass::CollectiveExposed {
+                evidence::merge_in_order(compute, s.start, s.end);
+            }
+        }) else {
+            continue;
+        };
         cores += 1;
         let spans = union(
             steps
@@ -367,21 +378,14 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
                 .collect(),
         );
         let in_step = |t: Picos| evidence::in_intervals(&spans, t);
-        let compute = union(
-            timeline
-                .segments()
-                .into_iter()
-                .filter(|s| s.class != TimeClass::CollectiveExposed)
-                .map(|s| (s.start, s.end))
-                .collect(),
-        );
-        let windows = timeline.async_windows();
+        let compute = walk.segments;
+        let windows = walk.windows;
         let window_spans = union(windows.iter().map(|w| (w.start, w.end)).collect());
-        let line = timeline.line.name();
+        let line = walk.line;
         for w in windows.iter().filter(|w| in_step(w.start)) {
             let cov = covered(&compute, w.start, w.end);
             let exposed = (w.end - w.start).saturating_sub(cov);
-            let info = &timeline.infos[w.info];
+            let info = &walk.infos[w.info];
             let o = ops.entry(w.name.clone()).or_default();
             o.family = family(&w.name, &info.category);
             o.is_async = true;
@@ -397,11 +401,8 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
         }
         // Synchronous collectives: the core waits for them whole (minus any part already counted
         // inside an async window, or overlapped by compute).
-        for op in timeline.ops.iter().filter(|o| in_step(o.start)) {
-            let info = timeline.info(op);
-            if class_of(&info.category) != TimeClass::CollectiveExposed || async_phase(&info.name).is_some() {
-                continue;
-            }
+        for op in walk.sync.iter().filter(|o| in_step(o.start)) {
+            let info = &walk.infos[op.info];
             let inside = covered(&window_spans, op.start, op.end) + covered(&compute, op.start, op.end);
             let exposed = op.duration().saturating_sub(inside);
             let o = ops.entry(info.name.clone()).or_default();
