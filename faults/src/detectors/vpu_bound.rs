@@ -6,7 +6,7 @@ use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence::{self, DeviceTimeline, union};
+use crate::evidence::{self, DeviceTimeline, Segmenter};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -212,10 +212,15 @@ struct Stretch {
 fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Stretch> {
     let plane = *host.space().tpu_tensor_cores().first()?;
     let ordinal = evidence::device_ordinal(plane);
-    let timeline = DeviceTimeline::read(plane, names::line::XLA_OPS)?;
-    let segments = timeline.segments();
-    let matmul = union(segments.iter().filter(|s| s.class == TimeClass::Matmul).map(|s| (s.start, s.end)).collect());
-    let vector = union(segments.iter().filter(|s| s.class == TimeClass::Vector).map(|s| (s.start, s.end)).collect());
+    // Matmul and vector time as unions, from one streamed walk of the op line (no op is kept).
+    let ((mut segmenter, mut unions), _) = DeviceTimeline::walk(
+        plane,
+        names::line::XLA_OPS,
+        || (Segmenter::default(), Unions::default()),
+        |(segmenter, unions), op, infos| segmenter.push(op, infos, &mut |s| add_segment(unions, s)),
+    )?;
+    segmenter.finish(&mut |s| add_segment(&mut unions, s));
+    let Unions { matmul, vector } = unions;
     let mut best: Option<(Picos, Picos, Picos)> = None;
     for step in &steps.steps {
         let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
@@ -234,20 +239,42 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
         }
     }
     let (start, end, vector_time) = best.filter(|b| b.2.0 > 0)?;
-    let inside: Vec<&str> = timeline
-        .ops
-        .iter()
-        .filter(|o| o.start >= start && o.end <= end && class_of(&timeline.info(o).category) == TimeClass::Vector)
-        .map(|o| timeline.info(o).name.as_str())
-        .collect();
+    // The first and last vector ops inside the stretch: a second walk, keeping only their names.
+    let ((first, last), infos) = DeviceTimeline::walk(
+        plane,
+        names::line::XLA_OPS,
+        || (None, None),
+        |(first, last): &mut (Option<usize>, Option<usize>), op, infos| {
+            if op.start >= start && op.end <= end && class_of(&infos[op.info].category) == TimeClass::Vector {
+                first.get_or_insert(op.info);
+                *last = Some(op.info);
+            }
+        },
+    )?;
     Some(Stretch {
         plane: plane.name().to_owned(),
         start,
         duration: end - start,
         vector: vector_time,
-        first: inside.first()?.to_string(),
-        last: inside.last()?.to_string(),
+        first: infos.get(first?)?.name.clone(),
+        last: infos.get(last?)?.name.clone(),
     })
+}
+
+/// Matmul and vector time of a core, as unions of its segments.
+#[derive(Default)]
+struct Unions {
+    matmul: Vec<(Picos, Picos)>,
+    vector: Vec<(Picos, Picos)>,
+}
+
+/// Adds a matmul or vector segment, arriving in time order, to its union.
+fn add_segment(unions: &mut Unions, s: xlens_roofline::Interval) {
+    match s.class {
+        TimeClass::Matmul => evidence::merge_in_order(&mut unions.matmul, s.start, s.end),
+        TimeClass::Vector => evidence::merge_in_order(&mut unions.vector, s.start, s.end),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
