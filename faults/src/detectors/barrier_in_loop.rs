@@ -183,12 +183,18 @@ impl Detector for BarrierInLoop {
         let mut per_step: Vec<StepBarriers> = Vec::with_capacity(steps.steps.len());
         for step in &steps.steps {
             let (lo, hi) = (step.start, step.end());
-            let in_step = |start: Picos| lo <= start && start < hi;
-            let step_syncs: Vec<&Event<'_>> = syncs.iter().filter(|s| in_step(s.start())).collect();
+            // Syncs and runs are sorted by start: the step's are one range of each.
+            let range = |from: usize, to: usize| from..to.max(from);
+            let step_syncs: Vec<&Event<'_>> = syncs
+                [range(syncs.partition_point(|s| s.start() < lo), syncs.partition_point(|s| s.start() < hi))]
+            .iter()
+            .collect();
+            let step_runs =
+                &runs[range(runs.partition_point(|r| r.start < lo), runs.partition_point(|r| r.start < hi))];
             // Runs of the step; runs that overlap in time form one burst.
             let mut bursts: Vec<(Picos, Picos)> = Vec::new();
             let mut run_count = 0;
-            for run in runs.iter().filter(|r| in_step(r.start)) {
+            for run in step_runs {
                 run_count += 1;
                 match bursts.last_mut() {
                     Some(last) if run.start < last.1 => last.1 = last.1.max(run.end),
