@@ -401,24 +401,14 @@ pub fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
     out
 }
 
-/// An op event's start and (non-negative) duration on the device clock: its
-/// `device_offset_ps` / `device_duration_ps` stats when it carries them, else its own timing.
+/// An op event's start and (non-negative) duration on the device clock (see
+/// [`xlens_roofline::device_timespan`]).
 fn device_span(
     ev: &xlens_xplane::Event<'_>,
     offset_id: Option<xlens_xplane::StatMetadataId>,
     duration_id: Option<xlens_xplane::StatMetadataId>,
 ) -> (Picos, Picos) {
-    let (mut start, mut duration) = (ev.start(), ev.duration());
-    if ev.has_stats() && (offset_id.is_some() || duration_id.is_some()) {
-        for s in ev.stats().map_while(|s| s.ok()) {
-            let sid = Some(s.metadata_id());
-            if sid == offset_id {
-                start = s.as_i64().map_or(start, Picos);
-            } else if sid == duration_id {
-                duration = s.as_i64().map_or(duration, Picos);
-            }
-        }
-    }
+    let (start, duration) = xlens_roofline::device_timespan(ev, offset_id, duration_id);
     (start, duration.max(Picos::ZERO))
 }
 
@@ -824,14 +814,11 @@ pub(crate) fn async_line_windows(plane: &Plane) -> Option<Vec<AsyncWindow>> {
     )
 }
 
-/// Splits ops fed in timeline order into innermost segments (see
+/// Splits ops fed in timeline order into innermost segments classed by their op's category (see
 /// [`DeviceTimeline::for_each_segment`]).
 #[derive(Debug, Default)]
 pub(crate) struct Segmenter {
-    /// Open ops: (end, info).
-    stack: Vec<(Picos, usize)>,
-    /// Where the next segment starts; `None` before the first op.
-    cursor: Option<Picos>,
+    segments: xlens_roofline::InnermostSegments,
     /// The class of each info, decided once.
     classes: Vec<xlens_roofline::TimeClass>,
 }
@@ -841,34 +828,11 @@ impl Segmenter {
         while self.classes.len() < infos.len() {
             self.classes.push(xlens_roofline::class_of(&infos[self.classes.len()].category));
         }
-        let mut cursor = self.cursor.unwrap_or(Picos(i64::MIN));
-        while let Some(&(end, info)) = self.stack.last() {
-            if end > op.start {
-                break;
-            }
-            self.emit(cursor, end, info, f);
-            cursor = cursor.max(end);
-            self.stack.pop();
-        }
-        if let Some(&(_, parent)) = self.stack.last() {
-            self.emit(cursor, op.start, parent, f);
-        }
-        self.cursor = Some(op.start);
-        self.stack.push((op.end.max(op.start), op.info));
+        self.segments.push(op.start, op.end, self.classes[op.info], f);
     }
 
     pub(crate) fn finish(&mut self, f: &mut impl FnMut(xlens_roofline::Interval)) {
-        let mut cursor = self.cursor.unwrap_or(Picos(i64::MIN));
-        while let Some((end, info)) = self.stack.pop() {
-            self.emit(cursor, end, info, f);
-            cursor = cursor.max(end);
-        }
-    }
-
-    fn emit(&self, from: Picos, to: Picos, info: usize, f: &mut impl FnMut(xlens_roofline::Interval)) {
-        if from < to {
-            f(xlens_roofline::Interval { start: from, end: to, class: self.classes[info] });
-        }
+        self.segments.finish(f);
     }
 }
 
@@ -973,6 +937,38 @@ mod tests {
             }
         }
         Space::parse(b.finish().into()).expect("built space parses")
+    }
+
+    /// The streamed walk feeds exactly the ops `read` collects, in its order; a line out of
+    /// order is fed again from a fresh state.
+    #[test]
+    fn walk_feeds_what_read_collects() {
+        let in_order: &[(i64, i64)] = &[(0, 10), (0, 4), (10, 5), (30, 5)];
+        let out_of_order: &[(i64, i64)] = &[(30, 5), (0, 10), (10, 5), (0, 4)];
+        for (events, starts) in [(in_order, 1), (out_of_order, 2)] {
+            let space = plane_with(events);
+            let plane = &space.planes()[0];
+            let read = DeviceTimeline::read(plane, "XLA Ops").unwrap();
+            let mut inits = 0;
+            let (fed, infos) = DeviceTimeline::walk(
+                plane,
+                "XLA Ops",
+                || {
+                    inits += 1;
+                    Vec::new()
+                },
+                |fed: &mut Vec<DeviceOp>, op, infos| {
+                    assert!(op.info < infos.len());
+                    fed.push(*op);
+                },
+            )
+            .unwrap();
+            assert_eq!(fed, read.ops, "{events:?}");
+            assert_eq!(infos, read.infos);
+            assert_eq!(inits, starts, "{events:?}");
+        }
+        let space = plane_with(in_order);
+        assert!(DeviceTimeline::walk(&space.planes()[0], "Steps", || (), |_, _, _| {}).is_none());
     }
 
     #[test]

@@ -274,35 +274,73 @@ mod tests {
 /// deepest op covering it). `ops` must be sorted as [`crate::device::nest`] sorts them.
 pub(crate) fn innermost_segments(ops: &[(Picos, Picos, TimeClass)]) -> Vec<Interval> {
     let mut out = Vec::with_capacity(ops.len() * 2);
-    // Stack of (end, class); `cursor` is where the next segment starts.
-    let mut stack: Vec<(Picos, TimeClass)> = Vec::new();
-    let mut cursor = Picos(i64::MIN);
-    let emit = |out: &mut Vec<Interval>, from: Picos, to: Picos, class: TimeClass| {
-        if from < to {
-            out.push(Interval { start: from, end: to, class });
-        }
-    };
+    let mut segments = InnermostSegments::default();
     for &(start, end, class) in ops {
+        segments.push(start, end, class, &mut |s| out.push(s));
+    }
+    segments.finish(&mut |s| out.push(s));
+    out
+}
+
+/// Splits nested op spans fed one at a time in timeline order (by start, enclosing ops first)
+/// into non-overlapping innermost segments, each instant going to the deepest op covering it,
+/// and hands each segment on as soon as it is known: nothing per op is kept but the open ops.
+///
+/// ```
+/// use xlens_roofline::{InnermostSegments, Interval, TimeClass};
+/// use xlens_xplane::Picos;
+/// let mut segments = InnermostSegments::default();
+/// let mut out: Vec<Interval> = Vec::new();
+/// // A vector op from 0 to 100 with a matmul inside it from 10 to 20.
+/// segments.push(Picos(0), Picos(100), TimeClass::Vector, &mut |s| out.push(s));
+/// segments.push(Picos(10), Picos(20), TimeClass::Matmul, &mut |s| out.push(s));
+/// segments.finish(&mut |s| out.push(s));
+/// let got: Vec<(i64, i64, TimeClass)> = out.iter().map(|s| (s.start.0, s.end.0, s.class)).collect();
+/// assert_eq!(got, [(0, 10, TimeClass::Vector), (10, 20, TimeClass::Matmul), (20, 100, TimeClass::Vector)]);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct InnermostSegments {
+    /// Open ops: (end, class).
+    stack: Vec<(Picos, TimeClass)>,
+    /// Where the next segment starts; `None` before the first op.
+    cursor: Option<Picos>,
+}
+
+impl InnermostSegments {
+    /// Feeds the next op; the segments it completes go to `f`.
+    pub fn push(&mut self, start: Picos, end: Picos, class: TimeClass, f: &mut impl FnMut(Interval)) {
+        let mut cursor = self.cursor.unwrap_or(Picos(i64::MIN));
         // Close every op that ends before this one starts.
-        while let Some(&(top_end, top_class)) = stack.last() {
+        while let Some(&(top_end, top_class)) = self.stack.last() {
             if top_end > start {
                 break;
             }
-            emit(&mut out, cursor, top_end, top_class);
+            emit(cursor, top_end, top_class, f);
             cursor = cursor.max(top_end);
-            stack.pop();
+            self.stack.pop();
         }
-        if let Some(&(_, parent_class)) = stack.last() {
-            emit(&mut out, cursor, start, parent_class);
+        if let Some(&(_, parent_class)) = self.stack.last() {
+            emit(cursor, start, parent_class, f);
         }
-        cursor = start;
-        stack.push((end.max(start), class));
+        self.cursor = Some(start);
+        self.stack.push((end.max(start), class));
     }
-    while let Some((top_end, top_class)) = stack.pop() {
-        emit(&mut out, cursor, top_end, top_class);
-        cursor = cursor.max(top_end);
+
+    /// Closes the ops still open; their segments go to `f`.
+    pub fn finish(&mut self, f: &mut impl FnMut(Interval)) {
+        let mut cursor = self.cursor.unwrap_or(Picos(i64::MIN));
+        while let Some((top_end, top_class)) = self.stack.pop() {
+            emit(cursor, top_end, top_class, f);
+            cursor = cursor.max(top_end);
+        }
+        self.cursor = Some(cursor);
     }
-    out
+}
+
+fn emit(from: Picos, to: Picos, class: TimeClass, f: &mut impl FnMut(Interval)) {
+    if from < to {
+        f(Interval { start: from, end: to, class });
+    }
 }
 
 #[cfg(test)]

@@ -66,23 +66,36 @@ impl Span {
 
 #[inline]
 pub(crate) fn device_span(ev: &Event<'_>, ids: &DeviceStatIds) -> Span {
-    let mut span = Span { start: ev.start(), duration: ev.duration() };
-    if !ev.has_stats() || (ids.device_offset_ps.is_none() && ids.device_duration_ps.is_none()) {
-        return span;
+    let (start, duration) = device_timespan(ev, ids.device_offset_ps, ids.device_duration_ps);
+    Span { start, duration }
+}
+
+/// An op event's start and duration on the device clock: the values of its `device_offset_ps`
+/// and `device_duration_ps` stats (given by their ids in the plane) when it carries them, else
+/// its own timing. The duration is as recorded.
+#[inline]
+pub fn device_timespan(
+    ev: &Event<'_>,
+    offset_id: Option<StatMetadataId>,
+    duration_id: Option<StatMetadataId>,
+) -> (Picos, Picos) {
+    let (mut start, mut duration) = (ev.start(), ev.duration());
+    if !ev.has_stats() || (offset_id.is_none() && duration_id.is_none()) {
+        return (start, duration);
     }
     for stat in ev.stats().map_while(|s| s.ok()) {
         let id = Some(stat.metadata_id());
-        if id == ids.device_offset_ps {
+        if id == offset_id {
             if let Some(v) = stat.as_i64() {
-                span.start = Picos(v);
+                start = Picos(v);
             }
-        } else if id == ids.device_duration_ps
+        } else if id == duration_id
             && let Some(v) = stat.as_i64()
         {
-            span.duration = Picos(v);
+            duration = Picos(v);
         }
     }
-    span
+    (start, duration)
 }
 
 /// Per-occurrence facts of one op, read from its event metadata's stats.

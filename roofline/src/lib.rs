@@ -21,11 +21,11 @@ pub mod units;
 pub mod frame;
 
 pub use anatomy::{
-    Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy, host_anatomy_from_ops,
-    is_collective, partition, tpu_anatomy,
+    InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy,
+    host_anatomy_from_ops, is_collective, partition, tpu_anatomy,
 };
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
-pub use device::{MemoryBytes, OpMetadata, op_metadata_by_position};
+pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};
 pub use host_ops::{HostOp, HostOps, OpContext};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
