@@ -14,7 +14,7 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use xlens::faults::{DETECTORS, Detector, Findings, HostSummary, Profile, ScanConfig};
-use xlens::xplane::synth::{self, MegaScaleSpec, OpSpec, Program, SparseCoreSpec, SynthSpec};
+use xlens::xplane::synth::{self, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec};
 use xlens::xplane::{Session, Space};
 
 /// Builds every shared analysis once, outside the timed loop, and the hosts' summaries that
@@ -50,25 +50,16 @@ fn real() -> Profile {
 fn synthetic(mb: u64) -> Profile {
     let program = Program::random(2000, 1);
     let ops = program.ops();
-    let dcn_op = ops.iter().find(|o| o.name.starts_with("all-gather-done")).map(|o| o.name.clone());
     let temps: Vec<(String, u64)> = ops.iter().take(64).map(|o| (o.name.clone(), 64 << 20)).collect();
     let temps: Vec<(&str, u64)> = temps.iter().map(|(n, b)| (n.as_str(), *b)).collect();
     let hlo = synth::hlo_proto_with_buffers("jit_train_step", &program, &[("param.0", 4 << 30)], &temps);
-    let sparse = SparseCoreSpec {
-        per_core: 2,
-        ops: vec![
-            OpSpec::new("embedding-lookup.1", "custom-call", "sparse core", 0, 1 << 20, 3),
-            OpSpec::new("embedding-grad.2", "custom-call", "sparse core", 0, 1 << 20, 1),
-        ],
-        busy_fraction: 0.6,
-        dropped_events: 0,
-    };
+    let megascale = MegaScaleSpec::on_first_all_gather(&program);
     let spec = SynthSpec {
         program,
         device_type: "TPU v5".to_owned(),
         hlo_proto: Some(hlo),
-        sparse_cores: Some(sparse),
-        megascale: dcn_op.map(|op| MegaScaleSpec { op, payload_bytes: 1 << 20, slices: (0, 1) }),
+        megascale,
+        sparse_cores: Some(SparseCoreSpec::embeddings()),
         ..SynthSpec::default()
     }
     .with_target_size(mb << 20);

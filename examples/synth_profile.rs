@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use xlens::xplane::synth::{
-    self as fixtures, MegaScaleSpec, OpSpec, Program, SparseCoreSpec, SynthSpec, hlo_proto_with_buffers, tpu_profile,
+    self as fixtures, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec, hlo_proto_with_buffers, tpu_profile,
 };
 
 fn parse_size(s: &str) -> anyhow::Result<u64> {
@@ -82,18 +82,7 @@ fn main() -> anyhow::Result<()> {
             names.iter().filter(|n| n.starts_with("fusion")).map(|n| (n.as_str(), 8u64 << 20)).collect();
         let hlo = hlo_proto_with_buffers("jit_train_step", &program, &[("params", 4u64 << 30)], &temps);
         let (sparse_cores, megascale) = if multislice {
-            // The DCN transfer rides on the program's first async all-gather.
-            let dcn_op = program.ops().iter().find(|o| o.name.starts_with("all-gather-done")).map(|o| o.name.clone());
-            let sparse = SparseCoreSpec {
-                per_core: 2,
-                ops: vec![
-                    OpSpec::new("embedding-lookup.1", "custom-call", "sparse core", 0, 1 << 20, 3),
-                    OpSpec::new("embedding-grad.2", "custom-call", "sparse core", 0, 1 << 20, 1),
-                ],
-                busy_fraction: 0.6,
-                dropped_events: 0,
-            };
-            (Some(sparse), dcn_op.map(|op| MegaScaleSpec { op, payload_bytes: 1 << 20, slices: (0, 1) }))
+            (Some(SparseCoreSpec::embeddings()), MegaScaleSpec::on_first_all_gather(&program))
         } else {
             (None, None)
         };

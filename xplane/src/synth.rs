@@ -282,6 +282,31 @@ pub struct MegaScaleSpec {
     pub slices: (i64, i64),
 }
 
+impl SparseCoreSpec {
+    /// Two SparseCores per TensorCore running an embedding lookup and its gradient (3:1) for
+    /// 60 % of each step, nothing dropped: an embedding model's SparseCores at a healthy load.
+    pub fn embeddings() -> SparseCoreSpec {
+        SparseCoreSpec {
+            per_core: 2,
+            ops: vec![
+                OpSpec::new("embedding-lookup.1", "custom-call", "sparse core", 0, 1 << 20, 3),
+                OpSpec::new("embedding-grad.2", "custom-call", "sparse core", 0, 1 << 20, 1),
+            ],
+            busy_fraction: 0.6,
+            dropped_events: 0,
+        }
+    }
+}
+
+impl MegaScaleSpec {
+    /// 1 MiB transfers from slice 0 to slice 1 over every execution of the program's first async
+    /// all-gather; `None` when the program has none.
+    pub fn on_first_all_gather(program: &Program) -> Option<MegaScaleSpec> {
+        let op = program.ops().iter().find(|o| o.name.starts_with("all-gather-done"))?.name.clone();
+        Some(MegaScaleSpec { op, payload_bytes: 1 << 20, slices: (0, 1) })
+    }
+}
+
 impl Default for SynthSpec {
     fn default() -> Self {
         SynthSpec {
