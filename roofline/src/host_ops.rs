@@ -256,10 +256,14 @@ fn read_line(
         if ids.hlo_op.is_none() || !ev.has_stats() {
             continue;
         }
-        let Some((mut op, context)) = read_op(&ev, ids, &mut out.interner, &mut out.modules) else { continue };
+        let Some((mut op, context, module)) = read_op(&ev, ids, &mut out.interner) else { continue };
         op.context = match last {
             Some((c, i)) if c == context => i,
             _ => {
+                // A new context may be a new program: its `hlo_module`, as first seen.
+                out.modules
+                    .entry(context.program_id.unwrap_or(0))
+                    .or_insert_with(|| module.and_then(|s| s.as_str()).map(|s| s.into_owned()).unwrap_or_default());
                 let i = *context_index.entry(context).or_insert_with(|| {
                     out.contexts.push(context);
                     out.contexts.len() as u32 - 1
@@ -295,13 +299,12 @@ impl Interner {
 }
 
 /// One walk of an event's stats; `None` when it has no `hlo_op`. The op's context index is
-/// left for the caller to intern.
-fn read_op(
-    ev: &xlens_xplane::Event<'_>,
+/// left for the caller to intern; its `hlo_module` stat comes beside it.
+fn read_op<'a>(
+    ev: &xlens_xplane::Event<'a>,
     ids: &StatIds,
     interner: &mut Interner,
-    modules: &mut BTreeMap<u64, String>,
-) -> Option<(HostOp, OpContext)> {
+) -> Option<(HostOp, OpContext, Option<xlens_xplane::Stat<'a>>)> {
     let mut name = None;
     let mut context = OpContext::default();
     let mut module = None;
@@ -330,11 +333,7 @@ fn read_op(
         }
     }
     let name = name?;
-    let program = context.program_id.unwrap_or(0);
-    modules
-        .entry(program)
-        .or_insert_with(|| module.and_then(|s| s.as_str()).map(|s| s.into_owned()).unwrap_or_default());
-    Some((HostOp { start: ev.start(), end: ev.end(), name, context: 0 }, context))
+    Some((HostOp { start: ev.start(), end: ev.end(), name, context: 0 }, context, module))
 }
 
 #[cfg(test)]
