@@ -57,3 +57,75 @@ fn every_host_is_visited_once() {
     assert_eq!(seen, ["host0000", "host0001", "host0002", "host0003"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every `<table>/host=<host>/part-0.parquet` under `dir`, by table, partitions in name order.
+fn partitions(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<(String, PathBuf)>> {
+    let mut out = std::collections::BTreeMap::new();
+    for table in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()) {
+        let mut parts: Vec<(String, PathBuf)> = std::fs::read_dir(&table)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.file_name().unwrap().to_str().unwrap().to_owned(), p.join("part-0.parquet")))
+            .collect();
+        parts.sort();
+        out.insert(table.file_name().unwrap().to_str().unwrap().to_owned(), parts);
+    }
+    out
+}
+
+fn read_parquet(path: &std::path::Path) -> polars::prelude::DataFrame {
+    use polars::prelude::{ParquetReader, SerReader};
+    ParquetReader::new(std::fs::File::open(path).unwrap()).finish().unwrap()
+}
+
+/// `fault_scan --out DIR`: per-host Parquet partitions (`<table>/host=<host>/part-0.parquet`)
+/// that read back as one table per kind (one schema across partitions, every finding once), and
+/// the same files whether hosts are streamed through `scan_session` or held in memory.
+#[test]
+fn parquet_partitions_form_one_table_per_kind() {
+    use xlens::faults::frame::{write_host_parquet, write_parquet, write_session_parquet};
+    let dir = session_dir("parquet");
+    let streamed_dir = dir.join("frames-streamed");
+    let held_dir = dir.join("frames-held");
+    let source = discover(&dir).unwrap();
+    let config = ScanConfig::default();
+    let streamed = scan_session(&source, &config, &|host, outcome| {
+        write_host_parquet(host, &outcome.findings, &streamed_dir).unwrap();
+    })
+    .unwrap();
+    write_session_parquet(&streamed, &streamed_dir).unwrap();
+    let profile = Profile::from_session(Session::open(&dir).unwrap());
+    let held = scan(&profile, &config);
+    write_parquet(&profile, &held, &held_dir).unwrap();
+
+    let tables = partitions(&streamed_dir);
+    for table in ["findings", "evidence", "metrics", "steps", "anatomy", "op_profile", "categories", "skipped"] {
+        assert!(tables.contains_key(table), "{table}: {:?}", tables.keys());
+    }
+    let hosts: Vec<&str> = tables["metrics"].iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(hosts, ["host=host0000", "host=host0001", "host=host0002", "host=host0003"]);
+    let findings: Vec<&str> = tables["findings"].iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(findings, ["host=_session", "host=host0000", "host=host0001", "host=host0002", "host=host0003"]);
+    for (table, parts) in &tables {
+        let frames: Vec<polars::prelude::DataFrame> = parts.iter().map(|(_, p)| read_parquet(p)).collect();
+        // One table: every partition has the same columns and types, so they stack.
+        for frame in &frames {
+            assert_eq!(frame.schema(), frames[0].schema(), "{table}");
+        }
+        if table == "findings" {
+            let rows: usize = frames.iter().map(|f| f.height()).sum();
+            assert_eq!(rows, streamed.findings.len());
+            assert!(rows > 0, "the session has a straggler finding");
+        }
+        if table == "metrics" || table == "steps" {
+            assert!(frames.iter().all(|f| f.height() > 0), "{table}");
+        }
+        // Streamed and held scans write the same frames.
+        for (part, path) in parts {
+            let held_frame = read_parquet(&held_dir.join(table).join(part).join("part-0.parquet"));
+            assert!(read_parquet(path).equals_missing(&held_frame), "{table}/{part}");
+        }
+    }
+    assert_eq!(partitions(&held_dir).keys().collect::<Vec<_>>(), tables.keys().collect::<Vec<_>>());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
