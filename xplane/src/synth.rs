@@ -335,13 +335,27 @@ impl Default for SynthSpec {
 }
 
 impl SynthSpec {
-    /// The same spec with `steps` scaled so the output is about `target_bytes` long.
+    /// The same spec with `steps` scaled so the output is about `target_bytes` long (within a
+    /// few percent).
+    ///
+    /// A step's bytes grow slowly with its position (later timestamps take longer varints), so
+    /// the size per step is measured twice: on 1 and 2 steps for a first estimate, then on an
+    /// eighth and a quarter of that estimate, which costs well under the output itself.
     pub fn with_target_size(mut self, target_bytes: u64) -> SynthSpec {
-        let probe = |steps| tpu_profile(&SynthSpec { steps, hlo_proto: None, ..self.clone() }).len() as u64;
-        let (one, two) = (probe(1), probe(2));
-        let per_step = two.saturating_sub(one).max(1);
-        let fixed = one.saturating_sub(per_step) + self.hlo_proto.as_ref().map_or(0, |p| p.len() as u64);
-        self.steps = (target_bytes.saturating_sub(fixed) / per_step).clamp(1, u64::from(u32::MAX)) as u32;
+        let hlo = self.hlo_proto.as_ref().map_or(0, |p| p.len() as u64);
+        let probe = |steps: u64| {
+            let steps = steps.clamp(1, u64::from(u32::MAX)) as u32;
+            tpu_profile(&SynthSpec { steps, hlo_proto: None, ..self.clone() }).len() as u64
+        };
+        let estimate = |a: u64, b: u64| {
+            let (size_a, size_b) = (probe(a), probe(b));
+            let per_step = (size_b.saturating_sub(size_a) / (b - a)).max(1);
+            let fixed = size_a.saturating_sub(per_step * a) + hlo;
+            (target_bytes.saturating_sub(fixed) / per_step).max(1)
+        };
+        let first = estimate(1, 2);
+        let steps = if first >= 16 { estimate(first / 8, first / 4) } else { first };
+        self.steps = steps.clamp(1, u64::from(u32::MAX)) as u32;
         self
     }
 }
