@@ -68,15 +68,10 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
     Ok(Some(args))
 }
 
-/// A one-line progress bar on stderr: `[=====>    ] 3/8 hosts  host0002`.
+/// Redraws the progress bar on stderr (see [`xlens::render::progress_line`]).
 fn progress(done: usize, total: usize, host: &str) {
-    let width = 30;
-    let filled = width * done / total.max(1);
     let mut err = std::io::stderr().lock();
-    let _ = write!(err, "\r[{}{}] {done}/{total} hosts  {host:<24}", "=".repeat(filled), " ".repeat(width - filled));
-    if done == total {
-        let _ = writeln!(err);
-    }
+    let _ = err.write_all(xlens::render::progress_line(done, total, host).as_bytes());
     let _ = err.flush();
 }
 

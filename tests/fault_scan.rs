@@ -153,3 +153,32 @@ fn html_is_self_contained() {
     let tpu = render::html(&report(&root().join("testdata/tpu/tpu_straggler")));
     assert!(tpu.contains("roofline") && tpu.contains("<circle"), "TPU profiles get a roofline plot of the top ops");
 }
+
+/// The progress bar goes to a terminal only: with stderr piped, `fault_scan` writes nothing
+/// there, and the report on stdout is the library's text rendering.
+#[test]
+fn fault_scan_is_silent_on_stderr_when_it_is_not_a_terminal() {
+    // `cargo test` builds the examples beside the test binaries' `deps` folder.
+    let exe = std::env::current_exe().unwrap();
+    let example = exe.parent().unwrap().parent().unwrap().join("examples").join("fault_scan");
+    assert!(
+        example.exists(),
+        "{} is not built: `cargo test --workspace` builds the examples (or `cargo build --example fault_scan`)",
+        example.display()
+    );
+    let dir = root().join("testdata/corpus/clean");
+    let out = std::process::Command::new(&example).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), xlens::faults::render::text(&report(&dir)));
+}
+
+#[test]
+fn the_progress_line_fills_with_the_hosts_done() {
+    use xlens::render::progress_line;
+    assert_eq!(progress_line(0, 4, "h"), format!("\r[{}] 0/4 hosts  {:<24}", " ".repeat(30), "h"));
+    assert!(progress_line(1, 4, "h").starts_with(&format!("\r[{}{}] 1/4", "=".repeat(7), " ".repeat(23))));
+    assert_eq!(progress_line(4, 4, "h"), format!("\r[{}] 4/4 hosts  {:<24}\n", "=".repeat(30), "h"));
+    // No hosts yet known, or more done than announced, never overflows the bar.
+    assert!(progress_line(5, 4, "h").contains(&format!("[{}]", "=".repeat(30))));
+}

@@ -13,6 +13,24 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 use xlens_xplane::{PlaneInventory, SpaceSummary};
 
+/// The progress line `fault_scan` redraws on stderr after each scanned host:
+/// `\r[=====     ] 3/8 hosts  host0002`, a 30-column bar, ending the line after the last host.
+///
+/// ```
+/// let line = xlens::render::progress_line(4, 8, "host0003");
+/// assert!(line.starts_with("\r[===============               ] 4/8 hosts  host0003"));
+/// assert!(xlens::render::progress_line(8, 8, "host0007").ends_with('\n'));
+/// ```
+pub fn progress_line(done: usize, total: usize, host: &str) -> String {
+    const WIDTH: usize = 30;
+    let filled = (WIDTH * done / total.max(1)).min(WIDTH);
+    let mut line = format!("\r[{}{}] {done}/{total} hosts  {host:<24}", "=".repeat(filled), " ".repeat(WIDTH - filled));
+    if done >= total {
+        line.push('\n');
+    }
+    line
+}
+
 /// One host's inventory, as given to the renderers.
 #[derive(Debug)]
 pub struct HostInventory {
