@@ -290,12 +290,12 @@ impl OpSpan<'_> {
 /// longest first, then core; see [`HostProfile::host_op_order`]), made one at a time from the
 /// shared host-op table: nothing is collected.
 pub fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'_>> + '_ {
-    let plane = host.space().host_threads();
+    let space = host.space();
     let cached = host.host_ops();
-    let order = if plane.is_some() { host.host_op_order() } else { &[] };
+    let order = host.host_op_order();
     order.iter().filter_map(move |&i| {
-        let plane = plane?;
-        let (line, op) = cached.get(i as usize)?;
+        let (at, op) = cached.get(i as usize)?;
+        let (plane, line) = at.resolve(space)?;
         let context = cached.context(op);
         Some(OpSpan {
             start: op.start,
@@ -306,7 +306,7 @@ pub fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'_>> + '
             core: context.core,
             category: None,
             plane: plane.name(),
-            line: plane.lines().get(line).map_or("", |l| l.name()),
+            line: line.name(),
         })
     })
 }

@@ -175,7 +175,7 @@ impl HostProfile {
             .get_or_init(|| {
                 if self.space.tpu_tensor_cores().is_empty() {
                     let host_ops = self.host_ops_result().map_err(str::to_owned)?;
-                    Ok(OpProfile::from_host_ops(host_ops, self.modules()))
+                    Ok(OpProfile::from_host_ops(host_ops, self.modules()).with_gpu_devices(&self.space))
                 } else {
                     let timeline = self.device_timeline().map_err(str::to_owned)?;
                     Ok(OpProfile::from_timeline(&self.space, timeline))

@@ -24,6 +24,17 @@
 //!
 //! Known differences from XLA: custom calls cost 0 FLOPs and their operands plus output bytes
 //! (XLA reports −1 for "unknown").
+//!
+//! **The GPU model** ([`CostModel::Gpu`]) is what XProf computes for GPU profiles (it runs XLA's
+//! GPU cost analysis on the module), checked against XProf 2.24.2 on real ROCm captures:
+//! - an elementwise op (transcendental ones included) costs, per output element, the clock cycles
+//!   XLA's default GPU op profile measured for its opcode and output type (a sine in f32: 662),
+//!   else 3; reducers, maps and windows scale that;
+//! - custom calls cost nothing, except DNN convolutions (`__cudnn$conv…`), priced as the
+//!   convolution they run; their bytes are the operands plus the convolution result (not the
+//!   scratch buffer), of which only the operands count as HBM traffic ([`Cost::hbm_bytes`] is
+//!   what XProf's memory-space breakdown reports);
+//! - everything else as above.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -34,6 +45,16 @@ use crate::ids::{CompId, InstrId};
 use crate::module::{Instruction, Module};
 use crate::opcode::Opcode;
 use crate::shape::Shape;
+
+/// Which cost analysis to follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CostModel {
+    /// XLA's `HloCostAnalysis` (what `compile().cost_analysis()` reports; TPU and CPU).
+    #[default]
+    Xla,
+    /// XLA's GPU cost analysis as XProf runs it on GPU profiles (see the module docs).
+    Gpu,
+}
 
 /// Costs of one instruction (or a sum of them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -71,9 +92,10 @@ impl Cost {
 }
 
 /// Costs of every instruction, computed callees first.
-pub(crate) fn compute(module: &Module) -> Vec<Cost> {
+pub(crate) fn compute(module: &Module, model: CostModel) -> Vec<Cost> {
     let mut ctx = Ctx {
         module,
+        model,
         costs: vec![Cost::default(); module.instructions.len()],
         totals: vec![Cost::default(); module.computations.len()],
         bodies: RefCell::new(HashMap::new()),
@@ -94,6 +116,7 @@ pub(crate) fn compute(module: &Module) -> Vec<Cost> {
 
 struct Ctx<'m> {
     module: &'m Module,
+    model: CostModel,
     costs: Vec<Cost>,
     totals: Vec<Cost>,
     /// Per fusion body: its parameters by number, and the bytes of its large constants.
@@ -152,6 +175,10 @@ impl<'m> Ctx<'m> {
             Opcode::Tuple => cost.bytes_accessed = out,
             Opcode::Transpose if transpose_is_bitcast(self, instr) => cost.bytes_accessed = 0,
             Opcode::Map => cost = scaled(self.sub(instr.called.first()), elements),
+            op if op.is_elementwise() && op != Opcode::Copy && self.model == CostModel::Gpu => {
+                cost.flops = sat(elements, gpu_flops_per_element(op, instr.shape.element_type()));
+            }
+            Opcode::CustomCall if self.model == CostModel::Gpu => cost = gpu_custom_call(self, instr),
             op if op.is_elementwise() && op != Opcode::Copy => {
                 if op.is_transcendental() {
                     cost.transcendentals = elements;
@@ -346,6 +373,11 @@ impl<'m> Ctx<'m> {
                 .fold(0u64, |a, u| a.saturating_add(self.parameter_read_bytes(u.id)));
         }
         let size = p.shape.byte_size();
+        // A parameter that is its body's root (a nested fusion that only forwards its operand,
+        // as XLA's block-level GEMM fusions write them) is read whole.
+        if self.module.computation(p.computation).root == Some(param) {
+            return size;
+        }
         let mut total = 0u64;
         let mut seen_trivial = false;
         for &u in &p.users {
@@ -377,6 +409,135 @@ impl<'m> Ctx<'m> {
         }
         total
     }
+}
+
+/// FLOPs per element of an elementwise op in XLA's GPU cost analysis when its op and output
+/// type have no measured timing.
+const GPU_FLOPS_PER_ELEMENT: u64 = 3;
+
+/// Measured cost per element, in clock cycles that XLA's GPU cost analysis counts as FLOPs, of
+/// the elementwise ops whose cost is not the default: XLA's `sm_86` op profile (its default
+/// profile, which XProf 2.24.2 uses for every GPU, NVIDIA or AMD), read from the tables compiled
+/// into XProf 2.24.2 and checked against it. Keyed by HLO opcode and output element type; bf16
+/// has no entries (it costs the default).
+const GPU_OP_CYCLES: &[(&str, &str, u64)] = &[
+    ("add", "c128", 97),
+    ("add", "f64", 97),
+    ("atan2", "c128", 39027),
+    ("atan2", "c64", 5353),
+    ("atan2", "f16", 482),
+    ("atan2", "f32", 486),
+    ("atan2", "f64", 3747),
+    ("cbrt", "f16", 925),
+    ("cbrt", "f32", 867),
+    ("cbrt", "f64", 6339),
+    ("cosine", "c128", 6613),
+    ("cosine", "f16", 691),
+    ("cosine", "f32", 662),
+    ("cosine", "f64", 1717),
+    ("divide", "c128", 7941),
+    ("divide", "c64", 687),
+    ("divide", "f64", 2016),
+    ("divide", "s16", 367),
+    ("divide", "s32", 306),
+    ("divide", "s64", 918),
+    ("divide", "s8", 370),
+    ("divide", "u16", 302),
+    ("divide", "u32", 115),
+    ("divide", "u64", 838),
+    ("divide", "u8", 306),
+    ("exponential", "c128", 4028),
+    ("exponential", "c64", 1360),
+    ("exponential", "f16", 108),
+    ("exponential", "f32", 86),
+    ("exponential", "f64", 1652),
+    ("exponential-minus-one", "c128", 4161),
+    ("exponential-minus-one", "c64", 1400),
+    ("exponential-minus-one", "f16", 396),
+    ("exponential-minus-one", "f32", 381),
+    ("exponential-minus-one", "f64", 1900),
+    ("log", "c128", 7599),
+    ("log", "c64", 950),
+    ("log", "f16", 266),
+    ("log", "f32", 244),
+    ("log", "f64", 608),
+    ("log-plus-one", "c128", 6962),
+    ("log-plus-one", "c64", 842),
+    ("log-plus-one", "f16", 284),
+    ("log-plus-one", "f32", 262),
+    ("log-plus-one", "f64", 2073),
+    ("logistic", "f16", 226),
+    ("logistic", "f32", 176),
+    ("logistic", "f64", 2412),
+    ("multiply", "c128", 270),
+    ("multiply", "f64", 97),
+    ("power", "c128", 18205),
+    ("power", "c64", 3351),
+    ("power", "f16", 975),
+    ("power", "f32", 925),
+    ("power", "f64", 5511),
+    ("power", "s16", 396),
+    ("power", "s64", 601),
+    ("power", "s8", 392),
+    ("power", "u16", 399),
+    ("power", "u64", 604),
+    ("power", "u8", 388),
+    ("rsqrt", "c128", 11318),
+    ("rsqrt", "c64", 2383),
+    ("rsqrt", "f16", 97),
+    ("rsqrt", "f32", 75),
+    ("rsqrt", "f64", 698),
+    ("sine", "c128", 5878),
+    ("sine", "f32", 662),
+    ("sine", "f64", 1789),
+    ("sqrt", "c128", 15606),
+    ("sqrt", "c64", 3193),
+    ("sqrt", "f16", 97),
+    ("sqrt", "f32", 75),
+    ("sqrt", "f64", 986),
+    ("subtract", "c128", 97),
+    ("subtract", "f64", 97),
+    ("tanh", "c128", 9939),
+    ("tanh", "f16", 212),
+    ("tanh", "f32", 190),
+    ("tanh", "f64", 1609),
+];
+
+/// FLOPs per output element of an elementwise op under the GPU model.
+fn gpu_flops_per_element(op: Opcode, output: crate::shape::PrimitiveType) -> u64 {
+    let (op, ty) = (op.as_str(), output.as_str());
+    GPU_OP_CYCLES.iter().find(|(o, t, _)| *o == op && *t == ty).map_or(GPU_FLOPS_PER_ELEMENT, |r| r.2)
+}
+
+/// True for the custom-call targets of DNN convolutions (cuDNN, and MIOpen behind the same
+/// names on ROCm).
+pub(crate) fn is_dnn_convolution(target: &str) -> bool {
+    target.starts_with("__cudnn$conv")
+}
+
+/// A custom call under the GPU model: a DNN convolution is priced as its convolution, reading
+/// its operands and writing its result (the first output); anything else costs nothing.
+fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
+    if !is_dnn_convolution(&instr.raw.custom_call_target) {
+        return Cost::default();
+    }
+    let operands = (0..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(ctx.operand_bytes(instr, i)));
+    let result = first_array(&instr.shape);
+    Cost {
+        flops: convolution_flops_to(ctx, instr, result),
+        transcendentals: 0,
+        bytes_accessed: operands.saturating_add(result.byte_size()),
+    }
+}
+
+/// The HBM bytes of an instruction under the GPU model: its bytes, but for a DNN convolution
+/// only its operands (XProf's memory-space breakdown leaves the tuple result out).
+pub(crate) fn gpu_hbm_bytes(module: &Module, id: InstrId, cost: &Cost) -> u64 {
+    let instr = module.instruction(id);
+    if instr.opcode == Opcode::CustomCall && is_dnn_convolution(&instr.raw.custom_call_target) {
+        return instr.operands.iter().fold(0u64, |a, &o| a.saturating_add(module.instruction(o).shape.byte_size()));
+    }
+    cost.bytes_accessed
 }
 
 fn first_array(shape: &Shape) -> &Shape {
@@ -444,9 +605,14 @@ fn reduce_window_count(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
 }
 
 fn convolution_flops(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
+    convolution_flops_to(ctx, instr, &instr.shape)
+}
+
+/// Convolution FLOPs of `instr` producing `out` (the instruction's shape, or the convolution
+/// result inside a custom call's tuple).
+fn convolution_flops_to(ctx: &Ctx<'_>, instr: &Instruction, out: &Shape) -> u64 {
     let (Some(lhs), Some(rhs)) = (ctx.operand_shape(instr, 0), ctx.operand_shape(instr, 1)) else { return 0 };
     let Some(dn) = instr.raw.convolution_dimension_numbers.as_ref() else { return 0 };
-    let out = &instr.shape;
     let input_feature = dim(lhs, dn.input_feature_dimension);
     let output_feature = dim(out, dn.output_feature_dimension);
     let batch = dim(lhs, dn.input_batch_dimension);

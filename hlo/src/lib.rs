@@ -62,7 +62,7 @@ mod text;
 pub mod frame;
 
 pub use collective::{Collective, GroupEncoding, replica_groups};
-pub use cost::Cost;
+pub use cost::{Cost, CostModel};
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use ids::{CompId, InstrId, UniqueId};
 pub use memory::{MemoryStats, PeakBuffer};

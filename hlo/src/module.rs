@@ -343,6 +343,8 @@ pub struct Module {
     pub(crate) computation_by_name: HashMap<String, CompId>,
     pub(crate) post_order: Vec<CompId>,
     pub(crate) costs: Vec<Cost>,
+    /// Costs under XLA's GPU cost analysis, computed on first use (GPU profiles only).
+    pub(crate) gpu_costs: std::sync::OnceLock<Vec<Cost>>,
     pub(crate) elementwise: Vec<bool>,
     pub(crate) collectives: Vec<Collective>,
     pub(crate) aliases: Vec<IoAlias>,
@@ -535,6 +537,22 @@ impl Module {
     /// The cost of one instruction (see [`crate::cost`]).
     pub fn cost(&self, id: InstrId) -> Cost {
         self.costs[id.index()]
+    }
+
+    /// The cost of one instruction under XLA's GPU cost analysis, as XProf prices the ops of a
+    /// GPU profile (see [`crate::CostModel::Gpu`]); computed for the whole module on first use.
+    pub fn gpu_cost(&self, id: InstrId) -> Cost {
+        self.gpu_costs
+            .get_or_init(|| cost::compute(self, cost::CostModel::Gpu))
+            .get(id.index())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The bytes of [`Module::gpu_cost`] that XProf counts as HBM traffic (all of them but a DNN
+    /// convolution's result).
+    pub fn gpu_hbm_bytes(&self, id: InstrId) -> u64 {
+        cost::gpu_hbm_bytes(self, id, &self.gpu_cost(id))
     }
 
     /// The summed cost of a computation's instructions.
@@ -895,6 +913,7 @@ fn build(
         computation_by_name,
         post_order,
         costs: Vec::new(),
+        gpu_costs: std::sync::OnceLock::new(),
         elementwise: Vec::new(),
         collectives: Vec::new(),
         aliases,
@@ -907,7 +926,7 @@ fn build(
         encoded_len,
     };
     module.elementwise = graph::elementwise(&module);
-    module.costs = cost::compute(&module);
+    module.costs = cost::compute(&module, cost::CostModel::Xla);
     let (collectives, warnings) = collective::collect(&module);
     module.collectives = collectives;
     module.warnings.extend(warnings);

@@ -343,13 +343,20 @@ impl Chip {
     pub fn from_device_plane(plane: &Plane) -> Result<Chip> {
         let num = |name: &str| plane.stat_by_name(name).and_then(|s| s.as_f64()).filter(|v| v.is_finite() && *v > 0.0);
         let gbps = |name: &str| num(name).map(BytesPerSec::from_gb_per_s);
-        let device_type = plane.stat_by_name(stat::DEVICE_TYPE_STRING).and_then(|s| s.as_str()).map(|s| s.into_owned());
+        let gpu = matches!(plane.kind(), xlens_xplane::PlaneKind::Gpu { .. }).then(|| crate::gpu::GpuCaps::of(plane));
+        let device_type = plane
+            .stat_by_name(stat::DEVICE_TYPE_STRING)
+            .and_then(|s| s.as_str())
+            .map(|s| s.into_owned())
+            .or_else(|| gpu.as_ref().map(|g| g.model_name()));
         let spec = device_type.as_deref().and_then(ChipSpec::lookup);
         let fallback = spec.map(Chip::from_spec);
+        let gpu_peak = gpu.as_ref().and_then(|g| g.peak_flops_per_s()).map(|f| FlopsPerSec::from_gflops(f / 1e9));
+        let gpu_shared = gpu.as_ref().and_then(|g| g.shared_memory_bytes_per_s()).map(BytesPerSec);
 
         let (flops, flops_source) = match num(capability::PEAK_TERAFLOPS_PER_SECOND) {
             Some(tf) => (Some(FlopsPerSec::from_tflops(tf)), PeakSource::Profile),
-            None => match gpu_derived_peak(plane) {
+            None => match gpu_peak {
                 Some(f) => (Some(f), PeakSource::Derived),
                 None => (fallback.as_ref().map(|c| c.peaks.flops), PeakSource::Catalogue),
             },
@@ -373,8 +380,14 @@ impl Chip {
             cmem_write: pick(capability::PEAK_CMEM_WR_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.cmem_write)),
             vmem_read: pick(capability::PEAK_VMEM_RD_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.vmem_read)),
             vmem_write: pick(capability::PEAK_VMEM_WR_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.vmem_write)),
-            sram_read: pick(capability::PEAK_SRAM_RD_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.sram_read)),
-            sram_write: pick(capability::PEAK_SRAM_WR_BW_GIGABYTES_PER_SECOND, fb.and_then(|p| p.sram_write)),
+            sram_read: pick(
+                capability::PEAK_SRAM_RD_BW_GIGABYTES_PER_SECOND,
+                gpu_shared.or(fb.and_then(|p| p.sram_read)),
+            ),
+            sram_write: pick(
+                capability::PEAK_SRAM_WR_BW_GIGABYTES_PER_SECOND,
+                gpu_shared.or(fb.and_then(|p| p.sram_write)),
+            ),
         };
         let hbm_capacity = num(capability::MEMORY_SIZE).map(|b| Bytes(b as u64)).or(spec.map(|s| s.hbm_capacity));
         Ok(Chip {
@@ -457,19 +470,6 @@ impl Chip {
             .filter_map(|(res, bw)| bw.map(|bw| (res, bw)))
             .fold(Roofline::from_parts(p.flops, p.hbm), |r, (res, bw)| r.push_on_chip(res, bw))
     }
-}
-
-/// XProf's GPU peak when no `peak_teraflops_per_second` stat is present: SM count × clock (GHz)
-/// × max FLOPs/cycle/SM for the compute capability (facts §8, `cuda_type_utils.cc`).
-fn gpu_derived_peak(plane: &Plane) -> Option<FlopsPerSec> {
-    let get = |name: &str| plane.stat_by_name(name).and_then(|s| s.as_f64());
-    let clock_khz = get(capability::CLOCK_RATE).filter(|v| *v > 0.0)?;
-    let sms = get(capability::CORE_COUNT).filter(|v| *v > 0.0)?;
-    let major = get(capability::COMPUTE_CAP_MAJOR)?;
-    let minor = get(capability::COMPUTE_CAP_MINOR).unwrap_or(0.0);
-    let per_cycle = gpu_flops_per_cycle_per_sm(major as u32, minor as u32)?;
-    let clock_ghz = clock_khz / 1e6;
-    Some(FlopsPerSec::from_gflops(sms * clock_ghz * per_cycle))
 }
 
 /// Max FLOPs per cycle per SM by CUDA compute capability, falling back to the closest lower

@@ -136,22 +136,31 @@ pub struct MemoryBytes {
     pub onchip_read: f64,
     /// On-chip writes.
     pub onchip_write: f64,
+    /// Bytes accessed that no memory space is recorded for (a GPU DNN convolution's result):
+    /// part of the total, and so of the operational intensity, but of no bandwidth.
+    pub unattributed: f64,
 }
 
 impl MemoryBytes {
     /// All bytes.
     pub fn total(&self) -> f64 {
-        self.hbm + self.onchip_read + self.onchip_write
+        self.hbm + self.onchip_read + self.onchip_write + self.unattributed
     }
 
     pub(crate) fn scaled(&self, k: f64) -> MemoryBytes {
-        MemoryBytes { hbm: self.hbm * k, onchip_read: self.onchip_read * k, onchip_write: self.onchip_write * k }
+        MemoryBytes {
+            hbm: self.hbm * k,
+            onchip_read: self.onchip_read * k,
+            onchip_write: self.onchip_write * k,
+            unattributed: self.unattributed * k,
+        }
     }
 
     pub(crate) fn add(&mut self, other: &MemoryBytes) {
         self.hbm += other.hbm;
         self.onchip_read += other.onchip_read;
         self.onchip_write += other.onchip_write;
+        self.unattributed += other.unattributed;
     }
 }
 
@@ -359,7 +368,7 @@ mod tests {
         let entry = |k: u8, s: u8, n: u8| vec![0x0a, 6, 0x08, k, 0x10, s, 0x18, n];
         let bytes: Vec<u8> = [entry(1, 1, 100), entry(2, 1, 50), entry(1, 3, 7), entry(2, 3, 9)].concat();
         let m = parse_memory_breakdown(&bytes).unwrap();
-        assert_eq!(m, MemoryBytes { hbm: 150.0, onchip_read: 7.0, onchip_write: 9.0 });
+        assert_eq!(m, MemoryBytes { hbm: 150.0, onchip_read: 7.0, onchip_write: 9.0, unattributed: 0.0 });
         assert_eq!(parse_memory_breakdown(&[0x0a, 0x09]), None);
     }
 }

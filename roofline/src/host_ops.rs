@@ -1,20 +1,30 @@
-//! The op events of host threads (XLA:CPU runs its thunks there), read once per host.
+//! The op events of a host that are not on TPU op lines, read once per host: XLA:CPU thunks on
+//! host threads, and the kernels and memory copies of GPU stream lines.
 //!
-//! A CPU profile holds millions of events on a few threads. Every CPU analysis (the op profile,
-//! the step anatomy, the host detectors) needs the same few facts of each `hlo_op` event, so one
-//! walk of each event's stats collects them into a compact table that the others share, together
-//! with the threads that carry step markers.
+//! A CPU profile holds millions of events on a few threads; a GPU profile holds its kernels on a
+//! few streams per device. Every analysis of such a profile (the op profile, the step anatomy,
+//! the detectors) needs the same few facts of each op event, so one walk of each event's stats
+//! collects them into a compact table that the others share, together with the host threads
+//! that carry step markers.
+//!
+//! - **CPU**: the `hlo_op` events of `/host:CPU` threads.
+//! - **GPU** (`/device:GPU:N` planes and no TPU): every event of every stream line (the lines
+//!   XProf does not derive, see [`xlens_xplane::names::line::is_derived`]): a kernel is named by
+//!   its `hlo_op` stat (the last `::` part), else by the kernel's own name (TensorFlow kernels,
+//!   library kernels); a memory copy by its event name (`MemcpyH2D`, ...). Its device is the GPU
+//!   ordinal. Host threads are then read for step markers only: their kernel-launch events carry
+//!   `hlo_op` stats too, but the device ran the op, not the host.
 //!
 //! The table is the largest allocation of a CPU profile's analysis (a 143 MB capture has
 //! 860,000 ops), so it is kept small: an op is 24 bytes (its program, run and device ordinal are
-//! interned as one [`OpContext`]), and each thread's ops stay in the table its reader filled,
+//! interned as one [`OpContext`]), and each line's ops stay in the table its reader filled,
 //! so no merged copy is ever made.
 
 use std::collections::{BTreeMap, HashMap};
 
 use xlens_xplane::{Picos, Space, names};
 
-/// One executed HLO op on a host thread, compactly (24 bytes).
+/// One executed op (a host-thread HLO op, or a GPU kernel or memory copy), compactly (24 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostOp {
     /// Start.
@@ -39,14 +49,32 @@ pub struct OpContext {
     pub core: i64,
 }
 
-/// The ops of one thread (line) of `/host:CPU`, in file order.
+/// A line of the space: the plane's index in the space and the line's index in the plane.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LineRef {
+    /// Index of the plane in [`Space::planes`].
+    pub plane: usize,
+    /// Index of the line in its plane.
+    pub line: usize,
+}
+
+impl LineRef {
+    /// The plane and line this refers to, when the space has them.
+    pub fn resolve<'a>(&self, space: &'a Space) -> Option<(&'a xlens_xplane::Plane, &'a xlens_xplane::Line)> {
+        let plane = space.planes().get(self.plane)?;
+        Some((plane, plane.lines().get(self.line)?))
+    }
+}
+
+/// The ops of one line (a host thread or a GPU stream), in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct LineTable {
-    line: u32,
+    line: LineRef,
     ops: Vec<HostOp>,
 }
 
-/// Every host-thread op event of a host, read in one walk of each event's stats.
+/// Every op event of a host that is not on a TPU op line (host-thread HLO ops on CPU, stream
+/// kernels and copies on GPU), read in one walk of each event's stats.
 ///
 /// ```
 /// use xlens_xplane::Session;
@@ -63,8 +91,10 @@ struct LineTable {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostOps {
-    /// The threads that ran ops, by ascending line index, each with its ops in file order.
+    /// The lines that ran ops, by ascending (plane, line), each with its ops in file order.
     lines: Vec<LineTable>,
+    /// Where the ops come from.
+    pub source: OpSource,
     /// The position of each thread's first op in [`HostOps::iter`] order, then the total.
     offsets: Vec<usize>,
     /// Interned op names.
@@ -73,7 +103,7 @@ pub struct HostOps {
     pub contexts: Vec<OpContext>,
     /// The `hlo_module` stat of each program, as first seen.
     pub modules: BTreeMap<u64, String>,
-    /// Threads (line indices) with a host step marker event (see
+    /// Host threads (line indices of `/host:CPU`) with a host step marker event (see
     /// [`crate::is_host_step_marker`]), ascending.
     pub marker_lines: Vec<usize>,
     /// Of those, the threads whose markers are root annotations (an `_r` stat): the threads that
@@ -96,26 +126,45 @@ impl HostOps {
     pub fn read_partial(space: &Space) -> (HostOps, Option<xlens_xplane::Error>) {
         use rayon::prelude::*;
         let mut out = HostOps { offsets: vec![0], ..HostOps::default() };
-        let Some(plane) = space.host_threads() else { return (out, None) };
-        // Step markers decided once per metadata entry, not per event.
-        let marker = plane.metadata_mask(|m| crate::is_host_step_marker(m.name()));
-        let ids = StatIds {
-            root: plane.stat_id(names::stat::IS_ROOT),
-            hlo_op: plane.stat_id(names::stat::HLO_OP),
-            program: plane.stat_id(names::stat::PROGRAM_ID),
-            run: plane.stat_id(names::stat::RUN_ID),
-            ordinal: plane.stat_id(names::stat::DEVICE_ORDINAL),
-            module: plane.stat_id(names::stat::HLO_MODULE),
-        };
-        // Threads are read in parallel, each into its own table with its own interners. The
-        // interned indices are then rewritten in place, in thread order, so the result does not
+        let gpus = if space.tpu_tensor_cores().is_empty() { space.gpus() } else { Vec::new() };
+        // What each line is read for: its ops, its step markers, or both.
+        let mut jobs: Vec<Job<'_>> = Vec::new();
+        if !gpus.is_empty() {
+            out.source = OpSource::GpuStreams;
+            for plane in gpus {
+                let device = match plane.kind() {
+                    xlens_xplane::PlaneKind::Gpu { ordinal } => i64::from(ordinal),
+                    _ => 0,
+                };
+                let ids = StatIds::of(plane);
+                for line in plane.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())) {
+                    jobs.push(Job { plane, line, ids, marker: None, ops: OpsFrom::Stream { device } });
+                }
+            }
+        }
+        let marker;
+        if let Some(plane) = space.host_threads() {
+            // Step markers decided once per metadata entry, not per event.
+            marker = plane.metadata_mask(|m| crate::is_host_step_marker(m.name()));
+            let ops = if out.source == OpSource::HostThreads { OpsFrom::HloOpStats } else { OpsFrom::None };
+            // On GPU profiles a host thread without a marker holds nothing the table wants.
+            if ops != OpsFrom::None || !marker.is_empty() {
+                let ids = StatIds::of(plane);
+                for line in plane.lines() {
+                    jobs.push(Job { plane, line, ids, marker: Some(&marker), ops });
+                }
+            }
+        }
+        // Lines are read in parallel, each into its own table with its own interners. The
+        // interned indices are then rewritten in place, in line order, so the result does not
         // depend on scheduling and no table is copied.
-        let lines: Vec<LineOps> = plane.lines().par_iter().map(|line| read_line(plane, line, &ids, &marker)).collect();
+        let lines: Vec<LineOps> = jobs.par_iter().map(read_line).collect();
         let mut error = None;
         let mut names = Interner::default();
         let mut contexts: HashMap<OpContext, u32> = HashMap::new();
-        for (index, line) in lines.into_iter().enumerate() {
+        for (job, line) in jobs.iter().zip(lines) {
             let LineOps { mut ops, interner, contexts: local_contexts, modules, has_marker, rooted, error: e } = line;
+            let at = LineRef { plane: job.plane.index(), line: job.line.index() };
             if !ops.is_empty() {
                 let name: Vec<u32> = interner.names.iter().map(|n| names.by_string(n)).collect();
                 let context: Vec<u32> = local_contexts
@@ -133,16 +182,16 @@ impl HostOps {
                 }
                 ops.shrink_to_fit();
                 out.offsets.push(out.offsets[out.offsets.len() - 1] + ops.len());
-                out.lines.push(LineTable { line: index as u32, ops });
+                out.lines.push(LineTable { line: at, ops });
             }
             for (program, module) in modules {
                 out.modules.entry(program).or_insert(module);
             }
             if has_marker {
-                out.marker_lines.push(index);
+                out.marker_lines.push(at.line);
             }
             if rooted {
-                out.rooted_marker_lines.push(index);
+                out.rooted_marker_lines.push(at.line);
             }
             if error.is_none() {
                 error = e;
@@ -157,34 +206,34 @@ impl HostOps {
         self.offsets.last().copied().unwrap_or(0)
     }
 
-    /// Whether no host thread ran an op.
+    /// Whether no line ran an op.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Every op, thread by thread (ascending line index), each thread's in file order. The
-    /// position of an op in this order is its index for [`HostOps::get`].
+    /// Every op, line by line (ascending plane, then line index), each line's in file order.
+    /// The position of an op in this order is its index for [`HostOps::get`].
     pub fn iter(&self) -> impl Iterator<Item = &HostOp> + '_ {
         self.lines.iter().flat_map(|t| t.ops.iter())
     }
 
-    /// The op at `index` in [`HostOps::iter`] order, with the line index of its thread.
-    pub fn get(&self, index: usize) -> Option<(usize, &HostOp)> {
+    /// The op at `index` in [`HostOps::iter`] order, with its line.
+    pub fn get(&self, index: usize) -> Option<(LineRef, &HostOp)> {
         // `offsets` starts at 0 and ends at the total: the table holding `index` is the last
         // whose offset is at or below it.
         let table = self.offsets.partition_point(|&o| o <= index).checked_sub(1)?;
         let t = self.lines.get(table)?;
-        t.ops.get(index - self.offsets[table]).map(|op| (t.line as usize, op))
+        t.ops.get(index - self.offsets[table]).map(|op| (t.line, op))
     }
 
-    /// The ops of each thread that ran any, by ascending line index, with that index.
-    pub fn by_line(&self) -> impl Iterator<Item = (usize, &[HostOp])> + '_ {
-        self.lines.iter().map(|t| (t.line as usize, t.ops.as_slice()))
+    /// The ops of each line that ran any, by ascending (plane, line), with that line.
+    pub fn by_line(&self) -> impl Iterator<Item = (LineRef, &[HostOp])> + '_ {
+        self.lines.iter().map(|t| (t.line, t.ops.as_slice()))
     }
 
-    /// The ops of one thread, in file order (empty when it ran none).
-    pub fn of_line(&self, line: usize) -> &[HostOp] {
-        match self.lines.binary_search_by_key(&line, |t| t.line as usize) {
+    /// The ops of one line, in file order (empty when it ran none).
+    pub fn of_line(&self, line: LineRef) -> &[HostOp] {
+        match self.lines.binary_search_by_key(&line, |t| t.line) {
             Ok(i) => &self.lines[i].ops,
             Err(_) => &[],
         }
@@ -201,6 +250,37 @@ impl HostOps {
     }
 }
 
+/// Where the ops of a host come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpSource {
+    /// `hlo_op` events of `/host:CPU` threads (XLA:CPU).
+    #[default]
+    HostThreads,
+    /// Kernels and memory copies of GPU stream lines.
+    GpuStreams,
+}
+
+/// What a line is read for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OpsFrom {
+    /// Nothing (the line is read for its step markers).
+    None,
+    /// Events with an `hlo_op` stat (host threads of a CPU profile).
+    HloOpStats,
+    /// Every event: a GPU stream of device `device`.
+    Stream { device: i64 },
+}
+
+/// One line to read.
+struct Job<'a> {
+    plane: &'a xlens_xplane::Plane,
+    line: &'a xlens_xplane::Line,
+    ids: StatIds,
+    marker: Option<&'a xlens_xplane::MetadataMask>,
+    ops: OpsFrom,
+}
+
+#[derive(Clone, Copy)]
 struct StatIds {
     root: Option<xlens_xplane::StatMetadataId>,
     hlo_op: Option<xlens_xplane::StatMetadataId>,
@@ -210,7 +290,20 @@ struct StatIds {
     module: Option<xlens_xplane::StatMetadataId>,
 }
 
-/// What one thread holds: its ops, with names and contexts indexing its own tables.
+impl StatIds {
+    fn of(plane: &xlens_xplane::Plane) -> StatIds {
+        StatIds {
+            root: plane.stat_id(names::stat::IS_ROOT),
+            hlo_op: plane.stat_id(names::stat::HLO_OP),
+            program: plane.stat_id(names::stat::PROGRAM_ID),
+            run: plane.stat_id(names::stat::RUN_ID),
+            ordinal: plane.stat_id(names::stat::DEVICE_ORDINAL),
+            module: plane.stat_id(names::stat::HLO_MODULE),
+        }
+    }
+}
+
+/// What one line holds: its ops, with names and contexts indexing its own tables.
 struct LineOps {
     ops: Vec<HostOp>,
     interner: Interner,
@@ -221,12 +314,8 @@ struct LineOps {
     error: Option<xlens_xplane::Error>,
 }
 
-fn read_line(
-    plane: &xlens_xplane::Plane,
-    line: &xlens_xplane::Line,
-    ids: &StatIds,
-    marker: &xlens_xplane::MetadataMask,
-) -> LineOps {
+fn read_line(job: &Job<'_>) -> LineOps {
+    let Job { plane, line, ids, marker, ops: from } = *job;
     let mut out = LineOps {
         ops: Vec::new(),
         interner: Interner::default(),
@@ -236,11 +325,14 @@ fn read_line(
         rooted: false,
         error: None,
     };
+    if from == OpsFrom::None && marker.is_none_or(|m| m.is_empty()) {
+        return out;
+    }
     let mut context_index: HashMap<OpContext, u32> = HashMap::new();
     // Consecutive ops usually share a context (one program run): remember the last one.
     let mut last: Option<(OpContext, u32)> = None;
-    // A full walk of the host threads: the file pages behind it are released as it goes (a
-    // later pass maps them again).
+    // A full walk of the line: the file pages behind it are released as it goes (a later pass
+    // maps them again).
     for ev in line.events_releasing(plane) {
         let ev = match ev {
             Ok(ev) => ev,
@@ -249,14 +341,24 @@ fn read_line(
                 break;
             }
         };
-        if (!out.has_marker || !out.rooted) && marker.contains(&ev) {
+        if let Some(marker) = marker
+            && (!out.has_marker || !out.rooted)
+            && marker.contains(&ev)
+        {
             out.has_marker = true;
             out.rooted = out.rooted || ids.root.is_some_and(|r| ev.stat(r).is_some());
         }
-        if ids.hlo_op.is_none() || !ev.has_stats() {
-            continue;
-        }
-        let Some((mut op, context, module)) = read_op(&ev, ids, &mut out.interner) else { continue };
+        let read = match from {
+            OpsFrom::None => continue,
+            OpsFrom::HloOpStats => {
+                if ids.hlo_op.is_none() || !ev.has_stats() {
+                    continue;
+                }
+                read_op(&ev, &ids, &mut out.interner, None)
+            }
+            OpsFrom::Stream { device } => read_op(&ev, &ids, &mut out.interner, Some(device)),
+        };
+        let Some((mut op, context, module)) = read else { continue };
         op.context = match last {
             Some((c, i)) if c == context => i,
             _ => {
@@ -283,10 +385,22 @@ fn read_line(
 struct Interner {
     by_ref: HashMap<u64, u32>,
     by_name: HashMap<String, u32>,
+    /// Names taken from event metadata (GPU kernels without `hlo_op`), by metadata id.
+    by_metadata: HashMap<i64, u32>,
     names: Vec<String>,
 }
 
 impl Interner {
+    fn by_metadata(&mut self, ev: &xlens_xplane::Event<'_>) -> u32 {
+        let id = ev.metadata_id().0;
+        if let Some(&i) = self.by_metadata.get(&id) {
+            return i;
+        }
+        let i = self.by_string(ev.name());
+        self.by_metadata.insert(id, i);
+        i
+    }
+
     fn by_string(&mut self, name: &str) -> u32 {
         if let Some(&i) = self.by_name.get(name) {
             return i;
@@ -298,12 +412,15 @@ impl Interner {
     }
 }
 
-/// One walk of an event's stats; `None` when it has no `hlo_op`. The op's context index is
-/// left for the caller to intern; its `hlo_module` stat comes beside it.
+/// One walk of an event's stats. On host threads (`device` is `None`) an event without an
+/// `hlo_op` is not an op (`None`); on a GPU stream (`device` is the GPU ordinal) every event is:
+/// a kernel without `hlo_op`, or a memory copy, is named by the event itself. The op's context
+/// index is left for the caller to intern; its `hlo_module` stat comes beside it.
 fn read_op<'a>(
     ev: &xlens_xplane::Event<'a>,
     ids: &StatIds,
     interner: &mut Interner,
+    device: Option<i64>,
 ) -> Option<(HostOp, OpContext, Option<xlens_xplane::Stat<'a>>)> {
     let mut name = None;
     let mut context = OpContext::default();
@@ -315,12 +432,12 @@ fn read_op<'a>(
                 Some(r) => match interner.by_ref.get(&r) {
                     Some(&i) => i,
                     None => {
-                        let i = interner.by_string(&s.as_str().unwrap_or_default());
+                        let i = interner.by_string(last_scope(&s.as_str().unwrap_or_default()));
                         interner.by_ref.insert(r, i);
                         i
                     }
                 },
-                None => interner.by_string(&s.as_str()?),
+                None => interner.by_string(last_scope(&s.as_str()?)),
             });
         } else if id == ids.program {
             context.program_id = s.as_u64();
@@ -332,8 +449,20 @@ fn read_op<'a>(
             module = Some(s);
         }
     }
-    let name = name?;
+    let name = match (name, device) {
+        (Some(name), _) => name,
+        (None, Some(_)) => interner.by_metadata(ev),
+        (None, None) => return None,
+    };
+    if let Some(device) = device {
+        context.core = device;
+    }
     Some((HostOp { start: ev.start(), end: ev.end(), name, context: 0 }, context, module))
+}
+
+/// The op of a nested `hlo_op` value (`outer::inner` names the innermost op last).
+fn last_scope(name: &str) -> &str {
+    name.rsplit("::").next().unwrap_or(name)
 }
 
 #[cfg(test)]
@@ -370,7 +499,7 @@ mod tests {
             let ops = HostOps::read(space).unwrap();
             let actual: Vec<_> = ops
                 .by_line()
-                .flat_map(|(line, t)| t.iter().map(move |o| (line, o)))
+                .flat_map(|(line, t)| t.iter().map(move |o| (line.line, o)))
                 .map(|(line, o)| (line, o.start, o.end, ops.name(o).to_owned(), ops.context(o).program_id))
                 .collect();
             assert!(!expected.is_empty(), "{name}");
@@ -381,13 +510,13 @@ mod tests {
             // Indices follow `iter` order and know their thread.
             for (i, op) in ops.iter().enumerate() {
                 let (line, at) = ops.get(i).unwrap();
-                assert_eq!((line, at.start, at.end), (expected[i].0, op.start, op.end), "{name}");
+                assert_eq!((line.line, at.start, at.end), (expected[i].0, op.start, op.end), "{name}");
             }
             assert_eq!(ops.get(ops.len()), None);
             let (line, first) = ops.by_line().next().unwrap();
             assert_eq!(ops.of_line(line).first(), first.first());
-            assert!(ops.of_line(usize::MAX).is_empty());
-            let groups: Vec<(usize, &[HostOp])> = ops.by_line().collect();
+            assert!(ops.of_line(LineRef { plane: usize::MAX, line: 0 }).is_empty());
+            let groups: Vec<(LineRef, &[HostOp])> = ops.by_line().collect();
             assert!(groups.iter().all(|(_, g)| !g.is_empty()), "{name}");
             assert!(groups.windows(2).all(|w| w[0].0 < w[1].0), "{name}");
             // Contexts are interned: each distinct (program, run, ordinal) once.

@@ -1,6 +1,5 @@
-//! Chip catalogue, roofline math, steps, op profile and step anatomy.
-//!
-//! Work in progress: filled by the `roofline` issue.
+//! Chip catalogue, roofline math, steps, op profile and step anatomy, for TPU, GPU and CPU
+//! profiles.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod anatomy;
@@ -8,7 +7,9 @@ mod chip;
 pub mod chips;
 mod device;
 mod error;
+mod gpu;
 mod host_ops;
+mod kernel_stats;
 mod model;
 mod op_profile;
 mod op_profile_cpu;
@@ -27,7 +28,12 @@ pub use anatomy::{
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};
-pub use host_ops::{HostOp, HostOps, OpContext};
+pub use gpu::{
+    CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,
+    unattributed_category, uses_tensor_cores,
+};
+pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpSource};
+pub use kernel_stats::{KernelStat, KernelStats};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,

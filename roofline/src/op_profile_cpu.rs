@@ -83,9 +83,18 @@ impl OpProfile {
 
     /// [`OpProfile::from_host_threads`] over host ops already read (profiles shared by several
     /// analyses read them once).
+    ///
+    /// On GPU profiles (ops read from stream lines) the op profile is XProf's: a kernel or copy
+    /// counts as an op only when its `hlo_op` and `program_id` name an instruction of a module
+    /// of the profile; other events (runtime copies, library kernels without `hlo_op`) count in
+    /// the devices' spans only, so they are part of `IDLE`. A GPU profile without any HLO
+    /// module (TensorFlow) keeps every kernel and copy as an op, named by itself, with the
+    /// category its name gives (memory copies by direction, collective library kernels by
+    /// collective, else `unknown`). The device type is left for the caller.
     pub fn from_host_ops(host_ops: &HostOps, modules: &[Module]) -> OpProfile {
+        let gpu = host_ops.source == crate::OpSource::GpuStreams;
         let mut profile = OpProfile {
-            device_type: Some("CPU".to_owned()),
+            device_type: if gpu { None } else { Some("CPU".to_owned()) },
             cores: 0,
             perf_env: None,
             programs: BTreeMap::new(),
@@ -94,6 +103,9 @@ impl OpProfile {
             idle_time: Picos::ZERO,
         };
         let by_program: HashMap<u64, &Module> = modules.iter().filter_map(|m| m.program_id().map(|p| (p, m))).collect();
+        // On GPU, whether an (program, interned name) is an op of the op profile, decided once.
+        let keep_all = by_program.is_empty();
+        let mut attributed: HashMap<(Option<u64>, u32), bool> = HashMap::new();
         // (program id, interned op name) → index in `stats`.
         let mut index: HashMap<(u64, u32), usize> = HashMap::new();
         let mut stats: Vec<OpStats> = Vec::new();
@@ -106,17 +118,33 @@ impl OpProfile {
             for op in line_ops {
                 let context = host_ops.context(op);
                 let program = context.program_id.unwrap_or(0);
-                let k = *index.entry((program, op.name)).or_insert_with(|| {
-                    let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
-                    profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
-                    let module = by_program.get(&program).copied();
-                    stats.push(new_op(program, host_ops.name(op), module));
-                    stats.len() - 1
-                });
                 let span = Span { start: op.start, duration: op.end.saturating_sub(op.start) };
                 let entry = device_spans.entry(context.core).or_insert((span.start, span.end()));
                 entry.0 = entry.0.min(span.start);
                 entry.1 = entry.1.max(span.end());
+                if gpu
+                    && !keep_all
+                    && !*attributed.entry((context.program_id, op.name)).or_insert_with(|| {
+                        context
+                            .program_id
+                            .and_then(|p| by_program.get(&p))
+                            .is_some_and(|m| m.instruction_by_name(host_ops.name(op)).is_some())
+                    })
+                {
+                    continue;
+                }
+                let k = *index.entry((program, op.name)).or_insert_with(|| {
+                    let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
+                    profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
+                    let module = by_program.get(&program).copied();
+                    let mut stats_of = new_op(program, host_ops.name(op), module);
+                    if gpu && module.is_none() {
+                        stats_of.category =
+                            crate::gpu::unattributed_category(&stats_of.name).unwrap_or("unknown").to_owned();
+                    }
+                    stats.push(stats_of);
+                    stats.len() - 1
+                });
                 ops.push(TimedOp {
                     metadata_id: xlens_xplane::EventMetadataId(op_keys.len() as i64),
                     span,
@@ -137,11 +165,23 @@ impl OpProfile {
         for s in &mut stats {
             let Some(module) = by_program.get(&s.program_id) else { continue };
             let Some(instr) = module.instruction_by_name(&s.name) else { continue };
-            let cost = module.cost(instr.id());
             let n = s.occurrences as f64;
-            s.flops = cost.flops as f64 * n;
+            if gpu {
+                // XProf prices GPU ops with XLA's GPU cost analysis.
+                let cost = module.gpu_cost(instr.id());
+                let hbm = module.gpu_hbm_bytes(instr.id());
+                s.flops = cost.flops as f64 * n;
+                s.bytes = MemoryBytes {
+                    hbm: hbm as f64 * n,
+                    unattributed: cost.bytes_accessed.saturating_sub(hbm) as f64 * n,
+                    ..MemoryBytes::default()
+                };
+            } else {
+                let cost = module.cost(instr.id());
+                s.flops = cost.flops as f64 * n;
+                s.bytes = MemoryBytes { hbm: cost.bytes_accessed as f64 * n, ..MemoryBytes::default() };
+            }
             s.model_flops = s.flops;
-            s.bytes = MemoryBytes { hbm: cost.bytes_accessed as f64 * n, ..MemoryBytes::default() };
         }
         stats.retain(|s| s.occurrences > 0);
         stats.sort_by(|a, b| {
@@ -153,6 +193,19 @@ impl OpProfile {
         profile.idle_time = profile.total_time.saturating_sub(op_time);
         profile.ops = stats;
         profile
+    }
+}
+
+impl OpProfile {
+    /// For an op profile read from GPU streams: the device type and peaks of the first GPU
+    /// plane's capability stats (XProf's performance environment); unchanged otherwise.
+    pub fn with_gpu_devices(mut self, space: &Space) -> OpProfile {
+        if space.tpu_tensor_cores().is_empty() && !space.gpus().is_empty() {
+            let chip = crate::Chip::from_space(space).ok();
+            self.device_type = chip.as_ref().and_then(|c| c.device_type().map(str::to_owned));
+            self.perf_env = chip.as_ref().map(crate::PerfEnv::from_chip);
+        }
+        self
     }
 }
 

@@ -57,6 +57,26 @@ impl PerfEnv {
         })
     }
 
+    /// The peaks of a chip as a performance environment: for a GPU, the derived peaks of its
+    /// capability stats, with shared memory (XProf's `SRAM`) as the on-chip memory.
+    pub fn from_chip(chip: &crate::Chip) -> PerfEnv {
+        let p = chip.peaks();
+        let bw = |b: Option<crate::BytesPerSec>| b.map_or(0.0, |b| b.bytes_per_s());
+        let (read, write) = if p.cmem_read.is_some() || p.cmem_write.is_some() {
+            (bw(p.cmem_read), bw(p.cmem_write))
+        } else if p.vmem_read.is_some() || p.vmem_write.is_some() {
+            (bw(p.vmem_read), bw(p.vmem_write))
+        } else {
+            (bw(p.sram_read), bw(p.sram_write))
+        };
+        PerfEnv {
+            peak_flops_per_s: p.flops.per_s(),
+            peak_hbm_bytes_per_s: p.hbm.bytes_per_s(),
+            peak_onchip_read_bytes_per_s: read,
+            peak_onchip_write_bytes_per_s: write,
+        }
+    }
+
     /// HBM ridge point in FLOP/byte: peak FLOP/s ÷ peak HBM bytes/s.
     pub fn hbm_ridge_point(&self) -> f64 {
         if self.peak_hbm_bytes_per_s > 0.0 { self.peak_flops_per_s / self.peak_hbm_bytes_per_s } else { 0.0 }

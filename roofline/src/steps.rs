@@ -12,15 +12,52 @@
 
 use xlens_xplane::{Picos, Space, names};
 
-/// Where the steps came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where the steps came from: the time base every per-step figure is relative to.
+///
+/// XProf's order (facts §3.1): device steps when the profile has them, else host step markers;
+/// profiles without either (inference and serving, micro-benchmarks, device-only snapshots) are
+/// cut into program executions (`XLA Modules` events on TPU; on GPU and CPU the executions the
+/// op events show), and failing those the whole captured device window is one "step".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StepSource {
-    /// TPU `Steps` lines.
+    /// Device `Steps` lines (TPU, or the derived `Steps` line of a GPU plane).
     DeviceSteps,
     /// Host step markers (`train`, `test`, `TraceContext` roots).
     HostMarkers,
-    /// No step markers at all.
+    /// Program executions: `XLA Modules` events on TPU; runs of one program's ops (one
+    /// `run_id` on CPU, consecutive kernels of one program on GPU) elsewhere.
+    ModuleExecutions,
+    /// The whole captured device window: from the first op to the last, one "step".
+    DeviceWindow,
+    /// No op events at all.
     None,
+}
+
+impl StepSource {
+    /// The unit a per-step figure is per: `step`, `module execution` or `device window`
+    /// (`step` also for [`StepSource::None`]).
+    pub fn unit(self) -> &'static str {
+        match self {
+            StepSource::DeviceSteps | StepSource::HostMarkers | StepSource::None => "step",
+            StepSource::ModuleExecutions => "module execution",
+            StepSource::DeviceWindow => "device window",
+        }
+    }
+
+    /// A stable key for reports: `steps`, `module_executions`, `device_window` or `none`.
+    pub fn key(self) -> &'static str {
+        match self {
+            StepSource::DeviceSteps | StepSource::HostMarkers => "steps",
+            StepSource::ModuleExecutions => "module_executions",
+            StepSource::DeviceWindow => "device_window",
+            StepSource::None => "none",
+        }
+    }
+
+    /// True when the profile marks its own steps (device or host markers).
+    pub fn is_marked(self) -> bool {
+        matches!(self, StepSource::DeviceSteps | StepSource::HostMarkers)
+    }
 }
 
 /// Category self times of one core in one step (XProf's TPU step breakdown).
@@ -145,35 +182,37 @@ pub struct Steps {
 }
 
 impl Steps {
-    /// The steps of a space whose device timeline is already walked (TPU device steps when the
-    /// timeline has steps, else host markers).
+    /// The steps of a space whose device timeline is already walked: on TPU the timeline's own
+    /// time base (device steps, else module executions, else the device window); elsewhere host
+    /// markers, else the `Steps` lines of GPU planes, else [`StepSource::None`] (use
+    /// [`Steps::from_timeline_and_host_ops`] to cut stepless CPU and GPU profiles into module
+    /// executions).
     pub fn from_timeline(space: &Space, timeline: &crate::DeviceTimeline) -> xlens_xplane::Result<Steps> {
-        let steps = steps_from_timeline(timeline);
-        if !steps.is_empty() {
-            return Ok(Steps { source: StepSource::DeviceSteps, steps });
+        if !timeline.is_empty() {
+            return Ok(Steps { source: timeline.source, steps: steps_from_timeline(timeline) });
         }
-        let host = host_steps(space, None)?;
-        let source = if host.is_empty() { StepSource::None } else { StepSource::HostMarkers };
-        Ok(Steps { source, steps: host })
+        marked_steps(space, None)
     }
 
-    /// [`Steps::from_timeline`] where the host ops were read already: host markers are looked
-    /// for only on the threads [`crate::HostOps`] found them on.
+    /// [`Steps::from_timeline`] where the op events of a CPU or GPU profile were read already:
+    /// host markers are looked for only on the threads [`crate::HostOps`] found them on, and a
+    /// profile without markers is cut into module executions, else one device window.
     pub fn from_timeline_and_host_ops(
         space: &Space,
         timeline: &crate::DeviceTimeline,
         host_ops: &crate::HostOps,
     ) -> xlens_xplane::Result<Steps> {
-        let steps = steps_from_timeline(timeline);
-        if !steps.is_empty() {
-            return Ok(Steps { source: StepSource::DeviceSteps, steps });
+        if !timeline.is_empty() {
+            return Ok(Steps { source: timeline.source, steps: steps_from_timeline(timeline) });
         }
-        let host = host_steps(space, Some(&host_ops.marker_lines))?;
-        let source = if host.is_empty() { StepSource::None } else { StepSource::HostMarkers };
-        Ok(Steps { source, steps: host })
+        let marked = marked_steps(space, Some(&host_ops.marker_lines))?;
+        if !marked.steps.is_empty() {
+            return Ok(marked);
+        }
+        Ok(op_windows(host_ops))
     }
 
-    /// Finds the steps of a space: TPU device steps when there are TensorCores, else host markers.
+    /// Finds the steps of a space (see [`Steps::from_timeline_and_host_ops`]).
     ///
     /// ```
     /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
@@ -185,17 +224,11 @@ impl Steps {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_space(space: &Space) -> xlens_xplane::Result<Steps> {
-        if !space.tpu_tensor_cores().is_empty() {
-            let steps = steps_from_timeline(&crate::DeviceTimeline::build(space)?);
-            if !steps.is_empty() {
-                return Ok(Steps { source: StepSource::DeviceSteps, steps });
-            }
+        let timeline = crate::DeviceTimeline::build(space)?;
+        if !timeline.is_empty() {
+            return Steps::from_timeline(space, &timeline);
         }
-        let host = host_steps(space, None)?;
-        if host.is_empty() {
-            return Ok(Steps { source: StepSource::None, steps: Vec::new() });
-        }
-        Ok(Steps { source: StepSource::HostMarkers, steps: host })
+        Steps::from_timeline_and_host_ops(space, &timeline, &crate::HostOps::read(space)?)
     }
 
     /// Mean, median, standard deviation, min and max of the step times; `None` without steps.
@@ -358,6 +391,129 @@ fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Ve
         .collect())
 }
 
+/// Host markers, else the `Steps` lines of GPU planes; [`StepSource::None`] without either.
+fn marked_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Steps> {
+    let host = host_steps(space, lines)?;
+    if !host.is_empty() {
+        return Ok(Steps { source: StepSource::HostMarkers, steps: host });
+    }
+    let gpu = gpu_steps(space)?;
+    let source = if gpu.is_empty() { StepSource::None } else { StepSource::DeviceSteps };
+    Ok(Steps { source, steps: gpu })
+}
+
+/// The events of the `Steps` lines of GPU planes (XProf derives them for TensorFlow GPU
+/// captures, one event per step group): one step per event name, from the earliest start,
+/// charged the longest device's duration, as XProf's step trace reports it.
+fn gpu_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
+    let mut by_name: std::collections::BTreeMap<String, (Picos, Picos)> = std::collections::BTreeMap::new();
+    for plane in space.gpus() {
+        let Some(line) = plane.line_by_name(names::line::STEPS) else { continue };
+        for ev in line.events(plane) {
+            let ev = ev?;
+            let entry = by_name.entry(ev.name().to_owned()).or_insert((ev.start(), ev.duration()));
+            entry.0 = entry.0.min(ev.start());
+            entry.1 = entry.1.max(ev.duration());
+        }
+    }
+    let mut steps: Vec<(Picos, Picos, String)> = by_name.into_iter().map(|(n, (s, d))| (s, d, n)).collect();
+    steps.sort();
+    Ok(steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, (start, duration, name))| {
+            let number = name.parse().unwrap_or(i as i64);
+            Step { name, number, start, duration, cores: Vec::new() }
+        })
+        .collect())
+}
+
+/// The module executions of a profile without step markers whose ops are not on TPU op lines:
+/// on CPU the runs (`program_id`, `run_id`) of its ops; on GPU, where kernels carry no run id,
+/// maximal runs of consecutive ops (by start, over every device) of one program (ops without
+/// a program, such as memory copies, join the run they fall in). Windows that overlap are
+/// merged. Without programs, the whole op window is one [`StepSource::DeviceWindow`] step.
+pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
+    let mut windows: Vec<(Picos, Picos, Option<u64>)> = Vec::new();
+    let has_runs = host_ops.contexts.iter().any(|c| c.run_id.is_some());
+    if has_runs {
+        let mut by_run: std::collections::BTreeMap<(u64, i64), (Picos, Picos)> = std::collections::BTreeMap::new();
+        for op in host_ops.iter() {
+            let c = host_ops.context(op);
+            let (Some(program), Some(run)) = (c.program_id, c.run_id) else { continue };
+            let w = by_run.entry((program, run)).or_insert((op.start, op.end));
+            w.0 = w.0.min(op.start);
+            w.1 = w.1.max(op.end);
+        }
+        windows.extend(by_run.into_iter().map(|((program, _), (s, e))| (s, e, Some(program))));
+    } else {
+        let mut ops: Vec<(Picos, Picos, Option<u64>)> =
+            host_ops.iter().map(|o| (o.start, o.end, host_ops.context(o).program_id)).collect();
+        ops.sort_by_key(|o| (o.0, std::cmp::Reverse(o.1)));
+        for (start, end, program) in ops {
+            match windows.last_mut() {
+                Some(w) if program.is_none() || w.2.is_none() || w.2 == program => {
+                    w.1 = w.1.max(end);
+                    w.2 = w.2.or(program);
+                }
+                _ => windows.push((start, end, program)),
+            }
+        }
+        if windows.iter().all(|w| w.2.is_none()) {
+            windows.clear();
+        }
+    }
+    windows.sort_by_key(|w| (w.0, std::cmp::Reverse(w.1)));
+    let mut merged: Vec<(Picos, Picos, Option<u64>)> = Vec::with_capacity(windows.len());
+    for w in windows {
+        match merged.last_mut() {
+            Some(m) if w.0 < m.1 => {
+                m.1 = m.1.max(w.1);
+                if m.2 != w.2 {
+                    m.2 = None;
+                }
+            }
+            _ => merged.push(w),
+        }
+    }
+    if merged.is_empty() {
+        let start = host_ops.iter().map(|o| o.start).min();
+        let end = host_ops.iter().map(|o| o.end).max();
+        return match (start, end) {
+            (Some(start), Some(end)) => Steps {
+                source: StepSource::DeviceWindow,
+                steps: vec![Step {
+                    name: "device window".to_owned(),
+                    number: 0,
+                    start,
+                    duration: end - start,
+                    cores: Vec::new(),
+                }],
+            },
+            _ => Steps { source: StepSource::None, steps: Vec::new() },
+        };
+    }
+    let name = |program: Option<u64>| match program {
+        Some(p) => match host_ops.modules.get(&p).filter(|m| !m.is_empty()) {
+            Some(m) => format!("{m}({p})"),
+            None => format!("program {p}"),
+        },
+        None => "programs".to_owned(),
+    };
+    let steps = merged
+        .into_iter()
+        .enumerate()
+        .map(|(i, (start, end, program))| Step {
+            name: format!("{} #{i}", name(program)),
+            number: i as i64,
+            start,
+            duration: end - start,
+            cores: Vec::new(),
+        })
+        .collect();
+    Steps { source: StepSource::ModuleExecutions, steps }
+}
+
 /// The TPU steps of a walked device timeline: step *k* of every core (steps every core has),
 /// charged the longest core's marker.
 pub fn steps_from_timeline(timeline: &crate::DeviceTimeline) -> Vec<Step> {
@@ -378,7 +534,12 @@ pub fn steps_from_timeline(timeline: &crate::DeviceTimeline) -> Vec<Step> {
             })
             .collect();
         let start = cores.iter().map(|c| c.marker_start).min().unwrap_or_default();
-        steps.push(Step { name: k.to_string(), number: k as i64, start, duration, cores });
+        let name = match timeline.step_names.get(k) {
+            Some(module) => format!("{module} #{k}"),
+            None if timeline.source == StepSource::DeviceWindow => "device window".to_owned(),
+            None => k.to_string(),
+        };
+        steps.push(Step { name, number: k as i64, start, duration, cores });
     }
     steps
 }

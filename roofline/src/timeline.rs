@@ -19,7 +19,7 @@ use xlens_xplane::{Picos, Plane, PlaneKind, Space, names};
 
 use crate::anatomy::{PRIORITY, StepAnatomy, TimeClass, class_of};
 use crate::device::{DeviceStatIds, OpMetadata, Span, device_span, op_metadata};
-use crate::steps::CoreStepBreakdown;
+use crate::steps::{CoreStepBreakdown, StepSource};
 
 /// Aggregates of one op (one event metadata entry) on one core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,6 +82,13 @@ pub struct DeviceTimeline {
     /// The time charged to every core for each step kept: the longest core's marker
     /// (steps kept are those every core has, as XProf intersects them).
     pub step_times: Vec<Picos>,
+    /// What the steps are (the time base): `Steps` markers when the cores have them, else the
+    /// program executions of the `XLA Modules` lines, else the whole captured op window of each
+    /// core (one "step"); [`StepSource::None`] without cores or ops.
+    pub source: StepSource,
+    /// For module executions: the module (`name(program_id)`) each step ran, from the first
+    /// core; empty otherwise.
+    pub step_names: Vec<String>,
 }
 
 impl DeviceTimeline {
@@ -99,10 +106,36 @@ impl DeviceTimeline {
     /// ```
     pub fn build(space: &Space) -> xlens_xplane::Result<DeviceTimeline> {
         let planes = space.tpu_tensor_cores();
-        // Phase 1: every core's step markers, to know the time charged to each step.
+        // Phase 1: every core's step markers, to know the time charged to each step. Without
+        // `Steps` events on any core the time base is the program executions, and without those
+        // the whole op window of each core (facts §3.1: XProf groups by `XLA Modules` when the
+        // `Steps` line is empty).
         let mut markers = Vec::with_capacity(planes.len());
         for plane in &planes {
-            markers.push(step_markers(plane)?);
+            markers.push(step_markers(plane, names::line::STEPS)?);
+        }
+        let mut source = StepSource::DeviceSteps;
+        let mut step_names = Vec::new();
+        if markers.iter().all(|m| m.is_empty()) {
+            source = StepSource::ModuleExecutions;
+            markers.clear();
+            for plane in &planes {
+                markers.push(step_markers(plane, names::line::XLA_MODULES)?);
+            }
+            if let Some(plane) = planes.first() {
+                step_names = module_names(plane)?;
+            }
+        }
+        if markers.iter().all(|m| m.is_empty()) {
+            source = StepSource::DeviceWindow;
+            step_names.clear();
+            markers.clear();
+            for plane in &planes {
+                markers.push(op_window(plane)?.into_iter().collect());
+            }
+        }
+        if markers.iter().all(|m| m.is_empty()) {
+            source = StepSource::None;
         }
         let count = markers.iter().map(Vec::len).min().unwrap_or(0);
         let step_times: Vec<Picos> =
@@ -113,7 +146,8 @@ impl DeviceTimeline {
             .zip(markers.par_iter())
             .map(|(plane, markers)| walk_core(plane, markers, &step_times))
             .collect();
-        Ok(DeviceTimeline { cores: cores?, step_times })
+        step_names.truncate(step_times.len());
+        Ok(DeviceTimeline { cores: cores?, step_times, source, step_names })
     }
 
     /// True when the space had no TPU cores.
@@ -122,9 +156,10 @@ impl DeviceTimeline {
     }
 }
 
-fn step_markers(plane: &Plane) -> xlens_xplane::Result<Vec<(Picos, Picos)>> {
+/// The spans of a marker line's events (`Steps`, or `XLA Modules`), sorted.
+fn step_markers(plane: &Plane, line_name: &str) -> xlens_xplane::Result<Vec<(Picos, Picos)>> {
     let ids = DeviceStatIds::of(plane);
-    let Some(line) = plane.line_by_name(names::line::STEPS) else { return Ok(Vec::new()) };
+    let Some(line) = plane.line_by_name(line_name) else { return Ok(Vec::new()) };
     let mut out = Vec::with_capacity(line.event_count());
     for ev in line.events(plane) {
         let span = device_span(&ev?, &ids);
@@ -132,6 +167,34 @@ fn step_markers(plane: &Plane) -> xlens_xplane::Result<Vec<(Picos, Picos)>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The names of a core's `XLA Modules` events in start order (the module each execution ran).
+fn module_names(plane: &Plane) -> xlens_xplane::Result<Vec<String>> {
+    let ids = DeviceStatIds::of(plane);
+    let Some(line) = plane.line_by_name(names::line::XLA_MODULES) else { return Ok(Vec::new()) };
+    let mut out = Vec::with_capacity(line.event_count());
+    for ev in line.events(plane) {
+        let ev = ev?;
+        out.push((device_span(&ev, &ids).start, ev.display_name().to_owned()));
+    }
+    out.sort();
+    Ok(out.into_iter().map(|(_, n)| n).collect())
+}
+
+/// The first op start and the last op end of a core's `XLA Ops` line, `None` without ops.
+fn op_window(plane: &Plane) -> xlens_xplane::Result<Option<(Picos, Picos)>> {
+    let ids = DeviceStatIds::of(plane);
+    let Some(line) = plane.line_by_name(names::line::XLA_OPS) else { return Ok(None) };
+    let mut window: Option<(Picos, Picos)> = None;
+    for ev in line.events(plane) {
+        let span = device_span(&ev?, &ids);
+        window = Some(match window {
+            Some((a, b)) => (a.min(span.start), b.max(span.end())),
+            None => (span.start, span.end()),
+        });
+    }
+    Ok(window)
 }
 
 /// How an op takes part in async windows.

@@ -24,7 +24,7 @@ pub fn analyze(host: &str, space: &Space) -> Result<HostOpProfile, xlens_xplane:
     let steps = Steps::from_space(space)?;
     let (profile, anatomy) = if space.tpu_tensor_cores().is_empty() {
         let (modules, _) = xlens_hlo::modules_from_space(space);
-        let profile = OpProfile::from_host_threads(space, &modules)?;
+        let profile = OpProfile::from_host_threads(space, &modules)?.with_gpu_devices(space);
         let anatomy = xlens_roofline::host_anatomy(space, &steps, &profile)?;
         (profile, anatomy)
     } else {

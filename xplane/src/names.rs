@@ -82,6 +82,42 @@ pub mod line {
     pub const XLA_TRACEME: &str = "XLA TraceMe";
     /// Lines whose events are ops (XProf's `IsOpLineName`).
     pub const OP_LINES: &[&str] = &[XLA_OPS, FRAMEWORK_OPS, SPARSE_CORE_OPS];
+
+    /// The first id of the lines XProf derives from GPU and host-driven traces
+    /// (`kThreadIdDerivedMin` = 0xdeadbeef: steps, kernel launches, name scopes, framework ops,
+    /// modules, ops, overhead, source); the range runs a few hundred ids up.
+    pub const DERIVED_ID_MIN: i64 = 0xdead_beef;
+    /// How many ids the derived range spans (XProf's `IsDerivedThreadId` covers `+289`).
+    pub const DERIVED_ID_SPAN: i64 = 300;
+    /// Names of the lines a converter derives on a GPU plane beside the stream lines.
+    pub const DERIVED_NAMES: &[&str] = &[
+        STEPS,
+        XLA_MODULES,
+        XLA_OPS,
+        FRAMEWORK_OPS,
+        FRAMEWORK_NAME_SCOPE,
+        TENSORFLOW_OPS,
+        TENSORFLOW_NAME_SCOPE,
+        SOURCE_CODE,
+        LAUNCH_STATS,
+    ];
+
+    /// True for a line XProf derives (by id: the 0xdeadbeef range, also as the negative value a
+    /// 32-bit store leaves; or by name), not one the profiler recorded. On a GPU plane every
+    /// other line is a stream of kernels and memory copies.
+    ///
+    /// ```
+    /// use xlens_xplane::names::line::is_derived;
+    /// assert!(is_derived(-559_038_737, "Steps"));
+    /// assert!(is_derived(0xdead_beef + 5, "anything"));
+    /// assert!(is_derived(7, "TensorFlow Ops"));
+    /// assert!(!is_derived(134, "Stream #134(Compute)"));
+    /// ```
+    pub fn is_derived(id: i64, name: &str) -> bool {
+        let as_i32 = i64::from(DERIVED_ID_MIN as u32 as i32);
+        let in_range = |min: i64| (min..min + DERIVED_ID_SPAN).contains(&id);
+        in_range(DERIVED_ID_MIN) || in_range(as_i32) || DERIVED_NAMES.contains(&name)
+    }
 }
 
 /// Stat names (the `name` of XStatMetadata entries).
@@ -237,6 +273,8 @@ pub mod stat {
         pub const PEAK_SRAM_WR_BW_GIGABYTES_PER_SECOND: &str = "peak_sram_wr_bw_gigabytes_per_second";
         /// Device vendor ("Nvidia", "AMD").
         pub const DEVICE_VENDOR: &str = "device_vendor";
+        /// GPU architecture name (AMD writes `gfx942` here).
+        pub const GPU_DEVICE_NAME: &str = "gpu_device_name";
         /// Megacore flag.
         pub const HAS_MEGACORE: &str = "has_megacore";
         /// Merged VMEM flag.

@@ -450,8 +450,8 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
     // Collective or not, per (program, interned op name), decided once.
     let mut is_collective: HashMap<(u64, u32), bool> = HashMap::new();
-    for (index, line_ops) in host_ops.by_line() {
-        let Some(line) = plane.lines().get(index) else { continue };
+    for (at, line_ops) in host_ops.by_line() {
+        let Some((_, line)) = at.resolve(host.space()) else { continue };
         let mut pending: Vec<(i64, Occurrence)> = Vec::new();
         for op in line_ops.iter().filter(|o| in_step(o.start)) {
             let context = host_ops.context(op);

@@ -1,0 +1,50 @@
+//! GPU kernel statistics: per kernel, its launches, total/mean/min/max duration, launch
+//! parameters (grid, block, registers, shared memory, occupancy) and tensor-core use, as
+//! XProf's kernel stats give them.
+//!
+//! `cargo run --release --example kernel_stats -- PATH [--json] [--top N]`
+//! PATH is a `*.xplane.pb`, a session directory or a logdir. `--json` prints one document for
+//! the session: `{"total_device_duration_us","kernels":[{"kernel_name","hlo_op","occurrences",
+//! "total_duration_us","avg_duration_us","min_duration_us","max_duration_us","registers_per_thread",
+//! "static_shared_bytes","dynamic_shared_bytes","block":[x,y,z],"grid":[x,y,z],"occupancy_pct",
+//! "uses_tensor_cores","host"}]}`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
+use xlens::roofline::KernelStats;
+use xlens::xplane::Session;
+
+const USAGE: &str = "usage: kernel_stats PATH [--json] [--top N]";
+
+fn main() -> anyhow::Result<()> {
+    let mut json = false;
+    let mut top: Option<usize> = None;
+    let mut path: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--json" => json = true,
+            "--top" => top = Some(args.next().context(USAGE)?.parse().context(USAGE)?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            _ if path.is_none() && !arg.starts_with('-') => path = Some(arg.into()),
+            _ => bail!("unexpected argument {arg:?}; {USAGE}"),
+        }
+    }
+    let path = path.context(USAGE)?;
+    let session = Session::open(&path)?;
+    let mut hosts = Vec::new();
+    for host in session.hosts() {
+        hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&kernel_stats_json(&hosts, top))?);
+    } else {
+        print!("{}", kernel_stats_text(&hosts, top.unwrap_or(20)));
+    }
+    Ok(())
+}
