@@ -53,3 +53,42 @@ fn output_is_identical_from_run_to_run() {
     let b = inventory_json(&hosts(&dir).1);
     assert_eq!(a, b);
 }
+
+#[test]
+fn kernel_stats_outputs() {
+    use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
+    let session = Session::open(&root().join("testdata/field/amd_te_fused_attn")).unwrap();
+    let hosts: Vec<HostKernelStats> = session
+        .hosts()
+        .iter()
+        .map(|h| HostKernelStats {
+            host: h.name().to_owned(),
+            stats: xlens::roofline::KernelStats::read(h.space()).unwrap(),
+        })
+        .collect();
+    let json = kernel_stats_json(&hosts, Some(5));
+    // The documented contract, key for key.
+    let keys: Vec<&str> = json["kernels"][0].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "kernel_name",
+            "hlo_op",
+            "occurrences",
+            "total_duration_us",
+            "avg_duration_us",
+            "min_duration_us",
+            "max_duration_us",
+            "registers_per_thread",
+            "static_shared_bytes",
+            "dynamic_shared_bytes",
+            "block",
+            "grid",
+            "occupancy_pct",
+            "uses_tensor_cores",
+            "host"
+        ]
+    );
+    check("kernel_stats_amd_te_fused_attn.json", &(serde_json::to_string_pretty(&json).unwrap() + "\n"));
+    check("kernel_stats_amd_te_fused_attn.txt", &kernel_stats_text(&hosts, 10));
+}

@@ -28,31 +28,25 @@ impl ScanConfig {
     }
 }
 
-/// The status rule: `OPTIMAL` when compute utilisation is high and idle, communication and OOM
-/// risk are low (profiles with device peaks), or when nothing at P0/P1 was found (without).
+/// The status rule: `NEEDS_ATTENTION` exactly when a finding is at `attention_severity` or
+/// worse, so every verdict names its findings. The utilisation and idle limits below are read by
+/// the detectors that report them (`low_utilization`, `device_idle`); exposed communication and
+/// memory pressure have their own detectors (`exposed_collective`, `hbm_pressure`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StatusThresholds {
-    /// Lowest FLOP utilisation (of the device peak) that counts as high. Default 0.5.
+    /// Lowest FLOP utilisation (of the device peak) that counts as high; below it
+    /// `low_utilization` reports. Default 0.5.
     pub min_flops_utilization: f64,
-    /// Highest idle share of the step (%) that counts as low. Default 10.
+    /// Highest idle share of the step (%) that counts as low; above it `device_idle` reports.
+    /// Default 10.
     pub max_idle_pct: f64,
-    /// Highest exposed-communication share of the step (%) that counts as low. Default 10.
-    pub max_exposed_communication_pct: f64,
-    /// Highest memory peak as a fraction of capacity that counts as low OOM risk. Default 0.9.
-    pub max_memory_fraction: f64,
     /// Findings at this severity or worse make the status `NEEDS_ATTENTION`. Default P1.
     pub attention_severity: Severity,
 }
 
 impl Default for StatusThresholds {
     fn default() -> Self {
-        StatusThresholds {
-            min_flops_utilization: 0.5,
-            max_idle_pct: 10.0,
-            max_exposed_communication_pct: 10.0,
-            max_memory_fraction: 0.9,
-            attention_severity: Severity::P1,
-        }
+        StatusThresholds { min_flops_utilization: 0.5, max_idle_pct: 10.0, attention_severity: Severity::P1 }
     }
 }
 
@@ -63,6 +57,10 @@ pub struct Thresholds {
     pub status: StatusThresholds,
     /// `exposed_collective`.
     pub exposed_collective: ExposedCollective,
+    /// `exposed_async_copy`.
+    pub exposed_async_copy: ExposedAsyncCopy,
+    /// `launch_bound`.
+    pub launch_bound: LaunchBound,
     /// `wrong_mesh_mapping`.
     pub wrong_mesh_mapping: WrongMeshMapping,
     /// `unintended_remat`.
@@ -130,6 +128,26 @@ section!(
         hidden_ratio: f64 = 0.9,
         /// A window covered at most this much by compute is exposed (XProf's 0.1).
         exposed_ratio: f64 = 0.1,
+    }
+);
+
+section!(
+    /// Thresholds of `exposed_async_copy`.
+    ExposedAsyncCopy {
+        /// Report when exposed copy time is at least this % of the step. Default 5.
+        min_pct_of_step: f64 = 5.0,
+    }
+);
+
+section!(
+    /// Thresholds of `launch_bound`.
+    LaunchBound {
+        /// Report when launch gaps are at least this % of the step. Default 5.
+        min_pct_of_step: f64 = 5.0,
+        /// A gap between kernels counts when shorter than this (µs). Default 100.
+        max_gap_us: f64 = 100.0,
+        /// ... and the kernel after it is shorter than this (µs). Default 20.
+        max_kernel_us: f64 = 20.0,
     }
 );
 

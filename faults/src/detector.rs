@@ -24,6 +24,8 @@ pub enum Need {
     Memory,
     /// Several hosts or cores to compare.
     MultiCore,
+    /// GPU stream lines (`/device:GPU:N` planes with kernels or copies).
+    GpuStreams,
 }
 
 impl Need {
@@ -38,6 +40,7 @@ impl Need {
             Need::DevicePeaks => "the profile reports no device peak FLOP/s or bandwidth (CPU capture)",
             Need::Memory => "the profile has no memory view with a known capacity",
             Need::MultiCore => "the profile has a single core on a single host",
+            Need::GpuStreams => "the profile has no GPU streams (a GPU-only check)",
         }
     }
 }

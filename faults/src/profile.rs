@@ -164,6 +164,16 @@ impl HostProfile {
             .map_err(|e| e.as_str())
     }
 
+    /// XProf's device duty cycle (%): TPU cores' on-duty time over their windows; for GPU
+    /// streams (and host-run ops) the union of each device's ops over its window.
+    pub fn duty_cycle_pct(&self) -> Option<f64> {
+        if self.space.tpu_tensor_cores().is_empty() {
+            self.host_ops().duty_cycle_pct()
+        } else {
+            self.device_timeline().ok()?.duty_cycle_pct()
+        }
+    }
+
     /// The mean step time in ms, when there are steps.
     pub fn step_ms(&self) -> Option<f64> {
         self.steps().ok()?.stats().map(|s| s.mean_ms)
@@ -297,6 +307,11 @@ impl HostProfile {
                     && self.modules().iter().any(|m| m.buffer_assignment().is_some())
             }
             Need::MultiCore => self.summary.device_cores > 1,
+            Need::GpuStreams => {
+                self.space.tpu_tensor_cores().is_empty()
+                    && self.host_ops().source == xlens_roofline::OpSource::GpuStreams
+                    && !self.host_ops().is_empty()
+            }
         }
     }
 }

@@ -8,11 +8,15 @@ use crate::detectors;
 pub static DETECTORS: &[&dyn Detector] = &[
     // Device timeline.
     &detectors::exposed_collective::ExposedCollective,
+    &detectors::exposed_async_copy::ExposedAsyncCopy,
     &detectors::vpu_bound::VpuBound,
     &detectors::straggler_core::StragglerCore,
     &detectors::dcn_exposed_reduce::DcnExposedReduce,
     &detectors::sparsecore_overflow::SparsecoreOverflow,
     &detectors::hbm_pressure::HbmPressure,
+    &detectors::low_utilization::LowUtilization,
+    &detectors::device_idle::DeviceIdle,
+    &detectors::launch_bound::LaunchBound,
     // HLO.
     &detectors::data_formatting_tax::DataFormattingTax,
     &detectors::layout_mismatch_copy::LayoutMismatchCopy,
@@ -60,6 +64,11 @@ pub const REQUIRED_IDS: &[&str] = &[
     "unnecessary_convert_reduce",
     "hbm_pressure",
     "truncated_capture",
+    // Real captures from the field (GPU streams, host offload, profiles without steps).
+    "exposed_async_copy",
+    "low_utilization",
+    "device_idle",
+    "launch_bound",
 ];
 
 /// The detector catalogue as Markdown, generated from the registry (kept in `docs/detectors.md`

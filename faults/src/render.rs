@@ -14,6 +14,22 @@ fn opt(v: Option<f64>, unit: &str) -> String {
     }
 }
 
+/// `name` cut to at most `max` characters for a text column, with `…` where it was cut
+/// (kernel names of C++ libraries run to thousands of characters).
+///
+/// ```
+/// use xlens_faults::render::clip;
+/// assert_eq!(clip("void ck_tile::kentry<...>", 10), "void ck_t…");
+/// assert_eq!(clip("fusion.3", 10), "fusion.3");
+/// ```
+pub fn clip(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if name.chars().count() <= max {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let kept: String = name.chars().take(max.saturating_sub(1)).collect();
+    std::borrow::Cow::Owned(format!("{kept}…"))
+}
+
 fn bytes(v: u64) -> String {
     const MIB: f64 = (1u64 << 20) as f64;
     const GIB: f64 = (1u64 << 30) as f64;
@@ -43,6 +59,15 @@ fn health(m: &Metrics) -> String {
         opt(m.hbm_utilization_pct, "%"),
         opt(m.roofline_efficiency_pct, "%")
     );
+    if m.bound_by.is_some() || m.device_duty_cycle_pct.is_some() {
+        let _ = writeln!(
+            s,
+            "          duty cycle {}  bound by {}  operational intensity {}",
+            opt(m.device_duty_cycle_pct, "%"),
+            m.bound_by.as_deref().unwrap_or("n/a"),
+            m.operational_intensity_flop_per_byte.map_or("n/a".to_owned(), |v| format!("{v:.2} FLOP/B"))
+        );
+    }
     s
 }
 
@@ -53,6 +78,8 @@ pub fn text(report: &Report) -> String {
     let _ = writeln!(s);
     let p = &report.profile;
     let device = match &p.device_type {
+        // `Nvidia GPU (Hopper)`, `TPU v6 Lite` already say which device.
+        Some(t) if t.contains(p.device.as_str()) => t.clone(),
         Some(t) => format!("{} ({t})", p.device),
         None => p.device.clone(),
     };
@@ -65,11 +92,18 @@ pub fn text(report: &Report) -> String {
         p.main_program.as_ref().map(|m| format!(", main program {m}")).unwrap_or_default()
     );
     let m = &report.metrics;
-    match m.step_time_ms_mean {
-        Some(mean) => {
+    match (m.step_time_ms_mean, m.time_base.as_str()) {
+        (Some(mean), "device_window") => {
             let _ = writeln!(
                 s,
-                "Steps     {} steps: mean {mean:.3} ms, median {:.3} ms, stddev {:.3} ms, min {:.3} ms, max {:.3} ms",
+                "Steps     no step markers or program executions: the device window of {mean:.3} ms is the time base"
+            );
+        }
+        (Some(mean), base) => {
+            let label = if base == "module_executions" { "module executions (no step markers)" } else { "steps" };
+            let _ = writeln!(
+                s,
+                "Steps     {} {label}: mean {mean:.3} ms, median {:.3} ms, stddev {:.3} ms, min {:.3} ms, max {:.3} ms",
                 m.step_count,
                 m.step_time_ms_median.unwrap_or(0.0),
                 m.step_time_ms_stddev.unwrap_or(0.0),
@@ -77,7 +111,7 @@ pub fn text(report: &Report) -> String {
                 m.step_time_ms_max.unwrap_or(0.0)
             );
         }
-        None => {
+        (None, _) => {
             let _ = writeln!(s, "Steps     no step markers");
         }
     }
@@ -89,8 +123,8 @@ pub fn text(report: &Report) -> String {
                 s,
                 "  {}. {:<40} {:<24} {:>10.3} ms {:>6.1}%  {}",
                 i + 1,
-                op.name,
-                op.category,
+                clip(&op.name, 40),
+                clip(&op.category, 24),
                 op.self_time_ms,
                 op.pct,
                 op.program
@@ -102,9 +136,10 @@ pub fn text(report: &Report) -> String {
     for f in &report.findings {
         let _ = writeln!(s, "[{}] {} - {} (host {})", f.severity, f.id, f.title, f.host);
         let _ = writeln!(s, "     {}", f.what);
+        let unit = m.step_unit();
         let _ = writeln!(
             s,
-            "     impact: {} ms per step ({:.1}% of the step)",
+            "     impact: {} ms per {unit} ({:.1}% of the {unit})",
             fmt_value(f.impact.ms_per_step),
             f.impact.pct_of_step
         );
@@ -290,14 +325,15 @@ pub fn html(report: &Report) -> String {
     for f in &report.findings {
         let _ = write!(
             s,
-            "<div class=\"finding {sev}\"><div><span class=\"sev\">{sev}</span> <code>{}</code> {} <span class=\"muted\">(host {})</span></div><p>{}</p><p><b>Impact:</b> {} ms per step ({:.1}% of the step)</p><ul>",
+            "<div class=\"finding {sev}\"><div><span class=\"sev\">{sev}</span> <code>{}</code> {} <span class=\"muted\">(host {})</span></div><p>{}</p><p><b>Impact:</b> {} ms per {unit} ({:.1}% of the {unit})</p><ul>",
             escape(&f.id),
             escape(&f.title),
             escape(&f.host),
             escape(&f.what),
             fmt_value(f.impact.ms_per_step),
             f.impact.pct_of_step,
-            sev = f.severity.as_str()
+            sev = f.severity.as_str(),
+            unit = m.step_unit()
         );
         for e in &f.evidence {
             let _ = write!(s, "<li>{}</li>", escape(&e.to_string()));

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 use serde::Serialize;
-use xlens_roofline::{StepAnatomy, TimeClass};
+use xlens_roofline::{StepAnatomy, StepSource, TimeClass};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -18,7 +18,7 @@ pub enum Status {
     /// Nothing important to fix.
     #[serde(rename = "OPTIMAL")]
     Optimal,
-    /// At least one important finding, or utilisation, idle, communication or memory out of bounds.
+    /// At least one finding at the attention severity (P1 by default) or worse.
     #[serde(rename = "NEEDS_ATTENTION")]
     NeedsAttention,
 }
@@ -79,9 +79,13 @@ pub struct SlowOp {
 }
 
 /// The health snapshot: the numbers an engineer reads first. Absent figures are `null`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Metrics {
-    /// Number of steps.
+    /// What the per-step figures (step times, each finding's `impact`) are per: `steps` (the
+    /// profile's step markers), `module_executions` (no markers: program executions),
+    /// `device_window` (neither: the whole captured device window is one "step") or `none`.
+    pub time_base: String,
+    /// Number of steps (or module executions, or 1 for the device window).
     pub step_count: usize,
     /// Mean step time (ms).
     pub step_time_ms_mean: Option<f64>,
@@ -107,6 +111,13 @@ pub struct Metrics {
     pub hbm_utilization_pct: Option<f64>,
     /// Program roofline efficiency (%).
     pub roofline_efficiency_pct: Option<f64>,
+    /// What bounds the program on the roofline (`Compute`, `HBM`, ...; XProf's `bound_by`).
+    pub bound_by: Option<String>,
+    /// The program's FLOPs per byte accessed (XProf's operational intensity).
+    pub operational_intensity_flop_per_byte: Option<f64>,
+    /// XProf's device duty cycle: the share of the captured device window the devices ran
+    /// on-duty ops (%).
+    pub device_duty_cycle_pct: Option<f64>,
     /// Static memory peak of the main program (bytes).
     pub memory_peak_bytes: Option<u64>,
     /// Device memory capacity (bytes).
@@ -115,6 +126,46 @@ pub struct Metrics {
     pub memory_peak_pct: Option<f64>,
     /// The slowest ops by self time.
     pub slowest_ops: Vec<SlowOp>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            time_base: StepSource::None.key().to_owned(),
+            step_count: 0,
+            step_time_ms_mean: None,
+            step_time_ms_median: None,
+            step_time_ms_stddev: None,
+            step_time_ms_min: None,
+            step_time_ms_max: None,
+            device_busy_pct: None,
+            idle_pct: None,
+            input_bound_pct: None,
+            exposed_communication_pct: None,
+            flops_utilization_pct: None,
+            hbm_utilization_pct: None,
+            roofline_efficiency_pct: None,
+            bound_by: None,
+            operational_intensity_flop_per_byte: None,
+            device_duty_cycle_pct: None,
+            memory_peak_bytes: None,
+            memory_capacity_bytes: None,
+            memory_peak_pct: None,
+            slowest_ops: Vec::new(),
+        }
+    }
+}
+
+impl Metrics {
+    /// The unit of a per-step figure under this time base: `step`, `module execution` or
+    /// `device window`.
+    pub fn step_unit(&self) -> &'static str {
+        match self.time_base.as_str() {
+            "module_executions" => "module execution",
+            "device_window" => "device window",
+            _ => "step",
+        }
+    }
 }
 
 /// One op placed on the roofline chart.
@@ -224,7 +275,11 @@ impl HostSummary {
         HostSummary {
             name: host.name().to_owned(),
             device: host.device_kind().as_str().to_owned(),
-            device_type: host.summary().device_type.clone(),
+            device_type: host
+                .summary()
+                .device_type
+                .clone()
+                .or_else(|| host.chip().and_then(|c| c.device_type().map(str::to_owned))),
             cores: match host.summary().device_cores {
                 0 => host.op_profile().map_or(0, |p| p.cores as usize),
                 n => n,
@@ -353,6 +408,9 @@ fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) ->
     let mut out = Findings::default();
     detector.run(host, config, &mut out)?;
     let mut findings = out.into_vec();
+    // On profiles without step markers every per-step figure is per module execution (or of the
+    // device window): the prose says so.
+    let unit = host.steps().map_or("step", |s| s.source.unit());
     for f in &mut findings {
         if f.host.is_empty() {
             f.host = host.name().to_owned();
@@ -360,8 +418,38 @@ fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) ->
         if f.id.is_empty() {
             f.id = detector.id().to_owned();
         }
+        if unit != "step" {
+            in_time_base(f, unit);
+        }
     }
     Ok(findings)
+}
+
+/// Rewrites a finding's per-step phrases (`per step`, `of the step`, `each step`, `the step's`)
+/// into the time base's unit (`per module execution`, ...), in its text and evidence names.
+fn in_time_base(f: &mut Finding, unit: &str) {
+    let phrases = [
+        (" per step", format!(" per {unit}")),
+        ("of the step", format!("of the {unit}")),
+        ("each step", format!("each {unit}")),
+        ("every step", format!("every {unit}")),
+        ("the step's", format!("the {unit}'s")),
+    ];
+    let rewrite = |text: &mut String| {
+        for (from, to) in &phrases {
+            if text.contains(from) {
+                *text = text.replace(from, to);
+            }
+        }
+    };
+    rewrite(&mut f.what);
+    for e in &mut f.evidence {
+        match e {
+            crate::finding::Evidence::Metric { name, .. } => rewrite(name),
+            crate::finding::Evidence::Note { text } => rewrite(text),
+            _ => {}
+        }
+    }
 }
 
 /// Severity first, then the larger impact, then id and host: a total, stable order.
@@ -383,6 +471,10 @@ fn pct(part: Picos, whole: Picos) -> Option<f64> {
 /// The health snapshot of one host.
 pub fn host_metrics(host: &HostProfile) -> Metrics {
     let mut m = Metrics::default();
+    if let Ok(steps) = host.steps() {
+        m.time_base = steps.source.key().to_owned();
+    }
+    m.device_duty_cycle_pct = host.duty_cycle_pct();
     if let Ok(steps) = host.steps()
         && let Some(stats) = steps.stats()
     {
@@ -414,6 +506,8 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
                 .filter(|e| e.peak_hbm_bytes_per_s > 0.0)
                 .map(|e| 100.0 * point.hbm_bytes_per_s / e.peak_hbm_bytes_per_s);
             m.roofline_efficiency_pct = Some(100.0 * point.efficiency);
+            m.bound_by = Some(point.bound_by.label().to_owned());
+            m.operational_intensity_flop_per_byte = Some(point.operational_intensity);
         }
         let op_time: Picos = profile.ops.iter().filter(|o| !o.has_inner_ops()).map(|o| o.self_time).sum();
         m.slowest_ops = profile
@@ -468,31 +562,11 @@ fn build_report(
     let t = &config.thresholds.status;
     let important = findings.iter().filter(|f| f.severity <= t.attention_severity).count();
     let has_peaks = first.is_some_and(|h| h.has_peaks);
+    // The verdict rests on findings only: low utilisation, idle time, exposed communication and
+    // memory pressure are findings of their own, with their evidence.
     let mut reasons = Vec::new();
     if important > 0 {
         reasons.push(format!("{important} finding(s) at {} or worse", t.attention_severity));
-    }
-    if has_peaks {
-        if let Some(u) = metrics.flops_utilization_pct
-            && u < 100.0 * t.min_flops_utilization
-        {
-            reasons.push(format!("FLOP utilisation {u:.1}% is below {:.0}%", 100.0 * t.min_flops_utilization));
-        }
-        if let Some(i) = metrics.idle_pct
-            && i > t.max_idle_pct
-        {
-            reasons.push(format!("idle {i:.1}% of the step is above {:.0}%", t.max_idle_pct));
-        }
-        if let Some(c) = metrics.exposed_communication_pct
-            && c > t.max_exposed_communication_pct
-        {
-            reasons.push(format!("exposed communication {c:.1}% is above {:.0}%", t.max_exposed_communication_pct));
-        }
-        if let Some(p) = metrics.memory_peak_pct
-            && p > 100.0 * t.max_memory_fraction
-        {
-            reasons.push(format!("memory peak {p:.1}% of capacity is above {:.0}%", 100.0 * t.max_memory_fraction));
-        }
     }
     let status = if reasons.is_empty() { Status::Optimal } else { Status::NeedsAttention };
     let summary = summary_text(status, &info, &metrics, &findings, &skipped, &reasons, has_peaks);
@@ -523,6 +597,8 @@ fn summary_text(
         ));
     }
     let device = match &info.device_type {
+        // `Nvidia GPU (Hopper)`, `TPU v6 Lite` already say which device.
+        Some(t) if t.contains(info.device.as_str()) => t.clone(),
         Some(t) => format!("{} ({t})", info.device),
         None => info.device.clone(),
     };
@@ -531,7 +607,16 @@ fn summary_text(
         s.push_str(&format!(", main program {main}"));
     }
     if let Some(mean) = metrics.step_time_ms_mean {
-        s.push_str(&format!(", {} steps of {mean:.3} ms on average", metrics.step_count));
+        match metrics.time_base.as_str() {
+            "device_window" => {
+                s.push_str(&format!(", no step markers or program executions: one device window of {mean:.3} ms"))
+            }
+            "module_executions" => s.push_str(&format!(
+                ", no step markers: {} module execution(s) of {mean:.3} ms on average",
+                metrics.step_count
+            )),
+            _ => s.push_str(&format!(", {} steps of {mean:.3} ms on average", metrics.step_count)),
+        }
     }
     s.push('.');
     if !reasons.is_empty() {

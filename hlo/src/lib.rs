@@ -44,6 +44,7 @@
 
 mod collective;
 pub mod cost;
+mod custom_call;
 mod error;
 mod graph;
 mod ids;
@@ -63,6 +64,7 @@ pub mod frame;
 
 pub use collective::{Collective, GroupEncoding, replica_groups};
 pub use cost::{Cost, CostModel};
+pub use custom_call::CustomCallKind;
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use ids::{CompId, InstrId, UniqueId};
 pub use memory::{MemoryStats, PeakBuffer};

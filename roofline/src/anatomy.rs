@@ -54,7 +54,13 @@ pub fn class_of(category: &str) -> TimeClass {
         "host send" | "host send-done" | "host recv" | "host recv-done" | "host callback" => TimeClass::Host,
         "data formatting" | "copy" | "copy-start" | "copy-done" | "transpose" | "reshape" | "dynamic-reshape"
         | "bitcast" => TimeClass::DataFormatting,
-        c if c.contains("convolution") || c == "output fusion" || c == "dot" || c == "matmul fusion" => {
+        c if c.contains("convolution")
+            || c == "output fusion"
+            || c == "dot"
+            || c == "matmul fusion"
+            || c == crate::op_profile_cpu::GEMM_CUSTOM_CALL
+            || c == crate::op_profile_cpu::ATTENTION_CUSTOM_CALL =>
+        {
             TimeClass::Matmul
         }
         c if is_collective(c) => TimeClass::CollectiveExposed,

@@ -293,8 +293,16 @@ pub(crate) fn op_metadata(plane: &Plane, ids: &DeviceStatIds) -> HashMap<EventMe
         if !any {
             continue;
         }
-        // Without a breakdown every byte counts as HBM (facts §4.1 "Unit rates").
-        m.memory = breakdown.unwrap_or(MemoryBytes { hbm: m.bytes_accessed, ..MemoryBytes::default() });
+        // Without a breakdown every byte counts as HBM (facts §4.1 "Unit rates"). With one, the
+        // bytes it does not place in a memory space (host memory, say) still count in the
+        // operational intensity, which XProf takes over all bytes accessed.
+        m.memory = match breakdown {
+            Some(mut b) => {
+                b.unattributed = (m.bytes_accessed - b.total()).max(0.0);
+                b
+            }
+            None => MemoryBytes { hbm: m.bytes_accessed, ..MemoryBytes::default() },
+        };
         out.insert(meta.id(), m);
     }
     out

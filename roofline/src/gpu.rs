@@ -333,6 +333,8 @@ impl KernelLibrary {
             KernelLibrary::Triton
         } else if has("cutlass") {
             KernelLibrary::Cutlass
+        } else if is_xla_kernel(name) {
+            KernelLibrary::Xla
         } else if has("gemm")
             || has("xmma")
             || has("sgemm")
@@ -371,6 +373,18 @@ impl KernelLibrary {
             KernelLibrary::Other => "other",
         }
     }
+}
+
+/// A kernel XLA generated: named after its fusion or op (`loop_add_fusion`,
+/// `gemm_fusion_dot.3.kd`, `wrapped_convert`), one identifier without C++ scopes or arguments.
+fn is_xla_kernel(name: &str) -> bool {
+    let base = name.strip_suffix(".kd").unwrap_or(name);
+    let ident = !base.is_empty() && base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    ident
+        && (base.contains("fusion")
+            || base.starts_with("wrapped_")
+            || base.starts_with("loop_")
+            || base.starts_with("input_"))
 }
 
 /// The direction of a GPU memory copy or set, from the event name (`MemcpyH2D`, `MemcpyHtoD`,

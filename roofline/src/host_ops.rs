@@ -244,6 +244,33 @@ impl HostOps {
         self.names.get(op.name as usize).map_or("", String::as_str)
     }
 
+    /// The device duty cycle in %: per device (GPU ordinal, or the `device_ordinal` of host-run
+    /// ops), the union of its ops over its window from first op to last, summed over devices;
+    /// `None` without ops. XProf reports none for GPUs; this is its TPU rule applied to streams.
+    pub fn duty_cycle_pct(&self) -> Option<f64> {
+        let mut by_device: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+        for op in self.iter() {
+            by_device.entry(self.context(op).core).or_default().push((op.start, op.end));
+        }
+        let (mut busy, mut window) = (Picos::ZERO, Picos::ZERO);
+        for mut spans in by_device.into_values() {
+            spans.sort_unstable();
+            let (first, last) = (spans[0].0, spans.iter().map(|s| s.1).max().unwrap_or(spans[0].1));
+            window += last - first;
+            let mut run = spans[0];
+            for &(s, e) in &spans[1..] {
+                if s <= run.1 {
+                    run.1 = run.1.max(e);
+                } else {
+                    busy += run.1 - run.0;
+                    run = (s, e);
+                }
+            }
+            busy += run.1 - run.0;
+        }
+        (window.0 > 0).then(|| 100.0 * busy.0 as f64 / window.0 as f64)
+    }
+
     /// The program, run and device ordinal of an op.
     pub fn context(&self, op: &HostOp) -> OpContext {
         self.contexts.get(op.context as usize).copied().unwrap_or_default()

@@ -39,11 +39,11 @@ pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,
     roofline_point,
 };
-pub use op_profile_cpu::hlo_category;
+pub use op_profile_cpu::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL, hlo_category};
 pub use perf_env::PerfEnv;
 pub use steps::{
     CoreStep, CoreStepBreakdown, FLAT_CV, OUTLIER_FACTOR, Step, StepSource, StepStats, StepVariance, Steps,
     TpuStepSummary, is_host_step_marker, steps_from_timeline,
 };
-pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OpAggregate};
+pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OFF_DUTY_CATEGORIES, OpAggregate};
 pub use units::{Bytes, BytesPerSec, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB};

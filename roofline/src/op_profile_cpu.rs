@@ -9,7 +9,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use xlens_hlo::{FusionKind, InstrId, Module, Opcode};
+use xlens_hlo::{CustomCallKind, FusionKind, InstrId, Module, Opcode};
+
+/// Category of library GEMM custom calls (cuBLAS, hipBLASLt).
+pub const GEMM_CUSTOM_CALL: &str = "custom-call gemm";
+/// Category of DNN convolution custom calls (cuDNN, MIOpen).
+pub const CONVOLUTION_CUSTOM_CALL: &str = "custom-call convolution";
+/// Category of fused attention custom calls (cuDNN MHA, Transformer Engine, flash attention).
+pub const ATTENTION_CUSTOM_CALL: &str = "custom-call attention";
 use xlens_xplane::{Picos, Space};
 
 use crate::device::{MemoryBytes, Span, TimedOp, nest};
@@ -18,11 +25,20 @@ use crate::op_profile::{OpProfile, OpStats};
 
 /// The category of an HLO instruction for the op profile: XLA's own category
 /// (`HloInstruction::ToCategory`: data formatting, non-fusion elementwise, the opcode), with
-/// fusions named by what they do (`output fusion` when they contain a dot or convolution,
+/// library custom calls named by what they compute (`custom-call gemm`, `custom-call
+/// convolution`, `custom-call attention`) and fusions named by what they do (`output fusion` when they contain a dot or convolution,
 /// `data formatting` when they only move data, else `loop fusion` / `input fusion` /
 /// `custom fusion`).
 pub fn hlo_category(module: &Module, id: InstrId) -> String {
     let instr = module.instruction(id);
+    // Library calls named by what they compute, so that the anatomy counts GEMMs, convolutions
+    // and fused attention as matrix work (XProf calls them all `custom-call`).
+    match module.custom_call_kind(id) {
+        Some(CustomCallKind::Gemm) => return GEMM_CUSTOM_CALL.to_owned(),
+        Some(CustomCallKind::Convolution) => return CONVOLUTION_CUSTOM_CALL.to_owned(),
+        Some(CustomCallKind::Attention) => return ATTENTION_CUSTOM_CALL.to_owned(),
+        _ => {}
+    }
     if instr.opcode() != Opcode::Fusion {
         return module.xla_category(id).to_owned();
     }

@@ -447,17 +447,57 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
         }
         windows.extend(by_run.into_iter().map(|((program, _), (s, e))| (s, e, Some(program))));
     } else {
-        let mut ops: Vec<(Picos, Picos, Option<u64>)> =
-            host_ops.iter().map(|o| (o.start, o.end, host_ops.context(o).program_id)).collect();
-        ops.sort_by_key(|o| (o.0, std::cmp::Reverse(o.1)));
-        for (start, end, program) in ops {
-            match windows.last_mut() {
-                Some(w) if program.is_none() || w.2.is_none() || w.2 == program => {
-                    w.1 = w.1.max(end);
-                    w.2 = w.2.or(program);
+        // Per device, in start order: runs of one program, each split into its executions.
+        let mut by_device: std::collections::BTreeMap<i64, Vec<(Picos, Picos, Option<u64>, u32)>> =
+            std::collections::BTreeMap::new();
+        for o in host_ops.iter() {
+            let c = host_ops.context(o);
+            by_device.entry(c.core).or_default().push((o.start, o.end, c.program_id, o.name));
+        }
+        // The k-th execution of a program on every device forms its k-th window when the devices
+        // run in lock step (as TPU cores' steps are numbered); devices that run on their own
+        // (one process per GPU, staggered) would chain those windows together, and then the
+        // executions of the busiest device are the time base.
+        let mut lockstep: std::collections::BTreeMap<Option<u64>, Vec<(Picos, Picos)>> =
+            std::collections::BTreeMap::new();
+        let mut per_device: Vec<(Picos, Vec<(Picos, Picos, Option<u64>)>)> = Vec::new();
+        for mut ops in by_device.into_values() {
+            let busy: Picos = ops.iter().map(|o| o.1 - o.0).sum();
+            ops.sort_by_key(|o| (o.0, std::cmp::Reverse(o.1)));
+            let mut device: Vec<(Picos, Picos, Option<u64>)> = Vec::new();
+            let mut run: Vec<(Picos, Picos, Option<u64>, u32)> = Vec::new();
+            for op in ops {
+                let same = run.last().is_none_or(|_| {
+                    let program = run.iter().find_map(|o| o.2);
+                    op.2.is_none() || program.is_none() || program == op.2
+                });
+                if !same {
+                    device.extend(executions(&run));
+                    run.clear();
                 }
-                _ => windows.push((start, end, program)),
+                run.push(op);
             }
+            device.extend(executions(&run));
+            let mut seen: std::collections::BTreeMap<Option<u64>, usize> = std::collections::BTreeMap::new();
+            for &(s, e, program) in &device {
+                let k = seen.entry(program).or_default();
+                let slots = lockstep.entry(program).or_default();
+                match slots.get_mut(*k) {
+                    Some(w) => *w = (w.0.min(s), w.1.max(e)),
+                    None => slots.push((s, e)),
+                }
+                *k += 1;
+            }
+            per_device.push((busy, device));
+        }
+        for (program, slots) in lockstep {
+            windows.extend(slots.into_iter().map(|(s, e)| (s, e, program)));
+        }
+        windows.sort_by_key(|w| (w.0, std::cmp::Reverse(w.1)));
+        if per_device.len() > 1 && windows.windows(2).any(|w| w[1].0 < w[0].1) {
+            // Not in lock step: the busiest device's executions (the first of equals).
+            let busiest = per_device.iter().map(|d| d.0).max().unwrap_or_default();
+            windows = per_device.into_iter().find(|d| d.0 == busiest).map(|d| d.1).unwrap_or_default();
         }
         if windows.iter().all(|w| w.2.is_none()) {
             windows.clear();
@@ -512,6 +552,37 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
         })
         .collect();
     Steps { source: StepSource::ModuleExecutions, steps }
+}
+
+/// The executions of one device's run of consecutive ops of one program (GPU kernels carry no
+/// run id): the run is cut before each launch of its first op when that op runs as often as
+/// most ops of the run do (it is not inside a loop), else kept whole.
+fn executions(run: &[(Picos, Picos, Option<u64>, u32)]) -> Vec<(Picos, Picos, Option<u64>)> {
+    let Some(first) = run.iter().find(|o| o.2.is_some()) else {
+        return run.first().map(|f| (f.0, run.iter().map(|o| o.1).max().unwrap_or(f.1), None)).into_iter().collect();
+    };
+    let program = first.2;
+    let mut counts: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for o in run.iter().filter(|o| o.2.is_some()) {
+        *counts.entry(o.3).or_default() += 1;
+    }
+    let leading = counts.get(&first.3).copied().unwrap_or(0);
+    // The count most ops share (the smaller on a tie): the executions, when the ops outside
+    // loops run once each.
+    let mut tally: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
+    for &c in counts.values() {
+        *tally.entry(c).or_default() += 1;
+    }
+    let usual = tally.iter().max_by_key(|&(c, n)| (*n, std::cmp::Reverse(*c))).map_or(0, |(c, _)| *c);
+    let mut out: Vec<(Picos, Picos, Option<u64>)> = Vec::new();
+    for o in run {
+        let cut = leading > 1 && leading == usual && o.2.is_some() && o.3 == first.3;
+        match out.last_mut() {
+            Some(w) if !cut => w.1 = w.1.max(o.1),
+            _ => out.push((o.0, o.1, program)),
+        }
+    }
+    out
 }
 
 /// The TPU steps of a walked device timeline: step *k* of every core (steps every core has),

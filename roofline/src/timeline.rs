@@ -72,6 +72,49 @@ pub struct CoreTimeline {
     pub ops_after_last_marker: u64,
     /// `XLA Modules` events (program executions): start, end, event-metadata position.
     pub modules: Vec<(Picos, Picos, usize)>,
+    /// Time the core ran an on-duty op: the union of its op events whose category is not
+    /// off-duty (infeed, outfeed, host send/receive, `megacore fusion`, `async-done`), XProf's
+    /// duty-cycle rule.
+    pub active: Picos,
+}
+
+/// Op categories during which the core is not doing its own work (XProf's `IsOffDutyOp`): it
+/// waits for the host, another core or an async op.
+pub const OFF_DUTY_CATEGORIES: &[&str] = &[
+    "infeed",
+    "outfeed",
+    "host send",
+    "host send-done",
+    "host recv",
+    "host recv-done",
+    "megacore fusion",
+    "async-done",
+];
+
+impl CoreTimeline {
+    /// The window XProf's duty cycle divides by: from the first to the last op or program
+    /// execution (`XLA Modules` events widen it).
+    pub fn duty_window(&self) -> Option<(Picos, Picos)> {
+        let modules = self.modules.iter().map(|m| (m.0, m.1));
+        self.op_span.into_iter().chain(modules).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+    }
+}
+
+impl DeviceTimeline {
+    /// XProf's device duty cycle: the cores' on-duty time over their windows, in %
+    /// (`None` without ops). Each TensorCore is its own chip here (v5e, v6e); on chips with
+    /// two TensorCores XProf unions them first, which can only lower its figure.
+    pub fn duty_cycle_pct(&self) -> Option<f64> {
+        let mut busy = Picos::ZERO;
+        let mut window = Picos::ZERO;
+        for core in &self.cores {
+            if let Some((a, b)) = core.duty_window() {
+                window += b - a;
+                busy += core.active.min(b - a);
+            }
+        }
+        (window.0 > 0).then(|| 100.0 * busy.0 as f64 / window.0 as f64)
+    }
 }
 
 /// The device timeline of every TPU TensorCore of a space.
@@ -144,7 +187,7 @@ impl DeviceTimeline {
         let cores: xlens_xplane::Result<Vec<CoreTimeline>> = planes
             .par_iter()
             .zip(markers.par_iter())
-            .map(|(plane, markers)| walk_core(plane, markers, &step_times))
+            .map(|(plane, markers)| walk_core(plane, markers, &step_times, source == StepSource::DeviceSteps))
             .collect();
         step_names.truncate(step_times.len());
         Ok(DeviceTimeline { cores: cores?, step_times, source, step_names })
@@ -213,6 +256,8 @@ struct OpInfo {
     /// Index of the op's [`Family`] in the per-step family array.
     family: u8,
     role: AsyncRole,
+    /// The category is off-duty ([`OFF_DUTY_CATEGORIES`]).
+    off_duty: bool,
 }
 
 /// The anatomy classes, indexed by [`OpInfo::class`]: the classes in priority order.
@@ -305,6 +350,7 @@ fn op_infos(plane: &Plane, meta: &HashMap<xlens_xplane::EventMetadataId, OpMetad
                 class: class_index(class_of(category)),
                 family: family(category) as u8,
                 role: async_role(name, &mut keys),
+                off_duty: OFF_DUTY_CATEGORIES.contains(&category),
             }
         })
         .collect();
@@ -349,6 +395,8 @@ struct Walk<'a> {
     /// First op start and latest op end so far.
     op_start: Option<Picos>,
     op_end: Picos,
+    /// The on-duty interval being merged (ops arrive in start order).
+    active_run: Option<(Picos, Picos)>,
 }
 
 impl Walk<'_> {
@@ -398,6 +446,17 @@ impl Walk<'_> {
         }
         let orphan = self.stack.last().is_some_and(|parent| parent.end < end);
         let info = self.infos[meta];
+        if !info.off_duty {
+            match &mut self.active_run {
+                Some((_, e)) if start <= *e => *e = (*e).max(end),
+                run => {
+                    if let Some((a, b)) = run.take() {
+                        self.out.active += b - a;
+                    }
+                    *run = Some((start, end));
+                }
+            }
+        }
         self.stack.push(Open {
             start,
             end,
@@ -488,6 +547,9 @@ impl Walk<'_> {
 
     fn finish(mut self) -> CoreTimeline {
         self.advance_to(Picos(i64::MAX));
+        if let Some((a, b)) = self.active_run.take() {
+            self.out.active += b - a;
+        }
         self.out.op_span = self.op_start.map(|start| (start, self.op_end));
         for (k, step) in self.out.steps.iter_mut().enumerate() {
             let acc = &self.acc[k];
@@ -523,7 +585,14 @@ impl Walk<'_> {
     }
 }
 
-fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) -> xlens_xplane::Result<CoreTimeline> {
+/// Walks one core; `markers_in_span`: the markers are `Steps` events, which XProf counts in the
+/// core's total time (program executions and the op window do not widen it).
+fn walk_core(
+    plane: &Plane,
+    markers: &[(Picos, Picos)],
+    step_times: &[Picos],
+    markers_in_span: bool,
+) -> xlens_xplane::Result<CoreTimeline> {
     let ids = DeviceStatIds::of(plane);
     let meta = op_metadata(plane, &ids);
     let (infos, async_keys) = op_infos(plane, &meta);
@@ -546,6 +615,7 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
         markers: markers.to_vec(),
         ops_after_last_marker: 0,
         modules: Vec::new(),
+        active: Picos::ZERO,
     };
     if let Some(line) = plane.line_by_name(names::line::XLA_MODULES) {
         for ev in line.events(plane) {
@@ -573,6 +643,7 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
         last_marker_end: markers.last().map_or(Picos(i64::MAX), |m| m.1),
         op_start: None,
         op_end: Picos(i64::MIN),
+        active_run: None,
     };
     let fresh = out.clone();
     let mut walk = new_walk(out);
@@ -615,7 +686,7 @@ fn walk_core(plane: &Plane, markers: &[(Picos, Picos)], step_times: &[Picos]) ->
     }
     let mut out = walk.finish();
     let mut span = out.op_span;
-    for &(s, e) in markers {
+    for &(s, e) in markers.iter().filter(|_| markers_in_span) {
         span = Some(match span {
             Some((a, b)) => (a.min(s), b.max(e)),
             None => (s, e),

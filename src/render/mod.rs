@@ -32,20 +32,7 @@ pub fn progress_line(done: usize, total: usize, host: &str) -> String {
     line
 }
 
-/// `name` cut to at most `max` characters for a text column, with `…` where it was cut
-/// (kernel names of C++ libraries run to thousands of characters).
-///
-/// ```
-/// assert_eq!(xlens::render::clip("void ck_tile::kentry<...>", 10), "void ck_t…");
-/// assert_eq!(xlens::render::clip("fusion.3", 10), "fusion.3");
-/// ```
-pub fn clip(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if name.chars().count() <= max {
-        return std::borrow::Cow::Borrowed(name);
-    }
-    let kept: String = name.chars().take(max.saturating_sub(1)).collect();
-    std::borrow::Cow::Owned(format!("{kept}…"))
-}
+pub use xlens_faults::render::clip;
 
 /// One host's inventory, as given to the renderers.
 #[derive(Debug)]

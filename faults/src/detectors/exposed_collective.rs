@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use xlens_hlo::Module;
-use xlens_roofline::{TimeClass, class_of, is_collective};
+use xlens_roofline::{OpSource, TimeClass, class_of, is_collective};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -23,7 +23,9 @@ static DOC: DetectorDoc = DetectorDoc {
               compute on the same core, plus synchronous collectives, which are exposed whole (XProf's \
               `analyze_async_overlap` semantics: coverage by the other ops of the core; the step \
               anatomy's exposed collective time). On XLA:CPU captures, whose collectives are synchronous \
-              thunks, the collective time of each device not covered by that device's other thunks.",
+              thunks, the collective time of each device not covered by that device's other thunks. On GPU: \
+              NCCL/RCCL collective kernels (`all-reduce-start`, ... by their HLO op, or `nccl…`/`rccl…` kernel \
+              names) on their stream, not covered by compute kernels on the GPU's other streams.",
     why: "An exposed collective is time the matrix and vector units idle while bytes cross the \
           interconnect. Overlapped well (the latency-hiding scheduler starts the transfer early and runs \
           independent compute meanwhile) the same collective costs almost nothing; a collective the step \
@@ -158,7 +160,8 @@ impl Detector for ExposedCollective {
                 return Ok(());
             }
         }
-        let analysis = if tpu { tpu_analysis(host, t)? } else { cpu_analysis(host)? };
+        let analysis = if tpu { tpu_analysis(host, t)? } else { host_op_analysis(host)? };
+        let gpu = !tpu && !analysis.cpu;
         let exposed_ms = analysis.exposed_per_step.as_ms_f64();
         let impact = Impact::of(exposed_ms, Some(step_ms));
         if impact.pct_of_step < t.min_pct_of_step || analysis.ops.is_empty() {
@@ -173,7 +176,7 @@ impl Detector for ExposedCollective {
             Evidence::metric("exposed collective time per step", exposed_ms, "ms"),
             Evidence::metric("exposed collective share of the step", impact.pct_of_step, "%"),
         ];
-        if !analysis.cpu {
+        if !analysis.cpu && !gpu {
             evidence.push(Evidence::metric(
                 "compute hidden under async collectives per step",
                 analysis.hidden_per_step.as_ms_f64(),
@@ -203,7 +206,7 @@ impl Detector for ExposedCollective {
                 op.family,
                 if op.is_async { ", async" } else { ", synchronous" },
                 duration_text(per_step(op.exposed)),
-                if analysis.cpu { "device" } else { "core" },
+                if analysis.cpu || gpu { "device" } else { "core" },
             );
             if op.is_async {
                 let ratio = op.overlap_ratio();
@@ -256,7 +259,13 @@ impl Detector for ExposedCollective {
         let top: Vec<String> = ranked.iter().take(3).map(|(n, _)| (*n).clone()).collect();
         let what = format!(
             "{} {} per step ({:.1} % of the step) waiting on collectives not hidden by compute; most exposed: {}.",
-            if analysis.cpu { "Each device spends" } else { "Each core spends" },
+            if analysis.cpu {
+                "Each device spends"
+            } else if gpu {
+                "Each GPU spends"
+            } else {
+                "Each core spends"
+            },
             duration_text(exposed_ms),
             impact.pct_of_step,
             top.join(", ")
@@ -421,29 +430,35 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
     })
 }
 
-/// XLA:CPU: per device (`device_ordinal` of the thunk events), collective thunk time inside the
-/// steps not covered by that device's other thunks; rendezvous waits nested in the collective
-/// events are measured apart.
-fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
+/// XLA:CPU and GPU: per device (`device_ordinal` of the thunk events, or the GPU), collective
+/// time inside the steps not covered by that device's other ops (on GPU: NCCL/RCCL kernels not
+/// covered by compute kernels on any stream of the GPU); on CPU, rendezvous waits nested in the
+/// collective events are measured apart.
+fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     let steps = host.steps().map_err(Skip::because)?;
     let profile = host.op_profile().map_err(Skip::because)?;
-    let Some(plane) = host.space().host_threads() else {
-        return Err(Skip::because(Need::HostTimeline.missing()));
-    };
     let host_ops = host.host_ops();
+    let gpu = host_ops.source == OpSource::GpuStreams;
+    // Rendezvous waits are host-thread events (XLA:CPU); GPU collectives are stream kernels.
+    let host_plane = host.space().host_threads().filter(|_| !gpu);
+    if !gpu && host_plane.is_none() {
+        return Err(Skip::because(Need::HostTimeline.missing()));
+    }
     let categories: HashMap<(u64, &str), &str> =
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
     let spans = union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
     let in_step = |t: Picos| evidence::in_intervals(&spans, t);
     // Rendezvous waits, decided once per metadata entry.
-    let is_wait: Vec<bool> =
-        plane.event_metadata().iter().map(|m| m.name() == "Rendezvous" || m.name().starts_with("Wait")).collect();
+    let is_wait: Vec<bool> = host_plane.map_or_else(Vec::new, |plane| {
+        plane.event_metadata().iter().map(|m| m.name() == "Rendezvous" || m.name().starts_with("Wait")).collect()
+    });
     // Per device: collective occurrences (key, start, end, wait inside) and compute intervals.
     struct Occurrence {
         key: (u64, String),
         start: Picos,
         end: Picos,
         wait: Picos,
+        plane: String,
         line: String,
     }
     let mut collectives: BTreeMap<i64, Vec<Occurrence>> = BTreeMap::new();
@@ -451,7 +466,7 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     // Collective or not, per (program, interned op name), decided once.
     let mut is_collective: HashMap<(u64, u32), bool> = HashMap::new();
     for (at, line_ops) in host_ops.by_line() {
-        let Some((_, line)) = at.resolve(host.space()) else { continue };
+        let Some((plane, line)) = at.resolve(host.space()) else { continue };
         let mut pending: Vec<(i64, Occurrence)> = Vec::new();
         for op in line_ops.iter().filter(|o| in_step(o.start)) {
             let context = host_ops.context(op);
@@ -468,6 +483,7 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
                         start: op.start,
                         end: op.end,
                         wait: Picos::ZERO,
+                        plane: plane.name().to_owned(),
                         line: line.name().to_owned(),
                     },
                 ));
@@ -479,12 +495,15 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
             continue;
         }
         // Only threads that ran collectives are walked again, for their waits.
-        let waits: Vec<(Picos, Picos)> = line
-            .events(plane)
-            .map_while(|e| e.ok())
-            .filter(|ev| plane.event_metadata_position(ev.metadata_id()).is_some_and(|i| is_wait[i]))
-            .map(|ev| (ev.start(), ev.end()))
-            .collect();
+        let waits: Vec<(Picos, Picos)> = if gpu {
+            Vec::new()
+        } else {
+            line.events(plane)
+                .map_while(|e| e.ok())
+                .filter(|ev| plane.event_metadata_position(ev.metadata_id()).is_some_and(|i| is_wait[i]))
+                .map(|ev| (ev.start(), ev.end()))
+                .collect()
+        };
         let waits = union(waits);
         for (device, mut occ) in pending {
             occ.wait = covered(&waits, occ.start, occ.end);
@@ -507,7 +526,7 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
             o.family = family(&occ.key.1, category);
             o.program_id = Some(occ.key.0);
             o.wait += occ.wait.min(exposed);
-            o.add_occurrence(plane.name(), &occ.line, occ.start, occ.end, exposed);
+            o.add_occurrence(&occ.plane, &occ.line, occ.start, occ.end, exposed);
         }
     }
     let core_steps = (devices.len().max(1) * steps.steps.len().max(1)) as f64;
@@ -516,7 +535,7 @@ fn cpu_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
         hidden_per_step: Picos::ZERO,
         core_steps,
         ops,
-        cpu: true,
+        cpu: !gpu,
         matmul_per_step: None,
     })
 }

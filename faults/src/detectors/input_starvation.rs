@@ -247,8 +247,13 @@ impl Detector for InputStarvation {
         if steps.steps.is_empty() {
             return Err(Skip::because("the profile has no step markers"));
         }
-        let (waits, source) = if steps.source == StepSource::DeviceSteps {
-            (tpu_waits(host, steps), "device steps (infeed)")
+        let tpu = !host.space().tpu_tensor_cores().is_empty();
+        let (waits, source) = if tpu {
+            let source = match steps.source {
+                StepSource::DeviceSteps => "device steps (infeed)",
+                _ => "program executions on the device (infeed)",
+            };
+            (tpu_waits(host, steps), source)
         } else {
             let waits = host_waits(host, steps)
                 .ok_or_else(|| Skip::because("the profile has no op events on its host threads"))?;

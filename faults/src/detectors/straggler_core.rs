@@ -133,7 +133,12 @@ impl Detector for StragglerCore {
             }
         }
         if cores.len() < 2 {
-            return Err(Skip::because("fewer than two TensorCores with steps to compare"));
+            let reason = if host.space().tpu_tensor_cores().is_empty() {
+                "a TPU check (TensorCores of one host); GPU and CPU devices are compared across hosts"
+            } else {
+                "fewer than two TensorCores ran ops to compare"
+            };
+            return Err(Skip::because(reason));
         }
         let mut means: Vec<f64> = cores.values().map(|c| c.mean(compute).0 as f64).collect();
         let med = median(&mut means);

@@ -67,6 +67,10 @@ impl Detector for VpuBound {
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let t = &config.thresholds.vpu_bound;
+        if host.space().tpu_tensor_cores().is_empty() && !host.space().gpus().is_empty() {
+            // The vector units and the MXU split are TPU facts; GPUs get low_utilization.
+            return Err(Skip::because("a TPU check (vector units beside the MXUs); GPUs are read by low_utilization"));
+        }
         let anatomy = host.anatomy().map_err(Skip::because)?;
         let steps = host.steps().map_err(Skip::because)?;
         let profile = host.op_profile().map_err(Skip::because)?;

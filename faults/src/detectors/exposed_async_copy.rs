@@ -1,0 +1,353 @@
+//! `exposed_async_copy`: the device waits on asynchronous copies between memory spaces (host
+//! offload on TPU, `copy-start`/`copy-done`) or on host↔device memory copies (GPU `MemcpyH2D` /
+//! `MemcpyD2H`) instead of computing while they run.
+
+use std::collections::BTreeMap;
+
+use xlens_hlo::Module;
+use xlens_roofline::{CopyKind, copy_kind, memcpy_bytes};
+use xlens_xplane::{Picos, PlaneKind, names};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceTimeline, async_phase, covered};
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct ExposedAsyncCopy;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Copies the device waits for. On TPU: the windows of asynchronous copies (`copy-start` to \
+              `copy-done`, paired as XProf's `analyze_async_overlap` pairs them, or read from the `Async XLA \
+              Ops` line) that other ops of the core do not cover: the core sits in `copy-done` while a buffer \
+              moves between memory spaces, typically from pinned host memory (`S(5)` in the layout) into HBM \
+              and back. On GPU: host-to-device and device-to-host memory copies (`MemcpyH2D`, `MemcpyD2H` \
+              streams) during which no kernel runs on that GPU.",
+    why: "An exposed copy is time the compute units idle while bytes cross the host link, which is one to two \
+          orders of magnitude slower than HBM. Offloading activations or weights to host memory saves HBM only \
+          if the copies overlap compute; started just before their consumer, they put the whole transfer on the \
+          critical path. On GPUs, synchronous or unpipelined `device_put`s and host reads of results stall the \
+          stream the same way.",
+    evidence: "Exposed copy time per step and its share of the step, the copies per step, the bytes each copy \
+               moves (from the HLO shapes on TPU, `memcpy_details` on GPU), the direction and memory spaces, \
+               the achieved transfer bandwidth, the overlap ratio (covered ÷ window), the copy ops that wait \
+               the most with their HLO instruction and JAX source line, and the longest exposed occurrence on \
+               the timeline.",
+    thresholds: "Report when exposed copy time is at least `exposed_async_copy.min_pct_of_step` (default 5) % \
+                 of the step (the module execution, or the device window, on profiles without step markers). \
+                 Severity P1, P0 from 20 % of the step, P2 under 2 %.",
+    fix: "Keep the hot buffers in HBM when they fit (the report's memory peak says how much room there is), and \
+          otherwise overlap the copies with compute: start host-to-device prefetches a layer or a step ahead \
+          (scan over layers so XLA can schedule the next layer's copy during the current one), offload only \
+          what the step does not need soon (a `jax.checkpoint` offload policy such as \
+          `save_and_offload_only_these_names`, or `memory_kind='pinned_host'` only for cold state), and give \
+          the scheduler independent work between `copy-start` and `copy-done`. On GPUs, stage input batches \
+          with prefetching (`jax.device_put` of the next batch before the step, pinned host buffers), avoid \
+          host reads of device values inside the step, and keep data on the device between steps.",
+};
+
+/// One copy op over its occurrences.
+#[derive(Debug, Default)]
+struct CopyTotals {
+    occurrences: u64,
+    span: Picos,
+    exposed: Picos,
+    bytes: f64,
+    direction: Option<&'static str>,
+    /// Longest exposed occurrence: (plane, line, start, duration, exposed).
+    worst: Option<(String, String, Picos, Picos, Picos)>,
+    program_id: Option<u64>,
+}
+
+impl CopyTotals {
+    fn add(&mut self, plane: &str, line: &str, start: Picos, end: Picos, exposed: Picos) {
+        self.occurrences += 1;
+        self.span += end - start;
+        self.exposed += exposed;
+        if self.worst.as_ref().is_none_or(|w| exposed > w.4) {
+            self.worst = Some((plane.to_owned(), line.to_owned(), start, end - start, exposed));
+        }
+    }
+}
+
+impl Detector for ExposedAsyncCopy {
+    fn id(&self) -> &'static str {
+        "exposed_async_copy"
+    }
+
+    fn title(&self) -> &'static str {
+        "The device waits on copies between host and device memory"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::OpTimeline, Need::Steps]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.exposed_async_copy;
+        let steps = host.steps().map_err(Skip::because)?;
+        let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
+        let n_steps = steps.steps.len().max(1) as f64;
+        let Copies { by_name: copies, devices, exposed } =
+            if host.space().tpu_tensor_cores().is_empty() { gpu_copies(host) } else { tpu_copies(host) };
+        if copies.is_empty() {
+            return Ok(());
+        }
+        let devices = devices.max(1) as f64;
+        // Per device and step: exposed time, as a share of the step. Copies in flight together
+        // count once (`exposed` is the union); per-copy figures are each copy's own.
+        let per_step = |p: Picos| p.as_ms_f64() / n_steps / devices;
+        let span: Picos = copies.values().map(|c| c.span).sum();
+        let exposed_sum: Picos = copies.values().map(|c| c.exposed).sum();
+        let impact = Impact::of(per_step(exposed), Some(step_ms));
+        if impact.pct_of_step < t.min_pct_of_step {
+            return Ok(());
+        }
+        let unit = steps.source.unit();
+        let occurrences: u64 = copies.values().map(|c| c.occurrences).sum();
+        let bytes: f64 = copies.values().map(|c| c.bytes * c.occurrences as f64).sum();
+        let mut evidence = vec![
+            Evidence::metric(format!("exposed copy time per {unit}"), impact.ms_per_step, "ms"),
+            Evidence::metric(format!("exposed copy share of the {unit}"), impact.pct_of_step, "%"),
+            Evidence::metric(format!("copies per {unit} per device"), occurrences as f64 / n_steps / devices, "count"),
+            Evidence::metric(
+                "overlap ratio (covered by compute / copy time)",
+                if span.0 > 0 { 1.0 - exposed_sum.0 as f64 / span.0 as f64 } else { 0.0 },
+                "ratio",
+            ),
+        ];
+        if bytes > 0.0 && span.0 > 0 {
+            evidence.push(Evidence::metric(
+                format!("bytes copied per {unit} per device"),
+                bytes / n_steps / devices,
+                "bytes",
+            ));
+            let achieved = bytes / span.as_secs_f64();
+            let mut note = format!("the copies move {:.2} GB/s while they run", achieved / 1e9);
+            if let Some(hbm) = host.chip().map(|c| c.peaks().hbm.bytes_per_s()).filter(|b| *b > 0.0) {
+                note.push_str(&format!(
+                    ", {:.1} % of the HBM bandwidth ({:.0} GB/s): the host link, not HBM, sets their pace",
+                    100.0 * achieved / hbm,
+                    hbm / 1e9
+                ));
+            }
+            evidence.push(Evidence::note(note));
+        }
+        let mut ranked: Vec<(&String, &CopyTotals)> = copies.iter().filter(|(_, c)| c.exposed.0 > 0).collect();
+        ranked.sort_by(|a, b| b.1.exposed.cmp(&a.1.exposed).then(a.0.cmp(b.0)));
+        let main = host.main_module();
+        for (name, c) in ranked.iter().take(5) {
+            let mut text = format!(
+                "{name}: {} exposed per {unit} over {} copies ({:.0} % of their time)",
+                duration_text(per_step(c.exposed)),
+                c.occurrences,
+                if c.span.0 > 0 { 100.0 * c.exposed.0 as f64 / c.span.0 as f64 } else { 0.0 }
+            );
+            if c.bytes > 0.0 {
+                text.push_str(&format!(", {} per copy", bytes_text(c.bytes)));
+            }
+            if let Some(d) = c.direction {
+                text.push_str(&format!(", {d}"));
+            }
+            evidence.push(Evidence::note(text));
+            let module = c.program_id.and_then(|p| host.module(p)).or(main);
+            if let Some(m) = module
+                && let Some(instr) = m.instruction_by_name(name)
+            {
+                evidence.push(evidence::instruction(m, instr.id()));
+            }
+            if let Some((plane, line, start, duration, _)) = &c.worst {
+                evidence.push(evidence::event_parts(host, plane, line, name, *start, *duration));
+            }
+        }
+        let severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let host_memory = copies.values().any(|c| c.direction.is_some_and(|d| d.contains("host")));
+        let top: Vec<&str> = ranked.iter().take(3).map(|(n, _)| n.as_str()).collect();
+        let what = format!(
+            "Each device spends {} per {unit} ({:.1} % of the {unit}) waiting on {} copies{}; most exposed: {}.",
+            duration_text(impact.ms_per_step),
+            impact.pct_of_step,
+            if host_memory { "host-memory" } else { "memory" },
+            if bytes > 0.0 {
+                format!(" moving {} per {unit}", bytes_text(bytes / n_steps / devices))
+            } else {
+                String::new()
+            },
+            top.join(", ")
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+/// The copies of a host: per copy op, and the time the devices waited on any of them.
+struct Copies {
+    by_name: BTreeMap<String, CopyTotals>,
+    devices: usize,
+    /// Σ over devices of the union of copy windows not covered by compute.
+    exposed: Picos,
+}
+
+/// The time of `windows` (unsorted) not covered by the sorted, disjoint `compute`, counting
+/// overlapping windows once.
+fn exposed_union(windows: Vec<(Picos, Picos)>, compute: &[(Picos, Picos)]) -> Picos {
+    evidence::union(windows).into_iter().map(|(s, e)| (e - s).saturating_sub(covered(compute, s, e))).sum()
+}
+
+/// TPU: per TensorCore, the `copy-start`/`copy-done` windows and how much of each the core's
+/// other ops (not start/done ops) cover.
+fn tpu_copies(host: &HostProfile) -> Copies {
+    struct State {
+        compute: Vec<(Picos, Picos)>,
+        pairer: AsyncPairer,
+    }
+    let mut out: BTreeMap<String, CopyTotals> = BTreeMap::new();
+    let mut cores = 0;
+    let mut exposed_total = Picos::ZERO;
+    let modules = host.modules();
+    let line = names::line::XLA_OPS;
+    for plane in host.space().tpu_tensor_cores() {
+        let walk = DeviceTimeline::walk(
+            plane,
+            line,
+            || State { compute: Vec::new(), pairer: AsyncPairer::default() },
+            |s: &mut State, op: &DeviceOp, infos: &[DeviceOpInfo]| {
+                if async_phase(&infos[op.info].name).is_none() {
+                    evidence::merge_in_order(&mut s.compute, op.start, op.end);
+                }
+                s.pairer.push(op, infos);
+            },
+        );
+        let Some((state, infos)) = walk else { continue };
+        cores += 1;
+        let windows = match evidence::async_line_windows(plane) {
+            Some(w) => w,
+            None => state.pairer.finish(),
+        };
+        let mut spans = Vec::new();
+        for w in windows {
+            let is_copy = async_phase(&w.name).is_some_and(|(base, _, _)| base == "copy")
+                || infos.get(w.info).is_some_and(|i| i.category == "copy-start");
+            if !is_copy {
+                continue;
+            }
+            let cov = covered(&state.compute, w.start, w.end);
+            let exposed = (w.end - w.start).saturating_sub(cov);
+            let c = out.entry(w.name.clone()).or_default();
+            if c.occurrences == 0 {
+                let (program, bytes, direction) = copy_facts(modules, &w.name);
+                c.program_id = program;
+                c.bytes = bytes;
+                c.direction = direction;
+            }
+            c.add(plane.name(), line, w.start, w.end, exposed);
+            spans.push((w.start, w.end));
+        }
+        exposed_total += exposed_union(spans, &state.compute);
+    }
+    Copies { by_name: out, devices: cores, exposed: exposed_total }
+}
+
+/// What a `copy-start` instruction moves: its program, the bytes of the copied array and the
+/// direction between memory spaces (`S(5)` is host memory).
+fn copy_facts(modules: &[Module], name: &str) -> (Option<u64>, f64, Option<&'static str>) {
+    for m in modules {
+        let Some(instr) = m.instruction_by_name(name) else { continue };
+        let Some(&operand) = instr.operands().first() else { continue };
+        // `copy-start` gives (destination, source alias, context): the destination is element 0.
+        let src = m.instruction(operand).shape();
+        let dst = instr.shape().tuple_shapes().first().unwrap_or(instr.shape());
+        let direction = match (src.memory_space(), dst.memory_space()) {
+            (HOST_MEMORY_SPACE, d) if d != HOST_MEMORY_SPACE => Some("host memory (S(5)) to HBM"),
+            (s, HOST_MEMORY_SPACE) if s != HOST_MEMORY_SPACE => Some("HBM to host memory (S(5))"),
+            (s, d) if s != d => Some("between memory spaces"),
+            _ => None,
+        };
+        return (m.program_id(), src.byte_size() as f64, direction);
+    }
+    (None, 0.0, None)
+}
+
+/// The memory space XLA gives pinned host memory on TPU.
+const HOST_MEMORY_SPACE: i64 = 5;
+
+/// GPU: per GPU, host↔device memory copies and how much of each the GPU's kernels cover.
+fn gpu_copies(host: &HostProfile) -> Copies {
+    let mut out: BTreeMap<String, CopyTotals> = BTreeMap::new();
+    let mut devices = 0;
+    let mut exposed_total = Picos::ZERO;
+    for plane in host.space().planes().iter().filter(|p| matches!(p.kind(), PlaneKind::Gpu { .. })) {
+        let details = plane.stat_id(names::stat::MEMCPY_DETAILS);
+        let mut compute: Vec<(Picos, Picos)> = Vec::new();
+        let mut copies: Vec<(&str, &str, Picos, Picos, f64, CopyKind)> = Vec::new();
+        for line in plane.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())) {
+            for ev in line.events(plane).map_while(|e| e.ok()) {
+                match copy_kind(ev.name()) {
+                    Some(kind @ (CopyKind::HostToDevice | CopyKind::DeviceToHost)) => {
+                        let bytes = details
+                            .and_then(|id| ev.stat(id))
+                            .and_then(|s| s.as_str())
+                            .and_then(|d| memcpy_bytes(&d))
+                            .unwrap_or(0);
+                        copies.push((ev.name(), line.name(), ev.start(), ev.end(), bytes as f64, kind));
+                    }
+                    Some(_) => {}
+                    None => compute.push((ev.start(), ev.end())),
+                }
+            }
+        }
+        if compute.is_empty() && copies.is_empty() {
+            continue;
+        }
+        devices += 1;
+        let compute = evidence::union(compute);
+        exposed_total += exposed_union(copies.iter().map(|c| (c.2, c.3)).collect(), &compute);
+        for (name, line, start, end, bytes, kind) in copies {
+            let exposed = (end - start).saturating_sub(covered(&compute, start, end));
+            let c = out.entry(name.to_owned()).or_default();
+            c.bytes = (c.bytes * c.occurrences as f64 + bytes) / (c.occurrences + 1) as f64;
+            c.direction = Some(match kind {
+                CopyKind::HostToDevice => "host memory to device memory",
+                _ => "device memory to host memory",
+            });
+            c.add(plane.name(), line, start, end, exposed);
+        }
+    }
+    Copies { by_name: out, devices, exposed: exposed_total }
+}
+
+/// `41.9 us` under a millisecond, `20.45 ms` above.
+fn duration_text(ms: f64) -> String {
+    if ms < 1.0 { format!("{:.1} us", ms * 1000.0) } else { format!("{ms:.2} ms") }
+}
+
+fn bytes_text(b: f64) -> String {
+    const MIB: f64 = (1u64 << 20) as f64;
+    const GIB: f64 = (1u64 << 30) as f64;
+    if b >= GIB { format!("{:.2} GiB", b / GIB) } else { format!("{:.2} MiB", b / MIB) }
+}

@@ -1,0 +1,172 @@
+//! `launch_bound`: on GPUs, the device idles between short kernels while the host launches the
+//! next ones.
+
+use xlens_roofline::{OpSource, copy_kind};
+use xlens_xplane::Picos;
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct LaunchBound;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "Stretches of short GPU kernels separated by short idle gaps: each gap lies between two kernels of \
+              the same GPU, is shorter than `launch_bound.max_gap_us`, and is followed by a kernel shorter than \
+              `launch_bound.max_kernel_us`. The GPU is waiting for the host to launch the next kernel (each \
+              launch costs the host microseconds; a kernel that runs for fewer than that leaves the device \
+              idle). The host's launch calls (`cudaLaunchKernel`, `cuLaunchKernel`, `hipModuleLaunchKernel`, \
+              ...) are counted beside.",
+    why: "A launch-bound step does not get faster with a faster GPU: its time is the host's launch rate times \
+          the kernel count. It is the signature of many tiny ops (op-by-op execution, Python loops around small \
+          jitted functions, unfused elementwise chains) and of small batches.",
+    evidence: "Idle time in launch gaps per step and its share, kernels per step per GPU, the median kernel \
+               duration and median gap, the share of kernels shorter than the threshold, and the host's launch \
+               calls per step with their mean duration.",
+    thresholds: "Report when launch gaps are at least `launch_bound.min_pct_of_step` (default 5) % of the step. \
+                 A gap counts when it is under `launch_bound.max_gap_us` (default 100) µs and the kernel after it \
+                 under `launch_bound.max_kernel_us` (default 20) µs. Severity P1, P0 from 20 % of the step, P2 \
+                 under 2 %.",
+    fix: "Launch fewer, larger kernels: jit the whole step (not op by op), replace Python loops over small \
+          arrays by `jax.lax.scan` / `vmap`, let XLA fuse elementwise chains, grow the per-device batch, and \
+          let XLA record the step in command buffers (CUDA graphs: `--xla_gpu_enable_command_buffer`, on by \
+          default in recent XLA for fusions and library calls) so the host launches a graph, not each kernel.",
+};
+
+impl Detector for LaunchBound {
+    fn id(&self) -> &'static str {
+        "launch_bound"
+    }
+
+    fn title(&self) -> &'static str {
+        "The GPU waits for kernel launches"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::GpuStreams, Need::Steps]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.launch_bound;
+        let ops = host.host_ops();
+        if ops.source != OpSource::GpuStreams {
+            return Err(Skip::because(Need::GpuStreams.missing()));
+        }
+        let steps = host.steps().map_err(Skip::because)?;
+        let unit = steps.source.unit();
+        let windows = evidence::union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
+        let max_gap = Picos((t.max_gap_us * 1e6) as i64);
+        let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);
+        // Per GPU: its kernels (not copies) inside the steps, by start.
+        let mut by_device: std::collections::BTreeMap<i64, Vec<(Picos, Picos)>> = std::collections::BTreeMap::new();
+        for op in ops.iter() {
+            if copy_kind(ops.name(op)).is_none() && evidence::in_intervals(&windows, op.start) {
+                by_device.entry(ops.context(op).core).or_default().push((op.start, op.end));
+            }
+        }
+        let (mut launch_idle, mut kernels, mut short) = (Picos::ZERO, 0usize, 0usize);
+        let mut durations: Vec<Picos> = Vec::new();
+        let mut gaps: Vec<Picos> = Vec::new();
+        for spans in by_device.values_mut() {
+            spans.sort_unstable();
+            let mut busy_until: Option<Picos> = None;
+            for &(s, e) in spans.iter() {
+                kernels += 1;
+                durations.push(e - s);
+                if e - s <= max_kernel {
+                    short += 1;
+                }
+                if let Some(b) = busy_until
+                    && s > b
+                {
+                    let gap = s - b;
+                    gaps.push(gap);
+                    // A gap shorter than a launch, before a kernel shorter than a launch: the host's pace.
+                    if gap <= max_gap && e - s <= max_kernel && evidence::in_intervals(&windows, b) {
+                        launch_idle += gap;
+                    }
+                }
+                busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
+            }
+        }
+        let devices = by_device.len().max(1) as f64;
+        let n = steps.steps.len().max(1) as f64;
+        let impact = Impact::of(launch_idle.as_ms_f64() / n / devices, host.step_ms());
+        if kernels == 0 || impact.pct_of_step < t.min_pct_of_step {
+            return Ok(());
+        }
+        let median = |v: &mut Vec<Picos>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or_default()
+        };
+        let mut evidence = vec![
+            Evidence::metric(format!("idle in launch gaps per {unit}"), impact.ms_per_step, "ms"),
+            Evidence::metric(format!("launch gap share of the {unit}"), impact.pct_of_step, "%"),
+            Evidence::metric(format!("kernels per {unit} per GPU"), kernels as f64 / n / devices, "count"),
+            Evidence::metric("median kernel duration", median(&mut durations).as_us_f64(), "us"),
+            Evidence::metric("median gap between kernels", median(&mut gaps).as_us_f64(), "us"),
+            Evidence::metric(
+                format!("kernels shorter than {} us", t.max_kernel_us),
+                100.0 * short as f64 / kernels as f64,
+                "%",
+            ),
+        ];
+        if let Some((count, mean)) = launch_calls(host) {
+            evidence.push(Evidence::note(format!(
+                "the host made {:.0} kernel launch calls per {unit}, {:.2} us each on average",
+                count as f64 / n,
+                mean.as_us_f64()
+            )));
+        }
+        let severity = if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else if impact.pct_of_step < 2.0 {
+            Severity::P2
+        } else {
+            self.severity()
+        };
+        let what = format!(
+            "Each GPU idles {:.3} ms per {unit} ({:.1} % of the {unit}) in gaps between short kernels: {:.0} kernels \
+             per {unit}, half of them under {:.1} us, launched faster than the host can issue them.",
+            impact.ms_per_step,
+            impact.pct_of_step,
+            kernels as f64 / n / devices,
+            durations.get(durations.len() / 2).copied().unwrap_or_default().as_us_f64()
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+/// Host kernel-launch API calls: their count and mean duration.
+fn launch_calls(host: &HostProfile) -> Option<(usize, Picos)> {
+    let (mut count, mut total) = (0usize, Picos::ZERO);
+    for ev in
+        evidence::host_events(host, |name| name.contains("LaunchKernel") || name.contains("LaunchCooperativeKernel"))
+    {
+        count += 1;
+        total += ev.duration();
+    }
+    (count > 0).then(|| (count, Picos(total.0 / count as i64)))
+}

@@ -1,0 +1,233 @@
+//! `low_utilization`: the device's FLOP utilisation is low; what bounds the program on the
+//! roofline, which ops hold it down, and how much time running them at their roofline would save.
+
+use xlens_roofline::{BoundBy, KernelLibrary, KernelStats, OpStats};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct LowUtilization;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "A program whose achieved FLOP rate over the profiled device time is a small share of the device's \
+              peak (XProf's program roofline record: the innermost ops' FLOPs over the summed core spans, idle \
+              included). The finding says what bounds the program (compute, HBM or on-chip memory, from the \
+              largest utilisation, XProf's `bound_by`), its operational intensity against the ridge point, the \
+              ops that take the most time with their own bound and roofline efficiency, the time spent in ops \
+              the cost model cannot price (custom calls, copies), and on GPUs the time per kernel library.",
+    why: "Low utilisation is the headline of most slow steps: the accelerator is paid for its peak and \
+          delivers a fraction of it. Knowing whether the program is memory-bound, idle, or spending its time in \
+          unpriced library kernels decides the fix; the roofline headroom of each op says where the time is.",
+    evidence: "FLOP utilisation, HBM utilisation and roofline efficiency (%), the bound, the operational \
+               intensity and the ridge point (FLOP/B), the roofline headroom (time the ops would save at their \
+               own roofline), the top ops by time with their category, bound and efficiency, the share of op \
+               time the cost model prices no work for, and on GPUs the time per kernel library (cuBLAS, \
+               hipBLASLt, cuDNN/MIOpen, Triton, Transformer Engine, XLA fusions, NCCL/RCCL).",
+    thresholds: "Report when FLOP utilisation is below `status.min_flops_utilization` (default 0.5) on a \
+                 profile with device peaks, counting the library GEMM and fused-attention calls that XLA's cost \
+                 model (and so XProf's figure) prices at nothing, derived from their shapes. Impact: the roofline headroom per step. Severity P1 (a symptom: \
+                 the findings that name a cause rank above it); P2 when the headroom is under 2 % of the step.",
+    fix: "Follow the bound. HBM-bound (operational intensity below the ridge point): raise the work per byte: \
+          let XLA fuse elementwise chains into their producers, keep activations and weights in bf16, make \
+          matmuls larger (more batch or sequence per device, fewer tiny ops), and avoid materialising \
+          intermediate copies. Compute-bound but far from the roof: use the matrix units (bf16/fp8 inputs, \
+          dimensions multiple of 128 on TPU and of 8/16 on GPU). Time in unpriced custom calls or copies: \
+          look at those kernels first (`kernel_stats`), the roofline cannot see their work. Idle time inside \
+          the window counts against utilisation too: see the idle and input findings.",
+};
+
+impl Detector for LowUtilization {
+    fn id(&self) -> &'static str {
+        "low_utilization"
+    }
+
+    fn title(&self) -> &'static str {
+        "The device runs far below its peak"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::DevicePeaks, Need::OpTimeline]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let min = config.thresholds.status.min_flops_utilization;
+        let profile = host.op_profile().map_err(Skip::because)?;
+        let Some(point) = profile.program_roofline() else {
+            return Err(Skip::because("the op profile has no device peaks"));
+        };
+        // Library GEMMs and fused attention are invisible to XLA's cost model (XProf's figure
+        // leaves them out): the judgement counts them, priced from their shapes.
+        let derived = library_flops(host, profile);
+        let peak_time = profile.perf_env.map(|e| e.peak_flops_per_s).unwrap_or(0.0) * profile.total_time.as_secs_f64();
+        let judged = if derived > 0.0 && peak_time > 0.0 {
+            point.compute_utilization + derived / peak_time
+        } else {
+            point.compute_utilization
+        };
+        if judged >= min {
+            return Ok(());
+        }
+        let steps = host.steps().map_err(Skip::because)?;
+        let unit = steps.source.unit();
+        let per = (steps.steps.len().max(1) as f64) * f64::from(profile.cores.max(1));
+        let innermost: Vec<&OpStats> = profile.ops.iter().filter(|o| !o.has_inner_ops()).collect();
+        let op_time: f64 = innermost.iter().map(|o| o.self_time.as_ms_f64()).sum();
+        // Headroom: each priced op's time above what its own roofline allows.
+        let mut headroom_ms = 0.0;
+        let mut unpriced_ms = 0.0;
+        for op in &innermost {
+            let priced = op.flops > 0.0 || op.bytes.total() > 0.0;
+            match profile.roofline(op) {
+                Some(p) if priced => headroom_ms += op.self_time.as_ms_f64() * (1.0 - p.efficiency.min(1.0)),
+                _ => unpriced_ms += op.self_time.as_ms_f64(),
+            }
+        }
+        let impact = Impact::of(headroom_ms / per, host.step_ms());
+        let pct = |v: f64| 100.0 * v;
+        let mut evidence = vec![
+            Evidence::metric("FLOP utilisation", pct(point.compute_utilization), "%"),
+            Evidence::metric("memory bandwidth utilisation (largest memory)", pct(point.memory_utilization), "%"),
+            Evidence::metric("roofline efficiency", pct(point.efficiency), "%"),
+            Evidence::metric("operational intensity", point.operational_intensity, "FLOP/B"),
+        ];
+        if derived > 0.0 {
+            evidence.push(Evidence::metric(
+                "FLOP utilisation with library GEMM and attention calls priced from their shapes",
+                pct(judged),
+                "%",
+            ));
+        }
+        let ridge = host.chip().map(|c| c.ridge_point().0).filter(|r| r.is_finite() && *r > 0.0);
+        if let Some(ridge) = ridge {
+            evidence.push(Evidence::metric("HBM ridge point", ridge, "FLOP/B"));
+        }
+        evidence.push(Evidence::note(bound_note(point.bound_by, point.operational_intensity, ridge)));
+        evidence.push(Evidence::metric(format!("roofline headroom of the ops per {unit}"), impact.ms_per_step, "ms"));
+        if op_time > 0.0 && unpriced_ms > 0.0 {
+            evidence.push(Evidence::metric(
+                "op time the cost model prices no work for (custom calls, copies)",
+                100.0 * unpriced_ms / op_time,
+                "%",
+            ));
+        }
+        let mut by_time: Vec<&&OpStats> = innermost.iter().collect();
+        by_time.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
+        for op in by_time.iter().take(5) {
+            let share = if op_time > 0.0 { 100.0 * op.self_time.as_ms_f64() / op_time } else { 0.0 };
+            let place = match profile.roofline(op) {
+                Some(p) if op.flops > 0.0 || op.bytes.total() > 0.0 => format!(
+                    "{}-bound at {:.1} % of its roofline, {:.2} FLOP/B",
+                    p.bound_by.label(),
+                    pct(p.efficiency),
+                    p.operational_intensity
+                ),
+                _ => "no work priced by the cost model".to_owned(),
+            };
+            evidence.push(Evidence::note(format!(
+                "{} ({}, {}): {share:.1} % of op time, {place}",
+                op.name,
+                op.category,
+                profile.programs.get(&op.program_id).cloned().unwrap_or_else(|| op.program_id.to_string())
+            )));
+        }
+        if !host.space().gpus().is_empty()
+            && host.space().tpu_tensor_cores().is_empty()
+            && let Ok(stats) = KernelStats::read(host.space())
+        {
+            evidence.extend(library_shares(&stats));
+        }
+        // A symptom, not a fault of its own: P1 at most (the findings that name a cause rank
+        // above it), P2 when the ops are already close to their roofline.
+        let severity = if impact.pct_of_step < 2.0 { Severity::P2 } else { self.severity() };
+        let what = format!(
+            "The program reaches {:.1} % of the device's peak FLOP rate ({:.1} % of its roofline, {}-bound at {:.2} \
+             FLOP/B){}; running each op at its own roofline would save {:.3} ms per {unit} ({:.1} % of the {unit}).",
+            pct(point.compute_utilization),
+            pct(point.efficiency),
+            point.bound_by.label(),
+            point.operational_intensity,
+            if op_time > 0.0 && unpriced_ms > 0.0 {
+                format!("; {:.1} % of op time is in ops the cost model cannot price", 100.0 * unpriced_ms / op_time)
+            } else {
+                String::new()
+            },
+            impact.ms_per_step,
+            impact.pct_of_step
+        );
+        out.push(Finding {
+            id: self.id().to_owned(),
+            severity,
+            title: self.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: DOC.fix.to_owned(),
+            host: String::new(),
+        });
+        Ok(())
+    }
+}
+
+/// FLOPs of the library GEMM and fused-attention custom calls the cost model prices at nothing,
+/// derived from their shapes, over all their executions.
+fn library_flops(host: &HostProfile, profile: &xlens_roofline::OpProfile) -> f64 {
+    profile
+        .ops
+        .iter()
+        .filter(|o| o.flops == 0.0)
+        .filter_map(|o| {
+            let m = host.module(o.program_id)?;
+            let instr = m.instruction_by_name(&o.name)?;
+            Some(m.custom_call_shape_flops(instr.id())? as f64 * o.occurrences as f64)
+        })
+        .sum()
+}
+
+fn bound_note(bound: BoundBy, intensity: f64, ridge: Option<f64>) -> String {
+    match (bound, ridge) {
+        (BoundBy::Compute, _) => "compute-bound: the matrix and vector units are the limit".to_owned(),
+        (BoundBy::Unknown, _) => "no op carries FLOPs or bytes the roofline can place".to_owned(),
+        (b, Some(r)) if intensity < r => format!(
+            "{}-bound: {intensity:.2} FLOP/B is below the ridge point of {r:.1} FLOP/B, so memory traffic, not \
+             arithmetic, limits the program",
+            b.label()
+        ),
+        (b, _) => format!("{}-bound", b.label()),
+    }
+}
+
+/// Time per kernel library on the GPUs, largest first (libraries under 1 % left out).
+fn library_shares(stats: &KernelStats) -> Vec<Evidence> {
+    let mut by: std::collections::BTreeMap<KernelLibrary, xlens_xplane::Picos> = std::collections::BTreeMap::new();
+    for k in &stats.kernels {
+        let library = match xlens_roofline::copy_kind(&k.kernel_name) {
+            Some(_) => continue,
+            None => KernelLibrary::of(&k.kernel_name),
+        };
+        *by.entry(library).or_default() += k.total;
+    }
+    let total: i64 = by.values().map(|t| t.0).sum();
+    if total <= 0 {
+        return Vec::new();
+    }
+    let mut rows: Vec<(KernelLibrary, xlens_xplane::Picos)> = by.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let parts: Vec<String> = rows
+        .iter()
+        .filter(|(_, t)| t.0 * 100 >= total)
+        .map(|(l, t)| format!("{} {:.1} %", l.as_str(), 100.0 * t.0 as f64 / total as f64))
+        .collect();
+    vec![Evidence::note(format!("kernel time by library: {}", parts.join(", ")))]
+}
