@@ -2,6 +2,8 @@
 //!
 //! `cargo run --release --example synth_profile -- --size 300MB [--hosts N] [--seed S] [--multislice] --out DIR`
 //! `cargo run --release --example synth_profile -- --fixture NAME --out DIR` (a reference fixture)
+//! `cargo run --release --example synth_profile -- --gpu --size 300MB [--devices N] --out DIR`
+//! (an NVIDIA-shaped XLA:GPU host, `xlens-testkit`'s healthy program on N GPUs, default 8)
 //!
 //! Writes `DIR/plugins/profile/synthetic/<host>.xplane.pb` for N hosts (default 1), each about
 //! `--size` long (suffixes KB, MB, GB; powers of 1024), deterministic for the seed: 4 TensorCores
@@ -41,6 +43,8 @@ fn main() -> anyhow::Result<()> {
     let mut out: Option<PathBuf> = None;
     let mut fixture: Option<String> = None;
     let mut multislice = false;
+    let mut gpu = false;
+    let mut devices = 8u32;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -48,6 +52,8 @@ fn main() -> anyhow::Result<()> {
             "--size" => size = parse_size(&value()?)?,
             "--hosts" => hosts = value()?.parse()?,
             "--seed" => seed = value()?.parse()?,
+            "--gpu" => gpu = true,
+            "--devices" => devices = value()?.parse()?,
             "--out" => out = Some(value()?.into()),
             "--fixture" => fixture = Some(value()?),
             "--multislice" => multislice = true,
@@ -73,6 +79,15 @@ fn main() -> anyhow::Result<()> {
     }
     let run = out.join("plugins/profile/synthetic");
     std::fs::create_dir_all(&run)?;
+    if gpu {
+        for host in 0..hosts {
+            let bytes = xlens_testkit::gpu::gpu_profile_of_size(size, devices, seed.wrapping_add(u64::from(host)));
+            let path = run.join(format!("gpu{host:04}.xplane.pb"));
+            std::fs::write(&path, &bytes)?;
+            println!("{} {} bytes", path.display(), bytes.len());
+        }
+        return Ok(());
+    }
     for host in 0..hosts {
         let program = Program::random(2000, seed);
         // An HLO module for the program (one instruction per op, with a buffer assignment: 4 GiB

@@ -34,6 +34,10 @@
 //!   convolution they run; their bytes are the operands plus the convolution result (not the
 //!   scratch buffer), of which only the operands count as HBM traffic ([`Cost::hbm_bytes`] is
 //!   what XProf's memory-space breakdown reports);
+//! - a fusion weights each fused instruction by how often its result is read (XLA's fusion
+//!   utilization: a value read twice counts twice, a reduce's init once per output element, a
+//!   slice's operand by the share it reads) and reads each parameter at most once
+//!   (`cost_gpu`); a concatenate costs 6 FLOPs per element (400 when unaligned);
 //! - everything else as above.
 
 use std::cell::RefCell;
@@ -93,6 +97,13 @@ impl Cost {
 
 /// Costs of every instruction, computed callees first.
 pub(crate) fn compute(module: &Module, model: CostModel) -> Vec<Cost> {
+    compute_with_hbm(module, model).0
+}
+
+/// [`compute`], and per instruction the bytes XProf counts as HBM traffic (GPU model: a fusion's
+/// outputs and parameter reads without its constants, a DNN convolution's operands; otherwise
+/// its bytes accessed).
+pub(crate) fn compute_with_hbm(module: &Module, model: CostModel) -> (Vec<Cost>, Vec<u64>) {
     let mut ctx = Ctx {
         module,
         model,
@@ -100,6 +111,12 @@ pub(crate) fn compute(module: &Module, model: CostModel) -> Vec<Cost> {
         totals: vec![Cost::default(); module.computations.len()],
         bodies: RefCell::new(HashMap::new()),
         reads: RefCell::new(HashMap::new()),
+        elementwise_bodies: if model == CostModel::Gpu {
+            crate::cost_gpu::elementwise_bodies(module)
+        } else {
+            Vec::new()
+        },
+        fusion_hbm: RefCell::new(HashMap::new()),
     };
     for &c in &module.post_order {
         let comp = module.computation(c);
@@ -111,7 +128,17 @@ pub(crate) fn compute(module: &Module, model: CostModel) -> Vec<Cost> {
         }
         ctx.totals[c.index()] = total;
     }
-    ctx.costs
+    let hbm = (0..module.instructions.len())
+        .map(|i| {
+            let id = module.instructions[i].id;
+            match ctx.fusion_hbm.borrow().get(&id) {
+                Some(&h) => h,
+                None if model == CostModel::Gpu => gpu_hbm_bytes(module, id, &ctx.costs[i]),
+                None => ctx.costs[i].bytes_accessed,
+            }
+        })
+        .collect();
+    (ctx.costs, hbm)
 }
 
 struct Ctx<'m> {
@@ -123,6 +150,10 @@ struct Ctx<'m> {
     bodies: RefCell<HashMap<CompId, Rc<Body>>>,
     /// Bytes read through each fused parameter (memoized: bodies can be shared).
     reads: RefCell<HashMap<InstrId, u64>>,
+    /// GPU model: per computation, whether its body is all elementwise.
+    elementwise_bodies: Vec<bool>,
+    /// GPU model: the HBM bytes of each fusion.
+    fusion_hbm: RefCell<HashMap<InstrId, u64>>,
 }
 
 struct Body {
@@ -250,9 +281,20 @@ impl<'m> Ctx<'m> {
             }
             Opcode::AllReduce | Opcode::AllReduceStart => {
                 let leaves = instr.shape.leaves();
-                cost.flops = leaves.iter().fold(0u64, |a, s| a.saturating_add(s.element_count()));
+                let elements = leaves.iter().fold(0u64, |a, s| a.saturating_add(s.element_count()));
+                // The reducer's cost per element: one FLOP (an add), three under the GPU model.
+                let per_element = match self.model {
+                    CostModel::Gpu => self.sub(instr.called.first()).flops.max(1),
+                    CostModel::Xla => 1,
+                };
+                cost.flops = sat(elements, per_element);
                 let out_bytes = leaves.iter().fold(0u64, |a, s| a.saturating_add(s.byte_size()));
-                cost.bytes_accessed = out_bytes.saturating_add(operands_bytes);
+                // XProf's GPU figure counts the output only; its HBM breakdown (see
+                // `gpu_hbm_bytes`) reads the operands too.
+                cost.bytes_accessed = match self.model {
+                    CostModel::Gpu => out_bytes,
+                    CostModel::Xla => out_bytes.saturating_add(operands_bytes),
+                };
             }
             Opcode::AllGather
             | Opcode::AllToAll
@@ -262,6 +304,16 @@ impl<'m> Ctx<'m> {
             | Opcode::CollectiveBroadcast => {
                 // Variadic collectives return tuples; their data is the leaves, not the index table.
                 cost.bytes_accessed = leaves_bytes(&instr.shape).saturating_add(operands_bytes);
+            }
+            Opcode::Fusion if self.model == CostModel::Gpu => {
+                let bodies = &self.elementwise_bodies;
+                let elementwise = |c: CompId| bodies.get(c.index()).copied().unwrap_or(false);
+                let f = crate::cost_gpu::fusion_cost(self.module, instr, &self.costs, &elementwise);
+                self.fusion_hbm.borrow_mut().insert(instr.id, f.hbm_bytes);
+                cost = f.cost;
+            }
+            Opcode::Concatenate if self.model == CostModel::Gpu => {
+                cost.flops = crate::cost_gpu::concatenate_flops(self.module, instr);
             }
             Opcode::Fusion => cost = self.fusion(instr),
             Opcode::Call | Opcode::AsyncStart => cost = self.sub(instr.called.first()),
@@ -530,10 +582,15 @@ fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
     }
 }
 
-/// The HBM bytes of an instruction under the GPU model: its bytes, but for a DNN convolution
-/// only its operands (XProf's memory-space breakdown leaves the tuple result out).
-pub(crate) fn gpu_hbm_bytes(module: &Module, id: InstrId, cost: &Cost) -> u64 {
+/// The HBM bytes of a non-fusion instruction under the GPU model: its bytes, but for a DNN
+/// convolution only its operands (XProf's memory-space breakdown leaves the tuple result out).
+fn gpu_hbm_bytes(module: &Module, id: InstrId, cost: &Cost) -> u64 {
     let instr = module.instruction(id);
+    if matches!(instr.opcode, Opcode::AllReduce | Opcode::AllReduceStart) {
+        let operands =
+            instr.operands.iter().fold(0u64, |a, &o| a.saturating_add(module.instruction(o).shape.byte_size()));
+        return cost.bytes_accessed.saturating_add(operands);
+    }
     if instr.opcode == Opcode::CustomCall && is_dnn_convolution(&instr.raw.custom_call_target) {
         return instr.operands.iter().fold(0u64, |a, &o| a.saturating_add(module.instruction(o).shape.byte_size()));
     }

@@ -44,6 +44,7 @@
 
 mod collective;
 pub mod cost;
+mod cost_gpu;
 mod custom_call;
 mod error;
 mod graph;

@@ -343,8 +343,9 @@ pub struct Module {
     pub(crate) computation_by_name: HashMap<String, CompId>,
     pub(crate) post_order: Vec<CompId>,
     pub(crate) costs: Vec<Cost>,
-    /// Costs under XLA's GPU cost analysis, computed on first use (GPU profiles only).
-    pub(crate) gpu_costs: std::sync::OnceLock<Vec<Cost>>,
+    /// Costs under XLA's GPU cost analysis and their HBM bytes, computed on first use (GPU
+    /// profiles only).
+    pub(crate) gpu_costs: std::sync::OnceLock<(Vec<Cost>, Vec<u64>)>,
     pub(crate) elementwise: Vec<bool>,
     pub(crate) collectives: Vec<Collective>,
     pub(crate) aliases: Vec<IoAlias>,
@@ -542,17 +543,17 @@ impl Module {
     /// The cost of one instruction under XLA's GPU cost analysis, as XProf prices the ops of a
     /// GPU profile (see [`crate::CostModel::Gpu`]); computed for the whole module on first use.
     pub fn gpu_cost(&self, id: InstrId) -> Cost {
-        self.gpu_costs
-            .get_or_init(|| cost::compute(self, cost::CostModel::Gpu))
-            .get(id.index())
-            .copied()
-            .unwrap_or_default()
+        self.gpu_costs_and_hbm().0.get(id.index()).copied().unwrap_or_default()
     }
 
-    /// The bytes of [`Module::gpu_cost`] that XProf counts as HBM traffic (all of them but a DNN
-    /// convolution's result).
+    /// The bytes of [`Module::gpu_cost`] that XProf counts as HBM traffic (a fusion's outputs and
+    /// parameter reads without its constants; a DNN convolution's operands; else all of them).
     pub fn gpu_hbm_bytes(&self, id: InstrId) -> u64 {
-        cost::gpu_hbm_bytes(self, id, &self.gpu_cost(id))
+        self.gpu_costs_and_hbm().1.get(id.index()).copied().unwrap_or_default()
+    }
+
+    fn gpu_costs_and_hbm(&self) -> &(Vec<Cost>, Vec<u64>) {
+        self.gpu_costs.get_or_init(|| cost::compute_with_hbm(self, cost::CostModel::Gpu))
     }
 
     /// The summed cost of a computation's instructions.

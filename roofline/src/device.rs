@@ -136,8 +136,10 @@ pub struct MemoryBytes {
     pub onchip_read: f64,
     /// On-chip writes.
     pub onchip_write: f64,
-    /// Bytes accessed that no memory space is recorded for (a GPU DNN convolution's result):
-    /// part of the total, and so of the operational intensity, but of no bandwidth.
+    /// Bytes accessed beyond those placed in a memory space (a GPU DNN convolution's result,
+    /// host memory on TPU): part of the total, and so of the operational intensity, but of no
+    /// bandwidth. Negative where the memory-space breakdown counts more than the scalar figure
+    /// (a GPU all-reduce's operands), so that the total stays XProf's bytes accessed.
     pub unattributed: f64,
 }
 

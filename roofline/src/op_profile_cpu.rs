@@ -189,7 +189,7 @@ impl OpProfile {
                 s.flops = cost.flops as f64 * n;
                 s.bytes = MemoryBytes {
                     hbm: hbm as f64 * n,
-                    unattributed: cost.bytes_accessed.saturating_sub(hbm) as f64 * n,
+                    unattributed: (cost.bytes_accessed as f64 - hbm as f64) * n,
                     ..MemoryBytes::default()
                 };
             } else {

@@ -330,6 +330,11 @@ fn async_role(name: &str, keys: &mut HashMap<String, u32>) -> AsyncRole {
     } else {
         return AsyncRole::None;
     };
+    // Async copies between memory spaces are not collectives: their windows are read by the
+    // copy detector, not counted as communication.
+    if op == "copy" {
+        return AsyncRole::None;
+    }
     let n = keys.len() as u32;
     let key = *keys.entry(format!("{op}{suffix}")).or_insert(n);
     if start { AsyncRole::Start(key) } else { AsyncRole::Done(key) }
@@ -718,7 +723,8 @@ mod tests {
         assert_eq!(async_role("all-gather-start", &mut keys), AsyncRole::Start(1));
         assert_eq!(async_role("%all-gather-done.3 = f32[8] all-gather-done(...)", &mut keys), AsyncRole::Done(0));
         assert_eq!(async_role("all-gather-done", &mut keys), AsyncRole::Done(1));
-        assert_eq!(async_role("copy-done.1", &mut keys), AsyncRole::Done(2));
+        assert_eq!(async_role("copy-done.1", &mut keys), AsyncRole::None);
+        assert_eq!(async_role("collective-permute-done.1", &mut keys), AsyncRole::Done(2));
         assert_eq!(async_role("fusion.1", &mut keys), AsyncRole::None);
     }
 }

@@ -1565,6 +1565,16 @@ pub fn gpu_fixture(name: &str) -> Option<GpuSpec> {
     })
 }
 
+/// A large NVIDIA-shaped host for benchmarks: the healthy program on `devices` GPUs, with as
+/// many steps as make the file about `target_bytes` long (measured on a short run and scaled).
+pub fn gpu_profile_of_size(target_bytes: u64, devices: u32, seed: u64) -> Vec<u8> {
+    const PROBE_STEPS: u32 = 20;
+    let spec = |steps: u32| GpuSpec { devices: devices.max(1), steps, seed, ..GpuSpec::default() };
+    let probe = gpu_profile(&spec(PROBE_STEPS)).len().max(1) as u64;
+    let steps = (target_bytes.saturating_mul(u64::from(PROBE_STEPS)) / probe).clamp(1, u64::from(u32::MAX)) as u32;
+    gpu_profile(&spec(steps))
+}
+
 /// Writes fixture `name` to `<dir>/host0.xplane.pb` (creating `dir`); returns the file's path.
 /// An unknown name is an `InvalidInput` error.
 pub fn write_gpu_fixture(name: &str, dir: &Path) -> io::Result<PathBuf> {

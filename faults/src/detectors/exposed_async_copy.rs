@@ -232,6 +232,14 @@ fn tpu_copies(host: &HostProfile) -> Copies {
     let modules = host.modules();
     let line = names::line::XLA_OPS;
     for plane in host.space().tpu_tensor_cores() {
+        // Only cores that run async copies are walked (decided on the op names, not the events).
+        let runs_copies = plane.event_metadata().iter().any(|m| {
+            let name = if m.display_name().is_empty() { m.name() } else { m.display_name() };
+            name.trim_start_matches('%').starts_with("copy-start")
+        });
+        if !runs_copies {
+            continue;
+        }
         let walk = DeviceTimeline::walk(
             plane,
             line,

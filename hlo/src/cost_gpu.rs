@@ -1,0 +1,249 @@
+//! XLA's GPU cost analysis of a fusion, as XProf runs it (default options, so one read of an
+//! operand counts once however many times a broadcast or a window reuses it).
+//!
+//! A fusion's FLOPs are not the sum of its body: each fused instruction is weighted by its
+//! *utilization*, how many times its result is consumed per element of the fusion's output.
+//! The root has utilization 1. Walking the body from the root to the parameters, an instruction
+//! hands its own "roots" to operands it reads element for element (elementwise ops, tuples,
+//! get-tuple-elements, same-shape bitcasts, nested elementwise fusions): an operand reached
+//! through several such paths that end at one root counts once. Any other operand becomes a
+//! root of its own, accumulating the reader's utilization times the fraction of it read
+//! (slices read the sliced share; a reduce reads its init once per output element; a dynamic
+//! update slice does not read the part it overwrites), rounded up to whole elements. The FLOPs
+//! of the fusion are Σ utilization × standalone cost, accumulated in single precision, as XLA
+//! does, then truncated.
+//!
+//! Bytes: the outputs (an in-place dynamic-update-slice writes only its update), the large
+//! constants and the parameters, each read at most once (`min(utilization, 1)` of its size,
+//! rounded to the nearest byte), summed in single precision; the HBM figure XProf reports is the
+//! exact integer sum of outputs and parameter reads, without constants.
+
+use std::collections::HashMap;
+
+use crate::cost::Cost;
+use crate::ids::{CompId, InstrId};
+use crate::module::{Instruction, Module};
+use crate::opcode::Opcode;
+use crate::shape::Shape;
+
+/// A fusion's FLOPs and bytes under XLA's GPU cost analysis, and the bytes XProf counts as HBM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FusionCost {
+    /// The cost (FLOPs; bytes accessed, constants included).
+    pub cost: Cost,
+    /// Outputs plus parameter reads: XProf's HBM breakdown.
+    pub hbm_bytes: u64,
+}
+
+/// Prices `fusion`, whose body instructions' standalone costs are `costs` (indexed by
+/// instruction), under the GPU model. `elementwise_body` tells, per computation, whether every
+/// non-parameter instruction of it is elementwise (for nested fusions).
+pub(crate) fn fusion_cost(
+    module: &Module,
+    fusion: &Instruction,
+    costs: &[Cost],
+    elementwise_body: &dyn Fn(CompId) -> bool,
+) -> FusionCost {
+    let Some(&body) = fusion.called.first() else {
+        let out = fusion.shape.byte_size();
+        return FusionCost { cost: Cost { bytes_accessed: out, ..Cost::default() }, hbm_bytes: out };
+    };
+    let comp = module.computation(body);
+    let Some(root) = comp.root else { return FusionCost::default() };
+    let instr = |id: InstrId| module.instruction(id);
+
+    // Outputs first: they also tell which in-place updates do not read their operand 0.
+    let mut bytes = 0f32;
+    let mut hbm = 0u64;
+    let mut no_read: Vec<InstrId> = Vec::new();
+    let root_instr = instr(root);
+    let leaves: Vec<(Option<usize>, &Shape)> = if fusion.shape.is_tuple() {
+        fusion
+            .shape
+            .tuple_shapes()
+            .iter()
+            .enumerate()
+            .flat_map(|(k, s)| s.leaves().into_iter().map(move |l| (Some(k), l)))
+            .collect()
+    } else {
+        vec![(None, &fusion.shape)]
+    };
+    for (k, leaf) in leaves {
+        let producer = match k {
+            Some(k) if root_instr.opcode == Opcode::Tuple => root_instr.operands.get(k).map(|&o| instr(o)),
+            _ => Some(root_instr),
+        };
+        let size = match producer {
+            Some(p) if p.opcode == Opcode::DynamicUpdateSlice => {
+                no_read.push(p.id);
+                p.operands.get(1).map_or(0, |&u| instr(u).shape.byte_size())
+            }
+            _ => leaf.byte_size(),
+        };
+        bytes += size as f32;
+        hbm = hbm.saturating_add(size);
+    }
+
+    // Utilizations, from the root to the parameters.
+    let order = reverse_post_order(module, body);
+    let mut roots: HashMap<InstrId, Vec<InstrId>> = HashMap::new();
+    let mut root_util: HashMap<InstrId, f32> = HashMap::new();
+    let mut util: HashMap<InstrId, f32> = HashMap::new();
+    roots.insert(root, vec![root]);
+    root_util.insert(root, 1.0);
+    let mut flops = 0f32;
+    for &id in &order {
+        let i = instr(id);
+        let own_roots = roots.get(&id).cloned().unwrap_or_default();
+        let u = own_roots.iter().fold(0f32, |acc, r| acc + root_util.get(r).copied().unwrap_or(0.0));
+        util.insert(id, u);
+        flops += u * costs[id.index()].flops as f32;
+        for (k, &o) in i.operands.iter().enumerate() {
+            if passes_through(module, i, instr(o), elementwise_body) {
+                let entry = roots.entry(o).or_default();
+                for r in &own_roots {
+                    if !entry.contains(r) {
+                        entry.push(*r);
+                    }
+                }
+            } else {
+                let entry = roots.entry(o).or_default();
+                if !entry.contains(&o) {
+                    entry.push(o);
+                }
+                let read = u * operand_utilization(module, i, k, &no_read);
+                let elements = instr(o).shape.element_count_recursive();
+                let add = if elements == 0 { 0.0 } else { (read * elements as f32).ceil() / elements as f32 };
+                *root_util.entry(o).or_default() += add;
+            }
+        }
+    }
+
+    // Large constants (scalar ones are immediates) and the parameters, read at most once.
+    for &id in &comp.instructions {
+        let c = instr(id);
+        if c.opcode == Opcode::Constant && c.shape.element_count() > 1 {
+            bytes += c.shape.byte_size() as f32 * util.get(&id).copied().unwrap_or(0.0).min(1.0);
+        }
+    }
+    let mut params: Vec<&Instruction> =
+        comp.instructions.iter().map(|&id| instr(id)).filter(|i| i.opcode == Opcode::Parameter).collect();
+    params.sort_by_key(|p| p.raw.parameter_number);
+    let read_once = |id: InstrId, size: u64| -> u64 {
+        let u = util.get(&id).copied().unwrap_or(0.0).min(1.0);
+        (size as f32 * u).round() as u64
+    };
+    for p in params {
+        let read = if p.shape.is_tuple() {
+            // Per leaf, through the get-tuple-element that extracts it.
+            p.users
+                .iter()
+                .map(|&u| instr(u))
+                .filter(|u| u.opcode == Opcode::GetTupleElement)
+                .fold(0u64, |acc, g| acc.saturating_add(read_once(g.id, g.shape.byte_size())))
+        } else {
+            read_once(p.id, p.shape.byte_size())
+        };
+        bytes += read as f32;
+        hbm = hbm.saturating_add(read);
+    }
+    FusionCost { cost: Cost { flops: flops as u64, transcendentals: 0, bytes_accessed: bytes as u64 }, hbm_bytes: hbm }
+}
+
+/// The body's instructions in the reverse of XLA's post order: a depth-first walk from every
+/// instruction without users, in instruction order, visiting operands first to last.
+fn reverse_post_order(module: &Module, body: CompId) -> Vec<InstrId> {
+    let comp = module.computation(body);
+    let mut post: Vec<InstrId> = Vec::with_capacity(comp.instructions.len());
+    let mut done: HashMap<InstrId, bool> = HashMap::new();
+    for &top in comp.instructions.iter().filter(|&&i| module.instruction(i).users.is_empty()) {
+        let mut stack = vec![top];
+        while let Some(&id) = stack.last() {
+            match done.get(&id) {
+                Some(_) => {
+                    stack.pop();
+                    if done.insert(id, true) == Some(false) {
+                        post.push(id);
+                    }
+                }
+                None => {
+                    done.insert(id, false);
+                    stack.extend(module.instruction(id).operands.iter().rev());
+                }
+            }
+        }
+    }
+    post.reverse();
+    post
+}
+
+/// Whether `user` reads `operand` element for element, so that the operand serves the user's
+/// roots rather than becoming one.
+fn passes_through(
+    module: &Module,
+    user: &Instruction,
+    operand: &Instruction,
+    elementwise_body: &dyn Fn(CompId) -> bool,
+) -> bool {
+    match user.opcode {
+        Opcode::Tuple | Opcode::GetTupleElement | Opcode::Constant => true,
+        Opcode::Bitcast => operand.shape.dims() == user.shape.dims() && operand.shape.layout() == user.shape.layout(),
+        Opcode::Fusion => user.called.first().is_some_and(|&b| elementwise_body(b)),
+        _ => module.is_elementwise(user.id),
+    }
+}
+
+/// The share of operand `k` that `user` reads per element it produces (1 for most ops).
+fn operand_utilization(module: &Module, user: &Instruction, k: usize, no_read: &[InstrId]) -> f32 {
+    let operand = |i: usize| user.operands.get(i).map(|&o| module.instruction(o));
+    let out_elements = |s: &Shape| {
+        if s.is_tuple() { s.tuple_shapes().first().map_or(0, Shape::element_count) } else { s.element_count() }
+    };
+    match user.opcode {
+        Opcode::Slice | Opcode::DynamicSlice | Opcode::Gather if k == 0 => {
+            let input = operand(0).map_or(0, |o| o.shape.element_count());
+            if input == 0 { 1.0 } else { (user.shape.element_count() as f64 / input as f64) as f32 }
+        }
+        Opcode::DynamicUpdateSlice if k == 0 => {
+            if no_read.contains(&user.id) {
+                return 0.0;
+            }
+            let out = user.shape.element_count();
+            let update = operand(1).map_or(0, |o| o.shape.element_count());
+            if out == 0 { 1.0 } else { (out.saturating_sub(update) as f64 / out as f64) as f32 }
+        }
+        // A reduce applies its init value once per output element.
+        Opcode::Reduce if k >= user.operands.len() / 2 => out_elements(&user.shape) as f32,
+        _ => 1.0,
+    }
+}
+
+/// Per computation: every non-parameter instruction is elementwise (constants count), as XLA's
+/// `IsElementwise` reads a fusion.
+pub(crate) fn elementwise_bodies(module: &Module) -> Vec<bool> {
+    let mut out = vec![false; module.computations.len()];
+    for &c in &module.post_order {
+        let comp = module.computation(c);
+        out[c.index()] = !comp.instructions.is_empty()
+            && comp.instructions.iter().all(|&i| {
+                let instr = module.instruction(i);
+                match instr.opcode {
+                    Opcode::Parameter | Opcode::Constant => true,
+                    Opcode::Fusion => instr.called.first().is_some_and(|b| out[b.index()]),
+                    _ => module.is_elementwise(i),
+                }
+            });
+    }
+    out
+}
+
+/// A concatenate under the GPU model: 6 FLOPs per output element, or 400 when it joins along
+/// an inner dimension whose first operand is not a multiple of 32 wide (the unaligned copy).
+pub(crate) fn concatenate_flops(module: &Module, instr: &Instruction) -> u64 {
+    let elements = instr.shape.element_count();
+    let dim = instr.raw.dimensions.first().copied().unwrap_or(0);
+    let first = instr.operands.first().map(|&o| &module.instruction(o).shape);
+    let unaligned = dim > 0
+        && first.and_then(|s| usize::try_from(dim).ok().and_then(|d| s.dims().get(d))).is_some_and(|&w| w % 32 != 0);
+    elements.saturating_mul(if unaligned { 400 } else { 6 })
+}
