@@ -58,8 +58,11 @@ pub struct KernelStats {
     pub kernels: Vec<KernelStat>,
 }
 
+/// A launch configuration: grid, block, registers, static and dynamic shared memory.
+type Launch = ([u32; 3], [u32; 3], u32, u64, u64);
+
 /// A record's identity: kernel name, HLO op and the launch configuration.
-type Key = (u32, Option<u32>, Option<([u32; 3], [u32; 3], u32, u64, u64)>);
+type Key = (u32, Option<u32>, Option<Launch>);
 
 impl KernelStats {
     /// Reads the stream lines of every GPU plane of a space (empty without GPUs).
@@ -188,7 +191,7 @@ impl KernelStats {
     }
 }
 
-fn launch_key(k: &KernelStat) -> Option<([u32; 3], [u32; 3], u32, u64, u64)> {
+fn launch_key(k: &KernelStat) -> Option<Launch> {
     k.details.map(|d| (d.grid, d.block, d.registers_per_thread, d.static_shared_bytes, d.dynamic_shared_bytes))
 }
 

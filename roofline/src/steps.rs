@@ -448,8 +448,7 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
         windows.extend(by_run.into_iter().map(|((program, _), (s, e))| (s, e, Some(program))));
     } else {
         // Per device, in start order: runs of one program, each split into its executions.
-        let mut by_device: std::collections::BTreeMap<i64, Vec<(Picos, Picos, Option<u64>, u32)>> =
-            std::collections::BTreeMap::new();
+        let mut by_device: std::collections::BTreeMap<i64, Vec<TimedOp>> = std::collections::BTreeMap::new();
         for o in host_ops.iter() {
             let c = host_ops.context(o);
             by_device.entry(c.core).or_default().push((o.start, o.end, c.program_id, o.name));
@@ -460,12 +459,12 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
         // executions of the busiest device are the time base.
         let mut lockstep: std::collections::BTreeMap<Option<u64>, Vec<(Picos, Picos)>> =
             std::collections::BTreeMap::new();
-        let mut per_device: Vec<(Picos, Vec<(Picos, Picos, Option<u64>)>)> = Vec::new();
+        let mut per_device: Vec<(Picos, Vec<Window>)> = Vec::new();
         for mut ops in by_device.into_values() {
             let busy: Picos = ops.iter().map(|o| o.1 - o.0).sum();
             ops.sort_by_key(|o| (o.0, std::cmp::Reverse(o.1)));
             let mut device: Vec<(Picos, Picos, Option<u64>)> = Vec::new();
-            let mut run: Vec<(Picos, Picos, Option<u64>, u32)> = Vec::new();
+            let mut run: Vec<TimedOp> = Vec::new();
             for op in ops {
                 let same = run.last().is_none_or(|_| {
                     let program = run.iter().find_map(|o| o.2);
@@ -554,10 +553,15 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
     Steps { source: StepSource::ModuleExecutions, steps }
 }
 
+/// An op as the execution finder reads it: start, end, program, interned name.
+type TimedOp = (Picos, Picos, Option<u64>, u32);
+/// A program execution: start, end, program.
+type Window = (Picos, Picos, Option<u64>);
+
 /// The executions of one device's run of consecutive ops of one program (GPU kernels carry no
 /// run id): the run is cut before each launch of its first op when that op runs as often as
 /// most ops of the run do (it is not inside a loop), else kept whole.
-fn executions(run: &[(Picos, Picos, Option<u64>, u32)]) -> Vec<(Picos, Picos, Option<u64>)> {
+fn executions(run: &[TimedOp]) -> Vec<Window> {
     let Some(first) = run.iter().find(|o| o.2.is_some()) else {
         return run.first().map(|f| (f.0, run.iter().map(|o| o.1).max().unwrap_or(f.1), None)).into_iter().collect();
     };
