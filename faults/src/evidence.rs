@@ -333,8 +333,31 @@ pub fn op_spans_where<'a>(
     let mut out = Vec::new();
     let cores = host.space().tpu_tensor_cores();
     if cores.is_empty() {
-        // Already in time order: the final sort has nothing to move.
-        out.extend(host_op_spans(host).filter(|op| keep_span(op.start, op.end)));
+        // The kept ops only, put in time order (the order of `host_op_spans`: by start, longer
+        // first, then core; ties in table order), without sorting the whole table.
+        let ops = host.host_ops();
+        let mut picked: Vec<(xlens_roofline::LineRef, &xlens_roofline::HostOp)> = ops
+            .by_line()
+            .flat_map(|(at, line_ops)| line_ops.iter().map(move |op| (at, op)))
+            .filter(|(_, op)| keep_span(op.start, op.end))
+            .collect();
+        picked.sort_by_key(|(_, op)| (op.start, std::cmp::Reverse(op.end), ops.context(op).core));
+        let space = host.space();
+        out.extend(picked.into_iter().filter_map(|(at, op)| {
+            let (plane, line) = at.resolve(space)?;
+            let context = ops.context(op);
+            Some(OpSpan {
+                start: op.start,
+                end: op.end,
+                name: std::borrow::Cow::Borrowed(ops.name(op)),
+                program_id: context.program_id,
+                run_id: context.run_id,
+                core: context.core,
+                category: None,
+                plane: plane.name(),
+                line: line.name(),
+            })
+        }));
     } else {
         for plane in cores {
             let core = match plane.kind() {

@@ -271,9 +271,59 @@ impl HostOps {
         (window.0 > 0).then(|| 100.0 * busy.0 as f64 / window.0 as f64)
     }
 
+    /// A dense numbering of the distinct (program, op name) pairs of the table, so that
+    /// per-op work can index vectors instead of hashing each op.
+    pub fn op_keys(&self) -> OpKeys {
+        let mut programs: Vec<Option<u64>> = self.contexts.iter().map(|c| c.program_id).collect();
+        programs.sort_unstable();
+        programs.dedup();
+        let program_of_context: Vec<u32> =
+            self.contexts.iter().map(|c| programs.binary_search(&c.program_id).map_or(0, |i| i as u32)).collect();
+        let mut index = vec![vec![u32::MAX; self.names.len()]; programs.len()];
+        let mut keys = Vec::new();
+        for op in self.iter() {
+            let p = program_of_context.get(op.context as usize).copied().unwrap_or(0) as usize;
+            if let Some(slot) = index.get_mut(p).and_then(|row| row.get_mut(op.name as usize))
+                && *slot == u32::MAX
+            {
+                *slot = keys.len() as u32;
+                keys.push((programs[p], op.name));
+            }
+        }
+        OpKeys { program_of_context, index, keys }
+    }
+
     /// The program, run and device ordinal of an op.
     pub fn context(&self, op: &HostOp) -> OpContext {
         self.contexts.get(op.context as usize).copied().unwrap_or_default()
+    }
+}
+
+/// The distinct (program, op name) pairs of a [`HostOps`] table, numbered densely in the order
+/// the table first holds them (see [`HostOps::op_keys`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpKeys {
+    program_of_context: Vec<u32>,
+    index: Vec<Vec<u32>>,
+    /// Per key: the program and the interned op name.
+    pub keys: Vec<(Option<u64>, u32)>,
+}
+
+impl OpKeys {
+    /// The key of an op of the table these keys were made from.
+    pub fn of(&self, op: &HostOp) -> usize {
+        let p = self.program_of_context.get(op.context as usize).copied().unwrap_or(0) as usize;
+        self.index.get(p).and_then(|row| row.get(op.name as usize)).map_or(0, |&k| k as usize)
+    }
+
+    /// The number of keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
     }
 }
 
@@ -452,7 +502,11 @@ fn read_op<'a>(
     let mut name = None;
     let mut context = OpContext::default();
     let mut module = None;
-    for s in ev.stats().map_while(|s| s.ok()) {
+    let wanted = |id: xlens_xplane::StatMetadataId| {
+        let id = Some(id);
+        id == ids.hlo_op || id == ids.program || id == ids.run || id == ids.ordinal || id == ids.module
+    };
+    for s in ev.stats_where(wanted).map_while(|s| s.ok()) {
         let id = Some(s.metadata_id());
         if id == ids.hlo_op {
             name = Some(match s.ref_id() {

@@ -32,7 +32,7 @@ pub use gpu::{
     CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,
     unattributed_category, uses_tensor_cores,
 };
-pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpSource};
+pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{

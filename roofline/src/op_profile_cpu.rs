@@ -119,11 +119,14 @@ impl OpProfile {
             idle_time: Picos::ZERO,
         };
         let by_program: HashMap<u64, &Module> = modules.iter().filter_map(|m| m.program_id().map(|p| (p, m))).collect();
-        // On GPU, whether an (program, interned name) is an op of the op profile, decided once.
+        // Per (program, op name) key: the op's index in `stats`, or `DROPPED` for a GPU event no
+        // instruction names; decided once per key, not per event.
+        const UNSEEN: usize = usize::MAX;
+        const DROPPED: usize = usize::MAX - 1;
         let keep_all = by_program.is_empty();
-        let mut attributed: HashMap<(Option<u64>, u32), bool> = HashMap::new();
-        // (program id, interned op name) → index in `stats`.
-        let mut index: HashMap<(u64, u32), usize> = HashMap::new();
+        let keys = host_ops.op_keys();
+        let mut index: Vec<usize> = vec![UNSEEN; keys.len()];
+        // Programs without a program id share key 0 of `profile.programs`, as before.
         let mut stats: Vec<OpStats> = Vec::new();
         let mut device_spans: BTreeMap<i64, (Picos, Picos)> = BTreeMap::new();
         let mut ops: Vec<TimedOp> = Vec::new();
@@ -138,29 +141,31 @@ impl OpProfile {
                 let entry = device_spans.entry(context.core).or_insert((span.start, span.end()));
                 entry.0 = entry.0.min(span.start);
                 entry.1 = entry.1.max(span.end());
-                if gpu
-                    && !keep_all
-                    && !*attributed.entry((context.program_id, op.name)).or_insert_with(|| {
-                        context
-                            .program_id
-                            .and_then(|p| by_program.get(&p))
-                            .is_some_and(|m| m.instruction_by_name(host_ops.name(op)).is_some())
-                    })
-                {
+                let slot = &mut index[keys.of(op)];
+                if *slot == UNSEEN {
+                    let attributed = context
+                        .program_id
+                        .and_then(|p| by_program.get(&p))
+                        .is_some_and(|m| m.instruction_by_name(host_ops.name(op)).is_some());
+                    *slot = if gpu && !keep_all && !attributed {
+                        DROPPED
+                    } else {
+                        let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
+                        profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
+                        let module = by_program.get(&program).copied();
+                        let mut stats_of = new_op(program, host_ops.name(op), module);
+                        if gpu && module.is_none() {
+                            stats_of.category =
+                                crate::gpu::unattributed_category(&stats_of.name).unwrap_or("unknown").to_owned();
+                        }
+                        stats.push(stats_of);
+                        stats.len() - 1
+                    };
+                }
+                if *slot == DROPPED {
                     continue;
                 }
-                let k = *index.entry((program, op.name)).or_insert_with(|| {
-                    let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
-                    profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
-                    let module = by_program.get(&program).copied();
-                    let mut stats_of = new_op(program, host_ops.name(op), module);
-                    if gpu && module.is_none() {
-                        stats_of.category =
-                            crate::gpu::unattributed_category(&stats_of.name).unwrap_or("unknown").to_owned();
-                    }
-                    stats.push(stats_of);
-                    stats.len() - 1
-                });
+                let k = *slot;
                 ops.push(TimedOp {
                     metadata_id: xlens_xplane::EventMetadataId(op_keys.len() as i64),
                     span,

@@ -6,7 +6,7 @@ use std::fmt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::{EventMetadataId, Picos, StatMetadataId};
 use crate::plane::{EventMetadata, Line, Plane, wire_error};
-use crate::wire::{Reader, WireType, split_tag};
+use crate::wire::{Reader, WireError, WireType, split_tag};
 
 /// The `data` oneof of an event: a start offset, or an occurrence count on aggregated events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +159,13 @@ impl<'a> Event<'a> {
             Some(m) => self.plane.metadata_stats(m),
             None => StatIter::empty(self.plane),
         }
+    }
+
+    /// The event's own stats whose metadata id passes `wanted`; the others are skipped without
+    /// decoding their values (hot loops that need a few stats of events that carry many).
+    #[inline]
+    pub fn stats_where<F: FnMut(StatMetadataId) -> bool>(&self, wanted: F) -> StatsWhere<'a, F> {
+        StatsWhere { inner: self.stats(), wanted }
     }
 
     /// The event's own stat with this id, if present (malformed stats read as absent).
@@ -599,8 +606,28 @@ impl<'a> Stat<'a> {
     }
 
     /// Decodes one XStat message body; `r` reads it inside the plane's bytes.
+    #[inline]
     pub(crate) fn decode(plane: &'a Plane, mut r: Reader<'a>) -> Result<Self> {
         let mut stat = Stat { plane, metadata_id: StatMetadataId(0), raw: RawValue::None };
+        // Writers emit the metadata id, then one value: take that shape first, with predictable
+        // branches; the loop below reads whatever follows (any order, repeats: the last wins).
+        let fast = |r: &mut Reader<'a>, stat: &mut Stat<'a>| -> std::result::Result<(), WireError> {
+            if r.eat(0x08) {
+                stat.metadata_id = StatMetadataId(r.read_varint()? as i64);
+            }
+            if r.eat(0x38) {
+                stat.raw = RawValue::Ref(r.read_varint()?);
+            } else if r.eat(0x2a) {
+                stat.raw = RawValue::Str(r.read_len()?);
+            } else if r.eat(0x20) {
+                stat.raw = RawValue::Int(r.read_varint()? as i64);
+            } else if r.eat(0x18) {
+                stat.raw = RawValue::Uint(r.read_varint()?);
+            }
+            Ok(())
+        };
+        let start = r.pos();
+        fast(&mut r, &mut stat).map_err(|e| wire_error(e, plane.location_at(start)))?;
         while !r.is_empty() {
             let tag_pos = r.pos();
             let (field, wire) = r.read_tag().map_err(|e| wire_error(e, plane.location_at(tag_pos)))?;
@@ -691,6 +718,68 @@ impl<'a> Iterator for StatIter<'a> {
 }
 
 impl std::iter::FusedIterator for StatIter<'_> {}
+
+/// The stats of an event that a predicate on their metadata id keeps (see
+/// [`Event::stats_where`]). Yields `Err` once on malformed bytes, then stops.
+#[derive(Debug)]
+pub struct StatsWhere<'a, F> {
+    inner: StatIter<'a>,
+    wanted: F,
+}
+
+impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
+    type Item = Result<Stat<'a>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let it = &mut self.inner;
+        if it.done {
+            return None;
+        }
+        while !it.reader.is_empty() {
+            let tag_pos = it.reader.pos();
+            let fail = |e, pos: usize, it: &mut StatIter<'a>| {
+                it.done = true;
+                Some(Err(wire_error(e, it.plane.location_at(pos))))
+            };
+            let (field, wire) = match it.reader.read_tag() {
+                Ok(t) => t,
+                Err(e) => return fail(e, tag_pos, it),
+            };
+            let val_pos = it.reader.pos();
+            if field == it.field && wire == WireType::Len {
+                let body = match it.reader.read_message() {
+                    Ok(b) => b,
+                    Err(e) => return fail(e, val_pos, it),
+                };
+                // The metadata id comes first in what writers emit: read it alone, and decode
+                // the value only for a wanted stat (any other layout is decoded in full).
+                let mut peek = body;
+                if peek.eat(0x08) {
+                    match peek.read_varint() {
+                        Ok(id) if !(self.wanted)(StatMetadataId(id as i64)) => continue,
+                        Ok(_) => {}
+                        Err(e) => return fail(e, val_pos, it),
+                    }
+                }
+                let stat = Stat::decode(it.plane, body);
+                if stat.is_err() {
+                    it.done = true;
+                    return Some(stat);
+                }
+                if stat.as_ref().is_ok_and(|s| (self.wanted)(s.metadata_id)) {
+                    return Some(stat);
+                }
+                continue;
+            }
+            if let Err(e) = it.reader.skip(wire) {
+                return fail(e, val_pos, it);
+            }
+        }
+        it.done = true;
+        None
+    }
+}
 
 impl Stat<'_> {
     /// The stat as a prost message (lossy for non-UTF-8 strings).

@@ -64,7 +64,7 @@ pub mod frame;
 
 pub use builder::{BuildValue, EventBuilder, LineBuilder, LineHeader, PlaneBuilder, SpaceBuilder};
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
-pub use event::{Event, EventData, EventIter, ReleasingEvents, Stat, StatIter, StatValue};
+pub use event::{Event, EventData, EventIter, ReleasingEvents, Stat, StatIter, StatValue, StatsWhere};
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
 pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, PlaneStats, StatMetadata};

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use xlens_hlo::Module;
-use xlens_roofline::{CopyKind, copy_kind, memcpy_bytes};
-use xlens_xplane::{Picos, PlaneKind, names};
+use xlens_roofline::{CopyKind, OpSource, copy_kind, memcpy_bytes};
+use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
@@ -304,49 +304,75 @@ fn copy_facts(modules: &[Module], name: &str) -> (Option<u64>, f64, Option<&'sta
 /// The memory space XLA gives pinned host memory on TPU.
 const HOST_MEMORY_SPACE: i64 = 5;
 
-/// GPU: per GPU, host↔device memory copies and how much of each the GPU's kernels cover.
+/// GPU: per GPU, host↔device memory copies and how much of each the GPU's kernels cover. The
+/// copies and kernels come from the shared op table; only the lines that hold copies are read
+/// again, for the bytes each copy moved (`memcpy_details`).
 fn gpu_copies(host: &HostProfile) -> Copies {
     let mut out: BTreeMap<String, CopyTotals> = BTreeMap::new();
-    let mut devices = 0;
-    let mut exposed_total = Picos::ZERO;
-    for plane in host.space().planes().iter().filter(|p| matches!(p.kind(), PlaneKind::Gpu { .. })) {
-        let details = plane.stat_id(names::stat::MEMCPY_DETAILS);
-        let mut compute: Vec<(Picos, Picos)> = Vec::new();
-        let mut copies: Vec<(&str, &str, Picos, Picos, f64, CopyKind)> = Vec::new();
-        for line in plane.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())) {
-            for ev in line.events(plane).map_while(|e| e.ok()) {
-                match copy_kind(ev.name()) {
-                    Some(kind @ (CopyKind::HostToDevice | CopyKind::DeviceToHost)) => {
-                        let bytes = details
-                            .and_then(|id| ev.stat(id))
-                            .and_then(|s| s.as_str())
-                            .and_then(|d| memcpy_bytes(&d))
-                            .unwrap_or(0);
-                        copies.push((ev.name(), line.name(), ev.start(), ev.end(), bytes as f64, kind));
-                    }
-                    Some(_) => {}
-                    None => compute.push((ev.start(), ev.end())),
-                }
+    let ops = host.host_ops();
+    if ops.source != OpSource::GpuStreams {
+        return Copies { by_name: out, devices: 0, exposed: Picos::ZERO };
+    }
+    // The direction of each interned name, decided once.
+    let kinds: Vec<Option<CopyKind>> = ops
+        .names
+        .iter()
+        .map(|n| copy_kind(n).filter(|k| matches!(k, CopyKind::HostToDevice | CopyKind::DeviceToHost)))
+        .collect();
+    let kind_of = |op: &xlens_roofline::HostOp| kinds.get(op.name as usize).copied().flatten();
+    let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+    let mut copies: BTreeMap<i64, Vec<(xlens_roofline::LineRef, Picos, Picos, u32)>> = BTreeMap::new();
+    for (at, line_ops) in ops.by_line() {
+        for op in line_ops {
+            let device = ops.context(op).core;
+            match kind_of(op) {
+                Some(_) => copies.entry(device).or_default().push((at, op.start, op.end, op.name)),
+                None => compute.entry(device).or_default().push((op.start, op.end)),
             }
         }
-        if compute.is_empty() && copies.is_empty() {
-            continue;
-        }
-        devices += 1;
-        let compute = evidence::union(compute);
-        exposed_total += exposed_union(copies.iter().map(|c| (c.2, c.3)).collect(), &compute);
-        for (name, line, start, end, bytes, kind) in copies {
-            let exposed = (end - start).saturating_sub(covered(&compute, start, end));
-            let c = out.entry(name.to_owned()).or_default();
-            c.bytes = (c.bytes * c.occurrences as f64 + bytes) / (c.occurrences + 1) as f64;
-            c.direction = Some(match kind {
-                CopyKind::HostToDevice => "host memory to device memory",
+    }
+    let bytes = copy_bytes(host, &copies);
+    let devices = compute.keys().chain(copies.keys()).collect::<std::collections::BTreeSet<_>>().len();
+    let mut exposed_total = Picos::ZERO;
+    for (device, list) in &copies {
+        let busy = evidence::union(compute.get(device).cloned().unwrap_or_default());
+        exposed_total += exposed_union(list.iter().map(|c| (c.1, c.2)).collect(), &busy);
+        for &(at, start, end, name) in list {
+            let Some((plane, line)) = at.resolve(host.space()) else { continue };
+            let exposed = (end - start).saturating_sub(covered(&busy, start, end));
+            let c = out.entry(ops.names[name as usize].clone()).or_default();
+            let b = bytes.get(&(at, start)).copied().unwrap_or(0) as f64;
+            c.bytes = (c.bytes * c.occurrences as f64 + b) / (c.occurrences + 1) as f64;
+            c.direction = Some(match kinds[name as usize] {
+                Some(CopyKind::HostToDevice) => "host memory to device memory",
                 _ => "device memory to host memory",
             });
-            c.add(plane.name(), line, start, end, exposed);
+            c.add(plane.name(), line.name(), start, end, exposed);
         }
     }
     Copies { by_name: out, devices, exposed: exposed_total }
+}
+
+/// The bytes each copy moved (`memcpy_details`), by its line and start, read from the lines that
+/// hold copies only.
+fn copy_bytes(
+    host: &HostProfile,
+    copies: &BTreeMap<i64, Vec<(xlens_roofline::LineRef, Picos, Picos, u32)>>,
+) -> std::collections::HashMap<(xlens_roofline::LineRef, Picos), u64> {
+    let mut out = std::collections::HashMap::new();
+    let lines: std::collections::BTreeSet<xlens_roofline::LineRef> =
+        copies.values().flat_map(|l| l.iter().map(|c| c.0)).collect();
+    for at in lines {
+        let Some((plane, line)) = at.resolve(host.space()) else { continue };
+        let Some(details) = plane.stat_id(names::stat::MEMCPY_DETAILS) else { continue };
+        let is_copy = plane.metadata_mask(|m| copy_kind(m.name()).is_some());
+        for ev in line.events(plane).map_while(|e| e.ok()).filter(|e| is_copy.contains(e)) {
+            if let Some(b) = ev.stat(details).and_then(|s| s.as_str()).and_then(|d| memcpy_bytes(&d)) {
+                out.insert((at, ev.start()), b);
+            }
+        }
+    }
+    out
 }
 
 /// `41.9 us` under a millisecond, `20.45 ms` above.

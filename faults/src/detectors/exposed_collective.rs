@@ -463,15 +463,16 @@ fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     }
     let mut collectives: BTreeMap<i64, Vec<Occurrence>> = BTreeMap::new();
     let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-    // Collective or not, per (program, interned op name), decided once.
-    let mut is_collective: HashMap<(u64, u32), bool> = HashMap::new();
+    // Collective or not, per (program, interned op name) key, decided once.
+    let keys = host_ops.op_keys();
+    let mut is_collective: Vec<Option<bool>> = vec![None; keys.len()];
     for (at, line_ops) in host_ops.by_line() {
         let Some((plane, line)) = at.resolve(host.space()) else { continue };
         let mut pending: Vec<(i64, Occurrence)> = Vec::new();
         for op in line_ops.iter().filter(|o| in_step(o.start)) {
             let context = host_ops.context(op);
             let program = context.program_id.unwrap_or(0);
-            let collective = *is_collective.entry((program, op.name)).or_insert_with(|| {
+            let collective = *is_collective[keys.of(op)].get_or_insert_with(|| {
                 let category = categories.get(&(program, host_ops.name(op))).copied().unwrap_or("");
                 class_of(category) == TimeClass::CollectiveExposed
             });

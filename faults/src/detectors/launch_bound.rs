@@ -71,8 +71,10 @@ impl Detector for LaunchBound {
         let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);
         // Per GPU: its kernels (not copies) inside the steps, by start.
         let mut by_device: std::collections::BTreeMap<i64, Vec<(Picos, Picos)>> = std::collections::BTreeMap::new();
+        // Copies or kernels, decided once per interned name.
+        let is_copy: Vec<bool> = ops.names.iter().map(|n| copy_kind(n).is_some()).collect();
         for op in ops.iter() {
-            if copy_kind(ops.name(op)).is_none() && evidence::in_intervals(&windows, op.start) {
+            if !is_copy.get(op.name as usize).copied().unwrap_or(false) && evidence::in_intervals(&windows, op.start) {
                 by_device.entry(ops.context(op).core).or_default().push((op.start, op.end));
             }
         }
