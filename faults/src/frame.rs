@@ -89,10 +89,13 @@ pub fn skipped_frame(report: &Report) -> Result<DataFrame, FrameError> {
     ])
 }
 
-/// A host's health snapshot as a long frame: `metric`, `value` (null when not available).
+/// A host's health snapshot as a long frame: `metric`, `value` (null when not available), `text`
+/// (the figures that are words: `time_base`, `bound_by`; null for the others).
 pub fn metrics_frame(host: &HostProfile) -> Result<DataFrame, FrameError> {
     let m = host_metrics(host);
-    let rows: Vec<(&str, Option<f64>)> = vec![
+    let mut rows: Vec<(&str, Option<f64>, Option<String>)> =
+        vec![("time_base", None, Some(m.time_base.clone())), ("bound_by", None, m.bound_by.clone())];
+    let numbers: Vec<(&str, Option<f64>)> = vec![
         ("step_count", Some(m.step_count as f64)),
         ("step_time_ms_mean", m.step_time_ms_mean),
         ("step_time_ms_median", m.step_time_ms_median),
@@ -106,13 +109,17 @@ pub fn metrics_frame(host: &HostProfile) -> Result<DataFrame, FrameError> {
         ("flops_utilization_pct", m.flops_utilization_pct),
         ("hbm_utilization_pct", m.hbm_utilization_pct),
         ("roofline_efficiency_pct", m.roofline_efficiency_pct),
+        ("operational_intensity_flop_per_byte", m.operational_intensity_flop_per_byte),
+        ("device_duty_cycle_pct", m.device_duty_cycle_pct),
         ("memory_peak_bytes", m.memory_peak_bytes.map(|v| v as f64)),
         ("memory_capacity_bytes", m.memory_capacity_bytes.map(|v| v as f64)),
         ("memory_peak_pct", m.memory_peak_pct),
     ];
+    rows.extend(numbers.into_iter().map(|(k, v)| (k, v, None)));
     frame(vec![
         Column::new("metric".into(), rows.iter().map(|r| r.0).collect::<Vec<_>>()),
         Column::new("value".into(), rows.iter().map(|r| r.1).collect::<Vec<_>>()),
+        Column::new("text".into(), rows.iter().map(|r| r.2.clone()).collect::<Vec<_>>()),
     ])
 }
 

@@ -161,14 +161,24 @@ impl Detector for LaunchBound {
     }
 }
 
-/// Host kernel-launch API calls: their count and mean duration.
+/// Host kernel-launch API calls (on the host threads, or on the `/host:CUPTI` plane where XLA's
+/// CUPTI collector writes them): their count and mean duration.
 fn launch_calls(host: &HostProfile) -> Option<(usize, Picos)> {
     let (mut count, mut total) = (0usize, Picos::ZERO);
-    for ev in
-        evidence::host_events(host, |name| name.contains("LaunchKernel") || name.contains("LaunchCooperativeKernel"))
-    {
-        count += 1;
-        total += ev.duration();
+    let space = host.space();
+    let planes = [space.host_threads(), space.plane_by_name(xlens_xplane::names::plane::CUPTI)];
+    for plane in planes.into_iter().flatten() {
+        let mask =
+            plane.metadata_mask(|m| m.name().contains("LaunchKernel") || m.name().contains("LaunchCooperativeKernel"));
+        if mask.is_empty() {
+            continue;
+        }
+        for line in plane.lines() {
+            for ev in line.events(plane).map_while(|e| e.ok()).filter(|e| mask.contains(e)) {
+                count += 1;
+                total += ev.duration();
+            }
+        }
     }
     (count > 0).then(|| (count, Picos(total.0 / count as i64)))
 }
