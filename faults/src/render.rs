@@ -41,11 +41,13 @@ fn health(m: &Metrics) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "Health    device busy {}  idle {}  input-bound {}  exposed communication {}",
+        "Health    device busy {}  idle {}  input-bound {}  exposed communication {}{}",
         opt(m.device_busy_pct, "%"),
         opt(m.idle_pct, "%"),
         opt(m.input_bound_pct, "%"),
-        opt(m.exposed_communication_pct, "%")
+        opt(m.exposed_communication_pct, "%"),
+        // Shares of the step; without step markers, of each module execution.
+        if m.time_base == "module_executions" { "  (within module executions)" } else { "" }
     );
     let memory = match (m.memory_peak_bytes, m.memory_capacity_bytes) {
         (Some(p), Some(c)) => format!("{} of {} ({})", bytes(p), bytes(c), opt(m.memory_peak_pct, "%")),
