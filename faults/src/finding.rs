@@ -25,6 +25,25 @@ impl Severity {
         }
     }
 
+    /// The severity a finding's impact earns: P0 from 20 % of the step, P2 under 2 %, else
+    /// `usual` (the detector's default).
+    ///
+    /// ```
+    /// use xlens_faults::Severity;
+    /// assert_eq!(Severity::from_impact(25.0, Severity::P1), Severity::P0);
+    /// assert_eq!(Severity::from_impact(1.0, Severity::P1), Severity::P2);
+    /// assert_eq!(Severity::from_impact(8.0, Severity::P1), Severity::P1);
+    /// ```
+    pub fn from_impact(pct_of_step: f64, usual: Severity) -> Severity {
+        if pct_of_step >= P0_IMPACT_PCT {
+            Severity::P0
+        } else if pct_of_step < P2_IMPACT_PCT {
+            Severity::P2
+        } else {
+            usual
+        }
+    }
+
     /// Parses `P0`, `P1` or `P2` (case-insensitive).
     pub fn parse(s: &str) -> Option<Severity> {
         match s.to_ascii_uppercase().as_str() {
@@ -35,6 +54,11 @@ impl Severity {
         }
     }
 }
+
+/// A finding costing at least this share of the step (%) is P0.
+pub(crate) const P0_IMPACT_PCT: f64 = 20.0;
+/// A finding costing less than this share of the step (%) is P2.
+pub(crate) const P2_IMPACT_PCT: f64 = 2.0;
 
 impl fmt::Display for Severity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

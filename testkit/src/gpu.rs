@@ -57,6 +57,7 @@ use xlens_hlo::PrimitiveType;
 use xlens_hlo::raw;
 use xlens_hlo::testing::{HloBuilder, shape, tuple_shape};
 use xlens_xplane::names::{plane, stat};
+use xlens_xplane::synth::Rng;
 use xlens_xplane::{BuildValue, EventMetadataId, PlaneBuilder, SpaceBuilder, StatMetadataId};
 
 /// Stat names the CUPTI collector writes that `xlens_xplane::names` does not list.
@@ -584,28 +585,6 @@ impl GpuSpec {
     }
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A factor in `[1 - amount, 1 + amount]`.
-    fn jitter(&mut self, amount: f64) -> f64 {
-        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        1.0 + amount * (2.0 * unit - 1.0)
-    }
-}
-
-/// Rounds to whole nanoseconds, at least one.
 fn whole_ns(ps: f64) -> i64 {
     ((ps / 1000.0).round() as i64).max(1) * 1000
 }

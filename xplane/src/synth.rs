@@ -115,14 +115,19 @@ pub struct Program {
     pub items: Vec<Item>,
 }
 
-struct Rng(u64);
+/// The seeded generator every synthetic profile draws from (xorshift64*): the same seed gives
+/// the same profile on every machine.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Rng {
+    /// A generator for a seed.
+    pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
     }
 
-    fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -130,12 +135,12 @@ impl Rng {
     }
 
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo).max(1)
+        lo + self.next_u64() % (hi - lo).max(1)
     }
 
     /// A factor in `[1 - amount, 1 + amount]`.
-    fn jitter(&mut self, amount: f64) -> f64 {
-        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+    pub fn jitter(&mut self, amount: f64) -> f64 {
+        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         1.0 + amount * (2.0 * unit - 1.0)
     }
 }
@@ -159,7 +164,7 @@ impl Program {
         let mut n = 0u32;
         let mut i = 0u32;
         while n < distinct_ops {
-            let (opcode, category, intensity) = KINDS[(rng.next() % KINDS.len() as u64) as usize];
+            let (opcode, category, intensity) = KINDS[(rng.next_u64() % KINDS.len() as u64) as usize];
             let bytes = rng.range(1 << 16, 1 << 24);
             let duration_ps = rng.range(1_000_000, 40_000_000) as i64;
             if opcode == "all-gather" {

@@ -92,7 +92,8 @@ impl Detector for DeviceIdle {
         for (start, duration) in longest_gaps(&busy, &windows, 3) {
             evidence.push(evidence::event_parts(host, &device, "idle", "no op running", start, duration));
         }
-        let severity = if impact.pct_of_step >= 20.0 { Severity::P0 } else { self.severity() };
+        // Above the idle threshold by construction: never P2.
+        let severity = Severity::from_impact(impact.pct_of_step, self.severity()).min(self.severity());
         let what = format!(
             "The device runs no op for {:.1} % of the {unit} ({:.3} ms per {unit}).",
             share, impact.ms_per_step

@@ -170,13 +170,7 @@ impl Detector for ExposedAsyncCopy {
                 evidence.push(evidence::event_parts(host, plane, line, name, *start, *duration));
             }
         }
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
+        let severity = Severity::from_impact(impact.pct_of_step, self.severity());
         let host_memory = copies.values().any(|c| c.direction.is_some_and(|d| d.contains("host")));
         let top: Vec<&str> = ranked.iter().take(3).map(|(n, _)| n.as_str()).collect();
         let what = format!(

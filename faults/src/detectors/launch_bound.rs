@@ -132,13 +132,7 @@ impl Detector for LaunchBound {
                 mean.as_us_f64()
             )));
         }
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
+        let severity = Severity::from_impact(impact.pct_of_step, self.severity());
         let what = format!(
             "Each GPU idles {:.3} ms per {unit} ({:.1} % of the {unit}) in gaps between short kernels: {:.0} kernels \
              per {unit}, half of them under {:.1} us, launched faster than the host can issue them.",

@@ -150,7 +150,7 @@ impl Detector for LowUtilization {
         }
         // A symptom, not a fault of its own: P1 at most (the findings that name a cause rank
         // above it), P2 when the ops are already close to their roofline.
-        let severity = if impact.pct_of_step < 2.0 { Severity::P2 } else { self.severity() };
+        let severity = Severity::from_impact(impact.pct_of_step, self.severity()).max(self.severity());
         let what = format!(
             "The program reaches {:.1} % of the device's peak FLOP rate ({:.1} % of its roofline, {}-bound at {:.2} \
              FLOP/B){}; running each op at its own roofline would save {:.3} ms per {unit} ({:.1} % of the {unit}).",
