@@ -249,3 +249,39 @@ fn gpu_fault_signatures_are_found_and_clean_twins_stay_clean() {
     assert_eq!(r.metrics.time_base, "module_executions");
     assert!(r.metrics.step_count >= 20, "{}", r.metrics.step_count);
 }
+
+#[test]
+fn program_roofline_records_equal_xprof() {
+    const GIB: f64 = (1u64 << 30) as f64;
+    for name in all() {
+        let session = Session::open(&dir(name)).unwrap();
+        let host = session.into_hosts().into_iter().next().unwrap();
+        let host = HostProfile::new(host.name().to_owned(), host.into_space());
+        let profile = host.op_profile().unwrap();
+        let Some(point) = profile.program_roofline() else { continue };
+        let x = &xprof(name, "get_roofline_model")["program"];
+        // XProf rounds: time to the µs, bandwidths and rates to 0.01.
+        let total_ms = x["total_time_ms"].as_f64().unwrap();
+        assert!((profile.total_time.as_ms_f64() - total_ms).abs() <= 6e-4, "{name}: total time");
+        let hbm = x["hbm_bw_gibs"].as_f64().unwrap();
+        assert!(
+            (point.hbm_bytes_per_s / GIB - hbm).abs() <= 0.0051,
+            "{name}: hbm {} vs {hbm}",
+            point.hbm_bytes_per_s / GIB
+        );
+        let all_bytes: f64 = profile.ops.iter().filter(|o| !o.has_inner_ops()).map(|o| o.bytes.total()).sum();
+        let measured = all_bytes / profile.total_time.as_secs_f64() / GIB;
+        let x_measured = x["measured_memory_bw_gibs"].as_f64().unwrap();
+        assert!((measured - x_measured).abs() <= 0.0051, "{name}: memory bw {measured} vs {x_measured}");
+        // The CLI re-prices custom calls from their shapes when it can ("mixed"); the backend's
+        // own rate is compared where it did not.
+        if matches!(x["flops_provenance"].as_str(), Some("xla_cost_model" | "opaque_custom_call")) {
+            let rate = x["measured_flop_rate_gflops"].as_f64().unwrap();
+            assert!(
+                (point.flops_per_s / 1e9 - rate).abs() <= 0.0051,
+                "{name}: flop rate {} vs {rate}",
+                point.flops_per_s / 1e9
+            );
+        }
+    }
+}
