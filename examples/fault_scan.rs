@@ -1,14 +1,17 @@
 //! The main job: scan a profile and say what is wrong with the step, with evidence and a fix.
 //!
 //! ```text
-//! cargo run --release --example fault_scan -- [PATH] [--format text|json] [--html FILE]
+//! cargo run --release --example fault_scan -- [PATH] [--format text|json | --json] [--html FILE]
 //!                                             [--out DIR] [--fail-on P0|P1|P2] [--quiet]
 //! ```
 //! PATH is a `*.xplane.pb`, a session directory or a logdir; without it the bundled sample runs.
 //! Hosts are scanned in parallel and streamed (each is unmapped once scanned); a progress bar goes
 //! to stderr when it is a terminal, unless `--quiet`. `--out DIR` writes every table as Parquet,
 //! partitioned by host (`DIR/<table>/host=<host>/part-0.parquet`).
-//! Exit code: 0, or 3 when `--fail-on` is given and a finding is at that severity or worse.
+//! Exit code: 0; 1 on an error (one line on stderr); 3 when `--fail-on` is given and a finding is
+//! at that severity or worse.
+
+mod support;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -23,7 +26,7 @@ use xlens::xplane::discover;
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/host_callback");
 
 const USAGE: &str =
-    "usage: fault_scan [PATH] [--format text|json] [--html FILE] [--out DIR] [--fail-on P0|P1|P2] [--quiet]";
+    "usage: fault_scan [PATH] [--format text|json | --json] [--html FILE] [--out DIR] [--fail-on P0|P1|P2] [--quiet]";
 
 struct Args {
     path: PathBuf,
@@ -51,6 +54,7 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
                 "text" => args.json = false,
                 other => bail!("unknown format {other:?}; {USAGE}"),
             },
+            "--json" => args.json = true,
             "--html" => args.html = Some(value()?.into()),
             "--out" => args.out = Some(value()?.into()),
             "--fail-on" => {
@@ -75,7 +79,11 @@ fn progress(done: usize, total: usize, host: &str) {
     let _ = err.flush();
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
     let source = discover(&args.path).with_context(|| format!("opening {}", args.path.display()))?;
     let total = source.hosts.len();

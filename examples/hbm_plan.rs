@@ -7,12 +7,18 @@
 //! "per_chip_bytes","min_chips","fits",...}` (an array with several chips); `--help` lists the flags;
 //! `--generations` prints the Llama-2 table across every catalogue chip at 80%.
 
+mod support;
+
 use xlens::budget::{Budget, Plan};
 use xlens::render::budget::{
     HBM_PLAN_USAGE, HbmPlanArgs, fit_pivot_text, generations_rows, hbm_plan_json, hbm_plan_text, plans_table_text,
 };
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{HBM_PLAN_USAGE}");

@@ -4,6 +4,8 @@
 //! `cargo run --release --example hlo_ops -- PATH [--json]`
 //! PATH is a `*.xplane.pb`, a session directory, a logdir, or a standalone `*.hlo_proto.pb`.
 
+mod support;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -13,7 +15,11 @@ use xlens::xplane::Session;
 
 const USAGE: &str = "usage: hlo_ops PATH [--json]";
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let mut json = false;
     let mut path: Option<PathBuf> = None;
     for arg in std::env::args().skip(1) {

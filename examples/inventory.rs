@@ -3,13 +3,19 @@
 //! `cargo run --release --example inventory -- PATH [--json]`
 //! PATH is a `*.xplane.pb`, a session directory or a logdir.
 
+mod support;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use xlens::render::{HostInventory, inventory_json, inventory_text};
 use xlens::xplane::{Session, inventory};
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let mut json = false;
     let mut path: Option<PathBuf> = None;
     for arg in std::env::args().skip(1) {

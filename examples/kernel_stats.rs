@@ -9,6 +9,8 @@
 //! "static_shared_bytes","dynamic_shared_bytes","block":[x,y,z],"grid":[x,y,z],"occupancy_pct",
 //! "uses_tensor_cores","host"}]}`.
 
+mod support;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -18,7 +20,11 @@ use xlens::xplane::Session;
 
 const USAGE: &str = "usage: kernel_stats PATH [--json] [--top N]";
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let mut json = false;
     let mut top: Option<usize> = None;
     let mut path: Option<PathBuf> = None;

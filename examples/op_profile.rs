@@ -4,6 +4,8 @@
 //! PATH is a `*.xplane.pb`, a session directory or a logdir. With several hosts, one document
 //! (or section) per host, in host order.
 
+mod support;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -12,7 +14,11 @@ use xlens::xplane::Session;
 
 const USAGE: &str = "usage: op_profile PATH [--json] [--top N]";
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let mut json = false;
     let mut top = 20usize;
     let mut path: Option<PathBuf> = None;

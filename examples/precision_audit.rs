@@ -3,10 +3,16 @@
 //!
 //! `cargo run --release --example precision_audit -- [--m 1024 --k 1024 --n 1024] [--json]`
 
+mod support;
+
 use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
 use xlens::render::budget::{PRECISION_AUDIT_USAGE, PrecisionArgs, precision_json, precision_text};
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{PRECISION_AUDIT_USAGE}");

@@ -2,13 +2,19 @@
 //!
 //! `cargo run --example roofline_table -- [--chip NAME]... [--intensity FLOP_PER_BYTE] [--json]`
 
+mod support;
+
 use anyhow::{Context, bail};
 use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
 use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
 
 const USAGE: &str = "usage: roofline_table [--chip NAME]... [--intensity FLOP_PER_BYTE] [--json]";
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let mut json = false;
     let mut chips: Vec<&'static ChipSpec> = Vec::new();
     let mut intensity = None;

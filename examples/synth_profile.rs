@@ -14,6 +14,8 @@
 //! per TensorCore and `MegaScale:` DCN transfers on the host, so every device detector runs its
 //! full path.
 
+mod support;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -36,7 +38,11 @@ fn parse_size(s: &str) -> anyhow::Result<u64> {
     Ok((n * mul as f64) as u64)
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    support::run(body)
+}
+
+fn body() -> anyhow::Result<()> {
     let mut size = 300u64 << 20;
     let mut hosts = 1u32;
     let mut seed = 1u64;

@@ -173,6 +173,31 @@ fn fault_scan_is_silent_on_stderr_when_it_is_not_a_terminal() {
     assert_eq!(String::from_utf8(out.stdout).unwrap(), xlens::faults::render::text(&report(&dir)));
 }
 
+/// Bad input ends every example with one clean line and status 1, even with backtraces on.
+#[test]
+fn errors_are_one_clean_line_even_with_backtraces_on() {
+    let exe = std::env::current_exe().unwrap();
+    let examples = exe.parent().unwrap().parent().unwrap().join("examples");
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("fault_scan", &["/nonexistent/profile"], "error: opening /nonexistent/profile: "),
+        ("fault_scan", &["--bogus"], "error: unexpected argument \"--bogus\"; usage: fault_scan"),
+        ("op_profile", &["/nonexistent/profile"], "error: "),
+        ("kernel_stats", &["--top"], "error: usage: kernel_stats"),
+    ];
+    for (name, args, prefix) in cases {
+        let out = std::process::Command::new(examples.join(name))
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .env("RUST_LIB_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name} {args:?}: {err}");
+        assert!(err.starts_with(prefix) && err.ends_with('\n') && err.lines().count() == 1, "{name} {args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{name} {args:?}");
+    }
+}
+
 #[test]
 fn the_progress_line_fills_with_the_hosts_done() {
     use xlens::render::progress_line;

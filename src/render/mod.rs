@@ -32,6 +32,27 @@ pub fn progress_line(done: usize, total: usize, host: &str) -> String {
     line
 }
 
+/// An error and its causes as the one line a command prints: `error: opening x: no such file`.
+/// Causes whose text the message already contains are not repeated, and line breaks inside a
+/// message become spaces, so the line stays one line whatever `RUST_BACKTRACE` says.
+///
+/// ```
+/// let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file\nor directory");
+/// assert_eq!(xlens::render::error_line(&io), "error: no such file or directory");
+/// ```
+pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(err);
+    while let Some(e) = next {
+        let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        if !text.is_empty() && !parts.last().is_some_and(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    format!("error: {}", parts.join(": "))
+}
+
 pub use xlens_faults::render::clip;
 
 /// One host's inventory, as given to the renderers.

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use xlens_roofline::StepSource;
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -16,15 +17,20 @@ use crate::profile::HostProfile;
 pub struct Recompilation;
 
 static DOC: DetectorDoc = DetectorDoc {
-    detects: "XLA compilations inside the profiled steps after the first step, or one jitted function \
-              executing under several compiled programs (the same module name with several program ids).",
+    detects: "XLA compilations inside the profiled steps after the first step or between two steps (a retrace \
+              on the host while the device waits; device step markers leave the gap out), or one jitted \
+              function executing under several compiled programs (the same module name with several program \
+              ids). Each is enough evidence on its own.",
     why: "A compilation takes from milliseconds to minutes of host time during which the device idles; \
           a function that keeps seeing new shapes recompiles again and again, and every variant also holds \
           its own executable in memory.",
-    evidence: "The compile events (backend_compile_and_load, *Client::Compile) with their step and duration; \
-               the total compile time; the modules that ran under several program ids.",
+    evidence: "The compile events (backend_compile_and_load, *Client::Compile) inside and between steps with \
+               their step and duration; the total compile time; the modules that ran under several program ids.",
     thresholds: "Compilations shorter than `recompilation.min_compile_ms` (default 1 ms) are ignored. A compile \
-                 in the first step alone with a single program is left to `profile_during_warmup`.",
+                 in the first step alone with a single program is left to `profile_during_warmup`. Without step \
+                 markers (module executions as the time base) a compile counts only when the function executed \
+                 next had already run. Severity P1, P0 when the compile time per step is at least 20 % of the \
+                 step, P2 when only several programs are seen and no compile falls in the window to price.",
     fix: "Give jit stable shapes: pad or bucket variable dimensions (e.g. pad the last batch to the batch size), \
           mark shape-determining arguments static and keep them constant, and run every shape once before \
           measuring. `jax.config.update('jax_log_compiles', True)` names the function and the cause.",
@@ -95,7 +101,39 @@ impl Detector for Recompilation {
         }
         let compiles = merged;
         let step_of = |at: Picos| steps.steps.iter().position(|s| s.start <= at && at < s.end());
-        let in_steps: Vec<(usize, _)> = compiles.iter().filter_map(|e| step_of(e.start()).map(|s| (s, *e))).collect();
+        // Compiles inside a step, and compiles between two steps (a retrace on the host while the
+        // device waits: the device's step markers leave the gap out).
+        let first_start = steps.steps.iter().map(|s| s.start).min();
+        let last_end = steps.steps.iter().map(|s| s.end()).max();
+        let mut in_steps: Vec<(usize, xlens_xplane::Event<'_>)> = Vec::new();
+        let mut between: Vec<(usize, xlens_xplane::Event<'_>)> = Vec::new();
+        // Without step markers the "steps" are executions of whichever functions ran: compiling a
+        // function before its first run is normal, so a compile counts only when the function
+        // executed next had run before it.
+        let by_execution = steps.source == StepSource::ModuleExecutions;
+        let function = |name: &str| -> String {
+            let name = name.rsplit_once(" #").map_or(name, |(n, _)| n);
+            name.rsplit_once('(').map_or(name, |(m, _)| m).to_owned()
+        };
+        let recompiles = |e: &xlens_xplane::Event<'_>| {
+            let Some(next) = steps.steps.iter().filter(|s| s.start >= e.end()).min_by_key(|s| s.start) else {
+                return false;
+            };
+            let f = function(&next.name);
+            steps.steps.iter().any(|s| s.start < e.start() && function(&s.name) == f)
+        };
+        for e in compiles.iter().filter(|e| !by_execution || recompiles(e)) {
+            if let Some(s) = step_of(e.start()) {
+                in_steps.push((s, *e));
+            } else if let (Some(first), Some(last)) = (first_start, last_end)
+                && first <= e.start()
+                && e.start() < last
+            {
+                // The step that follows the gap.
+                let next = steps.steps.iter().position(|s| s.start >= e.start()).unwrap_or(steps.steps.len() - 1);
+                between.push((next, *e));
+            }
+        }
 
         // Programs each executed module ran under (op events carry program_id).
         let mut programs_by_module: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
@@ -109,40 +147,66 @@ impl Detector for Recompilation {
         }
         let multi: Vec<(&String, &BTreeSet<u64>)> = programs_by_module.iter().filter(|(_, p)| p.len() > 1).collect();
         let after_first = in_steps.iter().any(|(s, _)| *s > 0);
-        if in_steps.is_empty() || (!after_first && multi.is_empty()) {
+        if !after_first && between.is_empty() && multi.is_empty() {
             return Ok(());
         }
-        let total: Picos = in_steps.iter().map(|(_, e)| e.duration()).sum();
+        let counted: Vec<(usize, xlens_xplane::Event<'_>)> = in_steps.iter().chain(&between).copied().collect();
+        let total: Picos = counted.iter().map(|(_, e)| e.duration()).sum();
         let step_count = steps.steps.len().max(1) as f64;
         let ms_per_step = total.as_ms_f64() / step_count;
         let impact = Impact::of(ms_per_step, host.step_ms());
-        let affected: BTreeSet<&str> = in_steps.iter().map(|(s, _)| steps.steps[*s].name.as_str()).collect();
+        let name_of = |s: usize| steps.steps[s].name.as_str();
         let mut evidence = vec![
             Evidence::metric("compilations inside steps", in_steps.len() as f64, "count"),
-            Evidence::metric("compile time inside steps", total.as_ms_f64(), "ms"),
-            Evidence::note(format!(
+            Evidence::metric("compilations between steps", between.len() as f64, "count"),
+            Evidence::metric("compile time inside and between steps", total.as_ms_f64(), "ms"),
+        ];
+        if !in_steps.is_empty() {
+            let affected: BTreeSet<&str> = in_steps.iter().map(|(s, _)| name_of(*s)).collect();
+            evidence.push(Evidence::note(format!(
                 "steps with a compilation: {}",
                 affected.into_iter().collect::<Vec<_>>().join(", ")
-            )),
-        ];
+            )));
+        }
+        if !between.is_empty() {
+            let before: BTreeSet<&str> = between.iter().map(|(s, _)| name_of(*s)).collect();
+            evidence.push(Evidence::note(format!(
+                "steps preceded by a compilation on the host: {}",
+                before.into_iter().collect::<Vec<_>>().join(", ")
+            )));
+        }
         for (module, programs) in &multi {
             let ids: Vec<String> = programs.iter().map(u64::to_string).collect();
             evidence.push(Evidence::note(format!("{module} ran as {} programs: {}", programs.len(), ids.join(", "))));
         }
-        let mut longest: Vec<_> = in_steps.iter().map(|(_, e)| *e).collect();
-        longest.sort_by_key(|e| std::cmp::Reverse(e.duration()));
+        let mut longest: Vec<_> = counted.iter().map(|(_, e)| *e).collect();
+        longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start()));
         evidence.extend(longest.iter().take(5).map(|e| evidence::event(host, e)));
-        let severity = if impact.pct_of_step >= 20.0 { Severity::P0 } else { self.severity() };
-        let what = format!(
-            "XLA compiled {} time(s) inside the profiled steps ({:.1} ms in total{}).",
-            in_steps.len(),
-            total.as_ms_f64(),
-            if multi.is_empty() {
-                String::new()
-            } else {
-                format!("; {} function(s) ran under several compiled programs", multi.len())
-            }
-        );
+        // Several programs alone, with no compile in the window to price, is a lead, not a cost.
+        let severity = if counted.is_empty() {
+            Severity::P2
+        } else if impact.pct_of_step >= 20.0 {
+            Severity::P0
+        } else {
+            self.severity()
+        };
+        let mut what = match (in_steps.len(), between.len()) {
+            (0, 0) => format!("No recompilation falls among the profiled {}s, but", steps.source.unit()),
+            (n, 0) => format!("XLA compiled {n} time(s) inside the profiled steps ({:.1} ms in total)", total.as_ms_f64()),
+            (0, m) => format!(
+                "XLA compiled {m} time(s) between device steps ({:.1} ms in total, while the device waited)",
+                total.as_ms_f64()
+            ),
+            (n, m) => format!(
+                "XLA compiled {n} time(s) inside and {m} time(s) between the profiled steps ({:.1} ms in total)",
+                total.as_ms_f64()
+            ),
+        };
+        if !multi.is_empty() {
+            let sep = if counted.is_empty() { " " } else { "; " };
+            what.push_str(&format!("{sep}{} function(s) ran under several compiled programs", multi.len()));
+        }
+        what.push('.');
         out.push(Finding {
             id: self.id().to_owned(),
             severity,

@@ -20,8 +20,10 @@ pub struct UnnecessaryConvertReduce;
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Upcast -> reduce -> downcast chains: a `reduce` computing in a wide float (f32) whose input comes, \
               through elementwise and layout ops (across fusion boundaries), from a `convert` of a narrower float \
-              (bf16, f16, f8), and whose result reaches a `convert` back to that narrow type in a kernel that \
-              stores the narrow type. Fusion bodies are searched (XLA:CPU puts each reduce in a `ynn_fusion`).",
+              (bf16, f16, f8) in another kernel, so that the wide intermediate is materialised in memory, and \
+              whose result reaches a `convert` back to that narrow type in a kernel that stores the narrow type. \
+              Fusion bodies are searched (XLA:CPU puts each reduce in a `ynn_fusion`). An upcast fused into the \
+              reduce's own fusion (accumulating in f32 as recommended) writes nothing wide and is not reported.",
     why: "`x.astype(f32).mean().astype(bf16)` makes XLA write (or read) the whole input at twice its width only \
           to return a bf16 result; when the upcast and the reduce land in different kernels the f32 copy of the \
           array goes through memory. Reductions can accumulate in f32 while reading the narrow input directly \
@@ -252,6 +254,12 @@ fn chains(module: &Module) -> (usize, Vec<Chain>) {
         }
         wide_reduces += 1;
         let Some(upcast) = find_upcast(module, input, wide) else { continue };
+        // An upcast fused into the reduce's own kernel widens values in registers: nothing wide
+        // goes through memory (the recommended way to accumulate in f32). Only a materialised
+        // wide intermediate, written by another kernel, is waste.
+        if outermost(module, upcast) == outermost(module, instr.id()) {
+            continue;
+        }
         let Some(downcast) = find_downcast(module, instr.id(), wide) else { continue };
         let narrow =
             module.instruction(upcast).operands().first().map(|&o| module.instruction(o).shape().element_type());
@@ -413,7 +421,70 @@ impl Detector for UnnecessaryConvertReduce {
 
 #[cfg(test)]
 mod tests {
+    use xlens_hlo::testing::{HloBuilder, shape};
+    use xlens_hlo::{Module, PrimitiveType};
+
+    use super::chains;
     use crate::testing::{run_on, testdata};
+
+    /// A layer norm's mean: `bf16[64,512] -> f32 -> reduce -> bf16[64]`. With `fused_upcast` the
+    /// convert sits in the reduce's fusion (as XLA:TPU/GPU fuse it); else a separate `convert`
+    /// fusion writes the f32 array that the reduce fusion reads.
+    fn layer_norm_mean(fused_upcast: bool) -> Module {
+        let bf16 = |d: &[i64]| shape(PrimitiveType::Bf16, d);
+        let f32_ = |d: &[i64]| shape(PrimitiveType::F32, d);
+        let mut b = HloBuilder::new("jit_norm");
+        let mut add = b.computation("add");
+        let (x, y) = (add.param("x", 0, f32_(&[])), add.param("y", 1, f32_(&[])));
+        let s = add.op("add.s", "add", f32_(&[]), &[x, y]);
+        let add_id = add.finish(s);
+        let reduce_into = |c: &mut xlens_hlo::testing::ComputationBuilder<'_>, input: i64| {
+            let zero = c.op("zero", "constant", f32_(&[]), &[]);
+            let r = c.op("reduce.1", "reduce", f32_(&[64]), &[input, zero]);
+            c.edit(r, |i| {
+                i.dimensions = vec![1];
+                i.called_computation_ids = vec![add_id];
+            });
+            c.op("convert.down", "convert", bf16(&[64]), &[r])
+        };
+        let mut body = b.computation("fused_reduce");
+        let p = body.param("param_0", 0, if fused_upcast { bf16(&[64, 512]) } else { f32_(&[64, 512]) });
+        let input = if fused_upcast { body.op("convert.up", "convert", f32_(&[64, 512]), &[p]) } else { p };
+        let down = reduce_into(&mut body, input);
+        let body_id = body.finish(down);
+        let up_body = if fused_upcast {
+            None
+        } else {
+            let mut c = b.computation("fused_convert");
+            let p = c.param("param_0", 0, bf16(&[64, 512]));
+            let up = c.op("convert.up", "convert", f32_(&[64, 512]), &[p]);
+            Some(c.finish(up))
+        };
+        let mut main = b.computation("main");
+        let mut x = main.param("x", 0, bf16(&[64, 512]));
+        if let Some(up_body) = up_body {
+            x = main.op("convert_fusion", "fusion", f32_(&[64, 512]), &[x]);
+            main.edit(x, |i| {
+                i.fusion_kind = "kLoop".into();
+                i.called_computation_ids = vec![up_body];
+            });
+        }
+        let f = main.op("reduce_fusion", "fusion", bf16(&[64]), &[x]);
+        main.edit(f, |i| {
+            i.fusion_kind = "kInput".into();
+            i.called_computation_ids = vec![body_id];
+        });
+        main.finish(f);
+        Module::from_proto(b.finish("main"), 0).unwrap()
+    }
+
+    #[test]
+    fn an_upcast_fused_into_its_reduce_is_not_waste() {
+        let (wide, found) = chains(&layer_norm_mean(true));
+        assert_eq!((wide, found.len()), (1, 0), "{found:?}");
+        let (wide, found) = chains(&layer_norm_mean(false));
+        assert_eq!((wide, found.len()), (1, 1), "{found:?}");
+    }
 
     #[test]
     fn finds_the_f32_mean_and_sum_of_squares_of_the_bf16_network() {
