@@ -228,7 +228,23 @@ fn expand_mesh_axes(m: &raw::MeshAxesReplicaGroupListProto) -> Result<Vec<Vec<i6
     if !mesh.device_ids.is_empty() && mesh.device_ids.len() as u64 != n {
         return Err(format!("mesh of {n} devices lists {} device ids", mesh.device_ids.len()));
     }
-    let devices: Vec<i64> = if mesh.device_ids.is_empty() { (0..n as i64).collect() } else { mesh.device_ids.clone() };
+    let devices: Vec<i64> = match &mesh.iota_device_ids {
+        _ if !mesh.device_ids.is_empty() => mesh.device_ids.clone(),
+        // `device_ids=([4,2]T(1,0))`: the mesh's devices in a transposed iota order.
+        Some(iota) if !iota.reshape_dims.is_empty() => {
+            let dims = iota
+                .reshape_dims
+                .iter()
+                .map(|&d| to_u64(d, "device order dimension"))
+                .collect::<Result<Vec<_>, _>>()?;
+            if dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)) != Some(n) {
+                return Err(format!("mesh of {n} devices has a device order of shape {dims:?}"));
+            }
+            let perm = valid_perm(&iota.transpose_perm, dims.len())?;
+            iota_transposed(&dims, &perm)
+        }
+        _ => (0..n as i64).collect(),
+    };
     // Per mesh dimension: how it is reshaped, and which of the new dimensions are grouped.
     let mut per_dim: Vec<Option<(Vec<u64>, Vec<usize>)>> = vec![None; sizes.len()];
     let mut devices_per_group = 1u64;
@@ -313,6 +329,7 @@ mod tests {
             mesh: Some(raw::MeshProto {
                 axes: axes.iter().map(|(n, s)| MeshAxis { name: n.to_string(), size: *s }).collect(),
                 device_ids: Vec::new(),
+                iota_device_ids: None,
             }),
             axes: refs
                 .iter()
@@ -349,6 +366,21 @@ mod tests {
             ..Default::default()
         };
         assert!(expand_iota(&huge).is_err());
+    }
+
+    #[test]
+    fn mesh_axes_follow_an_iota_device_order() {
+        // mesh['axis_0'=1,'axis_1'=2,'axis_2'=4], device_ids=([4,2]T(1,0)) {'axis_1'}, as in
+        // testdata/real/replicated_activations: devices 0,2,4,6,1,3,5,7 in mesh order, so
+        // grouping along axis_1 pairs neighbours.
+        let mut m = mesh(&[("axis_0", 1), ("axis_1", 2), ("axis_2", 4)], &[(1, None)]);
+        m.mesh.as_mut().unwrap().iota_device_ids =
+            Some(raw::mesh_proto::IotaDeviceIds { reshape_dims: vec![4, 2], transpose_perm: vec![1, 0] });
+        assert_eq!(expand_mesh_axes(&m).unwrap(), vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+        // An order that does not cover the mesh is an error, not a guess.
+        m.mesh.as_mut().unwrap().iota_device_ids =
+            Some(raw::mesh_proto::IotaDeviceIds { reshape_dims: vec![4, 4], transpose_perm: vec![1, 0] });
+        assert!(expand_mesh_axes(&m).is_err());
     }
 
     #[test]

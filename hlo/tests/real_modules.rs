@@ -35,7 +35,7 @@ fn text_modules() -> Vec<(std::path::PathBuf, HloText, Module)> {
 #[test]
 fn opcode_counts_and_names_match_the_optimized_hlo_text() {
     let all = text_modules();
-    assert_eq!(all.len(), 21, "text fixtures: 7 in testdata/corpus, 14 in testdata/real");
+    assert_eq!(all.len(), 26, "text fixtures: 7 in testdata/corpus, 19 in testdata/real");
     for (dir, text, module) in &all {
         let ours: BTreeMap<String, usize> =
             module.opcode_counts().into_iter().map(|(o, n)| (o.to_owned(), n)).collect();
@@ -68,7 +68,7 @@ fn entry_costs_agree_with_xla_cost_analysis() {
         assert!(rel(cost.bytes_accessed as f64, reference.bytes_accessed) < 1e-4, "{what}: bytes accessed");
         checked += 1;
     }
-    assert_eq!(checked, 21);
+    assert_eq!(checked, 26);
     // Concrete numbers: sharded_donation's XLA cost_analysis is 37289996 flops, 27066648 bytes.
     let dir = testdata().join("real/sharded_donation");
     let m = modules(&dir).into_iter().find(|m| m.display_name() == "jit_train_step(8)").unwrap();
@@ -95,11 +95,19 @@ fn per_opcode_costs_agree_with_xprof_opcode_stats() {
             assert_eq!(entry.len() as u64, row["count"].as_u64().unwrap(), "{name} {opcode}");
             let flops: u64 = entry.iter().map(|&&i| module.cost(i).flops).sum();
             let bytes: u64 = entry.iter().map(|&&i| module.cost(i).bytes_accessed).sum();
-            // XProf runs its own HloCostAnalysis over the proto; dots and fusions agree within 1%.
+            // XProf's CLI estimates these from the HLO text; dots and fusions agree within 1%.
+            // Fusion bytes are left out: the CLI binds a fusion's operand i to the i-th
+            // `parameter` line of its body rather than to `parameter(i)`, so fusions whose
+            // parameters are listed out of order (the `bitcast_dynamic-slice_fusion`s of
+            // real/replicated_activations) get another operand's bytes. Our fusion bytes are
+            // XLA's own: `entry_costs_agree_with_xla_cost_analysis` holds them to XLA's
+            // cost_analysis() on every capture.
             if matches!(opcode, "dot" | "fusion" | "copy" | "all-gather" | "reduce-scatter" | "collective-permute") {
                 let (xf, xb) = (row["total_flops"].as_f64().unwrap(), row["total_bytes"].as_f64().unwrap());
                 assert!(rel(flops as f64, xf) < 0.01, "{name} {opcode}: flops {flops} vs {xf}");
-                assert!(rel(bytes as f64, xb) < 0.01, "{name} {opcode}: bytes {bytes} vs {xb}");
+                if opcode != "fusion" {
+                    assert!(rel(bytes as f64, xb) < 0.01, "{name} {opcode}: bytes {bytes} vs {xb}");
+                }
                 checked += 1;
             }
         }
@@ -143,7 +151,7 @@ fn memory_matches_xprof_peak_allocations_and_xla_memory_analysis() {
         assert_eq!(live, stats.heap_peak_bytes, "{what}: buffers live at the peak sum to the peak");
         analyses += 1;
     }
-    assert_eq!(analyses, 21);
+    assert_eq!(analyses, 26);
 }
 
 #[test]
@@ -236,7 +244,7 @@ fn collectives_match_the_text_of_every_sharded_program() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 50, "collectives in the three sharded programs");
+    assert_eq!(checked, 72, "collectives in the five sharded programs");
     assert_eq!(permutes, 2, "sharded_collectives_baseline has two collective-permutes");
 }
 
@@ -419,4 +427,24 @@ fn frames_of_a_real_sharded_module() {
     assert_eq!(groups.str().unwrap().get(0), Some("{{0,2,4,6},{1,3,5,7}}"));
     let empty = frame::collectives_frame(&[]).unwrap();
     assert_eq!((empty.height(), empty.width()), (0, 13));
+}
+
+/// Mesh-axes groups whose mesh lists its devices as a transposed iota
+/// (`device_ids=([4,2]T(1,0))`) expand to the groups the capture recorded.
+#[test]
+fn mesh_groups_with_an_iota_device_order_match_the_capture() {
+    let dir = testdata().join("real/replicated_activations");
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ground_truth.json")).unwrap()).unwrap();
+    let modules = modules(&dir);
+    let module = modules.iter().find(|m| m.display_name() == truth["main_hlo_module"].as_str().unwrap()).unwrap();
+    let mut iota_ordered = 0;
+    for g in truth["observed"]["all_gathers"].as_array().unwrap() {
+        let instr = module.instruction_by_name(g["name"].as_str().unwrap()).unwrap();
+        let c = module.collectives().iter().find(|c| c.instruction == instr.id()).unwrap();
+        let expected: Vec<Vec<i64>> = serde_json::from_value(g["replica_groups"].clone()).unwrap();
+        assert_eq!(c.replica_groups, expected, "{}", g["name"]);
+        iota_ordered += usize::from(g["replica_groups_text"].as_str().unwrap().contains("device_ids=("));
+    }
+    assert_eq!(iota_ordered, 3, "the three W1 gathers list their devices as a transposed iota");
 }

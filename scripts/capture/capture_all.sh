@@ -42,6 +42,10 @@ SCENARIOS=(
   "sharded_donation|capture_sharded_donation.py||"
   "convert_reduce|capture_convert_reduce.py||"
   "debug_print|capture_debug_print.py||clean=$CORPUS/traces/clean"
+  "replicated_activations_baseline|capture_replicated_activations.py|--baseline|"
+  "replicated_activations|capture_replicated_activations.py||replicated_activations_baseline=$OUT/replicated_activations_baseline"
+  "fused_upcast_clean|capture_fused_upcast_clean.py||"
+  "recompile_between_steps|capture_recompile_between_steps.py||"
 )
 
 selected() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }

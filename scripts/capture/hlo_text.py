@@ -161,16 +161,22 @@ def expand_replica_groups(val):
 def expand_mesh_axes(val):
     """Mesh-axes replica groups: devices iota-laid-out over the named mesh; one group per
     combination of the *unselected* axes, ordered along the selected axes."""
-    m = re.match(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}", val)
+    m = re.match(r"mesh\[([^\]]*)\](?:\s*,\s*device_ids=\(\[([\d,]*)\](?:T\(([\d,]*)\))?\))?\s*\{([^}]*)\}", val)
     if not m:
         return None
     axes = re.findall(r"'([^']+)'\s*=\s*(\d+)", m.group(1))
     names = [a for a, _ in axes]
     sizes = [int(n) for _, n in axes]
-    sel = re.findall(r"'([^']+)'", m.group(2))
-    if any(x not in names for x in sel) or ":" in m.group(2):
+    sel = re.findall(r"'([^']+)'", m.group(4))
+    if any(x not in names for x in sel) or ":" in m.group(4):
         return None  # sub-axis syntax not handled
-    a = np.arange(int(np.prod(sizes))).reshape(sizes)
+    ids = np.arange(int(np.prod(sizes)))
+    if m.group(2):
+        # `device_ids=([4,2]T(1,0))`: the mesh's devices in a transposed iota order.
+        dims = [int(d) for d in m.group(2).split(",")]
+        perm = [int(p) for p in m.group(3).split(",")] if m.group(3) else list(range(len(dims)))
+        ids = ids.reshape(dims).transpose(perm).reshape(-1)
+    a = ids.reshape(sizes)
     rest = [i for i, n in enumerate(names) if n not in sel]
     chosen = [names.index(x) for x in sel]
     a = a.transpose(rest + chosen)
@@ -231,7 +237,7 @@ def summarize(text):
                 t = _attr(ins["attrs"], "custom_call_target")
                 custom_targets[t] = custom_targets.get(t, 0) + 1
             if ins["opcode"] in COLLECTIVES:
-                mm = re.search(r"replica_groups=(mesh\[[^\]]*\]\s*\{[^}]*\})", ins["attrs"])
+                mm = re.search(r"replica_groups=(mesh\[[^\]]*\](?:\s*,\s*device_ids=\([^)]*\)?\))?\s*\{[^}]*\})", ins["attrs"])
                 rg = mm.group(1) if mm else _attr(ins["attrs"], "replica_groups")
                 collectives.append({
                     "name": ins["name"], "opcode": ins["opcode"], "computation": c["name"],

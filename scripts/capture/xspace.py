@@ -395,7 +395,8 @@ def _parse_instruction(buf, span):
 def _parse_mesh_axes(buf, span):
     """HloInstructionProto field 93 (mesh_axes_replica_group_list). Layout inferred from real
     captures (jaxlib 0.10.2): {1: mesh {1: repeated axis {1: name, 2: size}, 2: device ids
-    (packed, absent = iota)}, 2: repeated axis ref {1: mesh axis index (0 omitted),
+    (packed, absent = iota), 3: device order as an iota {1: reshape dims, 2: transpose perm}},
+    2: repeated axis ref {1: mesh axis index (0 omitted),
     2: sub-axis info}}."""
     out = {"axes": [], "device_ids": [], "selected": [], "sub_axis": []}
     for f, wt, v in fields(buf, *span):
@@ -411,6 +412,16 @@ def _parse_mesh_axes(buf, span):
                     out["axes"].append([name, size])
                 elif f2 == 2:
                     out["device_ids"].extend(_packed_ints(buf, wt2, v2))
+                elif f2 == 3:
+                    # The device order as an iota: reshape dims (1) and transpose perm (2),
+                    # printed `device_ids=([4,2]T(1,0))`.
+                    dims, perm = [], []
+                    for f3, wt3, v3 in fields(buf, *v2):
+                        if f3 == 1:
+                            dims.extend(_packed_ints(buf, wt3, v3))
+                        elif f3 == 2:
+                            perm.extend(_packed_ints(buf, wt3, v3))
+                    out["iota_device_ids"] = (dims, perm)
         elif f == 2:
             idx, sub = 0, None
             for f2, wt2, v2 in fields(buf, *v):
@@ -429,7 +440,13 @@ def expand_mesh_axes(m):
     if not sizes or any(x is not None for x in m["sub_axis"]):
         return []
     n = int(np.prod(sizes))
-    ids = np.array(m["device_ids"]) if len(m["device_ids"]) == n else np.arange(n)
+    if len(m["device_ids"]) == n:
+        ids = np.array(m["device_ids"])
+    elif m.get("iota_device_ids") and int(np.prod(m["iota_device_ids"][0])) == n:
+        dims, perm = m["iota_device_ids"]
+        ids = np.arange(n).reshape(dims).transpose(perm or list(range(len(dims)))).reshape(-1)
+    else:
+        ids = np.arange(n)
     a = ids.reshape(sizes)
     rest = [i for i in range(len(sizes)) if i not in m["selected"]]
     a = a.transpose(rest + list(m["selected"]))
