@@ -1224,8 +1224,11 @@ fn build_hlo(program: &GpuProgram, devices: u32) -> raw::HloProto {
     let ids: Vec<i64> = outputs.iter().map(|(id, _)| *id).collect();
     let root = main.op("tuple.root", "tuple", result.clone(), &ids);
     main.finish(root);
+    // The step donates its state (`donate_argnums`), as a well-written train step does.
+    let aliases = crate::donated_aliases(&params, &outputs.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>());
     let module = b.module_mut();
     module.id = program.program_id as i64;
+    module.input_output_alias = Some(aliases);
     module.host_program_shape =
         Some(raw::ProgramShapeProto { parameters: params, result: Some(result), parameter_names: param_names });
     b.finish("main")

@@ -8,6 +8,10 @@
 //! compared with XProf's on NVIDIA-shaped input; [`gpu::gpu_fixture`] names the committed ones of
 //! `testdata/gpu/`.
 //!
+//! [`tpu`] writes TPU-shaped sessions (with [`xlens_xplane::synth`]) that each show one signature
+//! (recompilation between steps, vector-unit-bound work, matmul padding, a straggler host) and
+//! their clean twins; [`tpu::tpu_session`] names the committed ones of `testdata/tpu/`.
+//!
 //! ```
 //! use xlens_testkit::gpu::{gpu_fixture, gpu_profile};
 //! use xlens_xplane::Space;
@@ -19,5 +23,32 @@
 #![deny(missing_docs)]
 
 pub mod gpu;
+pub mod tpu;
 
 pub use gpu::{GPU_FIXTURES, GpuSpec, gpu_fixture, gpu_profile, write_gpu_fixture};
+pub use tpu::{TPU_SESSIONS, tpu_session, tpu_session_ground_truth, write_tpu_session};
+
+use xlens_hlo::raw;
+
+/// The input/output aliases of a step that donates its state (`donate_argnums`): each output
+/// aliases the first parameter of its shape not aliased yet, as XLA pairs donated buffers.
+pub(crate) fn donated_aliases(
+    params: &[raw::ShapeProto],
+    outputs: &[raw::ShapeProto],
+) -> raw::HloInputOutputAliasProto {
+    let mut taken = vec![false; params.len()];
+    let mut entries = Vec::new();
+    for (i, out) in outputs.iter().enumerate() {
+        let same = |p: &raw::ShapeProto| p.element_type == out.element_type && p.dimensions == out.dimensions;
+        if let Some(n) = (0..params.len()).find(|&n| !taken[n] && same(&params[n])) {
+            taken[n] = true;
+            entries.push(raw::hlo_input_output_alias_proto::AliasEntryProto {
+                output_shape_index: vec![i as i64],
+                parameter_number: n as i64,
+                parameter_shape_index: Vec::new(),
+                kind: 1, // MAY_ALIAS
+            });
+        }
+    }
+    raw::HloInputOutputAliasProto { entries }
+}

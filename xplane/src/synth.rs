@@ -9,7 +9,8 @@
 //! [`hlo_proto_with_buffers`] for one with a buffer assignment); and `Task Environment`.
 //! Optionally, SparseCore planes (`/device:TPU:N SparseCore M` with `Sparse Core Steps` and
 //! `Sparse Core Ops`, [`SparseCoreSpec`]) and DCN `MegaScale:` host events around one op
-//! ([`MegaScaleSpec`]).
+//! ([`MegaScaleSpec`]). Optionally, the host recompiles the step function between two steps and
+//! the later steps run it under a second program id ([`RecompileSpec`]).
 //!
 //! A [`Program`] is a list of [`Item`]s executed once per step on every core: plain ops, async
 //! pairs with the ops they overlap, ops nested in a parent (a `while` body), and idle gaps.
@@ -53,6 +54,10 @@ pub struct OpSpec {
     pub source: Option<String>,
     /// `tf_op` stat (framework op path), if any.
     pub tf_op: Option<String>,
+    /// The HLO text written as the event metadata's long name (e.g.
+    /// `%fusion.3 = bf16[500,1032]{1,0:T(8,128)(2,1)} fusion(...), kind=kOutput, calls=...`); `None`
+    /// writes a generic `bf16[1024,512]` line for the op's name and opcode.
+    pub hlo_text: Option<String>,
 }
 
 impl OpSpec {
@@ -70,6 +75,7 @@ impl OpSpec {
             duration_ps,
             source: None,
             tf_op: None,
+            hlo_text: None,
         }
     }
 
@@ -79,6 +85,9 @@ impl OpSpec {
     }
 
     fn long_name(&self) -> String {
+        if let Some(text) = &self.hlo_text {
+            return text.clone();
+        }
         format!("%{} = bf16[1024,512]{{1,0}} {}(bf16[1024,512]{{1,0}} %param.0)", self.name, self.opcode)
     }
 }
@@ -258,7 +267,43 @@ pub struct SynthSpec {
     /// Write a runtime memory profile (allocator events on `/host:CPU`) over this many bytes of
     /// resident weights, if any.
     pub memory_profile_bytes: Option<u64>,
+    /// A recompilation of the step function between two steps, if any ([`RecompileSpec`]).
+    pub recompile: Option<RecompileSpec>,
+    /// The XSpace host name (`None`: `synth-host`).
+    pub hostname: Option<String>,
 }
+
+/// JAX recompiling the step function between two steps (a retrace on a new shape), as JAX 0.10
+/// and the PJRT C API client record it on a TPU host: before step `step`'s device work the
+/// `python` thread spends `lowering_ps` in `lower_sharding_computation` and `compile_ps` in
+/// `backend_compile_and_load`, around `PjRtCApiClient::CompileAndLoad(<module>)` (which starts
+/// with `PjRtCApiClient::SerializeCompileOptions`), all inside that step's `train` marker and
+/// its `PjitFunction(train_step)` dispatch; no device step covers that time. From `step` on,
+/// every core runs the program as `program_id` (`XLA Modules` events `<module>(<program_id>)`,
+/// op metadata `program_id`), and `/host:metadata` holds the module under both program ids.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecompileSpec {
+    /// The first step that runs the recompiled program (0-based, as `step_num`).
+    pub step: u32,
+    /// The recompiled program's id.
+    pub program_id: u64,
+    /// A serialized `xla.HloProto` for the recompiled program, if any.
+    pub hlo_proto: Option<Vec<u8>>,
+    /// Duration of `lower_sharding_computation` (tracing and lowering to StableHLO).
+    pub lowering_ps: i64,
+    /// Duration of `backend_compile_and_load` (the XLA TPU compilation).
+    pub compile_ps: i64,
+}
+
+impl RecompileSpec {
+    /// Host time the recompilation adds before the step's device work.
+    pub fn host_time_ps(&self) -> i64 {
+        RECOMPILE_PAD_PS + self.lowering_ps.max(0) + RECOMPILE_PAD_PS + self.compile_ps.max(0) + RECOMPILE_PAD_PS
+    }
+}
+
+/// Host time between the events of a recompilation (1 µs).
+const RECOMPILE_PAD_PS: i64 = 1_000_000;
 
 /// SparseCore planes (`/device:TPU:N SparseCore M`) with `Sparse Core Steps` and `Sparse Core Ops`
 /// lines: every step, each SparseCore runs its ops back to back from the TensorCore step's start.
@@ -335,6 +380,8 @@ impl Default for SynthSpec {
             sparse_cores: None,
             megascale: None,
             memory_profile_bytes: None,
+            recompile: None,
+            hostname: None,
         }
     }
 }
@@ -430,7 +477,7 @@ pub fn tpu_profile(spec: &SynthSpec) -> Vec<u8> {
     let mut step_ends = Vec::new();
     let mut t = 0i64;
     for s in 0..spec.steps {
-        let device_start = t + spec.host_lead_ps;
+        let device_start = t + spec.host_lead_ps + recompile_lead(spec, s as usize);
         let mut end = device_start;
         let mut per_core = Vec::new();
         for core in 0..spec.cores {
@@ -452,7 +499,7 @@ pub fn tpu_profile(spec: &SynthSpec) -> Vec<u8> {
     let total_ps = t;
 
     let mut b = SpaceBuilder::default();
-    b.hostname("synth-host");
+    b.hostname(spec.hostname.as_deref().unwrap_or("synth-host"));
     write_metadata_plane(&mut b, spec);
     write_host_plane(&mut b, spec, &step_starts, &step_ends, &layout);
     for core in 0..spec.cores {
@@ -469,6 +516,19 @@ pub fn tpu_profile(spec: &SynthSpec) -> Vec<u8> {
     b.finish()
 }
 
+/// Host time a recompilation adds before step `s`'s device work (0 for every other step).
+fn recompile_lead(spec: &SynthSpec, s: usize) -> i64 {
+    spec.recompile.as_ref().filter(|r| r.step as usize == s).map_or(0, RecompileSpec::host_time_ps)
+}
+
+/// The program id step `s` runs under.
+fn program_of_step(spec: &SynthSpec, s: usize) -> u64 {
+    match &spec.recompile {
+        Some(r) if s >= r.step as usize => r.program_id,
+        _ => spec.program_id,
+    }
+}
+
 /// Producer/consumer context types linking host steps to device steps (facts §10.2).
 const CONTEXT_LAUNCH: i64 = 7;
 const CONTEXT_DEVICE_STEP: i64 = 12;
@@ -481,6 +541,14 @@ fn write_metadata_plane(b: &mut SpaceBuilder, spec: &SynthSpec) {
     if let Some(proto) = &spec.hlo_proto {
         let hlo = meta.stat_metadata(stat::HLO_PROTO);
         meta.metadata_stat(module, hlo, proto.as_slice());
+    }
+    if let Some(r) = &spec.recompile {
+        let module = meta.event_metadata(&format!("{}({})", spec.module_name, r.program_id));
+        meta.metadata_stat(module, pid, r.program_id);
+        if let Some(proto) = &r.hlo_proto {
+            let hlo = meta.stat_metadata(stat::HLO_PROTO);
+            meta.metadata_stat(module, hlo, proto.as_slice());
+        }
     }
 }
 
@@ -497,11 +565,33 @@ fn write_host_plane(b: &mut SpaceBuilder, spec: &SynthSpec, starts: &[i64], ends
     let p = host.stat_metadata(stat::PRODUCER_ID);
     let ct = host.stat_metadata(stat::CONSUMER_TYPE);
     let c = host.stat_metadata(stat::CONSUMER_ID);
+    let compile = spec.recompile.as_ref().map(|r| {
+        (
+            r,
+            host.event_metadata("lower_sharding_computation"),
+            host.event_metadata("backend_compile_and_load"),
+            host.event_metadata(&format!("PjRtCApiClient::CompileAndLoad({})", spec.module_name)),
+            host.event_metadata("PjRtCApiClient::SerializeCompileOptions"),
+        )
+    });
     {
         let mut python = host.line(1, "python", 0);
         for (s, (&start, &end)) in starts.iter().zip(ends).enumerate() {
+            let lead = recompile_lead(spec, s);
             python.event(train, start, end - start).stat(step_num, s as i64).stat(root, 1i64);
-            python.event(launch, start + 1_000, spec.host_lead_ps / 2).stat(pt, CONTEXT_LAUNCH).stat(p, s as i64 + 1);
+            python
+                .event(launch, start + 1_000, spec.host_lead_ps / 2 + lead)
+                .stat(pt, CONTEXT_LAUNCH)
+                .stat(p, s as i64 + 1);
+            if let Some((r, lower, backend, client, options)) = compile.filter(|_| lead > 0) {
+                let at = start + 1_000 + RECOMPILE_PAD_PS;
+                python.event(lower, at, r.lowering_ps.max(1));
+                let at = at + r.lowering_ps.max(0) + RECOMPILE_PAD_PS;
+                let d = r.compile_ps.max(1);
+                python.event(backend, at, d);
+                python.event(client, at + 2_000, (d - 4_000).max(1));
+                python.event(options, at + 3_000, (d / 1000).clamp(1, 50_000_000));
+            }
         }
     }
     {
@@ -509,7 +599,7 @@ fn write_host_plane(b: &mut SpaceBuilder, spec: &SynthSpec, starts: &[i64], ends
         for (s, per_core) in layout.iter().enumerate() {
             for (core, (device_start, _, _)) in per_core.iter().enumerate() {
                 let id = (s as i64 + 1) * 1000 + core as i64;
-                let at = starts[s] + spec.host_lead_ps / 2 + core as i64 * 100;
+                let at = starts[s] + spec.host_lead_ps / 2 + recompile_lead(spec, s) + core as i64 * 100;
                 runtime
                     .event(execute, at, (device_start - at).max(1))
                     .stat(ct, CONTEXT_LAUNCH)
@@ -646,6 +736,36 @@ fn capability(p: &mut PlaneBuilder<'_>, name: &str, v: BuildValue<'_>) {
     p.stat(id, v);
 }
 
+/// The metadata stats of op `i` of the program (symbol id `i + 1`) under `program_id`.
+fn write_op_stats(
+    p: &mut PlaneBuilder<'_>,
+    spec: &SynthSpec,
+    ids: &MetaIds,
+    m: EventMetadataId,
+    program_id: u64,
+    i: usize,
+    op: &OpSpec,
+) {
+    p.metadata_stat(m, ids.program_id, program_id);
+    p.metadata_stat(m, ids.symbol_id, i as u64 + 1);
+    p.metadata_stat(m, ids.category, op.category.as_str());
+    if op.flops > 0 {
+        p.metadata_stat(m, ids.flops, op.flops);
+    }
+    if op.hbm_bytes() + op.onchip_read_bytes > 0 {
+        p.metadata_stat(m, ids.bytes, op.hbm_bytes() + op.onchip_read_bytes);
+        if spec.memory_breakdown {
+            p.metadata_stat(m, ids.breakdown, memory_breakdown(op).as_slice());
+        }
+    }
+    if let Some(source) = &op.source {
+        p.metadata_stat(m, ids.source, source.as_str());
+    }
+    if let Some(tf_op) = &op.tf_op {
+        p.metadata_stat(m, ids.tf_op, tf_op.as_str());
+    }
+}
+
 fn write_core(b: &mut SpaceBuilder, spec: &SynthSpec, core: u32, ops: &[&OpSpec], layout: &Layout) {
     use crate::names::stat::capability as cap;
     let mut p = b.plane(i64::from(core) + 100, &format!("{}{core}", plane::TPU_PREFIX));
@@ -676,24 +796,7 @@ fn write_core(b: &mut SpaceBuilder, spec: &SynthSpec, core: u32, ops: &[&OpSpec]
         .enumerate()
         .map(|(i, op)| {
             let m = p.event_metadata_with_display(&op.long_name(), &op.name);
-            p.metadata_stat(m, ids.program_id, spec.program_id);
-            p.metadata_stat(m, ids.symbol_id, i as u64 + 1);
-            p.metadata_stat(m, ids.category, op.category.as_str());
-            if op.flops > 0 {
-                p.metadata_stat(m, ids.flops, op.flops);
-            }
-            if op.hbm_bytes() + op.onchip_read_bytes > 0 {
-                p.metadata_stat(m, ids.bytes, op.hbm_bytes() + op.onchip_read_bytes);
-                if spec.memory_breakdown {
-                    p.metadata_stat(m, ids.breakdown, memory_breakdown(op).as_slice());
-                }
-            }
-            if let Some(source) = &op.source {
-                p.metadata_stat(m, ids.source, source.as_str());
-            }
-            if let Some(tf_op) = &op.tf_op {
-                p.metadata_stat(m, ids.tf_op, tf_op.as_str());
-            }
+            write_op_stats(&mut p, spec, &ids, m, spec.program_id, i, op);
             m
         })
         .collect();
@@ -702,6 +805,27 @@ fn write_core(b: &mut SpaceBuilder, spec: &SynthSpec, core: u32, ops: &[&OpSpec]
     let c = p.stat_metadata(stat::CONSUMER_ID);
     let tsm = p.stat_metadata(stat::TIME_SCALE_MULTIPLIER);
     let step_meta: Vec<EventMetadataId> = (0..layout.len()).map(|s| p.event_metadata(&s.to_string())).collect();
+    // The recompiled program: its own module and op metadata (same symbols, its program id).
+    let recompiled = spec.recompile.as_ref().map(|r| {
+        let ops: Vec<EventMetadataId> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| {
+                let m = p.event_metadata_with_display(&op.long_name(), &op.name);
+                write_op_stats(&mut p, spec, &ids, m, r.program_id, i, op);
+                m
+            })
+            .collect();
+        (ops, p.event_metadata(&format!("{}({})", spec.module_name, r.program_id)))
+    });
+    let module_of = |s: usize| match &recompiled {
+        Some((_, m)) if program_of_step(spec, s) != spec.program_id => *m,
+        _ => module,
+    };
+    let ops_of = |s: usize| match &recompiled {
+        Some((m, _)) if program_of_step(spec, s) != spec.program_id => m,
+        _ => &op_meta,
+    };
     let core_ix = core as usize;
     {
         let mut steps = p.line(1, line::STEPS, 0);
@@ -713,15 +837,16 @@ fn write_core(b: &mut SpaceBuilder, spec: &SynthSpec, core: u32, ops: &[&OpSpec]
     }
     {
         let mut modules = p.line(2, line::XLA_MODULES, 0);
-        for per_core in layout {
+        for (s, per_core) in layout.iter().enumerate() {
             let (start, end, _) = &per_core[core_ix];
-            modules.event(module, *start, end - start);
+            modules.event(module_of(s), *start, end - start);
         }
     }
     let mut xla_ops = p.line(3, line::XLA_OPS, 0);
-    for per_core in layout {
+    for (s, per_core) in layout.iter().enumerate() {
+        let metas = ops_of(s);
         for exec in &per_core[core_ix].2 {
-            let ev = xla_ops.event(op_meta[exec.op], exec.start_ps, exec.duration_ps);
+            let ev = xla_ops.event(metas[exec.op], exec.start_ps, exec.duration_ps);
             if let Some(f) = spec.time_scale_multiplier {
                 ev.stat(tsm, f);
             }
