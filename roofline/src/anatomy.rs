@@ -114,6 +114,12 @@ impl StepAnatomy {
             + self.idle
     }
 
+    /// Time the device computes: matmul, vector and data-formatting work (no communication,
+    /// no waiting).
+    pub fn compute(&self) -> Picos {
+        self.matmul + self.vector + self.data_formatting
+    }
+
     pub(crate) fn add(&mut self, class: TimeClass, t: Picos) {
         match class {
             TimeClass::Matmul => self.matmul += t,

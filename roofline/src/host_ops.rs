@@ -248,6 +248,12 @@ impl HostOps {
     /// ops), the union of its ops over its window from first op to last, summed over devices;
     /// `None` without ops. XProf reports none for GPUs; this is its TPU rule applied to streams.
     pub fn duty_cycle_pct(&self) -> Option<f64> {
+        self.duty_cycle().map(|(busy, window)| 100.0 * busy.0 as f64 / window.0 as f64)
+    }
+
+    /// The devices' busy time and their windows, summed (to combine hosts into a session's duty
+    /// cycle); `None` without ops.
+    pub fn duty_cycle(&self) -> Option<(Picos, Picos)> {
         let mut by_device: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
         for op in self.iter() {
             by_device.entry(self.context(op).core).or_default().push((op.start, op.end));
@@ -268,7 +274,7 @@ impl HostOps {
             }
             busy += run.1 - run.0;
         }
-        (window.0 > 0).then(|| 100.0 * busy.0 as f64 / window.0 as f64)
+        (window.0 > 0).then_some((busy, window))
     }
 
     /// A dense numbering of the distinct (program, op name) pairs of the table, so that

@@ -36,8 +36,8 @@ pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
-    BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, RooflinePoint, program_id_of_module_name,
-    roofline_point,
+    BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, ProgramWork, RooflinePoint,
+    program_id_of_module_name, roofline_point,
 };
 pub use op_profile_cpu::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL, hlo_category};
 pub use perf_env::PerfEnv;

@@ -138,6 +138,39 @@ pub struct RooflinePoint {
     pub efficiency: f64,
 }
 
+/// A program's FLOPs and bytes over its profiled time on one host, with the host's peaks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProgramWork {
+    /// FLOPs of the innermost ops.
+    pub flops: f64,
+    /// Their bytes, by memory.
+    pub bytes: MemoryBytes,
+    /// The profiled time (every core's, summed).
+    pub time: Picos,
+    /// The peaks.
+    pub env: PerfEnv,
+}
+
+impl ProgramWork {
+    /// Its point on the roofline.
+    pub fn point(&self) -> RooflinePoint {
+        roofline_point(self.flops, &self.bytes, self.time, self.time, &self.env)
+    }
+
+    /// The work of several hosts as one, as XProf's all-hosts view adds them up (the first
+    /// host's peaks); `None` for no hosts.
+    pub fn combine(works: &[ProgramWork]) -> Option<ProgramWork> {
+        let first = works.first()?;
+        let mut all = ProgramWork { flops: 0.0, bytes: MemoryBytes::default(), time: Picos::ZERO, env: first.env };
+        for w in works {
+            all.flops += w.flops;
+            all.bytes.add(&w.bytes);
+            all.time += w.time;
+        }
+        Some(all)
+    }
+}
+
 /// Places an amount of work on the roofline of `env` (XProf's `bound_by` rule: the resource
 /// with the largest utilisation wins; ties keep the earlier of compute, HBM, on-chip read, write).
 pub fn roofline_point(
@@ -326,7 +359,17 @@ impl OpProfile {
     }
 
     fn program_point(&self, keep: impl Fn(&OpStats) -> bool) -> Option<RooflinePoint> {
-        let env = self.perf_env.as_ref()?;
+        self.program_work_where(keep).map(|w| w.point())
+    }
+
+    /// The program's work over the whole profiled time (what [`OpProfile::program_roofline`]
+    /// places), to combine hosts into a session's roofline with [`ProgramWork::combine`].
+    pub fn program_work(&self) -> Option<ProgramWork> {
+        self.program_work_where(|_| true)
+    }
+
+    fn program_work_where(&self, keep: impl Fn(&OpStats) -> bool) -> Option<ProgramWork> {
+        let env = *self.perf_env.as_ref()?;
         let mut flops = 0.0;
         let mut bytes = MemoryBytes::default();
         let mut time = self.total_time;
@@ -338,7 +381,7 @@ impl OpProfile {
                 time = time.saturating_sub(op.time);
             }
         }
-        Some(roofline_point(flops, &bytes, time, time, env))
+        Some(ProgramWork { flops, bytes, time, env })
     }
 
     /// Share of the profiled time (`0..=1`) an op's FLOP utilisation represents: XProf's

@@ -309,7 +309,7 @@ pub struct StepStats {
     pub mean_ms: f64,
     /// Median step time.
     pub median_ms: f64,
-    /// Population standard deviation (as XProf reports it).
+    /// Sample standard deviation (n - 1 in the denominator, as XProf's step trace reports it).
     pub stddev_ms: f64,
     /// Shortest step.
     pub min_ms: f64,
@@ -326,7 +326,8 @@ impl StepStats {
         let ms: Vec<f64> = durations.iter().map(|d| d.as_ms_f64()).collect();
         let n = ms.len() as f64;
         let mean = ms.iter().sum::<f64>() / n;
-        let var = ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        // The sample variance (n - 1), as XProf's step trace reports it; one step has none.
+        let var = if ms.len() > 1 { ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
         let mut sorted = ms.clone();
         sorted.sort_by(f64::total_cmp);
         let mid = sorted.len() / 2;

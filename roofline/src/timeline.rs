@@ -105,6 +105,12 @@ impl DeviceTimeline {
     /// (`None` without ops). Each TensorCore is its own chip here (v5e, v6e); on chips with
     /// two TensorCores XProf unions them first, which can only lower its figure.
     pub fn duty_cycle_pct(&self) -> Option<f64> {
+        self.duty_cycle().map(|(busy, window)| 100.0 * busy.0 as f64 / window.0 as f64)
+    }
+
+    /// The cores' on-duty time and their windows, summed (to combine hosts into a session's
+    /// duty cycle); `None` without ops.
+    pub fn duty_cycle(&self) -> Option<(Picos, Picos)> {
         let mut busy = Picos::ZERO;
         let mut window = Picos::ZERO;
         for core in &self.cores {
@@ -113,7 +119,7 @@ impl DeviceTimeline {
                 busy += core.active.min(b - a);
             }
         }
-        (window.0 > 0).then(|| 100.0 * busy.0 as f64 / window.0 as f64)
+        (window.0 > 0).then_some((busy, window))
     }
 }
 

@@ -97,6 +97,17 @@ fn cpu_step_times_match_xprof_step_trace() {
                     step.duration.as_ms_f64()
                 );
             }
+            // The summary's standard deviation is the sample one (n - 1); the CLI rounds to 0.1 us.
+            if let (Some(stats), Some(theirs)) =
+                (ours.stats(), doc["output"]["summary"]["step_time_ms_stddev"].as_f64())
+            {
+                assert!(
+                    (stats.stddev_ms - theirs).abs() <= 0.5e-4 + 1e-4 * theirs,
+                    "{}: stddev {} vs {theirs}",
+                    dir.display(),
+                    stats.stddev_ms
+                );
+            }
             checked += 1;
         }
     }
