@@ -90,9 +90,9 @@ fn body() -> anyhow::Result<()> {
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let done = AtomicUsize::new(0);
     let frame_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let visit = |host: &HostProfile, outcome: &HostOutcome| {
+    let visit = |host: &HostProfile, _: &HostOutcome| {
         if let Some(dir) = &args.out
-            && let Err(e) = xlens::faults::frame::write_host_parquet(host, &outcome.findings, dir)
+            && let Err(e) = xlens::faults::frame::write_host_parquet(host, dir)
         {
             let mut slot = frame_error.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert(anyhow::anyhow!("writing {}'s frames to {}: {e}", host.name(), dir.display()));

@@ -3,14 +3,15 @@
 //!
 //! `cargo run --release --example hlo_ops -- PATH [--json]`
 //! PATH is a `*.xplane.pb`, a session directory, a logdir, or a standalone `*.hlo_proto.pb`.
+//! A session prints one document (or report); each program names the hosts it was captured on.
 
 mod support;
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::hlo::{Module, modules_from_session};
-use xlens::render::hlo::{hlo_ops_json, hlo_ops_text};
+use xlens::hlo::{Module, module_hosts, modules_from_session};
+use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
 use xlens::xplane::Session;
 
 const USAGE: &str = "usage: hlo_ops PATH [--json]";
@@ -34,20 +35,20 @@ fn body() -> anyhow::Result<()> {
         }
     }
     let path = path.context(USAGE)?;
-    let modules = if path.to_string_lossy().ends_with(".hlo_proto.pb") {
-        vec![Module::open(&path)?]
+    let (modules, hosts) = if path.to_string_lossy().ends_with(".hlo_proto.pb") {
+        (vec![Module::open(&path)?], ModuleHosts::new())
     } else {
         let session = Session::open(&path)?;
         let (modules, warnings) = modules_from_session(&session);
         for w in warnings {
             eprintln!("warning: {w}");
         }
-        modules
+        (modules, module_hosts(&session))
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&hlo_ops_json(&modules))?);
+        println!("{}", serde_json::to_string_pretty(&hlo_ops_json(&modules, &hosts))?);
     } else {
-        print!("{}", hlo_ops_text(&modules));
+        print!("{}", hlo_ops_text(&modules, &hosts));
     }
     Ok(())
 }

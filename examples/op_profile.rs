@@ -1,15 +1,15 @@
 //! Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
 //!
 //! `cargo run --release --example op_profile -- PATH [--json] [--top N]`
-//! PATH is a `*.xplane.pb`, a session directory or a logdir. With several hosts, one document
-//! (or section) per host, in host order.
+//! PATH is a `*.xplane.pb`, a session directory or a logdir. `--json` prints one document for the
+//! session, `{"hosts":[{"host",...}]}`; text prints a section per host, in host order.
 
 mod support;
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::render::op_profile::{analyze, op_profile_json, op_profile_text};
+use xlens::render::op_profile::{analyze, op_profile_session_json, op_profile_text};
 use xlens::xplane::Session;
 
 const USAGE: &str = "usage: op_profile PATH [--json] [--top N]";
@@ -37,12 +37,12 @@ fn body() -> anyhow::Result<()> {
     }
     let path = path.context(USAGE)?;
     let session = Session::open(&path)?;
-    for host in session.hosts() {
-        let analysis = analyze(host.name(), host.space())?;
-        if json {
-            println!("{}", serde_json::to_string_pretty(&op_profile_json(&analysis))?);
-        } else {
-            print!("{}", op_profile_text(&analysis, top));
+    let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&op_profile_session_json(&analyses))?);
+    } else {
+        for analysis in &analyses {
+            print!("{}", op_profile_text(analysis, top));
         }
     }
     Ok(())

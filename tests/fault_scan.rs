@@ -1,110 +1,21 @@
 //! The main job, end to end: every scenario's injected fault is reported by its id, clean
 //! profiles are OPTIMAL, and the text, JSON and HTML renderings are stable (golden files).
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use xlens::faults::{Profile, Report, ScanConfig, Status, render, scan};
+use common::*;
+
+use std::path::Path;
+
+use xlens::faults::{Profile, Report, ScanConfig, render, scan};
 use xlens::xplane::Session;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn report(dir: &Path) -> Report {
     let session = Session::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     scan(&Profile::from_session(session), &ScanConfig::default())
 }
 
-fn check(name: &str, actual: &str) {
-    let path = root().join("tests/golden").join(name);
-    if std::env::var_os("XLENS_BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with XLENS_BLESS=1 to create it)", path.display()));
-    assert_eq!(actual, expected, "{} differs (XLENS_BLESS=1 rewrites it)", path.display());
-}
-
 /// The corpus names faults by scenario; the detectors by id.
-fn detector_id(fault: &str) -> &str {
-    match fault {
-        "host_callback" => "host_callback_stall",
-        "data_formatting" => "data_formatting_tax",
-        other => other,
-    }
-}
-
-fn assert_scenario(dir: &Path, expected: &[String]) {
-    let r = report(dir);
-    let ids: Vec<&str> = r.findings.iter().map(|f| f.id.as_str()).collect();
-    if expected.is_empty() {
-        assert_eq!(r.status, Status::Optimal, "{}: {}", dir.display(), r.summary);
-    } else {
-        assert_eq!(r.status, Status::NeedsAttention, "{}: {}", dir.display(), r.summary);
-        for fault in expected {
-            assert!(ids.contains(&detector_id(fault)), "{}: {fault} not reported; found {ids:?}", dir.display());
-        }
-    }
-}
-
-fn manifest_scenarios(path: &Path) -> Vec<(PathBuf, Vec<String>)> {
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let dir = path.parent().unwrap();
-    let strings = |v: &serde_json::Value| -> Vec<String> {
-        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
-    };
-    let mut out = Vec::new();
-    for s in doc["scenarios"].as_array().unwrap() {
-        match s.get("variants") {
-            // The shared corpus: scenarios with variants.
-            Some(variants) => {
-                for v in variants.as_array().unwrap() {
-                    out.push((dir.join(v["trace_id"].as_str().unwrap()), strings(&v["expected_faults"])));
-                }
-            }
-            None => out.push((dir.join(s["dir"].as_str().unwrap()), strings(&s["expected_faults"]))),
-        }
-    }
-    out
-}
-
-#[test]
-fn every_corpus_scenario_reports_its_fault_and_clean_is_optimal() {
-    let scenarios = manifest_scenarios(&root().join("testdata/corpus/manifest.json"));
-    assert_eq!(scenarios.len(), 6);
-    for (dir, expected) in scenarios {
-        assert_scenario(&dir, &expected);
-    }
-}
-
-#[test]
-fn every_captured_scenario_reports_its_fault_and_baselines_are_optimal() {
-    let scenarios = manifest_scenarios(&root().join("testdata/real/manifest.json"));
-    assert!(scenarios.len() >= 12);
-    for (dir, expected) in scenarios {
-        assert_scenario(&dir, &expected);
-    }
-}
-
-#[test]
-fn tpu_shaped_fixtures_report_their_device_faults() {
-    let cases: &[(&str, &[&str])] = &[
-        ("tpu_healthy", &[]),
-        ("tpu_basic", &["exposed_collective"]),
-        ("tpu_exposed_collective", &["exposed_collective"]),
-        ("tpu_vector_bound", &["vpu_bound"]),
-        ("tpu_straggler", &["straggler_core"]),
-        ("tpu_dcn_tail", &["dcn_exposed_reduce"]),
-        ("tpu_sparsecore", &["sparsecore_overflow"]),
-        ("tpu_hbm_pressure", &["hbm_pressure"]),
-    ];
-    for (name, faults) in cases {
-        let expected: Vec<String> = faults.iter().map(|f| f.to_string()).collect();
-        assert_scenario(&root().join("testdata/tpu").join(name), &expected);
-    }
-}
-
 #[test]
 fn text_and_json_reports_are_golden() {
     for (name, rel) in [
@@ -124,9 +35,18 @@ fn json_contract_and_stable_order() {
     let r = report(&root().join("testdata/real/sharded_collectives"));
     let v: serde_json::Value = serde_json::from_str(&render::json(&r)).unwrap();
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["status", "summary", "profile", "metrics", "findings", "skipped", "warnings"]);
+    assert_eq!(keys, ["status", "summary", "profile", "metrics", "hosts", "findings", "skipped", "warnings"]);
     let finding_keys: Vec<&str> = v["findings"][0].as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(finding_keys, ["id", "severity", "title", "what", "evidence", "impact", "fix", "host"]);
+    assert_eq!(
+        finding_keys,
+        ["id", "severity", "title", "what", "evidence", "impact", "fix", "host", "scope", "hosts"]
+    );
+    // Every host-scoped finding names its host.
+    for f in v["findings"].as_array().unwrap() {
+        assert_eq!(f["scope"], "host");
+        assert_eq!(f["host"], "vm");
+        assert_eq!(f["hosts"][0]["host"], "vm");
+    }
     let impact_keys: Vec<&str> = v["findings"][0]["impact"].as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(impact_keys, ["ms_per_step", "pct_of_step"]);
     // Severity first (P0 before P1 before P2), then by impact.

@@ -1,26 +1,14 @@
 //! Golden tests of what the examples print: the same library functions, checked against files in
 //! `tests/golden/`. Set `XLENS_BLESS=1` to rewrite the files after an intended change.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::*;
+
+use std::path::Path;
 
 use xlens::render::{HostInventory, inventory_json, inventory_text, summary_text};
 use xlens::xplane::{Session, inventory, summarize};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Compares `actual` with the golden file, or rewrites it when blessing.
-fn check(name: &str, actual: &str) {
-    let path = root().join("tests/golden").join(name);
-    if std::env::var_os("XLENS_BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with XLENS_BLESS=1 to create it)", path.display()));
-    assert_eq!(actual, expected, "{} differs (XLENS_BLESS=1 rewrites it)", path.display());
-}
 
 fn hosts(dir: &Path) -> (Session, Vec<HostInventory>) {
     let session = Session::open(dir).unwrap();

@@ -2,7 +2,9 @@
 //! the same library functions, checked against files in `tests/golden/` (prefixes `roofline_`
 //! and `budget_`). Set `XLENS_BLESS=1` to rewrite them after an intended change.
 
-use std::path::PathBuf;
+mod common;
+
+use common::*;
 
 use serde_json::Value;
 use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
@@ -13,22 +15,6 @@ use xlens::render::budget::{
 };
 use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
 use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Compares `actual` with the golden file, or rewrites it when blessing.
-fn check(name: &str, actual: &str) {
-    let path = root().join("tests/golden").join(name);
-    if std::env::var_os("XLENS_BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with XLENS_BLESS=1 to create it)", path.display()));
-    assert_eq!(actual, expected, "{} differs (XLENS_BLESS=1 rewrites it)", path.display());
-}
 
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap() + "\n"

@@ -2,49 +2,40 @@
 //! against files in `tests/golden/` (prefix `hlo_`). Set `XLENS_BLESS=1` to rewrite them after
 //! an intended change.
 
-use std::path::PathBuf;
+mod common;
 
-use xlens::hlo::modules_from_session;
-use xlens::render::hlo::{hlo_ops_json, hlo_ops_text};
+use common::*;
+
+use xlens::hlo::{module_hosts, modules_from_session};
+use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
 use xlens::xplane::Session;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Compares `actual` with the golden file, or rewrites it when blessing.
-fn check(name: &str, actual: &str) {
-    let path = root().join("tests/golden").join(name);
-    if std::env::var_os("XLENS_BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with XLENS_BLESS=1 to create it)", path.display()));
-    assert_eq!(actual, expected, "{} differs (XLENS_BLESS=1 rewrites it)", path.display());
-}
-
-fn modules(trace: &str) -> Vec<xlens::hlo::Module> {
+fn modules(trace: &str) -> (Vec<xlens::hlo::Module>, ModuleHosts) {
     let session = Session::open(&root().join("testdata").join(trace)).unwrap();
     let (modules, warnings) = modules_from_session(&session);
     assert!(warnings.is_empty(), "{warnings:?}");
-    modules
+    (modules, module_hosts(&session))
 }
 
 #[test]
 fn hlo_ops_outputs() {
-    let sharded = modules("real/sharded_donation");
-    check("hlo_ops_sharded_donation.json", &(serde_json::to_string_pretty(&hlo_ops_json(&sharded)).unwrap() + "\n"));
-    check("hlo_ops_sharded_donation.txt", &hlo_ops_text(&sharded));
-    let permutes = modules("corpus/sharded_collectives_baseline");
-    check("hlo_ops_sharded_collectives_baseline.txt", &hlo_ops_text(&permutes));
+    let (sharded, hosts) = modules("real/sharded_donation");
+    check(
+        "hlo_ops_sharded_donation.json",
+        &(serde_json::to_string_pretty(&hlo_ops_json(&sharded, &hosts)).unwrap() + "\n"),
+    );
+    check("hlo_ops_sharded_donation.txt", &hlo_ops_text(&sharded, &hosts));
+    let (permutes, hosts) = modules("corpus/sharded_collectives_baseline");
+    check("hlo_ops_sharded_collectives_baseline.txt", &hlo_ops_text(&permutes, &hosts));
 }
 
 #[test]
 fn hlo_ops_json_has_the_documented_fields() {
-    let doc = hlo_ops_json(&modules("real/sharded_donation"));
+    let (m, hosts) = modules("real/sharded_donation");
+    let doc = hlo_ops_json(&m, &hosts);
     let main = doc["modules"].as_array().unwrap().iter().find(|m| m["name"] == "jit_train_step(8)").unwrap();
     assert_eq!(main["program_id"], 8);
+    assert_eq!(main["hosts"], serde_json::json!(["vm"]));
     assert_eq!((main["computations"].as_u64(), main["instructions"].as_u64()), (Some(57), Some(313)));
     assert_eq!(main["opcodes"]["dot"], 17);
     assert_eq!(main["opcodes"]["all-gather"], 6);
@@ -55,7 +46,9 @@ fn hlo_ops_json_has_the_documented_fields() {
 
 #[test]
 fn hlo_ops_output_is_identical_from_run_to_run() {
-    let a = hlo_ops_json(&modules("corpus/clean"));
-    let b = hlo_ops_json(&modules("corpus/clean"));
+    let (m, hosts) = modules("corpus/clean");
+    let a = hlo_ops_json(&m, &hosts);
+    let (m, hosts) = modules("corpus/clean");
+    let b = hlo_ops_json(&m, &hosts);
     assert_eq!(a, b);
 }

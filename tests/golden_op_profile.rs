@@ -1,24 +1,11 @@
 //! Golden tests of the `op_profile` example's output, and its JSON contract.
 
-use std::path::PathBuf;
+mod common;
 
-use xlens::render::op_profile::{analyze, op_profile_json, op_profile_text};
+use common::*;
+
+use xlens::render::op_profile::{analyze, op_profile_json, op_profile_session_json, op_profile_text};
 use xlens::xplane::Session;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn check(name: &str, actual: &str) {
-    let path = root().join("tests/golden").join(name);
-    if std::env::var_os("XLENS_BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with XLENS_BLESS=1 to create it)", path.display()));
-    assert_eq!(actual, expected, "{} differs (XLENS_BLESS=1 rewrites it)", path.display());
-}
 
 fn analysis(rel: &str) -> xlens::render::op_profile::HostOpProfile {
     let session = Session::open(&root().join(rel)).unwrap();
@@ -45,7 +32,7 @@ fn json_contract_keys_and_sums() {
         let a = analysis(rel);
         let v = op_profile_json(&a);
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, ["device", "steps", "step_time_ms_mean", "categories", "ops", "anatomy"]);
+        assert_eq!(keys, ["host", "device", "steps", "step_time_ms_mean", "categories", "ops", "anatomy"]);
         let op_keys: Vec<&str> = v["ops"][0].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             op_keys,
@@ -67,5 +54,19 @@ fn json_contract_keys_and_sums() {
             let step_us = step["step_time_ms"].as_f64().unwrap() * 1e3;
             assert!((sum - step_us).abs() < 1e-6 * step_us.max(1.0), "{rel}: {sum} vs {step_us}");
         }
+    }
+}
+
+/// A session is one document naming each host.
+#[test]
+fn a_session_is_one_document_naming_its_hosts() {
+    for (rel, expected) in
+        [("testdata/tpu/tpu_straggler_host", &["host0", "host1"][..]), ("testdata/corpus/clean", &["vm"])]
+    {
+        let session = Session::open(&root().join(rel)).unwrap();
+        let hosts: Vec<_> = session.hosts().iter().map(|h| analyze(h.name(), h.space()).unwrap()).collect();
+        let doc = op_profile_session_json(&hosts);
+        let names: Vec<&str> = doc["hosts"].as_array().unwrap().iter().map(|h| h["host"].as_str().unwrap()).collect();
+        assert_eq!(names, expected);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use xlens::faults::{Profile, ScanConfig, render, scan, scan_session};
+use xlens::faults::{Profile, SESSION_HOST, ScanConfig, Scope, render, scan, scan_session};
 use xlens::xplane::{Session, discover, synth};
 
 /// Writes a 4-host TPU session in which host `host0002` runs 40 % slower (a host straggler).
@@ -39,8 +39,11 @@ fn parallel_streamed_and_serial_scans_agree() {
     assert_eq!(render::json(&streamed), render::json(&held));
     assert_eq!(render::text(&streamed), render::text(&serial));
     // The cross-host detector found the slow host from the per-host summaries.
-    let straggler = streamed.findings.iter().find(|f| f.id == "straggler_core" && f.host.is_empty());
+    let straggler = streamed.findings.iter().find(|f| f.id == "straggler_core" && f.scope == Scope::Session);
     assert!(straggler.is_some_and(|f| f.what.contains("host0002")), "{:#?}", streamed.findings);
+    let straggler = straggler.unwrap();
+    assert_eq!(straggler.host, SESSION_HOST);
+    assert_eq!(straggler.host_names().collect::<Vec<_>>(), ["host0002"]);
     assert_eq!(streamed.profile.hosts, ["host0000", "host0001", "host0002", "host0003"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -89,8 +92,8 @@ fn parquet_partitions_form_one_table_per_kind() {
     let held_dir = dir.join("frames-held");
     let source = discover(&dir).unwrap();
     let config = ScanConfig::default();
-    let streamed = scan_session(&source, &config, &|host, outcome| {
-        write_host_parquet(host, &outcome.findings, &streamed_dir).unwrap();
+    let streamed = scan_session(&source, &config, &|host, _| {
+        write_host_parquet(host, &streamed_dir).unwrap();
     })
     .unwrap();
     write_session_parquet(&streamed, &streamed_dir).unwrap();
@@ -99,7 +102,8 @@ fn parquet_partitions_form_one_table_per_kind() {
     write_parquet(&profile, &held, &held_dir).unwrap();
 
     let tables = partitions(&streamed_dir);
-    for table in ["findings", "evidence", "metrics", "steps", "anatomy", "op_profile", "categories", "skipped"] {
+    for table in ["findings", "evidence", "metrics", "steps", "anatomy", "op_profile", "categories", "skipped", "hosts"]
+    {
         assert!(tables.contains_key(table), "{table}: {:?}", tables.keys());
     }
     let hosts: Vec<&str> = tables["metrics"].iter().map(|(p, _)| p.as_str()).collect();
@@ -113,9 +117,16 @@ fn parquet_partitions_form_one_table_per_kind() {
             assert_eq!(frame.schema(), frames[0].schema(), "{table}");
         }
         if table == "findings" {
+            // A row per finding and host it was found on; one for a session-wide finding.
             let rows: usize = frames.iter().map(|f| f.height()).sum();
-            assert_eq!(rows, streamed.findings.len());
+            let expected: usize =
+                streamed.findings.iter().map(|f| if f.scope == Scope::Session { 1 } else { f.hosts.len() }).sum();
+            assert_eq!(rows, expected);
             assert!(rows > 0, "the session has a straggler finding");
+        }
+        if table == "hosts" {
+            let rows: Vec<usize> = frames.iter().map(|f| f.height()).collect();
+            assert_eq!(rows, [1, 1, 1, 1], "a row per host");
         }
         if table == "metrics" || table == "steps" {
             assert!(frames.iter().all(|f| f.height() > 0), "{table}");
@@ -127,5 +138,90 @@ fn parquet_partitions_form_one_table_per_kind() {
         }
     }
     assert_eq!(partitions(&held_dir).keys().collect::<Vec<_>>(), tables.keys().collect::<Vec<_>>());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// XProf's overview of a two-host session: the step time is the slowest host's per step,
+/// utilisation and duty cycle add both hosts up, and the per-host table matches XProf's
+/// `per_host_step_time_ms`.
+#[test]
+fn two_host_sessions_equal_xprofs_overview() {
+    let pct = |v: &serde_json::Value| -> f64 { v.as_str().unwrap().trim_end_matches('%').parse().unwrap() };
+    let num = |v: &serde_json::Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
+    for name in ["tpu_straggler_host", "tpu_two_hosts_clean"] {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/tpu").join(name);
+        let r = scan_session(&discover(&dir).unwrap(), &ScanConfig::default(), &|_, _| {}).unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("xprof/get_overview.json")).unwrap()).unwrap();
+        let p = &doc["output"]["performance_summary"];
+        let m = &r.metrics;
+        // The CLI prints two decimals (one for the duty cycle).
+        let close_to = |ours: Option<f64>, theirs: f64, what: &str, tolerance: f64| {
+            let ours = ours.unwrap_or_else(|| panic!("{name}: no {what}"));
+            assert!((ours - theirs).abs() <= tolerance, "{name}: {what} {ours} vs XProf {theirs}");
+        };
+        let close = |ours: Option<f64>, theirs: f64, what: &str| close_to(ours, theirs, what, 0.0051);
+        close(m.step_time_ms_mean, num(&p["steptime_ms_average"]), "step time");
+        close(m.flops_utilization_pct, pct(&p["compute_efficiency_percent"]), "FLOP utilisation");
+        close(m.hbm_utilization_pct, pct(&p["hbm_bw_utilization_percent"]), "HBM utilisation");
+        close_to(m.device_duty_cycle_pct, pct(&p["device_duty_cycle_percent"]), "duty cycle", 0.051);
+        assert_eq!(m.bound_by.as_deref(), p["bound_by"].as_str(), "{name}");
+        for row in &r.hosts {
+            let theirs = &p["per_host_step_time_ms"][&row.host];
+            close(row.step_time_ms_mean, num(&theirs["steptime_ms_average"]), "host step time");
+            close(row.step_time_ms_min, num(&theirs["steptime_ms_minimum"]), "host min step time");
+            close(row.step_time_ms_max, num(&theirs["steptime_ms_maximum"]), "host max step time");
+        }
+        assert_eq!(r.hosts.len(), 2);
+    }
+}
+
+/// Machines that each scan one host of a large session into one dataset never write the same
+/// file: a one-host scan has no `_session` partition.
+#[test]
+fn one_host_scans_write_only_their_own_partitions() {
+    use xlens::faults::frame::write_parquet;
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/clean");
+    let out = std::env::temp_dir().join(format!("xlens-one-host-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let profile = Profile::from_session(Session::open(&src).unwrap());
+    let report = scan(&profile, &ScanConfig::default());
+    write_parquet(&profile, &report, &out).unwrap();
+    for (table, parts) in partitions(&out) {
+        let names: Vec<&str> = parts.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["host=vm"], "{table}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// A fault present on several hosts is one finding listing them, each with its own figures,
+/// and the report stays one entry per fault however many hosts share it.
+#[test]
+fn a_fault_on_several_hosts_is_one_finding_listing_them() {
+    let dir = std::env::temp_dir().join(format!("xlens-session-merge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = dir.join("plugins/profile/2026_12_03_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    for h in 0..3u32 {
+        let spec = synth::SynthSpec { seed: 7 + u64::from(h), ..synth::fixture("tpu_basic").unwrap() };
+        std::fs::write(run.join(format!("host{h}.xplane.pb")), synth::tpu_profile(&spec)).unwrap();
+    }
+    let r = scan_session(&discover(&dir).unwrap(), &ScanConfig::default(), &|_, _| {}).unwrap();
+    let f = r.findings.iter().find(|f| f.id == "exposed_collective").expect("exposed_collective");
+    assert_eq!(r.findings.iter().filter(|f| f.id == "exposed_collective").count(), 1);
+    assert_eq!(f.scope, Scope::Host);
+    assert_eq!(f.host_names().collect::<Vec<_>>(), ["host0", "host1", "host2"]);
+    assert!(f.what.starts_with(&format!("On 3 of 3 hosts (figures from {}, the worst): ", f.host)), "{}", f.what);
+    // The worst host's figures lead; every host's own impact is kept.
+    let worst = f.hosts.iter().map(|h| h.impact.ms_per_step).fold(0.0, f64::max);
+    assert_eq!(f.impact.ms_per_step, worst);
+    let note = f.evidence[0].to_string();
+    assert!(note.starts_with(&format!("per host, worst first: {} ", f.host)), "{note}");
+    assert!(f.hosts.iter().all(|h| note.contains(&h.host)), "{note}");
+    // In the JSON too: one entry naming its hosts.
+    let doc: serde_json::Value = serde_json::from_str(&render::json(&r)).unwrap();
+    let entry = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "exposed_collective").unwrap();
+    assert_eq!(entry["hosts"].as_array().unwrap().len(), 3);
+    assert!(render::text(&r).contains("(3 hosts: host0, host1, host2)"));
     std::fs::remove_dir_all(&dir).unwrap();
 }

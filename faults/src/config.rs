@@ -85,6 +85,8 @@ pub struct Thresholds {
     pub donation_miss: DonationMiss,
     /// `allgather_duplication`.
     pub allgather_duplication: AllgatherDuplication,
+    /// `replicated_activations`.
+    pub replicated_activations: ReplicatedActivations,
     /// `profile_during_warmup`.
     pub profile_during_warmup: ProfileDuringWarmup,
     /// `barrier_in_loop`.
@@ -213,6 +215,12 @@ section!(
         /// A vector op using at least this fraction of the HBM bandwidth is HBM bound, not
         /// vector-unit bound. Default 0.5.
         hbm_bound_utilization: f64 = 0.5,
+        /// Also report a vector-unit-bound stretch: when the time vector-unit-bound ops take above
+        /// their HBM floor is at least this % of the step, whatever the matmul share. Default 10.
+        min_vector_unit_excess_pct: f64 = 10.0,
+        /// For a stretch, a vector op counts as vector-unit bound only below this fraction of the
+        /// HBM bandwidth (the memory system mostly idle while it runs). Default 0.25.
+        stretch_max_hbm_utilization: f64 = 0.25,
     }
 );
 
@@ -223,8 +231,10 @@ section!(
         /// bytes for convolutions) is padding. Default 0.2.
         min_padding_fraction: f64 = 0.2,
         /// Report when the padding of such matmuls costs at least this % of the step (their time
-        /// times their padding fraction). Default 10.
-        min_pct_of_step: f64 = 10.0,
+        /// times their padding fraction) on a TPU capture. Default 5.
+        min_pct_of_step: f64 = 5.0,
+        /// The same on other devices, where the figure is a projection onto TPU tiles. Default 10.
+        min_pct_of_step_projected: f64 = 10.0,
     }
 );
 
@@ -279,6 +289,14 @@ section!(
     AllgatherDuplication {
         /// Report when the same operand is gathered at least this many times per step. Default 2.
         min_gathers_per_operand: usize = 2,
+    }
+);
+
+section!(
+    /// Thresholds of `replicated_activations`.
+    ReplicatedActivations {
+        /// Report when at least this many different activations are all-gathered. Default 2.
+        min_activations: usize = 2,
     }
 );
 

@@ -64,8 +64,41 @@ pub fn ms(t: Picos) -> f64 {
     t.as_ms_f64()
 }
 
+/// Names of compile events on host threads: JAX's `backend_compile[_and_load]`, the PjRt
+/// clients' `PjRtCpuClient::Compile`, `PjRtCApiClient::CompileAndLoad(jit_f)`, TF's `XlaCompile`.
+///
+/// ```
+/// use xlens_faults::evidence::is_compile_event;
+/// assert!(is_compile_event("PjRtCApiClient::CompileAndLoad(jit_train_step)"));
+/// assert!(is_compile_event("backend_compile_and_load"));
+/// assert!(!is_compile_event("PjRtCApiClient::SerializeCompileOptions"));
+/// ```
+pub fn is_compile_event(name: &str) -> bool {
+    name == "backend_compile_and_load"
+        || name == "backend_compile"
+        || name.contains("Client::Compile")
+        || name == "XlaCompile"
+}
+
 // ---------------------------------------------------------------------------------------------
 // HLO helpers (shared by the HLO detectors).
+
+/// True for all-gathers, synchronous or the start of an async pair.
+pub fn is_all_gather(op: xlens_hlo::Opcode) -> bool {
+    matches!(op, xlens_hlo::Opcode::AllGather | xlens_hlo::Opcode::AllGatherStart)
+}
+
+/// The instruction whose events time `id`: the async-start wrapping it (its events carry the
+/// start's name), else itself.
+pub fn timed_instruction(module: &Module, id: InstrId) -> InstrId {
+    let comp = module.computation(module.instruction(id).computation());
+    if comp.kind() == xlens_hlo::ComputationKind::Async
+        && let Some(&caller) = comp.callers().first()
+    {
+        return caller;
+    }
+    id
+}
 
 /// Self time and executions of one HLO op per step, per core (an op of a program that runs once
 /// per step has `count` 1). See [`op_times`].

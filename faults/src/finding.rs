@@ -181,6 +181,30 @@ impl Impact {
     }
 }
 
+/// Whether a finding is about hosts (found on one or several) or about the whole session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Found on hosts, each scanned on its own.
+    Host,
+    /// Found by comparing the hosts of a session (a straggler host, ...).
+    Session,
+}
+
+/// The host name session-wide findings carry, as their Parquet partition does (`host=_session`).
+pub const SESSION_HOST: &str = "_session";
+
+/// One host's own figures for a finding.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostImpact {
+    /// The host.
+    pub host: String,
+    /// The severity on this host.
+    pub severity: Severity,
+    /// The impact on this host.
+    pub impact: Impact,
+}
+
 /// One reported fault.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
@@ -198,8 +222,62 @@ pub struct Finding {
     pub impact: Impact,
     /// What to do about it.
     pub fix: String,
-    /// The host it was found on (empty for session-wide findings).
+    /// The host whose figures `what`, `impact` and `evidence` give: the host it was found on, the
+    /// worst of them when found on several, [`SESSION_HOST`] for session-wide findings.
     pub host: String,
+    /// Host or session.
+    pub scope: Scope,
+    /// Every host it was found on, with its own severity and impact, in host order (for
+    /// session-wide findings, the hosts it names).
+    pub hosts: Vec<HostImpact>,
+    /// Tells apart several findings one detector makes on one host (its pattern); findings of
+    /// several hosts merge when their id and variant agree. Empty for most detectors; not part of
+    /// the JSON (the text says which pattern it is).
+    #[serde(skip)]
+    pub variant: String,
+}
+
+impl Finding {
+    /// A finding of `detector` (its id, title and fix), on the host being scanned: the scan
+    /// fills in the host.
+    pub fn new(
+        detector: &(impl crate::detector::Detector + ?Sized),
+        severity: Severity,
+        what: String,
+        evidence: Vec<Evidence>,
+        impact: Impact,
+    ) -> Finding {
+        Finding {
+            id: detector.id().to_owned(),
+            severity,
+            title: detector.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: detector.doc().fix.to_owned(),
+            host: String::new(),
+            scope: Scope::Host,
+            hosts: Vec::new(),
+            variant: String::new(),
+        }
+    }
+
+    /// The same finding with another fix (one fitting what was found).
+    pub fn with_fix(mut self, fix: String) -> Finding {
+        self.fix = fix;
+        self
+    }
+
+    /// The same finding marked as one of several patterns of its detector.
+    pub fn with_variant(mut self, variant: &str) -> Finding {
+        self.variant = variant.to_owned();
+        self
+    }
+
+    /// The host names it was found on (or names, for session-wide findings).
+    pub fn host_names(&self) -> impl Iterator<Item = &str> {
+        self.hosts.iter().map(|h| h.host.as_str())
+    }
 }
 
 /// Where detectors put their findings.

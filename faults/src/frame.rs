@@ -34,31 +34,68 @@ fn frame(columns: Vec<Column>) -> Result<DataFrame, FrameError> {
     DataFrame::new(height, columns).map_err(err)
 }
 
-/// Findings as a frame: `host`, `id`, `severity`, `title`, `what`, `ms_per_step`, `pct_of_step`,
-/// `fix`, `evidence_count`.
-pub fn findings_frame(report: &Report) -> Result<DataFrame, FrameError> {
-    let f = &report.findings;
-    frame(vec![
-        Column::new("host".into(), f.iter().map(|x| x.host.as_str()).collect::<Vec<_>>()),
-        Column::new("id".into(), f.iter().map(|x| x.id.as_str()).collect::<Vec<_>>()),
-        Column::new("severity".into(), f.iter().map(|x| x.severity.as_str()).collect::<Vec<_>>()),
-        Column::new("title".into(), f.iter().map(|x| x.title.as_str()).collect::<Vec<_>>()),
-        Column::new("what".into(), f.iter().map(|x| x.what.as_str()).collect::<Vec<_>>()),
-        Column::new("ms_per_step".into(), f.iter().map(|x| x.impact.ms_per_step).collect::<Vec<_>>()),
-        Column::new("pct_of_step".into(), f.iter().map(|x| x.impact.pct_of_step).collect::<Vec<_>>()),
-        Column::new("fix".into(), f.iter().map(|x| x.fix.as_str()).collect::<Vec<_>>()),
-        Column::new("evidence_count".into(), f.iter().map(|x| x.evidence.len() as u32).collect::<Vec<_>>()),
-    ])
+/// One row of the findings table: a finding on one of its hosts (or on the session).
+struct FindingRow<'a> {
+    host: &'a str,
+    finding: &'a crate::Finding,
+    severity: crate::Severity,
+    impact: crate::Impact,
 }
 
-/// Evidence as a frame, one row per item: `host`, `id` (finding), `index`, `kind`, `text`.
-pub fn evidence_frame(report: &Report) -> Result<DataFrame, FrameError> {
+/// A row per finding and host it was found on (with that host's severity and impact); one row
+/// with host `_session` for a session-wide finding.
+fn finding_rows(report: &Report) -> Vec<FindingRow<'_>> {
+    let mut rows = Vec::new();
+    for f in &report.findings {
+        if f.scope == crate::Scope::Session || f.hosts.is_empty() {
+            rows.push(FindingRow { host: &f.host, finding: f, severity: f.severity, impact: f.impact });
+        } else {
+            rows.extend(f.hosts.iter().map(|h| FindingRow {
+                host: &h.host,
+                finding: f,
+                severity: h.severity,
+                impact: h.impact,
+            }));
+        }
+    }
+    rows
+}
+
+fn findings_df(rows: &[&FindingRow<'_>], with_host: bool) -> Result<DataFrame, FrameError> {
+    let mut columns = Vec::new();
+    if with_host {
+        columns.push(Column::new("host".into(), rows.iter().map(|r| r.host).collect::<Vec<_>>()));
+    }
+    let f = |g: fn(&crate::Finding) -> &str| rows.iter().map(|r| g(r.finding)).collect::<Vec<_>>();
+    columns.extend([
+        Column::new("id".into(), f(|x| x.id.as_str())),
+        Column::new("severity".into(), rows.iter().map(|r| r.severity.as_str()).collect::<Vec<_>>()),
+        Column::new("scope".into(), f(|x| if x.scope == crate::Scope::Session { "session" } else { "host" })),
+        Column::new("title".into(), f(|x| x.title.as_str())),
+        Column::new("what".into(), f(|x| x.what.as_str())),
+        Column::new("ms_per_step".into(), rows.iter().map(|r| r.impact.ms_per_step).collect::<Vec<_>>()),
+        Column::new("pct_of_step".into(), rows.iter().map(|r| r.impact.pct_of_step).collect::<Vec<_>>()),
+        Column::new("fix".into(), f(|x| x.fix.as_str())),
+        Column::new("evidence_count".into(), rows.iter().map(|r| r.finding.evidence.len() as u32).collect::<Vec<_>>()),
+    ]);
+    frame(columns)
+}
+
+/// Findings as a frame, a row per finding and host it was found on: `host` (`_session` for
+/// session-wide findings), `id`, `severity` and the impact (`ms_per_step`, `pct_of_step`) on
+/// that host, `scope`, `title`, `what`, `fix`, `evidence_count`.
+pub fn findings_frame(report: &Report) -> Result<DataFrame, FrameError> {
+    let rows = finding_rows(report);
+    findings_df(&rows.iter().collect::<Vec<_>>(), true)
+}
+
+fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFrame, FrameError> {
     let mut host = Vec::new();
     let mut id = Vec::new();
     let mut index = Vec::new();
     let mut kind = Vec::new();
     let mut text = Vec::new();
-    for f in &report.findings {
+    for f in findings {
         for (i, e) in f.evidence.iter().enumerate() {
             host.push(f.host.clone());
             id.push(f.id.clone());
@@ -72,13 +109,52 @@ pub fn evidence_frame(report: &Report) -> Result<DataFrame, FrameError> {
             text.push(e.to_string());
         }
     }
-    frame(vec![
-        Column::new("host".into(), host),
+    let mut columns = Vec::new();
+    if with_host {
+        columns.push(Column::new("host".into(), host));
+    }
+    columns.extend([
         Column::new("id".into(), id),
         Column::new("index".into(), index),
         Column::new("kind".into(), kind),
         Column::new("text".into(), text),
-    ])
+    ]);
+    frame(columns)
+}
+
+/// Evidence as a frame, one row per item: `host` (the host the evidence was measured on: the
+/// worst of a finding's hosts, `_session` for session-wide findings), `id` (finding), `index`,
+/// `kind`, `text`.
+pub fn evidence_frame(report: &Report) -> Result<DataFrame, FrameError> {
+    evidence_df(&report.findings.iter().collect::<Vec<_>>(), true)
+}
+
+/// The per-host step table as a frame: `host`, `time_base`, `step_count`, the step time's
+/// `step_time_ms_mean`/`_median`/`_min`/`_max`, `compute_ms_mean`, `idle_pct`,
+/// `flops_utilization_pct`, `slowest`.
+pub fn hosts_frame(report: &Report) -> Result<DataFrame, FrameError> {
+    hosts_df(&report.hosts, true)
+}
+
+fn hosts_df(h: &[crate::HostRow], with_host: bool) -> Result<DataFrame, FrameError> {
+    let opt = |g: fn(&crate::HostRow) -> Option<f64>| h.iter().map(g).collect::<Vec<_>>();
+    let mut columns = Vec::new();
+    if with_host {
+        columns.push(Column::new("host".into(), h.iter().map(|r| r.host.as_str()).collect::<Vec<_>>()));
+    }
+    columns.extend([
+        Column::new("time_base".into(), h.iter().map(|r| r.time_base.as_str()).collect::<Vec<_>>()),
+        Column::new("step_count".into(), h.iter().map(|r| r.step_count as u64).collect::<Vec<_>>()),
+        Column::new("step_time_ms_mean".into(), opt(|r| r.step_time_ms_mean)),
+        Column::new("step_time_ms_median".into(), opt(|r| r.step_time_ms_median)),
+        Column::new("step_time_ms_min".into(), opt(|r| r.step_time_ms_min)),
+        Column::new("step_time_ms_max".into(), opt(|r| r.step_time_ms_max)),
+        Column::new("compute_ms_mean".into(), opt(|r| r.compute_ms_mean)),
+        Column::new("idle_pct".into(), opt(|r| r.idle_pct)),
+        Column::new("flops_utilization_pct".into(), opt(|r| r.flops_utilization_pct)),
+        Column::new("slowest".into(), h.iter().map(|r| r.slowest).collect::<Vec<_>>()),
+    ]);
+    frame(columns)
 }
 
 /// Skipped detectors as a frame: `id`, `reason`.
@@ -137,46 +213,12 @@ fn write(df: &mut DataFrame, dir: &Path, table: &str, host: &str) -> Result<Path
     Ok(path)
 }
 
-/// Findings (and their evidence) of one host as frames, without the `host` column (the
-/// partition path carries it).
-fn host_findings_frames(findings: &[crate::Finding]) -> Result<(DataFrame, DataFrame), FrameError> {
-    let report = Report {
-        status: crate::Status::Optimal,
-        summary: String::new(),
-        profile: crate::ProfileInfo {
-            run: None,
-            hosts: Vec::new(),
-            device: String::new(),
-            device_type: None,
-            cores: 0,
-            steps: 0,
-            hlo_programs: 0,
-            main_program: None,
-        },
-        metrics: crate::Metrics::default(),
-        findings: findings.to_vec(),
-        skipped: Vec::new(),
-        warnings: Vec::new(),
-        charts: crate::Charts::default(),
-    };
-    let f = findings_frame(&report)?.drop("host").map_err(err)?;
-    let e = evidence_frame(&report)?.drop("host").map_err(err)?;
-    Ok((f, e))
-}
-
-/// Writes one host's tables under `dir` (`<table>/host=<host>/part-0.parquet`): its findings and
-/// evidence, metrics, steps, anatomy, op profile and categories. Called while the host is still
-/// open, so sessions can stream hosts.
-pub fn write_host_parquet(
-    host: &HostProfile,
-    findings: &[crate::Finding],
-    dir: &Path,
-) -> Result<Vec<PathBuf>, FrameError> {
+/// Writes one host's tables under `dir` (`<table>/host=<host>/part-0.parquet`): its metrics,
+/// steps, anatomy, op profile and categories. Called while the host is still open, so sessions
+/// can stream hosts; the findings are the session's ([`write_session_parquet`]).
+pub fn write_host_parquet(host: &HostProfile, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
     let name = host.name();
     let mut written = Vec::new();
-    let (mut f, mut e) = host_findings_frames(findings)?;
-    written.push(write(&mut f, dir, "findings", name)?);
-    written.push(write(&mut e, dir, "evidence", name)?);
     written.push(write(&mut metrics_frame(host)?, dir, "metrics", name)?);
     if let Ok(steps) = host.steps() {
         written.push(write(&mut xlens_roofline::frame::steps_frame(steps).map_err(err)?, dir, "steps", name)?);
@@ -192,24 +234,54 @@ pub fn write_host_parquet(
     Ok(written)
 }
 
-/// Writes the session-wide tables under `dir`: cross-host findings and the skipped detectors,
-/// under the partition `host=_session`.
+/// Writes the report's tables under `dir`: findings partitioned by the host they were found on
+/// (`host=_session` for session-wide ones), evidence by the host it was measured on, the
+/// per-host step table (`hosts`, a row per host partition) and the skipped detectors (under
+/// `host=_session`, or the host's own partition when the scan had one host, so that machines
+/// scanning one host each into one dataset never write the same file).
 pub fn write_session_parquet(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
-    let session: Vec<crate::Finding> = report.findings.iter().filter(|f| f.host.is_empty()).cloned().collect();
-    let (mut f, mut e) = host_findings_frames(&session)?;
-    Ok(vec![
-        write(&mut f, dir, "findings", "_session")?,
-        write(&mut e, dir, "evidence", "_session")?,
-        write(&mut skipped_frame(report)?, dir, "skipped", "_session")?,
-    ])
+    let mut written = Vec::new();
+    let rows = finding_rows(report);
+    let mut by_host: std::collections::BTreeMap<&str, Vec<&FindingRow<'_>>> = std::collections::BTreeMap::new();
+    for r in &rows {
+        by_host.entry(r.host).or_default().push(r);
+    }
+    // Every host gets a partition, empty when nothing was found there (the schema stays known);
+    // `_session` only for a session of several hosts, so that machines each scanning one host
+    // of a large session into one dataset never write the same file.
+    for h in &report.hosts {
+        by_host.entry(h.host.as_str()).or_default();
+    }
+    let session = match report.hosts.as_slice() {
+        [one] => one.host.as_str(),
+        _ => crate::SESSION_HOST,
+    };
+    if report.hosts.len() != 1 {
+        by_host.entry(crate::SESSION_HOST).or_default();
+    }
+    for (host, rows) in &by_host {
+        written.push(write(&mut findings_df(rows, false)?, dir, "findings", host)?);
+    }
+    let mut evidence: std::collections::BTreeMap<&str, Vec<&crate::Finding>> =
+        by_host.keys().map(|&h| (h, Vec::new())).collect();
+    for f in &report.findings {
+        evidence.entry(f.host.as_str()).or_default().push(f);
+    }
+    for (host, findings) in &evidence {
+        written.push(write(&mut evidence_df(findings, false)?, dir, "evidence", host)?);
+    }
+    written.push(write(&mut skipped_frame(report)?, dir, "skipped", session)?);
+    for row in &report.hosts {
+        written.push(write(&mut hosts_df(std::slice::from_ref(row), false)?, dir, "hosts", &row.host)?);
+    }
+    Ok(written)
 }
 
 /// Writes every table of a scan of an in-memory profile under `dir`, partitioned by host.
 pub fn write_parquet(profile: &Profile, report: &Report, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
     let mut written = Vec::new();
     for host in profile.hosts() {
-        let findings: Vec<crate::Finding> = report.findings.iter().filter(|f| f.host == host.name()).cloned().collect();
-        written.extend(write_host_parquet(host, &findings, dir)?);
+        written.extend(write_host_parquet(host, dir)?);
     }
     written.extend(write_session_parquet(report, dir)?);
     Ok(written)

@@ -40,11 +40,11 @@ pub(crate) mod testing;
 
 pub use config::{ScanConfig, StatusThresholds, Thresholds};
 pub use detector::{Detector, DetectorDoc, Need, Skip};
-pub use finding::{Evidence, Finding, Findings, Impact, Severity};
+pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity};
 pub use profile::{HostProfile, Profile, StepMedians};
 pub use registry::{DETECTORS, detector};
 pub use scan::{
-    Charts, HostOutcome, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SlowOp, Status, host_metrics,
-    scan, scan_host, scan_session, sort_findings,
+    Charts, HostOutcome, HostRow, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SlowOp, Status,
+    host_metrics, scan, scan_host, scan_session, sort_findings,
 };
 pub use xlens_roofline::{HostOp, HostOps, OpContext};

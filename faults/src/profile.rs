@@ -167,10 +167,16 @@ impl HostProfile {
     /// XProf's device duty cycle (%): TPU cores' on-duty time over their windows; for GPU
     /// streams (and host-run ops) the union of each device's ops over its window.
     pub fn duty_cycle_pct(&self) -> Option<f64> {
+        self.duty_cycle().map(|(busy, window)| 100.0 * busy.0 as f64 / window.0 as f64)
+    }
+
+    /// The devices' on-duty time and their windows, summed over devices (what
+    /// [`HostProfile::duty_cycle_pct`] divides; sessions add hosts up).
+    pub fn duty_cycle(&self) -> Option<(Picos, Picos)> {
         if self.space.tpu_tensor_cores().is_empty() {
-            self.host_ops().duty_cycle_pct()
+            self.host_ops().duty_cycle()
         } else {
-            self.device_timeline().ok()?.duty_cycle_pct()
+            self.device_timeline().ok()?.duty_cycle()
         }
     }
 

@@ -26,6 +26,7 @@ pub static DETECTORS: &[&dyn Detector] = &[
     &detectors::donation_miss::DonationMiss,
     &detectors::unintended_remat::UnintendedRemat,
     &detectors::allgather_duplication::AllgatherDuplication,
+    &detectors::replicated_activations::ReplicatedActivations,
     &detectors::wrong_mesh_mapping::WrongMeshMapping,
     // Host timeline.
     &detectors::recompilation::Recompilation,
@@ -69,6 +70,8 @@ pub const REQUIRED_IDS: &[&str] = &[
     "low_utilization",
     "device_idle",
     "launch_bound",
+    // Multi-device sessions (issue 14).
+    "replicated_activations",
 ];
 
 /// The detector catalogue as Markdown, generated from the registry (kept in `docs/detectors.md`

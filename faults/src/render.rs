@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::finding::fmt_value;
-use crate::scan::{Charts, Metrics, Report};
+use crate::finding::{Finding, Scope, fmt_value};
+use crate::scan::{Charts, HostRow, Metrics, Report};
 
 fn opt(v: Option<f64>, unit: &str) -> String {
     match v {
@@ -35,6 +35,74 @@ fn bytes(v: u64) -> String {
     const GIB: f64 = (1u64 << 30) as f64;
     let f = v as f64;
     if f >= GIB { format!("{:.2} GiB", f / GIB) } else { format!("{:.2} MiB", f / MIB) }
+}
+
+/// Where a finding was found, for its header: `host h0`, `4 hosts: h0, h1, h2, h3`,
+/// `1000 hosts: h0, h1, h2 and 997 more`, or `session`.
+fn where_found(f: &Finding) -> String {
+    if f.scope == Scope::Session {
+        return "session".to_owned();
+    }
+    match f.hosts.len() {
+        0 | 1 => format!("host {}", f.host),
+        n => {
+            let names: Vec<&str> = f.host_names().take(if n > 4 { 3 } else { 4 }).collect();
+            let more = if n > 4 { format!(" and {} more", n - 3) } else { String::new() };
+            format!("{n} hosts: {}{more}", names.join(", "))
+        }
+    }
+}
+
+/// Rows of the host table that text shows: the slowest first, at most this many.
+const HOST_ROWS: usize = 10;
+
+/// The per-host step table, slowest hosts first (a session of more hosts lists the slowest
+/// and counts the rest, naming the fastest).
+fn host_table(rows: &[HostRow], m: &Metrics) -> String {
+    let mut s = String::new();
+    let mut sorted: Vec<&HostRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| {
+        b.step_time_ms_mean.unwrap_or(-1.0).total_cmp(&a.step_time_ms_mean.unwrap_or(-1.0)).then(a.host.cmp(&b.host))
+    });
+    let pace = match &m.step_time_host {
+        Some(h) => format!("; the session runs at the pace of {h}, the slowest"),
+        None => String::new(),
+    };
+    let _ = writeln!(s, "Hosts     {} hosts{pace}", rows.len());
+    let width = sorted.iter().take(HOST_ROWS).map(|r| r.host.chars().count()).max().unwrap_or(4).clamp(4, 40);
+    let _ = writeln!(
+        s,
+        "  {:<width$}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>6}",
+        "host", "steps", "mean ms", "median ms", "max ms", "compute ms", "idle %", "FLOP %"
+    );
+    let cell = |v: Option<f64>, digits: usize| v.map_or("n/a".to_owned(), |v| format!("{v:.digits$}"));
+    for r in sorted.iter().take(HOST_ROWS) {
+        let _ = writeln!(
+            s,
+            "  {:<width$}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>6}{}",
+            clip(&r.host, width),
+            r.step_count,
+            cell(r.step_time_ms_mean, 3),
+            cell(r.step_time_ms_median, 3),
+            cell(r.step_time_ms_max, 3),
+            cell(r.compute_ms_mean, 3),
+            cell(r.idle_pct, 1),
+            cell(r.flops_utilization_pct, 1),
+            if r.slowest { "  slowest" } else { "" }
+        );
+    }
+    if sorted.len() > HOST_ROWS
+        && let Some(fastest) = sorted.last()
+    {
+        let _ = writeln!(
+            s,
+            "  ... {} more hosts, the fastest {} at {} ms",
+            sorted.len() - HOST_ROWS,
+            fastest.host,
+            cell(fastest.step_time_ms_mean, 3)
+        );
+    }
+    s
 }
 
 fn health(m: &Metrics) -> String {
@@ -103,6 +171,11 @@ pub fn text(report: &Report) -> String {
         }
         (Some(mean), base) => {
             let label = if base == "module_executions" { "module executions (no step markers)" } else { "steps" };
+            let label = if report.hosts.len() > 1 && m.step_count > 0 {
+                format!("{label} (each the slowest host's)")
+            } else {
+                label.to_owned()
+            };
             let _ = writeln!(
                 s,
                 "Steps     {} {label}: mean {mean:.3} ms, median {:.3} ms, stddev {:.3} ms, min {:.3} ms, max {:.3} ms",
@@ -116,6 +189,9 @@ pub fn text(report: &Report) -> String {
         (None, _) => {
             let _ = writeln!(s, "Steps     no step markers");
         }
+    }
+    if report.hosts.len() > 1 {
+        s.push_str(&host_table(&report.hosts, m));
     }
     s.push_str(&health(m));
     if !m.slowest_ops.is_empty() {
@@ -136,7 +212,7 @@ pub fn text(report: &Report) -> String {
     let _ = writeln!(s);
     let _ = writeln!(s, "Findings ({})", report.findings.len());
     for f in &report.findings {
-        let _ = writeln!(s, "[{}] {} - {} (host {})", f.severity, f.id, f.title, f.host);
+        let _ = writeln!(s, "[{}] {} - {} ({})", f.severity, f.id, f.title, where_found(f));
         let _ = writeln!(s, "     {}", f.what);
         let unit = m.step_unit();
         let _ = writeln!(
@@ -168,8 +244,8 @@ pub fn text(report: &Report) -> String {
     s
 }
 
-/// The report as JSON: `{"status","summary","profile","metrics","findings","skipped","warnings"}`,
-/// keys in that order, findings in report order.
+/// The report as JSON: `{"status","summary","profile","metrics","hosts","findings","skipped",
+/// "warnings"}`, keys in that order, findings in report order. A session is one document.
 pub fn json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
@@ -320,6 +396,9 @@ pub fn html(report: &Report) -> String {
         let _ = write!(s, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v.unwrap_or_else(|| "n/a".to_owned())));
     }
     s.push_str("</table>");
+    if report.hosts.len() > 1 {
+        let _ = write!(s, "<h2>Hosts</h2><pre>{}</pre>", escape(&host_table(&report.hosts, m)));
+    }
     let _ = write!(s, "<h2>Step times</h2>{}", step_chart(&report.charts));
     let _ = write!(s, "<h2>Time by category</h2>{}", category_chart(&report.charts));
     let _ = write!(s, "<h2>Roofline of the top ops</h2>{}", roofline_chart(&report.charts));
@@ -327,10 +406,10 @@ pub fn html(report: &Report) -> String {
     for f in &report.findings {
         let _ = write!(
             s,
-            "<div class=\"finding {sev}\"><div><span class=\"sev\">{sev}</span> <code>{}</code> {} <span class=\"muted\">(host {})</span></div><p>{}</p><p><b>Impact:</b> {} ms per {unit} ({:.1}% of the {unit})</p><ul>",
+            "<div class=\"finding {sev}\"><div><span class=\"sev\">{sev}</span> <code>{}</code> {} <span class=\"muted\">({})</span></div><p>{}</p><p><b>Impact:</b> {} ms per {unit} ({:.1}% of the {unit})</p><ul>",
             escape(&f.id),
             escape(&f.title),
-            escape(&f.host),
+            escape(&where_found(f)),
             escape(&f.what),
             fmt_value(f.impact.ms_per_step),
             f.impact.pct_of_step,

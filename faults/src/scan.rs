@@ -2,12 +2,12 @@
 
 use rayon::prelude::*;
 use serde::Serialize;
-use xlens_roofline::{StepAnatomy, StepSource, TimeClass};
+use xlens_roofline::{OpProfile, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, Skip};
-use crate::finding::{Finding, Findings, Severity};
+use crate::finding::{Evidence, Finding, Findings, HostImpact, SESSION_HOST, Scope, Severity};
 use crate::profile::{HostProfile, Profile};
 
 use crate::registry::DETECTORS;
@@ -126,6 +126,9 @@ pub struct Metrics {
     pub memory_peak_pct: Option<f64>,
     /// The slowest ops by self time.
     pub slowest_ops: Vec<SlowOp>,
+    /// The host whose pace these step times are: the slowest host of a session (the one host
+    /// of a single-host profile); `None` without steps.
+    pub step_time_host: Option<String>,
 }
 
 impl Default for Metrics {
@@ -152,6 +155,7 @@ impl Default for Metrics {
             memory_capacity_bytes: None,
             memory_peak_pct: None,
             slowest_ops: Vec::new(),
+            step_time_host: None,
         }
     }
 }
@@ -205,8 +209,13 @@ pub struct Report {
     pub summary: String,
     /// What was scanned.
     pub profile: ProfileInfo,
-    /// The health snapshot (of the first host; findings cover every host).
+    /// The health snapshot of the session: its step times are the slowest host's per step (a
+    /// synchronous session runs at its slowest host's pace, as XProf's overview reports), its
+    /// utilisation and duty cycle every host's work and time added up (XProf's all-hosts view),
+    /// the other figures those of the slowest host ([`Metrics::step_time_host`]).
     pub metrics: Metrics,
+    /// The per-host step table, in host order.
+    pub hosts: Vec<HostRow>,
     /// Findings, P0 first, then by impact.
     pub findings: Vec<Finding>,
     /// Detectors that did not run, with the reason.
@@ -216,6 +225,33 @@ pub struct Report {
     /// Chart data for the HTML rendering (not serialized).
     #[serde(skip)]
     pub charts: Charts,
+}
+
+/// One row of the per-host step table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HostRow {
+    /// Host name.
+    pub host: String,
+    /// The host's time base (`steps`, `module_executions`, `device_window`, `none`).
+    pub time_base: String,
+    /// Steps (or module executions) on the host.
+    pub step_count: usize,
+    /// Mean step time.
+    pub step_time_ms_mean: Option<f64>,
+    /// Median step time.
+    pub step_time_ms_median: Option<f64>,
+    /// Shortest step.
+    pub step_time_ms_min: Option<f64>,
+    /// Longest step.
+    pub step_time_ms_max: Option<f64>,
+    /// Compute time per step (the anatomy's compute classes: matmul, vector, other compute).
+    pub compute_ms_mean: Option<f64>,
+    /// Device idle, % of the step.
+    pub idle_pct: Option<f64>,
+    /// Program FLOP utilisation, %.
+    pub flops_utilization_pct: Option<f64>,
+    /// True for the host whose pace the session runs at (the slowest mean step).
+    pub slowest: bool,
 }
 
 impl Report {
@@ -245,6 +281,12 @@ pub struct HostSummary {
     pub has_peaks: bool,
     /// The anatomy of each step.
     pub anatomy: Vec<StepAnatomy>,
+    /// Each step's name and time, in order.
+    pub step_times: Vec<(String, Picos)>,
+    /// The program's work over the profiled time (for the session's roofline).
+    pub program_work: Option<ProgramWork>,
+    /// The devices' on-duty time and windows (for the session's duty cycle).
+    pub duty_cycle: Option<(Picos, Picos)>,
     /// The health snapshot.
     pub metrics: Metrics,
     /// Chart data.
@@ -288,6 +330,12 @@ impl HostSummary {
             main_program: host.main_module().map(|m| m.display_name()),
             has_peaks: host.chip().is_some(),
             anatomy: host.anatomy().map(<[StepAnatomy]>::to_vec).unwrap_or_default(),
+            step_times: host
+                .steps()
+                .map(|s| s.steps.iter().map(|s| (s.name.clone(), s.duration)).collect())
+                .unwrap_or_default(),
+            program_work: host.op_profile().ok().and_then(OpProfile::program_work),
+            duty_cycle: host.duty_cycle(),
             metrics: host_metrics(host),
             charts: charts(host),
             warnings,
@@ -368,11 +416,11 @@ fn finish(run: Option<String>, mut outcomes: Vec<HostOutcome>, config: &ScanConf
     outcomes.sort_by(|a, b| a.summary.name.cmp(&b.summary.name));
     let detectors = enabled_detectors(config);
     let summaries: Vec<HostSummary> = outcomes.iter().map(|o| o.summary.clone()).collect();
-    let mut findings = Vec::new();
+    let mut host_findings = Vec::new();
     let mut ran = vec![false; detectors.len()];
     let mut reasons: Vec<Option<String>> = vec![None; detectors.len()];
     for outcome in outcomes {
-        findings.extend(outcome.findings);
+        host_findings.extend(outcome.findings);
         for (d, skip) in outcome.skips.into_iter().enumerate() {
             match skip {
                 None => ran[d] = true,
@@ -382,10 +430,18 @@ fn finish(run: Option<String>, mut outcomes: Vec<HostOutcome>, config: &ScanConf
             }
         }
     }
+    let mut findings = merge_hosts(host_findings, summaries.len());
     for (d, detector) in detectors.iter().enumerate() {
         let mut out = Findings::default();
         match detector.run_session(&summaries, config, &mut out) {
-            Ok(()) => findings.extend(out.into_vec()),
+            Ok(()) => findings.extend(out.into_vec().into_iter().map(|mut f| {
+                f.scope = Scope::Session;
+                f.host = SESSION_HOST.to_owned();
+                if f.id.is_empty() {
+                    f.id = detector.id().to_owned();
+                }
+                f
+            })),
             Err(Skip(reason)) => {
                 reasons[d].get_or_insert(reason);
             }
@@ -414,6 +470,9 @@ fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) ->
     for f in &mut findings {
         if f.host.is_empty() {
             f.host = host.name().to_owned();
+        }
+        if f.hosts.is_empty() {
+            f.hosts.push(HostImpact { host: f.host.clone(), severity: f.severity, impact: f.impact });
         }
         if f.id.is_empty() {
             f.id = detector.id().to_owned();
@@ -450,6 +509,75 @@ fn in_time_base(f: &mut Finding, unit: &str) {
             _ => {}
         }
     }
+}
+
+/// Per-host figures listed in a merged finding's evidence note; the rest are counted (all are
+/// in [`Finding::hosts`]).
+const HOSTS_LISTED: usize = 8;
+
+/// One finding per detector (and variant) for the hosts that share it: the worst host's text,
+/// impact and evidence, every host's own figures in [`Finding::hosts`] and summed up in one
+/// evidence note, so that a fault on 1000 hosts is one entry of a readable report.
+fn merge_hosts(findings: Vec<Finding>, host_count: usize) -> Vec<Finding> {
+    let mut groups: std::collections::BTreeMap<(String, String), Vec<Finding>> = std::collections::BTreeMap::new();
+    for f in findings {
+        groups.entry((f.id.clone(), f.variant.clone())).or_default().push(f);
+    }
+    let mut out = Vec::new();
+    for (_, mut group) in groups {
+        let distinct: std::collections::BTreeSet<&str> = group.iter().map(|f| f.host.as_str()).collect();
+        if group.len() == 1 || distinct.len() < group.len() {
+            // One host, or a detector that reports several findings per host without variants:
+            // left as they are.
+            out.extend(group);
+            continue;
+        }
+        // The worst host first: severity, then impact, then host name.
+        group.sort_by(|a, b| {
+            a.severity
+                .cmp(&b.severity)
+                .then(b.impact.ms_per_step.total_cmp(&a.impact.ms_per_step))
+                .then(a.host.cmp(&b.host))
+        });
+        let mut hosts: Vec<HostImpact> = group.iter().flat_map(|f| f.hosts.iter().cloned()).collect();
+        let mut merged = group.swap_remove(0);
+        let listed: Vec<String> = hosts
+            .iter()
+            .take(HOSTS_LISTED)
+            .map(|h| {
+                format!(
+                    "{} {} ms ({:.1}%, {})",
+                    h.host,
+                    crate::finding::fmt_value(h.impact.ms_per_step),
+                    h.impact.pct_of_step,
+                    h.severity
+                )
+            })
+            .collect();
+        let mut note = format!("per host, worst first: {}", listed.join("; "));
+        if hosts.len() > HOSTS_LISTED {
+            let rest = &hosts[HOSTS_LISTED..];
+            let lo = rest.iter().map(|h| h.impact.ms_per_step).fold(f64::INFINITY, f64::min);
+            let hi = rest.iter().map(|h| h.impact.ms_per_step).fold(f64::NEG_INFINITY, f64::max);
+            note.push_str(&format!(
+                "; {} more host(s) from {} to {} ms",
+                rest.len(),
+                crate::finding::fmt_value(lo),
+                crate::finding::fmt_value(hi)
+            ));
+        }
+        merged.what = format!(
+            "On {} of {host_count} hosts (figures from {}, the worst): {}",
+            hosts.len(),
+            merged.host,
+            merged.what
+        );
+        merged.evidence.insert(0, Evidence::note(note));
+        hosts.sort_by(|a, b| a.host.cmp(&b.host));
+        merged.hosts = hosts;
+        out.push(merged);
+    }
+    out
 }
 
 /// Severity first, then the larger impact, then id and host: a total, stable order.
@@ -499,15 +627,8 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
         m.exposed_communication_pct = pct(sum(|a| a.get(TimeClass::CollectiveExposed)), total);
     }
     if let Ok(profile) = host.op_profile() {
-        if let Some(point) = profile.program_roofline() {
-            m.flops_utilization_pct = Some(100.0 * point.compute_utilization);
-            m.hbm_utilization_pct = profile
-                .perf_env
-                .filter(|e| e.peak_hbm_bytes_per_s > 0.0)
-                .map(|e| 100.0 * point.hbm_bytes_per_s / e.peak_hbm_bytes_per_s);
-            m.roofline_efficiency_pct = Some(100.0 * point.efficiency);
-            m.bound_by = Some(point.bound_by.label().to_owned());
-            m.operational_intensity_flop_per_byte = Some(point.operational_intensity);
+        if let Some(work) = profile.program_work() {
+            set_roofline(&mut m, &work);
         }
         let op_time: Picos = profile.ops.iter().filter(|o| !o.has_inner_ops()).map(|o| o.self_time).sum();
         m.slowest_ops = profile
@@ -539,6 +660,107 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
     m
 }
 
+/// The program roofline figures of `m`, from the work of a host or of a whole session.
+fn set_roofline(m: &mut Metrics, work: &ProgramWork) {
+    let point: RooflinePoint = work.point();
+    m.flops_utilization_pct = Some(100.0 * point.compute_utilization);
+    m.hbm_utilization_pct =
+        (work.env.peak_hbm_bytes_per_s > 0.0).then(|| 100.0 * point.hbm_bytes_per_s / work.env.peak_hbm_bytes_per_s);
+    m.roofline_efficiency_pct = Some(100.0 * point.efficiency);
+    m.bound_by = Some(point.bound_by.label().to_owned());
+    m.operational_intensity_flop_per_byte = Some(point.operational_intensity);
+}
+
+/// The session's steps when every host has the same steps (by name): each step's time is its
+/// slowest host's. `None` when hosts disagree on their steps, or have none.
+fn session_steps(hosts: &[HostSummary]) -> Option<Vec<(String, Picos)>> {
+    let first = hosts.first()?;
+    if first.step_times.is_empty() {
+        return None;
+    }
+    let names: std::collections::BTreeSet<&str> = first.step_times.iter().map(|(n, _)| n.as_str()).collect();
+    if names.len() != first.step_times.len() {
+        return None;
+    }
+    let mut slowest: std::collections::BTreeMap<&str, Picos> = std::collections::BTreeMap::new();
+    for h in hosts {
+        let theirs: std::collections::BTreeSet<&str> = h.step_times.iter().map(|(n, _)| n.as_str()).collect();
+        if theirs != names || h.step_times.len() != names.len() {
+            return None;
+        }
+        for (n, t) in &h.step_times {
+            let e = slowest.entry(n.as_str()).or_insert(*t);
+            *e = (*e).max(*t);
+        }
+    }
+    Some(first.step_times.iter().map(|(n, _)| (n.clone(), slowest[n.as_str()])).collect())
+}
+
+/// The session's health snapshot, the per-host step table and the host that sets the pace (the
+/// slowest mean step; the first host when none has steps).
+fn session_metrics(hosts: &[HostSummary]) -> (Metrics, Vec<HostRow>, Option<&HostSummary>) {
+    let pace = hosts
+        .iter()
+        .filter(|h| h.metrics.step_time_ms_mean.is_some())
+        .max_by(|a, b| {
+            let (x, y) = (a.metrics.step_time_ms_mean.unwrap_or(0.0), b.metrics.step_time_ms_mean.unwrap_or(0.0));
+            x.total_cmp(&y).then_with(|| b.name.cmp(&a.name))
+        })
+        .or(hosts.first());
+    let mut metrics = pace.map(|h| h.metrics.clone()).unwrap_or_default();
+    if pace.is_some_and(|h| h.metrics.step_time_ms_mean.is_some()) {
+        metrics.step_time_host = pace.map(|h| h.name.clone());
+    }
+    if hosts.len() > 1
+        && let Some(series) = session_steps(hosts)
+        && let Some(stats) = xlens_roofline::StepStats::of(&series.iter().map(|(_, t)| *t).collect::<Vec<_>>())
+    {
+        metrics.step_count = stats.count;
+        metrics.step_time_ms_mean = Some(stats.mean_ms);
+        metrics.step_time_ms_median = Some(stats.median_ms);
+        metrics.step_time_ms_stddev = Some(stats.stddev_ms);
+        metrics.step_time_ms_min = Some(stats.min_ms);
+        metrics.step_time_ms_max = Some(stats.max_ms);
+    }
+    if hosts.len() > 1 {
+        // Utilisation and duty cycle of the session: every host's work and time added up, as
+        // XProf's all-hosts view does.
+        let works: Vec<ProgramWork> = hosts.iter().filter_map(|h| h.program_work).collect();
+        if works.len() == hosts.len()
+            && let Some(all) = ProgramWork::combine(&works)
+        {
+            set_roofline(&mut metrics, &all);
+        }
+        let duty: Vec<(Picos, Picos)> = hosts.iter().filter_map(|h| h.duty_cycle).collect();
+        let (busy, window) = duty.iter().fold((Picos::ZERO, Picos::ZERO), |a, d| (a.0 + d.0, a.1 + d.1));
+        if duty.len() == hosts.len() && window.0 > 0 {
+            metrics.device_duty_cycle_pct = Some(100.0 * busy.0 as f64 / window.0 as f64);
+        }
+    }
+    let rows = hosts
+        .iter()
+        .map(|h| {
+            let m = &h.metrics;
+            let compute_ms_mean = (!h.anatomy.is_empty())
+                .then(|| h.anatomy.iter().map(|a| a.compute().as_ms_f64()).sum::<f64>() / h.anatomy.len() as f64);
+            HostRow {
+                host: h.name.clone(),
+                time_base: m.time_base.clone(),
+                step_count: m.step_count,
+                step_time_ms_mean: m.step_time_ms_mean,
+                step_time_ms_median: m.step_time_ms_median,
+                step_time_ms_min: m.step_time_ms_min,
+                step_time_ms_max: m.step_time_ms_max,
+                compute_ms_mean,
+                idle_pct: m.idle_pct,
+                flops_utilization_pct: m.flops_utilization_pct,
+                slowest: metrics.step_time_host.as_deref() == Some(h.name.as_str()),
+            }
+        })
+        .collect();
+    (metrics, rows, pace)
+}
+
 fn build_report(
     run: Option<String>,
     hosts: &[HostSummary],
@@ -547,7 +769,7 @@ fn build_report(
     skipped: Vec<Skipped>,
 ) -> Report {
     let first = hosts.first();
-    let metrics = first.map(|h| h.metrics.clone()).unwrap_or_default();
+    let (metrics, rows, pace) = session_metrics(hosts);
     let info = ProfileInfo {
         run,
         hosts: hosts.iter().map(|h| h.name.clone()).collect(),
@@ -570,8 +792,13 @@ fn build_report(
     }
     let status = if reasons.is_empty() { Status::Optimal } else { Status::NeedsAttention };
     let summary = summary_text(status, &info, &metrics, &findings, &skipped, &reasons, has_peaks);
-    let charts = first.map(|h| h.charts.clone()).unwrap_or_default();
-    Report { status, summary, profile: info, metrics, findings, skipped, warnings, charts }
+    let mut charts = pace.map(|h| h.charts.clone()).unwrap_or_default();
+    if hosts.len() > 1
+        && let Some(series) = session_steps(hosts)
+    {
+        charts.step_times_ms = series.into_iter().map(|(n, t)| (n, t.as_ms_f64())).collect();
+    }
+    Report { status, summary, profile: info, metrics, hosts: rows, findings, skipped, warnings, charts }
 }
 
 fn summary_text(
@@ -665,4 +892,44 @@ fn charts(host: &HostProfile) -> Charts {
         }
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{Evidence, Impact};
+
+    fn finding(host: &str, ms: f64) -> Finding {
+        let mut f = Finding::new(
+            crate::registry::detector("device_idle").unwrap(),
+            Severity::from_impact(ms, Severity::P1),
+            format!("idle {ms} ms"),
+            vec![Evidence::metric("idle", ms, "ms")],
+            Impact::of(ms, Some(100.0)),
+        );
+        f.host = host.to_owned();
+        f.hosts.push(HostImpact { host: host.to_owned(), severity: f.severity, impact: f.impact });
+        f
+    }
+
+    /// A fault on 1000 hosts is one finding: the worst host's text, eight hosts listed in the
+    /// evidence and the rest counted, every host's figures kept in `hosts`.
+    #[test]
+    fn a_thousand_hosts_merge_into_one_readable_finding() {
+        let findings: Vec<Finding> =
+            (0..1000).map(|h| finding(&format!("host{h:04}"), 1.0 + f64::from(h % 97) / 10.0)).collect();
+        let merged = merge_hosts(findings, 1000);
+        assert_eq!(merged.len(), 1);
+        let f = &merged[0];
+        assert_eq!(f.hosts.len(), 1000);
+        assert!(f.hosts.windows(2).all(|w| w[0].host < w[1].host), "hosts in host order");
+        assert_eq!(f.host, "host0096", "the worst: 1 + 96/10 ms, first by name");
+        assert!(f.what.starts_with("On 1000 of 1000 hosts (figures from host0096, the worst): idle 10.6 ms"));
+        let note = f.evidence[0].to_string();
+        assert_eq!(note.matches("; host").count(), 7, "eight listed, then a count: {note}");
+        assert!(note.ends_with("; 992 more host(s) from 1 to 10.600 ms"), "{note}");
+        // One host alone stays as it was.
+        let single = merge_hosts(vec![finding("h", 3.0)], 4);
+        assert_eq!(single[0].what, "idle 3 ms");
+    }
 }

@@ -46,6 +46,7 @@ mod collective;
 pub mod cost;
 mod cost_gpu;
 mod custom_call;
+mod dataflow;
 mod error;
 mod graph;
 mod ids;
@@ -72,7 +73,7 @@ pub use memory::{MemoryStats, PeakBuffer};
 pub use module::{AliasKind, BufferDonor, Computation, ComputationKind, Fusion, Instruction, IoAlias, Module};
 pub use opcode::{FusionKind, OpClass, Opcode};
 pub use profile::{
-    CostCheck, HloProtoEntry, hlo_protos, modules_from_session, modules_from_space, profile_cost_checks,
+    CostCheck, HloProtoEntry, hlo_protos, module_hosts, modules_from_session, modules_from_space, profile_cost_checks,
 };
 pub use shape::{Layout, POINTER_SIZE, PrimitiveType, Shape, TPU_LANES, Tile2D};
 pub use source::SourceLocation;

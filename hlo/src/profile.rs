@@ -141,6 +141,22 @@ pub fn modules_from_session(session: &Session) -> (Vec<Module>, Vec<Warning>) {
     (modules, warnings)
 }
 
+/// The hosts of a session each program was captured on, by its profile name
+/// (`module(program_id)`, [`Module::display_name`]), hosts in session order. Reads only the
+/// metadata planes; no proto is decoded.
+pub fn module_hosts(session: &Session) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    for host in session.hosts() {
+        for entry in hlo_protos(host.space()).0 {
+            let hosts = out.entry(entry.name).or_default();
+            if hosts.last().map(String::as_str) != Some(host.name()) {
+                hosts.push(host.name().to_owned());
+            }
+        }
+    }
+    out
+}
+
 /// XLA's own cost numbers for one instruction, read from a profile, next to this crate's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CostCheck {

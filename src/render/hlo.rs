@@ -10,16 +10,23 @@ fn opcodes(m: &Module) -> BTreeMap<&str, usize> {
     m.opcode_counts().into_iter().collect()
 }
 
-/// The `hlo_ops --json` document, one entry per module:
-/// `{"modules":[{"name","program_id","computations","instructions","opcodes":{"dot":N,...},
-/// "entry_flops","entry_bytes_accessed","aliased_params":[..],"collectives":N}]}`.
-/// Counts cover every computation, fusion bodies included; costs are the entry computation's.
-pub fn hlo_ops_json(modules: &[Module]) -> Value {
+/// Which hosts each module was captured on, by [`Module::display_name`] (from
+/// [`xlens_hlo::module_hosts`]; empty for a standalone `*.hlo_proto.pb`).
+pub type ModuleHosts = BTreeMap<String, Vec<String>>;
+
+/// The `hlo_ops --json` document for a session, one entry per module:
+/// `{"modules":[{"name","hosts":[..],"program_id","computations","instructions",
+/// "opcodes":{"dot":N,...},"entry_flops","entry_bytes_accessed","aliased_params":[..],
+/// "collectives":N}]}`. `hosts` names the hosts the program was captured on. Counts cover every
+/// computation, fusion bodies included; costs are the entry computation's.
+pub fn hlo_ops_json(modules: &[Module], hosts: &ModuleHosts) -> Value {
     json!({
         "modules": modules.iter().map(|m| {
             let cost = m.entry_cost();
+            let name = m.display_name();
             json!({
-                "name": m.display_name(),
+                "name": name.clone(),
+                "hosts": hosts.get(&name).cloned().unwrap_or_default(),
                 "program_id": m.program_id(),
                 "computations": m.computations().len(),
                 "instructions": m.instructions().len(),
@@ -39,11 +46,22 @@ fn mib(bytes: u64) -> f64 {
 
 /// A text report per module: sizes, entry costs, static memory, donation, collectives, the
 /// opcode histogram and the entry instructions with the most FLOPs, with their source lines.
-pub fn hlo_ops_text(modules: &[Module]) -> String {
+pub fn hlo_ops_text(modules: &[Module], hosts: &ModuleHosts) -> String {
     let mut out = String::new();
     for m in modules {
         let cost = m.entry_cost();
-        let _ = writeln!(out, "module {}", m.display_name());
+        let name = m.display_name();
+        match hosts.get(&name).map(Vec::as_slice) {
+            Some([]) | None => {
+                let _ = writeln!(out, "module {name}");
+            }
+            Some([one]) => {
+                let _ = writeln!(out, "module {name} (host {one})");
+            }
+            Some(many) => {
+                let _ = writeln!(out, "module {name} ({} hosts: {})", many.len(), many.join(", "));
+            }
+        }
         let _ = writeln!(
             out,
             "  {} computations, {} instructions ({} in entry {})",

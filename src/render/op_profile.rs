@@ -37,8 +37,14 @@ fn us(t: Picos) -> f64 {
     t.as_us_f64()
 }
 
-/// The `op_profile --json` document of one host:
-/// `{"device","steps":[{"name","step_time_ms"}],"step_time_ms_mean","categories":{..},
+/// The `op_profile --json` document of a session: `{"hosts":[...]}`, one
+/// [`op_profile_json`] entry per host, in host order.
+pub fn op_profile_session_json(hosts: &[HostOpProfile]) -> Value {
+    json!({ "hosts": hosts.iter().map(op_profile_json).collect::<Vec<_>>() })
+}
+
+/// One host's entry of the `op_profile --json` document:
+/// `{"host","device","steps":[{"name","step_time_ms"}],"step_time_ms_mean","categories":{..},
 /// "ops":[{"program","name","category","occurrences","self_time_us","flops","bytes_accessed","bound"}],
 /// "anatomy":[{"step","matmul_us","collective_exposed_us","collective_hidden_us","vector_us",
 /// "data_formatting_us","infeed_outfeed_us","host_us","idle_us"}]}`.
@@ -85,6 +91,7 @@ pub fn op_profile_json(h: &HostOpProfile) -> Value {
         })
         .collect();
     json!({
+        "host": h.host,
         "device": p.device_type.clone().unwrap_or_else(|| "unknown".to_owned()),
         "steps": h.steps.steps.iter().map(|s| json!({"name": s.name, "step_time_ms": s.duration.as_ms_f64()})).collect::<Vec<_>>(),
         "step_time_ms_mean": h.steps.stats().map(|s| s.mean_ms),

@@ -1,10 +1,10 @@
 //! `allgather_duplication`: the same data is all-gathered more than once per step, typically a
-//! weight shard gathered in the forward and gathered again in the backward, or an activation
-//! that a sharding constraint replicates, gathered again in every layer.
+//! weight shard gathered in the forward and gathered again in the backward. (Activations
+//! gathered in every layer, each a different one, are `replicated_activations`.)
 
 use std::collections::BTreeMap;
 
-use xlens_hlo::{Collective, ComputationKind, InstrId, Module, Opcode};
+use xlens_hlo::{Collective, ComputationKind, InstrId, Module};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
@@ -19,15 +19,12 @@ pub struct AllgatherDuplication;
 static DOC: DetectorDoc = DetectorDoc {
     detects: "All-gathers of the main program that gather the same operand over the same replica groups more than \
               once per step. Operands are followed back through `bitcast`, `copy`, `reshape` and `transpose` (and \
-              from an async computation's parameter to its caller's operand) to the instruction that produced the \
-              data, so a forward `all-gather(copy.K)` and a backward `all-gather(bitcast(copy.K))` of the same \
-              weight shard count as two gathers of `copy.K`'s source. Also reported: several all-gathers created \
-              by sharding constraints (`sharding_constraint` in the name scope) with the same result shape and \
-              groups, i.e. an activation constrained to be replicated and gathered again in every layer.",
+              from an async computation's parameter to its caller's operand, and through fusions that only copy) \
+              to the instruction that produced the data, so a forward `all-gather(copy.K)` and a backward \
+              `all-gather(bitcast(copy.K))` of the same weight shard count as two gathers of `copy.K`'s source.",
     why: "Every all-gather moves (n-1)/n of its result over the interconnect and usually sits on the critical \
           path before the matmul that needs it. Gathering a weight again in the backward doubles the parameter \
-          traffic of a step; a replicated activation makes every layer wait for a gather and keeps n copies of \
-          it. Re-gathering is a deliberate memory trade in ZeRO-3/FSDP only when the gathered weights do not fit \
+          traffic of a step. Re-gathering is a deliberate memory trade in ZeRO-3/FSDP only when the gathered weights do not fit \
           between the forward and the backward.",
     evidence: "The number of all-gathers, of distinct gathered operands and of redundant gathers; the bytes the \
                redundant gathers produce per step; their measured time per step when the profile times them \
@@ -36,68 +33,21 @@ static DOC: DetectorDoc = DetectorDoc {
                its gathers as HLO instructions with their name scopes (`jvp()` forward, `transpose(jvp())` \
                backward) and JAX source lines.",
     thresholds: "An operand counts as duplicated when it is gathered at least \
-                 `allgather_duplication.min_gathers_per_operand` times (default 2) per step; the same count of \
-                 sharding-constraint gathers of one shape is the activation pattern. Severity P1; P0 when the \
+                 `allgather_duplication.min_gathers_per_operand` times (default 2) per step. Severity P1; P0 when the \
                  redundant gathers take at least 20 % of the step, P2 under 2 %.",
     fix: "Gather once and reuse: keep the gathered weight as a residual of the forward (in a `custom_vjp` return \
           the gathered array, not the shard; with `jax.checkpoint` use a policy that saves the all-gather \
           result, e.g. `save_only_these_names` with `checkpoint_name`), or let the compiler see both uses (one \
-          `all_gather` feeding forward and backward). For activations, shard them along the axis the next \
-          layer consumes instead of constraining them to `PartitionSpec()`/`P(None)`. Keep re-gathering only \
+          `all_gather` feeding forward and backward). Keep re-gathering only \
           when memory forces it (ZeRO-3), and then overlap it with compute.",
 };
-
-/// True for all-gathers, synchronous or the start of an async pair.
-fn is_all_gather(op: Opcode) -> bool {
-    matches!(op, Opcode::AllGather | Opcode::AllGatherStart)
-}
-
-/// The instruction that produced an operand's data: follows layout-only ops and async
-/// computations' parameters (at most 64 hops).
-fn data_source(module: &Module, mut id: InstrId) -> InstrId {
-    for _ in 0..64 {
-        let instr = module.instruction(id);
-        match instr.opcode() {
-            Opcode::Bitcast | Opcode::Copy | Opcode::Reshape | Opcode::Transpose if instr.operands().len() == 1 => {
-                id = instr.operands()[0];
-            }
-            Opcode::Parameter => {
-                let comp = module.computation(instr.computation());
-                if comp.kind() != ComputationKind::Async {
-                    return id;
-                }
-                let caller = comp.callers().first().copied();
-                let number = instr.parameter_number().unwrap_or(0) as usize;
-                match caller.and_then(|c| module.instruction(c).operands().get(number).copied()) {
-                    Some(op) => id = op,
-                    None => return id,
-                }
-            }
-            _ => return id,
-        }
-    }
-    id
-}
-
-/// The instruction whose events time an all-gather: the async-start wrapping it, else itself.
-fn timed_instruction(module: &Module, id: InstrId) -> InstrId {
-    let comp = module.computation(module.instruction(id).computation());
-    if comp.kind() == ComputationKind::Async
-        && let Some(&caller) = comp.callers().first()
-    {
-        return caller;
-    }
-    id
-}
 
 /// A set of all-gathers that gather the same data.
 #[derive(Debug)]
 struct Duplicate {
-    /// The gathered data (the operand's source), or the first gather for the activation pattern.
+    /// The gathered data (the operand's source).
     source: InstrId,
     gathers: Vec<InstrId>,
-    /// True for the replicated-activation pattern.
-    activation: bool,
 }
 
 fn duplicates(module: &Module, collectives: &[&Collective], min_gathers: usize) -> Vec<Duplicate> {
@@ -107,36 +57,17 @@ fn duplicates(module: &Module, collectives: &[&Collective], min_gathers: usize) 
     for c in collectives {
         let instr = module.instruction(c.instruction);
         for &op in instr.operands() {
-            let list = by_source.entry((data_source(module, op), c.groups_text())).or_default();
+            let list = by_source.entry((module.value_source(op), c.groups_text())).or_default();
             if !list.contains(&c.instruction) {
                 list.push(c.instruction);
             }
         }
     }
-    let mut out: Vec<Duplicate> = by_source
+    by_source
         .into_iter()
         .filter(|(_, g)| g.len() >= min_gathers)
-        .map(|((source, _), gathers)| Duplicate { source, gathers, activation: false })
-        .collect();
-    // Activations replicated by sharding constraints, gathered again with the same shape.
-    let counted: Vec<InstrId> = out.iter().flat_map(|d| d.gathers.iter().copied()).collect();
-    let mut by_shape: BTreeMap<(String, String), Vec<InstrId>> = BTreeMap::new();
-    for c in collectives {
-        let instr = module.instruction(c.instruction);
-        let from_param = instr.operands().iter().any(|&o| {
-            let src = data_source(module, o);
-            module.instruction(src).opcode() == Opcode::Parameter && module.is_in_entry(src)
-        });
-        if instr.op_name().contains("sharding_constraint") && !from_param && !counted.contains(&c.instruction) {
-            by_shape.entry((instr.shape().to_string(), c.groups_text())).or_default().push(c.instruction);
-        }
-    }
-    out.extend(by_shape.into_values().filter(|g| g.len() >= min_gathers).map(|gathers| Duplicate {
-        source: gathers[0],
-        gathers,
-        activation: true,
-    }));
-    out
+        .map(|((source, _), gathers)| Duplicate { source, gathers })
+        .collect()
 }
 
 /// The gathers that only repeat a set's first gather, each counted once.
@@ -176,7 +107,7 @@ impl Detector for AllgatherDuplication {
         let gathers: Vec<&Collective> = module
             .collectives()
             .iter()
-            .filter(|c| is_all_gather(c.opcode))
+            .filter(|c| evidence::is_all_gather(c.opcode))
             .filter(|c| {
                 module.computation(module.instruction(c.instruction).computation()).kind()
                     != ComputationKind::Unreachable
@@ -188,7 +119,7 @@ impl Detector for AllgatherDuplication {
         }
         let distinct: std::collections::BTreeSet<InstrId> = gathers
             .iter()
-            .flat_map(|c| module.instruction(c.instruction).operands().iter().map(|&o| data_source(module, o)))
+            .flat_map(|c| module.instruction(c.instruction).operands().iter().map(|&o| module.value_source(o)))
             .collect();
         // Redundant gathers: those that only repeat a set's first gather, each counted once (a
         // combined all-gather of several operands sits in several sets), so never more than the
@@ -217,7 +148,10 @@ impl Detector for AllgatherDuplication {
                     .gathers
                     .iter()
                     .map(|&g| {
-                        time_of.get(module.instruction(timed_instruction(module, g)).name()).copied().unwrap_or(0.0)
+                        time_of
+                            .get(module.instruction(evidence::timed_instruction(module, g)).name())
+                            .copied()
+                            .unwrap_or(0.0)
                     })
                     .collect();
                 ms += times.iter().sum::<f64>() - times.iter().copied().fold(0.0, f64::max);
@@ -233,31 +167,20 @@ impl Detector for AllgatherDuplication {
             self.severity()
         };
 
-        let weights = dups.iter().filter(|d| !d.activation).count();
-        let activations = dups.len() - weights;
         let mut evidence = vec![
             Evidence::metric("all-gathers in the program", gathers.len() as f64, "count"),
             Evidence::metric("distinct gathered operands", distinct.len() as f64, "count"),
-            Evidence::metric("operands gathered more than once", weights as f64, "count"),
+            Evidence::metric("operands gathered more than once", dups.len() as f64, "count"),
             Evidence::metric("redundant all-gathers per step", redundant as f64, "count"),
             Evidence::metric("bytes produced by redundant all-gathers per step", redundant_bytes as f64, "bytes"),
         ];
-        if activations > 0 {
-            evidence.push(Evidence::metric(
-                "activation shapes gathered in several layers",
-                activations as f64,
-                "count",
-            ));
-        }
         if ms_per_step > 0.0 {
             evidence.push(Evidence::metric("time of redundant all-gathers per step", ms_per_step, "ms"));
         }
         for d in &dups {
             let names: Vec<&str> = d.gathers.iter().map(|&g| module.instruction(g).name()).collect();
             let src = module.instruction(d.source);
-            let label = if d.activation {
-                format!("activation {} gathered by {} sharding-constraint all-gathers", src.shape(), names.len())
-            } else if src.op_name().is_empty() {
+            let label = if src.op_name().is_empty() {
                 format!("{} gathered {} times", src.name(), names.len())
             } else {
                 format!("{} ({}) gathered {} times", src.name(), src.op_name(), names.len())
@@ -266,41 +189,17 @@ impl Detector for AllgatherDuplication {
         }
         // The first set in full: its source and every gather.
         if let Some(d) = dups.first() {
-            if !d.activation {
-                evidence.push(evidence::instruction(module, d.source));
-            }
+            evidence.push(evidence::instruction(module, d.source));
             evidence.extend(d.gathers.iter().map(|&g| evidence::instruction(module, g)));
         }
-        let what = if weights > 0 {
-            format!(
-                "{} all-gathers {} operand(s) more than once per step ({} redundant all-gathers of {} in all{}){}.",
-                module.display_name(),
-                weights,
-                redundant,
-                gathers.len(),
-                if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
-                if activations > 0 { "; an activation is also gathered again in every layer" } else { "" }
-            )
-        } else {
-            format!(
-                "{} all-gathers {} sharding-constrained activation shape(s) again in every layer ({} redundant \
-                 all-gathers of {} in all).",
-                module.display_name(),
-                activations,
-                redundant,
-                gathers.len()
-            )
-        };
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        let what = format!(
+            "{} all-gathers {} operand(s) more than once per step ({redundant} of its {} all-gathers repeat one{}).",
+            module.display_name(),
+            dups.len(),
+            gathers.len(),
+            if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
+        );
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }
@@ -361,38 +260,6 @@ mod tests {
         }
     }
 
-    /// A synthetic module: `x` constrained to be replicated and all-gathered in each of `layers`
-    /// layers (the corpus's replicated-activation fault), plus one weight gathered once.
-    fn replicated_activation(layers: usize) -> Module {
-        let mut b = HloBuilder::new("jit_step");
-        let mut main = b.computation("main");
-        let f = |d: &[i64]| shape(PrimitiveType::F32, d);
-        let w = main.param("w", 0, f(&[64, 256]));
-        let mut x = main.param("x", 1, f(&[16, 256]));
-        let groups = |i: &mut raw::HloInstructionProto, name: &str| {
-            i.replica_groups = [[0, 1], [2, 3]].iter().map(|g| raw::ReplicaGroup { replica_ids: g.to_vec() }).collect();
-            i.dimensions = vec![0];
-            i.metadata = Some(raw::OpMetadata { op_name: name.to_owned(), ..Default::default() });
-        };
-        let wg = main.op("all-gather.w", "all-gather", f(&[128, 256]), &[w]);
-        main.edit(wg, |i| groups(i, "jit(step)/all_gather"));
-        for l in 0..layers {
-            let h = main.op(&format!("dot.{l}"), "dot", f(&[16, 128]), &[x, wg]);
-            main.edit(h, |i| {
-                i.dot_dimension_numbers = Some(Box::new(raw::DotDimensionNumbers {
-                    lhs_contracting_dimensions: vec![1],
-                    rhs_contracting_dimensions: vec![1],
-                    ..Default::default()
-                }))
-            });
-            let g = main.op(&format!("all-gather.{l}"), "all-gather", f(&[16, 256]), &[h]);
-            main.edit(g, |i| groups(i, "jit(step)/sharding_constraint"));
-            x = g;
-        }
-        main.finish(x);
-        Module::from_proto(b.finish("main"), 0).unwrap()
-    }
-
     #[test]
     fn combined_gathers_count_once() {
         // Three combined all-gathers of the same two weights: two gathered operands, each three
@@ -413,24 +280,9 @@ mod tests {
         }
         main.finish(last);
         let m = Module::from_proto(b.finish("main"), 0).unwrap();
-        let gathers: Vec<&Collective> = m.collectives().iter().filter(|c| is_all_gather(c.opcode)).collect();
+        let gathers: Vec<&Collective> = m.collectives().iter().filter(|c| evidence::is_all_gather(c.opcode)).collect();
         let d = duplicates(&m, &gathers, 2);
         assert_eq!(d.len(), 2, "{d:?}");
         assert_eq!(redundant_gathers(&d), 2);
-    }
-
-    #[test]
-    fn finds_an_activation_gathered_in_every_layer() {
-        let m = replicated_activation(3);
-        let gathers: Vec<&Collective> = m.collectives().iter().filter(|c| is_all_gather(c.opcode)).collect();
-        let d = duplicates(&m, &gathers, 2);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert!(d[0].activation);
-        let names: Vec<&str> = d[0].gathers.iter().map(|&g| m.instruction(g).name()).collect();
-        assert_eq!(names, ["all-gather.0", "all-gather.1", "all-gather.2"]);
-        // One layer: a single sharding-constraint gather, as in the corpus baseline.
-        let m = replicated_activation(1);
-        let gathers: Vec<&Collective> = m.collectives().iter().filter(|c| is_all_gather(c.opcode)).collect();
-        assert!(duplicates(&m, &gathers, 2).is_empty());
     }
 }

@@ -281,16 +281,7 @@ impl Detector for BarrierInLoop {
              for the previous one: the device idles {ms_per_step:.3} ms per step ({idle_pct:.1} % of the step) \
              between runs."
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }

@@ -288,22 +288,19 @@ impl Detector for DcnExposedReduce {
             self.severity()
         };
         let names: Vec<&str> = ranked.iter().take(2).map(|(n, _)| n.as_str()).collect();
-        out.push(Finding {
-            id: self.id().to_owned(),
+        out.push(Finding::new(
+            self,
             severity,
-            title: self.title().to_owned(),
-            what: format!(
+            format!(
                 "Every step ends with {:.1} us ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
-                 the last compute op, with DCN transfers in flight and nothing to overlap them with.",
+                     the last compute op, with DCN transfers in flight and nothing to overlap them with.",
                 tail_ms * 1000.0,
                 impact.pct_of_step,
                 names.join(", ")
             ),
             evidence,
             impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        ));
         Ok(())
     }
 }

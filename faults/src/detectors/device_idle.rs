@@ -98,16 +98,7 @@ impl Detector for DeviceIdle {
             "The device runs no op for {:.1} % of the {unit} ({:.3} ms per {unit}).",
             share, impact.ms_per_step
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }

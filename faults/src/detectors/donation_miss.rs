@@ -331,16 +331,7 @@ impl Detector for DonationMiss {
                 format!("only {} other output(s) alias a parameter", module.input_output_aliases().len())
             }
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact: Impact::of(0.0, host.step_ms()),
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, Impact::of(0.0, host.step_ms())));
         Ok(())
     }
 }

@@ -185,16 +185,7 @@ impl Detector for ExposedAsyncCopy {
             },
             top.join(", ")
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }

@@ -283,16 +283,7 @@ impl Detector for ExposedCollective {
                 .to_owned(),
             _ => DOC.fix.to_owned(),
         };
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix,
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact).with_fix(fix));
         Ok(())
     }
 }

@@ -155,23 +155,20 @@ impl Detector for HbmPressure {
             evidence.push(Evidence::note(format!("not checked: {p}")));
         }
         let severity = if *fraction >= t.p0_peak_fraction { Severity::P0 } else { self.severity() };
-        out.push(Finding {
-            id: self.id().to_owned(),
+        out.push(Finding::new(
+            self,
             severity,
-            title: self.title().to_owned(),
-            what: format!(
+            format!(
                 "{} needs {:.2} GiB of HBM at its peak, {:.1} % of the {:.2} GiB a device has: a larger batch or \
-                 sequence will run out of memory.",
+                     sequence will run out of memory.",
                 module.display_name(),
                 gib(peak),
                 100.0 * fraction,
                 gib(capacity)
             ),
             evidence,
-            impact: Impact::of(0.0, host.step_ms()),
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+            Impact::of(0.0, host.step_ms()),
+        ));
         Ok(())
     }
 }

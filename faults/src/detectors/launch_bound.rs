@@ -141,16 +141,7 @@ impl Detector for LaunchBound {
             kernels as f64 / n / devices,
             durations.get(durations.len() / 2).copied().unwrap_or_default().as_us_f64()
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }

@@ -355,16 +355,7 @@ impl Detector for LayoutMismatchCopy {
                 String::new()
             }
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence: ev,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, ev, impact));
         Ok(())
     }
 }

@@ -17,6 +17,7 @@ pub mod low_utilization;
 pub mod padding_waste;
 pub mod profile_during_warmup;
 pub mod recompilation;
+pub mod replicated_activations;
 pub mod sparsecore_overflow;
 pub mod straggler_core;
 pub mod truncated_capture;

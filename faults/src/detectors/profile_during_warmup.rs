@@ -41,10 +41,7 @@ static DOC: DetectorDoc = DetectorDoc {
 
 /// Host events of compilation and autotuning (JAX, PjRt clients, XLA CPU/GPU/TPU compilers).
 fn is_warmup_event(name: &str) -> bool {
-    name == "backend_compile_and_load"
-        || name == "backend_compile"
-        || (name.ends_with("::Compile") && name.contains("Client"))
-        || name == "XlaCompile"
+    evidence::is_compile_event(name)
         || name.contains("TpuCompile")
         || name.contains("utotun")
         || name.contains("AlgorithmPicker")
@@ -178,16 +175,7 @@ impl Detector for ProfileDuringWarmup {
             rest_median.as_ms_f64(),
             compile_time.as_ms_f64()
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }

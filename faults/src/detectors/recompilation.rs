@@ -36,14 +36,6 @@ static DOC: DetectorDoc = DetectorDoc {
           measuring. `jax.config.update('jax_log_compiles', True)` names the function and the cause.",
 };
 
-/// Names of top-level compile events on host threads (JAX, PjRt clients, TPU runtime).
-fn is_compile_event(name: &str) -> bool {
-    name == "backend_compile_and_load"
-        || name == "backend_compile"
-        || (name.ends_with("::Compile") && name.contains("Client"))
-        || name == "XlaCompile"
-}
-
 impl Detector for Recompilation {
     fn id(&self) -> &'static str {
         "recompilation"
@@ -71,7 +63,7 @@ impl Detector for Recompilation {
         // Outermost compile events per thread (a client compile nests inside the JAX one).
         let mut compiles = Vec::new();
         if let Some(plane) = host.space().host_threads() {
-            let compile = plane.metadata_mask(|m| is_compile_event(m.name()));
+            let compile = plane.metadata_mask(|m| evidence::is_compile_event(m.name()));
             for line in plane.lines().iter().filter(|_| !compile.is_empty()) {
                 let mut open_until = Picos(i64::MIN);
                 for ev in line.events(plane).map_while(|e| e.ok()) {
@@ -192,7 +184,9 @@ impl Detector for Recompilation {
         };
         let mut what = match (in_steps.len(), between.len()) {
             (0, 0) => format!("No recompilation falls among the profiled {}s, but", steps.source.unit()),
-            (n, 0) => format!("XLA compiled {n} time(s) inside the profiled steps ({:.1} ms in total)", total.as_ms_f64()),
+            (n, 0) => {
+                format!("XLA compiled {n} time(s) inside the profiled steps ({:.1} ms in total)", total.as_ms_f64())
+            }
             (0, m) => format!(
                 "XLA compiled {m} time(s) between device steps ({:.1} ms in total, while the device waited)",
                 total.as_ms_f64()
@@ -207,16 +201,7 @@ impl Detector for Recompilation {
             what.push_str(&format!("{sep}{} function(s) ran under several compiled programs", multi.len()));
         }
         what.push('.');
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }
@@ -237,9 +222,27 @@ mod tests {
         assert!(f.impact.ms_per_step > 10.0);
     }
 
+    /// A retrace compiled on the host between two device steps: the TPU `Steps` line leaves
+    /// the 3 s gap out, and the module runs under a second program id afterwards.
+    #[test]
+    fn finds_a_compile_between_device_steps() {
+        let findings = run_on("recompilation", &testdata("tpu/tpu_recompile_between_steps"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!(f.what.starts_with("XLA compiled 1 time(s) between device steps (3050.0 ms"), "{}", f.what);
+        let text: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        assert!(text.iter().any(|t| t == "jit_train_step ran as 2 programs: 1, 2"), "{text:#?}");
+        assert!(text.iter().any(|t| t.starts_with("steps preceded by a compilation on the host: ")), "{text:#?}");
+        assert_eq!(f.severity, crate::Severity::P0);
+        // The real capture: a 345 ms compile between steps 2 and 3 on the CPU.
+        let findings = run_on("recompilation", &testdata("real/recompile_between_steps"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert!(findings[0].what.contains("between device steps"), "{}", findings[0].what);
+    }
+
     #[test]
     fn clean_and_warmup_profiles_have_no_recompilation() {
-        for dir in ["corpus/clean", "real/profile_during_warmup", "corpus/host_callback"] {
+        for dir in ["corpus/clean", "real/profile_during_warmup", "corpus/host_callback", "tpu/tpu_recompile_clean"] {
             assert!(run_on("recompilation", &testdata(dir)).is_empty(), "{dir}");
         }
     }

@@ -253,16 +253,7 @@ impl Detector for SparsecoreOverflow {
         if let Some(first) = what.get(..1) {
             what = format!("{}{}.", first.to_uppercase(), &what[1..]);
         }
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }

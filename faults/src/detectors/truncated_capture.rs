@@ -365,16 +365,13 @@ impl Detector for TruncatedCapture {
             labels.join("; "),
             if lost { "op times, idle time, step counts" } else { "the last step" }
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity: if lost { Severity::P1 } else { Severity::P2 },
-            title: self.title().to_owned(),
+        out.push(Finding::new(
+            self,
+            if lost { Severity::P1 } else { Severity::P2 },
             what,
-            evidence: signals.into_iter().flat_map(|s| s.evidence).collect(),
-            impact: Impact::of(0.0, host.step_ms()),
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+            signals.into_iter().flat_map(|s| s.evidence).collect(),
+            Impact::of(0.0, host.step_ms()),
+        ));
         Ok(())
     }
 }

@@ -282,16 +282,7 @@ impl Detector for UnintendedRemat {
             if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
             memory_note
         );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }

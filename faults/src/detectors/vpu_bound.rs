@@ -16,7 +16,9 @@ pub struct VpuBound;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Steps in which vector work (loop fusions, reductions, elementwise ops: the VPU on TPU) takes \
-              most of the time while matmul/convolution work (the MXU) takes little, from the step anatomy; \
+              most of the time while matmul/convolution work (the MXU) takes little, or vector-unit-bound \
+              stretches (layer norms, softmax, GELU, f32 elementwise) take a material share of a step whose \
+              matmuls take the rest, from the step anatomy; \
               the vector ops behind it from the op profile, each placed on the roofline as vector-unit bound \
               (neither HBM bandwidth nor the FLOP peak is the limit) or HBM bound; and the longest stretch of a \
               step with no matmul.",
@@ -30,11 +32,13 @@ static DOC: DetectorDoc = DetectorDoc {
                source line (HLO instruction when the profile carries the module); the longest matmul-free \
                stretch of a step on the timeline with its vector share.",
     thresholds: "Report when vector work is at least `vpu_bound.min_vector_pct` (default 50) % of the step \
-                 time and matmul work at most `vpu_bound.max_matmul_pct` (default 15) %. A vector op whose HBM \
-                 utilisation is at least `vpu_bound.hbm_bound_utilization` (default 0.5) is HBM bound, else \
-                 vector-unit bound. The impact is the vector ops' time above their HBM-bandwidth floor (bytes ÷ \
-                 peak HBM bandwidth), an upper bound of the gain. Severity P1, P0 from 20 % of the step, P2 \
-                 under 2 %.",
+                 time and matmul work at most `vpu_bound.max_matmul_pct` (default 15) %, or, whatever the matmul \
+                 share, when vector ops using under `vpu_bound.stretch_max_hbm_utilization` (default 0.25) of \
+                 the HBM bandwidth take at least `vpu_bound.min_vector_unit_excess_pct` (default 10) % of the \
+                 step above their HBM-bandwidth floor (bytes ÷ peak HBM bandwidth): a vector-bound stretch. A vector op whose HBM utilisation is at least `vpu_bound.hbm_bound_utilization` \
+                 (default 0.5) is HBM bound, else vector-unit bound. The impact is the time above the HBM floor \
+                 (of all vector ops when they dominate, of the vector-unit-bound ones for a stretch), an upper \
+                 bound of the gain. Severity P1, P0 from 20 % of the step, P2 under 2 %.",
     fix: "Cut or move vector work: keep elementwise math in bf16 (f32 only where accuracy needs it), use \
           approximate activations (`jax.nn.gelu(approximate=True)`), fuse normalisation and activation into \
           the neighbouring matmul (check the HLO for fusion breaks such as layout copies between them), \
@@ -82,7 +86,9 @@ impl Detector for VpuBound {
         let vector: Picos = anatomy.iter().map(|a| a.vector).sum();
         let matmul: Picos = anatomy.iter().map(|a| a.matmul).sum();
         let (vector_pct, matmul_pct) = (share(vector), share(matmul));
-        if vector_pct < t.min_vector_pct || matmul_pct > t.max_matmul_pct {
+        let dominant = vector_pct >= t.min_vector_pct && matmul_pct <= t.max_matmul_pct;
+        if !dominant && vector_pct < t.min_vector_unit_excess_pct {
+            // Neither rule can hold: the excess of a share is never more than the share.
             return Ok(());
         }
         let n_steps = anatomy.len().max(1) as f64;
@@ -104,16 +110,31 @@ impl Detector for VpuBound {
         ops.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
         let op_vector: Picos = ops.iter().map(|o| o.self_time).sum();
         let mut excess = 0.0f64;
+        let mut vpu_excess = 0.0f64;
         let mut vpu_bound_time = Picos::ZERO;
         for op in &ops {
             let floor = peak_hbm.map_or(0.0, |bw| op.bytes.hbm / bw);
-            excess += (op.self_time.as_secs_f64() - floor).max(0.0);
+            let above = (op.self_time.as_secs_f64() - floor).max(0.0);
+            excess += above;
             if !hbm_bound(profile, op, t.hbm_bound_utilization) {
                 vpu_bound_time += op.self_time;
             }
+            if !hbm_bound(profile, op, t.stretch_max_hbm_utilization) {
+                vpu_excess += above;
+            }
         }
         let excess_ms = excess * 1e3 / core_steps;
-        let impact = Impact::of(excess_ms, step_ms);
+        let vpu_excess_ms = vpu_excess * 1e3 / core_steps;
+        let vpu_excess_pct = step_ms.filter(|s| *s > 0.0).map_or(0.0, |s| 100.0 * vpu_excess_ms / s);
+        // A stretch: vector-unit-bound work above its HBM floor is a material share of the step
+        // even though matmuls take the rest.
+        let stretch = !dominant && vpu_excess_pct >= t.min_vector_unit_excess_pct;
+        if !dominant && !stretch {
+            return Ok(());
+        }
+        // Dominant vector work is priced by all vector ops above their HBM floor; a stretch by
+        // the ones that leave HBM mostly idle (the others are the fusion detectors' business).
+        let impact = Impact::of(if dominant { excess_ms } else { vpu_excess_ms }, step_ms);
 
         let mut evidence = vec![
             Evidence::metric("vector share of the step", vector_pct, "%"),
@@ -121,6 +142,12 @@ impl Detector for VpuBound {
             Evidence::metric("vector time per step", vector.as_ms_f64() / n_steps, "ms"),
             Evidence::metric("vector-unit-bound op time per step", vpu_bound_time.as_ms_f64() / core_steps, "ms"),
             Evidence::metric("vector time above the HBM floor per step", excess_ms, "ms"),
+            Evidence::metric("time above the HBM floor of vector ops using little HBM, per step", vpu_excess_ms, "ms"),
+            Evidence::metric(
+                "time above the HBM floor of vector ops using little HBM, share of the step",
+                vpu_excess_pct,
+                "%",
+            ),
         ];
         let module = host.main_module();
         for op in ops.iter().take(5) {
@@ -178,21 +205,21 @@ impl Detector for VpuBound {
             self.severity()
         };
         let top: Vec<&str> = ops.iter().take(3).map(|o| o.name.as_str()).collect();
-        let what = format!(
-            "Vector work takes {vector_pct:.0} % of the step and matmuls {matmul_pct:.0} %: the step is bound by \
-             the vector units ({}), while the matrix units idle.",
-            top.join(", ")
-        );
-        out.push(Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        });
+        let what = if dominant {
+            format!(
+                "Vector work takes {vector_pct:.0} % of the step and matmuls {matmul_pct:.0} %: the step is bound by \
+                 the vector units ({}), while the matrix units idle.",
+                top.join(", ")
+            )
+        } else {
+            format!(
+                "Vector-unit-bound stretches: vector work takes {vector_pct:.0} % of the step (matmuls \
+                 {matmul_pct:.0} %), and {vpu_excess_ms:.3} ms per step ({vpu_excess_pct:.0} %) of it is time the \
+                 vector units take beyond what HBM bandwidth needs ({}).",
+                top.join(", ")
+            )
+        };
+        out.push(Finding::new(self, severity, what, evidence, impact));
         Ok(())
     }
 }
@@ -326,9 +353,30 @@ mod tests {
         assert_eq!(f.severity, Severity::P0);
     }
 
+    /// Layer norms, softmax, GELU and f32 elementwise ops take 36 % of the step beside the
+    /// matmuls, at 5-8 % of the HBM bandwidth: a vector-unit-bound stretch, priced above the
+    /// ops' HBM floor.
+    #[test]
+    fn finds_a_vector_unit_bound_stretch_beside_the_matmuls() {
+        let findings = run_on("vpu_bound", &testdata("tpu/tpu_vpu_stretch"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!(f.what.starts_with("Vector-unit-bound stretches: vector work takes 36 % of the step"), "{}", f.what);
+        assert!((30.0..36.0).contains(&f.impact.pct_of_step), "{:?}", f.impact);
+        assert_eq!(f.severity, Severity::P0);
+        assert!(f.evidence.iter().any(|e| e.to_string().contains("jit(train_step)/mlp/gelu")), "{f:#?}");
+    }
+
     #[test]
     fn matmul_heavy_steps_are_not_vector_bound() {
-        for dir in ["tpu/tpu_basic", "tpu/tpu_healthy", "tpu/tpu_exposed_collective", "tpu/tpu_straggler"] {
+        for dir in [
+            "tpu/tpu_basic",
+            "tpu/tpu_healthy",
+            "tpu/tpu_exposed_collective",
+            "tpu/tpu_straggler",
+            "tpu/tpu_vpu_clean",
+            "tpu/tpu_padding_waste",
+        ] {
             assert!(run_on("vpu_bound", &testdata(dir)).is_empty(), "{dir}");
         }
     }

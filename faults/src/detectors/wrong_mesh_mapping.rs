@@ -333,17 +333,9 @@ fn severity_for(impact: &Impact, default: Severity) -> Severity {
 }
 
 impl WrongMeshMapping {
-    fn finding(&self, severity: Severity, what: String, evidence: Vec<Evidence>, impact: Impact) -> Finding {
-        Finding {
-            id: self.id().to_owned(),
-            severity,
-            title: self.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: DOC.fix.to_owned(),
-            host: String::new(),
-        }
+    /// A finding of one pattern (`variant`: findings of several hosts merge per pattern).
+    fn finding(&self, variant: &str, what: String, evidence: Vec<Evidence>, impact: Impact) -> Finding {
+        Finding::new(self, severity_for(&impact, self.severity()), what, evidence, impact).with_variant(variant)
     }
 
     /// Pattern 1: the inner axis carries no collective and holds replicas.
@@ -449,7 +441,7 @@ impl WrongMeshMapping {
             collectives.len(),
             params.len(),
         );
-        out.push(self.finding(severity_for(&impact, self.severity()), what, evidence, impact));
+        out.push(self.finding("idle_inner_axis", what, evidence, impact));
     }
 
     /// Pattern 2: a chain of dependent collective-permutes over non-neighbour devices.
@@ -490,7 +482,7 @@ impl WrongMeshMapping {
             module.display_name(),
             chain.len()
         );
-        out.push(self.finding(severity_for(&impact, self.severity()), what, evidence, impact));
+        out.push(self.finding("permute_chain", what, evidence, impact));
     }
 
     /// Pattern 3 (device timelines): a strided class much slower per byte than a contiguous one.
@@ -544,7 +536,7 @@ impl WrongMeshMapping {
                  the single-hop rate).",
                 module.display_name()
             );
-            out.push(self.finding(severity_for(&impact, self.severity()), what, evidence, impact));
+            out.push(self.finding(&format!("slow_strided_class:{fam}"), what, evidence, impact));
         }
     }
 }

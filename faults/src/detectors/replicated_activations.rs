@@ -1,0 +1,262 @@
+//! `replicated_activations`: activations that a sharding spec replicates are all-gathered in
+//! every layer, each a different one: the program computes them in full on every device.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use xlens_hlo::{Collective, ComputationKind, InstrId, Module};
+
+use crate::config::ScanConfig;
+use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence;
+use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::profile::HostProfile;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct ReplicatedActivations;
+
+static DOC: DetectorDoc = DetectorDoc {
+    detects: "All-gathers of activations in the step's programs: the gathered data, followed back through layout \
+              ops, copy-only fusions, all-gathers and async wrappers, was computed by a matrix multiply (a dot, \
+              a convolution, a fusion or library call holding one) rather than read from a parameter, and \
+              several different activations are gathered (one per layer, forward and backward); gathers written \
+              by hand inside `shard_map` are left out. That is what \
+              XLA's SPMD partitioner emits when an activation is constrained to be replicated \
+              (`with_sharding_constraint(h, P(None))`, `P()`) or a layer's output spec does not match the next \
+              layer's input: the constraint itself does not survive compilation, its all-gathers do.",
+    why: "An activation gathered to every device is computed, stored and moved n times instead of once: each \
+          layer waits for the gather, the per-device matmuls grow to the full activation (XLA slices the \
+          result back with `dynamic-slice` by partition id), and the weights the replicated compute needs are \
+          gathered too. A correctly sharded tensor-parallel layer gathers no activation at all.",
+    evidence: "The number of all-gathers, of activation gathers and of distinct activations; per activation its \
+               producer, the gathers (shape, gathered dimension, replica groups) and the JAX name scope and \
+               source line; the activation gathers' time per step when the profile times them; the other \
+               all-gathers of the program (weights and inputs the replicated compute needs).",
+    thresholds: "Reported when at least `replicated_activations.min_activations` (default 2) different \
+                 activations are all-gathered in a step's program. Severity P1; P0 when the activation gathers \
+                 take at least 20 % of the step, P2 under 2 %.",
+    fix: "Keep activations sharded: constrain them to the spec their consumer wants (for a Megatron MLP, \
+          `P('data', 'model')` on the hidden activation and `P('data', None)` on the layer output) instead of \
+          `P(None)`/`P()`, or drop the constraint and let the partitioner propagate the weights' sharding. \
+          Check the source lines in the evidence; `jax.debug.inspect_array_sharding` or the compiled HLO \
+          (`.lower(...).compile().as_text()`) shows where the gathers appear. If the gathers are deliberate \
+          (sequence parallelism), overlap them with compute.",
+};
+
+/// The activation an all-gather gathers, followed through earlier gathers (a two-stage gather
+/// of one tensor is one activation); `None` for parameters, constants and other data no matmul
+/// computed.
+fn gathered_activation(module: &Module, gather: InstrId) -> Option<InstrId> {
+    let mut source = module.value_source(*module.instruction(gather).operands().first()?);
+    for _ in 0..8 {
+        let instr = module.instruction(source);
+        if !evidence::is_all_gather(instr.opcode()) {
+            break;
+        }
+        source = module.value_source(*instr.operands().first()?);
+    }
+    module.computed_by_matmul(source).then_some(source)
+}
+
+/// True for a collective the program's author wrote (its name scope is inside `shard_map` or
+/// `pmap`/`xmap`), not one the SPMD partitioner inserted.
+fn written_by_user(op_name: &str) -> bool {
+    op_name.split('/').any(|part| matches!(part, "shard_map" | "pmap" | "xmap") || part.starts_with("shard_map("))
+}
+
+/// The activation gathers of one module: activation → its gathers, in program order.
+fn activation_gathers(module: &Module, gathers: &[&Collective]) -> BTreeMap<InstrId, Vec<InstrId>> {
+    let mut out: BTreeMap<InstrId, Vec<InstrId>> = BTreeMap::new();
+    for c in gathers {
+        // A gather the user wrote (`lax.all_gather` inside `shard_map`) is deliberate.
+        if written_by_user(module.instruction(c.instruction).op_name()) {
+            continue;
+        }
+        if let Some(activation) = gathered_activation(module, c.instruction) {
+            out.entry(activation).or_default().push(c.instruction);
+        }
+    }
+    out
+}
+
+impl Detector for ReplicatedActivations {
+    fn id(&self) -> &'static str {
+        "replicated_activations"
+    }
+
+    fn title(&self) -> &'static str {
+        "Activations are replicated and all-gathered in every layer"
+    }
+
+    fn severity(&self) -> Severity {
+        Severity::P1
+    }
+
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Hlo]
+    }
+
+    fn doc(&self) -> &'static DetectorDoc {
+        &DOC
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        let t = &config.thresholds.replicated_activations;
+        let modules = evidence::step_modules(host);
+        if modules.is_empty() {
+            return Err(Skip::because("no HLO module could be decoded"));
+        }
+        for module in modules {
+            let gathers: Vec<&Collective> = module
+                .collectives()
+                .iter()
+                .filter(|c| evidence::is_all_gather(c.opcode))
+                .filter(|c| {
+                    module.computation(module.instruction(c.instruction).computation()).kind()
+                        != ComputationKind::Unreachable
+                })
+                .collect();
+            let activations = activation_gathers(module, &gathers);
+            if activations.len() < t.min_activations.max(1) {
+                continue;
+            }
+            out.push(self.finding(host, module, &gathers, &activations));
+        }
+        Ok(())
+    }
+}
+
+impl ReplicatedActivations {
+    fn finding(
+        &self,
+        host: &HostProfile,
+        module: &Module,
+        gathers: &[&Collective],
+        activations: &BTreeMap<InstrId, Vec<InstrId>>,
+    ) -> Finding {
+        let of_activations: BTreeSet<InstrId> = activations.values().flatten().copied().collect();
+        let times = evidence::op_times(host, module);
+        let time = |id: InstrId| {
+            times
+                .as_ref()
+                .and_then(|t| t.get(module.instruction(evidence::timed_instruction(module, id)).name()))
+                .map_or(0.0, |o| o.ms)
+        };
+        let ms_per_step: f64 = of_activations.iter().map(|&g| time(g)).sum();
+        let impact = Impact::of(ms_per_step, host.step_ms().filter(|_| times.is_some()));
+        let severity = if times.is_none() {
+            Severity::P2
+        } else if ms_per_step > 0.0 {
+            Severity::from_impact(impact.pct_of_step, self.severity())
+        } else {
+            self.severity()
+        };
+        let bytes: u64 =
+            of_activations.iter().fold(0u64, |a, &g| a.saturating_add(module.instruction(g).shape().byte_size()));
+        let mut evidence = vec![
+            Evidence::metric("all-gathers in the program", gathers.len() as f64, "count"),
+            Evidence::metric("all-gathers of activations", of_activations.len() as f64, "count"),
+            Evidence::metric("distinct activations gathered", activations.len() as f64, "count"),
+            Evidence::metric("bytes the activation gathers produce per step", bytes as f64, "bytes"),
+        ];
+        if times.is_some() {
+            evidence.push(Evidence::metric("time of the activation gathers per step", ms_per_step, "ms"));
+        }
+        // In program order of their first gather.
+        let mut listed: Vec<(&InstrId, &Vec<InstrId>)> = activations.iter().collect();
+        listed.sort_by_key(|(_, g)| g.first().copied());
+        for &(&activation, gathers) in listed.iter().take(12) {
+            let src = module.instruction(activation);
+            let parts: Vec<String> = gathers
+                .iter()
+                .map(|&g| {
+                    let c = module.collectives().iter().find(|c| c.instruction == g);
+                    format!(
+                        "{} -> {} (dimension {:?}, groups {})",
+                        module.instruction(g).name(),
+                        module.instruction(g).shape(),
+                        module.instruction(g).dimensions(),
+                        c.map_or_else(String::new, Collective::groups_text)
+                    )
+                })
+                .collect();
+            let scope = module.instruction(gathers[0]).op_name();
+            evidence.push(Evidence::note(format!(
+                "activation {} {} ({}) gathered by {}{}",
+                src.name(),
+                src.shape(),
+                if src.op_name().is_empty() { src.opcode_name() } else { src.op_name() },
+                parts.join(", then "),
+                if scope.is_empty() { String::new() } else { format!(" in {scope}") }
+            )));
+        }
+        if let Some((_, gathers)) = listed.first() {
+            evidence.extend(gathers.iter().map(|&g| evidence::instruction(module, g)));
+        }
+        let others: Vec<&str> = gathers
+            .iter()
+            .filter(|c| !of_activations.contains(&c.instruction))
+            .map(|c| module.instruction(c.instruction).name())
+            .collect();
+        if !others.is_empty() {
+            evidence.push(Evidence::note(format!(
+                "the program's other all-gathers (of parameters: weights and inputs): {}",
+                others.join(", ")
+            )));
+        }
+        let what = format!(
+            "{} all-gathers {} different activations ({} of its {} all-gathers){}: activations a sharding spec \
+             replicates, computed and gathered on every device, layer after layer.",
+            module.display_name(),
+            activations.len(),
+            of_activations.len(),
+            gathers.len(),
+            if ms_per_step > 0.0 { format!(", {ms_per_step:.3} ms per step") } else { String::new() }
+        );
+        Finding::new(self, severity, what, evidence, impact).with_variant(&module.display_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{run_on, testdata};
+
+    #[test]
+    fn finds_the_activations_a_replicated_spec_gathers() {
+        let findings = run_on("replicated_activations", &testdata("real/replicated_activations"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        let text: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        let text = text.join("\n");
+        // Ground truth: 12 all-gathers; the forward gathers of the residual adds (layers 1 and 2)
+        // and the two-stage backward gathers of each layer's dh are activations; the gathers of
+        // the input x and of the three W1 shards are of parameters.
+        assert!(text.contains("all-gathers in the program: 12 count"), "{text}");
+        assert!(text.contains("all-gathers of activations: 8 count"), "{text}");
+        assert!(text.contains("distinct activations gathered: 5 count"), "{text}");
+        assert!(text.contains("activation wrapped_add "), "{text}");
+        assert!(
+            text.contains(
+                "all-gather.6 -> f32[16,512]{0,1} (dimension [1], groups {{0,1},{2,3},{4,5},{6,7}}), then all-gather.7"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("other all-gathers (of parameters: weights and inputs): all-gather, all-gather.1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sharded_activations_and_gathered_weights_are_clean() {
+        for dir in [
+            "real/replicated_activations_baseline",
+            "real/sharded_collectives",
+            "real/sharded_donation",
+            "corpus/sharded_collectives_baseline",
+            "corpus/clean",
+        ] {
+            assert!(run_on("replicated_activations", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+}
