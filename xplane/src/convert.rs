@@ -30,8 +30,10 @@ fn stats(iter: StatIter<'_>) -> Result<Vec<raw::XStat>> {
 impl Plane {
     /// Materialises this plane as an owned prost struct.
     pub fn to_raw(&self) -> Result<raw::XPlane> {
-        let mut lines = Vec::with_capacity(self.lines().len());
+        let mut lines = Vec::with_capacity(self.lines().len() + self.empty_line_count());
         for line in self.lines() {
+            // The empty lines before this one (they are counted, not stored).
+            lines.resize_with(line.index(), raw::XLine::default);
             let mut events = Vec::with_capacity(line.event_count());
             for ev in line.events(self) {
                 let ev = ev?;
@@ -57,6 +59,7 @@ impl Plane {
                 events,
             });
         }
+        lines.resize_with(self.lines().len() + self.empty_line_count(), raw::XLine::default);
         let mut event_metadata = BTreeMap::new();
         for m in self.event_metadata() {
             event_metadata.insert(

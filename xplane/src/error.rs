@@ -114,6 +114,17 @@ pub enum ErrorKind {
         /// The count that exceeded it.
         count: u64,
     },
+    /// A plane's decoded tables (lines, metadata entries, their indexes) would take more memory
+    /// than its budget ([`crate::limits::TABLE_BUDGET_PERCENT`] of the plane's size, plus an
+    /// allowance): far more records than a real profile of that size holds.
+    TableBudget {
+        /// Bytes the tables would take, counted up to where the budget ran out.
+        needed: u64,
+        /// The plane's budget in bytes.
+        budget: u64,
+        /// The plane's encoded size in bytes.
+        plane_bytes: u64,
+    },
     /// Building a DataFrame failed.
     Frame(String),
 }
@@ -136,6 +147,12 @@ impl fmt::Display for ErrorKind {
             ErrorKind::LimitExceeded { limit, count } => {
                 write!(f, "{} ({count}) exceeds the limit of {}", limit.what(), limit.max())
             }
+            ErrorKind::TableBudget { needed, budget, plane_bytes } => write!(
+                f,
+                "the plane's lines and metadata tables would take over {needed} bytes of memory, more than \
+                 its budget of {budget} bytes for {plane_bytes} bytes of input: far more (near-)empty \
+                 records than a real profile holds"
+            ),
             ErrorKind::Frame(msg) => write!(f, "building a frame failed: {msg}"),
         }
     }
@@ -276,6 +293,12 @@ pub enum WarningKind {
     ProfilerError(String),
     /// The profiler reported a warning while capturing (XSpace `warnings`).
     ProfilerWarning(String),
+    /// More decode-time warnings of the plane than are kept
+    /// ([`crate::limits::MAX_WARNINGS_PER_PLANE`]); this many were dropped.
+    WarningsOmitted {
+        /// How many warnings were not kept.
+        count: u64,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -293,6 +316,7 @@ impl fmt::Display for Warning {
             }
             WarningKind::ProfilerError(msg) => write!(f, "profiler error: {msg}")?,
             WarningKind::ProfilerWarning(msg) => write!(f, "profiler warning: {msg}")?,
+            WarningKind::WarningsOmitted { count } => write!(f, "{count} more warnings like these were not kept")?,
         }
         if !self.location.is_empty() {
             write!(f, " (at {})", self.location)?;

@@ -28,8 +28,11 @@ pub struct PlaneInventory {
     pub name: String,
     /// Plane kind.
     pub kind: PlaneKind,
-    /// Lines in file order.
+    /// Lines in file order, except those whose message is empty.
     pub lines: Vec<LineInventory>,
+    /// Lines whose message is empty (no name, no events: XProf lists each as a line named `""`
+    /// with 0 events), counted instead of listed ([`Plane::empty_line_count`]).
+    pub empty_lines: u64,
 }
 
 impl PlaneInventory {
@@ -41,7 +44,9 @@ impl PlaneInventory {
 
 /// Lists every plane with its lines, event counts and time ranges, in file order.
 ///
-/// The counts are those of XProf's `list_xplane_lines`. Times need one pass over every event.
+/// The counts are those of XProf's `list_xplane_lines`, except that lines whose message is empty
+/// are counted in [`PlaneInventory::empty_lines`] rather than listed one by one. Times need one
+/// pass over every event.
 ///
 /// ```
 /// use xlens_xplane::{Space, SpaceBuilder, inventory};
@@ -81,7 +86,12 @@ fn plane_inventory(plane: &Plane) -> Result<PlaneInventory> {
             last,
         });
     }
-    Ok(PlaneInventory { name: plane.name().to_owned(), kind: plane.kind(), lines })
+    Ok(PlaneInventory {
+        name: plane.name().to_owned(),
+        kind: plane.kind(),
+        lines,
+        empty_lines: plane.empty_line_count() as u64,
+    })
 }
 
 /// The kind of accelerator a profile was captured on.

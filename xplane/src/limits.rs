@@ -1,8 +1,20 @@
-//! Named limits on counts read from untrusted input, checked by one helper.
+//! Named limits on counts read from untrusted input, checked by one helper, and the memory
+//! budget of a plane's decoded tables.
 //!
 //! Allocation in the decoder is always bounded by the input size (every item consumes at least
 //! one byte of input before it is stored); these limits additionally reject inputs whose shape is
 //! absurd for a real profile, before they cost time.
+//!
+//! Counts alone do not bound memory: a line or a metadata entry takes two bytes of input and tens
+//! of bytes once decoded. So a plane's decoded tables (its lines, event and stat metadata, their
+//! id indexes and child ids) have a budget proportional to the plane's encoded size
+//! ([`TABLE_BUDGET_PERCENT`]) plus its share of a per-space allowance
+//! ([`TABLE_ALLOWANCE_PER_SPACE`]); a plane whose tables would need more fails with [`ErrorKind::TableBudget`] before they are allocated. Names are copied
+//! once into one string per plane and are not charged: they cost at most the bytes they were
+//! read from. Lines whose message is empty are counted, not stored, and cost nothing. Plane
+//! stats stay in the plane's bytes. Real profiles use a fraction of the budget (under a third on
+//! every capture in `testdata/`); a crafted one stops with an error instead of amplifying its
+//! size, and one within the budget holds under twice its size plus the allowance.
 
 use crate::error::{Error, ErrorKind, Location};
 
@@ -24,6 +36,8 @@ pub enum Limit {
     HostsPerSession,
     /// Bytes of one plane message (protobuf's own limit is 2 GiB per message).
     PlaneBytes,
+    /// Profiler errors, warnings and host names recorded in one XSpace.
+    ProfilerMessages,
 }
 
 /// Largest number of planes accepted in one XSpace.
@@ -39,8 +53,24 @@ pub const MAX_STATS_PER_PLANE: u64 = 1 << 20;
 /// Largest number of host files accepted in one session directory.
 pub const MAX_HOSTS_PER_SESSION: u64 = 1 << 16;
 
+/// Largest number of profiler errors, warnings and host names accepted in one XSpace.
+pub const MAX_PROFILER_MESSAGES: u64 = 1 << 16;
+
 /// Largest plane message accepted, in bytes: events address their plane's bytes with `u32`.
 pub const MAX_PLANE_BYTES: u64 = u32::MAX as u64;
+
+/// Bytes of decoded tables (lines, metadata entries, id indexes, child ids) a plane may use, in
+/// percent of its encoded size, beyond its allowance. With the names (copied once, at most the
+/// bytes they were read from) a plane's decode then holds under twice its size.
+pub const TABLE_BUDGET_PERCENT: u64 = 75;
+/// Table bytes a space may use beyond its planes' budgets, shared equally by its planes, so that
+/// planes of many short records (SparseCore and host planes of a thousand metadata entries with
+/// short names) decode whatever their size. A space's decoded tables stay under
+/// [`TABLE_BUDGET_PERCENT`] of its size plus this.
+pub const TABLE_ALLOWANCE_PER_SPACE: u64 = 64 << 20;
+/// Decode-time warnings kept per plane; the rest are counted in one
+/// [`WarningKind::WarningsOmitted`](crate::WarningKind::WarningsOmitted).
+pub const MAX_WARNINGS_PER_PLANE: usize = 256;
 
 impl Limit {
     /// The largest accepted count.
@@ -53,6 +83,7 @@ impl Limit {
             Limit::StatsPerPlane => MAX_STATS_PER_PLANE,
             Limit::HostsPerSession => MAX_HOSTS_PER_SESSION,
             Limit::PlaneBytes => MAX_PLANE_BYTES,
+            Limit::ProfilerMessages => MAX_PROFILER_MESSAGES,
         }
     }
 
@@ -66,6 +97,7 @@ impl Limit {
             Limit::StatsPerPlane => "number of plane stats",
             Limit::HostsPerSession => "number of host files in a session",
             Limit::PlaneBytes => "size of a plane in bytes",
+            Limit::ProfilerMessages => "number of profiler errors, warnings and host names",
         }
     }
 }
@@ -78,4 +110,42 @@ pub(crate) fn check(limit: Limit, count: usize, location: impl FnOnce() -> Locat
         return Err(Error::new(ErrorKind::LimitExceeded { limit, count }, location()));
     }
     Ok(())
+}
+
+/// The table budget of a plane of `plane_bytes` bytes in a space of `planes` planes.
+pub(crate) fn table_budget(plane_bytes: usize, planes: usize) -> u64 {
+    let allowance = TABLE_ALLOWANCE_PER_SPACE / planes.max(1) as u64;
+    (plane_bytes as u64).saturating_mul(TABLE_BUDGET_PERCENT) / 100 + allowance
+}
+
+/// What a plane's tables have cost so far, against its budget.
+#[derive(Debug)]
+pub(crate) struct TableBudget {
+    spent: u64,
+    budget: u64,
+    plane_bytes: u64,
+}
+
+impl TableBudget {
+    pub(crate) fn new(plane_bytes: usize, budget: u64) -> Self {
+        TableBudget { spent: 0, budget, plane_bytes: plane_bytes as u64 }
+    }
+
+    /// Charges `bytes`; fails with [`ErrorKind::TableBudget`] when the total goes over budget.
+    #[inline]
+    pub(crate) fn charge(&mut self, bytes: usize, location: impl FnOnce() -> Location) -> Result<(), Error> {
+        self.spent = self.spent.saturating_add(bytes as u64);
+        if self.spent > self.budget {
+            return Err(self.exceeded(location()));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn exceeded(&self, location: Location) -> Error {
+        Error::new(
+            ErrorKind::TableBudget { needed: self.spent, budget: self.budget, plane_bytes: self.plane_bytes },
+            location,
+        )
+    }
 }

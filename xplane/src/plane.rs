@@ -6,13 +6,15 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 use crate::event::{EventIter, Stat, StatIter};
 use crate::ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
-use crate::limits::{self, Limit};
+use crate::limits::{self, Limit, TableBudget};
 use crate::names;
 use crate::wire::{Reader, WireError, WireType, read_repeated_int64};
 
@@ -180,36 +182,109 @@ fn parse_sparse_core(rest: &str) -> Option<PlaneKind> {
     Some(PlaneKind::TpuSparseCore { ordinal, core })
 }
 
+/// A range of a plane's bytes or of its names, in 8 bytes (planes are under 4 GiB, and so are
+/// their names).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    /// `start..end`; both are positions in a plane (under [`limits::MAX_PLANE_BYTES`]) or in its
+    /// names (checked when they are pushed).
+    #[inline]
+    fn new(start: usize, end: usize) -> Span {
+        Span { start: start as u32, end: end as u32 }
+    }
+
+    #[inline]
+    fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    #[inline]
+    fn is_empty(self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// The names of a plane's lines and metadata entries: one string per plane, shared by every
+/// record, each name a [`Span`] of it. Set once when the plane's decode ends.
+#[derive(Clone, Default)]
+struct Names(Arc<OnceLock<String>>);
+
+impl Names {
+    #[inline]
+    fn get(&self, span: Span) -> &str {
+        match self.0.get() {
+            Some(all) => all.get(span.range()).unwrap_or(""),
+            None => "",
+        }
+    }
+}
+
 /// An entry of a plane's event-metadata table.
-#[derive(Clone, Debug)]
+///
+/// Its names live in one string shared by the plane's records, and its stats and payload stay
+/// encoded in the plane's bytes: an entry is 64 bytes plus its child ids.
+#[derive(Clone)]
 pub struct EventMetadata {
     id: EventMetadataId,
-    name: String,
-    display_name: String,
-    metadata: Range<usize>,
-    body: Range<usize>,
-    child_ids: Vec<i64>,
+    names: Names,
+    child_ids: Box<[i64]>,
+    name: Span,
+    display_name: Span,
+    metadata: Span,
+    body: Span,
+}
+
+impl fmt::Debug for EventMetadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventMetadata")
+            .field("id", &self.id)
+            .field("name", &self.name())
+            .field("display_name", &self.raw_display_name())
+            .field("metadata", &self.metadata.range())
+            .field("body", &self.body.range())
+            .field("child_ids", &self.child_ids)
+            .finish()
+    }
 }
 
 impl EventMetadata {
+    fn empty(id: EventMetadataId, names: Names) -> Self {
+        EventMetadata {
+            id,
+            names,
+            child_ids: Box::default(),
+            name: Span::default(),
+            display_name: Span::default(),
+            metadata: Span::default(),
+            body: Span::default(),
+        }
+    }
+
     /// The id events use to refer to this entry.
     pub fn id(&self) -> EventMetadataId {
         self.id
     }
 
     /// The name (on TPU op lines, the long HLO text; on host threads, the TraceMe name).
+    #[inline]
     pub fn name(&self) -> &str {
-        &self.name
+        self.names.get(self.name)
     }
 
     /// The display name, falling back to [`name`](Self::name) when empty.
+    #[inline]
     pub fn display_name(&self) -> &str {
-        if self.display_name.is_empty() { &self.name } else { &self.display_name }
+        if self.display_name.is_empty() { self.name() } else { self.raw_display_name() }
     }
 
     /// The display name as stored (possibly empty).
     pub fn raw_display_name(&self) -> &str {
-        &self.display_name
+        self.names.get(self.display_name)
     }
 
     /// Ids of child event metadata.
@@ -218,12 +293,24 @@ impl EventMetadata {
     }
 }
 
-/// An entry of a plane's stat-metadata table: the name of a stat id.
-#[derive(Clone, Debug)]
+/// An entry of a plane's stat-metadata table: the name of a stat id (32 bytes; the names live in
+/// one string shared by the plane's records).
+#[derive(Clone)]
 pub struct StatMetadata {
     id: StatMetadataId,
-    name: String,
-    description: String,
+    names: Names,
+    name: Span,
+    description: Span,
+}
+
+impl fmt::Debug for StatMetadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StatMetadata")
+            .field("id", &self.id)
+            .field("name", &self.name())
+            .field("description", &self.description())
+            .finish()
+    }
 }
 
 impl StatMetadata {
@@ -233,34 +320,58 @@ impl StatMetadata {
     }
 
     /// The stat name (e.g. `flops`, `program_id`).
+    #[inline]
     pub fn name(&self) -> &str {
-        &self.name
+        self.names.get(self.name)
     }
 
     /// The description, often empty.
     pub fn description(&self) -> &str {
-        &self.description
+        self.names.get(self.description)
     }
 }
 
 /// One line of a plane: a thread, a stream or an XLA line such as `XLA Ops`.
-#[derive(Clone, Debug)]
+///
+/// A line is 72 bytes: its header, its names as spans of one string shared by the plane's
+/// records, and the window of its events in the plane's bytes. Lines whose message is empty are
+/// not stored (see [`Plane::empty_line_count`]).
+#[derive(Clone)]
 pub struct Line {
-    index: usize,
     id: LineId,
     display_id: i64,
-    name: String,
-    display_name: String,
     timestamp_ns: i64,
     duration_ps: i64,
-    body: Range<usize>,
-    event_count: usize,
+    names: Names,
+    name: Span,
+    display_name: Span,
+    body: Span,
+    index: u32,
+    event_count: u32,
+}
+
+impl fmt::Debug for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Line")
+            .field("index", &self.index)
+            .field("id", &self.id)
+            .field("display_id", &self.display_id)
+            .field("name", &self.name())
+            .field("display_name", &self.raw_display_name())
+            .field("timestamp_ns", &self.timestamp_ns)
+            .field("duration_ps", &self.duration_ps)
+            .field("body", &self.body.range())
+            .field("event_count", &self.event_count)
+            .finish()
+    }
 }
 
 impl Line {
-    /// Position of the line in its plane (file order).
+    /// Position of the line in its plane (file order, counting the empty lines that
+    /// [`Plane::lines`] leaves out).
+    #[inline]
     pub fn index(&self) -> usize {
-        self.index
+        self.index as usize
     }
 
     /// The line id (on host planes, the thread id).
@@ -279,21 +390,23 @@ impl Line {
     }
 
     /// The line name (e.g. `XLA Ops`, or a thread name).
+    #[inline]
     pub fn name(&self) -> &str {
-        &self.name
+        self.names.get(self.name)
     }
 
     /// The display name, falling back to [`name`](Self::name) when empty.
     pub fn display_name(&self) -> &str {
-        if self.display_name.is_empty() { &self.name } else { &self.display_name }
+        if self.display_name.is_empty() { self.name() } else { self.raw_display_name() }
     }
 
     /// The display name as stored (possibly empty).
     pub fn raw_display_name(&self) -> &str {
-        &self.display_name
+        self.names.get(self.display_name)
     }
 
     /// Start of the line in nanoseconds; events are offsets from it.
+    #[inline]
     pub fn timestamp_ns(&self) -> i64 {
         self.timestamp_ns
     }
@@ -309,54 +422,66 @@ impl Line {
     }
 
     /// Number of events on the line (counted without decoding them).
+    #[inline]
     pub fn event_count(&self) -> usize {
-        self.event_count
+        self.event_count as usize
     }
 
     /// Iterates the line's events, decoding each lazily.
     ///
     /// The iterator yields `Err` once on malformed event bytes and then stops.
     pub fn events<'a>(&'a self, plane: &'a Plane) -> EventIter<'a> {
-        EventIter::new(plane, self, Reader::bounded(&plane.bytes, self.body.clone()))
+        EventIter::new(plane, self, Reader::bounded(&plane.bytes, self.body.range()))
     }
 
     /// Like [`Line::events`], for a pass that reads the line once: the file pages behind the walk
     /// are released as it goes (see [`crate::ReleasingEvents`]).
     pub fn events_releasing<'a>(&'a self, plane: &'a Plane) -> crate::ReleasingEvents<'a> {
-        crate::ReleasingEvents::new(self.events(plane), self.body.clone())
+        crate::ReleasingEvents::new(self.events(plane), self.body.range())
     }
 }
 
-/// Maps ids from the input to positions in a table: dense when ids are compact, sorted otherwise.
+/// Maps ids from the input to positions in a table sorted by id: a dense array of slots when
+/// ids are compact, else a binary search of the table itself (nothing stored).
 #[derive(Clone, Debug)]
 enum IdIndex {
-    Dense { base: i64, slots: Vec<u32> },
-    Sparse(Vec<(i64, u32)>),
+    Dense { base: i64, slots: Box<[u32]> },
+    Sorted,
 }
 
 const NO_SLOT: u32 = u32::MAX;
 
 impl IdIndex {
-    /// `ids` must be sorted and unique; position `i` holds `ids[i]`.
-    fn build(ids: impl ExactSizeIterator<Item = i64> + Clone) -> IdIndex {
-        let n = ids.len();
-        let (Some(min), Some(max)) = (ids.clone().next(), ids.clone().last()) else {
-            return IdIndex::Sparse(Vec::new());
-        };
+    /// The first id and the number of slots of a dense index over `ids` (sorted, unique), when
+    /// ids are compact enough for one.
+    fn dense_span(ids: &[i64]) -> Option<(i64, usize)> {
+        let (&min, &max) = (ids.first()?, ids.last()?);
         let span = (max as i128) - (min as i128) + 1;
-        if span <= (2 * n as i128) + 64 {
-            let mut slots = vec![NO_SLOT; span as usize];
-            for (pos, id) in ids.enumerate() {
-                slots[(id - min) as usize] = pos as u32;
+        (span <= (2 * ids.len() as i128) + 64).then_some((min, span as usize))
+    }
+
+    /// Bytes the index over `ids` takes.
+    fn heap_bytes(ids: &[i64]) -> usize {
+        IdIndex::dense_span(ids).map_or(0, |(_, span)| span * std::mem::size_of::<u32>())
+    }
+
+    /// `ids` must be sorted and unique; position `i` holds `ids[i]`.
+    fn build(ids: &[i64]) -> IdIndex {
+        match IdIndex::dense_span(ids) {
+            Some((base, span)) => {
+                let mut slots = vec![NO_SLOT; span].into_boxed_slice();
+                for (pos, &id) in ids.iter().enumerate() {
+                    slots[(id - base) as usize] = pos as u32;
+                }
+                IdIndex::Dense { base, slots }
             }
-            IdIndex::Dense { base: min, slots }
-        } else {
-            IdIndex::Sparse(ids.enumerate().map(|(pos, id)| (id, pos as u32)).collect())
+            None => IdIndex::Sorted,
         }
     }
 
+    /// The position of `id` in `table` (sorted by `key`, unique).
     #[inline]
-    fn get(&self, id: i64) -> Option<usize> {
+    fn get<T>(&self, id: i64, table: &[T], key: impl Fn(&T) -> i64) -> Option<usize> {
         match self {
             IdIndex::Dense { base, slots } => {
                 let slot = id.checked_sub(*base)?;
@@ -366,14 +491,15 @@ impl IdIndex {
                     _ => None,
                 }
             }
-            IdIndex::Sparse(pairs) => pairs.binary_search_by_key(&id, |&(k, _)| k).ok().map(|i| pairs[i].1 as usize),
+            IdIndex::Sorted => table.binary_search_by_key(&id, key).ok(),
         }
     }
 }
 
 /// One decoded plane of an XSpace.
 ///
-/// Owns a refcounted window of the input; lines and events borrow from it.
+/// Owns a refcounted window of the input; lines and events borrow from it. Its tables cost memory
+/// in proportion to the plane's bytes (see [`crate::limits`]).
 pub struct Plane {
     index: usize,
     id: PlaneId,
@@ -382,14 +508,19 @@ pub struct Plane {
     bytes: Bytes,
     base_offset: u64,
     lines: Vec<Line>,
+    empty_lines: usize,
     event_metadata: Vec<EventMetadata>,
     event_metadata_index: IdIndex,
     stat_metadata: Vec<StatMetadata>,
     stat_metadata_index: IdIndex,
-    stats: Vec<Range<usize>>,
+    /// From the first plane stat's tag to the end of the last one (other fields in between are
+    /// skipped when iterating).
+    stats: Span,
     warnings: Vec<Warning>,
     /// The file mapping the bytes come from, when they do.
     file: Option<crate::residency::FileMap>,
+    /// The path of that file, for the locations of errors found after the parse.
+    path: Option<Arc<Path>>,
 }
 
 impl fmt::Debug for Plane {
@@ -401,6 +532,7 @@ impl fmt::Debug for Plane {
             .field("kind", &self.kind)
             .field("bytes", &self.bytes.len())
             .field("lines", &self.lines.len())
+            .field("empty_lines", &self.empty_lines)
             .field("event_metadata", &self.event_metadata.len())
             .field("stat_metadata", &self.stat_metadata.len())
             .finish()
@@ -428,14 +560,22 @@ impl Plane {
         self.kind
     }
 
-    /// The lines in file order.
+    /// The lines in file order, except those whose message is empty: they have no id, name,
+    /// time or event, and are only counted ([`empty_line_count`](Self::empty_line_count)).
+    /// [`Line::index`] is the position among all lines.
     pub fn lines(&self) -> &[Line] {
         &self.lines
     }
 
+    /// How many lines have an empty message (left out of [`lines`](Self::lines)). XProf lists
+    /// them as lines with no name and no events.
+    pub fn empty_line_count(&self) -> usize {
+        self.empty_lines
+    }
+
     /// The first line with this name.
     pub fn line_by_name(&self, name: &str) -> Option<&Line> {
-        self.lines.iter().find(|l| l.name == name)
+        self.lines.iter().find(|l| l.name() == name)
     }
 
     /// The first line with this id.
@@ -445,7 +585,7 @@ impl Plane {
 
     /// Total number of events over all lines.
     pub fn event_count(&self) -> usize {
-        self.lines.iter().map(|l| l.event_count).sum()
+        self.lines.iter().map(Line::event_count).sum()
     }
 
     /// The event-metadata table, ordered by id.
@@ -456,14 +596,14 @@ impl Plane {
     /// Looks up event metadata by id.
     #[inline]
     pub fn event_metadata_by_id(&self, id: EventMetadataId) -> Option<&EventMetadata> {
-        self.event_metadata_index.get(id.0).map(|i| &self.event_metadata[i])
+        self.event_metadata_position(id).map(|i| &self.event_metadata[i])
     }
 
     /// The position of an event-metadata id in [`event_metadata`](Self::event_metadata), for
     /// per-metadata arrays in analyses.
     #[inline]
     pub fn event_metadata_position(&self, id: EventMetadataId) -> Option<usize> {
-        self.event_metadata_index.get(id.0)
+        self.event_metadata_index.get(id.0, &self.event_metadata, |m| m.id.0)
     }
 
     /// Decides a predicate once per event-metadata entry, so hot loops test events by id
@@ -501,19 +641,19 @@ impl Plane {
     /// Looks up stat metadata by id.
     #[inline]
     pub fn stat_metadata_by_id(&self, id: StatMetadataId) -> Option<&StatMetadata> {
-        self.stat_metadata_index.get(id.0).map(|i| &self.stat_metadata[i])
+        self.stat_metadata_index.get(id.0, &self.stat_metadata, |m| m.id.0).map(|i| &self.stat_metadata[i])
     }
 
     /// The id of the stat with this name, if the plane defines it.
     ///
     /// Resolve names once per plane, then match stats by id in hot loops.
     pub fn stat_id(&self, name: &str) -> Option<StatMetadataId> {
-        self.stat_metadata.iter().find(|m| m.name == name).map(|m| m.id)
+        self.stat_metadata.iter().find(|m| m.name() == name).map(|m| m.id)
     }
 
     /// The plane-level stats (device capabilities, versions, profile start/stop, ...).
     pub fn stats(&self) -> PlaneStats<'_> {
-        PlaneStats { plane: self, ranges: self.stats.iter() }
+        PlaneStats { plane: self, reader: self.reader(self.stats.range()) }
     }
 
     /// The first plane-level stat with this name.
@@ -524,15 +664,16 @@ impl Plane {
 
     /// The stats of an event-metadata entry (constant for every event using it).
     pub fn metadata_stats<'a>(&'a self, metadata: &'a EventMetadata) -> StatIter<'a> {
-        StatIter::new(self, Reader::bounded(&self.bytes, metadata.body.clone()), 5)
+        StatIter::new(self, self.reader(metadata.body.range()), 5)
     }
 
     /// The opaque `metadata` payload of an event-metadata entry.
     pub fn metadata_payload<'a>(&'a self, metadata: &EventMetadata) -> &'a [u8] {
-        &self.bytes[metadata.metadata.clone()]
+        self.bytes.get(metadata.metadata.range()).unwrap_or_default()
     }
 
-    /// Warnings found while decoding the plane (lossy UTF-8 in names).
+    /// Warnings found while decoding the plane (lossy UTF-8 in names), at most
+    /// [`limits::MAX_WARNINGS_PER_PLANE`] and then one that counts the rest.
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings
     }
@@ -562,8 +703,14 @@ impl Plane {
         self.release(0..self.bytes.len());
     }
 
-    pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap) {
+    /// Lets the plane release the pages of the mapping it was parsed from, and names the file in
+    /// the locations of errors and warnings.
+    pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap, path: Arc<Path>) {
+        for w in &mut self.warnings {
+            w.location.file = Some(path.to_path_buf());
+        }
         self.file = Some(file);
+        self.path = Some(path);
     }
 
     /// Releases the resident pages of `range` (plane positions) when the plane is file-mapped;
@@ -585,13 +732,33 @@ impl Plane {
         Reader::bounded(&self.bytes, range)
     }
 
-    pub(crate) fn location_at(&self, pos: usize) -> Location {
-        Location::at_offset(self.offset_of(pos)).with_plane(self.index)
+    /// The plane (and its file, when it came from one).
+    pub(crate) fn location(&self) -> Location {
+        let mut location = Location::default().with_plane(self.index);
+        location.file = self.path.as_deref().map(Path::to_path_buf);
+        location
     }
 
-    /// Decodes a plane from its message body. `base_offset` is where the body starts in the input.
-    pub(crate) fn decode(bytes: Bytes, index: usize, base_offset: u64) -> Result<Plane> {
-        let mut dec = PlaneDecoder { index, base_offset, warnings: Vec::new() };
+    /// A position in the plane's bytes, as a location in the input (and its file, if any).
+    #[cold]
+    pub(crate) fn location_at(&self, pos: usize) -> Location {
+        let mut location = self.location();
+        location.offset = Some(self.offset_of(pos));
+        location
+    }
+
+    /// Decodes a plane from its message body. `base_offset` is where the body starts in the
+    /// input; `budget` is what its tables may cost ([`limits::table_budget`]).
+    pub(crate) fn decode(bytes: Bytes, index: usize, base_offset: u64, budget: u64) -> Result<Plane> {
+        let mut dec = PlaneDecoder {
+            index,
+            base_offset,
+            warnings: Vec::new(),
+            omitted_warnings: 0,
+            names: String::new(),
+            shared: Names::default(),
+            budget: TableBudget::new(bytes.len(), budget),
+        };
         dec.decode(bytes)
     }
 }
@@ -600,27 +767,63 @@ impl Plane {
 #[derive(Debug)]
 pub struct PlaneStats<'a> {
     plane: &'a Plane,
-    ranges: std::slice::Iter<'a, Range<usize>>,
+    /// The plane's bytes from its first stat to its last.
+    reader: Reader<'a>,
 }
 
 impl<'a> Iterator for PlaneStats<'a> {
     type Item = Result<Stat<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let range = self.ranges.next()?;
-        Some(Stat::decode(self.plane, Reader::bounded(&self.plane.bytes, range.clone())))
+        // The framing was checked by the parse; a failure here ends the walk.
+        let r = &mut self.reader;
+        while !r.is_empty() {
+            let pos = r.pos();
+            let field = r.read_tag().and_then(|(field, wire)| match (field, wire) {
+                (6, WireType::Len) => r.read_message().map(Some),
+                _ => r.skip(wire).map(|()| None),
+            });
+            match field {
+                Ok(Some(body)) => return Some(Stat::decode(self.plane, body)),
+                Ok(None) => {}
+                Err(e) => {
+                    *r = Reader::new(&[]);
+                    return Some(Err(wire_error(e, self.plane.location_at(pos))));
+                }
+            }
+        }
+        None
     }
+}
+
+/// How many records of each table a plane holds, from a first pass over its fields.
+#[derive(Debug, Default)]
+struct Counts {
+    lines: usize,
+    event_metadata: usize,
+    stat_metadata: usize,
+}
+
+#[cold]
+fn location(base_offset: u64, plane: usize, pos: usize) -> Location {
+    Location::at_offset(base_offset + pos as u64).with_plane(plane)
 }
 
 struct PlaneDecoder {
     index: usize,
     base_offset: u64,
     warnings: Vec<Warning>,
+    omitted_warnings: u64,
+    /// The names of the plane's records, appended as they are decoded.
+    names: String,
+    /// What the records share: set to `names` at the end.
+    shared: Names,
+    budget: TableBudget,
 }
 
 impl PlaneDecoder {
     fn loc(&self, pos: usize) -> Location {
-        Location::at_offset(self.base_offset + pos as u64).with_plane(self.index)
+        location(self.base_offset, self.index, pos)
     }
 
     fn wire_err(&self, e: WireError, pos: usize) -> Error {
@@ -631,28 +834,129 @@ impl PlaneDecoder {
         Error::new(ErrorKind::WrongWireType { message, field, found: wire.name() }, self.loc(pos))
     }
 
+    /// Charges `bytes` to the plane's table budget.
+    #[inline]
+    fn charge(&mut self, bytes: usize, pos: usize) -> Result<()> {
+        let (base, plane) = (self.base_offset, self.index);
+        self.budget.charge(bytes, || location(base, plane, pos))
+    }
+
+    fn warn(&mut self, kind: WarningKind, pos: usize) {
+        if self.warnings.len() < limits::MAX_WARNINGS_PER_PLANE {
+            let location = self.loc(pos);
+            self.warnings.push(Warning { kind, location });
+        } else {
+            self.omitted_warnings += 1;
+        }
+    }
+
+    /// A string as an owned `String` (lossy, with a warning, when not UTF-8).
     fn string(&mut self, raw: &[u8], what: &'static str, pos: usize) -> String {
         match std::str::from_utf8(raw) {
             Ok(s) => s.to_owned(),
             Err(_) => {
-                self.warnings.push(Warning { kind: WarningKind::InvalidUtf8 { what }, location: self.loc(pos) });
+                self.warn(WarningKind::InvalidUtf8 { what }, pos);
                 String::from_utf8_lossy(raw).into_owned()
             }
         }
+    }
+
+    /// Appends a name to the plane's names (lossy, with a warning, when not UTF-8) and returns
+    /// its span. Names cost what they were read from; what lossy decoding adds is charged.
+    fn name(&mut self, raw: &[u8], what: &'static str, pos: usize) -> Result<Span> {
+        let start = self.names.len();
+        match std::str::from_utf8(raw) {
+            Ok(s) => {
+                self.reserve_names(s.len());
+                self.names.push_str(s);
+            }
+            Err(_) => {
+                self.warn(WarningKind::InvalidUtf8 { what }, pos);
+                let lossy = String::from_utf8_lossy(raw);
+                self.charge(lossy.len().saturating_sub(raw.len()), pos)?;
+                self.reserve_names(lossy.len());
+                self.names.push_str(&lossy);
+            }
+        }
+        let end = self.names.len();
+        if end > u32::MAX as usize {
+            // Spans are u32: only a plane near 4 GiB of lossy names gets here.
+            self.charge(usize::MAX, pos)?;
+        }
+        Ok(Span::new(start, end))
+    }
+
+    /// Room for `additional` more bytes of names, growing by a quarter (not doubling): the
+    /// names are shrunk to their size at the end, and the spare room at the peak stays small.
+    #[inline]
+    fn reserve_names(&mut self, additional: usize) {
+        if self.names.capacity() - self.names.len() < additional {
+            self.names.reserve_exact(additional.max(self.names.len() / 4).max(256));
+        }
+    }
+
+    /// The first pass: counts the records of each table, checks the count limits, and charges
+    /// the records to the budget before anything is allocated. Stops quietly where the second
+    /// pass will fail.
+    fn count(&mut self, buf: &[u8]) -> Result<Counts> {
+        let mut r = Reader::new(buf);
+        let mut c = Counts::default();
+        let (mut all_lines, mut stats) = (0usize, 0usize);
+        while !r.is_empty() {
+            let Ok((field, wire)) = r.read_tag() else { break };
+            let val_pos = r.pos();
+            if wire != WireType::Len {
+                if matches!(field, 2..=6) || (field == 1 && wire != WireType::Varint) || r.skip(wire).is_err() {
+                    break;
+                }
+                continue;
+            }
+            let Ok(body) = r.read_len() else { break };
+            match field {
+                3 => {
+                    all_lines += 1;
+                    limits::check(Limit::LinesPerPlane, all_lines, || self.loc(val_pos))?;
+                    // Empty lines are counted, not stored.
+                    if !body.is_empty() {
+                        c.lines += 1;
+                        self.charge(std::mem::size_of::<Line>(), val_pos)?;
+                    }
+                }
+                4 => {
+                    c.event_metadata += 1;
+                    limits::check(Limit::EventMetadataPerPlane, c.event_metadata, || self.loc(val_pos))?;
+                    self.charge(std::mem::size_of::<EventMetadata>(), val_pos)?;
+                }
+                5 => {
+                    c.stat_metadata += 1;
+                    limits::check(Limit::StatMetadataPerPlane, c.stat_metadata, || self.loc(val_pos))?;
+                    self.charge(std::mem::size_of::<StatMetadata>(), val_pos)?;
+                }
+                6 => {
+                    stats += 1;
+                    limits::check(Limit::StatsPerPlane, stats, || self.loc(val_pos))?;
+                }
+                1 => break,
+                _ => {}
+            }
+        }
+        Ok(c)
     }
 
     fn decode(&mut self, bytes: Bytes) -> Result<Plane> {
         // Events keep plane offsets as u32.
         limits::check(Limit::PlaneBytes, bytes.len(), || self.loc(0))?;
         let buf: &[u8] = &bytes;
+        let counts = self.count(buf)?;
         let mut r = Reader::new(buf);
         let mut id = 0i64;
         let mut name_raw: &[u8] = &[];
         let mut name_pos = 0usize;
-        let mut lines = Vec::new();
-        let mut event_metadata: Vec<EventMetadata> = Vec::new();
-        let mut stat_metadata: Vec<StatMetadata> = Vec::new();
-        let mut stats = Vec::new();
+        let mut lines = Vec::with_capacity(counts.lines);
+        let mut line_index = 0usize;
+        let mut event_metadata: Vec<EventMetadata> = Vec::with_capacity(counts.event_metadata);
+        let mut stat_metadata: Vec<StatMetadata> = Vec::with_capacity(counts.stat_metadata);
+        let mut stats: Option<Span> = None;
         while !r.is_empty() {
             let tag_pos = r.pos();
             let (field, wire) = r.read_tag().map_err(|e| self.wire_err(e, tag_pos))?;
@@ -666,38 +970,58 @@ impl PlaneDecoder {
                 (3, WireType::Len) => {
                     let body = r.read_len().map_err(|e| self.wire_err(e, val_pos))?;
                     let start = r.pos() - body.len();
-                    limits::check(Limit::LinesPerPlane, lines.len() + 1, || self.loc(val_pos))?;
-                    let line = self.decode_line(body, start, lines.len())?;
-                    lines.push(line);
+                    if !body.is_empty() {
+                        let line = self.decode_line(body, start, line_index)?;
+                        lines.push(line);
+                    }
+                    line_index += 1;
                 }
                 (4, WireType::Len) => {
                     let body = r.read_len().map_err(|e| self.wire_err(e, val_pos))?;
                     let start = r.pos() - body.len();
-                    limits::check(Limit::EventMetadataPerPlane, event_metadata.len() + 1, || self.loc(val_pos))?;
                     event_metadata.push(self.decode_event_metadata_entry(body, start)?);
                 }
                 (5, WireType::Len) => {
                     let body = r.read_len().map_err(|e| self.wire_err(e, val_pos))?;
                     let start = r.pos() - body.len();
-                    limits::check(Limit::StatMetadataPerPlane, stat_metadata.len() + 1, || self.loc(val_pos))?;
                     stat_metadata.push(self.decode_stat_metadata_entry(body, start)?);
                 }
                 (6, WireType::Len) => {
-                    let body = r.read_len().map_err(|e| self.wire_err(e, val_pos))?;
-                    let start = r.pos() - body.len();
-                    limits::check(Limit::StatsPerPlane, stats.len() + 1, || self.loc(val_pos))?;
-                    stats.push(start..start + body.len());
+                    r.read_len().map_err(|e| self.wire_err(e, val_pos))?;
+                    let span = stats.get_or_insert(Span::new(tag_pos, tag_pos));
+                    span.end = r.pos() as u32;
                 }
                 (1..=6, _) => return Err(self.wrong_type("XPlane", field, wire, tag_pos)),
                 _ => r.skip(wire).map_err(|e| self.wire_err(e, val_pos))?,
             }
         }
         let name = self.string(name_raw, "plane name", name_pos);
-        // Map semantics: the last entry for a key wins. Sort by id keeping file order among equals.
-        let event_metadata = dedup_last_by_key(event_metadata, |m| m.id.0);
-        let stat_metadata = dedup_last_by_key(stat_metadata, |m| m.id.0);
-        let event_metadata_index = IdIndex::build(event_metadata.iter().map(|m| m.id.0));
-        let stat_metadata_index = IdIndex::build(stat_metadata.iter().map(|m| m.id.0));
+        // Map semantics: the last entry for a key wins. Entries' positions give their order:
+        // event metadata by its body's (unique) start, stat metadata by the spans of its names,
+        // which only grow in file order (equal only between entries whose names are all empty
+        // and that are then alike).
+        let event_metadata = dedup_last_by_key(event_metadata, |m| m.id.0, |m| m.body.start);
+        let stat_metadata = dedup_last_by_key(
+            stat_metadata,
+            |m| m.id.0,
+            |m| (m.name.start, m.name.end, m.description.start, m.description.end),
+        );
+        let event_ids: Vec<i64> = event_metadata.iter().map(|m| m.id.0).collect();
+        let stat_ids: Vec<i64> = stat_metadata.iter().map(|m| m.id.0).collect();
+        self.charge(IdIndex::heap_bytes(&event_ids) + IdIndex::heap_bytes(&stat_ids), 0)?;
+        let event_metadata_index = IdIndex::build(&event_ids);
+        let stat_metadata_index = IdIndex::build(&stat_ids);
+        drop((event_ids, stat_ids));
+        let mut names = std::mem::take(&mut self.names);
+        names.shrink_to_fit();
+        let _ = self.shared.0.set(names);
+        let mut warnings = std::mem::take(&mut self.warnings);
+        if self.omitted_warnings > 0 {
+            warnings.push(Warning {
+                kind: WarningKind::WarningsOmitted { count: self.omitted_warnings },
+                location: Location::default().with_plane(self.index),
+            });
+        }
         Ok(Plane {
             index: self.index,
             id: PlaneId(id),
@@ -706,29 +1030,34 @@ impl PlaneDecoder {
             bytes,
             base_offset: self.base_offset,
             lines,
+            empty_lines: line_index - counts.lines,
             event_metadata,
             event_metadata_index,
             stat_metadata,
             stat_metadata_index,
-            stats,
-            warnings: std::mem::take(&mut self.warnings),
+            stats: stats.unwrap_or_default(),
+            warnings,
             file: None,
+            path: None,
         })
     }
 
     fn decode_line(&mut self, body: &[u8], start: usize, index: usize) -> Result<Line> {
         let mut r = Reader::new(body);
         let mut line = Line {
-            index,
+            index: index as u32,
             id: LineId(0),
             display_id: 0,
-            name: String::new(),
-            display_name: String::new(),
+            names: self.shared.clone(),
+            name: Span::default(),
+            display_name: Span::default(),
             timestamp_ns: 0,
             duration_ps: 0,
-            body: start..start + body.len(),
+            body: Span::new(start, start + body.len()),
             event_count: 0,
         };
+        // Under 2^31: every event takes at least two bytes of a plane under 4 GiB.
+        let mut event_count = 0usize;
         let err = |this: &Self, e, pos: usize| this.wire_err(e, start + pos).in_line(index);
         while !r.is_empty() {
             let tag_pos = r.pos();
@@ -737,13 +1066,13 @@ impl PlaneDecoder {
             match (field, wire) {
                 (4, WireType::Len) => {
                     r.read_len().map_err(|e| err(self, e, val_pos))?;
-                    line.event_count += 1;
+                    event_count += 1;
                     // Events come in long runs: count the rest of the run on their one-byte tag
                     // (field 4, length-delimited) without the general tag match.
                     while r.eat(0x22) {
                         let len_pos = r.pos();
                         r.read_message().map_err(|e| err(self, e, len_pos))?;
-                        line.event_count += 1;
+                        event_count += 1;
                     }
                 }
                 (1, WireType::Varint) => line.id = LineId(r.read_varint().map_err(|e| err(self, e, val_pos))? as i64),
@@ -752,11 +1081,12 @@ impl PlaneDecoder {
                 (9, WireType::Varint) => line.duration_ps = r.read_varint().map_err(|e| err(self, e, val_pos))? as i64,
                 (2, WireType::Len) => {
                     let raw = r.read_len().map_err(|e| err(self, e, val_pos))?;
-                    line.name = self.string(raw, "line name", start + val_pos);
+                    line.name = self.name(raw, "line name", start + val_pos).map_err(|e| e.in_line(index))?;
                 }
                 (11, WireType::Len) => {
                     let raw = r.read_len().map_err(|e| err(self, e, val_pos))?;
-                    line.display_name = self.string(raw, "line display name", start + val_pos);
+                    line.display_name =
+                        self.name(raw, "line display name", start + val_pos).map_err(|e| e.in_line(index))?;
                 }
                 (1..=4 | 9..=11, _) => {
                     return Err(self.wrong_type("XLine", field, wire, start + tag_pos).in_line(index));
@@ -764,6 +1094,7 @@ impl PlaneDecoder {
                 _ => r.skip(wire).map_err(|e| err(self, e, val_pos))?,
             }
         }
+        line.event_count = event_count as u32;
         Ok(line)
     }
 
@@ -787,13 +1118,11 @@ impl PlaneDecoder {
                 _ => r.skip(wire).map_err(|e| self.wire_err(e, start + val_pos))?,
             }
         }
-        let mut meta = value.unwrap_or_else(|| EventMetadata {
-            id: EventMetadataId(0),
-            name: String::new(),
-            display_name: String::new(),
-            metadata: 0..0,
-            body: 0..0,
-            child_ids: Vec::new(),
+        let mut meta = value.unwrap_or_else(|| {
+            // No value: an empty body at the entry's own position (which orders entries).
+            let mut meta = EventMetadata::empty(EventMetadataId(0), self.shared.clone());
+            meta.body = Span::new(start, start);
+            meta
         });
         // The map key is what events refer to; the value's own id is informational.
         meta.id = EventMetadataId(key);
@@ -802,14 +1131,9 @@ impl PlaneDecoder {
 
     fn decode_event_metadata(&mut self, body: &[u8], start: usize) -> Result<EventMetadata> {
         let mut r = Reader::new(body);
-        let mut meta = EventMetadata {
-            id: EventMetadataId(0),
-            name: String::new(),
-            display_name: String::new(),
-            metadata: 0..0,
-            body: start..start + body.len(),
-            child_ids: Vec::new(),
-        };
+        let mut meta = EventMetadata::empty(EventMetadataId(0), self.shared.clone());
+        meta.body = Span::new(start, start + body.len());
+        let mut child_ids = Vec::new();
         while !r.is_empty() {
             let tag_pos = r.pos();
             let (field, wire) = r.read_tag().map_err(|e| self.wire_err(e, start + tag_pos))?;
@@ -820,29 +1144,40 @@ impl PlaneDecoder {
                 }
                 (2, WireType::Len) => {
                     let raw = r.read_len().map_err(|e| self.wire_err(e, start + val_pos))?;
-                    meta.name = self.string(raw, "event metadata name", start + val_pos);
+                    meta.name = self.name(raw, "event metadata name", start + val_pos)?;
                 }
                 (4, WireType::Len) => {
                     let raw = r.read_len().map_err(|e| self.wire_err(e, start + val_pos))?;
-                    meta.display_name = self.string(raw, "event metadata display name", start + val_pos);
+                    meta.display_name = self.name(raw, "event metadata display name", start + val_pos)?;
                 }
                 (3, WireType::Len) => {
                     let raw = r.read_len().map_err(|e| self.wire_err(e, start + val_pos))?;
                     let s = start + r.pos() - raw.len();
-                    meta.metadata = s..s + raw.len();
+                    meta.metadata = Span::new(s, s + raw.len());
                 }
                 (5, WireType::Len) => {
                     // Stats are decoded on access; check the framing now.
                     r.read_len().map_err(|e| self.wire_err(e, start + val_pos))?;
                 }
                 (6, WireType::Varint | WireType::Len) => {
-                    read_repeated_int64(&mut r, wire, &mut meta.child_ids)
-                        .map_err(|e| self.wire_err(e, start + val_pos))?;
+                    // Eight bytes per id, from as little as one byte of input: charge them first.
+                    let ids = match wire {
+                        WireType::Len => {
+                            let mut peek = r;
+                            let packed = peek.read_len().map_err(|e| self.wire_err(e, start + val_pos))?;
+                            packed.iter().filter(|&&b| b < 0x80).count()
+                        }
+                        _ => 1,
+                    };
+                    self.charge(ids * std::mem::size_of::<i64>(), start + val_pos)?;
+                    child_ids.reserve_exact(ids);
+                    read_repeated_int64(&mut r, wire, &mut child_ids).map_err(|e| self.wire_err(e, start + val_pos))?;
                 }
                 (1..=6, _) => return Err(self.wrong_type("XEventMetadata", field, wire, start + tag_pos)),
                 _ => r.skip(wire).map_err(|e| self.wire_err(e, start + val_pos))?,
             }
         }
+        meta.child_ids = child_ids.into_boxed_slice();
         Ok(meta)
     }
 
@@ -850,7 +1185,7 @@ impl PlaneDecoder {
     fn decode_stat_metadata_entry(&mut self, body: &[u8], start: usize) -> Result<StatMetadata> {
         let mut r = Reader::new(body);
         let mut key = 0i64;
-        let mut meta = StatMetadata { id: StatMetadataId(0), name: String::new(), description: String::new() };
+        let mut meta = self.empty_stat_metadata();
         while !r.is_empty() {
             let tag_pos = r.pos();
             let (field, wire) = r.read_tag().map_err(|e| self.wire_err(e, start + tag_pos))?;
@@ -870,9 +1205,16 @@ impl PlaneDecoder {
         Ok(meta)
     }
 
+    /// A stat-metadata entry with empty names, placed where the names end now (so that the
+    /// spans of entries increase in file order: see `dedup_last_by_key`).
+    fn empty_stat_metadata(&self) -> StatMetadata {
+        let here = Span::new(self.names.len(), self.names.len());
+        StatMetadata { id: StatMetadataId(0), names: self.shared.clone(), name: here, description: here }
+    }
+
     fn decode_stat_metadata(&mut self, body: &[u8], start: usize) -> Result<StatMetadata> {
         let mut r = Reader::new(body);
-        let mut meta = StatMetadata { id: StatMetadataId(0), name: String::new(), description: String::new() };
+        let mut meta = self.empty_stat_metadata();
         while !r.is_empty() {
             let tag_pos = r.pos();
             let (field, wire) = r.read_tag().map_err(|e| self.wire_err(e, start + tag_pos))?;
@@ -883,11 +1225,11 @@ impl PlaneDecoder {
                 }
                 (2, WireType::Len) => {
                     let raw = r.read_len().map_err(|e| self.wire_err(e, start + val_pos))?;
-                    meta.name = self.string(raw, "stat metadata name", start + val_pos);
+                    meta.name = self.name(raw, "stat metadata name", start + val_pos)?;
                 }
                 (3, WireType::Len) => {
                     let raw = r.read_len().map_err(|e| self.wire_err(e, start + val_pos))?;
-                    meta.description = self.string(raw, "stat metadata description", start + val_pos);
+                    meta.description = self.name(raw, "stat metadata description", start + val_pos)?;
                 }
                 (1..=3, _) => return Err(self.wrong_type("XStatMetadata", field, wire, start + tag_pos)),
                 _ => r.skip(wire).map_err(|e| self.wire_err(e, start + val_pos))?,
@@ -897,25 +1239,17 @@ impl PlaneDecoder {
     }
 }
 
-/// Sorts by key and keeps, for each key, the entry that came last in the input.
-fn dedup_last_by_key<T>(mut items: Vec<T>, key: impl Fn(&T) -> i64) -> Vec<T> {
-    let sorted = items.windows(2).all(|w| key(&w[0]) < key(&w[1]));
-    if sorted {
+/// Sorts by id and keeps, for each id, the entry that came last in the input (map semantics), in
+/// place. `order` must increase in file order, except between entries of identical content.
+fn dedup_last_by_key<T, K: Ord>(mut items: Vec<T>, id: impl Fn(&T) -> i64, order: impl Fn(&T) -> K) -> Vec<T> {
+    if items.windows(2).all(|w| id(&w[0]) < id(&w[1])) {
         return items;
     }
-    // Stable sort keeps input order among equal keys; then keep the last of each run.
-    items.sort_by_key(|t| key(t));
-    let mut out: Vec<T> = Vec::with_capacity(items.len());
-    for item in items {
-        if let Some(last) = out.last_mut()
-            && key(last) == key(&item)
-        {
-            *last = item;
-            continue;
-        }
-        out.push(item);
-    }
-    out
+    // The latest entry of each id first, then drop the others.
+    items.sort_unstable_by(|a, b| id(a).cmp(&id(b)).then_with(|| order(b).cmp(&order(a))));
+    items.dedup_by(|next, kept| id(next) == id(kept));
+    items.shrink_to_fit();
+    items
 }
 
 #[cold]
@@ -963,22 +1297,38 @@ mod tests {
 
     #[test]
     fn id_index_dense_and_sparse() {
-        let dense = IdIndex::build([1i64, 2, 3, 5].into_iter());
+        let ids = [1i64, 2, 3, 5];
+        let dense = IdIndex::build(&ids);
         assert!(matches!(dense, IdIndex::Dense { .. }));
-        assert_eq!(dense.get(5), Some(3));
-        assert_eq!(dense.get(4), None);
-        assert_eq!(dense.get(-1), None);
-        assert_eq!(dense.get(i64::MIN), None);
-        let sparse = IdIndex::build([-5i64, 7, 1 << 40].into_iter());
-        assert!(matches!(sparse, IdIndex::Sparse(_)));
-        assert_eq!(sparse.get(1 << 40), Some(2));
-        assert_eq!(sparse.get(0), None);
+        assert_eq!(IdIndex::heap_bytes(&ids), 5 * 4);
+        let get = |index: &IdIndex, table: &[i64], id| index.get(id, table, |&k| k);
+        assert_eq!(get(&dense, &ids, 5), Some(3));
+        assert_eq!(get(&dense, &ids, 4), None);
+        assert_eq!(get(&dense, &ids, -1), None);
+        assert_eq!(get(&dense, &ids, i64::MIN), None);
+        let ids = [-5i64, 7, 1 << 40];
+        let sparse = IdIndex::build(&ids);
+        assert!(matches!(sparse, IdIndex::Sorted));
+        assert_eq!(IdIndex::heap_bytes(&ids), 0);
+        assert_eq!(get(&sparse, &ids, 1 << 40), Some(2));
+        assert_eq!(get(&sparse, &ids, 0), None);
+    }
+
+    #[test]
+    fn records_are_small() {
+        // What a record costs is what the table budget charges; keep them compact.
+        assert_eq!(std::mem::size_of::<Line>(), 72);
+        assert_eq!(std::mem::size_of::<EventMetadata>(), 64);
+        assert_eq!(std::mem::size_of::<StatMetadata>(), 32);
     }
 
     #[test]
     fn dedup_keeps_last_entry_per_key() {
-        let v = dedup_last_by_key(vec![(3, 'a'), (1, 'b'), (3, 'c'), (2, 'd')], |t| t.0);
-        assert_eq!(v, vec![(1, 'b'), (2, 'd'), (3, 'c')]);
+        let items = vec![(3, 0, 'a'), (1, 1, 'b'), (3, 2, 'c'), (2, 3, 'd'), (3, 4, 'e'), (1, 5, 'f')];
+        let v = dedup_last_by_key(items, |t| t.0, |t| t.1);
+        assert_eq!(v, vec![(1, 5, 'f'), (2, 3, 'd'), (3, 4, 'e')]);
+        let sorted = vec![(1, 0, 'a'), (2, 1, 'b')];
+        assert_eq!(dedup_last_by_key(sorted.clone(), |t| t.0, |t| t.1), sorted);
     }
 }
 

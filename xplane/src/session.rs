@@ -79,10 +79,13 @@ pub fn discover(path: &Path) -> Result<SessionSource> {
 /// which analyses read once into tables (most of a CPU capture), are then handed back to the
 /// OS; they stay in the page cache and the pass that reads them maps them again (see
 /// [`Space::release_pages`]). Device planes, which several passes walk, stay mapped.
+///
+/// Errors found later, while events and stats are decoded lazily, name the file in their
+/// [`Location`].
 pub fn open_space(path: &Path) -> Result<Space> {
     let map = FileMap::new(map(path)?);
     let mut space = Space::parse(map.bytes()).map_err(|e| e.in_file(path))?;
-    space.attach_file(map);
+    space.attach_file(map, path);
     if let Some(plane) = space.host_threads() {
         plane.release_pages();
     }
@@ -190,7 +193,11 @@ impl Session {
 
 fn host_source(path: &Path) -> HostSource {
     let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let host = file_name.strip_suffix(XPLANE_SUFFIX).unwrap_or(&file_name).to_owned();
+    // A file named just `.xplane.pb` keeps its whole name: every file has a host name.
+    let host = match file_name.strip_suffix(XPLANE_SUFFIX) {
+        Some(stem) if !stem.is_empty() => stem.to_owned(),
+        _ => file_name.clone(),
+    };
     HostSource { host, path: path.to_path_buf() }
 }
 

@@ -25,6 +25,8 @@ pub struct Space {
     warnings: Vec<String>,
     hostnames: Vec<String>,
     encoded_len: usize,
+    /// The file the space was opened from, if any.
+    path: Option<std::sync::Arc<std::path::Path>>,
 }
 
 impl Space {
@@ -49,6 +51,12 @@ impl Space {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn parse(bytes: Bytes) -> Result<Space> {
+        Space::parse_with_budget(bytes, limits::table_budget)
+    }
+
+    /// [`Space::parse`] with the table budget of a plane given its size and the number of
+    /// planes (tests tighten it).
+    pub(crate) fn parse_with_budget(bytes: Bytes, budget: impl Fn(usize, usize) -> u64 + Sync) -> Result<Space> {
         if bytes.is_empty() {
             return Err(Error::new(ErrorKind::EmptyInput, Location::default()));
         }
@@ -70,9 +78,16 @@ impl Space {
                     limits::check(Limit::Planes, plane_windows.len() + 1, || Location::at_offset(val_pos as u64))?;
                     plane_windows.push((r.pos() - body.len(), body.len()));
                 }
-                (2, WireType::Len) => errors.push(String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned()),
-                (3, WireType::Len) => warnings.push(String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned()),
-                (4, WireType::Len) => hostnames.push(String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned()),
+                (2..=4, WireType::Len) => {
+                    let text = String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned();
+                    let messages = errors.len() + warnings.len() + hostnames.len() + 1;
+                    limits::check(Limit::ProfilerMessages, messages, || Location::at_offset(val_pos as u64))?;
+                    match field {
+                        2 => errors.push(text),
+                        3 => warnings.push(text),
+                        _ => hostnames.push(text),
+                    }
+                }
                 (1..=4, _) => {
                     return Err(Error::new(
                         ErrorKind::WrongWireType { message: "XSpace", field, found: wire.name() },
@@ -82,15 +97,17 @@ impl Space {
                 _ => r.skip(wire).map_err(fail)?,
             }
         }
+        let planes = plane_windows.len();
         let decode = |(index, &(start, len)): (usize, &(usize, usize))| {
-            Plane::decode(bytes.slice(start..start + len), index, start as u64).map_err(|e| e.in_plane(index))
+            let budget = budget(len, planes);
+            Plane::decode(bytes.slice(start..start + len), index, start as u64, budget).map_err(|e| e.in_plane(index))
         };
         let planes: Result<Vec<Plane>> = if encoded_len >= PARALLEL_DECODE_MIN_BYTES && plane_windows.len() > 1 {
             plane_windows.par_iter().enumerate().map(decode).collect()
         } else {
             plane_windows.iter().enumerate().map(decode).collect()
         };
-        Ok(Space { planes: planes?, errors, warnings, hostnames, encoded_len })
+        Ok(Space { planes: planes?, errors, warnings, hostnames, encoded_len, path: None })
     }
 
     /// Hands the resident pages of the file back to the OS, when the space was opened from a
@@ -108,11 +125,14 @@ impl Space {
         }
     }
 
-    /// Lets the planes release the pages of the mapping they were parsed from.
-    pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap) {
+    /// Lets the planes release the pages of the mapping they were parsed from, and names the
+    /// file in the locations of the errors and warnings they report after the parse.
+    pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap, path: &std::path::Path) {
+        let path: std::sync::Arc<std::path::Path> = path.into();
         for plane in &mut self.planes {
-            plane.attach_file(file.clone());
+            plane.attach_file(file.clone(), path.clone());
         }
+        self.path = Some(path);
     }
 
     /// The planes in file order.
@@ -224,19 +244,56 @@ impl Space {
     /// Warnings known without a full pass: profiler-reported errors and warnings, and lossy names.
     /// [`crate::validate`] adds the checks that need every event.
     pub fn warnings(&self) -> Vec<Warning> {
+        let location = || Location { file: self.path.as_deref().map(|p| p.to_path_buf()), ..Location::default() };
         let mut out: Vec<Warning> = self
             .errors
             .iter()
-            .map(|e| Warning { kind: WarningKind::ProfilerError(e.clone()), location: Location::default() })
+            .map(|e| Warning { kind: WarningKind::ProfilerError(e.clone()), location: location() })
             .chain(
                 self.warnings
                     .iter()
-                    .map(|w| Warning { kind: WarningKind::ProfilerWarning(w.clone()), location: Location::default() }),
+                    .map(|w| Warning { kind: WarningKind::ProfilerWarning(w.clone()), location: location() }),
             )
             .collect();
         for plane in &self.planes {
             out.extend(plane.warnings().iter().cloned());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+
+    fn profiles(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                profiles(&path, out);
+            } else if path.to_string_lossy().ends_with(crate::XPLANE_SUFFIX) {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn real_profiles_use_a_fraction_of_their_table_budget() {
+        // The budget stops crafted inputs; every capture in testdata (CPU, GPU, TPU, field
+        // captures made by others) decodes within a third of it (the most, about a fifth, on
+        // the host threads of CPU captures).
+        let mut files = Vec::new();
+        profiles(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata"), &mut files);
+        assert!(files.len() >= 40, "expected the testdata captures, found {}", files.len());
+        for file in files {
+            let bytes = Bytes::from(std::fs::read(&file).unwrap());
+            let tight = |len, planes| limits::table_budget(len, planes) / 3;
+            if let Err(e) = Space::parse_with_budget(bytes, tight) {
+                panic!("{}: {e}", file.display());
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{Location, Result, Warning, WarningKind};
+use crate::error::{Result, Warning, WarningKind};
 use crate::event::{Stat, StatValue};
 use crate::plane::Plane;
 use crate::space::Space;
@@ -61,7 +61,7 @@ fn validate_plane(plane: &Plane, out: &mut Vec<Warning>) -> Result<()> {
             }
         }
     }
-    let loc = || Location::default().with_plane(plane.index());
+    let loc = || plane.location();
     out.extend(
         dangling_events
             .into_iter()

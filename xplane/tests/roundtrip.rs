@@ -1,5 +1,8 @@
 //! decode(encode(x)) == x for arbitrary XSpaces, and the builder writes what prost reads.
 
+mod common;
+
+use common::{len_field, varint_field};
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -41,17 +44,19 @@ fn event() -> impl Strategy<Value = XEvent> {
 }
 
 fn line() -> impl Strategy<Value = XLine> {
-    (any_id(), any_id(), name(), name(), any::<i64>(), any::<i64>(), proptest::collection::vec(event(), 0..5)).prop_map(
-        |(id, display_id, name, display_name, timestamp_ns, duration_ps, events)| XLine {
-            id,
-            display_id,
-            name,
-            display_name,
-            timestamp_ns,
-            duration_ps,
-            events,
-        },
-    )
+    let line =
+        (any_id(), any_id(), name(), name(), any::<i64>(), any::<i64>(), proptest::collection::vec(event(), 0..5))
+            .prop_map(|(id, display_id, name, display_name, timestamp_ns, duration_ps, events)| XLine {
+                id,
+                display_id,
+                name,
+                display_name,
+                timestamp_ns,
+                duration_ps,
+                events,
+            });
+    // Lines whose message is empty are counted, not stored: they must still round-trip.
+    prop_oneof![4 => line, 1 => Just(XLine::default())]
 }
 
 fn plane() -> impl Strategy<Value = XPlane> {
@@ -121,7 +126,12 @@ proptest! {
     fn event_counts_and_times_follow_the_schema(x in space()) {
         let decoded = Space::parse(Bytes::from(x.encode_to_vec())).unwrap();
         for (plane, raw_plane) in decoded.planes().iter().zip(&x.planes) {
-            for (line, raw_line) in plane.lines().iter().zip(&raw_plane.lines) {
+            let empty = raw_plane.lines.iter().filter(|l| **l == XLine::default()).count();
+            prop_assert_eq!(plane.empty_line_count(), empty);
+            prop_assert_eq!(plane.lines().len() + empty, raw_plane.lines.len());
+            for line in plane.lines() {
+                let raw_line = &raw_plane.lines[line.index()];
+                prop_assert_eq!(line.name(), raw_line.name.as_str());
                 prop_assert_eq!(line.event_count(), raw_line.events.len());
                 for (ev, raw_ev) in line.events(plane).zip(&raw_line.events) {
                     let ev = ev.unwrap();
@@ -181,4 +191,88 @@ fn builder_output_is_what_prost_reads() {
     let cat = plane.metadata_stats(meta).nth(1).unwrap().unwrap();
     assert_eq!((cat.name(), cat.as_str().unwrap().as_ref()), ("hlo_category", "convolution"));
     let _: &raw::XSpace = &x;
+}
+
+/// A `map<int64, message>` entry whose value is `{1: key, 2: name}`.
+fn map_entry(out: &mut Vec<u8>, field: u32, key: u64, name: &str) {
+    let mut value = Vec::new();
+    varint_field(&mut value, 1, key);
+    len_field(&mut value, 2, name.as_bytes());
+    let mut entry = Vec::new();
+    varint_field(&mut entry, 1, key);
+    len_field(&mut entry, 2, &value);
+    len_field(out, field, &entry);
+}
+
+#[test]
+fn odd_layouts_decode_like_prost() {
+    // Fields out of order and interleaved, repeated map keys (the last entry wins), plane stats
+    // around the lines, and empty lines among the others.
+    let mut plane = Vec::new();
+    let stat = |out: &mut Vec<u8>, id: u64, v: u64| {
+        let mut s = Vec::new();
+        varint_field(&mut s, 1, id);
+        varint_field(&mut s, 3, v);
+        len_field(out, 6, &s);
+    };
+    stat(&mut plane, 2, 10);
+    len_field(&mut plane, 3, &[]);
+    map_entry(&mut plane, 4, 5, "five");
+    map_entry(&mut plane, 5, 2, "two");
+    let mut line = Vec::new();
+    varint_field(&mut line, 1, 7);
+    len_field(&mut line, 2, b"worker");
+    let mut event = Vec::new();
+    varint_field(&mut event, 1, 5);
+    varint_field(&mut event, 3, 100);
+    len_field(&mut line, 4, &event);
+    len_field(&mut plane, 3, &line);
+    stat(&mut plane, 1, 11);
+    map_entry(&mut plane, 4, 3, "three");
+    map_entry(&mut plane, 4, 5, "five again");
+    map_entry(&mut plane, 5, 1, "one");
+    map_entry(&mut plane, 5, 2, "two again");
+    len_field(&mut plane, 3, &[]);
+    len_field(&mut plane, 3, &[]);
+    len_field(&mut plane, 2, b"/device:TPU:0");
+    stat(&mut plane, 2, 12);
+    let mut bytes = Vec::new();
+    len_field(&mut bytes, 1, &plane);
+
+    let by_prost = XSpace::decode(bytes.as_slice()).unwrap();
+    let space = Space::parse(Bytes::from(bytes)).unwrap();
+    assert_eq!(space.to_raw().unwrap(), by_prost);
+    let plane = &space.planes()[0];
+    assert_eq!((plane.lines().len(), plane.empty_line_count(), plane.lines()[0].index()), (1, 3, 1));
+    assert_eq!(plane.event_metadata_by_id(EventMetadataId(5)).unwrap().name(), "five again");
+    assert_eq!(plane.stat_metadata_by_id(StatMetadataId(2)).unwrap().name(), "two again");
+    let stats: Vec<(i64, u64)> =
+        plane.stats().map(|s| s.unwrap()).map(|s| (s.metadata_id().0, s.as_u64().unwrap())).collect();
+    assert_eq!(stats, [(2, 10), (1, 11), (2, 12)]);
+    assert_eq!(plane.stat_by_name("two again").and_then(|s| s.as_u64()), Some(10));
+    let ev = plane.lines()[0].events(plane).next().unwrap().unwrap();
+    assert_eq!((ev.name(), ev.duration().0), ("five again", 100));
+}
+
+#[test]
+fn map_entries_without_a_value_are_empty_and_win_over_earlier_ones() {
+    let mut plane = Vec::new();
+    map_entry(&mut plane, 4, 4, "four");
+    map_entry(&mut plane, 5, 4, "four");
+    // Entries holding only their key.
+    for field in [4, 5] {
+        let mut entry = Vec::new();
+        varint_field(&mut entry, 1, 4);
+        len_field(&mut plane, field, &entry);
+    }
+    map_entry(&mut plane, 4, 1, "one");
+    let mut bytes = Vec::new();
+    len_field(&mut bytes, 1, &plane);
+    let space = Space::parse(Bytes::from(bytes)).unwrap();
+    let plane = &space.planes()[0];
+    let ids: Vec<i64> = plane.event_metadata().iter().map(|m| m.id().0).collect();
+    assert_eq!(ids, [1, 4]);
+    let four = plane.event_metadata_by_id(EventMetadataId(4)).unwrap();
+    assert_eq!((four.name(), plane.metadata_stats(four).count(), plane.metadata_payload(four)), ("", 0, &[][..]));
+    assert_eq!(plane.stat_metadata_by_id(StatMetadataId(4)).unwrap().name(), "");
 }

@@ -31,3 +31,25 @@ pub fn xprof_output(dir: &Path, command: &str) -> serde_json::Value {
     let mut doc: serde_json::Value = serde_json::from_str(&text).expect("reference json");
     doc["output"].take()
 }
+
+/// Appends a protobuf varint.
+pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends a length-delimited field (hand-made protobuf, for layouts prost does not write).
+pub fn len_field(out: &mut Vec<u8>, field: u32, payload: &[u8]) {
+    varint(out, u64::from(field) << 3 | 2);
+    varint(out, payload.len() as u64);
+    out.extend_from_slice(payload);
+}
+
+/// Appends a varint field.
+pub fn varint_field(out: &mut Vec<u8>, field: u32, v: u64) {
+    varint(out, u64::from(field) << 3);
+    varint(out, v);
+}
