@@ -7,9 +7,12 @@
 //! PATH is a `*.xplane.pb`, a session directory or a logdir; without it the bundled sample runs.
 //! Hosts are scanned in parallel and streamed (each is unmapped once scanned); a progress bar goes
 //! to stderr when it is a terminal, unless `--quiet`. `--out DIR` writes every table as Parquet,
-//! partitioned by host (`DIR/<table>/host=<host>/part-0.parquet`).
-//! Exit code: 0; 1 on an error (one line on stderr); 3 when `--fail-on` is given and a finding is
-//! at that severity or worse.
+//! partitioned by host (`DIR/<table>/host=<host>/part-<scan>.parquet`, see
+//! `xlens::faults::frame::Dataset`; concurrent scans into one DIR add files, never overwrite).
+//! A host file that cannot be read is listed in the report (`skipped_hosts`) and the others are
+//! analysed; the status is then `INCOMPLETE`.
+//! Exit code: 0; 1 on an error (one line on stderr; every output is still attempted); 3 when
+//! `--fail-on` is given and a finding is at that severity or worse, or the status is `INCOMPLETE`.
 
 mod support;
 
@@ -19,7 +22,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
-use xlens::faults::{HostOutcome, HostProfile, ScanConfig, Severity, render, scan_session};
+use xlens::faults::frame::Dataset;
+use xlens::faults::{HostOutcome, HostProfile, ScanConfig, Severity, Status, render, scan_session};
 use xlens::xplane::discover;
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
@@ -90,12 +94,13 @@ fn body() -> anyhow::Result<()> {
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let done = AtomicUsize::new(0);
     let frame_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let visit = |host: &HostProfile, _: &HostOutcome| {
-        if let Some(dir) = &args.out
-            && let Err(e) = xlens::faults::frame::write_host_parquet(host, dir)
+    let dataset = args.out.as_deref().map(Dataset::new);
+    let visit = |host: &HostProfile, outcome: &HostOutcome| {
+        if let Some(dataset) = &dataset
+            && let Err(e) = dataset.write_host(host, &outcome.summary.skipped)
         {
             let mut slot = frame_error.lock().unwrap_or_else(|p| p.into_inner());
-            slot.get_or_insert(anyhow::anyhow!("writing {}'s frames to {}: {e}", host.name(), dir.display()));
+            slot.get_or_insert(anyhow::anyhow!("writing {}'s frames: {e}", host.name()));
         }
         let n = done.fetch_add(1, Ordering::SeqCst) + 1;
         if show_progress {
@@ -103,23 +108,28 @@ fn body() -> anyhow::Result<()> {
         }
     };
     let report = scan_session(&source, &ScanConfig::default(), &visit)?;
+    // Every output is attempted, whatever failed before it; the failures end the command.
+    let mut failures: Vec<String> = Vec::new();
     if let Some(e) = frame_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
+        failures.push(e.to_string());
     }
-    if args.json {
-        println!("{}", render::json(&report));
-    } else {
-        print!("{}", render::text(&report));
+    if let Some(dataset) = &dataset
+        && let Err(e) = dataset.write_report(&report)
+    {
+        failures.push(format!("writing the report's frames: {e}"));
     }
-    if let Some(html) = &args.html {
-        std::fs::write(html, render::html(&report)).with_context(|| format!("writing {}", html.display()))?;
+    if let Some(html) = &args.html
+        && let Err(e) = std::fs::write(html, render::html(&report))
+    {
+        failures.push(format!("writing {}: {e}", html.display()));
     }
-    if let Some(dir) = &args.out {
-        xlens::faults::frame::write_session_parquet(&report, dir)
-            .with_context(|| format!("writing frames to {}", dir.display()))?;
+    support::emit(&if args.json { render::json(&report) + "\n" } else { render::text(&report) })?;
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
     }
+    // An incomplete profile fails any --fail-on: its verdict cannot vouch for what was lost.
     if let Some(level) = args.fail_on
-        && report.findings.iter().any(|f| f.severity <= level)
+        && (report.status == Status::Incomplete || report.findings.iter().any(|f| f.severity <= level))
     {
         std::process::exit(3);
     }

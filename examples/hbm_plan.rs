@@ -25,19 +25,19 @@ fn body() -> anyhow::Result<()> {
         return Ok(());
     }
     if args == ["--generations"] {
-        print!("{}", fit_pivot_text(&generations_rows(Budget::default())?));
+        support::emit(&fit_pivot_text(&generations_rows(Budget::default())?))?;
         return Ok(());
     }
     let cli = HbmPlanArgs::parse(args)?;
     let plans = cli.requests().iter().map(Plan::new).collect::<Result<Vec<_>, _>>()?;
     match (cli.json, plans.as_slice()) {
-        (true, [one]) => println!("{}", serde_json::to_string_pretty(&hbm_plan_json(one))?),
+        (true, [one]) => support::emit(&format!("{}\n", serde_json::to_string_pretty(&hbm_plan_json(one))?))?,
         (true, many) => {
             let all: Vec<_> = many.iter().map(hbm_plan_json).collect();
-            println!("{}", serde_json::to_string_pretty(&all)?);
+            support::emit(&format!("{}\n", serde_json::to_string_pretty(&all)?))?;
         }
-        (false, [one]) => print!("{}", hbm_plan_text(one)),
-        (false, many) => print!("{}", plans_table_text(many)),
+        (false, [one]) => support::emit(&hbm_plan_text(one))?,
+        (false, many) => support::emit(&plans_table_text(many))?,
     }
     Ok(())
 }

@@ -46,9 +46,9 @@ fn body() -> anyhow::Result<()> {
         (modules, module_hosts(&session))
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&hlo_ops_json(&modules, &hosts))?);
+        support::emit(&format!("{}\n", serde_json::to_string_pretty(&hlo_ops_json(&modules, &hosts))?))?;
     } else {
-        print!("{}", hlo_ops_text(&modules, &hosts));
+        support::emit(&hlo_ops_text(&modules, &hosts))?;
     }
     Ok(())
 }

@@ -37,9 +37,9 @@ fn body() -> anyhow::Result<()> {
         .map(|h| Ok(HostInventory { host: h.name().to_owned(), planes: inventory(h.space())? }))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&inventory_json(&hosts))?);
+        support::emit(&format!("{}\n", serde_json::to_string_pretty(&inventory_json(&hosts))?))?;
     } else {
-        print!("{}", inventory_text(&hosts));
+        support::emit(&inventory_text(&hosts))?;
     }
     Ok(())
 }

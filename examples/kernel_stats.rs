@@ -48,9 +48,9 @@ fn body() -> anyhow::Result<()> {
         hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&kernel_stats_json(&hosts, top))?);
+        support::emit(&format!("{}\n", serde_json::to_string_pretty(&kernel_stats_json(&hosts, top))?))?;
     } else {
-        print!("{}", kernel_stats_text(&hosts, top.unwrap_or(20)));
+        support::emit(&kernel_stats_text(&hosts, top.unwrap_or(20)))?;
     }
     Ok(())
 }

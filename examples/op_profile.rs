@@ -39,10 +39,10 @@ fn body() -> anyhow::Result<()> {
     let session = Session::open(&path)?;
     let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&op_profile_session_json(&analyses))?);
+        support::emit(&format!("{}\n", serde_json::to_string_pretty(&op_profile_session_json(&analyses))?))?;
     } else {
         for analysis in &analyses {
-            print!("{}", op_profile_text(analysis, top));
+            support::emit(&op_profile_text(analysis, top))?;
         }
     }
     Ok(())

@@ -25,9 +25,9 @@ fn body() -> anyhow::Result<()> {
     }
     let drift = accumulation_drift(&cli.ks, &Distribution::unit_uniform(), cli.trials, cli.spec.seed)?;
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&precision_json(&audits, &drift))?);
+        support::emit(&format!("{}\n", serde_json::to_string_pretty(&precision_json(&audits, &drift))?))?;
     } else {
-        print!("{}", precision_text(&audits, &drift));
+        support::emit(&precision_text(&audits, &drift))?;
     }
     Ok(())
 }

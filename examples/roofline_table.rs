@@ -41,12 +41,12 @@ fn body() -> anyhow::Result<()> {
         chips = CATALOGUE.iter().collect();
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&roofline_table_json(&chips))?);
+        support::emit(&format!("{}\n", serde_json::to_string_pretty(&roofline_table_json(&chips))?))?;
     } else {
-        print!("{}", roofline_table_text(&chips));
+        support::emit(&roofline_table_text(&chips))?;
         if let Some(oi) = intensity {
-            println!();
-            print!("{}", intensity_text(&chips, oi));
+            support::emit("\n")?;
+            support::emit(&intensity_text(&chips, oi))?;
         }
     }
     Ok(())

@@ -80,7 +80,7 @@ fn body() -> anyhow::Result<()> {
         let path = out.join("host0.xplane.pb");
         let bytes = tpu_profile(&spec);
         std::fs::write(&path, &bytes)?;
-        println!("{} {} bytes", path.display(), bytes.len());
+        support::emit(&format!("{} {} bytes\n", path.display(), bytes.len()))?;
         return Ok(());
     }
     let run = out.join("plugins/profile/synthetic");
@@ -90,7 +90,7 @@ fn body() -> anyhow::Result<()> {
             let bytes = xlens_testkit::gpu::gpu_profile_of_size(size, devices, seed.wrapping_add(u64::from(host)));
             let path = run.join(format!("gpu{host:04}.xplane.pb"));
             std::fs::write(&path, &bytes)?;
-            println!("{} {} bytes", path.display(), bytes.len());
+            support::emit(&format!("{} {} bytes\n", path.display(), bytes.len()))?;
         }
         return Ok(());
     }
@@ -121,7 +121,7 @@ fn body() -> anyhow::Result<()> {
         let bytes = tpu_profile(&spec);
         let path = run.join(format!("host{host:04}.xplane.pb"));
         std::fs::write(&path, &bytes)?;
-        println!("{} {} bytes", path.display(), bytes.len());
+        support::emit(&format!("{} {} bytes\n", path.display(), bytes.len()))?;
     }
     Ok(())
 }

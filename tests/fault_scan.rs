@@ -35,7 +35,21 @@ fn json_contract_and_stable_order() {
     let r = report(&root().join("testdata/real/sharded_collectives"));
     let v: serde_json::Value = serde_json::from_str(&render::json(&r)).unwrap();
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["status", "summary", "profile", "metrics", "hosts", "findings", "skipped", "warnings"]);
+    assert_eq!(
+        keys,
+        [
+            "status",
+            "summary",
+            "profile",
+            "metrics",
+            "hosts",
+            "findings",
+            "skipped",
+            "skipped_hosts",
+            "errors",
+            "warnings"
+        ]
+    );
     let finding_keys: Vec<&str> = v["findings"][0].as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         finding_keys,

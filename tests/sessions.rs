@@ -61,15 +61,28 @@ fn every_host_is_visited_once() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Every `<table>/host=<host>/part-0.parquet` under `dir`, by table, partitions in name order.
+/// Every Parquet file under `dir`, by table: `(partition, file)`, the partition being
+/// `host=<host>`, or `-` for the session tables (files right under the table's folder).
 fn partitions(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<(String, PathBuf)>> {
-    let mut out = std::collections::BTreeMap::new();
-    for table in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()) {
-        let mut parts: Vec<(String, PathBuf)> = std::fs::read_dir(&table)
+    let parquet = |folder: &std::path::Path| -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .map(|p| (p.file_name().unwrap().to_str().unwrap().to_owned(), p.join("part-0.parquet")))
+            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
             .collect();
+        files.sort();
+        files
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for table in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()) {
+        let mut parts: Vec<(String, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(&table).unwrap().map(|e| e.unwrap().path()) {
+            if entry.is_dir() {
+                let name = entry.file_name().unwrap().to_str().unwrap().to_owned();
+                parts.extend(parquet(&entry).into_iter().map(|f| (name.clone(), f)));
+            }
+        }
+        parts.extend(parquet(&table).into_iter().map(|f| ("-".to_owned(), f)));
         parts.sort();
         out.insert(table.file_name().unwrap().to_str().unwrap().to_owned(), parts);
     }
@@ -81,48 +94,74 @@ fn read_parquet(path: &std::path::Path) -> polars::prelude::DataFrame {
     ParquetReader::new(std::fs::File::open(path).unwrap()).finish().unwrap()
 }
 
-/// `fault_scan --out DIR`: per-host Parquet partitions (`<table>/host=<host>/part-0.parquet`)
-/// that read back as one table per kind (one schema across partitions, every finding once), and
-/// the same files whether hosts are streamed through `scan_session` or held in memory.
+/// `fault_scan --out DIR`: per-host Parquet partitions (`<table>/host=<host>/part-<scan>.parquet`)
+/// that read back as one table per kind (one schema across partitions, every finding once), the
+/// session tables in folders of their own, and the same rows whether hosts are streamed through
+/// `scan_session` or held in memory.
 #[test]
 fn parquet_partitions_form_one_table_per_kind() {
-    use xlens::faults::frame::{write_host_parquet, write_parquet, write_session_parquet};
+    use xlens::faults::frame::{Dataset, write_parquet};
     let dir = session_dir("parquet");
     let streamed_dir = dir.join("frames-streamed");
     let held_dir = dir.join("frames-held");
     let source = discover(&dir).unwrap();
     let config = ScanConfig::default();
-    let streamed = scan_session(&source, &config, &|host, _| {
-        write_host_parquet(host, &streamed_dir).unwrap();
+    let dataset = Dataset::new(&streamed_dir);
+    let streamed = scan_session(&source, &config, &|host, outcome| {
+        dataset.write_host(host, &outcome.summary.skipped).unwrap();
     })
     .unwrap();
-    write_session_parquet(&streamed, &streamed_dir).unwrap();
+    dataset.write_report(&streamed).unwrap();
     let profile = Profile::from_session(Session::open(&dir).unwrap());
     let held = scan(&profile, &config);
     write_parquet(&profile, &held, &held_dir).unwrap();
 
     let tables = partitions(&streamed_dir);
-    for table in ["findings", "evidence", "metrics", "steps", "anatomy", "op_profile", "categories", "skipped", "hosts"]
-    {
+    for table in [
+        "findings",
+        "evidence",
+        "metrics",
+        "steps",
+        "anatomy",
+        "op_profile",
+        "categories",
+        "skipped",
+        "hosts",
+        "session_findings",
+        "session_evidence",
+    ] {
         assert!(tables.contains_key(table), "{table}: {:?}", tables.keys());
     }
     let hosts: Vec<&str> = tables["metrics"].iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(hosts, ["host=host0000", "host=host0001", "host=host0002", "host=host0003"]);
     let findings: Vec<&str> = tables["findings"].iter().map(|(p, _)| p.as_str()).collect();
-    assert_eq!(findings, ["host=_session", "host=host0000", "host=host0001", "host=host0002", "host=host0003"]);
+    assert_eq!(findings, ["host=host0000", "host=host0001", "host=host0002", "host=host0003"]);
+    assert_eq!(tables["session_findings"].len(), 1);
+    // Only whole files: no temporary left behind.
+    for parts in tables.values() {
+        assert!(parts.iter().all(|(_, f)| f.file_name().unwrap().to_str().unwrap().starts_with("part-")));
+    }
+    let strip = |df: polars::prelude::DataFrame| df.drop("scan").unwrap();
     for (table, parts) in &tables {
         let frames: Vec<polars::prelude::DataFrame> = parts.iter().map(|(_, p)| read_parquet(p)).collect();
         // One table: every partition has the same columns and types, so they stack.
         for frame in &frames {
             assert_eq!(frame.schema(), frames[0].schema(), "{table}");
         }
-        if table == "findings" {
-            // A row per finding and host it was found on; one for a session-wide finding.
+        if table == "findings" || table == "session_findings" {
             let rows: usize = frames.iter().map(|f| f.height()).sum();
-            let expected: usize =
-                streamed.findings.iter().map(|f| if f.scope == Scope::Session { 1 } else { f.hosts.len() }).sum();
-            assert_eq!(rows, expected);
-            assert!(rows > 0, "the session has a straggler finding");
+            let session = table == "session_findings";
+            // A row per finding and host it was found on; one for a session-wide finding.
+            let expected: usize = streamed
+                .findings
+                .iter()
+                .filter(|f| (f.scope == Scope::Session) == session)
+                .map(|f| if session { 1 } else { f.hosts.len() })
+                .sum();
+            assert_eq!(rows, expected, "{table}");
+            if session {
+                assert!(rows > 0, "the session has a straggler finding");
+            }
         }
         if table == "hosts" {
             let rows: Vec<usize> = frames.iter().map(|f| f.height()).collect();
@@ -131,10 +170,12 @@ fn parquet_partitions_form_one_table_per_kind() {
         if table == "metrics" || table == "steps" {
             assert!(frames.iter().all(|f| f.height() > 0), "{table}");
         }
-        // Streamed and held scans write the same frames.
-        for (part, path) in parts {
-            let held_frame = read_parquet(&held_dir.join(table).join(part).join("part-0.parquet"));
-            assert!(read_parquet(path).equals_missing(&held_frame), "{table}/{part}");
+        // Streamed and held scans write the same rows (each under its own scan id).
+        let held_parts = &partitions(&held_dir)[table];
+        assert_eq!(held_parts.len(), parts.len(), "{table}");
+        for ((part, path), (held_part, held_path)) in parts.iter().zip(held_parts) {
+            assert_eq!(part, held_part);
+            assert!(strip(read_parquet(path)).equals_missing(&strip(read_parquet(held_path))), "{table}/{part}");
         }
     }
     assert_eq!(partitions(&held_dir).keys().collect::<Vec<_>>(), tables.keys().collect::<Vec<_>>());
@@ -189,7 +230,7 @@ fn one_host_scans_write_only_their_own_partitions() {
     write_parquet(&profile, &report, &out).unwrap();
     for (table, parts) in partitions(&out) {
         let names: Vec<&str> = parts.iter().map(|(p, _)| p.as_str()).collect();
-        assert_eq!(names, ["host=vm"], "{table}");
+        assert_eq!(names, ["host=vm"], "{table}: no session table for a one-host scan");
     }
     std::fs::remove_dir_all(&out).unwrap();
 }

@@ -1,6 +1,7 @@
 //! What every example shares: errors end the command with one clean line on stderr (never a
 //! backtrace, whatever `RUST_BACKTRACE` says) and exit status 1.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Runs an example's body; an error prints [`xlens::render::error_line`] and exits with 1.
@@ -11,5 +12,16 @@ pub(crate) fn run(body: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
             eprintln!("{}", xlens::render::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Writes `text` to stdout; a closed pipe (`fault_scan … | head`) ends the output quietly
+/// instead of panicking.
+#[allow(dead_code)]
+pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::Error::new(e).context("writing to stdout")),
+        _ => Ok(()),
     }
 }

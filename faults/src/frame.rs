@@ -1,10 +1,11 @@
 //! Frames of a report (findings, evidence, skipped detectors, metrics) and Parquet output.
 //!
-//! [`write_parquet`] writes every table of a scan as Hive-partitioned Parquet,
-//! `DIR/<table>/host=<host>/part-0.parquet`, so that DuckDB (`read_parquet('DIR/findings/**',
-//! hive_partitioning=true)`), Spark, or polars' lazy scanner read each table across hosts (and
-//! across machines that scanned different hosts of one session) as one table with a `host`
-//! column.
+//! [`Dataset`] writes every table of a scan as Hive-partitioned Parquet,
+//! `DIR/<table>/host=<host>/part-<writer>.parquet`, so that DuckDB
+//! (`read_parquet('DIR/findings/**/*.parquet', hive_partitioning=true)`), Spark, or polars' lazy
+//! scanner read each table across hosts (and across machines that scanned different hosts of one
+//! session, concurrently, into one directory) as one table with a `host` column (the partition
+//! value, percent-encoded; `host_name` in the files is the exact name).
 
 use std::path::{Path, PathBuf};
 
@@ -159,9 +160,13 @@ fn hosts_df(h: &[crate::HostRow], with_host: bool) -> Result<DataFrame, FrameErr
 
 /// Skipped detectors as a frame: `id`, `reason`.
 pub fn skipped_frame(report: &Report) -> Result<DataFrame, FrameError> {
+    skipped_df(&report.skipped)
+}
+
+fn skipped_df(skipped: &[crate::Skipped]) -> Result<DataFrame, FrameError> {
     frame(vec![
-        Column::new("id".into(), report.skipped.iter().map(|s| s.id.as_str()).collect::<Vec<_>>()),
-        Column::new("reason".into(), report.skipped.iter().map(|s| s.reason.as_str()).collect::<Vec<_>>()),
+        Column::new("id".into(), skipped.iter().map(|s| s.id.as_str()).collect::<Vec<_>>()),
+        Column::new("reason".into(), skipped.iter().map(|s| s.reason.as_str()).collect::<Vec<_>>()),
     ])
 }
 
@@ -199,90 +204,172 @@ pub fn metrics_frame(host: &HostProfile) -> Result<DataFrame, FrameError> {
     ])
 }
 
-/// Makes a host name safe as a directory component (`host=<name>`).
-fn partition_value(host: &str) -> String {
-    host.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
-}
-
-fn write(df: &mut DataFrame, dir: &Path, table: &str, host: &str) -> Result<PathBuf, FrameError> {
-    let folder = dir.join(table).join(format!("host={}", partition_value(host)));
-    std::fs::create_dir_all(&folder).map_err(err)?;
-    let path = folder.join("part-0.parquet");
-    let mut file = std::fs::File::create(&path).map_err(err)?;
-    ParquetWriter::new(&mut file).finish(df).map_err(err)?;
-    Ok(path)
-}
-
-/// Writes one host's tables under `dir` (`<table>/host=<host>/part-0.parquet`): its metrics,
-/// steps, anatomy, op profile and categories. Called while the host is still open, so sessions
-/// can stream hosts; the findings are the session's ([`write_session_parquet`]).
-pub fn write_host_parquet(host: &HostProfile, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
-    let name = host.name();
-    let mut written = Vec::new();
-    written.push(write(&mut metrics_frame(host)?, dir, "metrics", name)?);
-    if let Ok(steps) = host.steps() {
-        written.push(write(&mut xlens_roofline::frame::steps_frame(steps).map_err(err)?, dir, "steps", name)?);
-        if let Ok(anatomy) = host.anatomy() {
-            let mut df = xlens_roofline::frame::anatomy_frame(steps, anatomy).map_err(err)?;
-            written.push(write(&mut df, dir, "anatomy", name)?);
+/// A host name as a Hive partition value: bytes outside `[A-Za-z0-9_-]` (and a `.` that starts
+/// the name, so no value is `.` or `..`) percent-encoded, `%XX`, as Hive escapes partition
+/// values. The encoding is injective: `a:b` is `a%3Ab` and `a;b` is `a%3Bb`.
+///
+/// ```
+/// use xlens_faults::frame::partition_value;
+/// assert_eq!(partition_value("host0.example.com"), "host0.example.com");
+/// assert_eq!(partition_value("a:b"), "a%3Ab");
+/// assert_eq!(partition_value(".."), "%2E.");
+/// assert_eq!(partition_value("50%"), "50%25");
+/// ```
+pub fn partition_value(host: &str) -> String {
+    let mut out = String::with_capacity(host.len());
+    for (i, b) in host.bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
         }
     }
-    if let Ok(ops) = host.op_profile() {
-        written.push(write(&mut xlens_roofline::frame::op_profile_frame(ops).map_err(err)?, dir, "op_profile", name)?);
-        written.push(write(&mut xlens_roofline::frame::categories_frame(ops).map_err(err)?, dir, "categories", name)?);
-    }
-    Ok(written)
+    out
 }
 
-/// Writes the report's tables under `dir`: findings partitioned by the host they were found on
-/// (`host=_session` for session-wide ones), evidence by the host it was measured on, the
-/// per-host step table (`hosts`, a row per host partition) and the skipped detectors (under
-/// `host=_session`, or the host's own partition when the scan had one host, so that machines
-/// scanning one host each into one dataset never write the same file).
-pub fn write_session_parquet(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
-    let mut written = Vec::new();
-    let rows = finding_rows(report);
-    let mut by_host: std::collections::BTreeMap<&str, Vec<&FindingRow<'_>>> = std::collections::BTreeMap::new();
-    for r in &rows {
-        by_host.entry(r.host).or_default().push(r);
-    }
-    // Every host gets a partition, empty when nothing was found there (the schema stays known);
-    // `_session` only for a session of several hosts, so that machines each scanning one host
-    // of a large session into one dataset never write the same file.
-    for h in &report.hosts {
-        by_host.entry(h.host.as_str()).or_default();
-    }
-    let session = match report.hosts.as_slice() {
-        [one] => one.host.as_str(),
-        _ => crate::SESSION_HOST,
-    };
-    if report.hosts.len() != 1 {
-        by_host.entry(crate::SESSION_HOST).or_default();
-    }
-    for (host, rows) in &by_host {
-        written.push(write(&mut findings_df(rows, false)?, dir, "findings", host)?);
-    }
-    let mut evidence: std::collections::BTreeMap<&str, Vec<&crate::Finding>> =
-        by_host.keys().map(|&h| (h, Vec::new())).collect();
-    for f in &report.findings {
-        evidence.entry(f.host.as_str()).or_default().push(f);
-    }
-    for (host, findings) in &evidence {
-        written.push(write(&mut evidence_df(findings, false)?, dir, "evidence", host)?);
-    }
-    written.push(write(&mut skipped_frame(report)?, dir, "skipped", session)?);
-    for row in &report.hosts {
-        written.push(write(&mut hosts_df(std::slice::from_ref(row), false)?, dir, "hosts", &row.host)?);
-    }
-    Ok(written)
+/// A Parquet dataset under one directory, written by one scan: every file is
+/// `<table>/host=<host>/part-<writer>.parquet` (host tables) or `<table>/part-<writer>.parquet`
+/// (the session tables, `session_findings` and `session_evidence`, written only by a scan of
+/// several hosts), where `<writer>` is unique to this scan. Files are written to a hidden
+/// temporary name in the same folder and renamed, so readers never see a partial file, and
+/// concurrent or repeated scans into one directory add files without overwriting each other's
+/// (scanning a host twice adds its rows twice: every row carries `scan`, the writer, to tell
+/// runs apart). Every host file also carries `host_name`, the host's exact name.
+#[derive(Debug)]
+pub struct Dataset {
+    dir: PathBuf,
+    writer: String,
+    count: std::sync::atomic::AtomicU64,
 }
 
-/// Writes every table of a scan of an in-memory profile under `dir`, partitioned by host.
+impl Dataset {
+    /// A dataset under `dir`, with a writer id unique to this process and call (process id,
+    /// clock and random bits).
+    pub fn new(dir: &Path) -> Dataset {
+        use std::hash::{BuildHasher, Hasher};
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        let writer = format!("{:x}-{:x}-{:016x}", std::process::id(), nanos, random);
+        Dataset { dir: dir.to_path_buf(), writer, count: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// The writer id in this scan's file names and `scan` column.
+    pub fn writer(&self) -> &str {
+        &self.writer
+    }
+
+    fn write(&self, df: &mut DataFrame, table: &str, host: Option<&str>) -> Result<PathBuf, FrameError> {
+        let mut folder = self.dir.join(table);
+        if let Some(host) = host {
+            folder = folder.join(format!("host={}", partition_value(host)));
+            let n = df.height();
+            df.with_column(Column::new("host_name".into(), vec![host; n])).map_err(err)?;
+        }
+        let n = df.height();
+        df.with_column(Column::new("scan".into(), vec![self.writer.as_str(); n])).map_err(err)?;
+        std::fs::create_dir_all(&folder).map_err(err)?;
+        let k = self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name =
+            if k == 0 { format!("part-{}.parquet", self.writer) } else { format!("part-{}-{k}.parquet", self.writer) };
+        let path = folder.join(&name);
+        let temporary = folder.join(format!(".{name}.tmp"));
+        let written = (|| {
+            let mut file = std::fs::File::create(&temporary).map_err(err)?;
+            // Serial: hosts are written from the scan's threads already, and polars' parallel
+            // writer, called from each of them, left buffers behind that grew with the hosts.
+            ParquetWriter::new(&mut file).set_parallel(false).finish(df).map_err(err)?;
+            file.sync_all().map_err(err)?;
+            std::fs::rename(&temporary, &path).map_err(err)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(FrameError(format!("writing {}: {e}", path.display())));
+        }
+        Ok(path)
+    }
+
+    /// Writes one host's tables: its metrics, steps, anatomy, op profile, categories and the
+    /// detectors that could not run on it. Called while the host is still open, so sessions
+    /// can stream hosts; the findings come with the report ([`Dataset::write_report`]).
+    pub fn write_host(&self, host: &HostProfile, skipped: &[crate::Skipped]) -> Result<Vec<PathBuf>, FrameError> {
+        let name = Some(host.name());
+        let mut written = Vec::new();
+        written.push(self.write(&mut metrics_frame(host)?, "metrics", name)?);
+        if let Ok(steps) = host.steps() {
+            written.push(self.write(&mut xlens_roofline::frame::steps_frame(steps).map_err(err)?, "steps", name)?);
+            if let Ok(anatomy) = host.anatomy() {
+                let mut df = xlens_roofline::frame::anatomy_frame(steps, anatomy).map_err(err)?;
+                written.push(self.write(&mut df, "anatomy", name)?);
+            }
+        }
+        if let Ok(ops) = host.op_profile() {
+            written.push(self.write(
+                &mut xlens_roofline::frame::op_profile_frame(ops).map_err(err)?,
+                "op_profile",
+                name,
+            )?);
+            written.push(self.write(
+                &mut xlens_roofline::frame::categories_frame(ops).map_err(err)?,
+                "categories",
+                name,
+            )?);
+        }
+        written.push(self.write(&mut skipped_df(skipped)?, "skipped", name)?);
+        Ok(written)
+    }
+
+    /// Writes the report's tables: per host, the findings found on it (a row per finding, with
+    /// the host's own severity and impact), the evidence measured on it and its row of the step
+    /// table (`hosts`); for a scan of several hosts, `session_findings` and `session_evidence`
+    /// (the findings that compare hosts), in folders no host partition can take.
+    pub fn write_report(&self, report: &Report) -> Result<Vec<PathBuf>, FrameError> {
+        let mut written = Vec::new();
+        let rows = finding_rows(report);
+        let mut by_host: std::collections::BTreeMap<&str, Vec<&FindingRow<'_>>> =
+            report.hosts.iter().map(|h| (h.host.as_str(), Vec::new())).collect();
+        let mut session_rows = Vec::new();
+        for r in &rows {
+            if r.finding.scope == crate::Scope::Session {
+                session_rows.push(r);
+            } else {
+                by_host.entry(r.host).or_default().push(r);
+            }
+        }
+        for (host, rows) in &by_host {
+            written.push(self.write(&mut findings_df(rows, false)?, "findings", Some(host))?);
+        }
+        let mut evidence: std::collections::BTreeMap<&str, Vec<&crate::Finding>> =
+            by_host.keys().map(|&h| (h, Vec::new())).collect();
+        let mut session_evidence = Vec::new();
+        for f in &report.findings {
+            if f.scope == crate::Scope::Session {
+                session_evidence.push(f);
+            } else {
+                evidence.entry(f.host.as_str()).or_default().push(f);
+            }
+        }
+        for (host, findings) in &evidence {
+            written.push(self.write(&mut evidence_df(findings, false)?, "evidence", Some(host))?);
+        }
+        for row in &report.hosts {
+            written.push(self.write(&mut hosts_df(std::slice::from_ref(row), false)?, "hosts", Some(&row.host))?);
+        }
+        if report.hosts.len() > 1 {
+            written.push(self.write(&mut findings_df(&session_rows, true)?, "session_findings", None)?);
+            written.push(self.write(&mut evidence_df(&session_evidence, true)?, "session_evidence", None)?);
+        }
+        Ok(written)
+    }
+}
+
+/// Writes every table of a scan of an in-memory profile under `dir` (see [`Dataset`]).
 pub fn write_parquet(profile: &Profile, report: &Report, dir: &Path) -> Result<Vec<PathBuf>, FrameError> {
+    let dataset = Dataset::new(dir);
     let mut written = Vec::new();
     for host in profile.hosts() {
-        written.extend(write_host_parquet(host, dir)?);
+        let row = report.hosts.iter().find(|h| h.host == host.name());
+        written.extend(dataset.write_host(host, row.map_or(&[][..], |r| r.skipped.as_slice()))?);
     }
-    written.extend(write_session_parquet(report, dir)?);
+    written.extend(dataset.write_report(report)?);
     Ok(written)
 }

@@ -299,6 +299,29 @@ impl HostProfile {
         self.chip.get_or_init(|| Chip::from_space(&self.space).ok()).as_ref()
     }
 
+    /// What could not be read from this host: analyses whose decode hit an error (the steps, op
+    /// profile, device timeline, host-run ops or step anatomy) and HLO modules that did not
+    /// decode. Empty for an intact profile; a scan calls such a host's report incomplete.
+    pub fn read_errors(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut push = |what: &str, err: Option<&str>| {
+            if let Some(err) = err
+                && !out.iter().any(|o| o.ends_with(err))
+            {
+                out.push(format!("{what} could not be read: {err}"));
+            }
+        };
+        push("the device timeline", self.device_timeline().err());
+        push("the host-run ops", self.host_ops_and_error().1.as_deref());
+        push("the steps", self.steps().err());
+        push("the op profile", self.op_profile().err());
+        push("the step anatomy", self.anatomy().err());
+        for w in self.module_warnings().iter().filter(|w| w.contains("module skipped")) {
+            out.push(format!("an HLO module could not be read: {w}"));
+        }
+        out
+    }
+
     /// True when the profile provides what a detector needs.
     pub fn has(&self, need: Need) -> bool {
         match need {

@@ -30,6 +30,37 @@ pub fn clip(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{kept}…"))
 }
 
+/// `text` with every control character (ESC, CR, LF, the C1 controls, ...) written as a `\u{..}`
+/// escape, as JSON escapes them: names from a profile cannot move the cursor, retitle the
+/// terminal or forge a report line.
+///
+/// ```
+/// use xlens_faults::render::printable;
+/// assert_eq!(printable("fusion.1"), "fusion.1");
+/// assert_eq!(printable("a\u{1b}]0;pwned\u{7}\n[P0] x"), "a\\u{1b}]0;pwned\\u{7}\\u{a}[P0] x");
+/// ```
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Appends one line of the text report, its control characters escaped ([`printable`]).
+fn line(s: &mut String, text: std::fmt::Arguments<'_>) {
+    let text = text.to_string();
+    s.push_str(&printable(&text));
+    s.push('\n');
+}
+
 fn bytes(v: u64) -> String {
     const MIB: f64 = (1u64 << 20) as f64;
     const GIB: f64 = (1u64 << 30) as f64;
@@ -68,38 +99,44 @@ fn host_table(rows: &[HostRow], m: &Metrics) -> String {
         Some(h) => format!("; the session runs at the pace of {h}, the slowest"),
         None => String::new(),
     };
-    let _ = writeln!(s, "Hosts     {} hosts{pace}", rows.len());
+    line(&mut s, format_args!("Hosts     {} hosts{pace}", rows.len()));
     let width = sorted.iter().take(HOST_ROWS).map(|r| r.host.chars().count()).max().unwrap_or(4).clamp(4, 40);
-    let _ = writeln!(
-        s,
-        "  {:<width$}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>6}",
-        "host", "steps", "mean ms", "median ms", "max ms", "compute ms", "idle %", "FLOP %"
+    line(
+        &mut s,
+        format_args!(
+            "  {:<width$}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>6}",
+            "host", "steps", "mean ms", "median ms", "max ms", "compute ms", "idle %", "FLOP %"
+        ),
     );
     let cell = |v: Option<f64>, digits: usize| v.map_or("n/a".to_owned(), |v| format!("{v:.digits$}"));
     for r in sorted.iter().take(HOST_ROWS) {
-        let _ = writeln!(
-            s,
-            "  {:<width$}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>6}{}",
-            clip(&r.host, width),
-            r.step_count,
-            cell(r.step_time_ms_mean, 3),
-            cell(r.step_time_ms_median, 3),
-            cell(r.step_time_ms_max, 3),
-            cell(r.compute_ms_mean, 3),
-            cell(r.idle_pct, 1),
-            cell(r.flops_utilization_pct, 1),
-            if r.slowest { "  slowest" } else { "" }
+        line(
+            &mut s,
+            format_args!(
+                "  {:<width$}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>6}{}",
+                clip(&r.host, width),
+                r.step_count,
+                cell(r.step_time_ms_mean, 3),
+                cell(r.step_time_ms_median, 3),
+                cell(r.step_time_ms_max, 3),
+                cell(r.compute_ms_mean, 3),
+                cell(r.idle_pct, 1),
+                cell(r.flops_utilization_pct, 1),
+                if r.slowest { "  slowest" } else { "" }
+            ),
         );
     }
     if sorted.len() > HOST_ROWS
         && let Some(fastest) = sorted.last()
     {
-        let _ = writeln!(
-            s,
-            "  ... {} more hosts, the fastest {} at {} ms",
-            sorted.len() - HOST_ROWS,
-            fastest.host,
-            cell(fastest.step_time_ms_mean, 3)
+        line(
+            &mut s,
+            format_args!(
+                "  ... {} more hosts, the fastest {} at {} ms",
+                sorted.len() - HOST_ROWS,
+                fastest.host,
+                cell(fastest.step_time_ms_mean, 3)
+            ),
         );
     }
     s
@@ -107,35 +144,41 @@ fn host_table(rows: &[HostRow], m: &Metrics) -> String {
 
 fn health(m: &Metrics) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Health    device busy {}  idle {}  input-bound {}  exposed communication {}{}",
-        opt(m.device_busy_pct, "%"),
-        opt(m.idle_pct, "%"),
-        opt(m.input_bound_pct, "%"),
-        opt(m.exposed_communication_pct, "%"),
-        // Shares of the step; without step markers, of each module execution.
-        if m.time_base == "module_executions" { "  (within module executions)" } else { "" }
+    line(
+        &mut s,
+        format_args!(
+            "Health    device busy {}  idle {}  input-bound {}  exposed communication {}{}",
+            opt(m.device_busy_pct, "%"),
+            opt(m.idle_pct, "%"),
+            opt(m.input_bound_pct, "%"),
+            opt(m.exposed_communication_pct, "%"),
+            // Shares of the step; without step markers, of each module execution.
+            if m.time_base == "module_executions" { "  (within module executions)" } else { "" }
+        ),
     );
     let memory = match (m.memory_peak_bytes, m.memory_capacity_bytes) {
         (Some(p), Some(c)) => format!("{} of {} ({})", bytes(p), bytes(c), opt(m.memory_peak_pct, "%")),
         (Some(p), None) => format!("{} (capacity unknown)", bytes(p)),
         _ => "n/a".to_owned(),
     };
-    let _ = writeln!(
-        s,
-        "          FLOP utilisation {}  HBM utilisation {}  roofline efficiency {}  memory peak {memory}",
-        opt(m.flops_utilization_pct, "%"),
-        opt(m.hbm_utilization_pct, "%"),
-        opt(m.roofline_efficiency_pct, "%")
+    line(
+        &mut s,
+        format_args!(
+            "          FLOP utilisation {}  HBM utilisation {}  roofline efficiency {}  memory peak {memory}",
+            opt(m.flops_utilization_pct, "%"),
+            opt(m.hbm_utilization_pct, "%"),
+            opt(m.roofline_efficiency_pct, "%")
+        ),
     );
     if m.bound_by.is_some() || m.device_duty_cycle_pct.is_some() {
-        let _ = writeln!(
-            s,
-            "          duty cycle {}  bound by {}  operational intensity {}",
-            opt(m.device_duty_cycle_pct, "%"),
-            m.bound_by.as_deref().unwrap_or("n/a"),
-            m.operational_intensity_flop_per_byte.map_or("n/a".to_owned(), |v| format!("{v:.2} FLOP/B"))
+        line(
+            &mut s,
+            format_args!(
+                "          duty cycle {}  bound by {}  operational intensity {}",
+                opt(m.device_duty_cycle_pct, "%"),
+                m.bound_by.as_deref().unwrap_or("n/a"),
+                m.operational_intensity_flop_per_byte.map_or("n/a".to_owned(), |v| format!("{v:.2} FLOP/B"))
+            ),
         );
     }
     s
@@ -144,8 +187,8 @@ fn health(m: &Metrics) -> String {
 /// The report as text (what `fault_scan` prints).
 pub fn text(report: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{}", report.summary);
-    let _ = writeln!(s);
+    line(&mut s, format_args!("{}", report.summary));
+    s.push('\n');
     let p = &report.profile;
     let device = match &p.device_type {
         // `Nvidia GPU (Hopper)`, `TPU v6 Lite` already say which device.
@@ -153,20 +196,24 @@ pub fn text(report: &Report) -> String {
         Some(t) => format!("{} ({t})", p.device),
         None => p.device.clone(),
     };
-    let _ = writeln!(
-        s,
-        "Profile   {device}, {} core(s), host(s) {}, {} HLO program(s){}",
-        p.cores,
-        p.hosts.join(", "),
-        p.hlo_programs,
-        p.main_program.as_ref().map(|m| format!(", main program {m}")).unwrap_or_default()
+    line(
+        &mut s,
+        format_args!(
+            "Profile   {device}, {} core(s), host(s) {}, {} HLO program(s){}",
+            p.cores,
+            p.hosts.join(", "),
+            p.hlo_programs,
+            p.main_program.as_ref().map(|m| format!(", main program {m}")).unwrap_or_default()
+        ),
     );
     let m = &report.metrics;
     match (m.step_time_ms_mean, m.time_base.as_str()) {
         (Some(mean), "device_window") => {
-            let _ = writeln!(
-                s,
-                "Steps     no step markers or program executions: the device window of {mean:.3} ms is the time base"
+            line(
+                &mut s,
+                format_args!(
+                    "Steps     no step markers or program executions: the device window of {mean:.3} ms is the time base"
+                ),
             );
         }
         (Some(mean), base) => {
@@ -176,18 +223,20 @@ pub fn text(report: &Report) -> String {
             } else {
                 label.to_owned()
             };
-            let _ = writeln!(
-                s,
-                "Steps     {} {label}: mean {mean:.3} ms, median {:.3} ms, stddev {:.3} ms, min {:.3} ms, max {:.3} ms",
-                m.step_count,
-                m.step_time_ms_median.unwrap_or(0.0),
-                m.step_time_ms_stddev.unwrap_or(0.0),
-                m.step_time_ms_min.unwrap_or(0.0),
-                m.step_time_ms_max.unwrap_or(0.0)
+            line(
+                &mut s,
+                format_args!(
+                    "Steps     {} {label}: mean {mean:.3} ms, median {:.3} ms, stddev {:.3} ms, min {:.3} ms, max {:.3} ms",
+                    m.step_count,
+                    m.step_time_ms_median.unwrap_or(0.0),
+                    m.step_time_ms_stddev.unwrap_or(0.0),
+                    m.step_time_ms_min.unwrap_or(0.0),
+                    m.step_time_ms_max.unwrap_or(0.0)
+                ),
             );
         }
         (None, _) => {
-            let _ = writeln!(s, "Steps     no step markers");
+            line(&mut s, format_args!("Steps     no step markers"));
         }
     }
     if report.hosts.len() > 1 {
@@ -195,50 +244,54 @@ pub fn text(report: &Report) -> String {
     }
     s.push_str(&health(m));
     if !m.slowest_ops.is_empty() {
-        let _ = writeln!(s, "Slowest ops");
+        line(&mut s, format_args!("Slowest ops"));
         for (i, op) in m.slowest_ops.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "  {}. {:<40} {:<24} {:>10.3} ms {:>6.1}%  {}",
-                i + 1,
-                clip(&op.name, 40),
-                clip(&op.category, 24),
-                op.self_time_ms,
-                op.pct,
-                op.program
+            line(
+                &mut s,
+                format_args!(
+                    "  {}. {:<40} {:<24} {:>10.3} ms {:>6.1}%  {}",
+                    i + 1,
+                    clip(&op.name, 40),
+                    clip(&op.category, 24),
+                    op.self_time_ms,
+                    op.pct,
+                    op.program
+                ),
             );
         }
     }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "Findings ({})", report.findings.len());
+    s.push('\n');
+    line(&mut s, format_args!("Findings ({})", report.findings.len()));
     for f in &report.findings {
-        let _ = writeln!(s, "[{}] {} - {} ({})", f.severity, f.id, f.title, where_found(f));
-        let _ = writeln!(s, "     {}", f.what);
+        line(&mut s, format_args!("[{}] {} - {} ({})", f.severity, f.id, f.title, where_found(f)));
+        line(&mut s, format_args!("     {}", f.what));
         let unit = m.step_unit();
-        let _ = writeln!(
-            s,
-            "     impact: {} ms per {unit} ({:.1}% of the {unit})",
-            fmt_value(f.impact.ms_per_step),
-            f.impact.pct_of_step
+        line(
+            &mut s,
+            format_args!(
+                "     impact: {} ms per {unit} ({:.1}% of the {unit})",
+                fmt_value(f.impact.ms_per_step),
+                f.impact.pct_of_step
+            ),
         );
-        let _ = writeln!(s, "     evidence:");
+        line(&mut s, format_args!("     evidence:"));
         for e in &f.evidence {
-            let _ = writeln!(s, "       - {e}");
+            line(&mut s, format_args!("       - {e}"));
         }
-        let _ = writeln!(s, "     fix: {}", f.fix);
+        line(&mut s, format_args!("     fix: {}", f.fix));
     }
     if !report.skipped.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "Not checked ({})", report.skipped.len());
+        s.push('\n');
+        line(&mut s, format_args!("Not checked ({})", report.skipped.len()));
         for k in &report.skipped {
-            let _ = writeln!(s, "  - {}: {}", k.id, k.reason);
+            line(&mut s, format_args!("  - {}: {}", k.id, k.reason));
         }
     }
     if !report.warnings.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "Warnings ({})", report.warnings.len());
+        s.push('\n');
+        line(&mut s, format_args!("Warnings ({})", report.warnings.len()));
         for w in &report.warnings {
-            let _ = writeln!(s, "  - {w}");
+            line(&mut s, format_args!("  - {w}"));
         }
     }
     s

@@ -21,16 +21,33 @@ pub enum Status {
     /// At least one finding at the attention severity (P1 by default) or worse.
     #[serde(rename = "NEEDS_ATTENTION")]
     NeedsAttention,
+    /// Part of the profile could not be read (a host file, or data inside one): whatever was
+    /// found, the verdict cannot vouch for what was lost ([`Report::errors`],
+    /// [`Report::skipped_hosts`]).
+    #[serde(rename = "INCOMPLETE")]
+    Incomplete,
 }
 
 impl Status {
-    /// `"OPTIMAL"` or `"NEEDS_ATTENTION"`.
+    /// `"OPTIMAL"`, `"NEEDS_ATTENTION"` or `"INCOMPLETE"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Optimal => "OPTIMAL",
             Status::NeedsAttention => "NEEDS_ATTENTION",
+            Status::Incomplete => "INCOMPLETE",
         }
     }
+}
+
+/// A host file that could not be read: the rest of the session is analysed without it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SkippedHost {
+    /// The host name.
+    pub host: String,
+    /// The file.
+    pub file: String,
+    /// The error, one line.
+    pub error: String,
 }
 
 /// A detector that did not run, and why.
@@ -220,6 +237,11 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Detectors that did not run, with the reason.
     pub skipped: Vec<Skipped>,
+    /// Host files that could not be read at all (the report covers the others).
+    pub skipped_hosts: Vec<SkippedHost>,
+    /// Data that could not be read inside the hosts that were (`host: what: error`); any entry
+    /// here or in `skipped_hosts` makes the status `INCOMPLETE`.
+    pub errors: Vec<String>,
     /// Odd-but-decodable data met on the way.
     pub warnings: Vec<String>,
     /// Chart data for the HTML rendering (not serialized).
@@ -252,6 +274,10 @@ pub struct HostRow {
     pub flops_utilization_pct: Option<f64>,
     /// True for the host whose pace the session runs at (the slowest mean step).
     pub slowest: bool,
+    /// The detectors that could not run on this host, with the reason (in the frames' `skipped`
+    /// table; the report's `skipped` sums them up).
+    #[serde(skip)]
+    pub skipped: Vec<Skipped>,
 }
 
 impl Report {
@@ -293,6 +319,10 @@ pub struct HostSummary {
     pub charts: Charts,
     /// Warnings met on the host.
     pub warnings: Vec<String>,
+    /// What could not be read on the host ([`HostProfile::read_errors`], host-prefixed).
+    pub errors: Vec<String>,
+    /// The detectors that could not run on the host, with the reason.
+    pub skipped: Vec<Skipped>,
 }
 
 impl HostSummary {
@@ -305,13 +335,32 @@ impl HostSummary {
         for w in host.module_warnings() {
             warnings.push(format!("{}: {w}", host.name()));
         }
-        for (what, err) in [
-            ("steps", host.steps().err()),
-            ("op profile", host.op_profile().err()),
-            ("step anatomy", host.anatomy().err()),
+        let errors = host.read_errors().into_iter().map(|e| format!("{}: {e}", host.name())).collect();
+        for plane in host.space().analysis_devices() {
+            let odd = xlens_roofline::PerfEnv::odd_peaks(plane);
+            if !odd.is_empty() {
+                warnings.push(format!(
+                    "{}: {} reports impossible peaks, ignored: {}",
+                    host.name(),
+                    plane.name(),
+                    odd.join(", ")
+                ));
+            }
+        }
+        let metrics = host_metrics(host);
+        for (what, value) in [
+            ("FLOP utilisation", metrics.flops_utilization_pct),
+            ("HBM utilisation", metrics.hbm_utilization_pct),
+            ("roofline efficiency", metrics.roofline_efficiency_pct),
+            ("device duty cycle", metrics.device_duty_cycle_pct),
         ] {
-            if let Some(err) = err {
-                warnings.push(format!("{}: {what} could not be built: {err}", host.name()));
+            // Rounding lets a fully busy figure reach a hair above 100 %.
+            if let Some(v) = value.filter(|v| !v.is_finite() || *v > 100.5 || *v < 0.0) {
+                warnings.push(format!(
+                    "{}: {what} of {v:.1} % is impossible: the device peaks the profile reports or the ops' FLOPs \
+                     and bytes are wrong, and every figure built on them is unreliable",
+                    host.name()
+                ));
             }
         }
         HostSummary {
@@ -336,9 +385,11 @@ impl HostSummary {
                 .unwrap_or_default(),
             program_work: host.op_profile().ok().and_then(OpProfile::program_work),
             duty_cycle: host.duty_cycle(),
-            metrics: host_metrics(host),
+            metrics,
             charts: charts(host),
             warnings,
+            errors,
+            skipped: Vec::new(),
         }
     }
 }
@@ -377,7 +428,13 @@ pub fn scan_host(host: &HostProfile, config: &ScanConfig) -> HostOutcome {
         }
     }
     sort_findings(&mut findings);
-    HostOutcome { findings, skips, summary: HostSummary::of(host) }
+    let mut summary = HostSummary::of(host);
+    summary.skipped = detectors
+        .iter()
+        .zip(&skips)
+        .filter_map(|(d, s)| s.as_ref().map(|reason| Skipped { id: d.id().to_owned(), reason: reason.clone() }))
+        .collect();
+    HostOutcome { findings, skips, summary }
 }
 
 /// Runs every enabled detector over every host (hosts in parallel) and builds the report.
@@ -385,7 +442,7 @@ pub fn scan_host(host: &HostProfile, config: &ScanConfig) -> HostOutcome {
 /// Output never depends on thread timing: findings are sorted by severity, impact, id and host.
 pub fn scan(profile: &Profile, config: &ScanConfig) -> Report {
     let outcomes: Vec<HostOutcome> = profile.hosts().par_iter().map(|h| scan_host(h, config)).collect();
-    finish(profile.run().map(str::to_owned), outcomes, config)
+    finish(profile.run().map(str::to_owned), outcomes, Vec::new(), config)
 }
 
 /// Scans the hosts of a session one by one as they are opened, in parallel, keeping only each
@@ -398,21 +455,48 @@ pub fn scan_session(
     config: &ScanConfig,
     visit: &(dyn Fn(&HostProfile, &HostOutcome) + Sync),
 ) -> Result<Report, xlens_xplane::Error> {
-    let outcomes: Result<Vec<HostOutcome>, xlens_xplane::Error> = source
+    let opened: Vec<Result<HostOutcome, (SkippedHost, xlens_xplane::Error)>> = source
         .hosts
         .par_iter()
         .map(|h| {
-            let host = HostProfile::new(h.host.clone(), h.open()?);
+            let space = h.open().map_err(|e| {
+                let error = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+                (SkippedHost { host: h.host.clone(), file: h.path.display().to_string(), error }, e)
+            })?;
+            let host = HostProfile::new(h.host.clone(), space);
             let outcome = scan_host(&host, config);
             visit(&host, &outcome);
             Ok(outcome)
         })
         .collect();
-    Ok(finish(source.run.clone(), outcomes?, config))
+    let mut outcomes = Vec::new();
+    let mut skipped_hosts = Vec::new();
+    let mut first_error = None;
+    for o in opened {
+        match o {
+            Ok(outcome) => outcomes.push(outcome),
+            Err((skipped, e)) => {
+                skipped_hosts.push(skipped);
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    // Nothing could be read: the scan fails with the first host's error.
+    if outcomes.is_empty()
+        && let Some(e) = first_error
+    {
+        return Err(e);
+    }
+    Ok(finish(source.run.clone(), outcomes, skipped_hosts, config))
 }
 
 /// Merges host outcomes (sorted by host name), runs the session detectors, builds the report.
-fn finish(run: Option<String>, mut outcomes: Vec<HostOutcome>, config: &ScanConfig) -> Report {
+fn finish(
+    run: Option<String>,
+    mut outcomes: Vec<HostOutcome>,
+    skipped_hosts: Vec<SkippedHost>,
+    config: &ScanConfig,
+) -> Report {
     outcomes.sort_by(|a, b| a.summary.name.cmp(&b.summary.name));
     let detectors = enabled_detectors(config);
     let summaries: Vec<HostSummary> = outcomes.iter().map(|o| o.summary.clone()).collect();
@@ -454,12 +538,16 @@ fn finish(run: Option<String>, mut outcomes: Vec<HostOutcome>, config: &ScanConf
         .filter_map(|(d, r)| r.map(|reason| Skipped { id: detectors[d].id().to_owned(), reason }))
         .collect();
     sort_findings(&mut findings);
-    build_report(run, &summaries, config, findings, skipped)
+    build_report(run, &summaries, config, findings, skipped, skipped_hosts)
 }
 
 fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
     if let Some(need) = detector.needs().iter().find(|n| !host.has(**n)) {
-        return Err(Skip::because(need.missing()));
+        // A profile that could not be read says so, not that it lacks the data.
+        return Err(match host.read_errors().first() {
+            Some(error) => Skip::because(format!("{} ({error})", need.missing())),
+            None => Skip::because(need.missing()),
+        });
     }
     let mut out = Findings::default();
     detector.run(host, config, &mut out)?;
@@ -755,6 +843,7 @@ fn session_metrics(hosts: &[HostSummary]) -> (Metrics, Vec<HostRow>, Option<&Hos
                 idle_pct: m.idle_pct,
                 flops_utilization_pct: m.flops_utilization_pct,
                 slowest: metrics.step_time_host.as_deref() == Some(h.name.as_str()),
+                skipped: h.skipped.clone(),
             }
         })
         .collect();
@@ -767,6 +856,7 @@ fn build_report(
     config: &ScanConfig,
     findings: Vec<Finding>,
     skipped: Vec<Skipped>,
+    skipped_hosts: Vec<SkippedHost>,
 ) -> Report {
     let first = hosts.first();
     let (metrics, rows, pace) = session_metrics(hosts);
@@ -786,11 +876,31 @@ fn build_report(
     let has_peaks = first.is_some_and(|h| h.has_peaks);
     // The verdict rests on findings only: low utilisation, idle time, exposed communication and
     // memory pressure are findings of their own, with their evidence.
+    let errors: Vec<String> = hosts.iter().flat_map(|h| h.errors.iter().cloned()).collect();
     let mut reasons = Vec::new();
+    if !skipped_hosts.is_empty() {
+        let files: Vec<String> = skipped_hosts.iter().map(|h| format!("{} ({})", h.file, h.error)).collect();
+        reasons.push(format!(
+            "{} of {} host file(s) could not be read: {}",
+            skipped_hosts.len(),
+            skipped_hosts.len() + hosts.len(),
+            files.join("; ")
+        ));
+    }
+    if !errors.is_empty() {
+        reasons.push(format!("part of the profile could not be read: {}", errors.join("; ")));
+    }
     if important > 0 {
         reasons.push(format!("{important} finding(s) at {} or worse", t.attention_severity));
     }
-    let status = if reasons.is_empty() { Status::Optimal } else { Status::NeedsAttention };
+    // Lost data outranks the findings: the verdict cannot vouch for what it did not read.
+    let status = if !skipped_hosts.is_empty() || !errors.is_empty() {
+        Status::Incomplete
+    } else if important > 0 {
+        Status::NeedsAttention
+    } else {
+        Status::Optimal
+    };
     let summary = summary_text(status, &info, &metrics, &findings, &skipped, &reasons, has_peaks);
     let mut charts = pace.map(|h| h.charts.clone()).unwrap_or_default();
     if hosts.len() > 1
@@ -798,7 +908,19 @@ fn build_report(
     {
         charts.step_times_ms = series.into_iter().map(|(n, t)| (n, t.as_ms_f64())).collect();
     }
-    Report { status, summary, profile: info, metrics, hosts: rows, findings, skipped, warnings, charts }
+    Report {
+        status,
+        summary,
+        profile: info,
+        metrics,
+        hosts: rows,
+        findings,
+        skipped,
+        skipped_hosts,
+        errors,
+        warnings,
+        charts,
+    }
 }
 
 fn summary_text(

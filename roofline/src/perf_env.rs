@@ -33,7 +33,10 @@ impl PerfEnv {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_plane(plane: &Plane) -> Option<PerfEnv> {
-        let get = |name: &str| plane.stat_by_name(name).and_then(|s| s.as_f64()).unwrap_or(0.0);
+        // A peak that is not a positive finite number is no peak (see [`PerfEnv::odd_peaks`]).
+        let get = |name: &str| {
+            plane.stat_by_name(name).and_then(|s| s.as_f64()).filter(|v| v.is_finite() && *v > 0.0).unwrap_or(0.0)
+        };
         let tflops = get(cap::PEAK_TERAFLOPS_PER_SECOND);
         if tflops <= 0.0 {
             return None;
@@ -55,6 +58,34 @@ impl PerfEnv {
             peak_onchip_read_bytes_per_s: onchip_rd,
             peak_onchip_write_bytes_per_s: onchip_wr,
         })
+    }
+
+    /// The capability stats of a device plane that hold an impossible peak (negative, zero
+    /// where a peak is given, NaN or infinite), as `name = value`: they are ignored, and a scan
+    /// warns about them.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_roofline::PerfEnv;
+    /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// assert!(PerfEnv::odd_peaks(space.tpu_tensor_cores()[0]).is_empty());
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn odd_peaks(plane: &Plane) -> Vec<String> {
+        [
+            cap::PEAK_TERAFLOPS_PER_SECOND,
+            cap::PEAK_HBM_BW_GIGABYTES_PER_SECOND,
+            cap::PEAK_CMEM_RD_BW_GIGABYTES_PER_SECOND,
+            cap::PEAK_CMEM_WR_BW_GIGABYTES_PER_SECOND,
+            cap::PEAK_VMEM_RD_BW_GIGABYTES_PER_SECOND,
+            cap::PEAK_VMEM_WR_BW_GIGABYTES_PER_SECOND,
+        ]
+        .into_iter()
+        .filter_map(|name| {
+            let v = plane.stat_by_name(name)?.as_f64()?;
+            (!v.is_finite() || v < 0.0).then(|| format!("{name} = {v}"))
+        })
+        .collect()
     }
 
     /// The peaks of a chip as a performance environment: for a GPU, the derived peaks of its

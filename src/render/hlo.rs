@@ -1,7 +1,7 @@
 //! Renderings of HLO modules for the `hlo_ops` example: a JSON document and a text report.
 
+use super::line;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 use xlens_hlo::Module;
@@ -53,42 +53,48 @@ pub fn hlo_ops_text(modules: &[Module], hosts: &ModuleHosts) -> String {
         let name = m.display_name();
         match hosts.get(&name).map(Vec::as_slice) {
             Some([]) | None => {
-                let _ = writeln!(out, "module {name}");
+                line(&mut out, format_args!("module {name}"));
             }
             Some([one]) => {
-                let _ = writeln!(out, "module {name} (host {one})");
+                line(&mut out, format_args!("module {name} (host {one})"));
             }
             Some(many) => {
-                let _ = writeln!(out, "module {name} ({} hosts: {})", many.len(), many.join(", "));
+                line(&mut out, format_args!("module {name} ({} hosts: {})", many.len(), many.join(", ")));
             }
         }
-        let _ = writeln!(
-            out,
-            "  {} computations, {} instructions ({} in entry {})",
-            m.computations().len(),
-            m.instructions().len(),
-            m.entry().instructions().len(),
-            m.entry().name()
+        line(
+            &mut out,
+            format_args!(
+                "  {} computations, {} instructions ({} in entry {})",
+                m.computations().len(),
+                m.instructions().len(),
+                m.entry().instructions().len(),
+                m.entry().name()
+            ),
         );
-        let _ = writeln!(
-            out,
-            "  entry cost      {} flops, {} transcendentals, {} bytes accessed",
-            cost.flops, cost.transcendentals, cost.bytes_accessed
+        line(
+            &mut out,
+            format_args!(
+                "  entry cost      {} flops, {} transcendentals, {} bytes accessed",
+                cost.flops, cost.transcendentals, cost.bytes_accessed
+            ),
         );
         if let Ok(Some(mem)) = m.hbm_memory_stats() {
-            let _ = writeln!(
-                out,
-                "  memory          {:.3} MiB allocated, heap peak {:.3} MiB, arguments {:.3} MiB, outputs {:.3} MiB, aliased {:.3} MiB",
-                mib(mem.total_allocation_bytes),
-                mib(mem.heap_peak_bytes),
-                mib(mem.argument_bytes),
-                mib(mem.output_bytes),
-                mib(mem.alias_bytes)
+            line(
+                &mut out,
+                format_args!(
+                    "  memory          {:.3} MiB allocated, heap peak {:.3} MiB, arguments {:.3} MiB, outputs {:.3} MiB, aliased {:.3} MiB",
+                    mib(mem.total_allocation_bytes),
+                    mib(mem.heap_peak_bytes),
+                    mib(mem.argument_bytes),
+                    mib(mem.output_bytes),
+                    mib(mem.alias_bytes)
+                ),
             );
         }
         let aliased: Vec<String> = m.aliased_params().iter().map(u64::to_string).collect();
-        let _ = writeln!(out, "  donated params  [{}]", aliased.join(", "));
-        let _ = writeln!(out, "  collectives     {}", m.collectives().len());
+        line(&mut out, format_args!("  donated params  [{}]", aliased.join(", ")));
+        line(&mut out, format_args!("  collectives     {}", m.collectives().len()));
         for c in m.collectives() {
             let i = m.instruction(c.instruction);
             let channel = c.channel_id.map_or_else(|| "-".to_owned(), |c| c.to_string());
@@ -97,15 +103,18 @@ pub fn hlo_ops_text(modules: &[Module], hosts: &ModuleHosts) -> String {
             } else {
                 format!("pairs {}", c.pairs_text())
             };
-            let _ = writeln!(out, "    {:<24} {:<20} channel {:<3} {pattern}", i.name(), i.opcode_name(), channel);
+            line(
+                &mut out,
+                format_args!("    {:<24} {:<20} channel {:<3} {pattern}", i.name(), i.opcode_name(), channel),
+            );
         }
         let ops: Vec<String> = opcodes(m).into_iter().map(|(op, n)| format!("{op}={n}")).collect();
-        let _ = writeln!(out, "  opcodes         {}", ops.join(" "));
+        line(&mut out, format_args!("  opcodes         {}", ops.join(" ")));
         let mut top: Vec<_> =
             m.entry().instructions().iter().map(|&i| (m.cost(i).flops, i)).filter(|(f, _)| *f > 0).collect();
         top.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         if !top.is_empty() {
-            let _ = writeln!(out, "  top entry ops by flops");
+            line(&mut out, format_args!("  top entry ops by flops"));
         }
         for (flops, id) in top.into_iter().take(5) {
             let i = m.instruction(id);
@@ -113,13 +122,15 @@ pub fn hlo_ops_text(modules: &[Module], hosts: &ModuleHosts) -> String {
                 let file = s.file.rsplit('/').next().unwrap_or(s.file);
                 format!("  {file}:{}", s.line)
             });
-            let _ = writeln!(
-                out,
-                "    {:>14} flops  {:<28} {:<22} {}{source}",
-                flops,
-                i.name(),
-                m.xla_category(id),
-                i.shape()
+            line(
+                &mut out,
+                format_args!(
+                    "    {:>14} flops  {:<28} {:<22} {}{source}",
+                    flops,
+                    i.name(),
+                    m.xla_category(id),
+                    i.shape()
+                ),
             );
         }
     }

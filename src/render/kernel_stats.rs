@@ -1,7 +1,7 @@
 //! The `kernel_stats` example's output: per GPU kernel, its launches, durations and launch
 //! parameters.
 
-use std::fmt::Write as _;
+use super::line;
 
 use serde_json::{Value, json};
 use xlens_roofline::KernelStats;
@@ -63,43 +63,49 @@ pub fn kernel_stats_text(hosts: &[HostKernelStats], top: usize) -> String {
     let mut out = String::new();
     for h in hosts {
         let s = &h.stats;
-        let _ = writeln!(out, "host {}", h.host);
+        line(&mut out, format_args!("host {}", h.host));
         if s.kernels.is_empty() {
-            let _ = writeln!(out, "  no GPU kernels (the profile has no /device:GPU stream lines)");
+            line(&mut out, format_args!("  no GPU kernels (the profile has no /device:GPU stream lines)"));
             continue;
         }
         let total = s.total_device_duration;
-        let _ = writeln!(
-            out,
-            "  device time {:.3} ms over {} kernel(s), {} launch(es)",
-            total.as_ms_f64(),
-            s.kernels.len(),
-            s.kernels.iter().map(|k| k.occurrences).sum::<u64>()
+        line(
+            &mut out,
+            format_args!(
+                "  device time {:.3} ms over {} kernel(s), {} launch(es)",
+                total.as_ms_f64(),
+                s.kernels.len(),
+                s.kernels.iter().map(|k| k.occurrences).sum::<u64>()
+            ),
         );
-        let _ = writeln!(
-            out,
-            "  {:>10} {:>7} {:>10} {:>6}  {:<14} {:<14} {:>4}  kernel (hlo op)",
-            "total ms", "calls", "avg us", "share", "grid", "block", "TC"
+        line(
+            &mut out,
+            format_args!(
+                "  {:>10} {:>7} {:>10} {:>6}  {:<14} {:<14} {:>4}  kernel (hlo op)",
+                "total ms", "calls", "avg us", "share", "grid", "block", "TC"
+            ),
         );
         for k in s.kernels.iter().take(top) {
             let share = if total.0 > 0 { 100.0 * k.total.0 as f64 / total.0 as f64 } else { 0.0 };
             let dims = |v: Option<[u32; 3]>| v.map_or("-".to_owned(), |[x, y, z]| format!("{x},{y},{z}"));
-            let _ = writeln!(
-                out,
-                "  {:>10.3} {:>7} {:>10.3} {:>5.1}%  {:<14} {:<14} {:>4}  {}{}",
-                k.total.as_ms_f64(),
-                k.occurrences,
-                k.average().as_us_f64(),
-                share,
-                dims(k.details.map(|d| d.grid)),
-                dims(k.details.map(|d| d.block)),
-                if k.uses_tensor_cores { "yes" } else { "" },
-                crate::render::clip(&k.kernel_name, 80),
-                k.hlo_op.as_deref().map(|o| format!(" ({o})")).unwrap_or_default(),
+            line(
+                &mut out,
+                format_args!(
+                    "  {:>10.3} {:>7} {:>10.3} {:>5.1}%  {:<14} {:<14} {:>4}  {}{}",
+                    k.total.as_ms_f64(),
+                    k.occurrences,
+                    k.average().as_us_f64(),
+                    share,
+                    dims(k.details.map(|d| d.grid)),
+                    dims(k.details.map(|d| d.block)),
+                    if k.uses_tensor_cores { "yes" } else { "" },
+                    crate::render::clip(&k.kernel_name, 80),
+                    k.hlo_op.as_deref().map(|o| format!(" ({o})")).unwrap_or_default(),
+                ),
             );
         }
         if s.kernels.len() > top {
-            let _ = writeln!(out, "  ... {} more", s.kernels.len() - top);
+            line(&mut out, format_args!("  ... {} more", s.kernels.len() - top));
         }
     }
     out

@@ -9,8 +9,6 @@ pub mod kernel_stats;
 pub mod op_profile;
 pub mod roofline;
 
-use std::fmt::Write as _;
-
 use serde_json::{Value, json};
 use xlens_xplane::{PlaneInventory, SpaceSummary};
 
@@ -53,7 +51,15 @@ pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
     format!("error: {}", parts.join(": "))
 }
 
-pub use xlens_faults::render::clip;
+pub use xlens_faults::render::{clip, printable};
+
+/// Appends one line of a text output, its control characters escaped ([`printable`]): names
+/// from a profile cannot move the cursor, retitle the terminal or forge a line.
+pub(crate) fn line(out: &mut String, text: std::fmt::Arguments<'_>) {
+    let text = text.to_string();
+    out.push_str(&printable(&text));
+    out.push('\n');
+}
 
 /// One host's inventory, as given to the renderers.
 #[derive(Debug)]
@@ -65,15 +71,23 @@ pub struct HostInventory {
 }
 
 /// The `inventory --json` document:
-/// `{"hosts":[{"host":..,"planes":[{"name":..,"lines":[{"name":..,"events":N}]}]}]}`.
+/// `{"hosts":[{"host":..,"planes":[{"name":..,"lines":[{"name":..,"events":N}]}]}]}`; a plane
+/// whose lines include empty ones adds `"empty_lines": N`.
 pub fn inventory_json(hosts: &[HostInventory]) -> Value {
     json!({
         "hosts": hosts.iter().map(|h| json!({
             "host": h.host,
-            "planes": h.planes.iter().map(|p| json!({
-                "name": p.name,
-                "lines": p.lines.iter().map(|l| json!({"name": l.name, "events": l.events})).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
+            "planes": h.planes.iter().map(|p| {
+                let mut plane = json!({
+                    "name": p.name,
+                    "lines": p.lines.iter().map(|l| json!({"name": l.name, "events": l.events})).collect::<Vec<_>>(),
+                });
+                // Lines whose message is empty are counted, not listed.
+                if p.empty_lines > 0 {
+                    plane["empty_lines"] = json!(p.empty_lines);
+                }
+                plane
+            }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }
@@ -82,15 +96,18 @@ pub fn inventory_json(hosts: &[HostInventory]) -> Value {
 pub fn inventory_text(hosts: &[HostInventory]) -> String {
     let mut out = String::new();
     for h in hosts {
-        let _ = writeln!(out, "host {}", h.host);
+        line(&mut out, format_args!("host {}", h.host));
         for p in &h.planes {
-            let _ = writeln!(out, "  plane {:<40} {:>10} events  [{}]", p.name, p.events(), p.kind.label());
+            line(&mut out, format_args!("  plane {:<40} {:>10} events  [{}]", p.name, p.events(), p.kind.label()));
             for l in &p.lines {
                 let span = match (l.first, l.last) {
                     (Some(a), Some(b)) => format!("{:.3} ms", (b - a).as_ms_f64()),
                     _ => "-".to_owned(),
                 };
-                let _ = writeln!(out, "    line {:<38} {:>10} events  {}", l.name, l.events, span);
+                line(&mut out, format_args!("    line {:<38} {:>10} events  {}", l.name, l.events, span));
+            }
+            if p.empty_lines > 0 {
+                line(&mut out, format_args!("    {} empty lines (no name, no events)", p.empty_lines));
             }
         }
     }
@@ -100,18 +117,21 @@ pub fn inventory_text(hosts: &[HostInventory]) -> String {
 /// The device and host summary of one host, as text.
 pub fn summary_text(host: &str, s: &SpaceSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "host {host}");
+    line(&mut out, format_args!("host {host}"));
     let device = match &s.device_type {
         Some(t) => format!("{} ({t})", s.device_kind.as_str()),
         None => s.device_kind.as_str().to_owned(),
     };
-    let _ = writeln!(out, "  device          {device}, {} cores, {} device planes", s.device_cores, s.device_planes);
-    let _ = writeln!(out, "  device events   {}", s.device_events);
-    let _ = writeln!(out, "  host threads    {}", s.host_threads);
-    let _ = writeln!(out, "  host events     {}", s.host_events);
-    let _ = writeln!(out, "  HLO programs    {}", s.hlo_programs);
+    line(
+        &mut out,
+        format_args!("  device          {device}, {} cores, {} device planes", s.device_cores, s.device_planes),
+    );
+    line(&mut out, format_args!("  device events   {}", s.device_events));
+    line(&mut out, format_args!("  host threads    {}", s.host_threads));
+    line(&mut out, format_args!("  host events     {}", s.host_events));
+    line(&mut out, format_args!("  HLO programs    {}", s.hlo_programs));
     if let Some(d) = s.profile_duration {
-        let _ = writeln!(out, "  profile length  {:.3} ms", d.as_ms_f64());
+        line(&mut out, format_args!("  profile length  {:.3} ms", d.as_ms_f64()));
     }
     out
 }

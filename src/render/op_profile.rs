@@ -1,6 +1,6 @@
 //! The `op_profile` example's output: steps, the category pie, per-op rows and the step anatomy.
 
-use std::fmt::Write as _;
+use super::line;
 
 use serde_json::{Value, json};
 use xlens_roofline::{OpProfile, StepAnatomy, Steps};
@@ -105,69 +105,85 @@ pub fn op_profile_json(h: &HostOpProfile) -> Value {
 pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
     let p = &h.profile;
     let mut s = String::new();
-    let _ = writeln!(s, "host {}  device {}  cores {}", h.host, p.device_type.as_deref().unwrap_or("unknown"), p.cores);
+    line(
+        &mut s,
+        format_args!("host {}  device {}  cores {}", h.host, p.device_type.as_deref().unwrap_or("unknown"), p.cores),
+    );
     match h.steps.stats() {
         Some(st) => {
-            let _ = writeln!(
-                s,
-                "steps {}  mean {:.3} ms  median {:.3} ms  stddev {:.3} ms  ({:?})",
-                st.count,
-                st.mean_ms,
-                st.median_ms,
-                st.stddev_ms,
-                h.steps.variance()
+            line(
+                &mut s,
+                format_args!(
+                    "steps {}  mean {:.3} ms  median {:.3} ms  stddev {:.3} ms  ({:?})",
+                    st.count,
+                    st.mean_ms,
+                    st.median_ms,
+                    st.stddev_ms,
+                    h.steps.variance()
+                ),
             );
         }
         None => {
-            let _ = writeln!(s, "steps: none");
+            line(&mut s, format_args!("steps: none"));
         }
     }
     let total: Picos = p.categories().values().copied().sum();
-    let _ = writeln!(s, "\ncategories (all cores, all steps)");
+    s.push('\n');
+    line(&mut s, format_args!("categories (all cores, all steps)"));
     let mut cats: Vec<(String, Picos)> = p.categories().into_iter().collect();
     cats.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     for (name, t) in cats {
         let pct = if total.0 > 0 { 100.0 * t.0 as f64 / total.0 as f64 } else { 0.0 };
-        let _ = writeln!(s, "  {name:<28} {:>14.3} us {pct:>6.1}%", us(t));
+        line(&mut s, format_args!("  {name:<28} {:>14.3} us {pct:>6.1}%", us(t)));
     }
-    let _ = writeln!(s, "\ntop {top} ops by self time");
-    let _ = writeln!(
-        s,
-        "  {:<36} {:<24} {:>8} {:>14} {:>12} {:>12}  bound",
-        "op", "category", "count", "self us", "GFLOP/s", "GB/s"
+    s.push('\n');
+    line(&mut s, format_args!("top {top} ops by self time"));
+    line(
+        &mut s,
+        format_args!(
+            "  {:<36} {:<24} {:>8} {:>14} {:>12} {:>12}  bound",
+            "op", "category", "count", "self us", "GFLOP/s", "GB/s"
+        ),
     );
     for o in p.ops.iter().take(top) {
         let bound = p.roofline(o).map_or("-", |r| r.bound_by.label());
-        let _ = writeln!(
-            s,
-            "  {:<36} {:<24} {:>8} {:>14.3} {:>12.1} {:>12.1}  {bound}",
-            o.name,
-            o.category,
-            o.occurrences,
-            us(o.self_time),
-            o.flops_per_s() / 1e9,
-            o.hbm_bytes_per_s() / 1e9
+        line(
+            &mut s,
+            format_args!(
+                "  {:<36} {:<24} {:>8} {:>14.3} {:>12.1} {:>12.1}  {bound}",
+                o.name,
+                o.category,
+                o.occurrences,
+                us(o.self_time),
+                o.flops_per_s() / 1e9,
+                o.hbm_bytes_per_s() / 1e9
+            ),
         );
     }
-    let _ = writeln!(s, "\nstep anatomy (us)");
-    let _ = writeln!(
-        s,
-        "  {:<10} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
-        "step", "matmul", "coll.exp", "coll.hid", "vector", "formatting", "in/outfeed", "host", "idle"
+    s.push('\n');
+    line(&mut s, format_args!("step anatomy (us)"));
+    line(
+        &mut s,
+        format_args!(
+            "  {:<10} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+            "step", "matmul", "coll.exp", "coll.hid", "vector", "formatting", "in/outfeed", "host", "idle"
+        ),
     );
     for (st, a) in h.steps.steps.iter().zip(&h.anatomy) {
-        let _ = writeln!(
-            s,
-            "  {:<10} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1}",
-            st.name,
-            us(a.matmul),
-            us(a.collective_exposed),
-            us(a.collective_hidden),
-            us(a.vector),
-            us(a.data_formatting),
-            us(a.infeed_outfeed),
-            us(a.host),
-            us(a.idle)
+        line(
+            &mut s,
+            format_args!(
+                "  {:<10} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1}",
+                st.name,
+                us(a.matmul),
+                us(a.collective_exposed),
+                us(a.collective_hidden),
+                us(a.vector),
+                us(a.data_formatting),
+                us(a.infeed_outfeed),
+                us(a.host),
+                us(a.idle)
+            ),
         );
     }
     s
