@@ -146,8 +146,12 @@ impl StepAnatomy {
     /// The mean of several partitions of the same step (one per core), still summing exactly:
     /// classes are averaged (rounded down) and idle takes the remainder.
     pub fn mean(parts: &[StepAnatomy]) -> StepAnatomy {
-        let n = parts.len().max(1) as i64;
-        let avg = |f: fn(&StepAnatomy) -> Picos| Picos(parts.iter().map(|p| f(p).0).sum::<i64>() / n);
+        let n = parts.len().max(1) as i128;
+        // Summed in i128: hostile step times near i64::MAX must not overflow.
+        let avg = |f: fn(&StepAnatomy) -> Picos| {
+            let sum: i128 = parts.iter().map(|p| f(p).0 as i128).sum();
+            Picos((sum / n) as i64)
+        };
         let mut out = StepAnatomy {
             step_time: avg(|p| p.step_time),
             matmul: avg(|p| p.matmul),

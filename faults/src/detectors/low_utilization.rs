@@ -209,7 +209,7 @@ fn library_shares(stats: &KernelStats) -> Vec<Evidence> {
         };
         *by.entry(library).or_default() += k.total;
     }
-    let total: i64 = by.values().map(|t| t.0).sum();
+    let total: i64 = by.values().fold(0i64, |a, t| a.saturating_add(t.0));
     if total <= 0 {
         return Vec::new();
     }
@@ -217,7 +217,7 @@ fn library_shares(stats: &KernelStats) -> Vec<Evidence> {
     rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let parts: Vec<String> = rows
         .iter()
-        .filter(|(_, t)| t.0 * 100 >= total)
+        .filter(|(_, t)| t.0 as i128 * 100 >= total as i128)
         .map(|(l, t)| format!("{} {:.1} %", l.as_str(), 100.0 * t.0 as f64 / total as f64))
         .collect();
     vec![Evidence::note(format!("kernel time by library: {}", parts.join(", ")))]

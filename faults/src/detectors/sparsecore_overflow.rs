@@ -159,7 +159,7 @@ impl Detector for SparsecoreOverflow {
             |c: &Core| if c.busy.is_empty() { 0.0 } else { 100.0 * c.busy.iter().sum::<f64>() / c.busy.len() as f64 };
         let busiest = cores.iter().max_by(|a, b| mean_busy(a).total_cmp(&mean_busy(b)).then(b.plane.cmp(&a.plane)));
         let max_busy = busiest.map_or(0.0, mean_busy);
-        let dropped: u64 = cores.iter().map(|c| c.dropped).sum();
+        let dropped: u64 = cores.iter().fold(0u64, |a, c| a.saturating_add(c.dropped));
         let saturated = max_busy >= t.min_busy_pct;
         let dense = chip_has_sparse_cores && gather_pct >= t.min_dense_gather_pct;
         if !saturated && dropped == 0 && !dense {

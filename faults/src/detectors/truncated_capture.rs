@@ -63,7 +63,7 @@ fn dropped_events(host: &HostProfile) -> u64 {
         .iter()
         .filter_map(|p| p.stat_by_name(names::stat::DROPPED_TRACES))
         .map(|s| s.as_u64().or_else(|| s.as_i64().map(|v| v.max(0) as u64)).unwrap_or(0))
-        .sum()
+        .fold(0u64, u64::saturating_add)
 }
 
 /// What a check found: a short label for the summary, its evidence, and whether data was lost.
