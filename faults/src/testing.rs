@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use xlens_xplane::Session;
 
 use crate::config::ScanConfig;
-use crate::finding::Finding;
+use crate::finding::{Evidence, Finding};
 use crate::profile::Profile;
 use crate::scan::{Report, scan};
 
@@ -26,4 +26,16 @@ pub(crate) fn run_on(id: &str, dir: &Path) -> Vec<Finding> {
     let report = report_of(id, dir);
     assert!(report.skipped.is_empty(), "{id} was skipped on {}: {:?}", dir.display(), report.skipped);
     report.findings
+}
+
+/// The value of the metric evidence `name` of a finding; panics, showing the finding, when it
+/// has none.
+pub(crate) fn metric(f: &Finding, name: &str) -> f64 {
+    f.evidence
+        .iter()
+        .find_map(|e| match e {
+            Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
 }

@@ -289,17 +289,8 @@ impl Detector for BarrierInLoop {
 #[cfg(test)]
 mod tests {
     use crate::finding::{Evidence, Severity};
+    use crate::testing::metric;
     use crate::testing::{run_on, testdata};
-
-    fn metric(f: &crate::finding::Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     #[test]
     fn finds_a_sync_after_every_sub_call() {

@@ -272,18 +272,9 @@ impl Detector for DataFormattingTax {
 
 #[cfg(test)]
 mod tests {
-    use crate::finding::Evidence;
-    use crate::testing::{run_on, testdata};
+    use crate::testing::metric;
 
-    fn metric(f: &crate::finding::Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
+    use crate::testing::{run_on, testdata};
 
     #[test]
     fn finds_the_transposes_and_casts_of_the_data_formatting_trace() {

@@ -348,18 +348,9 @@ fn dcn_traffic(host: &HostProfile, events: &[xlens_xplane::Event<'_>], steps: us
 
 #[cfg(test)]
 mod tests {
+    use crate::Severity;
+    use crate::testing::metric;
     use crate::testing::{report_of, run_on, testdata};
-    use crate::{Evidence, Finding, Severity};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     #[test]
     fn finds_the_cross_slice_all_reduce_after_the_backward_pass() {

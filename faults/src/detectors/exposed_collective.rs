@@ -535,17 +535,8 @@ fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
 #[cfg(test)]
 mod tests {
     use crate::Severity;
+    use crate::testing::metric;
     use crate::testing::{run_on, testdata};
-
-    fn metric(f: &crate::Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                crate::Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     fn text(f: &crate::Finding) -> String {
         f.evidence.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")

@@ -190,21 +190,12 @@ fn device_capacity(host: &HostProfile) -> Option<(u64, String)> {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::metric;
     use xlens_xplane::Space;
     use xlens_xplane::synth::{fixture, hlo_proto_with_buffers, tpu_profile};
 
     use crate::testing::{report_of, run_on, testdata};
-    use crate::{Evidence, Finding, Profile, ScanConfig, Severity, scan};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
+    use crate::{Profile, ScanConfig, Severity, scan};
 
     #[test]
     fn finds_a_program_that_fills_the_v5e_hbm() {

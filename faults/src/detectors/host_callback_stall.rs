@@ -252,17 +252,8 @@ impl Detector for HostCallbackStall {
 #[cfg(test)]
 mod tests {
     use crate::finding::{Evidence, Finding};
+    use crate::testing::metric;
     use crate::testing::{run_on, testdata};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     fn callback_instructions(f: &Finding) -> Vec<(String, String, Option<String>)> {
         f.evidence

@@ -319,6 +319,7 @@ impl Detector for InputStarvation {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::metric;
     use xlens_xplane::Space;
     use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, fixture, tpu_profile};
 
@@ -327,16 +328,6 @@ mod tests {
     use crate::profile::Profile;
     use crate::scan::scan;
     use crate::testing::{run_on, testdata};
-
-    fn metric(f: &crate::finding::Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     #[test]
     fn finds_the_data_loader_inside_every_step() {

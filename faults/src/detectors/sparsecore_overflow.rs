@@ -260,21 +260,12 @@ impl Detector for SparsecoreOverflow {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::metric;
     use xlens_xplane::Space;
     use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
 
     use crate::testing::{report_of, run_on, testdata};
-    use crate::{Evidence, Finding, Profile, ScanConfig, Severity, scan};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
+    use crate::{Profile, ScanConfig, Severity, scan};
 
     #[test]
     fn finds_saturated_sparse_cores_dense_fallback_and_dropped_events() {

@@ -312,21 +312,12 @@ impl Detector for StragglerCore {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::metric;
     use xlens_xplane::Space;
     use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
 
     use crate::testing::{run_on, testdata};
-    use crate::{Evidence, Finding, HostProfile, Profile, ScanConfig, Severity, scan};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
+    use crate::{Finding, HostProfile, Profile, ScanConfig, Severity, scan};
 
     #[test]
     fn finds_the_core_that_runs_every_op_slower() {

@@ -378,6 +378,7 @@ impl Detector for TruncatedCapture {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::metric;
     use std::collections::HashMap;
 
     use xlens_xplane::{
@@ -386,7 +387,7 @@ mod tests {
     };
 
     use crate::config::ScanConfig;
-    use crate::finding::{Evidence, Finding, Severity};
+    use crate::finding::{Finding, Severity};
     use crate::profile::Profile;
     use crate::scan::scan;
     use crate::testing::{run_on, testdata};
@@ -492,16 +493,6 @@ mod tests {
     fn open(dir: &str) -> Space {
         let mut hosts = Session::open(&testdata(dir)).unwrap().into_hosts();
         hosts.remove(0).into_space()
-    }
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
     }
 
     #[test]

@@ -289,18 +289,9 @@ impl Detector for UnintendedRemat {
 
 #[cfg(test)]
 mod tests {
-    use crate::finding::{Evidence, Finding};
+    use crate::finding::Evidence;
+    use crate::testing::metric;
     use crate::testing::{run_on, testdata};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     #[test]
     fn finds_the_checkpointed_layers() {

@@ -310,18 +310,9 @@ fn add_segment(unions: &mut Unions, s: xlens_roofline::Interval) {
 
 #[cfg(test)]
 mod tests {
+    use crate::Severity;
+    use crate::testing::metric;
     use crate::testing::{report_of, run_on, testdata};
-    use crate::{Evidence, Finding, Severity};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     #[test]
     fn finds_a_step_of_loop_fusions_and_reductions() {

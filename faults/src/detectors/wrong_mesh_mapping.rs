@@ -594,22 +594,13 @@ impl Detector for WrongMeshMapping {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::metric;
     use xlens_hlo::testing::{HloBuilder, shape};
     use xlens_hlo::{Module, PrimitiveType, raw};
 
     use super::*;
     use crate::finding::Finding;
     use crate::testing::{run_on, testdata};
-
-    fn metric(f: &Finding, name: &str) -> f64 {
-        f.evidence
-            .iter()
-            .find_map(|e| match e {
-                Evidence::Metric { name: n, value, .. } if n == name => Some(*value),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no metric {name}: {f:#?}"))
-    }
 
     #[test]
     fn finds_collectives_on_the_outer_axis_with_a_replicated_inner_axis() {
