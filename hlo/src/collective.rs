@@ -151,7 +151,7 @@ fn to_u64(v: i64, what: &str) -> Result<u64, String> {
 }
 
 /// `iota(n).reshape(dims).transpose(perm)`, flattened row-major.
-fn iota_transposed(dims: &[u64], perm: &[usize]) -> Vec<i64> {
+pub(crate) fn iota_transposed(dims: &[u64], perm: &[usize]) -> Vec<i64> {
     let n = dims.iter().product::<u64>() as usize;
     let rank = dims.len();
     // Strides of the source array.
@@ -183,7 +183,7 @@ fn chunk(values: Vec<i64>, per_group: usize) -> Vec<Vec<i64>> {
     values.chunks(per_group).map(<[i64]>::to_vec).collect()
 }
 
-fn valid_perm(perm: &[i32], rank: usize) -> Result<Vec<usize>, String> {
+pub(crate) fn valid_perm(perm: &[i32], rank: usize) -> Result<Vec<usize>, String> {
     if perm.is_empty() {
         return Ok((0..rank).collect());
     }

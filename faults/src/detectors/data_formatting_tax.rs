@@ -7,10 +7,10 @@ use xlens_hlo::{InstrId, Module};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::detectors::layout_mismatch_copy::{Work, kernel_body, work_of};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use xlens_hlo::layout::{Work, kernel_body, work_of};
 
 /// See the module docs.
 #[derive(Debug)]

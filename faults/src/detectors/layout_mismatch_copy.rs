@@ -2,12 +2,12 @@
 //! element type, another `minor_to_major`), which XLA inserts when a producer's layout does not
 //! match what a consumer needs.
 //!
-//! The module also holds the layout helpers the other HLO detectors share: whether a transpose,
-//! copy or reshape moves data, and how a kernel's body splits into layout, dtype and compute work.
+//! The layout questions (does an op move data, is a copy layout-only) are `xlens_hlo::layout`'s.
 
 use std::collections::BTreeMap;
 
-use xlens_hlo::{InstrId, Module, OpClass, Opcode, Shape};
+use xlens_hlo::layout::{Work, is_layout_only_copy, kernel_body, outside_fusion, work_of};
+use xlens_hlo::{InstrId, Module};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
@@ -43,163 +43,6 @@ static DOC: DetectorDoc = DetectorDoc {
           matmul reads, and for jitted arguments let XLA pick the layout (`jax.jit(..., in_shardings=...)` with \
           `Layout(AUTO)` from `jax.experimental.layout`) instead of forcing the default row-major one.",
 };
-
-/// The physical order of an array's dimensions, minor to major, leaving out dimensions of size 1
-/// (they do not change where elements live). Row-major when the shape has no layout.
-pub(crate) fn physical_order(shape: &Shape) -> Vec<usize> {
-    let rank = shape.rank();
-    let m2m: Vec<usize> = match shape.layout().map(|l| l.minor_to_major()) {
-        Some(m) if m.len() == rank => m.iter().filter_map(|&d| usize::try_from(d).ok()).collect(),
-        _ => (0..rank).rev().collect(),
-    };
-    m2m.into_iter().filter(|&d| shape.dims().get(d).is_some_and(|&n| n > 1)).collect()
-}
-
-fn is_row_major(shape: &Shape) -> bool {
-    let order = physical_order(shape);
-    order.windows(2).all(|w| w[0] > w[1])
-}
-
-/// True when a `transpose`, `copy`, `reshape` or `dynamic-reshape` moves data rather than
-/// reinterpreting it in place (the cases XLA would make a `bitcast`): a transpose whose result
-/// layout undoes its permutation, a copy into the same physical order, and a reshape between
-/// row-major layouts do not move data. Tiled TPU layouts are compared by dimension order only.
-/// Other opcodes: `false`.
-pub(crate) fn moves_data(module: &Module, id: InstrId) -> bool {
-    let instr = module.instruction(id);
-    let Some(&operand) = instr.operands().first() else { return false };
-    let (from, to) = (module.instruction(operand).shape(), instr.shape());
-    if !from.is_array() || !to.is_array() || from.element_count() <= 1 {
-        return false;
-    }
-    match instr.opcode() {
-        Opcode::Transpose => {
-            let perm = instr.dimensions();
-            if perm.len() != to.rank() {
-                return true;
-            }
-            // The result's physical order, in operand dimensions.
-            let mapped: Vec<usize> = physical_order(to)
-                .into_iter()
-                .filter_map(|d| perm.get(d).and_then(|&p| usize::try_from(p).ok()))
-                .collect();
-            mapped != physical_order(from)
-        }
-        Opcode::Copy => {
-            from.dims() == to.dims()
-                && from.memory_space() == to.memory_space()
-                && physical_order(from) != physical_order(to)
-        }
-        Opcode::Reshape => !(is_row_major(from) && is_row_major(to)),
-        Opcode::DynamicReshape => true,
-        _ => false,
-    }
-}
-
-/// The instruction behind `id` once bitcasts are looked through.
-fn through_bitcasts(module: &Module, mut id: InstrId) -> InstrId {
-    for _ in 0..64 {
-        let instr = module.instruction(id);
-        match (instr.opcode(), instr.operands().first()) {
-            (Opcode::Bitcast, Some(&o)) => id = o,
-            _ => break,
-        }
-    }
-    id
-}
-
-/// True for a copy that only changes the layout: same dimensions, element type and memory space
-/// as its operand, another physical order, and not the second half of a transpose (XLA:CPU
-/// writes a transpose as a layout-only `transpose` followed by this kind of copy; that pair is
-/// a transpose the program asked for, not a layout mismatch).
-pub(crate) fn is_layout_only_copy(module: &Module, id: InstrId) -> bool {
-    let instr = module.instruction(id);
-    if instr.opcode() != Opcode::Copy || !moves_data(module, id) {
-        return false;
-    }
-    let Some(&operand) = instr.operands().first() else { return false };
-    module.instruction(through_bitcasts(module, operand)).opcode() != Opcode::Transpose
-}
-
-/// What an instruction of a kernel does, for the formatting detectors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Work {
-    /// A transpose, copy or reshape that moves data.
-    Layout,
-    /// A conversion to another element type.
-    Dtype,
-    /// Moves nothing or only copies through: parameters, constants, bitcasts, tuples,
-    /// broadcasts, slices, concatenations, pads, reverses, layout-preserving copies.
-    Neutral,
-    /// Arithmetic, reductions, contractions, gathers, scatters, collectives, calls: real work.
-    Compute,
-}
-
-/// What one (non-fusion) instruction does.
-pub(crate) fn work_of(module: &Module, id: InstrId) -> Work {
-    let instr = module.instruction(id);
-    match instr.opcode() {
-        Opcode::Transpose | Opcode::Copy | Opcode::Reshape | Opcode::DynamicReshape => {
-            if moves_data(module, id) {
-                Work::Layout
-            } else {
-                Work::Neutral
-            }
-        }
-        Opcode::Convert => {
-            let from = instr.operands().first().map(|&o| module.instruction(o).shape().element_type());
-            if from.is_some_and(|t| t != instr.shape().element_type()) { Work::Dtype } else { Work::Neutral }
-        }
-        Opcode::BitcastConvert
-        | Opcode::Broadcast
-        | Opcode::Slice
-        | Opcode::Concatenate
-        | Opcode::Pad
-        | Opcode::Reverse => Work::Neutral,
-        op if op.class() == OpClass::Structural => Work::Neutral,
-        _ => Work::Compute,
-    }
-}
-
-/// The instructions a kernel runs: the bodies of a fusion (nested fusions included, their
-/// fusion instructions left out), or the instruction itself.
-pub(crate) fn kernel_body(module: &Module, kernel: InstrId) -> Vec<InstrId> {
-    let mut out = Vec::new();
-    let mut stack = vec![kernel];
-    let mut visited = 0usize;
-    while let Some(id) = stack.pop() {
-        visited += 1;
-        if visited > 100_000 {
-            break;
-        }
-        match module.fused_computation(id) {
-            Some(body) => stack.extend(body.topological_order().iter().rev().copied()),
-            None => out.push(id),
-        }
-    }
-    out
-}
-
-/// A fusion parameter's value outside the fusion: the caller's operand (through bitcasts).
-fn outside(module: &Module, id: InstrId) -> InstrId {
-    let mut id = through_bitcasts(module, id);
-    for _ in 0..8 {
-        let instr = module.instruction(id);
-        if instr.opcode() != Opcode::Parameter {
-            break;
-        }
-        let comp = module.computation(instr.computation());
-        let (Some(&caller), Some(n)) = (comp.callers().first(), instr.parameter_number()) else { break };
-        if module.instruction(caller).opcode() != Opcode::Fusion {
-            break;
-        }
-        match usize::try_from(n).ok().and_then(|n| module.instruction(caller).operands().get(n)) {
-            Some(&o) => id = through_bitcasts(module, o),
-            None => break,
-        }
-    }
-    id
-}
 
 /// A kernel with layout-only copies in it.
 #[derive(Debug)]
@@ -273,91 +116,129 @@ impl Detector for LayoutMismatchCopy {
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let th = &config.thresholds.layout_mismatch_copy;
-        let modules = evidence::step_modules(host);
-        if modules.is_empty() {
-            return Err(Skip::because("no HLO module could be decoded"));
-        }
-        let mut found: Vec<CopyKernel<'_>> = Vec::new();
-        let mut timed = false;
-        for module in modules {
-            let times = evidence::op_times(host, module);
-            timed |= times.is_some();
-            found.extend(copy_kernels(module, times.as_ref()));
-        }
-        let step_ms = host.step_ms().filter(|_| timed);
-        let copies_per_step = found.iter().map(|k| k.copies.len() as f64 * k.count).fold(0.0, |a, b| a + b);
-        if found.is_empty() || copies_per_step < th.min_count as f64 {
-            return Ok(());
-        }
-        let ms = found.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
-        let impact = Impact::of(ms, step_ms);
-        if step_ms.is_some() && impact.pct_of_step < th.min_pct_of_step {
-            return Ok(());
-        }
-        let standalone = found.iter().filter(|k| k.standalone).map(|k| k.count).fold(0.0, |a, b| a + b);
-        let bytes = found.iter().map(|k| k.bytes).fold(0.0, |a, b| a + b);
-        let mut ev = vec![
-            Evidence::metric("layout-only copies per step", copies_per_step, "count"),
-            Evidence::metric("standalone copy kernels per step", standalone, "count"),
-            Evidence::metric("bytes read and written per step", bytes, "bytes"),
-        ];
-        if step_ms.is_some() {
-            ev.push(Evidence::metric("layout copy time per step", ms, "ms"));
-            ev.push(Evidence::metric("layout copy share of step", impact.pct_of_step, "%"));
-        } else {
-            ev.push(Evidence::note(
-                "the profile has no op timeline or steps: the copies are counted once each, their time is unknown",
-            ));
-        }
-        found.sort_by(|a, b| {
-            b.ms.total_cmp(&a.ms)
-                .then(b.bytes.total_cmp(&a.bytes))
-                .then(a.module.program_id().cmp(&b.module.program_id()))
-                .then(a.kernel.cmp(&b.kernel))
-        });
-        for k in found.iter().take(6) {
-            let m = k.module;
-            for &c in k.copies.iter().take(2) {
-                let copy = m.instruction(c);
-                let from = m.instruction(copy.operands()[0]).shape();
-                let producer = m.instruction(outside(m, copy.operands()[0]));
-                let kernel = m.instruction(k.kernel);
-                let place = if k.standalone {
-                    format!("kernel {} of its own", kernel.name())
-                } else {
-                    format!("fused into {}", kernel.name())
-                };
-                let timing = if step_ms.is_some() { format!(", {:.3} ms per step", k.ms) } else { String::new() };
-                ev.push(Evidence::note(format!(
-                    "{}: {} -> {} ({place}{timing}); the operand comes from {} ({})",
-                    copy.name(),
-                    from,
-                    copy.shape(),
-                    producer.name(),
-                    producer.opcode_name()
-                )));
-                ev.push(evidence::instruction(m, c));
-            }
-        }
-        let severity = match step_ms {
+        let mut found = gather(host)?;
+        let Some(totals) = score(&found, th, host.step_ms()) else { return Ok(()) };
+        let severity = match totals.step_ms {
             None => Severity::P2,
-            Some(_) if impact.pct_of_step >= 20.0 => Severity::P0,
-            Some(_) if impact.pct_of_step < 2.0 => Severity::P2,
-            Some(_) => self.severity(),
+            Some(_) => Severity::from_impact(totals.impact.pct_of_step, self.severity()),
         };
-        let what = format!(
-            "{copies_per_step:.0} copy(ies) per step only change the layout of their array ({standalone:.0} as kernels \
-             of their own), reading and writing {:.1} MiB per step{}.",
-            bytes / (1024.0 * 1024.0),
-            if step_ms.is_some() {
-                format!(" in {ms:.3} ms ({:.1}% of the step)", impact.pct_of_step)
-            } else {
-                String::new()
-            }
-        );
-        out.push(Finding::new(self, severity, what, ev, impact));
+        let (what, ev) = describe(&mut found.0, &totals);
+        out.push(Finding::new(self, severity, what, ev, totals.impact));
         Ok(())
     }
+}
+
+/// The layout-only copies of every program the steps ran, and whether their time is known.
+fn gather(host: &HostProfile) -> Result<(Vec<CopyKernel<'_>>, bool), Skip> {
+    let modules = evidence::step_modules(host);
+    if modules.is_empty() {
+        return Err(Skip::because("no HLO module could be decoded"));
+    }
+    let mut found: Vec<CopyKernel<'_>> = Vec::new();
+    let mut timed = false;
+    for module in modules {
+        let times = evidence::op_times(host, module);
+        timed |= times.is_some();
+        found.extend(copy_kernels(module, times.as_ref()));
+    }
+    Ok((found, timed))
+}
+
+/// What the copies add up to per step.
+struct Totals {
+    /// The step time, when the copies are timed.
+    step_ms: Option<f64>,
+    copies_per_step: f64,
+    standalone: f64,
+    bytes: f64,
+    ms: f64,
+    impact: Impact,
+}
+
+/// The copies' totals, when they pass the thresholds.
+fn score(
+    (found, timed): &(Vec<CopyKernel<'_>>, bool),
+    th: &crate::config::LayoutMismatchCopy,
+    step_ms: Option<f64>,
+) -> Option<Totals> {
+    let step_ms = step_ms.filter(|_| *timed);
+    let copies_per_step = found.iter().map(|k| k.copies.len() as f64 * k.count).fold(0.0, |a, b| a + b);
+    if found.is_empty() || copies_per_step < th.min_count as f64 {
+        return None;
+    }
+    let ms = found.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
+    let impact = Impact::of(ms, step_ms);
+    if step_ms.is_some() && impact.pct_of_step < th.min_pct_of_step {
+        return None;
+    }
+    let standalone = found.iter().filter(|k| k.standalone).map(|k| k.count).fold(0.0, |a, b| a + b);
+    let bytes = found.iter().map(|k| k.bytes).fold(0.0, |a, b| a + b);
+    Some(Totals { step_ms, copies_per_step, standalone, bytes, ms, impact })
+}
+
+/// The finding's text and evidence: the totals, then the costliest kernels' copies.
+fn describe(found: &mut [CopyKernel<'_>], t: &Totals) -> (String, Vec<Evidence>) {
+    let mut ev = vec![
+        Evidence::metric("layout-only copies per step", t.copies_per_step, "count"),
+        Evidence::metric("standalone copy kernels per step", t.standalone, "count"),
+        Evidence::metric("bytes read and written per step", t.bytes, "bytes"),
+    ];
+    if t.step_ms.is_some() {
+        ev.push(Evidence::metric("layout copy time per step", t.ms, "ms"));
+        ev.push(Evidence::metric("layout copy share of step", t.impact.pct_of_step, "%"));
+    } else {
+        ev.push(Evidence::note(
+            "the profile has no op timeline or steps: the copies are counted once each, their time is unknown",
+        ));
+    }
+    found.sort_by(|a, b| {
+        b.ms.total_cmp(&a.ms)
+            .then(b.bytes.total_cmp(&a.bytes))
+            .then(a.module.program_id().cmp(&b.module.program_id()))
+            .then(a.kernel.cmp(&b.kernel))
+    });
+    for k in found.iter().take(6) {
+        for &c in k.copies.iter().take(2) {
+            ev.push(copy_note(k, c, t.step_ms.is_some()));
+            ev.push(evidence::instruction(k.module, c));
+        }
+    }
+    let what = format!(
+        "{:.0} copy(ies) per step only change the layout of their array ({:.0} as kernels of their own), reading \
+         and writing {:.1} MiB per step{}.",
+        t.copies_per_step,
+        t.standalone,
+        t.bytes / (1024.0 * 1024.0),
+        if t.step_ms.is_some() {
+            format!(" in {:.3} ms ({:.1}% of the step)", t.ms, t.impact.pct_of_step)
+        } else {
+            String::new()
+        }
+    );
+    (what, ev)
+}
+
+/// One copy: its shapes, where it runs and where its operand comes from.
+fn copy_note(k: &CopyKernel<'_>, c: InstrId, timed: bool) -> Evidence {
+    let m = k.module;
+    let copy = m.instruction(c);
+    let from = m.instruction(copy.operands()[0]).shape();
+    let producer = m.instruction(outside_fusion(m, copy.operands()[0]));
+    let kernel = m.instruction(k.kernel);
+    let place = if k.standalone {
+        format!("kernel {} of its own", kernel.name())
+    } else {
+        format!("fused into {}", kernel.name())
+    };
+    let timing = if timed { format!(", {:.3} ms per step", k.ms) } else { String::new() };
+    Evidence::note(format!(
+        "{}: {} -> {} ({place}{timing}); the operand comes from {} ({})",
+        copy.name(),
+        from,
+        copy.shape(),
+        producer.name(),
+        producer.opcode_name()
+    ))
 }
 
 #[cfg(test)]

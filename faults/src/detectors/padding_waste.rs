@@ -7,10 +7,10 @@ use xlens_hlo::{InstrId, Module, Opcode, Shape, TPU_LANES, Tile2D};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::detectors::layout_mismatch_copy::kernel_body;
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use xlens_hlo::layout::kernel_body;
 
 /// See the module docs.
 #[derive(Debug)]

@@ -108,89 +108,6 @@ fn idle_inner_block(collectives: &[&Collective], n: i64) -> Option<i64> {
     (2..n).filter(|b| n % b == 0).filter(|&b| !collectives.iter().any(|c| crosses_block(c, b))).max()
 }
 
-/// `iota(n).reshape(dims).transpose(perm)` flattened (XLA's iota tile assignment).
-fn iota_devices(dims: &[i64], perm: &[i32]) -> Option<Vec<i64>> {
-    let dims: Vec<usize> = dims.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<_>>()?;
-    let n: usize = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
-    if n > 1 << 20 {
-        return None;
-    }
-    let rank = dims.len();
-    let perm: Vec<usize> = if perm.is_empty() {
-        (0..rank).collect()
-    } else {
-        perm.iter().map(|&p| usize::try_from(p).ok().filter(|&p| p < rank)).collect::<Option<_>>()?
-    };
-    if perm.len() != rank {
-        return None;
-    }
-    let mut strides = vec![1usize; rank];
-    for d in (0..rank.saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * dims[d + 1];
-    }
-    let out_dims: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
-    let mut index = vec![0usize; rank];
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        out.push((0..rank).map(|k| index[k] * strides[perm[k]]).sum::<usize>() as i64);
-        for k in (0..rank).rev() {
-            index[k] += 1;
-            if index[k] < out_dims[k] {
-                break;
-            }
-            index[k] = 0;
-        }
-    }
-    Some(out)
-}
-
-/// What part of the data each device holds under an `OpSharding`: device id → data coordinates.
-/// `None` when the sharding is absent or cannot be read; an empty map for a replicated value.
-fn data_coordinates(s: &raw::OpSharding) -> Option<BTreeMap<i64, Vec<i64>>> {
-    match s.r#type {
-        // REPLICATED.
-        0 => Some(BTreeMap::new()),
-        // OTHER: tiled.
-        3 => {
-            let dims = &s.tile_assignment_dimensions;
-            let devices = if !s.tile_assignment_devices.is_empty() {
-                s.tile_assignment_devices.clone()
-            } else if !s.iota_reshape_dims.is_empty() {
-                iota_devices(&s.iota_reshape_dims, &s.iota_transpose_perm)?
-            } else {
-                iota_devices(dims, &[])?
-            };
-            let n: i64 = dims.iter().try_fold(1i64, |a, &d| a.checked_mul(d))?;
-            if dims.is_empty() || n != devices.len() as i64 {
-                return None;
-            }
-            // Trailing subgroup dimensions: replicated ones do not tell data apart.
-            let trailing = if s.replicate_on_last_tile_dim { 1 } else { s.last_tile_dims.len() };
-            let trailing_types: Vec<i32> =
-                if s.replicate_on_last_tile_dim { vec![0] } else { s.last_tile_dims.clone() };
-            let data_rank = dims.len().checked_sub(trailing)?;
-            let mut out = BTreeMap::new();
-            for (flat, &device) in devices.iter().enumerate() {
-                let mut rest = flat as i64;
-                let mut coords = vec![0i64; dims.len()];
-                for k in (0..dims.len()).rev() {
-                    coords[k] = rest % dims[k].max(1);
-                    rest /= dims[k].max(1);
-                }
-                let key: Vec<i64> = coords
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| *k < data_rank || trailing_types.get(k - data_rank).is_some_and(|&t| t != 0))
-                    .map(|(_, &c)| c)
-                    .collect();
-                out.insert(device, key);
-            }
-            Some(out)
-        }
-        _ => None,
-    }
-}
-
 /// Whether an entry parameter is split along blocks of `b` consecutive devices: `Some(true)` when
 /// two devices of one block hold different parts, `Some(false)` when every block holds one part,
 /// `None` without a readable sharding.
@@ -204,7 +121,7 @@ fn partitioned_along(sharding: Option<&raw::OpSharding>, b: i64) -> Option<bool>
         }
         return parts.iter().all(Option::is_some).then_some(false);
     }
-    let coords = data_coordinates(s)?;
+    let coords = xlens_hlo::sharding::device_tiles(s)?;
     let mut by_block: BTreeMap<i64, &Vec<i64>> = BTreeMap::new();
     for (device, key) in &coords {
         match by_block.get(&device.div_euclid(b)) {
@@ -323,13 +240,90 @@ fn family(op: Opcode) -> &'static str {
 }
 
 fn severity_for(impact: &Impact, default: Severity) -> Severity {
-    if impact.pct_of_step >= 20.0 {
-        Severity::P0
-    } else if impact.ms_per_step > 0.0 && impact.pct_of_step < 2.0 {
-        Severity::P2
-    } else {
-        default
+    // Untimed collectives keep the default: their share is unknown, not small.
+    if impact.ms_per_step > 0.0 { Severity::from_impact(impact.pct_of_step, default) } else { default }
+}
+
+/// An inner block of consecutive devices that no collective joins, whose devices hold the same
+/// inputs (pattern 1).
+struct InnerBlock {
+    /// Devices the collectives name.
+    devices: i64,
+    /// Devices per block.
+    size: i64,
+    /// Entry parameters replicated along the blocks.
+    replicated: usize,
+    /// Entry parameters.
+    params: usize,
+}
+
+impl InnerBlock {
+    /// The block, when no entry parameter is split along it and some are replicated along it.
+    fn find(module: &Module, collectives: &[&Collective]) -> Option<InnerBlock> {
+        let n = device_count(collectives);
+        if !(4..=MAX_DEVICES).contains(&n) {
+            return None;
+        }
+        let b = idle_inner_block(collectives, n)?;
+        if !collectives.iter().any(|c| c.group_size() > 1 || !c.source_target_pairs.is_empty()) {
+            return None;
+        }
+        let params = module.entry_parameters();
+        let verdicts: Vec<Option<bool>> =
+            params.iter().map(|p| partitioned_along(p.raw().sharding.as_deref(), b)).collect();
+        let split = verdicts.iter().filter(|v| **v == Some(true)).count();
+        let replicated = verdicts.iter().filter(|v| **v == Some(false)).count();
+        // The inner axis splits some input without communicating (independent work, not
+        // replicas), or no sharding tells.
+        (split == 0 && replicated > 0).then_some(InnerBlock { devices: n, size: b, replicated, params: params.len() })
     }
+}
+
+/// Collectives by family and groups: their count, bytes per step and device, and ms per step.
+fn collective_patterns(
+    module: &Module,
+    collectives: &[&Collective],
+    times: &BTreeMap<String, f64>,
+) -> BTreeMap<(String, String), (usize, u64, f64)> {
+    let mut by_pattern: BTreeMap<(String, String), (usize, u64, f64)> = BTreeMap::new();
+    for c in collectives {
+        let e = by_pattern
+            .entry((
+                family(c.opcode).to_owned(),
+                if c.source_target_pairs.is_empty() { c.groups_text() } else { c.pairs_text() },
+            ))
+            .or_default();
+        e.0 += 1;
+        e.1 = e.1.saturating_add(collective_bytes(module, c));
+        e.2 += times.get(timed_name(module, c.instruction)).copied().unwrap_or(0.0);
+    }
+    by_pattern
+}
+
+/// The entry parameter that shows the replication best (tiled over the outer axis but the same
+/// along the blocks of `b`), with its sharding.
+fn replicated_parameter(module: &Module, b: i64) -> Vec<Evidence> {
+    let params = module.entry_parameters();
+    let replicated_params: Vec<&&xlens_hlo::Instruction> =
+        params.iter().filter(|p| partitioned_along(p.raw().sharding.as_deref(), b) == Some(false)).collect();
+    let shown = replicated_params
+        .iter()
+        .find(|p| p.raw().sharding.as_ref().is_some_and(|s| s.r#type == 3))
+        .or(replicated_params.first());
+    let mut evidence = Vec::new();
+    if let Some(p) = shown {
+        if let Some(s) = p.raw().sharding.as_ref().filter(|s| s.r#type == 3) {
+            evidence.push(Evidence::note(format!(
+                "{} ({}) is tiled {:?} over the devices{}: every block of {b} holds the same tile",
+                p.name(),
+                p.op_name(),
+                s.tile_assignment_dimensions,
+                if s.replicate_on_last_tile_dim { " with the last tile dimension replicated" } else { "" }
+            )));
+        }
+        evidence.push(evidence::instruction(module, p.id()));
+    }
+    evidence
 }
 
 impl WrongMeshMapping {
@@ -347,52 +341,24 @@ impl WrongMeshMapping {
         times: &BTreeMap<String, f64>,
         out: &mut Vec<Finding>,
     ) {
-        let n = device_count(collectives);
-        if !(4..=MAX_DEVICES).contains(&n) {
-            return;
-        }
-        let Some(b) = idle_inner_block(collectives, n) else { return };
-        if !collectives.iter().any(|c| c.group_size() > 1 || !c.source_target_pairs.is_empty()) {
-            return;
-        }
-        let params = module.entry_parameters();
-        let verdicts: Vec<Option<bool>> =
-            params.iter().map(|p| partitioned_along(p.raw().sharding.as_deref(), b)).collect();
-        let split = verdicts.iter().filter(|v| **v == Some(true)).count();
-        let replicated = verdicts.iter().filter(|v| **v == Some(false)).count();
-        if split > 0 || replicated == 0 {
-            // The inner axis splits some input without communicating (independent work, not
-            // replicas), or no sharding tells.
-            return;
-        }
-        let mut by_pattern: BTreeMap<(String, String), (usize, u64, f64)> = BTreeMap::new();
-        for c in collectives {
-            let e = by_pattern
-                .entry((
-                    family(c.opcode).to_owned(),
-                    if c.source_target_pairs.is_empty() { c.groups_text() } else { c.pairs_text() },
-                ))
-                .or_default();
-            e.0 += 1;
-            e.1 = e.1.saturating_add(collective_bytes(module, c));
-            e.2 += times.get(timed_name(module, c.instruction)).copied().unwrap_or(0.0);
-        }
+        let Some(block) = InnerBlock::find(module, collectives) else { return };
+        let by_pattern = collective_patterns(module, collectives, times);
         let ms: f64 = by_pattern.values().map(|v| v.2).sum();
         let bytes: u64 = by_pattern.values().fold(0u64, |a, v| a.saturating_add(v.1));
         let impact = Impact::of(ms, step_ms);
-        let mesh = named_mesh(module, collectives);
+        let (n, b) = (block.devices, block.size);
         let mut evidence = vec![
             Evidence::metric("devices", n as f64, "count"),
             Evidence::metric("inner block without collectives (devices)", b as f64, "count"),
             Evidence::metric("collectives, all over the outer axis", collectives.len() as f64, "count"),
             Evidence::metric("bytes the collectives produce per step and device", bytes as f64, "bytes"),
-            Evidence::metric("entry parameters replicated along the inner block", replicated as f64, "count"),
-            Evidence::metric("entry parameters", params.len() as f64, "count"),
+            Evidence::metric("entry parameters replicated along the inner block", block.replicated as f64, "count"),
+            Evidence::metric("entry parameters", block.params as f64, "count"),
         ];
         if ms > 0.0 {
             evidence.push(Evidence::metric("time of the outer-axis collectives per step", ms, "ms"));
         }
-        if let Some(axes) = &mesh {
+        if let Some(axes) = &named_mesh(module, collectives) {
             let text: Vec<String> = axes.iter().map(|(a, s)| format!("'{a}'={s}")).collect();
             evidence.push(Evidence::note(format!("mesh from mesh-axes groups: [{}]", text.join(", "))));
         }
@@ -408,25 +374,7 @@ impl WrongMeshMapping {
                 evidence.push(evidence::instruction(module, c.instruction));
             }
         }
-        // A parameter tiled over the outer axis but replicated along the blocks says it best.
-        let replicated_params: Vec<&&xlens_hlo::Instruction> =
-            params.iter().filter(|p| partitioned_along(p.raw().sharding.as_deref(), b) == Some(false)).collect();
-        let shown = replicated_params
-            .iter()
-            .find(|p| p.raw().sharding.as_ref().is_some_and(|s| s.r#type == 3))
-            .or(replicated_params.first());
-        if let Some(p) = shown {
-            if let Some(s) = p.raw().sharding.as_ref().filter(|s| s.r#type == 3) {
-                evidence.push(Evidence::note(format!(
-                    "{} ({}) is tiled {:?} over the devices{}: every block of {b} holds the same tile",
-                    p.name(),
-                    p.op_name(),
-                    s.tile_assignment_dimensions,
-                    if s.replicate_on_last_tile_dim { " with the last tile dimension replicated" } else { "" }
-                )));
-            }
-            evidence.push(evidence::instruction(module, p.id()));
-        }
+        evidence.extend(replicated_parameter(module, b));
         let example = collectives
             .iter()
             .find(|c| c.group_size() > 1 || !c.source_target_pairs.is_empty())
@@ -435,11 +383,12 @@ impl WrongMeshMapping {
         let what = format!(
             "No collective of {} joins two devices of the same block of {b} consecutive devices (the inner, fastest \
              mesh axis): all {} collectives run across the blocks, over the outer, slower axis (e.g. {example}), \
-             and {replicated} of {} entry parameters are replicated along the blocks, so the {b} devices of each \
-             block compute the same thing.",
+             and {} of {} entry parameters are replicated along the blocks, so the {b} devices of each block \
+             compute the same thing.",
             module.display_name(),
             collectives.len(),
-            params.len(),
+            block.replicated,
+            block.params,
         );
         out.push(self.finding("idle_inner_axis", what, evidence, impact));
     }
