@@ -37,7 +37,7 @@ mod plan;
 pub mod precision;
 mod rng;
 
-#[cfg(feature = "polars")]
+#[cfg(feature = "frames")]
 pub mod frame;
 
 pub use check::{DEFAULT_TOLERANCE, MemorySource, PlanCheck, ProfileMemory, Verdict, check_plan, check_plan_with};

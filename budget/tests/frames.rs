@@ -1,5 +1,5 @@
 //! Frames of every budget table: full schema, also with zero rows.
-#![cfg(feature = "polars")]
+#![cfg(feature = "frames")]
 
 use xlens_budget::precision::{AuditSpec, Distribution, Scheme, accumulation_drift, audit_matmul};
 use xlens_budget::{Budget, Model, Optimizer, Recipe, Workload, fit_table, frame};

@@ -1,49 +1,10 @@
 //! The `Detector` trait: one fault, one unit struct, one file under `detectors/`.
 
 use crate::config::ScanConfig;
-use crate::finding::{Findings, Severity};
+use crate::finding::{Evidence, Finding, Findings, Impact, Scope, Severity};
 use crate::profile::HostProfile;
-use crate::scan::HostSummary;
-
-/// What a detector reads. A detector whose inputs the profile lacks is skipped, with the reason.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Need {
-    /// Device op lines (TPU `XLA Ops`).
-    DeviceTimeline,
-    /// Host threads (`/host:CPU`).
-    HostTimeline,
-    /// Op events of any kind: device op lines, or host-thread op events (CPU).
-    OpTimeline,
-    /// Step markers (device or host).
-    Steps,
-    /// At least one HLO module.
-    Hlo,
-    /// Device peak FLOP/s and bandwidth (profile stats or the chip catalogue).
-    DevicePeaks,
-    /// A memory view: HLO buffer assignment or allocator events, and a capacity.
-    Memory,
-    /// Several hosts or cores to compare.
-    MultiCore,
-    /// GPU stream lines (`/device:GPU:N` planes with kernels or copies).
-    GpuStreams,
-}
-
-impl Need {
-    /// What is missing when this need is not met, for the skip reason.
-    pub fn missing(self) -> &'static str {
-        match self {
-            Need::DeviceTimeline => "the profile has no device op lines (TPU XLA Ops)",
-            Need::HostTimeline => "the profile has no host threads (/host:CPU)",
-            Need::OpTimeline => "the profile has no op events (device op lines or host hlo_op events)",
-            Need::Steps => "the profile has no step markers",
-            Need::Hlo => "the profile carries no HLO module",
-            Need::DevicePeaks => "the profile reports no device peak FLOP/s or bandwidth (CPU capture)",
-            Need::Memory => "the profile has no memory view with a known capacity",
-            Need::MultiCore => "the profile has a single core on a single host",
-            Need::GpuStreams => "the profile has no GPU streams (a GPU-only check)",
-        }
-    }
-}
+pub use crate::profile::Need;
+use crate::report::HostSummary;
 
 /// The fixed documentation sections of a detector (the catalogue is generated from these).
 #[derive(Clone, Copy, Debug)]
@@ -100,5 +61,32 @@ pub trait Detector: Sync {
 impl std::fmt::Debug for dyn Detector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Detector").field("id", &self.id()).finish()
+    }
+}
+
+// The constructor lives beside the trait it reads, so that `finding` does not depend on it.
+impl Finding {
+    /// A finding of `detector` (its id, title and fix), on the host being scanned: the scan
+    /// fills in the host.
+    pub fn new(
+        detector: &(impl Detector + ?Sized),
+        severity: Severity,
+        what: String,
+        evidence: Vec<Evidence>,
+        impact: Impact,
+    ) -> Finding {
+        Finding {
+            id: detector.id().to_owned(),
+            severity,
+            title: detector.title().to_owned(),
+            what,
+            evidence,
+            impact,
+            fix: detector.doc().fix.to_owned(),
+            host: String::new(),
+            scope: Scope::Host,
+            hosts: Vec::new(),
+            variant: String::new(),
+        }
     }
 }

@@ -238,30 +238,6 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// A finding of `detector` (its id, title and fix), on the host being scanned: the scan
-    /// fills in the host.
-    pub fn new(
-        detector: &(impl crate::detector::Detector + ?Sized),
-        severity: Severity,
-        what: String,
-        evidence: Vec<Evidence>,
-        impact: Impact,
-    ) -> Finding {
-        Finding {
-            id: detector.id().to_owned(),
-            severity,
-            title: detector.title().to_owned(),
-            what,
-            evidence,
-            impact,
-            fix: detector.doc().fix.to_owned(),
-            host: String::new(),
-            scope: Scope::Host,
-            hosts: Vec::new(),
-            variant: String::new(),
-        }
-    }
-
     /// The same finding with another fix (one fitting what was found).
     pub fn with_fix(mut self, fix: String) -> Finding {
         self.fix = fix;

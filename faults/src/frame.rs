@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use crate::profile::{HostProfile, Profile};
-use crate::scan::{Report, host_metrics};
+use crate::report::{Report, host_metrics};
 
 /// A frame or I/O failure.
 #[derive(Debug)]

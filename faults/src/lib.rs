@@ -30,9 +30,10 @@ mod finding;
 mod profile;
 pub mod registry;
 pub mod render;
+mod report;
 mod scan;
 
-#[cfg(feature = "polars")]
+#[cfg(feature = "frames")]
 pub mod frame;
 
 #[cfg(test)]
@@ -43,8 +44,9 @@ pub use detector::{Detector, DetectorDoc, Need, Skip};
 pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity};
 pub use profile::{HostProfile, Profile, StepMedians};
 pub use registry::{DETECTORS, detector};
-pub use scan::{
-    Charts, HostOutcome, HostRow, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SlowOp, Status,
-    host_metrics, scan, scan_host, scan_session, sort_findings,
+pub use report::{
+    Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SkippedHost, SlowOp, Status,
+    host_metrics,
 };
+pub use scan::{HostOutcome, scan, scan_host, scan_session, sort_findings};
 pub use xlens_roofline::{HostOp, HostOps, OpContext};

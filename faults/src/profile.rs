@@ -7,7 +7,45 @@ use xlens_hlo::Module;
 use xlens_roofline::{Chip, DeviceTimeline, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
 use xlens_xplane::{DeviceKind, Host, Picos, Session, Space, SpaceSummary, summarize};
 
-use crate::detector::Need;
+/// What a detector reads. A detector whose inputs the profile lacks is skipped, with the reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Need {
+    /// Device op lines (TPU `XLA Ops`).
+    DeviceTimeline,
+    /// Host threads (`/host:CPU`).
+    HostTimeline,
+    /// Op events of any kind: device op lines, or host-thread op events (CPU).
+    OpTimeline,
+    /// Step markers (device or host).
+    Steps,
+    /// At least one HLO module.
+    Hlo,
+    /// Device peak FLOP/s and bandwidth (profile stats or the chip catalogue).
+    DevicePeaks,
+    /// A memory view: HLO buffer assignment or allocator events, and a capacity.
+    Memory,
+    /// Several hosts or cores to compare.
+    MultiCore,
+    /// GPU stream lines (`/device:GPU:N` planes with kernels or copies).
+    GpuStreams,
+}
+
+impl Need {
+    /// What is missing when this need is not met, for the skip reason.
+    pub fn missing(self) -> &'static str {
+        match self {
+            Need::DeviceTimeline => "the profile has no device op lines (TPU XLA Ops)",
+            Need::HostTimeline => "the profile has no host threads (/host:CPU)",
+            Need::OpTimeline => "the profile has no op events (device op lines or host hlo_op events)",
+            Need::Steps => "the profile has no step markers",
+            Need::Hlo => "the profile carries no HLO module",
+            Need::DevicePeaks => "the profile reports no device peak FLOP/s or bandwidth (CPU capture)",
+            Need::Memory => "the profile has no memory view with a known capacity",
+            Need::MultiCore => "the profile has a single core on a single host",
+            Need::GpuStreams => "the profile has no GPU streams (a GPU-only check)",
+        }
+    }
+}
 
 /// Per op name of one program: the median over steps of its time in each step (ms).
 pub type StepMedians = std::collections::BTreeMap<String, f64>;

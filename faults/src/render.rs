@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::finding::{Finding, Scope, fmt_value};
-use crate::scan::{Charts, HostRow, Metrics, Report};
+use crate::report::{Charts, HostRow, Metrics, Report};
 
 fn opt(v: Option<f64>, unit: &str) -> String {
     match v {

@@ -7,7 +7,8 @@ use xlens_xplane::Session;
 use crate::config::ScanConfig;
 use crate::finding::{Evidence, Finding};
 use crate::profile::Profile;
-use crate::scan::{Report, scan};
+use crate::report::Report;
+use crate::scan::scan;
 
 /// A path under the repository's `testdata/`.
 pub(crate) fn testdata(rel: &str) -> PathBuf {

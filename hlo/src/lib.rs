@@ -19,7 +19,7 @@
 //!   one-line text ([`Module::instruction_text`]); static memory ([`Module::memory_stats`]).
 //! - **Safe on any input.** Decoding is bounded by [`limits`]; bad protos are typed
 //!   [`Error`]s; odd data becomes [`Warning`]s.
-//! - **Frames.** [`frame`] (feature `polars`) turns modules into DataFrames.
+//! - **Frames.** [`frame`] (feature `frames`) turns modules into DataFrames.
 //!
 //! ```
 //! use xlens_hlo::{Module, Opcode, modules_from_space, testing};
@@ -63,7 +63,7 @@ mod source;
 pub mod testing;
 mod text;
 
-#[cfg(feature = "polars")]
+#[cfg(feature = "frames")]
 pub mod frame;
 
 pub use collective::{Collective, GroupEncoding, replica_groups};

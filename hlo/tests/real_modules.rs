@@ -405,7 +405,7 @@ fn standalone_hlo_proto_files_decode_the_same() {
     assert!(!entry.legacy);
 }
 
-#[cfg(feature = "polars")]
+#[cfg(feature = "frames")]
 #[test]
 fn frames_of_a_real_sharded_module() {
     use polars::prelude::*;

@@ -18,7 +18,7 @@ mod steps;
 mod timeline;
 pub mod units;
 
-#[cfg(feature = "polars")]
+#[cfg(feature = "frames")]
 pub mod frame;
 
 pub use anatomy::{

@@ -59,7 +59,7 @@ pub mod synth;
 mod validate;
 mod wire;
 
-#[cfg(feature = "polars")]
+#[cfg(feature = "frames")]
 pub mod frame;
 
 pub use builder::{BuildValue, EventBuilder, LineBuilder, LineHeader, PlaneBuilder, SpaceBuilder};

@@ -11,7 +11,7 @@ use crate::detector::{Detector, DetectorDoc, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, HostImpact, Impact, Severity};
 use crate::profile::HostProfile;
-use crate::scan::HostSummary;
+use crate::report::HostSummary;
 
 /// See the module docs.
 #[derive(Debug)]

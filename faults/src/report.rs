@@ -1,0 +1,503 @@
+//! What a scan reports: the verdict, the health metrics, the per-host summaries the session
+//! detectors read, and the report itself. A leaf of the crate: detectors and the scan both read
+//! these types.
+
+use serde::Serialize;
+use xlens_roofline::{OpProfile, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass};
+use xlens_xplane::Picos;
+
+use crate::finding::{Finding, Severity};
+use crate::profile::HostProfile;
+
+/// The verdict of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Status {
+    /// Nothing important to fix.
+    #[serde(rename = "OPTIMAL")]
+    Optimal,
+    /// At least one finding at the attention severity (P1 by default) or worse.
+    #[serde(rename = "NEEDS_ATTENTION")]
+    NeedsAttention,
+    /// Part of the profile could not be read (a host file, or data inside one): whatever was
+    /// found, the verdict cannot vouch for what was lost ([`Report::errors`],
+    /// [`Report::skipped_hosts`]).
+    #[serde(rename = "INCOMPLETE")]
+    Incomplete,
+}
+
+impl Status {
+    /// `"OPTIMAL"`, `"NEEDS_ATTENTION"` or `"INCOMPLETE"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Optimal => "OPTIMAL",
+            Status::NeedsAttention => "NEEDS_ATTENTION",
+            Status::Incomplete => "INCOMPLETE",
+        }
+    }
+}
+
+/// A host file that could not be read: the rest of the session is analysed without it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SkippedHost {
+    /// The host name.
+    pub host: String,
+    /// The file.
+    pub file: String,
+    /// The error, one line.
+    pub error: String,
+}
+
+/// A detector that did not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// The detector id.
+    pub id: String,
+    /// Why it did not run.
+    pub reason: String,
+}
+
+/// What was scanned.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProfileInfo {
+    /// The run name, when scanned from a directory.
+    pub run: Option<String>,
+    /// Host names.
+    pub hosts: Vec<String>,
+    /// `TPU`, `GPU` or `CPU`.
+    pub device: String,
+    /// Device type string, when recorded (e.g. `TPU v5 Lite`).
+    pub device_type: Option<String>,
+    /// Analysed cores over all hosts.
+    pub cores: usize,
+    /// Steps (of the first host with steps).
+    pub steps: usize,
+    /// HLO programs over all hosts.
+    pub hlo_programs: usize,
+    /// The main program (most op time), `name(program_id)`.
+    pub main_program: Option<String>,
+}
+
+/// One op among the slowest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SlowOp {
+    /// The program (`name(program_id)`) the op belongs to.
+    pub program: String,
+    /// Op (instruction) name.
+    pub name: String,
+    /// Category.
+    pub category: String,
+    /// Self time over the profile, in ms.
+    pub self_time_ms: f64,
+    /// Share of all ops' self time, in %.
+    pub pct: f64,
+}
+
+/// The health snapshot: the numbers an engineer reads first. Absent figures are `null`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Metrics {
+    /// What the per-step figures (step times, each finding's `impact`) are per: `steps` (the
+    /// profile's step markers), `module_executions` (no markers: program executions),
+    /// `device_window` (neither: the whole captured device window is one "step") or `none`.
+    pub time_base: String,
+    /// Number of steps (or module executions, or 1 for the device window).
+    pub step_count: usize,
+    /// Mean step time (ms).
+    pub step_time_ms_mean: Option<f64>,
+    /// Median step time (ms).
+    pub step_time_ms_median: Option<f64>,
+    /// Standard deviation of the step time (ms).
+    pub step_time_ms_stddev: Option<f64>,
+    /// Shortest step (ms).
+    pub step_time_ms_min: Option<f64>,
+    /// Longest step (ms).
+    pub step_time_ms_max: Option<f64>,
+    /// Share of step time the device runs ops (%).
+    pub device_busy_pct: Option<f64>,
+    /// Share of step time nothing runs (%).
+    pub idle_pct: Option<f64>,
+    /// Share of step time the device waits for input or the host (%).
+    pub input_bound_pct: Option<f64>,
+    /// Share of step time spent waiting on collectives (%).
+    pub exposed_communication_pct: Option<f64>,
+    /// Achieved FLOP/s over the profiled time as a share of the peak (%).
+    pub flops_utilization_pct: Option<f64>,
+    /// Achieved HBM bandwidth as a share of the peak (%).
+    pub hbm_utilization_pct: Option<f64>,
+    /// Program roofline efficiency (%).
+    pub roofline_efficiency_pct: Option<f64>,
+    /// What bounds the program on the roofline (`Compute`, `HBM`, ...; XProf's `bound_by`).
+    pub bound_by: Option<String>,
+    /// The program's FLOPs per byte accessed (XProf's operational intensity).
+    pub operational_intensity_flop_per_byte: Option<f64>,
+    /// XProf's device duty cycle: the share of the captured device window the devices ran
+    /// on-duty ops (%).
+    pub device_duty_cycle_pct: Option<f64>,
+    /// Static memory peak of the main program (bytes).
+    pub memory_peak_bytes: Option<u64>,
+    /// Device memory capacity (bytes).
+    pub memory_capacity_bytes: Option<u64>,
+    /// Memory peak as a share of capacity (%).
+    pub memory_peak_pct: Option<f64>,
+    /// The slowest ops by self time.
+    pub slowest_ops: Vec<SlowOp>,
+    /// The host whose pace these step times are: the slowest host of a session (the one host
+    /// of a single-host profile); `None` without steps.
+    pub step_time_host: Option<String>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            time_base: StepSource::None.key().to_owned(),
+            step_count: 0,
+            step_time_ms_mean: None,
+            step_time_ms_median: None,
+            step_time_ms_stddev: None,
+            step_time_ms_min: None,
+            step_time_ms_max: None,
+            device_busy_pct: None,
+            idle_pct: None,
+            input_bound_pct: None,
+            exposed_communication_pct: None,
+            flops_utilization_pct: None,
+            hbm_utilization_pct: None,
+            roofline_efficiency_pct: None,
+            bound_by: None,
+            operational_intensity_flop_per_byte: None,
+            device_duty_cycle_pct: None,
+            memory_peak_bytes: None,
+            memory_capacity_bytes: None,
+            memory_peak_pct: None,
+            slowest_ops: Vec::new(),
+            step_time_host: None,
+        }
+    }
+}
+
+impl Metrics {
+    /// The unit of a per-step figure under this time base: `step`, `module execution` or
+    /// `device window`.
+    pub fn step_unit(&self) -> &'static str {
+        match self.time_base.as_str() {
+            "module_executions" => "module execution",
+            "device_window" => "device window",
+            _ => "step",
+        }
+    }
+}
+
+/// One op placed on the roofline chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RooflineDot {
+    /// Op name.
+    pub name: String,
+    /// FLOPs per byte.
+    pub intensity: f64,
+    /// Achieved FLOP/s.
+    pub flops_per_s: f64,
+    /// What bounds it.
+    pub bound: String,
+}
+
+/// Chart data for the HTML page (not part of the JSON contract).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Charts {
+    /// Step name and time (ms).
+    pub step_times_ms: Vec<(String, f64)>,
+    /// Category and self time (ms), largest first.
+    pub categories_ms: Vec<(String, f64)>,
+    /// Top ops on the roofline.
+    pub roofline: Vec<RooflineDot>,
+    /// Peak FLOP/s of a core, when known.
+    pub peak_flops_per_s: Option<f64>,
+    /// Peak HBM bytes/s of a core, when known.
+    pub peak_hbm_bytes_per_s: Option<f64>,
+}
+
+/// The result of a scan: rendered as text, JSON, HTML and frames.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// The verdict.
+    pub status: Status,
+    /// One paragraph: the verdict, the profile, what could not be checked.
+    pub summary: String,
+    /// What was scanned.
+    pub profile: ProfileInfo,
+    /// The health snapshot of the session: its step times are the slowest host's per step (a
+    /// synchronous session runs at its slowest host's pace, as XProf's overview reports), its
+    /// utilisation and duty cycle every host's work and time added up (XProf's all-hosts view),
+    /// the other figures those of the slowest host ([`Metrics::step_time_host`]).
+    pub metrics: Metrics,
+    /// The per-host step table, in host order.
+    pub hosts: Vec<HostRow>,
+    /// Findings, P0 first, then by impact.
+    pub findings: Vec<Finding>,
+    /// Detectors that did not run, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Host files that could not be read at all (the report covers the others).
+    pub skipped_hosts: Vec<SkippedHost>,
+    /// Data that could not be read inside the hosts that were (`host: what: error`); any entry
+    /// here or in `skipped_hosts` makes the status `INCOMPLETE`.
+    pub errors: Vec<String>,
+    /// Odd-but-decodable data met on the way.
+    pub warnings: Vec<String>,
+    /// Chart data for the HTML rendering (not serialized).
+    #[serde(skip)]
+    pub charts: Charts,
+}
+
+/// One row of the per-host step table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HostRow {
+    /// Host name.
+    pub host: String,
+    /// The host's time base (`steps`, `module_executions`, `device_window`, `none`).
+    pub time_base: String,
+    /// Steps (or module executions) on the host.
+    pub step_count: usize,
+    /// Mean step time.
+    pub step_time_ms_mean: Option<f64>,
+    /// Median step time.
+    pub step_time_ms_median: Option<f64>,
+    /// Shortest step.
+    pub step_time_ms_min: Option<f64>,
+    /// Longest step.
+    pub step_time_ms_max: Option<f64>,
+    /// Compute time per step (the anatomy's compute classes: matmul, vector, other compute).
+    pub compute_ms_mean: Option<f64>,
+    /// Device idle, % of the step.
+    pub idle_pct: Option<f64>,
+    /// Program FLOP utilisation, %.
+    pub flops_utilization_pct: Option<f64>,
+    /// True for the host whose pace the session runs at (the slowest mean step).
+    pub slowest: bool,
+    /// The detectors that could not run on this host, with the reason (in the frames' `skipped`
+    /// table; the report's `skipped` sums them up).
+    #[serde(skip)]
+    pub skipped: Vec<Skipped>,
+}
+
+impl Report {
+    /// The worst severity among the findings.
+    pub fn worst_severity(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).min()
+    }
+}
+
+/// What a scan keeps of one host once its detectors ran: enough for the cross-host detectors
+/// and the report, so that the host's profile itself can be dropped (hosts are streamed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostSummary {
+    /// Host name.
+    pub name: String,
+    /// TPU, GPU or CPU.
+    pub device: String,
+    /// Device type string, when recorded.
+    pub device_type: Option<String>,
+    /// Analysed cores.
+    pub cores: usize,
+    /// HLO programs.
+    pub hlo_programs: usize,
+    /// The main program (most op time).
+    pub main_program: Option<String>,
+    /// True when the profile reports device peaks (or the chip is known).
+    pub has_peaks: bool,
+    /// The anatomy of each step.
+    pub anatomy: Vec<StepAnatomy>,
+    /// Each step's name and time, in order.
+    pub step_times: Vec<(String, Picos)>,
+    /// The program's work over the profiled time (for the session's roofline).
+    pub program_work: Option<ProgramWork>,
+    /// The devices' on-duty time and windows (for the session's duty cycle).
+    pub duty_cycle: Option<(Picos, Picos)>,
+    /// The health snapshot.
+    pub metrics: Metrics,
+    /// Chart data.
+    pub charts: Charts,
+    /// Warnings met on the host.
+    pub warnings: Vec<String>,
+    /// What could not be read on the host ([`HostProfile::read_errors`], host-prefixed).
+    pub errors: Vec<String>,
+    /// The detectors that could not run on the host, with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
+impl HostSummary {
+    /// Summarises a host whose analyses are built.
+    pub fn of(host: &HostProfile) -> HostSummary {
+        let mut warnings = Vec::new();
+        for w in host.space().warnings() {
+            warnings.push(format!("{}: {w}", host.name()));
+        }
+        for w in host.module_warnings() {
+            warnings.push(format!("{}: {w}", host.name()));
+        }
+        let errors = host.read_errors().into_iter().map(|e| format!("{}: {e}", host.name())).collect();
+        for plane in host.space().analysis_devices() {
+            let odd = xlens_roofline::PerfEnv::odd_peaks(plane);
+            if !odd.is_empty() {
+                warnings.push(format!(
+                    "{}: {} reports impossible peaks, ignored: {}",
+                    host.name(),
+                    plane.name(),
+                    odd.join(", ")
+                ));
+            }
+        }
+        let metrics = host_metrics(host);
+        for (what, value) in [
+            ("FLOP utilisation", metrics.flops_utilization_pct),
+            ("HBM utilisation", metrics.hbm_utilization_pct),
+            ("roofline efficiency", metrics.roofline_efficiency_pct),
+            ("device duty cycle", metrics.device_duty_cycle_pct),
+        ] {
+            // Rounding lets a fully busy figure reach a hair above 100 %.
+            if let Some(v) = value.filter(|v| !v.is_finite() || *v > 100.5 || *v < 0.0) {
+                warnings.push(format!(
+                    "{}: {what} of {v:.1} % is impossible: the device peaks the profile reports or the ops' FLOPs \
+                     and bytes are wrong, and every figure built on them is unreliable",
+                    host.name()
+                ));
+            }
+        }
+        HostSummary {
+            name: host.name().to_owned(),
+            device: host.device_kind().as_str().to_owned(),
+            device_type: host
+                .summary()
+                .device_type
+                .clone()
+                .or_else(|| host.chip().and_then(|c| c.device_type().map(str::to_owned))),
+            cores: match host.summary().device_cores {
+                0 => host.op_profile().map_or(0, |p| p.cores as usize),
+                n => n,
+            },
+            hlo_programs: host.modules().len(),
+            main_program: host.main_module().map(|m| m.display_name()),
+            has_peaks: host.chip().is_some(),
+            anatomy: host.anatomy().map(<[StepAnatomy]>::to_vec).unwrap_or_default(),
+            step_times: host
+                .steps()
+                .map(|s| s.steps.iter().map(|s| (s.name.clone(), s.duration)).collect())
+                .unwrap_or_default(),
+            program_work: host.op_profile().ok().and_then(OpProfile::program_work),
+            duty_cycle: host.duty_cycle(),
+            metrics,
+            charts: charts(host),
+            warnings,
+            errors,
+            skipped: Vec::new(),
+        }
+    }
+}
+
+fn pct(part: Picos, whole: Picos) -> Option<f64> {
+    if whole.0 > 0 { Some(100.0 * part.0 as f64 / whole.0 as f64) } else { None }
+}
+
+/// The health snapshot of one host.
+pub fn host_metrics(host: &HostProfile) -> Metrics {
+    let mut m = Metrics::default();
+    if let Ok(steps) = host.steps() {
+        m.time_base = steps.source.key().to_owned();
+    }
+    m.device_duty_cycle_pct = host.duty_cycle_pct();
+    if let Ok(steps) = host.steps()
+        && let Some(stats) = steps.stats()
+    {
+        m.step_count = stats.count;
+        m.step_time_ms_mean = Some(stats.mean_ms);
+        m.step_time_ms_median = Some(stats.median_ms);
+        m.step_time_ms_stddev = Some(stats.stddev_ms);
+        m.step_time_ms_min = Some(stats.min_ms);
+        m.step_time_ms_max = Some(stats.max_ms);
+    }
+    if let Ok(anatomy) = host.anatomy()
+        && !anatomy.is_empty()
+    {
+        let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
+        let sum = |f: fn(&StepAnatomy) -> Picos| anatomy.iter().map(f).sum::<Picos>();
+        let idle = sum(|a| a.idle);
+        let host_time = sum(|a| a.host);
+        let infeed = sum(|a| a.infeed_outfeed);
+        m.idle_pct = pct(idle, total);
+        m.device_busy_pct = pct(total.saturating_sub(idle + host_time), total);
+        m.input_bound_pct = pct(host_time + infeed, total);
+        m.exposed_communication_pct = pct(sum(|a| a.get(TimeClass::CollectiveExposed)), total);
+    }
+    if let Ok(profile) = host.op_profile() {
+        if let Some(work) = profile.program_work() {
+            set_roofline(&mut m, &work);
+        }
+        let op_time: Picos = profile.ops.iter().filter(|o| !o.has_inner_ops()).map(|o| o.self_time).sum();
+        m.slowest_ops = profile
+            .ops
+            .iter()
+            .filter(|o| !o.has_inner_ops())
+            .take(5)
+            .map(|o| SlowOp {
+                program: profile.programs.get(&o.program_id).cloned().unwrap_or_else(|| o.program_id.to_string()),
+                name: o.name.clone(),
+                category: o.category.clone(),
+                self_time_ms: o.self_time.as_ms_f64(),
+                pct: pct(o.self_time, op_time).unwrap_or(0.0),
+            })
+            .collect();
+    }
+    if let Some(module) = host.main_module()
+        && let Ok(Some(memory)) = module.hbm_memory_stats()
+    {
+        m.memory_peak_bytes = Some(memory.peak_bytes());
+        if let Some(capacity) = host.chip().and_then(|c| c.hbm_capacity()) {
+            let capacity = capacity.0;
+            m.memory_capacity_bytes = Some(capacity);
+            if capacity > 0 {
+                m.memory_peak_pct = Some(100.0 * memory.peak_bytes() as f64 / capacity as f64);
+            }
+        }
+    }
+    m
+}
+
+/// The program roofline figures of `m`, from the work of a host or of a whole session.
+pub(crate) fn set_roofline(m: &mut Metrics, work: &ProgramWork) {
+    let point: RooflinePoint = work.point();
+    m.flops_utilization_pct = Some(100.0 * point.compute_utilization);
+    m.hbm_utilization_pct =
+        (work.env.peak_hbm_bytes_per_s > 0.0).then(|| 100.0 * point.hbm_bytes_per_s / work.env.peak_hbm_bytes_per_s);
+    m.roofline_efficiency_pct = Some(100.0 * point.efficiency);
+    m.bound_by = Some(point.bound_by.label().to_owned());
+    m.operational_intensity_flop_per_byte = Some(point.operational_intensity);
+}
+
+fn charts(host: &HostProfile) -> Charts {
+    let mut c = Charts::default();
+    if let Ok(steps) = host.steps() {
+        c.step_times_ms = steps.steps.iter().map(|s| (s.name.clone(), s.duration.as_ms_f64())).collect();
+    }
+    if let Ok(profile) = host.op_profile() {
+        let mut cats: Vec<(String, f64)> = profile.categories().into_iter().map(|(k, v)| (k, v.as_ms_f64())).collect();
+        cats.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        c.categories_ms = cats;
+        if let Some(env) = profile.perf_env {
+            c.peak_flops_per_s = Some(env.peak_flops_per_s);
+            c.peak_hbm_bytes_per_s = Some(env.peak_hbm_bytes_per_s);
+            c.roofline = profile
+                .ops
+                .iter()
+                .filter(|o| !o.has_inner_ops() && o.flops > 0.0 && o.bytes.total() > 0.0)
+                .take(20)
+                .filter_map(|o| {
+                    let p = profile.roofline(o)?;
+                    Some(RooflineDot {
+                        name: o.name.clone(),
+                        intensity: p.operational_intensity,
+                        flops_per_s: p.flops_per_s,
+                        bound: p.bound_by.label().to_owned(),
+                    })
+                })
+                .collect();
+        }
+    }
+    c
+}
