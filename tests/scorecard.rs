@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use xlens::faults::{Profile, ScanConfig, Severity, Status, registry, scan};
+use xlens::faults::{DETECTORS, Profile, ScanConfig, Severity, Status, scan};
 use xlens::xplane::Session;
 
 /// One labelled profile.
@@ -195,7 +195,7 @@ fn every_profile_is_labelled_and_every_detector_scores_full_marks() {
     assert!(unlabelled.is_empty(), "label these profiles in testdata/labels.json: {unlabelled:?}");
     assert!(missing.is_empty(), "labels for profiles that are not in testdata/: {missing:?}");
 
-    let ids: BTreeSet<&str> = registry::DETECTORS.iter().map(|d| d.id()).collect();
+    let ids: BTreeSet<&str> = DETECTORS.iter().map(|d| d.id()).collect();
     let mut scores: BTreeMap<&str, Score> = ids.iter().map(|&id| (id, Score::default())).collect();
     for label in &labels {
         for id in label.report.iter().chain(&label.not) {

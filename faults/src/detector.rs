@@ -26,9 +26,9 @@ pub struct DetectorDoc {
 pub struct Skip(pub String);
 
 impl Skip {
-    /// A skip with a reason.
-    pub fn because(reason: impl Into<String>) -> Skip {
-        Skip(reason.into())
+    /// A skip with a reason (a message, or the error that stopped the detector).
+    pub fn because(reason: impl std::fmt::Display) -> Skip {
+        Skip(reason.to_string())
     }
 }
 

@@ -1,13 +1,13 @@
 //! Helpers detectors share to build evidence and walk timelines.
 
 use xlens_hlo::{InstrId, Module};
-use xlens_xplane::{Event, Line, Picos, Plane, PlaneKind};
+use xlens_xplane::{Event, Picos, Plane, PlaneKind};
 
 use crate::finding::Evidence;
 use crate::profile::HostProfile;
 
 /// Evidence for a timeline event.
-pub fn event(host: &HostProfile, ev: &Event<'_>) -> Evidence {
+pub(crate) fn event(host: &HostProfile, ev: &Event<'_>) -> Evidence {
     Evidence::Event {
         host: host.name().to_owned(),
         plane: ev.plane().name().to_owned(),
@@ -19,7 +19,14 @@ pub fn event(host: &HostProfile, ev: &Event<'_>) -> Evidence {
 }
 
 /// Evidence for an event known only by its parts.
-pub fn event_parts(host: &HostProfile, plane: &str, line: &str, name: &str, start: Picos, duration: Picos) -> Evidence {
+pub(crate) fn event_parts(
+    host: &HostProfile,
+    plane: &str,
+    line: &str,
+    name: &str,
+    start: Picos,
+    duration: Picos,
+) -> Evidence {
     Evidence::Event {
         host: host.name().to_owned(),
         plane: plane.to_owned(),
@@ -31,7 +38,7 @@ pub fn event_parts(host: &HostProfile, plane: &str, line: &str, name: &str, star
 }
 
 /// Evidence for an HLO instruction, with its JAX source line when the module records it.
-pub fn instruction(module: &Module, id: InstrId) -> Evidence {
+pub(crate) fn instruction(module: &Module, id: InstrId) -> Evidence {
     let instr = module.instruction(id);
     Evidence::Instruction {
         module: module.display_name(),
@@ -45,7 +52,7 @@ pub fn instruction(module: &Module, id: InstrId) -> Evidence {
 
 /// The events of every host thread, flattened, with a predicate on the name (cheap: it is
 /// decided once per metadata entry, not per event).
-pub fn host_events<'a>(
+pub(crate) fn host_events<'a>(
     host: &'a HostProfile,
     mut keep: impl FnMut(&str) -> bool + 'a,
 ) -> impl Iterator<Item = Event<'a>> + 'a {
@@ -59,21 +66,9 @@ pub fn host_events<'a>(
         .filter(move |e| mask.contains(e))
 }
 
-/// Milliseconds in a picosecond duration.
-pub fn ms(t: Picos) -> f64 {
-    t.as_ms_f64()
-}
-
 /// Names of compile events on host threads: JAX's `backend_compile[_and_load]`, the PjRt
 /// clients' `PjRtCpuClient::Compile`, `PjRtCApiClient::CompileAndLoad(jit_f)`, TF's `XlaCompile`.
-///
-/// ```
-/// use xlens_faults::evidence::is_compile_event;
-/// assert!(is_compile_event("PjRtCApiClient::CompileAndLoad(jit_train_step)"));
-/// assert!(is_compile_event("backend_compile_and_load"));
-/// assert!(!is_compile_event("PjRtCApiClient::SerializeCompileOptions"));
-/// ```
-pub fn is_compile_event(name: &str) -> bool {
+pub(crate) fn is_compile_event(name: &str) -> bool {
     name == "backend_compile_and_load"
         || name == "backend_compile"
         || name.contains("Client::Compile")
@@ -84,13 +79,13 @@ pub fn is_compile_event(name: &str) -> bool {
 // HLO helpers (shared by the HLO detectors).
 
 /// True for all-gathers, synchronous or the start of an async pair.
-pub fn is_all_gather(op: xlens_hlo::Opcode) -> bool {
+pub(crate) fn is_all_gather(op: xlens_hlo::Opcode) -> bool {
     matches!(op, xlens_hlo::Opcode::AllGather | xlens_hlo::Opcode::AllGatherStart)
 }
 
 /// The instruction whose events time `id`: the async-start wrapping it (its events carry the
 /// start's name), else itself.
-pub fn timed_instruction(module: &Module, id: InstrId) -> InstrId {
+pub(crate) fn timed_instruction(module: &Module, id: InstrId) -> InstrId {
     let comp = module.computation(module.instruction(id).computation());
     if comp.kind() == xlens_hlo::ComputationKind::Async
         && let Some(&caller) = comp.callers().first()
@@ -103,7 +98,7 @@ pub fn timed_instruction(module: &Module, id: InstrId) -> InstrId {
 /// Self time and executions of one HLO op per step, per core (an op of a program that runs once
 /// per step has `count` 1). See [`op_times`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct OpTime {
+pub(crate) struct OpTime {
     /// Self time per step (ms).
     pub ms: f64,
     /// Executions per step.
@@ -118,7 +113,7 @@ pub struct OpTime {
 /// is the median over the steps of the op's time inside each step (scaled from time to self
 /// time by the op profile's ratio), so that one warm-up or compile-laden step does not inflate
 /// every op; an op that runs in fewer than half of the steps keeps the mean.
-pub fn op_times(host: &HostProfile, module: &Module) -> Option<std::collections::BTreeMap<String, OpTime>> {
+pub(crate) fn op_times(host: &HostProfile, module: &Module) -> Option<std::collections::BTreeMap<String, OpTime>> {
     let profile = host.op_profile().ok()?;
     let steps = host.steps().ok()?;
     let program = module.program_id()?;
@@ -200,7 +195,7 @@ fn host_step_medians(
 
 /// The programs the profiled steps ran: modules with op time in the op profile, most op time
 /// first (ties by program id); the main module alone when the profile has no op timeline.
-pub fn step_modules(host: &HostProfile) -> Vec<&Module> {
+pub(crate) fn step_modules(host: &HostProfile) -> Vec<&Module> {
     let mut timed: Vec<(Picos, &Module)> = Vec::new();
     if let Ok(profile) = host.op_profile() {
         let mut by_program: std::collections::BTreeMap<u64, Picos> = std::collections::BTreeMap::new();
@@ -224,7 +219,7 @@ pub fn step_modules(host: &HostProfile) -> Vec<&Module> {
 /// branches and called computations, without the structural ones (parameters, constants,
 /// tuples, bitcasts) and the control flow that only calls others. Fusion bodies are not
 /// kernels; their fusion instruction is. In module order.
-pub fn kernels(module: &Module) -> Vec<InstrId> {
+pub(crate) fn kernels(module: &Module) -> Vec<InstrId> {
     use xlens_hlo::{ComputationKind, OpClass};
     module
         .computations()
@@ -248,7 +243,7 @@ pub fn kernels(module: &Module) -> Vec<InstrId> {
 /// The instruction that names the JAX op behind `id`: `id` itself when its metadata has an
 /// `op_name`, else the instruction of its fused body nearest the root that has one (XLA:CPU
 /// leaves many fusions without metadata), else `id`.
-pub fn origin(module: &Module, id: InstrId) -> InstrId {
+pub(crate) fn origin(module: &Module, id: InstrId) -> InstrId {
     if !module.instruction(id).op_name().is_empty() {
         return id;
     }
@@ -275,7 +270,7 @@ pub fn origin(module: &Module, id: InstrId) -> InstrId {
 
 /// Evidence for a kernel: the instruction itself, with the JAX op name and source line of its
 /// [`origin`] when it carries none itself (a fusion without metadata).
-pub fn kernel_instruction(module: &Module, id: InstrId) -> Evidence {
+pub(crate) fn kernel_instruction(module: &Module, id: InstrId) -> Evidence {
     let from = origin(module, id);
     let instr = module.instruction(id);
     Evidence::Instruction {
@@ -291,7 +286,7 @@ pub fn kernel_instruction(module: &Module, id: InstrId) -> Evidence {
 /// One executed HLO op on the timeline: an event of a TPU `XLA Ops` line, or a host-thread event
 /// with an `hlo_op` stat (XLA:CPU runs its thunks on host threads).
 #[derive(Clone, Debug, PartialEq)]
-pub struct OpSpan<'a> {
+pub(crate) struct OpSpan<'a> {
     /// Start (device time on TPU: `device_offset_ps` when present).
     pub start: Picos,
     /// End.
@@ -314,7 +309,7 @@ pub struct OpSpan<'a> {
 
 impl OpSpan<'_> {
     /// Duration.
-    pub fn duration(&self) -> Picos {
+    pub(crate) fn duration(&self) -> Picos {
         self.end.saturating_sub(self.start)
     }
 }
@@ -322,7 +317,7 @@ impl OpSpan<'_> {
 /// The host-run ops (`hlo_op` events of the host threads) as spans, in time order (by start,
 /// longest first, then core; see [`HostProfile::host_op_order`]), made one at a time from the
 /// shared host-op table: nothing is collected.
-pub fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'_>> + '_ {
+pub(crate) fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'_>> + '_ {
     let space = host.space();
     let cached = host.host_ops();
     let order = host.host_op_order();
@@ -344,20 +339,12 @@ pub fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'_>> + '
     })
 }
 
-/// Every op event of a host, sorted by start (longest first at equal starts): the `XLA Ops` lines
-/// of the TPU TensorCores when there are any, else the `hlo_op` events of the host threads.
-/// Events that fail to decode end their line's walk (as everywhere in the analyses).
-///
-/// This materialises every op: on large TPU profiles prefer the shared device timeline
-/// ([`HostProfile::device_timeline`]) or [`op_spans_where`] with a filter.
-pub fn op_spans(host: &HostProfile) -> Vec<OpSpan<'_>> {
-    op_spans_where(host, |_, _| true, |_, _| true)
-}
-
-/// The op events of [`op_spans`] that pass two filters: `keep_op(category, name)`, decided once
+/// Every op event of a host, sorted by start (longest first at equal starts): the `XLA Ops`
+/// lines of the TPU TensorCores when there are any, else the `hlo_op` events of the host threads,
+/// that pass two filters: `keep_op(category, name)`, decided once
 /// per distinct TPU op (always true for host-run ops, whose category the HLO gives), and
 /// `keep_span(start, end)`. Only kept events are materialised.
-pub fn op_spans_where<'a>(
+pub(crate) fn op_spans_where<'a>(
     host: &'a HostProfile,
     keep_op: impl Fn(&str, &str) -> bool,
     keep_span: impl Fn(Picos, Picos) -> bool,
@@ -447,7 +434,7 @@ pub fn op_spans_where<'a>(
 }
 
 /// Merges `[start, end)` intervals into a sorted, disjoint union.
-pub fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
+pub(crate) fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
     intervals.retain(|(s, e)| s < e);
     intervals.sort();
     let mut out: Vec<(Picos, Picos)> = Vec::with_capacity(intervals.len());
@@ -472,7 +459,7 @@ fn device_span(
 /// it), as [`union`] computes it, read in one streaming pass: events in start order, the usual
 /// case, are merged as they come, so nothing per event is kept; a line out of order is collected
 /// and sorted instead. Events that fail to decode end the line.
-pub fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> {
+pub(crate) fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> {
     use xlens_xplane::names::stat;
     let Some(line) = plane.line_by_name(line_name) else { return Vec::new() };
     let (offset_id, duration_id) = (plane.stat_id(stat::DEVICE_OFFSET_PS), plane.stat_id(stat::DEVICE_DURATION_PS));
@@ -496,7 +483,7 @@ pub fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> {
 }
 
 /// Length of the part of `[lo, hi)` that a sorted, disjoint union covers.
-pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
+pub(crate) fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
     let from = union.partition_point(|&(_, e)| e <= lo);
     union[from..].iter().take_while(|&&(s, _)| s < hi).map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo))).sum()
 }
@@ -507,7 +494,7 @@ pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
 /// Profiles whose ops run on host threads read this from [`HostProfile::host_ops`] (built
 /// anyway); others walk the threads, testing names once per metadata entry and leaving each
 /// thread at its first rooted marker.
-pub fn step_marker_lines(host: &HostProfile) -> Vec<usize> {
+pub(crate) fn step_marker_lines(host: &HostProfile) -> Vec<usize> {
     if host.space().tpu_tensor_cores().is_empty() {
         return host.host_ops().rooted_marker_lines.clone();
     }
@@ -533,7 +520,7 @@ pub fn step_marker_lines(host: &HostProfile) -> Vec<usize> {
 
 /// What one op of a device op line is: read once per event metadata.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct DeviceOpInfo {
+pub(crate) struct DeviceOpInfo {
     /// Short op name: the metadata's display name (else its name), without a leading `%` or
     /// anything after ` = ` (XProf's normalisation).
     pub name: String,
@@ -549,7 +536,7 @@ pub struct DeviceOpInfo {
 
 /// One executed op: its device timespan and which [`DeviceOpInfo`] it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceOp {
+pub(crate) struct DeviceOp {
     /// Start (absolute, profile clock; `device_offset_ps` when present).
     pub start: Picos,
     /// End (exclusive).
@@ -560,14 +547,14 @@ pub struct DeviceOp {
 
 impl DeviceOp {
     /// The op's duration.
-    pub fn duration(&self) -> Picos {
+    pub(crate) fn duration(&self) -> Picos {
         self.end - self.start
     }
 }
 
 /// An async collective's window: from its `*-start` op's begin to its `*-done` op's end.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AsyncWindow {
+pub(crate) struct AsyncWindow {
     /// Window start.
     pub start: Picos,
     /// Window end (exclusive).
@@ -581,11 +568,7 @@ pub struct AsyncWindow {
 /// The ops of one device op line (a TensorCore's `XLA Ops`, a SparseCore's `Sparse Core Ops`),
 /// sorted by start, enclosing ops before the ops they contain.
 #[derive(Debug)]
-pub struct DeviceTimeline<'a> {
-    /// The device plane.
-    pub plane: &'a Plane,
-    /// The op line.
-    pub line: &'a Line,
+pub(crate) struct DeviceTimeline {
     /// One entry per distinct op (event metadata) seen on the line.
     pub infos: Vec<DeviceOpInfo>,
     /// Every op event, sorted.
@@ -676,10 +659,10 @@ fn timeline_key(op: &DeviceOp) -> (Picos, std::cmp::Reverse<Picos>) {
     (op.start, std::cmp::Reverse(op.end))
 }
 
-impl<'a> DeviceTimeline<'a> {
+impl DeviceTimeline {
     /// Reads the line named `line_name` of a device plane; `None` when the plane has no such line.
     /// Events that fail to decode end the line (the rest is ignored).
-    pub fn read(plane: &'a Plane, line_name: &str) -> Option<DeviceTimeline<'a>> {
+    pub(crate) fn read(plane: &Plane, line_name: &str) -> Option<DeviceTimeline> {
         let line = plane.line_by_name(line_name)?;
         let mut table = InfoTable::new(plane);
         let mut ops = Vec::with_capacity(line.event_count());
@@ -687,7 +670,7 @@ impl<'a> DeviceTimeline<'a> {
             ops.push(table.op(plane, &ev));
         }
         ops.sort_by_key(timeline_key);
-        Some(DeviceTimeline { plane, line, infos: table.infos, ops })
+        Some(DeviceTimeline { infos: table.infos, ops })
     }
 
     /// Feeds the ops of [`DeviceTimeline::read`], in the same order, to `push` without keeping
@@ -697,8 +680,8 @@ impl<'a> DeviceTimeline<'a> {
     ///
     /// A line is walked once when its events come in timeline order (the usual case). One that
     /// does not is read, sorted and fed again from a fresh `init()` state.
-    pub fn walk<S>(
-        plane: &'a Plane,
+    pub(crate) fn walk<S>(
+        plane: &Plane,
         line_name: &str,
         mut init: impl FnMut() -> S,
         mut push: impl FnMut(&mut S, &DeviceOp, &[DeviceOpInfo]),
@@ -724,63 +707,26 @@ impl<'a> DeviceTimeline<'a> {
     }
 
     /// The ops that start in `[lo, hi)`.
-    pub fn ops_starting_in(&self, lo: Picos, hi: Picos) -> &[DeviceOp] {
+    pub(crate) fn ops_starting_in(&self, lo: Picos, hi: Picos) -> &[DeviceOp] {
         let from = self.ops.partition_point(|o| o.start < lo);
         let to = self.ops.partition_point(|o| o.start < hi).max(from);
         &self.ops[from..to]
     }
 
     /// The facts of an op.
-    pub fn info(&self, op: &DeviceOp) -> &DeviceOpInfo {
+    pub(crate) fn info(&self, op: &DeviceOp) -> &DeviceOpInfo {
         &self.infos[op.info]
-    }
-
-    /// Evidence for one executed op.
-    pub fn evidence(&self, host: &HostProfile, op: &DeviceOp) -> Evidence {
-        event_parts(host, self.plane.name(), self.line.name(), &self.info(op).name, op.start, op.duration())
-    }
-
-    /// The timeline split into non-overlapping innermost segments (each instant belongs to the
-    /// deepest op running), classed by the op's category as the step anatomy classes them.
-    pub fn segments(&self) -> Vec<xlens_roofline::Interval> {
-        let mut out = Vec::with_capacity(self.ops.len() * 2);
-        self.for_each_segment(|segment| out.push(segment));
-        out
-    }
-
-    /// The segments of [`segments`](Self::segments), in time order, without collecting them
-    /// (a TensorCore line has millions).
-    pub fn for_each_segment(&self, mut f: impl FnMut(xlens_roofline::Interval)) {
-        let mut segmenter = Segmenter::default();
-        for op in &self.ops {
-            segmenter.push(op, &self.infos, &mut f);
-        }
-        segmenter.finish(&mut f);
-    }
-
-    /// Async collective windows: the plane's `Async XLA Ops` events when it has any (each spans a
-    /// whole window), else every `<op>-start[.N]` paired in time order with the next
-    /// `<op>-done[.N]` of the same key (XProf's `analyze_async_overlap` pairing, facts §5).
-    /// Sorted by start.
-    pub fn async_windows(&self) -> Vec<AsyncWindow> {
-        if let Some(windows) = async_line_windows(self.plane) {
-            return windows;
-        }
-        let mut pairer = AsyncPairer::default();
-        for op in &self.ops {
-            pairer.push(op, &self.infos);
-        }
-        pairer.finish()
     }
 }
 
 /// What one streamed walk of a TensorCore's `XLA Ops` line gives the collective detectors
 /// (see [`walk_collectives`]).
 #[derive(Debug)]
-pub struct CollectiveWalk<C> {
+pub(crate) struct CollectiveWalk<C> {
     /// The consumer of the innermost segments, after the last one.
     pub segments: C,
-    /// Async collective windows, sorted by start ([`DeviceTimeline::async_windows`]).
+    /// Async collective windows, sorted by start: the `Async XLA Ops` events, else each
+    /// `<op>-start` paired with the next `<op>-done` of the same key.
     pub windows: Vec<AsyncWindow>,
     /// The synchronous ops kept by the caller's test, in timeline order.
     pub sync: Vec<DeviceOp>,
@@ -791,10 +737,10 @@ pub struct CollectiveWalk<C> {
 }
 
 /// Walks a TensorCore's `XLA Ops` line once without keeping its ops: every innermost segment
-/// (see [`DeviceTimeline::for_each_segment`]) goes to `segment` on a consumer made by `init`,
+/// (each instant goes to the deepest op running) goes to `segment` on a consumer made by `init`,
 /// the ops whose info passes `keep_sync` (decided once per distinct op) are kept, and the async
 /// windows are paired (or read from the `Async XLA Ops` line). `None` without the line.
-pub fn walk_collectives<C>(
+pub(crate) fn walk_collectives<C>(
     plane: &Plane,
     keep_sync: impl Fn(&DeviceOpInfo) -> bool,
     mut init: impl FnMut() -> C,
@@ -845,7 +791,7 @@ pub fn walk_collectives<C>(
 
 /// Adds `[start, end)` to a union built from spans that arrive by start, merging it into the
 /// last entry when they touch (what [`union`] would make of them, without collecting them).
-pub fn merge_in_order(union: &mut Vec<(Picos, Picos)>, start: Picos, end: Picos) {
+pub(crate) fn merge_in_order(union: &mut Vec<(Picos, Picos)>, start: Picos, end: Picos) {
     if start >= end {
         return;
     }
@@ -934,7 +880,7 @@ impl AsyncPairer {
 
 /// Which half of an async pair an op name is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AsyncPhase {
+pub(crate) enum AsyncPhase {
     /// `<op>-start[.N]`.
     Start,
     /// `<op>-done[.N]`.
@@ -942,7 +888,7 @@ pub enum AsyncPhase {
 }
 
 /// Splits `<base>-start[.N]` / `<base>-done[.N]` into (base, phase, `.N` or ``).
-pub fn async_phase(name: &str) -> Option<(&str, AsyncPhase, &str)> {
+pub(crate) fn async_phase(name: &str) -> Option<(&str, AsyncPhase, &str)> {
     let (stem, suffix) = match name.rfind('.') {
         Some(dot) if dot + 1 < name.len() && name[dot + 1..].bytes().all(|b| b.is_ascii_digit()) => {
             (&name[..dot], &name[dot..])
@@ -957,7 +903,7 @@ pub fn async_phase(name: &str) -> Option<(&str, AsyncPhase, &str)> {
 }
 
 /// The ordinal of a TPU TensorCore or SparseCore plane (0 for other planes).
-pub fn device_ordinal(plane: &Plane) -> u32 {
+pub(crate) fn device_ordinal(plane: &Plane) -> u32 {
     match plane.kind() {
         PlaneKind::TpuTensorCore { ordinal } | PlaneKind::TpuSparseCore { ordinal, .. } => ordinal,
         PlaneKind::Gpu { ordinal } => ordinal,
@@ -966,18 +912,20 @@ pub fn device_ordinal(plane: &Plane) -> u32 {
 }
 
 /// True when `t` lies in one of the sorted, disjoint `merged` intervals.
-pub fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
+pub(crate) fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
     let i = merged.partition_point(|(s, _)| *s <= t);
     i > 0 && t < merged[i - 1].1
 }
 
-/// Total length of sorted, disjoint intervals.
-pub fn total_length(merged: &[(Picos, Picos)]) -> Picos {
-    merged.iter().map(|(s, e)| *e - *s).sum()
-}
-
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn compile_events() {
+        assert!(super::is_compile_event("PjRtCApiClient::CompileAndLoad(jit_train_step)"));
+        assert!(super::is_compile_event("backend_compile_and_load"));
+        assert!(!super::is_compile_event("PjRtCApiClient::SerializeCompileOptions"));
+    }
+
     use super::*;
     use xlens_xplane::{Space, SpaceBuilder};
 

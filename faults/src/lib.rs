@@ -24,11 +24,11 @@
 
 pub mod config;
 mod detector;
-pub mod detectors;
-pub mod evidence;
+mod detectors;
+mod evidence;
 mod finding;
 mod profile;
-pub mod registry;
+mod registry;
 pub mod render;
 mod report;
 mod scan;
@@ -43,7 +43,7 @@ pub use config::{ScanConfig, StatusThresholds, Thresholds};
 pub use detector::{Detector, DetectorDoc, Need, Skip};
 pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity};
 pub use profile::{HostProfile, Profile, StepMedians};
-pub use registry::{DETECTORS, detector};
+pub use registry::{DETECTORS, catalogue_markdown, detector};
 pub use report::{
     Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SkippedHost, SlowOp, Status,
     host_metrics,

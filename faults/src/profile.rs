@@ -1,11 +1,11 @@
 //! The profile a scan reads: hosts, each a decoded space plus analyses built once, on first use,
 //! and shared by every detector (thread-safe).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use xlens_hlo::Module;
 use xlens_roofline::{Chip, DeviceTimeline, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
-use xlens_xplane::{DeviceKind, Host, Picos, Session, Space, SpaceSummary, summarize};
+use xlens_xplane::{DeviceKind, Error, Host, Picos, Session, Space, SpaceSummary, summarize};
 
 /// What a detector reads. A detector whose inputs the profile lacks is skipped, with the reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,12 +57,12 @@ pub struct HostProfile {
     space: Space,
     summary: SpaceSummary,
     modules: OnceLock<(Vec<Module>, Vec<String>)>,
-    timeline: OnceLock<Result<DeviceTimeline, String>>,
-    steps: OnceLock<Result<Steps, String>>,
-    op_profile: OnceLock<Result<OpProfile, String>>,
-    anatomy: OnceLock<Result<Vec<StepAnatomy>, String>>,
+    timeline: OnceLock<Result<DeviceTimeline, Shared>>,
+    steps: OnceLock<Result<Steps, Shared>>,
+    op_profile: OnceLock<Result<OpProfile, Shared>>,
+    anatomy: OnceLock<Result<Vec<StepAnatomy>, Shared>>,
     chip: OnceLock<Option<Chip>>,
-    host_ops: OnceLock<(HostOps, Option<String>)>,
+    host_ops: OnceLock<(HostOps, Option<Shared>)>,
     host_op_order: OnceLock<Vec<u32>>,
     step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, std::sync::Arc<StepMedians>>>,
 }
@@ -178,28 +178,30 @@ impl HostProfile {
 
     /// The device timeline: one walk of every TPU core's op line, shared by the op profile, the
     /// steps, the anatomy and the device detectors (empty without TPU cores).
-    pub fn device_timeline(&self) -> Result<&DeviceTimeline, &str> {
-        self.timeline
-            .get_or_init(|| DeviceTimeline::build(&self.space).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| e.as_str())
+    pub fn device_timeline(&self) -> Result<&DeviceTimeline, &Error> {
+        self.timeline_cell().as_ref().map_err(|e| &**e)
+    }
+
+    fn timeline_cell(&self) -> &Result<DeviceTimeline, Shared> {
+        self.timeline.get_or_init(|| DeviceTimeline::build(&self.space).map_err(Arc::new))
     }
 
     /// The steps (device steps on TPU, host markers otherwise).
-    pub fn steps(&self) -> Result<&Steps, &str> {
-        self.steps
-            .get_or_init(|| {
-                let timeline = self.device_timeline().map_err(str::to_owned)?;
-                if self.space.tpu_tensor_cores().is_empty() {
-                    let host_ops = self.host_ops_result().map_err(str::to_owned)?;
-                    Steps::from_timeline_and_host_ops(&self.space, timeline, host_ops)
-                } else {
-                    Steps::from_timeline(&self.space, timeline)
-                }
-                .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| e.as_str())
+    pub fn steps(&self) -> Result<&Steps, &Error> {
+        self.steps_cell().as_ref().map_err(|e| &**e)
+    }
+
+    fn steps_cell(&self) -> &Result<Steps, Shared> {
+        self.steps.get_or_init(|| {
+            let timeline = shared(self.timeline_cell())?;
+            if self.space.tpu_tensor_cores().is_empty() {
+                let host_ops = self.host_ops_shared()?;
+                Steps::from_timeline_and_host_ops(&self.space, timeline, host_ops)
+            } else {
+                Steps::from_timeline(&self.space, timeline)
+            }
+            .map_err(Arc::new)
+        })
     }
 
     /// XProf's device duty cycle (%): TPU cores' on-duty time over their windows; for GPU
@@ -224,38 +226,37 @@ impl HostProfile {
     }
 
     /// The op profile: TPU op lines when present, else host-thread op events joined with HLO.
-    pub fn op_profile(&self) -> Result<&OpProfile, &str> {
-        self.op_profile
-            .get_or_init(|| {
-                if self.space.tpu_tensor_cores().is_empty() {
-                    let host_ops = self.host_ops_result().map_err(str::to_owned)?;
-                    Ok(OpProfile::from_host_ops(host_ops, self.modules()).with_gpu_devices(&self.space))
-                } else {
-                    let timeline = self.device_timeline().map_err(str::to_owned)?;
-                    Ok(OpProfile::from_timeline(&self.space, timeline))
-                }
-            })
-            .as_ref()
-            .map_err(|e| e.as_str())
+    pub fn op_profile(&self) -> Result<&OpProfile, &Error> {
+        self.op_profile_cell().as_ref().map_err(|e| &**e)
+    }
+
+    fn op_profile_cell(&self) -> &Result<OpProfile, Shared> {
+        self.op_profile.get_or_init(|| {
+            if self.space.tpu_tensor_cores().is_empty() {
+                let host_ops = self.host_ops_shared()?;
+                Ok(OpProfile::from_host_ops(host_ops, self.modules()).with_gpu_devices(&self.space))
+            } else {
+                Ok(OpProfile::from_timeline(&self.space, shared(self.timeline_cell())?))
+            }
+        })
     }
 
     /// The anatomy of every step.
-    pub fn anatomy(&self) -> Result<&[StepAnatomy], &str> {
+    pub fn anatomy(&self) -> Result<&[StepAnatomy], &Error> {
         self.anatomy
             .get_or_init(|| {
-                let steps = self.steps().map_err(str::to_owned)?;
+                let steps = shared(self.steps_cell())?;
                 if self.space.tpu_tensor_cores().is_empty() {
-                    let profile = self.op_profile().map_err(str::to_owned)?;
-                    let host_ops = self.host_ops_result().map_err(str::to_owned)?;
-                    xlens_roofline::host_anatomy_from_ops(&self.space, steps, profile, host_ops)
-                        .map_err(|e| e.to_string())
+                    let profile = shared(self.op_profile_cell())?;
+                    let host_ops = self.host_ops_shared()?;
+                    xlens_roofline::host_anatomy_from_ops(&self.space, steps, profile, host_ops).map_err(Arc::new)
                 } else {
-                    Ok(anatomy_from_timeline(self.device_timeline().map_err(str::to_owned)?))
+                    Ok(anatomy_from_timeline(shared(self.timeline_cell())?))
                 }
             })
             .as_ref()
             .map(Vec::as_slice)
-            .map_err(|e| e.as_str())
+            .map_err(|e| &**e)
     }
 
     /// Every `hlo_op` event of the host threads (empty on profiles without them), read once and
@@ -267,7 +268,7 @@ impl HostProfile {
     }
 
     /// Indices into [`HostProfile::host_ops`] in time order: by start, longer first, then core
-    /// (the order of [`crate::evidence::op_spans`]), sorted once and shared.
+    /// (the order op spans are walked in), sorted once and shared.
     pub fn host_op_order(&self) -> &[u32] {
         self.host_op_order.get_or_init(|| {
             use std::cmp::Reverse;
@@ -318,17 +319,18 @@ impl HostProfile {
         }
     }
 
-    fn host_ops_and_error(&self) -> &(HostOps, Option<String>) {
+    fn host_ops_and_error(&self) -> &(HostOps, Option<Shared>) {
         self.host_ops.get_or_init(|| {
             let (ops, error) = HostOps::read_partial(&self.space);
-            (ops, error.map(|e| e.to_string()))
+            (ops, error.map(Arc::new))
         })
     }
 
-    fn host_ops_result(&self) -> Result<&HostOps, &str> {
+    /// The host ops, or the error that cut them short (shared with the analyses built on them).
+    fn host_ops_shared(&self) -> Result<&HostOps, Shared> {
         match self.host_ops_and_error() {
             (ops, None) => Ok(ops),
-            (_, Some(e)) => Err(e.as_str()),
+            (_, Some(e)) => Err(e.clone()),
         }
     }
 
@@ -342,9 +344,9 @@ impl HostProfile {
     /// decode. Empty for an intact profile; a scan calls such a host's report incomplete.
     pub fn read_errors(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        let mut push = |what: &str, err: Option<&str>| {
-            if let Some(err) = err
-                && !out.iter().any(|o| o.ends_with(err))
+        let mut push = |what: &str, err: Option<&Error>| {
+            if let Some(err) = err.map(ToString::to_string)
+                && !out.iter().any(|o| o.ends_with(&err))
             {
                 out.push(format!("{what} could not be read: {err}"));
             }
@@ -420,4 +422,12 @@ impl Profile {
     pub fn hosts(&self) -> &[HostProfile] {
         &self.hosts
     }
+}
+
+/// An analysis's error, shared by the analyses built on it (a failed timeline fails the steps).
+type Shared = Arc<Error>;
+
+/// A filled analysis cell as a result whose error can be shared.
+fn shared<T>(cell: &Result<T, Shared>) -> Result<&T, Shared> {
+    cell.as_ref().map_err(Arc::clone)
 }

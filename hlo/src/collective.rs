@@ -115,7 +115,7 @@ pub(crate) fn collect(module: &Module) -> (Vec<Collective>, Vec<Warning>) {
 }
 
 /// Expands an instruction's replica groups from whichever encoding it uses.
-pub fn replica_groups(raw: &raw::HloInstructionProto) -> Result<(Vec<Vec<i64>>, GroupEncoding), String> {
+pub(crate) fn replica_groups(raw: &raw::HloInstructionProto) -> Result<(Vec<Vec<i64>>, GroupEncoding), String> {
     let list = |groups: &[raw::ReplicaGroup]| -> Result<Vec<Vec<i64>>, String> {
         let total: usize = groups.iter().map(|g| g.replica_ids.len()).sum();
         check(total as u64)?;

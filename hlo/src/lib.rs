@@ -66,7 +66,7 @@ mod text;
 #[cfg(feature = "frames")]
 pub mod frame;
 
-pub use collective::{Collective, GroupEncoding, replica_groups};
+pub use collective::{Collective, GroupEncoding};
 pub use cost::{Cost, CostModel};
 pub use custom_call::CustomCallKind;
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};

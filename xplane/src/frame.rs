@@ -4,7 +4,6 @@
 //! frame with its full schema, also when there is nothing to show (zero rows).
 
 use polars::prelude::*;
-use regex::Regex;
 
 use crate::error::{Error, ErrorKind, Location, Result};
 use crate::event::StatValue;
@@ -73,8 +72,9 @@ pub fn inventory_frame(hosts: &[(&str, Vec<PlaneInventory>)]) -> Result<DataFram
 /// Which events to put in a frame, and which stats to add as columns.
 #[derive(Clone, Debug, Default)]
 pub struct EventSelection {
-    /// Planes whose name matches; all planes when `None`.
-    pub planes: Option<Regex>,
+    /// Planes with one of these names; all planes when empty (kinds are in
+    /// [`Space::planes_where`]).
+    pub planes: Vec<String>,
     /// Lines with one of these names; all lines when empty.
     pub lines: Vec<String>,
     /// Stat names to add as columns (the event's own stat, else its metadata's).
@@ -93,7 +93,7 @@ pub fn events_frame(space: &Space, selection: &EventSelection) -> Result<DataFra
     let mut dur_col = Vec::new();
     let mut stat_cols: Vec<Vec<Option<Owned>>> = vec![Vec::new(); selection.stats.len()];
     for plane in space.planes() {
-        if selection.planes.as_ref().is_some_and(|re| !re.is_match(plane.name())) {
+        if !selection.planes.is_empty() && !selection.planes.iter().any(|p| p == plane.name()) {
             continue;
         }
         let ids: Vec<_> = selection.stats.iter().map(|s| plane.stat_id(s)).collect();

@@ -2,7 +2,6 @@
 
 use bytes::Bytes;
 use rayon::prelude::*;
-use regex::Regex;
 
 use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 use crate::limits::{self, Limit};
@@ -143,21 +142,6 @@ impl Space {
     /// The first plane with exactly this name.
     pub fn plane_by_name(&self, name: &str) -> Option<&Plane> {
         self.planes.iter().find(|p| p.name() == name)
-    }
-
-    /// Planes whose name matches a regular expression.
-    ///
-    /// ```
-    /// # use xlens_xplane::{Space, SpaceBuilder};
-    /// # let mut b = SpaceBuilder::default();
-    /// # b.plane(1, "/device:TPU:0"); b.plane(2, "/device:TPU:0 SparseCore 0"); b.plane(3, "/host:CPU");
-    /// # let space = Space::parse(b.finish().into())?;
-    /// let re = regex::Regex::new(r"^/device:TPU:[0-9]+$")?;
-    /// assert_eq!(space.planes_matching(&re).count(), 1);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn planes_matching<'a>(&'a self, re: &'a Regex) -> impl Iterator<Item = &'a Plane> + 'a {
-        self.planes.iter().filter(move |p| re.is_match(p.name()))
     }
 
     /// Planes of a kind, in file order.

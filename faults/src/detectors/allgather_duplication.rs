@@ -14,7 +14,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct AllgatherDuplication;
+pub(crate) struct AllgatherDuplication;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "All-gathers of the main program that gather the same operand over the same replica groups more than \

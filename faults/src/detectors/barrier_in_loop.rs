@@ -14,7 +14,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct BarrierInLoop;
+pub(crate) struct BarrierInLoop;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Host syncs inside the training step (`jax.block_until_ready`, `BlockHostUntilReady`, buffer \

@@ -14,7 +14,7 @@ use xlens_hlo::layout::{Work, kernel_body, work_of};
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct DataFormattingTax;
+pub(crate) struct DataFormattingTax;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Kernels of the step's programs that do nothing but reformat data: transposes, copies and \

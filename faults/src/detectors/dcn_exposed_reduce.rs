@@ -12,7 +12,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct DcnExposedReduce;
+pub(crate) struct DcnExposedReduce;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "A gradient reduction (all-reduce or reduce-scatter, synchronous or an async window) that runs at \

@@ -11,7 +11,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct DeviceIdle;
+pub(crate) struct DeviceIdle;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Step time in which no op runs on the device and the host is not known to be working for it: the \

@@ -14,7 +14,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct DonationMiss;
+pub(crate) struct DonationMiss;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Entry parameters of the main program (the training step: the program with the most op time) that \

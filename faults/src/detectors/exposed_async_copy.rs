@@ -16,7 +16,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct ExposedAsyncCopy;
+pub(crate) struct ExposedAsyncCopy;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Copies the device waits for. On TPU: the windows of asynchronous copies (`copy-start` to \

@@ -15,7 +15,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct ExposedCollective;
+pub(crate) struct ExposedCollective;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Collective communication the core waits on. On TPU: async `*-start`/`*-done` windows \

@@ -11,7 +11,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct HbmPressure;
+pub(crate) struct HbmPressure;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "A compiled program whose static HBM peak (XProf's memory viewer: the heap-simulator peak of the \

@@ -14,7 +14,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct HostCallbackStall;
+pub(crate) struct HostCallbackStall;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Host callbacks executed inside the step: custom-calls to a Python callback target \

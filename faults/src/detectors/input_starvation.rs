@@ -14,7 +14,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct InputStarvation;
+pub(crate) struct InputStarvation;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Steps whose device work waits for the host to deliver input. TPU: XProf's input-pipeline \

@@ -12,7 +12,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct LaunchBound;
+pub(crate) struct LaunchBound;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Stretches of short GPU kernels separated by short idle gaps: each gap lies between two kernels of \

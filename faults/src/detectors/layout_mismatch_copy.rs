@@ -17,7 +17,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct LayoutMismatchCopy;
+pub(crate) struct LayoutMismatchCopy;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Copies whose operand and result differ only in layout: same dimensions and element type, another \

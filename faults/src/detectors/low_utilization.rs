@@ -10,7 +10,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct LowUtilization;
+pub(crate) struct LowUtilization;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "A program whose achieved FLOP rate over the profiled device time is a small share of the device's \

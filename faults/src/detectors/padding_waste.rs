@@ -14,7 +14,7 @@ use xlens_hlo::layout::kernel_body;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct PaddingWaste;
+pub(crate) struct PaddingWaste;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Matmuls (dots, and fusions containing one; convolutions by their bytes) whose dimensions are not \

@@ -11,7 +11,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct ProfileDuringWarmup;
+pub(crate) struct ProfileDuringWarmup;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "A first profiled step that is many times slower than the others and contains compilation or \

@@ -14,7 +14,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct Recompilation;
+pub(crate) struct Recompilation;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "XLA compilations inside the profiled steps after the first step or between two steps (a retrace \

@@ -13,7 +13,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct ReplicatedActivations;
+pub(crate) struct ReplicatedActivations;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "All-gathers of activations in the step's programs: the gathered data, followed back through layout \

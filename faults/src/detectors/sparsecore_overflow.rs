@@ -14,7 +14,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct SparsecoreOverflow;
+pub(crate) struct SparsecoreOverflow;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "On TPUs with SparseCores: SparseCore planes (`/device:TPU:N SparseCore M`) whose `Sparse Core \

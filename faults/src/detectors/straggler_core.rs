@@ -15,7 +15,7 @@ use crate::report::HostSummary;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct StragglerCore;
+pub(crate) struct StragglerCore;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "A TensorCore whose compute time per step (matmul, vector and data-formatting work from its own \

@@ -13,7 +13,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct TruncatedCapture;
+pub(crate) struct TruncatedCapture;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Profiles that do not hold everything that ran: profiler errors or warnings that say events were \

@@ -14,7 +14,7 @@ use xlens_hlo::layout::{Work, is_layout_only_copy, kernel_body, work_of};
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct UnfusedReshape;
+pub(crate) struct UnfusedReshape;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Kernels of the step (not inside a larger fusion) that only transpose or reshape data (a bare \

@@ -12,7 +12,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct UnintendedRemat;
+pub(crate) struct UnintendedRemat;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Rematerialized (recomputed) instructions in the main program: instructions whose JAX name scope \

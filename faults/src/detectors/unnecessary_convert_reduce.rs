@@ -15,7 +15,7 @@ use xlens_hlo::layout::{Work, kernel_body, work_of};
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct UnnecessaryConvertReduce;
+pub(crate) struct UnnecessaryConvertReduce;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Upcast -> reduce -> downcast chains: a `reduce` computing in a wide float (f32) whose input comes, \

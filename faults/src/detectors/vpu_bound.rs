@@ -12,7 +12,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct VpuBound;
+pub(crate) struct VpuBound;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Steps in which vector work (loop fusions, reductions, elementwise ops: the VPU on TPU) takes \

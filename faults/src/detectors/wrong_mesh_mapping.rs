@@ -21,7 +21,7 @@ use crate::profile::HostProfile;
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct WrongMeshMapping;
+pub(crate) struct WrongMeshMapping;
 
 static DOC: DetectorDoc = DetectorDoc {
     detects: "Collectives of the main program mapped onto the wrong mesh axis, from the decoded replica groups \
