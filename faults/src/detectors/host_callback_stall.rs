@@ -256,7 +256,7 @@ fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Sc
 }
 
 /// The callbacks, longest in total first.
-fn rows<'m>(usage: &'m BTreeMap<(Option<u64>, String), Usage>) -> Vec<(&'m (Option<u64>, String), &'m Usage)> {
+fn rows(usage: &BTreeMap<(Option<u64>, String), Usage>) -> Vec<(&(Option<u64>, String), &Usage)> {
     let mut rows: Vec<(&(Option<u64>, String), &Usage)> = usage.iter().collect();
     rows.sort_by(|a, b| b.1.time.cmp(&a.1.time).then(a.0.cmp(b.0)));
     rows

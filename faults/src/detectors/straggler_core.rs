@@ -173,11 +173,8 @@ fn score<'c>(host: &HostProfile, cores: &'c BTreeMap<u32, CoreStats>, config: &S
     let t = &config.thresholds.straggler_core;
     let mut means: Vec<f64> = cores.values().map(|c| c.mean(compute).0 as f64).collect();
     let med = median(&mut means);
-    let Some((&slow, slow_stats)) =
-        cores.iter().max_by(|a, b| a.1.mean(compute).cmp(&b.1.mean(compute)).then(b.0.cmp(a.0)))
-    else {
-        return None;
-    };
+    let (&slow, slow_stats) =
+        cores.iter().max_by(|a, b| a.1.mean(compute).cmp(&b.1.mean(compute)).then(b.0.cmp(a.0)))?;
     let slow_compute = slow_stats.mean(compute).0 as f64;
     if med <= 0.0 {
         return None;
@@ -187,12 +184,10 @@ fn score<'c>(host: &HostProfile, cores: &'c BTreeMap<u32, CoreStats>, config: &S
         return None;
     }
     // The median core: the one whose compute is closest to the median (lowest ordinal on ties).
-    let Some((&typical, typical_stats)) = cores.iter().min_by(|a, b| {
+    let (&typical, typical_stats) = cores.iter().min_by(|a, b| {
         let d = |c: &CoreStats| (c.mean(compute).0 as f64 - med).abs();
         d(a.1).total_cmp(&d(b.1)).then(a.0.cmp(b.0))
-    }) else {
-        return None;
-    };
+    })?;
     let n_steps = slow_stats.steps.len();
     let slowest_in = (0..n_steps)
         .filter(|&k| {
@@ -319,9 +314,7 @@ struct SessionScore<'a> {
 /// Finds the slowest host and decides whether it straggles (spread, and z-score from three hosts).
 fn score_session<'a>(hosts: &[HostCompute<'a>], config: &ScanConfig) -> Option<SessionScore<'a>> {
     let t = &config.thresholds.straggler_core;
-    let Some(&(name, slow, _)) = hosts.iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0))) else {
-        return None;
-    };
+    let &(name, slow, _) = hosts.iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
     // The straggler against the other hosts (with two hosts, the median of both would
     // halve the gap).
     let others: Vec<&(&str, f64, f64)> = hosts.iter().filter(|h| h.0 != name).collect();
