@@ -102,106 +102,152 @@ impl Detector for AllgatherDuplication {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.allgather_duplication;
-        let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
-        let gathers: Vec<&Collective> = module
-            .collectives()
-            .iter()
-            .filter(|c| evidence::is_all_gather(c.opcode))
-            .filter(|c| {
-                module.computation(module.instruction(c.instruction).computation()).kind()
-                    != ComputationKind::Unreachable
-            })
-            .collect();
-        let dups = duplicates(module, &gathers, t.min_gathers_per_operand);
-        if dups.is_empty() {
-            return Ok(());
-        }
-        let distinct: std::collections::BTreeSet<InstrId> = gathers
-            .iter()
-            .flat_map(|c| module.instruction(c.instruction).operands().iter().map(|&o| module.value_source(o)))
-            .collect();
-        // Redundant gathers: those that only repeat a set's first gather, each counted once (a
-        // combined all-gather of several operands sits in several sets), so never more than the
-        // program's all-gathers.
-        let redundant = redundant_gathers(&dups);
-        // Bytes the redundant gathers produce: all but the largest gather of each set.
-        let bytes_of = |id: InstrId| module.instruction(id).shape().byte_size();
-        let redundant_bytes: u64 = dups.iter().fold(0u64, |acc, d| {
-            let all = d.gathers.iter().fold(0u64, |a, &g| a.saturating_add(bytes_of(g)));
-            acc.saturating_add(all.saturating_sub(d.gathers.iter().map(|&g| bytes_of(g)).max().unwrap_or(0)))
-        });
-        // Measured time: per set, all gathers' self time minus the most expensive one's.
-        let mut ms_per_step = 0.0;
-        if let (Ok(profile), Ok(steps), Some(pid)) = (host.op_profile(), host.steps(), module.program_id()) {
-            let time_of: BTreeMap<&str, f64> = profile
-                .ops
-                .iter()
-                .filter(|o| o.program_id == pid)
-                .map(|o| (o.name.as_str(), o.self_time.as_ms_f64()))
-                .collect();
-            let cores = f64::from(profile.cores.max(1));
-            let n_steps = steps.steps.len().max(1) as f64;
-            let mut ms = 0.0;
-            for d in &dups {
-                let times: Vec<f64> = d
-                    .gathers
-                    .iter()
-                    .map(|&g| {
-                        time_of
-                            .get(module.instruction(evidence::timed_instruction(module, g)).name())
-                            .copied()
-                            .unwrap_or(0.0)
-                    })
-                    .collect();
-                ms += times.iter().sum::<f64>() - times.iter().copied().fold(0.0, f64::max);
-            }
-            ms_per_step = ms / cores / n_steps;
-        }
-        let impact = Impact::of(ms_per_step, host.step_ms());
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if ms_per_step > 0.0 && impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-
-        let mut evidence = vec![
-            Evidence::metric("all-gathers in the program", gathers.len() as f64, "count"),
-            Evidence::metric("distinct gathered operands", distinct.len() as f64, "count"),
-            Evidence::metric("operands gathered more than once", dups.len() as f64, "count"),
-            Evidence::metric("redundant all-gathers per step", redundant as f64, "count"),
-            Evidence::metric("bytes produced by redundant all-gathers per step", redundant_bytes as f64, "bytes"),
-        ];
-        if ms_per_step > 0.0 {
-            evidence.push(Evidence::metric("time of redundant all-gathers per step", ms_per_step, "ms"));
-        }
-        for d in &dups {
-            let names: Vec<&str> = d.gathers.iter().map(|&g| module.instruction(g).name()).collect();
-            let src = module.instruction(d.source);
-            let label = if src.op_name().is_empty() {
-                format!("{} gathered {} times", src.name(), names.len())
-            } else {
-                format!("{} ({}) gathered {} times", src.name(), src.op_name(), names.len())
-            };
-            evidence.push(Evidence::note(format!("{label}: {}", names.join(", "))));
-        }
-        // The first set in full: its source and every gather.
-        if let Some(d) = dups.first() {
-            evidence.push(evidence::instruction(module, d.source));
-            evidence.extend(d.gathers.iter().map(|&g| evidence::instruction(module, g)));
-        }
-        let what = format!(
-            "{} all-gathers {} operand(s) more than once per step ({redundant} of its {} all-gathers repeat one{}).",
-            module.display_name(),
-            dups.len(),
-            gathers.len(),
-            if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let Some(measured) = measure(host, config)? else { return Ok(()) };
+        let score = score(self, host, &measured);
+        out.push(describe(self, &measured, &score));
         Ok(())
     }
+}
+
+/// What the main program shows: its all-gathers and the operands gathered more than once.
+struct Measured<'a> {
+    module: &'a Module,
+    gathers: Vec<&'a Collective>,
+    dups: Vec<Duplicate>,
+    /// Distinct gathered operands.
+    distinct: usize,
+    /// Redundant gathers, and the bytes they produce.
+    redundant: usize,
+    redundant_bytes: u64,
+}
+
+/// Finds the operands the main program gathers more than once; `None` when there are none.
+fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Option<Measured<'a>>, Skip> {
+    let t = &config.thresholds.allgather_duplication;
+    let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
+    let gathers: Vec<&Collective> = module
+        .collectives()
+        .iter()
+        .filter(|c| evidence::is_all_gather(c.opcode))
+        .filter(|c| {
+            module.computation(module.instruction(c.instruction).computation()).kind() != ComputationKind::Unreachable
+        })
+        .collect();
+    let dups = duplicates(module, &gathers, t.min_gathers_per_operand);
+    if dups.is_empty() {
+        return Ok(None);
+    }
+    let distinct: std::collections::BTreeSet<InstrId> = gathers
+        .iter()
+        .flat_map(|c| module.instruction(c.instruction).operands().iter().map(|&o| module.value_source(o)))
+        .collect();
+    // Redundant gathers: those that only repeat a set's first gather, each counted once (a
+    // combined all-gather of several operands sits in several sets), so never more than the
+    // program's all-gathers.
+    let redundant = redundant_gathers(&dups);
+    // Bytes the redundant gathers produce: all but the largest gather of each set.
+    let bytes_of = |id: InstrId| module.instruction(id).shape().byte_size();
+    let redundant_bytes: u64 = dups.iter().fold(0u64, |acc, d| {
+        let all = d.gathers.iter().fold(0u64, |a, &g| a.saturating_add(bytes_of(g)));
+        acc.saturating_add(all.saturating_sub(d.gathers.iter().map(|&g| bytes_of(g)).max().unwrap_or(0)))
+    });
+    Ok(Some(Measured { module, gathers, dups, distinct: distinct.len(), redundant, redundant_bytes }))
+}
+
+/// Measured time of the redundant gathers per step: per set, all gathers' self time minus the
+/// most expensive one's.
+fn redundant_time(host: &HostProfile, module: &Module, dups: &[Duplicate]) -> f64 {
+    let mut ms_per_step = 0.0;
+    if let (Ok(profile), Ok(steps), Some(pid)) = (host.op_profile(), host.steps(), module.program_id()) {
+        let time_of: BTreeMap<&str, f64> = profile
+            .ops
+            .iter()
+            .filter(|o| o.program_id == pid)
+            .map(|o| (o.name.as_str(), o.self_time.as_ms_f64()))
+            .collect();
+        let cores = f64::from(profile.cores.max(1));
+        let n_steps = steps.steps.len().max(1) as f64;
+        let mut ms = 0.0;
+        for d in dups {
+            let times: Vec<f64> = d
+                .gathers
+                .iter()
+                .map(|&g| {
+                    time_of
+                        .get(module.instruction(evidence::timed_instruction(module, g)).name())
+                        .copied()
+                        .unwrap_or(0.0)
+                })
+                .collect();
+            ms += times.iter().sum::<f64>() - times.iter().copied().fold(0.0, f64::max);
+        }
+        ms_per_step = ms / cores / n_steps;
+    }
+    ms_per_step
+}
+
+/// The redundant gathers' time per step, what it costs and the severity.
+struct Score {
+    ms_per_step: f64,
+    impact: Impact,
+    severity: Severity,
+}
+
+/// Prices the redundant gathers; under 2 % of the step they are minor only when timed.
+fn score(detector: &AllgatherDuplication, host: &HostProfile, m: &Measured<'_>) -> Score {
+    let ms_per_step = redundant_time(host, m.module, &m.dups);
+    let impact = Impact::of(ms_per_step, host.step_ms());
+    let timed = ms_per_step > 0.0;
+    let severity = match Severity::from_impact(impact.pct_of_step, detector.severity()) {
+        Severity::P2 if !timed => detector.severity(),
+        severity => severity,
+    };
+    Score { ms_per_step, impact, severity }
+}
+
+/// The evidence: the counts, bytes and time, each duplicated operand, the first set in full.
+fn evidence_of(m: &Measured<'_>, ms_per_step: f64) -> Vec<Evidence> {
+    let (module, gathers, dups) = (m.module, &m.gathers, &m.dups);
+    let (distinct, redundant, redundant_bytes) = (m.distinct, m.redundant, m.redundant_bytes);
+    let mut evidence = vec![
+        Evidence::metric("all-gathers in the program", gathers.len() as f64, "count"),
+        Evidence::metric("distinct gathered operands", distinct as f64, "count"),
+        Evidence::metric("operands gathered more than once", dups.len() as f64, "count"),
+        Evidence::metric("redundant all-gathers per step", redundant as f64, "count"),
+        Evidence::metric("bytes produced by redundant all-gathers per step", redundant_bytes as f64, "bytes"),
+    ];
+    if ms_per_step > 0.0 {
+        evidence.push(Evidence::metric("time of redundant all-gathers per step", ms_per_step, "ms"));
+    }
+    for d in dups {
+        let names: Vec<&str> = d.gathers.iter().map(|&g| module.instruction(g).name()).collect();
+        let src = module.instruction(d.source);
+        let label = if src.op_name().is_empty() {
+            format!("{} gathered {} times", src.name(), names.len())
+        } else {
+            format!("{} ({}) gathered {} times", src.name(), src.op_name(), names.len())
+        };
+        evidence.push(Evidence::note(format!("{label}: {}", names.join(", "))));
+    }
+    // The first set in full: its source and every gather.
+    if let Some(d) = dups.first() {
+        evidence.push(evidence::instruction(module, d.source));
+        evidence.extend(d.gathers.iter().map(|&g| evidence::instruction(module, g)));
+    }
+    evidence
+}
+
+/// The finding: how many operands the program gathers more than once, and what it costs.
+fn describe(detector: &AllgatherDuplication, m: &Measured<'_>, s: &Score) -> Finding {
+    let (module, gathers, dups, redundant, ms_per_step) = (m.module, &m.gathers, &m.dups, m.redundant, s.ms_per_step);
+    let what = format!(
+        "{} all-gathers {} operand(s) more than once per step ({redundant} of its {} all-gathers repeat one{}).",
+        module.display_name(),
+        dups.len(),
+        gathers.len(),
+        if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
+    );
+    Finding::new(detector, s.severity, what, evidence_of(m, ms_per_step), s.impact)
 }
 
 #[cfg(test)]

@@ -171,119 +171,166 @@ impl Detector for BarrierInLoop {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.barrier_in_loop;
-        let steps = host.steps().map_err(Skip::because)?;
-        // Program runs: host-run op events grouped by run_id (XLA:CPU), or the TPU `XLA Modules`
-        // line, which records every run without walking the ops.
-        let runs = program_runs(host);
-        if runs.is_empty() {
-            return Err(Skip::because("the profile records no program executions (run_id or XLA Modules)"));
+        let measured = measure(host)?;
+        let Some(score) = score(host, &measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score));
+        Ok(())
+    }
+}
+
+/// What the profile shows: the steps, the host syncs, and each step's runs and serialised gaps.
+struct Measured<'a> {
+    steps: &'a xlens_roofline::Steps,
+    syncs: Vec<Event<'a>>,
+    per_step: Vec<StepBarriers>,
+}
+
+/// Reads the program runs and host syncs, and counts each step's barriers.
+fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    // Program runs: host-run op events grouped by run_id (XLA:CPU), or the TPU `XLA Modules`
+    // line, which records every run without walking the ops.
+    let runs = program_runs(host);
+    if runs.is_empty() {
+        return Err(Skip::because("the profile records no program executions (run_id or XLA Modules)"));
+    }
+    let syncs = sync_episodes(host);
+    let mut per_step: Vec<StepBarriers> = Vec::with_capacity(steps.steps.len());
+    for step in &steps.steps {
+        per_step.push(step_barriers(step, &syncs, &runs));
+    }
+    Ok(Measured { steps, syncs, per_step })
+}
+
+/// One step's syncs, runs, and run-to-run transitions serialised by a sync (with the idle gaps).
+fn step_barriers(step: &xlens_roofline::Step, syncs: &[Event<'_>], runs: &[Run]) -> StepBarriers {
+    let (lo, hi) = (step.start, step.end());
+    // Syncs and runs are sorted by start: the step's are one range of each.
+    let range = |from: usize, to: usize| from..to.max(from);
+    let step_syncs: Vec<&Event<'_>> = syncs
+        [range(syncs.partition_point(|s| s.start() < lo), syncs.partition_point(|s| s.start() < hi))]
+    .iter()
+    .collect();
+    let step_runs = &runs[range(runs.partition_point(|r| r.start < lo), runs.partition_point(|r| r.start < hi))];
+    // Runs of the step; runs that overlap in time form one burst.
+    let mut bursts: Vec<(Picos, Picos)> = Vec::new();
+    let mut run_count = 0;
+    for run in step_runs {
+        run_count += 1;
+        match bursts.last_mut() {
+            Some(last) if run.start < last.1 => last.1 = last.1.max(run.end),
+            _ => bursts.push((run.start, run.end)),
         }
-        let syncs = sync_episodes(host);
-        let mut per_step: Vec<StepBarriers> = Vec::with_capacity(steps.steps.len());
-        for step in &steps.steps {
-            let (lo, hi) = (step.start, step.end());
-            // Syncs and runs are sorted by start: the step's are one range of each.
-            let range = |from: usize, to: usize| from..to.max(from);
-            let step_syncs: Vec<&Event<'_>> = syncs
-                [range(syncs.partition_point(|s| s.start() < lo), syncs.partition_point(|s| s.start() < hi))]
-            .iter()
-            .collect();
-            let step_runs =
-                &runs[range(runs.partition_point(|r| r.start < lo), runs.partition_point(|r| r.start < hi))];
-            // Runs of the step; runs that overlap in time form one burst.
-            let mut bursts: Vec<(Picos, Picos)> = Vec::new();
-            let mut run_count = 0;
-            for run in step_runs {
-                run_count += 1;
-                match bursts.last_mut() {
-                    Some(last) if run.start < last.1 => last.1 = last.1.max(run.end),
-                    _ => bursts.push((run.start, run.end)),
-                }
-            }
-            let mut s = StepBarriers { syncs: step_syncs.len(), runs: run_count, ..StepBarriers::default() };
-            for pair in bursts.windows(2) {
-                let (cur, next) = (pair[0], pair[1]);
-                s.transitions += 1;
-                // The host was blocked while `cur` ran and dispatched `next` only after it returned.
-                let serialized = step_syncs.iter().any(|sync| sync.start() < cur.1 && sync.end() <= next.0);
-                if serialized {
-                    s.serialized += 1;
-                    s.idle += next.0.saturating_sub(cur.1);
-                }
-            }
-            per_step.push(s);
+    }
+    let mut s = StepBarriers { syncs: step_syncs.len(), runs: run_count, ..StepBarriers::default() };
+    for pair in bursts.windows(2) {
+        let (cur, next) = (pair[0], pair[1]);
+        s.transitions += 1;
+        // The host was blocked while `cur` ran and dispatched `next` only after it returned.
+        let serialized = step_syncs.iter().any(|sync| sync.start() < cur.1 && sync.end() <= next.0);
+        if serialized {
+            s.serialized += 1;
+            s.idle += next.0.saturating_sub(cur.1);
         }
-        if per_step.is_empty() {
-            return Ok(());
-        }
-        let median = |mut v: Vec<usize>| {
-            v.sort_unstable();
-            v[v.len() / 2]
-        };
-        let syncs_per_step = median(per_step.iter().map(|s| s.syncs).collect());
-        let runs_per_step = median(per_step.iter().map(|s| s.runs).collect());
-        let total_step: Picos = steps.steps.iter().map(|s| s.duration).sum();
-        let idle: Picos = per_step.iter().map(|s| s.idle).sum();
-        if total_step.0 <= 0 {
-            return Ok(());
-        }
-        let idle_pct = 100.0 * idle.0 as f64 / total_step.0 as f64;
-        if (syncs_per_step as f64) < t.min_syncs_per_step || idle_pct < t.min_idle_pct {
-            return Ok(());
-        }
-        let transitions: usize = per_step.iter().map(|s| s.transitions).sum();
-        let serialized: usize = per_step.iter().map(|s| s.serialized).sum();
-        let n = steps.steps.len();
-        let ms_per_step = idle.as_ms_f64() / n as f64;
-        let impact = Impact::of(ms_per_step, host.step_ms());
-        let serialized_pct = if transitions > 0 { 100.0 * serialized as f64 / transitions as f64 } else { 0.0 };
-        let mut evidence = vec![
-            Evidence::metric("host syncs per step (median)", syncs_per_step as f64, "count"),
-            Evidence::metric("program runs per step (median)", runs_per_step as f64, "count"),
-            Evidence::metric("run-to-run transitions serialised by a sync", serialized_pct, "%"),
-            Evidence::metric("device idle in serialised gaps per step", ms_per_step, "ms"),
-            Evidence::metric("device idle in serialised gaps", idle_pct, "% of step"),
-        ];
-        // One representative step: the one with the median serialised idle.
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&i| (per_step[i].idle, i));
-        let k = order[n / 2];
-        let step = &steps.steps[k];
-        let step_syncs: Vec<&Event<'_>> =
-            syncs.iter().filter(|s| step.start <= s.start() && s.start() < step.end()).collect();
-        let mut sync_names: Vec<&str> = step_syncs.iter().map(|e| e.name()).collect();
-        sync_names.sort_unstable();
-        sync_names.dedup();
-        evidence.push(Evidence::note(format!(
-            "{}: {} syncs ({}), {} runs, {:.3} ms idle between runs in a {:.3} ms step",
-            step.name,
-            per_step[k].syncs,
-            sync_names.join(", "),
-            per_step[k].runs,
-            per_step[k].idle.as_ms_f64(),
-            step.duration.as_ms_f64()
-        )));
-        if let Some(frame) = step_syncs.first().and_then(|s| calling_frame(host, s)) {
-            evidence.push(Evidence::note(format!("the syncs are called from the Python frame `{frame}`")));
-        }
-        evidence.extend(step_syncs.iter().take(6).map(|e| evidence::event(host, e)));
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let what = format!(
-            "The host syncs with the device {syncs_per_step} times per step and, for {serialized_pct:.0} % of the \
+    }
+    s
+}
+
+/// The median of counts (the upper one of an even count).
+fn median(mut v: Vec<usize>) -> usize {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// The syncs and runs per step and the serialised idle they cause.
+struct Score {
+    syncs_per_step: usize,
+    runs_per_step: usize,
+    /// Transitions serialised by a sync, in %.
+    serialized_pct: f64,
+    /// Device idle in serialised gaps, per step and as a share of the steps.
+    ms_per_step: f64,
+    idle_pct: f64,
+    impact: Impact,
+}
+
+/// Decides whether the syncs per step and the idle they cause reach the thresholds.
+fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let t = &config.thresholds.barrier_in_loop;
+    let (steps, per_step) = (m.steps, &m.per_step);
+    if per_step.is_empty() {
+        return None;
+    }
+    let syncs_per_step = median(per_step.iter().map(|s| s.syncs).collect());
+    let runs_per_step = median(per_step.iter().map(|s| s.runs).collect());
+    let total_step: Picos = steps.steps.iter().map(|s| s.duration).sum();
+    let idle: Picos = per_step.iter().map(|s| s.idle).sum();
+    if total_step.0 <= 0 {
+        return None;
+    }
+    let idle_pct = 100.0 * idle.0 as f64 / total_step.0 as f64;
+    if (syncs_per_step as f64) < t.min_syncs_per_step || idle_pct < t.min_idle_pct {
+        return None;
+    }
+    let transitions: usize = per_step.iter().map(|s| s.transitions).sum();
+    let serialized: usize = per_step.iter().map(|s| s.serialized).sum();
+    let n = steps.steps.len();
+    let ms_per_step = idle.as_ms_f64() / n as f64;
+    let impact = Impact::of(ms_per_step, host.step_ms());
+    let serialized_pct = if transitions > 0 { 100.0 * serialized as f64 / transitions as f64 } else { 0.0 };
+    Some(Score { syncs_per_step, runs_per_step, serialized_pct, ms_per_step, idle_pct, impact })
+}
+
+/// The evidence: the counts, the idle, and the step with the median idle, its syncs and their caller.
+fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
+    let (steps, syncs, per_step, n) = (m.steps, &m.syncs, &m.per_step, m.steps.steps.len());
+    let (syncs_per_step, runs_per_step, serialized_pct, ms_per_step, idle_pct) =
+        (s.syncs_per_step, s.runs_per_step, s.serialized_pct, s.ms_per_step, s.idle_pct);
+    let mut evidence = vec![
+        Evidence::metric("host syncs per step (median)", syncs_per_step as f64, "count"),
+        Evidence::metric("program runs per step (median)", runs_per_step as f64, "count"),
+        Evidence::metric("run-to-run transitions serialised by a sync", serialized_pct, "%"),
+        Evidence::metric("device idle in serialised gaps per step", ms_per_step, "ms"),
+        Evidence::metric("device idle in serialised gaps", idle_pct, "% of step"),
+    ];
+    // One representative step: the one with the median serialised idle.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (per_step[i].idle, i));
+    let k = order[n / 2];
+    let step = &steps.steps[k];
+    let step_syncs: Vec<&Event<'_>> =
+        syncs.iter().filter(|s| step.start <= s.start() && s.start() < step.end()).collect();
+    let mut sync_names: Vec<&str> = step_syncs.iter().map(|e| e.name()).collect();
+    sync_names.sort_unstable();
+    sync_names.dedup();
+    evidence.push(Evidence::note(format!(
+        "{}: {} syncs ({}), {} runs, {:.3} ms idle between runs in a {:.3} ms step",
+        step.name,
+        per_step[k].syncs,
+        sync_names.join(", "),
+        per_step[k].runs,
+        per_step[k].idle.as_ms_f64(),
+        step.duration.as_ms_f64()
+    )));
+    if let Some(frame) = step_syncs.first().and_then(|s| calling_frame(host, s)) {
+        evidence.push(Evidence::note(format!("the syncs are called from the Python frame `{frame}`")));
+    }
+    evidence.extend(step_syncs.iter().take(6).map(|e| evidence::event(host, e)));
+    evidence
+}
+
+/// The finding: the syncs per step, the serialised transitions and the idle between runs.
+fn describe(detector: &BarrierInLoop, host: &HostProfile, m: &Measured<'_>, s: &Score) -> Finding {
+    let (syncs_per_step, runs_per_step, serialized_pct, ms_per_step, idle_pct) =
+        (s.syncs_per_step, s.runs_per_step, s.serialized_pct, s.ms_per_step, s.idle_pct);
+    let severity = Severity::from_impact(s.impact.pct_of_step, detector.severity());
+    let what = format!(
+        "The host syncs with the device {syncs_per_step} times per step and, for {serialized_pct:.0} % of the \
              transitions between the step's {runs_per_step} program runs, dispatches the next run only after waiting \
              for the previous one: the device idles {ms_per_step:.3} ms per step ({idle_pct:.1} % of the step) \
              between runs."
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
-        Ok(())
-    }
+    );
+    Finding::new(detector, severity, what, evidence_of(host, m, s), s.impact)
 }
 
 #[cfg(test)]

@@ -144,130 +144,190 @@ impl Detector for DataFormattingTax {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let th = &config.thresholds.data_formatting_tax;
-        let modules = evidence::step_modules(host);
-        if modules.is_empty() {
-            return Err(Skip::because("no HLO module could be decoded"));
-        }
-        let step_ms = host.step_ms();
-        let mut kernels = 0.0;
-        let mut bytes = 0.0;
-        let mut mixed = 0.0;
-        let mut timed = false;
-        // (module, kernel) pairs, with the module kept for evidence.
-        let mut found: Vec<(&Module, FormattingKernel)> = Vec::new();
-        for module in modules {
-            let times = evidence::op_times(host, module);
-            timed |= times.is_some();
-            let t = tally(module, times.as_ref());
-            kernels += t.kernels;
-            bytes += t.bytes;
-            mixed += t.mixed;
-            found.extend(t.formatting.into_iter().map(|k| (module, k)));
-        }
-        if found.is_empty() || kernels <= 0.0 {
-            return Ok(());
-        }
-        let f_count = sum(found.iter().map(|(_, k)| k.count));
-        let f_ms = sum(found.iter().map(|(_, k)| k.ms));
-        let f_bytes = sum(found.iter().map(|(_, k)| k.bytes));
-        let impact = Impact::of(f_ms, step_ms);
-        let kernel_share = share(f_count, kernels);
-        let bytes_share = share(f_bytes, bytes);
-        let by_time = timed && step_ms.is_some() && impact.pct_of_step >= th.min_pct_of_step;
-        let by_structure = kernel_share >= th.min_kernel_share && bytes_share >= th.min_bytes_share;
-        if !by_time && !by_structure {
-            return Ok(());
-        }
-        let trigger = match (by_time, by_structure) {
-            (true, true) => "time and structure".to_owned(),
-            (true, false) => format!(
-                "time: formatting kernels take {:.1}% of the step (threshold {}%)",
-                impact.pct_of_step, th.min_pct_of_step
-            ),
-            _ => format!(
-                "structure: formatting kernels are {:.1}% of the kernels per step (threshold {:.0}%) and move \
-                 {:.1}% of the step's kernel bytes (threshold {:.0}%){}",
-                100.0 * kernel_share,
-                100.0 * th.min_kernel_share,
-                100.0 * bytes_share,
-                100.0 * th.min_bytes_share,
-                if timed {
-                    format!(", while their time on this device is {:.1}% of the step", impact.pct_of_step)
-                } else {
-                    String::new()
-                }
-            ),
-        };
-        let layout_ms = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.ms));
-        let dtype_only = sum(found.iter().filter(|(_, k)| !k.layout).map(|(_, k)| k.count));
-        let layout_count = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.count));
-        let mut ev = vec![
-            Evidence::note(format!("triggered by {trigger}")),
-            Evidence::metric("formatting kernels per step", f_count, "count"),
-            Evidence::metric("kernels per step", kernels, "count"),
-            Evidence::metric("formatting share of kernels", 100.0 * kernel_share, "%"),
-            Evidence::metric("formatting share of kernel bytes accessed", 100.0 * bytes_share, "%"),
-            Evidence::metric("formatting kernels moving data (transpose/copy/reshape)", layout_count, "count"),
-            Evidence::metric("formatting kernels converting dtype only", dtype_only, "count"),
-            Evidence::metric("compute kernels with a transpose or cast fused in", mixed, "count"),
-        ];
-        if timed {
-            ev.push(Evidence::metric("formatting time per step", f_ms, "ms"));
-            ev.push(Evidence::metric("formatting share of step", impact.pct_of_step, "%"));
-            ev.push(Evidence::metric("layout-moving formatting time per step", layout_ms, "ms"));
-        }
-        // The JAX ops behind the formatting, by time (then count) per op_name and source line.
-        let mut by_origin: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
-        for (module, k) in &found {
-            let e = by_origin.entry(op_label(module, k.id)).or_default();
-            e.0 += k.ms;
-            e.1 += k.count;
-        }
-        let mut origins: Vec<_> = by_origin.into_iter().collect();
-        origins.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)).then(a.0.cmp(&b.0)));
-        for ((name, source), (ms, count)) in origins.iter().take(6) {
-            let at = if source.is_empty() { String::new() } else { format!(" at {source}") };
-            ev.push(Evidence::note(format!("{name}{at}: {count:.0} formatting kernel(s) per step, {ms:.3} ms")));
-        }
-        let mut costly: Vec<&(&Module, FormattingKernel)> = found.iter().collect();
-        costly.sort_by(|a, b| {
-            b.1.ms
-                .total_cmp(&a.1.ms)
-                .then(b.1.bytes.total_cmp(&a.1.bytes))
-                .then(a.0.program_id().cmp(&b.0.program_id()))
-                .then(a.1.id.cmp(&b.1.id))
-        });
-        ev.extend(costly.iter().take(8).map(|(m, k)| evidence::kernel_instruction(m, k.id)));
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if timed && impact.pct_of_step < 2.0 && !by_structure {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let what = format!(
-            "{f_count:.0} kernel(s) per step only reformat data ({layout_count:.0} transpose/copy/reshape, \
-             {dtype_only:.0} dtype conversion only){}; they are {:.0}% of the kernels and move {:.0}% of the bytes \
-             the step's kernels access. Triggered by {}.",
-            if timed {
-                format!(", {f_ms:.3} ms per step ({:.1}% of the step)", impact.pct_of_step)
-            } else {
-                String::new()
-            },
-            100.0 * kernel_share,
-            100.0 * bytes_share,
-            if by_time && by_structure {
-                "time and structure"
-            } else if by_time {
-                "time"
-            } else {
-                "structure"
-            },
-        );
-        out.push(Finding::new(self, severity, what, ev, impact));
+        let Some(measured) = measure(host)? else { return Ok(()) };
+        let Some(score) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, &measured, &score, config));
         Ok(())
     }
+}
+
+/// What the step's modules show: their kernels, bytes, and the formatting kernels among them.
+struct Measured<'a> {
+    step_ms: Option<f64>,
+    /// Kernels per step.
+    kernels: f64,
+    /// Bytes the step's kernels access.
+    bytes: f64,
+    /// Compute kernels with a transpose or cast fused in.
+    mixed: f64,
+    /// Whether op times were found.
+    timed: bool,
+    /// (module, kernel) pairs, with the module kept for evidence.
+    found: Vec<(&'a Module, FormattingKernel)>,
+    /// Formatting kernels per step, their time and their bytes.
+    f_count: f64,
+    f_ms: f64,
+    f_bytes: f64,
+}
+
+/// Tallies the formatting kernels of the step's modules; `None` when there are none.
+fn measure(host: &HostProfile) -> Result<Option<Measured<'_>>, Skip> {
+    let modules = evidence::step_modules(host);
+    if modules.is_empty() {
+        return Err(Skip::because("no HLO module could be decoded"));
+    }
+    let step_ms = host.step_ms();
+    let mut kernels = 0.0;
+    let mut bytes = 0.0;
+    let mut mixed = 0.0;
+    let mut timed = false;
+    // (module, kernel) pairs, with the module kept for evidence.
+    let mut found: Vec<(&Module, FormattingKernel)> = Vec::new();
+    for module in modules {
+        let times = evidence::op_times(host, module);
+        timed |= times.is_some();
+        let t = tally(module, times.as_ref());
+        kernels += t.kernels;
+        bytes += t.bytes;
+        mixed += t.mixed;
+        found.extend(t.formatting.into_iter().map(|k| (module, k)));
+    }
+    if found.is_empty() || kernels <= 0.0 {
+        return Ok(None);
+    }
+    let f_count = sum(found.iter().map(|(_, k)| k.count));
+    let f_ms = sum(found.iter().map(|(_, k)| k.ms));
+    let f_bytes = sum(found.iter().map(|(_, k)| k.bytes));
+    Ok(Some(Measured { step_ms, kernels, bytes, mixed, timed, found, f_count, f_ms, f_bytes }))
+}
+
+/// What the formatting costs and which rule (time, structure) it meets.
+struct Score {
+    impact: Impact,
+    kernel_share: f64,
+    bytes_share: f64,
+    by_time: bool,
+    by_structure: bool,
+}
+
+/// Decides whether the formatting is worth a finding, by time or by structure.
+fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let th = &config.thresholds.data_formatting_tax;
+    let (step_ms, timed, kernels, bytes) = (m.step_ms, m.timed, m.kernels, m.bytes);
+    let (f_count, f_ms, f_bytes) = (m.f_count, m.f_ms, m.f_bytes);
+    let impact = Impact::of(f_ms, step_ms);
+    let kernel_share = share(f_count, kernels);
+    let bytes_share = share(f_bytes, bytes);
+    let by_time = timed && step_ms.is_some() && impact.pct_of_step >= th.min_pct_of_step;
+    let by_structure = kernel_share >= th.min_kernel_share && bytes_share >= th.min_bytes_share;
+    if !by_time && !by_structure {
+        return None;
+    }
+    Some(Score { impact, kernel_share, bytes_share, by_time, by_structure })
+}
+
+/// Which rule triggered the finding, with its figures and thresholds.
+fn trigger_text(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> String {
+    let th = &config.thresholds.data_formatting_tax;
+    let (impact, kernel_share, bytes_share, timed) = (s.impact, s.kernel_share, s.bytes_share, m.timed);
+    match (s.by_time, s.by_structure) {
+        (true, true) => "time and structure".to_owned(),
+        (true, false) => format!(
+            "time: formatting kernels take {:.1}% of the step (threshold {}%)",
+            impact.pct_of_step, th.min_pct_of_step
+        ),
+        _ => format!(
+            "structure: formatting kernels are {:.1}% of the kernels per step (threshold {:.0}%) and move \
+                 {:.1}% of the step's kernel bytes (threshold {:.0}%){}",
+            100.0 * kernel_share,
+            100.0 * th.min_kernel_share,
+            100.0 * bytes_share,
+            100.0 * th.min_bytes_share,
+            if timed {
+                format!(", while their time on this device is {:.1}% of the step", impact.pct_of_step)
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
+/// The evidence: the trigger, the counts and shares, the JAX ops behind the formatting, the costliest kernels.
+fn evidence_of(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Vec<Evidence> {
+    let (found, f_count, kernels, mixed, timed, f_ms) = (&m.found, m.f_count, m.kernels, m.mixed, m.timed, m.f_ms);
+    let (kernel_share, bytes_share, impact) = (s.kernel_share, s.bytes_share, s.impact);
+    let trigger = trigger_text(m, s, config);
+    let layout_ms = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.ms));
+    let dtype_only = sum(found.iter().filter(|(_, k)| !k.layout).map(|(_, k)| k.count));
+    let layout_count = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.count));
+    let mut ev = vec![
+        Evidence::note(format!("triggered by {trigger}")),
+        Evidence::metric("formatting kernels per step", f_count, "count"),
+        Evidence::metric("kernels per step", kernels, "count"),
+        Evidence::metric("formatting share of kernels", 100.0 * kernel_share, "%"),
+        Evidence::metric("formatting share of kernel bytes accessed", 100.0 * bytes_share, "%"),
+        Evidence::metric("formatting kernels moving data (transpose/copy/reshape)", layout_count, "count"),
+        Evidence::metric("formatting kernels converting dtype only", dtype_only, "count"),
+        Evidence::metric("compute kernels with a transpose or cast fused in", mixed, "count"),
+    ];
+    if timed {
+        ev.push(Evidence::metric("formatting time per step", f_ms, "ms"));
+        ev.push(Evidence::metric("formatting share of step", impact.pct_of_step, "%"));
+        ev.push(Evidence::metric("layout-moving formatting time per step", layout_ms, "ms"));
+    }
+    // The JAX ops behind the formatting, by time (then count) per op_name and source line.
+    let mut by_origin: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
+    for (module, k) in found {
+        let e = by_origin.entry(op_label(module, k.id)).or_default();
+        e.0 += k.ms;
+        e.1 += k.count;
+    }
+    let mut origins: Vec<_> = by_origin.into_iter().collect();
+    origins.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)).then(a.0.cmp(&b.0)));
+    for ((name, source), (ms, count)) in origins.iter().take(6) {
+        let at = if source.is_empty() { String::new() } else { format!(" at {source}") };
+        ev.push(Evidence::note(format!("{name}{at}: {count:.0} formatting kernel(s) per step, {ms:.3} ms")));
+    }
+    let mut costly: Vec<&(&Module, FormattingKernel)> = found.iter().collect();
+    costly.sort_by(|a, b| {
+        b.1.ms
+            .total_cmp(&a.1.ms)
+            .then(b.1.bytes.total_cmp(&a.1.bytes))
+            .then(a.0.program_id().cmp(&b.0.program_id()))
+            .then(a.1.id.cmp(&b.1.id))
+    });
+    ev.extend(costly.iter().take(8).map(|(m, k)| evidence::kernel_instruction(m, k.id)));
+    ev
+}
+
+/// The finding: how many kernels only reformat data, their share, and the rule that triggered.
+fn describe(detector: &DataFormattingTax, m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Finding {
+    let (found, f_count, timed, f_ms) = (&m.found, m.f_count, m.timed, m.f_ms);
+    let (kernel_share, bytes_share, impact, by_time, by_structure) =
+        (s.kernel_share, s.bytes_share, s.impact, s.by_time, s.by_structure);
+    let dtype_only = sum(found.iter().filter(|(_, k)| !k.layout).map(|(_, k)| k.count));
+    let layout_count = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.count));
+    // Under 2 % of the step it is minor only when time alone (not structure) triggered it.
+    let severity = match Severity::from_impact(impact.pct_of_step, detector.severity()) {
+        Severity::P2 if !timed || by_structure => detector.severity(),
+        severity => severity,
+    };
+    let what = format!(
+        "{f_count:.0} kernel(s) per step only reformat data ({layout_count:.0} transpose/copy/reshape, \
+             {dtype_only:.0} dtype conversion only){}; they are {:.0}% of the kernels and move {:.0}% of the bytes \
+             the step's kernels access. Triggered by {}.",
+        if timed { format!(", {f_ms:.3} ms per step ({:.1}% of the step)", impact.pct_of_step) } else { String::new() },
+        100.0 * kernel_share,
+        100.0 * bytes_share,
+        if by_time && by_structure {
+            "time and structure"
+        } else if by_time {
+            "time"
+        } else {
+            "structure"
+        },
+    );
+    Finding::new(detector, severity, what, evidence_of(m, s, config), impact)
 }
 
 #[cfg(test)]

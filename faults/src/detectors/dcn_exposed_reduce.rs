@@ -127,182 +127,259 @@ impl Detector for DcnExposedReduce {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.dcn_exposed_reduce;
-        let steps = host.steps().map_err(Skip::because)?;
-        let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
-        // DCN activity: MegaScale transport events on the host. Without any, no reduce crosses
-        // slices (single-slice run): nothing to attribute.
-        let megascale: Vec<xlens_xplane::Event<'_>> =
-            evidence::host_events(host, |n| n.starts_with("MegaScale:")).collect();
-        if megascale.is_empty() {
-            return Ok(());
-        }
-        let mut tails: Vec<Tail> = Vec::new();
-        // Reduce op name → (family, bytes, program-independent occurrences at the tail).
-        let mut at_tail: std::collections::BTreeMap<String, (String, f64, u64)> = std::collections::BTreeMap::new();
-        let mut core_steps = 0usize;
-        for plane in host.space().tpu_tensor_cores() {
-            let ordinal = evidence::device_ordinal(plane);
-            // This core's steps: (index, window).
-            let windows: Vec<(usize, Picos, Picos)> = steps
-                .steps
-                .iter()
-                .enumerate()
-                .filter_map(|(k, step)| {
-                    let core = step.cores.iter().find(|c| c.core == ordinal)?;
-                    Some((k, core.marker_start, core.marker_start + step.duration))
-                })
-                .collect();
-            // One streamed walk of the op line: the last compute op of each step, the synchronous
-            // reduces and the async windows.
-            let is_sync_reduce = |info: &evidence::DeviceOpInfo| {
-                class_of(&info.category) == TimeClass::CollectiveExposed
-                    && async_phase(&info.name).is_none()
-                    && is_reduce(&info.category)
-            };
-            let Some(walk) = evidence::walk_collectives(
-                plane,
-                is_sync_reduce,
-                || LastCompute::new(&windows),
-                |last_compute, s| last_compute.segment(s),
-            ) else {
-                continue;
-            };
-            let infos = walk.infos;
-            let last_compute = walk.segments.finish();
-            // Reduce intervals: async reduce windows, and synchronous reduces.
-            let mut reduces: Vec<(Picos, Picos, String, usize)> = Vec::new();
-            for w in walk.windows {
-                let family = async_phase(&w.name).map_or("", |(base, _, _)| base);
-                if is_reduce(family) {
-                    reduces.push((w.start, w.end, w.name, w.info));
-                }
-            }
-            reduces.extend(walk.sync.iter().map(|op| (op.start, op.end, infos[op.info].name.clone(), op.info)));
-            let merged = union(reduces.iter().map(|r| (r.0, r.1)).collect());
-            for (&(_, _, hi), last) in windows.iter().zip(last_compute) {
-                core_steps += 1;
-                let Some(last) = last else { continue };
-                let reduce = covered(&merged, last, hi);
-                if reduce.0 <= 0 {
-                    continue;
-                }
-                let end = reduces.iter().filter(|r| r.1 > last && r.0 < hi).map(|r| r.1.min(hi)).max().unwrap_or(hi);
-                for r in reduces.iter().filter(|r| r.1 > last && r.0 < hi) {
-                    let info = &infos[r.3];
-                    let family = async_phase(&r.2).map_or(info.category.clone(), |(b, _, _)| b.to_owned());
-                    let e = at_tail.entry(r.2.clone()).or_insert((family, 0.0, 0));
-                    e.1 = e.1.max(info.bytes_accessed);
-                    e.2 += 1;
-                }
-                let from = merged.partition_point(|m| m.1 <= last);
-                let pieces: Vec<(Picos, Picos)> = merged[from..]
-                    .iter()
-                    .take_while(|m| m.0 < hi)
-                    .map(|m| (m.0.max(last), m.1.min(hi)))
-                    .filter(|m| m.0 < m.1)
-                    .collect();
-                tails.push(Tail { plane: plane.name().to_owned(), start: last, end, reduce, pieces });
-            }
-        }
-        if tails.is_empty() || core_steps == 0 {
-            return Ok(());
-        }
-        let total_tail: Picos = tails.iter().map(|t| t.reduce).sum();
-        let tail_ms = total_tail.as_ms_f64() / core_steps as f64;
-        let impact = Impact::of(tail_ms, Some(step_ms));
-        if impact.pct_of_step < t.min_tail_pct {
-            return Ok(());
-        }
-        let dcn = union(megascale.iter().map(|e| (e.start(), e.end())).collect());
-        let dcn_cover_of = |t: &Tail| t.pieces.iter().map(|&(s, e)| covered(&dcn, s, e)).sum::<Picos>();
-        let dcn_cover: Picos = tails.iter().map(dcn_cover_of).sum();
-        let dcn_fraction = if total_tail.0 > 0 { dcn_cover.0 as f64 / total_tail.0 as f64 } else { 0.0 };
-        // The host traces each DCN transfer once, not per core: judge the coverage on the
-        // best-covered core.
-        let best_core_fraction = {
-            let mut by_plane: std::collections::BTreeMap<&str, (Picos, Picos)> = std::collections::BTreeMap::new();
-            for tail in &tails {
-                let e = by_plane.entry(tail.plane.as_str()).or_default();
-                e.0 += tail.reduce;
-                e.1 += dcn_cover_of(tail);
-            }
-            by_plane
-                .values()
-                .map(|(span, cov)| if span.0 > 0 { cov.0 as f64 / span.0 as f64 } else { 0.0 })
-                .fold(0.0, f64::max)
-        };
-        if best_core_fraction < t.min_dcn_overlap {
-            return Ok(());
-        }
-        let mut evidence = vec![
-            Evidence::metric("reduce tail after the last compute op per step", tail_ms, "ms"),
-            Evidence::metric("reduce tail share of the step", impact.pct_of_step, "%"),
-            Evidence::metric("share of the tail covered by DCN (MegaScale) events", best_core_fraction, "ratio"),
-        ];
-        if (dcn_fraction - best_core_fraction).abs() > 1e-9 {
-            evidence.push(Evidence::note(format!(
-                "over all cores the MegaScale events cover {:.0} % of the reduce tails (the host traces each DCN \
-                 transfer once, not per core)",
-                100.0 * dcn_fraction
-            )));
-        }
-        let module = host.main_module();
-        let mut ranked: Vec<(&String, &(String, f64, u64))> = at_tail.iter().collect();
-        ranked.sort_by(|a, b| b.1.2.cmp(&a.1.2).then(a.0.cmp(b.0)));
-        for (name, (family, bytes, count)) in ranked.iter().take(3) {
-            evidence.push(Evidence::note(format!(
-                "{name} ({family}) ends {count} of {core_steps} core-steps after the last compute op{}",
-                if *bytes > 0.0 { format!(", {:.2} MB per occurrence", bytes / 1e6) } else { String::new() }
-            )));
-            if let Some(m) = module
-                && let Some(instr) = m.instruction_by_name(name)
-            {
-                evidence.push(evidence::instruction(m, instr.id()));
-            }
-        }
-        if let Some(tail) = tails.first() {
-            evidence.push(evidence::event_parts(
-                host,
-                &tail.plane,
-                names::line::XLA_OPS,
-                "reduce tail after the last compute op",
-                tail.start,
-                tail.end - tail.start,
-            ));
-        }
-        let first_tail = tails.first().map(|t| (t.start, t.end));
-        let overlapping: Vec<&xlens_xplane::Event<'_>> =
-            megascale.iter().filter(|e| first_tail.is_some_and(|(s, end)| e.start() < end && e.end() > s)).collect();
-        for ev in overlapping.iter().take(3) {
-            evidence.push(evidence::event(host, ev));
-        }
-        if let Some(note) = dcn_traffic(host, &megascale, steps.steps.len()) {
-            evidence.push(note);
-        }
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let names: Vec<&str> = ranked.iter().take(2).map(|(n, _)| n.as_str()).collect();
-        out.push(Finding::new(
-            self,
-            severity,
-            format!(
-                "Every step ends with {:.1} us ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
-                     the last compute op, with DCN transfers in flight and nothing to overlap them with.",
-                tail_ms * 1000.0,
-                impact.pct_of_step,
-                names.join(", ")
-            ),
-            evidence,
-            impact,
-        ));
+        let Some(measured) = measure(host)? else { return Ok(()) };
+        let Some(score) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score));
         Ok(())
     }
+}
+
+/// What a host's profile shows: the reduce tails of every core-step and the DCN (MegaScale) events.
+struct Measured<'a> {
+    step_ms: f64,
+    /// Steps in the profile.
+    steps: usize,
+    megascale: Vec<xlens_xplane::Event<'a>>,
+    tails: Vec<Tail>,
+    /// Reduce op name → (family, bytes, program-independent occurrences at the tail).
+    at_tail: std::collections::BTreeMap<String, (String, f64, u64)>,
+    core_steps: usize,
+}
+
+/// Reads the steps, the MegaScale events and each core's reduce tails; `None` on a single-slice run.
+fn measure(host: &HostProfile) -> Result<Option<Measured<'_>>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
+    // DCN activity: MegaScale transport events on the host. Without any, no reduce crosses
+    // slices (single-slice run): nothing to attribute.
+    let megascale: Vec<xlens_xplane::Event<'_>> =
+        evidence::host_events(host, |n| n.starts_with("MegaScale:")).collect();
+    if megascale.is_empty() {
+        return Ok(None);
+    }
+    let mut measured = Measured {
+        step_ms,
+        steps: steps.steps.len(),
+        megascale,
+        tails: Vec::new(),
+        at_tail: std::collections::BTreeMap::new(),
+        core_steps: 0,
+    };
+    for plane in host.space().tpu_tensor_cores() {
+        measured.add_core(plane, steps);
+    }
+    Ok(Some(measured))
+}
+
+impl Measured<'_> {
+    /// Adds one core's reduce tails, one per step.
+    fn add_core(&mut self, plane: &xlens_xplane::Plane, steps: &xlens_roofline::Steps) {
+        let ordinal = evidence::device_ordinal(plane);
+        // This core's steps: (index, window).
+        let windows: Vec<(usize, Picos, Picos)> = steps
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(k, step)| {
+                let core = step.cores.iter().find(|c| c.core == ordinal)?;
+                Some((k, core.marker_start, core.marker_start + step.duration))
+            })
+            .collect();
+        // One streamed walk of the op line: the last compute op of each step, the synchronous
+        // reduces and the async windows.
+        let is_sync_reduce = |info: &evidence::DeviceOpInfo| {
+            class_of(&info.category) == TimeClass::CollectiveExposed
+                && async_phase(&info.name).is_none()
+                && is_reduce(&info.category)
+        };
+        let Some(walk) = evidence::walk_collectives(
+            plane,
+            is_sync_reduce,
+            || LastCompute::new(&windows),
+            |last_compute, s| last_compute.segment(s),
+        ) else {
+            return;
+        };
+        let infos = walk.infos;
+        let last_compute = walk.segments.finish();
+        // Reduce intervals: async reduce windows, and synchronous reduces.
+        let mut reduces: Vec<(Picos, Picos, String, usize)> = Vec::new();
+        for w in walk.windows {
+            let family = async_phase(&w.name).map_or("", |(base, _, _)| base);
+            if is_reduce(family) {
+                reduces.push((w.start, w.end, w.name, w.info));
+            }
+        }
+        reduces.extend(walk.sync.iter().map(|op| (op.start, op.end, infos[op.info].name.clone(), op.info)));
+        self.add_tails(plane.name(), &windows, last_compute, &reduces, &infos);
+    }
+
+    /// Adds the reduce tail after the last compute op of each of a core's steps, and counts its
+    /// reduce ops at the tail.
+    fn add_tails(
+        &mut self,
+        plane: &str,
+        windows: &[(usize, Picos, Picos)],
+        last_compute: Vec<Option<Picos>>,
+        reduces: &[(Picos, Picos, String, usize)],
+        infos: &[evidence::DeviceOpInfo],
+    ) {
+        let merged = union(reduces.iter().map(|r| (r.0, r.1)).collect());
+        for (&(_, _, hi), last) in windows.iter().zip(last_compute) {
+            self.core_steps += 1;
+            let Some(last) = last else { continue };
+            let reduce = covered(&merged, last, hi);
+            if reduce.0 <= 0 {
+                continue;
+            }
+            let end = reduces.iter().filter(|r| r.1 > last && r.0 < hi).map(|r| r.1.min(hi)).max().unwrap_or(hi);
+            for r in reduces.iter().filter(|r| r.1 > last && r.0 < hi) {
+                let info = &infos[r.3];
+                let family = async_phase(&r.2).map_or(info.category.clone(), |(b, _, _)| b.to_owned());
+                let e = self.at_tail.entry(r.2.clone()).or_insert((family, 0.0, 0));
+                e.1 = e.1.max(info.bytes_accessed);
+                e.2 += 1;
+            }
+            let from = merged.partition_point(|m| m.1 <= last);
+            let pieces: Vec<(Picos, Picos)> = merged[from..]
+                .iter()
+                .take_while(|m| m.0 < hi)
+                .map(|m| (m.0.max(last), m.1.min(hi)))
+                .filter(|m| m.0 < m.1)
+                .collect();
+            self.tails.push(Tail { plane: plane.to_owned(), start: last, end, reduce, pieces });
+        }
+    }
+}
+
+/// How much the reduce tail costs and how much of it DCN transfers cover.
+struct Score {
+    /// Reduce tail per core-step, in ms.
+    tail_ms: f64,
+    impact: Impact,
+    /// Share of all tails the MegaScale events cover.
+    dcn_fraction: f64,
+    /// Share of the best-covered core's tails they cover.
+    best_core_fraction: f64,
+}
+
+/// Scores the tails against the thresholds; `None` when they are too short or not on DCN.
+fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let t = &config.thresholds.dcn_exposed_reduce;
+    let (tails, megascale) = (&m.tails, &m.megascale);
+    if tails.is_empty() || m.core_steps == 0 {
+        return None;
+    }
+    let total_tail: Picos = tails.iter().map(|t| t.reduce).sum();
+    let tail_ms = total_tail.as_ms_f64() / m.core_steps as f64;
+    let impact = Impact::of(tail_ms, Some(m.step_ms));
+    if impact.pct_of_step < t.min_tail_pct {
+        return None;
+    }
+    let dcn = union(megascale.iter().map(|e| (e.start(), e.end())).collect());
+    let dcn_cover_of = |t: &Tail| t.pieces.iter().map(|&(s, e)| covered(&dcn, s, e)).sum::<Picos>();
+    let dcn_cover: Picos = tails.iter().map(dcn_cover_of).sum();
+    let dcn_fraction = if total_tail.0 > 0 { dcn_cover.0 as f64 / total_tail.0 as f64 } else { 0.0 };
+    // The host traces each DCN transfer once, not per core: judge the coverage on the
+    // best-covered core.
+    let best_core_fraction = {
+        let mut by_plane: std::collections::BTreeMap<&str, (Picos, Picos)> = std::collections::BTreeMap::new();
+        for tail in tails {
+            let e = by_plane.entry(tail.plane.as_str()).or_default();
+            e.0 += tail.reduce;
+            e.1 += dcn_cover_of(tail);
+        }
+        by_plane
+            .values()
+            .map(|(span, cov)| if span.0 > 0 { cov.0 as f64 / span.0 as f64 } else { 0.0 })
+            .fold(0.0, f64::max)
+    };
+    if best_core_fraction < t.min_dcn_overlap {
+        return None;
+    }
+    Some(Score { tail_ms, impact, dcn_fraction, best_core_fraction })
+}
+
+/// The reduce ops at the tail, most frequent first.
+fn ranked(at_tail: &std::collections::BTreeMap<String, (String, f64, u64)>) -> Vec<(&String, &(String, f64, u64))> {
+    let mut ranked: Vec<(&String, &(String, f64, u64))> = at_tail.iter().collect();
+    ranked.sort_by(|a, b| b.1.2.cmp(&a.1.2).then(a.0.cmp(b.0)));
+    ranked
+}
+
+/// The finding: the tail's cost and the reduce ops that make it.
+fn describe(detector: &DcnExposedReduce, host: &HostProfile, m: &Measured<'_>, s: &Score) -> Finding {
+    let ranked = ranked(&m.at_tail);
+    let names: Vec<&str> = ranked.iter().take(2).map(|(n, _)| n.as_str()).collect();
+    Finding::new(
+        detector,
+        Severity::from_impact(s.impact.pct_of_step, detector.severity()),
+        format!(
+            "Every step ends with {:.1} us ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
+                 the last compute op, with DCN transfers in flight and nothing to overlap them with.",
+            s.tail_ms * 1000.0,
+            s.impact.pct_of_step,
+            names.join(", ")
+        ),
+        evidence_of(host, m, s, &ranked),
+        s.impact,
+    )
+}
+
+/// The evidence: the tail metrics, the reduce ops at the tail, one tail and its DCN events.
+fn evidence_of(
+    host: &HostProfile,
+    m: &Measured<'_>,
+    s: &Score,
+    ranked: &[(&String, &(String, f64, u64))],
+) -> Vec<Evidence> {
+    let (tail_ms, impact, dcn_fraction, best_core_fraction) =
+        (s.tail_ms, s.impact, s.dcn_fraction, s.best_core_fraction);
+    let (tails, megascale, core_steps) = (&m.tails, &m.megascale, m.core_steps);
+    let mut evidence = vec![
+        Evidence::metric("reduce tail after the last compute op per step", tail_ms, "ms"),
+        Evidence::metric("reduce tail share of the step", impact.pct_of_step, "%"),
+        Evidence::metric("share of the tail covered by DCN (MegaScale) events", best_core_fraction, "ratio"),
+    ];
+    if (dcn_fraction - best_core_fraction).abs() > 1e-9 {
+        evidence.push(Evidence::note(format!(
+            "over all cores the MegaScale events cover {:.0} % of the reduce tails (the host traces each DCN \
+                 transfer once, not per core)",
+            100.0 * dcn_fraction
+        )));
+    }
+    let module = host.main_module();
+    for (name, (family, bytes, count)) in ranked.iter().take(3) {
+        evidence.push(Evidence::note(format!(
+            "{name} ({family}) ends {count} of {core_steps} core-steps after the last compute op{}",
+            if *bytes > 0.0 { format!(", {:.2} MB per occurrence", bytes / 1e6) } else { String::new() }
+        )));
+        if let Some(m) = module
+            && let Some(instr) = m.instruction_by_name(name)
+        {
+            evidence.push(evidence::instruction(m, instr.id()));
+        }
+    }
+    if let Some(tail) = tails.first() {
+        evidence.push(evidence::event_parts(
+            host,
+            &tail.plane,
+            names::line::XLA_OPS,
+            "reduce tail after the last compute op",
+            tail.start,
+            tail.end - tail.start,
+        ));
+    }
+    let first_tail = tails.first().map(|t| (t.start, t.end));
+    let overlapping: Vec<&xlens_xplane::Event<'_>> =
+        megascale.iter().filter(|e| first_tail.is_some_and(|(s, end)| e.start() < end && e.end() > s)).collect();
+    for ev in overlapping.iter().take(3) {
+        evidence.push(evidence::event(host, ev));
+    }
+    if let Some(note) = dcn_traffic(host, megascale, m.steps) {
+        evidence.push(note);
+    }
+    evidence
 }
 
 /// DCN payload per step, achieved bandwidth of the transport events against the chip's DCN

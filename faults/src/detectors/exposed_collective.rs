@@ -148,143 +148,212 @@ impl Detector for ExposedCollective {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.exposed_collective;
-        let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
-        let tpu = !host.space().tpu_tensor_cores().is_empty();
-        if tpu {
-            // The step anatomy has the total: attribute it to ops only when it is worth a finding.
-            let anatomy = host.anatomy().map_err(Skip::because)?;
-            let exposed: Picos = anatomy.iter().map(|a| a.collective_exposed).sum();
-            let per_step_ms = exposed.as_ms_f64() / anatomy.len().max(1) as f64;
-            if Impact::of(per_step_ms, Some(step_ms)).pct_of_step < t.min_pct_of_step {
-                return Ok(());
-            }
-        }
-        let analysis = if tpu { tpu_analysis(host, t)? } else { host_op_analysis(host)? };
-        let gpu = !tpu && !analysis.cpu;
-        let exposed_ms = analysis.exposed_per_step.as_ms_f64();
-        let impact = Impact::of(exposed_ms, Some(step_ms));
-        if impact.pct_of_step < t.min_pct_of_step || analysis.ops.is_empty() {
-            return Ok(());
-        }
-        let mut ranked: Vec<(&String, &OpTotals)> = analysis.ops.iter().filter(|(_, o)| o.exposed.0 > 0).collect();
-        ranked.sort_by(|a, b| b.1.exposed.cmp(&a.1.exposed).then(a.0.cmp(b.0)));
-        let per_step = |t: Picos| t.as_ms_f64() / analysis.core_steps.max(1.0);
-        let module = host.main_module();
+        let Some(measured) = measure(host, config)? else { return Ok(()) };
+        let Some(score) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score, config));
+        Ok(())
+    }
+}
 
-        let mut evidence = vec![
-            Evidence::metric("exposed collective time per step", exposed_ms, "ms"),
-            Evidence::metric("exposed collective share of the step", impact.pct_of_step, "%"),
-        ];
-        if !analysis.cpu && !gpu {
-            evidence.push(Evidence::metric(
-                "compute hidden under async collectives per step",
-                analysis.hidden_per_step.as_ms_f64(),
-                "ms",
-            ));
-        }
-        let windows: Vec<&OpTotals> = analysis.ops.values().filter(|o| o.is_async).collect();
-        if !windows.is_empty() {
-            let span: Picos = windows.iter().map(|o| o.span).sum();
-            let exposed: Picos = windows.iter().map(|o| o.exposed).sum();
-            let ratio = if span.0 > 0 { 1.0 - exposed.0 as f64 / span.0 as f64 } else { 0.0 };
-            evidence.push(Evidence::metric("async window overlap ratio", ratio, "ratio"));
-            let count = |f: fn(&OpTotals) -> u64| windows.iter().map(|o| f(o)).sum::<u64>();
-            evidence.push(Evidence::note(format!(
-                "async windows: {} hidden, {} partial, {} exposed (hidden ≥ {}, exposed ≤ {} covered by compute)",
-                count(|o| o.hidden),
-                count(|o| o.partial),
-                count(|o| o.exposed_count),
-                t.hidden_ratio,
-                t.exposed_ratio
-            )));
-        }
-        for (name, op) in ranked.iter().take(5) {
-            let per = op.occurrences as f64 / analysis.core_steps.max(1.0);
-            let mut text = format!(
-                "{name} ({}{}): {} exposed per step, {per:.0} per step per {}",
-                op.family,
-                if op.is_async { ", async" } else { ", synchronous" },
-                duration_text(per_step(op.exposed)),
-                if analysis.cpu || gpu { "device" } else { "core" },
-            );
-            if op.is_async {
-                let ratio = op.overlap_ratio();
-                text.push_str(&format!(
-                    ", window {} per step, overlap ratio {ratio:.2} ({})",
-                    duration_text(per_step(op.span)),
-                    class_label(ratio, t.hidden_ratio, t.exposed_ratio)
-                ));
-            }
-            if op.bytes > 0.0 {
-                text.push_str(&format!(", {:.2} MB per occurrence", op.bytes / 1e6));
-            }
-            if analysis.cpu && op.exposed.0 > 0 {
-                text.push_str(&format!(
-                    ", {:.0} % of it waiting at the rendezvous for the other devices",
-                    100.0 * op.wait.0 as f64 / op.exposed.0 as f64
-                ));
-            }
-            evidence.push(Evidence::note(text));
-            let op_module = op.program_id.and_then(|p| host.module(p)).or(module);
-            if let Some(m) = op_module
-                && let Some(instr) = m.instruction_by_name(name)
-            {
-                evidence.push(evidence::instruction(m, instr.id()));
-                if let Some(groups) = replica_groups_note(m, name) {
-                    evidence.push(Evidence::note(groups));
-                }
-            }
-            if let Some((plane, line, start, duration, _)) = &op.worst {
-                evidence.push(evidence::event_parts(host, plane, line, name, *start, *duration));
-            }
-        }
-        let hideable = if analysis.cpu { None } else { hideability(host, &analysis, &ranked, &mut evidence) };
+/// What the profile shows: the step time and the TPU or CPU/GPU analysis of the collectives.
+struct Measured {
+    step_ms: f64,
+    /// A GPU profile (neither TPU nor XLA:CPU).
+    gpu: bool,
+    analysis: Analysis,
+}
 
-        let mut severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        if analysis.cpu {
-            severity = Severity::P2;
-            evidence.push(Evidence::note(
-                "XLA:CPU runs collectives as synchronous thunks that no scheduling can overlap, and the virtual \
+/// Reads the collectives; `None` when the TPU step anatomy already shows too little exposed time.
+fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Option<Measured>, Skip> {
+    let t = &config.thresholds.exposed_collective;
+    let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
+    let tpu = !host.space().tpu_tensor_cores().is_empty();
+    if tpu {
+        // The step anatomy has the total: attribute it to ops only when it is worth a finding.
+        let anatomy = host.anatomy().map_err(Skip::because)?;
+        let exposed: Picos = anatomy.iter().map(|a| a.collective_exposed).sum();
+        let per_step_ms = exposed.as_ms_f64() / anatomy.len().max(1) as f64;
+        if Impact::of(per_step_ms, Some(step_ms)).pct_of_step < t.min_pct_of_step {
+            return Ok(None);
+        }
+    }
+    let analysis = if tpu { tpu_analysis(host, t)? } else { host_op_analysis(host)? };
+    let gpu = !tpu && !analysis.cpu;
+    Ok(Some(Measured { step_ms, gpu, analysis }))
+}
+
+/// The exposed collective time per step and what it costs.
+struct Score {
+    exposed_ms: f64,
+    impact: Impact,
+}
+
+/// Decides whether the exposed collective time is worth a finding.
+fn score(m: &Measured, config: &ScanConfig) -> Option<Score> {
+    let exposed_ms = m.analysis.exposed_per_step.as_ms_f64();
+    let impact = Impact::of(exposed_ms, Some(m.step_ms));
+    if impact.pct_of_step < config.thresholds.exposed_collective.min_pct_of_step || m.analysis.ops.is_empty() {
+        return None;
+    }
+    Some(Score { exposed_ms, impact })
+}
+
+/// The collectives with exposed time, most exposed first.
+fn ranked(ops: &BTreeMap<String, OpTotals>) -> Vec<(&String, &OpTotals)> {
+    let mut ranked: Vec<(&String, &OpTotals)> = ops.iter().filter(|(_, o)| o.exposed.0 > 0).collect();
+    ranked.sort_by(|a, b| b.1.exposed.cmp(&a.1.exposed).then(a.0.cmp(b.0)));
+    ranked
+}
+
+/// The evidence: the exposed time, the async windows, the most exposed collectives.
+fn evidence_of(
+    host: &HostProfile,
+    m: &Measured,
+    s: &Score,
+    ranked: &[(&String, &OpTotals)],
+    config: &ScanConfig,
+) -> Vec<Evidence> {
+    let (analysis, gpu, exposed_ms, impact) = (&m.analysis, m.gpu, s.exposed_ms, s.impact);
+    let mut evidence = vec![
+        Evidence::metric("exposed collective time per step", exposed_ms, "ms"),
+        Evidence::metric("exposed collective share of the step", impact.pct_of_step, "%"),
+    ];
+    if !analysis.cpu && !gpu {
+        evidence.push(Evidence::metric(
+            "compute hidden under async collectives per step",
+            analysis.hidden_per_step.as_ms_f64(),
+            "ms",
+        ));
+    }
+    evidence.extend(window_evidence(analysis, config));
+    for (name, op) in ranked.iter().take(5) {
+        op_evidence(host, m, name, op, config, &mut evidence);
+    }
+    evidence
+}
+
+/// The async windows' overlap ratio and how many are hidden, partial and exposed.
+fn window_evidence(analysis: &Analysis, config: &ScanConfig) -> Vec<Evidence> {
+    let t = &config.thresholds.exposed_collective;
+    let mut evidence = Vec::new();
+    let windows: Vec<&OpTotals> = analysis.ops.values().filter(|o| o.is_async).collect();
+    if !windows.is_empty() {
+        let span: Picos = windows.iter().map(|o| o.span).sum();
+        let exposed: Picos = windows.iter().map(|o| o.exposed).sum();
+        let ratio = if span.0 > 0 { 1.0 - exposed.0 as f64 / span.0 as f64 } else { 0.0 };
+        evidence.push(Evidence::metric("async window overlap ratio", ratio, "ratio"));
+        let count = |f: fn(&OpTotals) -> u64| windows.iter().map(|o| f(o)).sum::<u64>();
+        evidence.push(Evidence::note(format!(
+            "async windows: {} hidden, {} partial, {} exposed (hidden ≥ {}, exposed ≤ {} covered by compute)",
+            count(|o| o.hidden),
+            count(|o| o.partial),
+            count(|o| o.exposed_count),
+            t.hidden_ratio,
+            t.exposed_ratio
+        )));
+    }
+    evidence
+}
+
+/// One collective: its exposed time, window and bytes, its instruction and worst occurrence.
+fn op_evidence(
+    host: &HostProfile,
+    m: &Measured,
+    name: &str,
+    op: &OpTotals,
+    config: &ScanConfig,
+    evidence: &mut Vec<Evidence>,
+) {
+    let t = &config.thresholds.exposed_collective;
+    let (analysis, gpu) = (&m.analysis, m.gpu);
+    let per_step = |t: Picos| t.as_ms_f64() / analysis.core_steps.max(1.0);
+    let module = host.main_module();
+    let per = op.occurrences as f64 / analysis.core_steps.max(1.0);
+    let mut text = format!(
+        "{name} ({}{}): {} exposed per step, {per:.0} per step per {}",
+        op.family,
+        if op.is_async { ", async" } else { ", synchronous" },
+        duration_text(per_step(op.exposed)),
+        if analysis.cpu || gpu { "device" } else { "core" },
+    );
+    if op.is_async {
+        let ratio = op.overlap_ratio();
+        text.push_str(&format!(
+            ", window {} per step, overlap ratio {ratio:.2} ({})",
+            duration_text(per_step(op.span)),
+            class_label(ratio, t.hidden_ratio, t.exposed_ratio)
+        ));
+    }
+    if op.bytes > 0.0 {
+        text.push_str(&format!(", {:.2} MB per occurrence", op.bytes / 1e6));
+    }
+    if analysis.cpu && op.exposed.0 > 0 {
+        text.push_str(&format!(
+            ", {:.0} % of it waiting at the rendezvous for the other devices",
+            100.0 * op.wait.0 as f64 / op.exposed.0 as f64
+        ));
+    }
+    evidence.push(Evidence::note(text));
+    let op_module = op.program_id.and_then(|p| host.module(p)).or(module);
+    if let Some(m) = op_module
+        && let Some(instr) = m.instruction_by_name(name)
+    {
+        evidence.push(evidence::instruction(m, instr.id()));
+        if let Some(groups) = replica_groups_note(m, name) {
+            evidence.push(Evidence::note(groups));
+        }
+    }
+    if let Some((plane, line, start, duration, _)) = &op.worst {
+        evidence.push(evidence::event_parts(host, plane, line, name, *start, *duration));
+    }
+}
+
+/// The finding: the exposed time per step, the most exposed collectives, and a fix that fits.
+fn describe(detector: &ExposedCollective, host: &HostProfile, m: &Measured, s: &Score, config: &ScanConfig) -> Finding {
+    let (analysis, gpu, exposed_ms, impact) = (&m.analysis, m.gpu, s.exposed_ms, s.impact);
+    let ranked = ranked(&analysis.ops);
+    let mut evidence = evidence_of(host, m, s, &ranked, config);
+    let hideable = if analysis.cpu { None } else { hideability(host, analysis, &ranked, &mut evidence) };
+    let mut severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    if analysis.cpu {
+        severity = Severity::P2;
+        evidence.push(Evidence::note(
+            "XLA:CPU runs collectives as synchronous thunks that no scheduling can overlap, and the virtual \
                  devices of this capture share the host's cores: the figure shows how communication-heavy the \
                  program is, not a TPU/GPU overlap fault (P2 at most)",
-            ));
-        }
-        let top: Vec<String> = ranked.iter().take(3).map(|(n, _)| (*n).clone()).collect();
-        let what = format!(
-            "{} {} per step ({:.1} % of the step) waiting on collectives not hidden by compute; most exposed: {}.",
-            if analysis.cpu {
-                "Each device spends"
-            } else if gpu {
-                "Each GPU spends"
-            } else {
-                "Each core spends"
-            },
-            duration_text(exposed_ms),
-            impact.pct_of_step,
-            top.join(", ")
-        );
-        let fix = match hideable {
-            Some(false) => format!(
-                "{} Here the bytes alone take longer on the interconnect than the step's matmuls: overlap \
+        ));
+    }
+    let top: Vec<String> = ranked.iter().take(3).map(|(n, _)| (*n).clone()).collect();
+    let what = format!(
+        "{} {} per step ({:.1} % of the step) waiting on collectives not hidden by compute; most exposed: {}.",
+        if analysis.cpu {
+            "Each device spends"
+        } else if gpu {
+            "Each GPU spends"
+        } else {
+            "Each core spends"
+        },
+        duration_text(exposed_ms),
+        impact.pct_of_step,
+        top.join(", ")
+    );
+    Finding::new(detector, severity, what, evidence, impact).with_fix(fix_for(hideable, analysis.cpu))
+}
+
+/// The fix: the usual one, with a note when overlap cannot hide the bytes, or the XLA:CPU one.
+fn fix_for(hideable: Option<bool>, cpu: bool) -> String {
+    match hideable {
+        Some(false) => format!(
+            "{} Here the bytes alone take longer on the interconnect than the step's matmuls: overlap \
                  cannot hide them all, so reduce the bytes first.",
-                DOC.fix
-            ),
-            _ if analysis.cpu => "On XLA:CPU collectives cannot overlap compute: to shorten them move fewer \
+            DOC.fix
+        ),
+        _ if cpu => "On XLA:CPU collectives cannot overlap compute: to shorten them move fewer \
                                   bytes (avoid re-gathering the same weights, keep activations sharded along the \
                                   mesh axis the collectives run on, use reduce-scatter instead of all-reduce + \
                                   slice). Measure overlap on the target accelerator."
-                .to_owned(),
-            _ => DOC.fix.to_owned(),
-        };
-        out.push(Finding::new(self, severity, what, evidence, impact).with_fix(fix));
-        Ok(())
+            .to_owned(),
+        _ => DOC.fix.to_owned(),
     }
 }
 
@@ -368,7 +437,7 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
             continue;
         };
         cores += 1;
-        let spans = union(
+        let spans: Vec<(Picos, Picos)> = union(
             steps
                 .steps
                 .iter()
@@ -377,39 +446,7 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
                 })
                 .collect(),
         );
-        let in_step = |t: Picos| evidence::in_intervals(&spans, t);
-        let compute = walk.segments;
-        let windows = walk.windows;
-        let window_spans = union(windows.iter().map(|w| (w.start, w.end)).collect());
-        let line = walk.line;
-        for w in windows.iter().filter(|w| in_step(w.start)) {
-            let cov = covered(&compute, w.start, w.end);
-            let exposed = (w.end - w.start).saturating_sub(cov);
-            let info = &walk.infos[w.info];
-            let o = ops.entry(w.name.clone()).or_default();
-            o.family = family(&w.name, &info.category);
-            o.is_async = true;
-            o.bytes = o.bytes.max(info.bytes_accessed);
-            o.add_occurrence(plane.name(), line, w.start, w.end, exposed);
-            let span = (w.end - w.start).0.max(1) as f64;
-            let ratio = cov.0 as f64 / span;
-            match class_label(ratio, t.hidden_ratio, t.exposed_ratio) {
-                "hidden" => o.hidden += 1,
-                "exposed" => o.exposed_count += 1,
-                _ => o.partial += 1,
-            }
-        }
-        // Synchronous collectives: the core waits for them whole (minus any part already counted
-        // inside an async window, or overlapped by compute).
-        for op in walk.sync.iter().filter(|o| in_step(o.start)) {
-            let info = &walk.infos[op.info];
-            let inside = covered(&window_spans, op.start, op.end) + covered(&compute, op.start, op.end);
-            let exposed = op.duration().saturating_sub(inside);
-            let o = ops.entry(info.name.clone()).or_default();
-            o.family = family(&info.name, &info.category);
-            o.bytes = o.bytes.max(info.bytes_accessed);
-            o.add_occurrence(plane.name(), line, op.start, op.end, exposed);
-        }
+        add_core_ops(&mut ops, plane.name(), walk, &spans, t);
     }
     Ok(Analysis {
         exposed_per_step: Picos(exposed.0 / n_steps),
@@ -419,6 +456,49 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
         cpu: false,
         matmul_per_step: Some(Picos(matmul.0 / n_steps)),
     })
+}
+
+/// Adds one TPU core's async windows and synchronous collectives inside its steps (`spans`) to `ops`.
+fn add_core_ops(
+    ops: &mut BTreeMap<String, OpTotals>,
+    plane: &str,
+    walk: evidence::CollectiveWalk<Vec<(Picos, Picos)>>,
+    spans: &[(Picos, Picos)],
+    t: &crate::config::ExposedCollective,
+) {
+    let in_step = |t: Picos| evidence::in_intervals(spans, t);
+    let compute = walk.segments;
+    let windows = walk.windows;
+    let window_spans = union(windows.iter().map(|w| (w.start, w.end)).collect());
+    let line = walk.line;
+    for w in windows.iter().filter(|w| in_step(w.start)) {
+        let cov = covered(&compute, w.start, w.end);
+        let exposed = (w.end - w.start).saturating_sub(cov);
+        let info = &walk.infos[w.info];
+        let o = ops.entry(w.name.clone()).or_default();
+        o.family = family(&w.name, &info.category);
+        o.is_async = true;
+        o.bytes = o.bytes.max(info.bytes_accessed);
+        o.add_occurrence(plane, line, w.start, w.end, exposed);
+        let span = (w.end - w.start).0.max(1) as f64;
+        let ratio = cov.0 as f64 / span;
+        match class_label(ratio, t.hidden_ratio, t.exposed_ratio) {
+            "hidden" => o.hidden += 1,
+            "exposed" => o.exposed_count += 1,
+            _ => o.partial += 1,
+        }
+    }
+    // Synchronous collectives: the core waits for them whole (minus any part already counted
+    // inside an async window, or overlapped by compute).
+    for op in walk.sync.iter().filter(|o| in_step(o.start)) {
+        let info = &walk.infos[op.info];
+        let inside = covered(&window_spans, op.start, op.end) + covered(&compute, op.start, op.end);
+        let exposed = op.duration().saturating_sub(inside);
+        let o = ops.entry(info.name.clone()).or_default();
+        o.family = family(&info.name, &info.category);
+        o.bytes = o.bytes.max(info.bytes_accessed);
+        o.add_occurrence(plane, line, op.start, op.end, exposed);
+    }
 }
 
 /// XLA:CPU and GPU: per device (`device_ordinal` of the thunk events, or the GPU), collective
@@ -438,20 +518,48 @@ fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     let categories: HashMap<(u64, &str), &str> =
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
     let spans = union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
-    let in_step = |t: Picos| evidence::in_intervals(&spans, t);
+    let (collectives, compute) = occurrences(host, &categories, &spans, host_plane, gpu);
+    let devices: std::collections::BTreeSet<i64> = collectives.keys().chain(compute.keys()).copied().collect();
+    let (ops, exposed_total) = op_totals(&collectives, &compute, &categories);
+    let core_steps = (devices.len().max(1) * steps.steps.len().max(1)) as f64;
+    Ok(Analysis {
+        exposed_per_step: Picos((exposed_total.0 as f64 / core_steps).round() as i64),
+        hidden_per_step: Picos::ZERO,
+        core_steps,
+        ops,
+        cpu: !gpu,
+        matmul_per_step: None,
+    })
+}
+
+/// One occurrence of a collective on a host thread or GPU stream.
+struct Occurrence {
+    /// (program id, op name).
+    key: (u64, String),
+    start: Picos,
+    end: Picos,
+    /// Rendezvous wait inside it.
+    wait: Picos,
+    plane: String,
+    line: String,
+}
+
+/// Per device: the collective occurrences (key, start, end, wait inside) and compute intervals
+/// inside the steps (`spans`).
+#[allow(clippy::type_complexity)]
+fn occurrences(
+    host: &HostProfile,
+    categories: &HashMap<(u64, &str), &str>,
+    spans: &[(Picos, Picos)],
+    host_plane: Option<&xlens_xplane::Plane>,
+    gpu: bool,
+) -> (BTreeMap<i64, Vec<Occurrence>>, BTreeMap<i64, Vec<(Picos, Picos)>>) {
+    let host_ops = host.host_ops();
+    let in_step = |t: Picos| evidence::in_intervals(spans, t);
     // Rendezvous waits, decided once per metadata entry.
     let is_wait: Vec<bool> = host_plane.map_or_else(Vec::new, |plane| {
         plane.event_metadata().iter().map(|m| m.name() == "Rendezvous" || m.name().starts_with("Wait")).collect()
     });
-    // Per device: collective occurrences (key, start, end, wait inside) and compute intervals.
-    struct Occurrence {
-        key: (u64, String),
-        start: Picos,
-        end: Picos,
-        wait: Picos,
-        plane: String,
-        line: String,
-    }
     let mut collectives: BTreeMap<i64, Vec<Occurrence>> = BTreeMap::new();
     let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
     // Collective or not, per (program, interned op name) key, decided once.
@@ -487,25 +595,35 @@ fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
             continue;
         }
         // Only threads that ran collectives are walked again, for their waits.
-        let waits: Vec<(Picos, Picos)> = if gpu {
-            Vec::new()
-        } else {
-            line.events(plane)
-                .map_while(|e| e.ok())
-                .filter(|ev| plane.event_metadata_position(ev.metadata_id()).is_some_and(|i| is_wait[i]))
-                .map(|ev| (ev.start(), ev.end()))
-                .collect()
-        };
+        let waits: Vec<(Picos, Picos)> = if gpu { Vec::new() } else { thread_waits(plane, line, &is_wait) };
         let waits = union(waits);
         for (device, mut occ) in pending {
             occ.wait = covered(&waits, occ.start, occ.end);
             collectives.entry(device).or_default().push(occ);
         }
     }
-    let devices: std::collections::BTreeSet<i64> = collectives.keys().chain(compute.keys()).copied().collect();
+    (collectives, compute)
+}
+
+/// The rendezvous waits (by metadata position in `is_wait`) on one host thread.
+fn thread_waits(plane: &xlens_xplane::Plane, line: &xlens_xplane::Line, is_wait: &[bool]) -> Vec<(Picos, Picos)> {
+    line.events(plane)
+        .map_while(|e| e.ok())
+        .filter(|ev| plane.event_metadata_position(ev.metadata_id()).is_some_and(|i| is_wait[i]))
+        .map(|ev| (ev.start(), ev.end()))
+        .collect()
+}
+
+/// Each collective's totals, and the exposed collective time over all devices (not covered by the
+/// device's compute).
+fn op_totals(
+    collectives: &BTreeMap<i64, Vec<Occurrence>>,
+    compute: &BTreeMap<i64, Vec<(Picos, Picos)>>,
+    categories: &HashMap<(u64, &str), &str>,
+) -> (BTreeMap<String, OpTotals>, Picos) {
     let mut ops: BTreeMap<String, OpTotals> = BTreeMap::new();
     let mut exposed_total = Picos::ZERO;
-    for (device, occurrences) in &collectives {
+    for (device, occurrences) in collectives {
         let busy = union(compute.get(device).cloned().unwrap_or_default());
         let merged = union(occurrences.iter().map(|o| (o.start, o.end)).collect());
         for &(s, e) in &merged {
@@ -521,15 +639,7 @@ fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
             o.add_occurrence(&occ.plane, &occ.line, occ.start, occ.end, exposed);
         }
     }
-    let core_steps = (devices.len().max(1) * steps.steps.len().max(1)) as f64;
-    Ok(Analysis {
-        exposed_per_step: Picos((exposed_total.0 as f64 / core_steps).round() as i64),
-        hidden_per_step: Picos::ZERO,
-        core_steps,
-        ops,
-        cpu: !gpu,
-        matmul_per_step: None,
-    })
+    (ops, exposed_total)
 }
 
 #[cfg(test)]

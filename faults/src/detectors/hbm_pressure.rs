@@ -65,112 +65,160 @@ impl Detector for HbmPressure {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.hbm_pressure;
-        let (capacity, capacity_source) = device_capacity(host).ok_or_else(|| Skip::because(Need::Memory.missing()))?;
-        if capacity == 0 {
-            return Err(Skip::because("the device reports an HBM capacity of 0"));
-        }
-        let main = host.main_module().and_then(|m| m.program_id());
-        let mut problems = Vec::new();
-        // (fraction, is not main, module, stats); highest fraction first, the main program on ties.
-        let mut candidates: Vec<(f64, bool, &Module, MemoryStats)> = Vec::new();
-        for module in host.modules() {
-            match module.hbm_memory_stats() {
-                Ok(Some(stats)) => {
-                    let fraction = stats.peak_bytes() as f64 / capacity as f64;
-                    candidates.push((fraction, module.program_id() != main, module, stats));
-                }
-                Ok(None) => {}
-                Err(e) => problems.push(format!("{}: {e}", module.display_name())),
-            }
-        }
-        if candidates.is_empty() {
-            return Err(Skip::because(match problems.first() {
-                Some(p) => format!("no buffer assignment could be replayed ({p})"),
-                None => "no program carries a buffer assignment".to_owned(),
-            }));
-        }
-        candidates
-            .sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.program_id().cmp(&b.2.program_id())));
-        let (fraction, _, module, stats) = &candidates[0];
-        if *fraction < t.min_peak_fraction {
-            return Ok(());
-        }
-        let peak = stats.peak_bytes();
-        let gib = |b: u64| b as f64 / GIB;
-        let mut evidence = vec![
-            Evidence::metric("HBM peak", peak as f64, "bytes"),
-            Evidence::metric("HBM capacity per device", capacity as f64, "bytes"),
-            Evidence::metric("peak share of capacity", 100.0 * fraction, "%"),
-            Evidence::note(format!(
-                "{} peaks at {:.2} GiB of {:.2} GiB ({capacity_source}): {:.2} GiB of headroom",
-                module.display_name(),
-                gib(peak),
-                gib(capacity),
-                (capacity as f64 - peak as f64) / GIB
-            )),
-            Evidence::note(format!(
-                "the peak is parameters {:.2} GiB (donated {:.2} GiB), outputs {:.2} GiB, temporaries at the heap \
-                 peak {:.2} GiB, constants {:.2} GiB",
-                gib(stats.argument_bytes),
-                gib(stats.alias_bytes),
-                gib(stats.output_bytes),
-                gib(stats.heap_peak_bytes),
-                gib(stats.constant_bytes)
-            )),
-        ];
-        if stats.heap_padding_bytes() > 0 {
-            evidence.push(Evidence::metric(
-                "layout padding at the heap peak",
-                stats.heap_padding_bytes() as f64,
-                "bytes",
-            ));
-        }
-        // The largest buffers live at the peak, and the largest parameters.
-        let mut buffers: Vec<(u64, Option<xlens_hlo::InstrId>, &str)> =
-            stats.peak_buffers.iter().map(|b| (b.size, b.instruction, "temporary live at the peak")).collect();
-        for p in module.entry_parameters() {
-            let size = p.shape().byte_size();
-            if size > 0 {
-                buffers.push((size, Some(p.id()), "parameter"));
-            }
-        }
-        buffers.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (size, instr, kind) in buffers.iter().take(5) {
-            let name = instr.map_or("?", |i| module.instruction(i).name());
-            evidence.push(Evidence::note(format!("{kind} {name}: {:.2} GiB", gib(*size))));
-            if let Some(i) = instr {
-                evidence.push(evidence::instruction(module, *i));
-            }
-        }
-        let others: Vec<String> = candidates[1..]
-            .iter()
-            .filter(|c| c.0 >= t.min_peak_fraction)
-            .map(|c| format!("{} ({:.0} %)", c.2.display_name(), 100.0 * c.0))
-            .collect();
-        if !others.is_empty() {
-            evidence.push(Evidence::note(format!("also near the limit: {}", others.join(", "))));
-        }
-        for p in &problems {
-            evidence.push(Evidence::note(format!("not checked: {p}")));
-        }
-        let severity = if *fraction >= t.p0_peak_fraction { Severity::P0 } else { self.severity() };
-        out.push(Finding::new(
-            self,
-            severity,
-            format!(
-                "{} needs {:.2} GiB of HBM at its peak, {:.1} % of the {:.2} GiB a device has: a larger batch or \
-                     sequence will run out of memory.",
-                module.display_name(),
-                gib(peak),
-                100.0 * fraction,
-                gib(capacity)
-            ),
-            evidence,
-            Impact::of(0.0, host.step_ms()),
-        ));
+        let measured = measure(host)?;
+        let Some(severity) = score(self, &measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, severity, config));
         Ok(())
     }
+}
+
+/// A program's HBM peak: (fraction of capacity, is not main, module, stats).
+type Candidate<'a> = (f64, bool, &'a Module, MemoryStats);
+
+/// What the profile shows: the device's HBM capacity and each program's replayed peak.
+struct Measured<'a> {
+    capacity: u64,
+    /// Where the capacity comes from.
+    capacity_source: String,
+    /// Highest fraction first, the main program on ties; never empty.
+    candidates: Vec<Candidate<'a>>,
+    /// Programs whose buffer assignment could not be replayed.
+    problems: Vec<String>,
+}
+
+/// Reads the HBM capacity and replays every program's buffer assignment.
+fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
+    let (capacity, capacity_source) = device_capacity(host).ok_or_else(|| Skip::because(Need::Memory.missing()))?;
+    if capacity == 0 {
+        return Err(Skip::because("the device reports an HBM capacity of 0"));
+    }
+    let main = host.main_module().and_then(|m| m.program_id());
+    let mut problems = Vec::new();
+    // (fraction, is not main, module, stats); highest fraction first, the main program on ties.
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    for module in host.modules() {
+        match module.hbm_memory_stats() {
+            Ok(Some(stats)) => {
+                let fraction = stats.peak_bytes() as f64 / capacity as f64;
+                candidates.push((fraction, module.program_id() != main, module, stats));
+            }
+            Ok(None) => {}
+            Err(e) => problems.push(format!("{}: {e}", module.display_name())),
+        }
+    }
+    if candidates.is_empty() {
+        return Err(Skip::because(match problems.first() {
+            Some(p) => format!("no buffer assignment could be replayed ({p})"),
+            None => "no program carries a buffer assignment".to_owned(),
+        }));
+    }
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.program_id().cmp(&b.2.program_id())));
+    Ok(Measured { capacity, capacity_source, candidates, problems })
+}
+
+/// The severity of the highest peak (P0 from `p0_peak_fraction`); `None` below `min_peak_fraction`.
+fn score(detector: &HbmPressure, m: &Measured<'_>, config: &ScanConfig) -> Option<Severity> {
+    let t = &config.thresholds.hbm_pressure;
+    let fraction = m.candidates[0].0;
+    if fraction < t.min_peak_fraction {
+        return None;
+    }
+    Some(if fraction >= t.p0_peak_fraction { Severity::P0 } else { detector.severity() })
+}
+
+/// The evidence: the peak against the capacity, what makes it, the largest buffers, the other programs.
+fn evidence_of(m: &Measured<'_>, config: &ScanConfig) -> Vec<Evidence> {
+    let t = &config.thresholds.hbm_pressure;
+    let (capacity, capacity_source, candidates) = (m.capacity, &m.capacity_source, &m.candidates);
+    let (fraction, _, module, stats) = &candidates[0];
+    let peak = stats.peak_bytes();
+    let gib = |b: u64| b as f64 / GIB;
+    let mut evidence = vec![
+        Evidence::metric("HBM peak", peak as f64, "bytes"),
+        Evidence::metric("HBM capacity per device", capacity as f64, "bytes"),
+        Evidence::metric("peak share of capacity", 100.0 * fraction, "%"),
+        Evidence::note(format!(
+            "{} peaks at {:.2} GiB of {:.2} GiB ({capacity_source}): {:.2} GiB of headroom",
+            module.display_name(),
+            gib(peak),
+            gib(capacity),
+            (capacity as f64 - peak as f64) / GIB
+        )),
+        Evidence::note(format!(
+            "the peak is parameters {:.2} GiB (donated {:.2} GiB), outputs {:.2} GiB, temporaries at the heap \
+                 peak {:.2} GiB, constants {:.2} GiB",
+            gib(stats.argument_bytes),
+            gib(stats.alias_bytes),
+            gib(stats.output_bytes),
+            gib(stats.heap_peak_bytes),
+            gib(stats.constant_bytes)
+        )),
+    ];
+    if stats.heap_padding_bytes() > 0 {
+        evidence.push(Evidence::metric("layout padding at the heap peak", stats.heap_padding_bytes() as f64, "bytes"));
+    }
+    buffer_evidence(module, stats, &mut evidence);
+    let others: Vec<String> = candidates[1..]
+        .iter()
+        .filter(|c| c.0 >= t.min_peak_fraction)
+        .map(|c| format!("{} ({:.0} %)", c.2.display_name(), 100.0 * c.0))
+        .collect();
+    if !others.is_empty() {
+        evidence.push(Evidence::note(format!("also near the limit: {}", others.join(", "))));
+    }
+    for p in &m.problems {
+        evidence.push(Evidence::note(format!("not checked: {p}")));
+    }
+    evidence
+}
+
+/// The largest buffers live at the peak, and the largest parameters, with their instructions.
+fn buffer_evidence(module: &Module, stats: &MemoryStats, evidence: &mut Vec<Evidence>) {
+    let gib = |b: u64| b as f64 / GIB;
+    // The largest buffers live at the peak, and the largest parameters.
+    let mut buffers: Vec<(u64, Option<xlens_hlo::InstrId>, &str)> =
+        stats.peak_buffers.iter().map(|b| (b.size, b.instruction, "temporary live at the peak")).collect();
+    for p in module.entry_parameters() {
+        let size = p.shape().byte_size();
+        if size > 0 {
+            buffers.push((size, Some(p.id()), "parameter"));
+        }
+    }
+    buffers.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (size, instr, kind) in buffers.iter().take(5) {
+        let name = instr.map_or("?", |i| module.instruction(i).name());
+        evidence.push(Evidence::note(format!("{kind} {name}: {:.2} GiB", gib(*size))));
+        if let Some(i) = instr {
+            evidence.push(evidence::instruction(module, *i));
+        }
+    }
+}
+
+/// The finding: the program's peak against the device's HBM.
+fn describe(
+    detector: &HbmPressure,
+    host: &HostProfile,
+    m: &Measured<'_>,
+    severity: Severity,
+    config: &ScanConfig,
+) -> Finding {
+    let (fraction, _, module, stats) = &m.candidates[0];
+    let (peak, capacity) = (stats.peak_bytes(), m.capacity);
+    let gib = |b: u64| b as f64 / GIB;
+    Finding::new(
+        detector,
+        severity,
+        format!(
+            "{} needs {:.2} GiB of HBM at its peak, {:.1} % of the {:.2} GiB a device has: a larger batch or \
+                     sequence will run out of memory.",
+            module.display_name(),
+            gib(peak),
+            100.0 * fraction,
+            gib(capacity)
+        ),
+        evidence_of(m, config),
+        Impact::of(0.0, host.step_ms()),
+    )
 }
 
 /// HBM per device: the first device plane's `memory_size` stat, else the catalogue's per-chip

@@ -104,149 +104,230 @@ impl Detector for HostCallbackStall {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.host_callback_stall;
-        let steps = host.steps().map_err(Skip::because)?;
-        let n = steps.steps.len();
-        if n == 0 {
-            return Err(Skip::because("the profile has no step markers"));
-        }
-        let instructions = callback_instructions(host);
-        let callback_keys: std::collections::HashSet<(u64, &str)> =
-            instructions.keys().map(|(p, name)| (*p, name.as_str())).collect();
-        // On TPU, callbacks are op categories: check the op profile first, and walk the op lines
-        // for the callback events only when there are some.
-        let ops: Box<dyn Iterator<Item = OpSpan<'_>> + '_> = if host.space().tpu_tensor_cores().is_empty() {
-            // Host-run ops have no category: only the HLO's callback instructions can match.
-            // They are made one at a time from the shared table; only callbacks are kept.
-            if instructions.is_empty() {
-                return Ok(());
-            }
-            Box::new(evidence::host_op_spans(host))
-        } else {
-            let profile = host.op_profile().map_err(Skip::because)?;
-            if !profile.ops.iter().any(|o| is_callback_category(&o.category)) {
-                return Ok(());
-            }
-            Box::new(
-                evidence::op_spans_where(host, |category, _| is_callback_category(category), |_, _| true).into_iter(),
-            )
-        };
-        let step_of = |at: Picos| {
-            let k = steps.steps.partition_point(|s| s.start <= at);
-            (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
-        };
-        let is_callback = |op: &OpSpan<'_>| {
-            op.category.as_deref().is_some_and(is_callback_category)
-                || op.program_id.is_some_and(|p| callback_keys.contains(&(p, &*op.name)))
-        };
-        // Per core: callback spans and other op spans, inside steps.
-        let mut callbacks: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-        let mut others: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-        let mut usage: BTreeMap<(Option<u64>, String), Usage> = BTreeMap::new();
-        let mut longest: Vec<OpSpan<'_>> = Vec::new();
-        for op in ops {
-            let Some(k) = step_of(op.start) else { continue };
-            if is_callback(&op) {
-                callbacks.entry(op.core).or_default().push((op.start, op.end));
-                let u = usage.entry((op.program_id, op.name.to_string())).or_default();
-                u.time += op.duration();
-                u.runs += 1;
-                if u.per_step.is_empty() {
-                    u.per_step = vec![0; n];
-                }
-                u.per_step[k] += 1;
-                longest.push(op);
-            } else {
-                others.entry(op.core).or_default().push((op.start, op.end));
-            }
-        }
-        if usage.is_empty() {
-            return Ok(());
-        }
-        let cores = callbacks.len().max(1) as f64;
-        let mut callback_time = Picos::ZERO;
-        let mut stall = Picos::ZERO;
-        for (core, spans) in callbacks {
-            let busy = evidence::union(others.remove(&core).unwrap_or_default());
-            for (s, e) in evidence::union(spans) {
-                callback_time += e - s;
-                stall += (e - s).saturating_sub(evidence::covered(&busy, s, e));
-            }
-        }
-        let callback_ms = callback_time.as_ms_f64() / cores / n as f64;
-        let ms_per_step = stall.as_ms_f64() / cores / n as f64;
-        let impact = Impact::of(ms_per_step, host.step_ms());
-        if impact.pct_of_step < t.min_pct_of_step {
-            return Ok(());
-        }
-        let mut executions = vec![0usize; n];
-        for u in usage.values() {
-            for (k, c) in u.per_step.iter().enumerate() {
-                executions[k] += c;
-            }
-        }
-        executions.sort_unstable();
-        let mut evidence = vec![
-            Evidence::metric(
-                "callback executions per step and core (median)",
-                executions[n / 2] as f64 / cores,
-                "count",
-            ),
-            Evidence::metric("host callback time per step", callback_ms, "ms"),
-            Evidence::metric("stall per step (callback with no other op running)", ms_per_step, "ms"),
-            Evidence::metric("stall share of the step", impact.pct_of_step, "%"),
-        ];
-        let mut rows: Vec<(&(Option<u64>, String), &Usage)> = usage.iter().collect();
-        rows.sort_by(|a, b| b.1.time.cmp(&a.1.time).then(a.0.cmp(b.0)));
-        for ((program, name), u) in &rows {
-            let mut per_step = u.per_step.clone();
-            per_step.sort_unstable();
-            evidence.push(Evidence::note(format!(
-                "{name}: {} execution(s), {} per step (median), {:.3} ms per step, {:.3} ms each on average",
-                u.runs,
-                per_step[per_step.len() / 2],
-                u.time.as_ms_f64() / cores / n as f64,
-                u.time.as_ms_f64() / u.runs.max(1) as f64
-            )));
-            if let Some(cb) = program.and_then(|p| instructions.get(&(p, name.clone()))) {
-                evidence.push(evidence::instruction(cb.module, cb.id));
-            }
-        }
-        // Host-side callback events (TPU runtimes record these).
-        let requests: Vec<_> = evidence::host_events(host, |name| {
-            name == names::event::HOST_CALLBACK_REQUEST || name == names::event::COMPLETE_CALLBACKS
-        })
-        .collect();
-        if !requests.is_empty() {
-            let time: Picos = requests.iter().map(|e| e.duration()).sum();
-            evidence.push(Evidence::note(format!(
-                "{} HostCallbackRequest/CompleteCallbacks host event(s), {:.3} ms in total",
-                requests.len(),
-                time.as_ms_f64()
-            )));
-        }
-        longest.sort_by(|a, b| b.duration().cmp(&a.duration()).then(a.start.cmp(&b.start)).then(a.name.cmp(&b.name)));
-        for op in longest.iter().take(3) {
-            evidence.push(evidence::event_parts(host, op.plane, op.line, &op.name, op.start, op.duration()));
-        }
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let names: Vec<&str> = rows.iter().map(|((_, name), _)| name.as_str()).collect();
-        let what = format!(
-            "{} host callback(s) ({}) run inside the step for {callback_ms:.3} ms per step; the device does \
-             nothing else for {ms_per_step:.3} ms of it ({:.1} % of the step).",
-            rows.len(),
-            names.join(", "),
-            impact.pct_of_step
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let Some(measured) = measure(host)? else { return Ok(()) };
+        let Some(score) = score(host, &measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score));
         Ok(())
     }
+}
+
+/// Per core, the (start, end) spans of some of its ops.
+type CoreSpans = BTreeMap<i64, Vec<(Picos, Picos)>>;
+
+/// The op spans inside steps, split into callbacks and the rest.
+struct Spans<'a> {
+    callbacks: CoreSpans,
+    others: CoreSpans,
+    usage: BTreeMap<(Option<u64>, String), Usage>,
+    /// The callback op spans.
+    longest: Vec<OpSpan<'a>>,
+}
+
+/// What the profile shows: the callbacks run inside steps and the time the device did nothing else.
+struct Measured<'a> {
+    /// Steps in the profile.
+    n: usize,
+    instructions: BTreeMap<(u64, String), Callback<'a>>,
+    usage: BTreeMap<(Option<u64>, String), Usage>,
+    /// The callback op spans, for the timeline.
+    longest: Vec<OpSpan<'a>>,
+    /// Cores that ran callbacks (at least one).
+    cores: f64,
+    callback_time: Picos,
+    stall: Picos,
+}
+
+/// Reads the callback ops inside steps and the stall they cause; `None` without callbacks.
+fn measure(host: &HostProfile) -> Result<Option<Measured<'_>>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    let n = steps.steps.len();
+    if n == 0 {
+        return Err(Skip::because("the profile has no step markers"));
+    }
+    let instructions = callback_instructions(host);
+    let Some(ops) = op_spans(host, instructions.is_empty())? else { return Ok(None) };
+    let Spans { callbacks, others, usage, longest } = split_spans(steps, &instructions, ops);
+    if usage.is_empty() {
+        return Ok(None);
+    }
+    let cores = callbacks.len().max(1) as f64;
+    let (callback_time, stall) = stall_of(callbacks, others);
+    Ok(Some(Measured { n, instructions, usage, longest, cores, callback_time, stall }))
+}
+
+/// The op spans to look at; `None` when none can be a callback.
+#[allow(clippy::type_complexity)]
+fn op_spans(
+    host: &HostProfile,
+    no_instructions: bool,
+) -> Result<Option<Box<dyn Iterator<Item = OpSpan<'_>> + '_>>, Skip> {
+    // On TPU, callbacks are op categories: check the op profile first, and walk the op lines
+    // for the callback events only when there are some.
+    let ops: Box<dyn Iterator<Item = OpSpan<'_>> + '_> = if host.space().tpu_tensor_cores().is_empty() {
+        // Host-run ops have no category: only the HLO's callback instructions can match.
+        // They are made one at a time from the shared table; only callbacks are kept.
+        if no_instructions {
+            return Ok(None);
+        }
+        Box::new(evidence::host_op_spans(host))
+    } else {
+        let profile = host.op_profile().map_err(Skip::because)?;
+        if !profile.ops.iter().any(|o| is_callback_category(&o.category)) {
+            return Ok(None);
+        }
+        Box::new(evidence::op_spans_where(host, |category, _| is_callback_category(category), |_, _| true).into_iter())
+    };
+    Ok(Some(ops))
+}
+
+/// Splits the op spans inside steps into callbacks (with their usage) and the rest, per core.
+fn split_spans<'a>(
+    steps: &xlens_roofline::Steps,
+    instructions: &BTreeMap<(u64, String), Callback<'_>>,
+    ops: impl Iterator<Item = OpSpan<'a>>,
+) -> Spans<'a> {
+    let n = steps.steps.len();
+    let callback_keys: std::collections::HashSet<(u64, &str)> =
+        instructions.keys().map(|(p, name)| (*p, name.as_str())).collect();
+    let step_of = |at: Picos| {
+        let k = steps.steps.partition_point(|s| s.start <= at);
+        (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
+    };
+    let is_callback = |op: &OpSpan<'_>| {
+        op.category.as_deref().is_some_and(is_callback_category)
+            || op.program_id.is_some_and(|p| callback_keys.contains(&(p, &*op.name)))
+    };
+    // Per core: callback spans and other op spans, inside steps.
+    let mut callbacks: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+    let mut others: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+    let mut usage: BTreeMap<(Option<u64>, String), Usage> = BTreeMap::new();
+    let mut longest: Vec<OpSpan<'_>> = Vec::new();
+    for op in ops {
+        let Some(k) = step_of(op.start) else { continue };
+        if is_callback(&op) {
+            callbacks.entry(op.core).or_default().push((op.start, op.end));
+            let u = usage.entry((op.program_id, op.name.to_string())).or_default();
+            u.time += op.duration();
+            u.runs += 1;
+            if u.per_step.is_empty() {
+                u.per_step = vec![0; n];
+            }
+            u.per_step[k] += 1;
+            longest.push(op);
+        } else {
+            others.entry(op.core).or_default().push((op.start, op.end));
+        }
+    }
+    Spans { callbacks, others, usage, longest }
+}
+
+/// The callback time and the stall (callback time with no other op of the core running).
+fn stall_of(callbacks: CoreSpans, mut others: CoreSpans) -> (Picos, Picos) {
+    let mut callback_time = Picos::ZERO;
+    let mut stall = Picos::ZERO;
+    for (core, spans) in callbacks {
+        let busy = evidence::union(others.remove(&core).unwrap_or_default());
+        for (s, e) in evidence::union(spans) {
+            callback_time += e - s;
+            stall += (e - s).saturating_sub(evidence::covered(&busy, s, e));
+        }
+    }
+    (callback_time, stall)
+}
+
+/// The callback time and stall per step, and what the stall costs.
+struct Score {
+    callback_ms: f64,
+    ms_per_step: f64,
+    impact: Impact,
+}
+
+/// Decides whether the stall is large enough to report.
+fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let t = &config.thresholds.host_callback_stall;
+    let (cores, n, callback_time, stall) = (m.cores, m.n, m.callback_time, m.stall);
+    let callback_ms = callback_time.as_ms_f64() / cores / n as f64;
+    let ms_per_step = stall.as_ms_f64() / cores / n as f64;
+    let impact = Impact::of(ms_per_step, host.step_ms());
+    if impact.pct_of_step < t.min_pct_of_step {
+        return None;
+    }
+    Some(Score { callback_ms, ms_per_step, impact })
+}
+
+/// The callbacks, longest in total first.
+fn rows(usage: &BTreeMap<(Option<u64>, String), Usage>) -> Vec<(&(Option<u64>, String), &Usage)> {
+    let mut rows: Vec<(&(Option<u64>, String), &Usage)> = usage.iter().collect();
+    rows.sort_by(|a, b| b.1.time.cmp(&a.1.time).then(a.0.cmp(b.0)));
+    rows
+}
+
+/// The evidence: executions, times, each callback with its instruction, the host events, the longest spans.
+fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
+    let (n, cores, usage, instructions) = (m.n, m.cores, &m.usage, &m.instructions);
+    let (callback_ms, ms_per_step, impact) = (s.callback_ms, s.ms_per_step, s.impact);
+    let mut executions = vec![0usize; n];
+    for u in usage.values() {
+        for (k, c) in u.per_step.iter().enumerate() {
+            executions[k] += c;
+        }
+    }
+    executions.sort_unstable();
+    let mut evidence = vec![
+        Evidence::metric("callback executions per step and core (median)", executions[n / 2] as f64 / cores, "count"),
+        Evidence::metric("host callback time per step", callback_ms, "ms"),
+        Evidence::metric("stall per step (callback with no other op running)", ms_per_step, "ms"),
+        Evidence::metric("stall share of the step", impact.pct_of_step, "%"),
+    ];
+    for ((program, name), u) in &rows(usage) {
+        let mut per_step = u.per_step.clone();
+        per_step.sort_unstable();
+        evidence.push(Evidence::note(format!(
+            "{name}: {} execution(s), {} per step (median), {:.3} ms per step, {:.3} ms each on average",
+            u.runs,
+            per_step[per_step.len() / 2],
+            u.time.as_ms_f64() / cores / n as f64,
+            u.time.as_ms_f64() / u.runs.max(1) as f64
+        )));
+        if let Some(cb) = program.and_then(|p| instructions.get(&(p, name.clone()))) {
+            evidence.push(evidence::instruction(cb.module, cb.id));
+        }
+    }
+    // Host-side callback events (TPU runtimes record these).
+    let requests: Vec<_> = evidence::host_events(host, |name| {
+        name == names::event::HOST_CALLBACK_REQUEST || name == names::event::COMPLETE_CALLBACKS
+    })
+    .collect();
+    if !requests.is_empty() {
+        let time: Picos = requests.iter().map(|e| e.duration()).sum();
+        evidence.push(Evidence::note(format!(
+            "{} HostCallbackRequest/CompleteCallbacks host event(s), {:.3} ms in total",
+            requests.len(),
+            time.as_ms_f64()
+        )));
+    }
+    let mut longest: Vec<&OpSpan<'_>> = m.longest.iter().collect();
+    longest.sort_by(|a, b| b.duration().cmp(&a.duration()).then(a.start.cmp(&b.start)).then(a.name.cmp(&b.name)));
+    for op in longest.iter().take(3) {
+        evidence.push(evidence::event_parts(host, op.plane, op.line, &op.name, op.start, op.duration()));
+    }
+    evidence
+}
+
+/// The finding: the callbacks and the stall they cause.
+fn describe(detector: &HostCallbackStall, host: &HostProfile, m: &Measured<'_>, s: &Score) -> Finding {
+    let (callback_ms, ms_per_step, impact) = (s.callback_ms, s.ms_per_step, s.impact);
+    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let rows = rows(&m.usage);
+    let names: Vec<&str> = rows.iter().map(|((_, name), _)| name.as_str()).collect();
+    let what = format!(
+        "{} host callback(s) ({}) run inside the step for {callback_ms:.3} ms per step; the device does \
+             nothing else for {ms_per_step:.3} ms of it ({:.1} % of the step).",
+        rows.len(),
+        names.join(", "),
+        impact.pct_of_step
+    );
+    Finding::new(detector, severity, what, evidence_of(host, m, s), impact)
 }
 
 #[cfg(test)]

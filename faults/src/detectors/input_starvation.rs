@@ -105,23 +105,7 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
     }
     let mut starts: Vec<Picos> = ops.iter().map(|o| o.start).collect();
     starts.sort_unstable();
-    let markers = evidence::step_marker_lines(host);
-    // Per marker line: dispatch starts and every event (top-level filtering happens per step).
-    let mut dispatches: Vec<Picos> = Vec::new();
-    let mut events: Vec<xlens_xplane::Event<'a>> = Vec::new();
-    for &index in &markers {
-        let line = &plane.lines()[index];
-        for ev in line.events(plane).map_while(|e| e.ok()) {
-            if is_dispatch(ev.name()) {
-                dispatches.push(ev.start());
-            }
-            if !xlens_roofline::is_host_step_marker(ev.name()) {
-                events.push(ev);
-            }
-        }
-    }
-    dispatches.sort();
-    events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
+    let (dispatches, events) = marker_line_events(host, plane);
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     let mut first_op_gaps = Vec::new();
     for step in &steps.steps {
@@ -154,22 +138,54 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
             out.longest.push(*ev);
         }
     }
+    out.notes = host_notes(host, first_op_gaps);
+    Some(out)
+}
+
+/// The step-marker lines' dispatch starts and their events other than step markers, sorted.
+fn marker_line_events<'a>(
+    host: &HostProfile,
+    plane: &'a xlens_xplane::Plane,
+) -> (Vec<Picos>, Vec<xlens_xplane::Event<'a>>) {
+    let markers = evidence::step_marker_lines(host);
+    // Per marker line: dispatch starts and every event (top-level filtering happens per step).
+    let mut dispatches: Vec<Picos> = Vec::new();
+    let mut events: Vec<xlens_xplane::Event<'a>> = Vec::new();
+    for &index in &markers {
+        let line = &plane.lines()[index];
+        for ev in line.events(plane).map_while(|e| e.ok()) {
+            if is_dispatch(ev.name()) {
+                dispatches.push(ev.start());
+            }
+            if !xlens_roofline::is_host_step_marker(ev.name()) {
+                events.push(ev);
+            }
+        }
+    }
+    dispatches.sort();
+    events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
+    (dispatches, events)
+}
+
+/// The notes of the host path: the median time to the first op, and the anatomy's host-only share.
+fn host_notes(host: &HostProfile, mut first_op_gaps: Vec<Picos>) -> Vec<Evidence> {
+    let mut notes = Vec::new();
     first_op_gaps.sort();
     if let Some(median) = first_op_gaps.get(first_op_gaps.len() / 2) {
-        out.notes.push(Evidence::metric("median time from step start to its first op", median.as_ms_f64(), "ms"));
+        notes.push(Evidence::metric("median time from step start to its first op", median.as_ms_f64(), "ms"));
     }
     if let Ok(anatomy) = host.anatomy() {
         let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
         let host_time: Picos = anatomy.iter().map(|a| a.host).sum();
         if total.0 > 0 {
-            out.notes.push(Evidence::metric(
+            notes.push(Evidence::metric(
                 "host-only time of the step anatomy",
                 100.0 * host_time.0 as f64 / total.0 as f64,
                 "%",
             ));
         }
     }
-    Some(out)
+    notes
 }
 
 /// TPU device steps: the largest core's infeed, plus idle relabelled by host input waits.
@@ -242,79 +258,138 @@ impl Detector for InputStarvation {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.input_starvation;
-        let steps = host.steps().map_err(Skip::because)?;
-        if steps.steps.is_empty() {
-            return Err(Skip::because("the profile has no step markers"));
-        }
-        let tpu = !host.space().tpu_tensor_cores().is_empty();
-        let (waits, source) = if tpu {
-            let source = match steps.source {
-                StepSource::DeviceSteps => "device steps (infeed)",
-                _ => "program executions on the device (infeed)",
-            };
-            (tpu_waits(host, steps), source)
-        } else {
-            let waits = host_waits(host, steps)
-                .ok_or_else(|| Skip::because("the profile has no op events on its host threads"))?;
-            (waits, "host step markers (leading host phase)")
-        };
-        let total_step: Picos = steps.steps.iter().map(|s| s.duration).sum();
-        let total_wait: Picos = waits.per_step.iter().copied().sum();
-        if total_step.0 <= 0 {
-            return Ok(());
-        }
-        let pct = 100.0 * total_wait.0 as f64 / total_step.0 as f64;
-        if pct < t.min_input_pct {
-            return Ok(());
-        }
-        let n = steps.steps.len();
-        let ms_per_step = total_wait.as_ms_f64() / n as f64;
-        let impact = Impact::of(ms_per_step, host.step_ms());
-        let affected: Vec<&str> = steps
-            .steps
-            .iter()
-            .zip(&waits.per_step)
-            .filter(|(s, w)| s.duration.0 > 0 && 100.0 * w.0 as f64 / s.duration.0 as f64 >= t.min_input_pct)
-            .map(|(s, _)| s.name.as_str())
-            .collect();
-        let mut evidence = vec![
-            Evidence::metric("input-bound share of the step time", pct, "%"),
-            Evidence::metric("input wait per step", ms_per_step, "ms"),
-            Evidence::metric("steps waiting for input", affected.len() as f64, "count"),
-            Evidence::note(format!("steps from {source}; waiting: {}", affected.join(", "))),
-        ];
-        evidence.extend(waits.notes);
-        let mut names: Vec<(&str, (Picos, usize))> = waits.by_name.into_iter().collect();
-        names.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
-        // The host work of the input phase, largest first (names under 1 % of the wait are noise).
-        for (name, (time, count)) in names.iter().filter(|(_, (time, _))| time.0 * 100 >= total_wait.0).take(3) {
-            evidence.push(Evidence::note(format!(
-                "host `{name}`{}: {count} event(s), {:.3} ms per step in the input phase",
-                if is_input_event(name) { " (input pipeline)" } else { "" },
-                time.as_ms_f64() / n as f64
-            )));
-        }
-        let mut longest = waits.longest;
-        longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start(), e.line().index()));
-        evidence.extend(longest.iter().take(3).map(|e| evidence::event(host, e)));
-        let severity = if pct >= t.p0_input_pct || impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let loader = names.first().map_or(String::new(), |(name, _)| format!(", mostly in `{name}`"));
-        let what = format!(
-            "The device waits for input {pct:.1} % of the step time ({ms_per_step:.3} ms per step{loader}) in {} of \
-             {n} steps: XProf would call this profile {}.",
-            affected.len(),
-            xprof_label(pct)
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let measured = measure(host)?;
+        let Some(score) = score(host, &measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score, config));
         Ok(())
     }
+}
+
+/// What the profile shows: the steps, their input waits, and where the steps come from.
+struct Measured<'a> {
+    steps: &'a Steps,
+    waits: InputWaits<'a>,
+    /// Where the steps come from, for the evidence.
+    source: &'static str,
+}
+
+/// Reads the input wait of every step (TPU infeed, or the leading host phase).
+fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    if steps.steps.is_empty() {
+        return Err(Skip::because("the profile has no step markers"));
+    }
+    let tpu = !host.space().tpu_tensor_cores().is_empty();
+    let (waits, source) = if tpu {
+        let source = match steps.source {
+            StepSource::DeviceSteps => "device steps (infeed)",
+            _ => "program executions on the device (infeed)",
+        };
+        (tpu_waits(host, steps), source)
+    } else {
+        let waits =
+            host_waits(host, steps).ok_or_else(|| Skip::because("the profile has no op events on its host threads"))?;
+        (waits, "host step markers (leading host phase)")
+    };
+    Ok(Measured { steps, waits, source })
+}
+
+/// The input-bound share of the step time and the wait per step.
+struct Score {
+    /// Input-bound share of the step time, in %.
+    pct: f64,
+    ms_per_step: f64,
+    impact: Impact,
+}
+
+/// Decides whether the input wait reaches the threshold share of the step time.
+fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let t = &config.thresholds.input_starvation;
+    let (steps, waits) = (m.steps, &m.waits);
+    let total_step: Picos = steps.steps.iter().map(|s| s.duration).sum();
+    let total_wait: Picos = waits.per_step.iter().copied().sum();
+    if total_step.0 <= 0 {
+        return None;
+    }
+    let pct = 100.0 * total_wait.0 as f64 / total_step.0 as f64;
+    if pct < t.min_input_pct {
+        return None;
+    }
+    let ms_per_step = total_wait.as_ms_f64() / steps.steps.len() as f64;
+    let impact = Impact::of(ms_per_step, host.step_ms());
+    Some(Score { pct, ms_per_step, impact })
+}
+
+/// The host events of the input phases, longest in total first.
+fn ranked_names<'a>(waits: &InputWaits<'a>) -> Vec<(&'a str, (Picos, usize))> {
+    let mut names: Vec<(&str, (Picos, usize))> = waits.by_name.iter().map(|(k, v)| (*k, *v)).collect();
+    names.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
+    names
+}
+
+/// The evidence: the share and wait, the steps waiting, the host work of the input phase.
+fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score, affected: &[&str]) -> Vec<Evidence> {
+    let (waits, source, n) = (&m.waits, m.source, m.steps.steps.len());
+    let (pct, ms_per_step) = (s.pct, s.ms_per_step);
+    let total_wait: Picos = waits.per_step.iter().copied().sum();
+    let mut evidence = vec![
+        Evidence::metric("input-bound share of the step time", pct, "%"),
+        Evidence::metric("input wait per step", ms_per_step, "ms"),
+        Evidence::metric("steps waiting for input", affected.len() as f64, "count"),
+        Evidence::note(format!("steps from {source}; waiting: {}", affected.join(", "))),
+    ];
+    evidence.extend(waits.notes.iter().cloned());
+    let names = ranked_names(waits);
+    // The host work of the input phase, largest first (names under 1 % of the wait are noise).
+    for (name, (time, count)) in names.iter().filter(|(_, (time, _))| time.0 * 100 >= total_wait.0).take(3) {
+        evidence.push(Evidence::note(format!(
+            "host `{name}`{}: {count} event(s), {:.3} ms per step in the input phase",
+            if is_input_event(name) { " (input pipeline)" } else { "" },
+            time.as_ms_f64() / n as f64
+        )));
+    }
+    let mut longest = waits.longest.clone();
+    longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start(), e.line().index()));
+    evidence.extend(longest.iter().take(3).map(|e| evidence::event(host, e)));
+    evidence
+}
+
+/// The steps whose own input wait reaches the threshold share.
+fn affected_steps<'a>(m: &Measured<'a>, config: &ScanConfig) -> Vec<&'a str> {
+    let t = &config.thresholds.input_starvation;
+    m.steps
+        .steps
+        .iter()
+        .zip(&m.waits.per_step)
+        .filter(|(s, w)| s.duration.0 > 0 && 100.0 * w.0 as f64 / s.duration.0 as f64 >= t.min_input_pct)
+        .map(|(s, _)| s.name.as_str())
+        .collect()
+}
+
+/// The finding: the input-bound share, the wait per step, the main loader, XProf's label.
+fn describe(
+    detector: &InputStarvation,
+    host: &HostProfile,
+    m: &Measured<'_>,
+    s: &Score,
+    config: &ScanConfig,
+) -> Finding {
+    let (pct, ms_per_step, impact, n) = (s.pct, s.ms_per_step, s.impact, m.steps.steps.len());
+    let affected = affected_steps(m, config);
+    let names = ranked_names(&m.waits);
+    let severity = if pct >= config.thresholds.input_starvation.p0_input_pct {
+        Severity::P0
+    } else {
+        Severity::from_impact(impact.pct_of_step, detector.severity())
+    };
+    let loader = names.first().map_or(String::new(), |(name, _)| format!(", mostly in `{name}`"));
+    let what = format!(
+        "The device waits for input {pct:.1} % of the step time ({ms_per_step:.3} ms per step{loader}) in {} of \
+             {n} steps: XProf would call this profile {}.",
+        affected.len(),
+        xprof_label(pct)
+    );
+    Finding::new(detector, severity, what, evidence_of(host, m, s, &affected), impact)
 }
 
 #[cfg(test)]

@@ -59,91 +59,130 @@ impl Detector for LaunchBound {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.launch_bound;
-        let ops = host.host_ops();
-        if ops.source != OpSource::GpuStreams {
-            return Err(Skip::because(Need::GpuStreams.missing()));
-        }
-        let steps = host.steps().map_err(Skip::because)?;
-        let unit = steps.source.unit();
-        let windows = evidence::union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
-        let max_gap = Picos((t.max_gap_us * 1e6) as i64);
-        let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);
-        // Per GPU: its kernels (not copies) inside the steps, by start.
-        let mut by_device: std::collections::BTreeMap<i64, Vec<(Picos, Picos)>> = std::collections::BTreeMap::new();
-        // Copies or kernels, decided once per interned name.
-        let is_copy: Vec<bool> = ops.names.iter().map(|n| copy_kind(n).is_some()).collect();
-        for op in ops.iter() {
-            if !is_copy.get(op.name as usize).copied().unwrap_or(false) && evidence::in_intervals(&windows, op.start) {
-                by_device.entry(ops.context(op).core).or_default().push((op.start, op.end));
-            }
-        }
-        let (mut launch_idle, mut kernels, mut short) = (Picos::ZERO, 0usize, 0usize);
-        let mut durations: Vec<Picos> = Vec::new();
-        let mut gaps: Vec<Picos> = Vec::new();
-        for spans in by_device.values_mut() {
-            spans.sort_unstable();
-            let mut busy_until: Option<Picos> = None;
-            for &(s, e) in spans.iter() {
-                kernels += 1;
-                durations.push(e - s);
-                if e - s <= max_kernel {
-                    short += 1;
-                }
-                if let Some(b) = busy_until
-                    && s > b
-                {
-                    let gap = s - b;
-                    gaps.push(gap);
-                    // A gap shorter than a launch, before a kernel shorter than a launch: the host's pace.
-                    if gap <= max_gap && e - s <= max_kernel && evidence::in_intervals(&windows, b) {
-                        launch_idle += gap;
-                    }
-                }
-                busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
-            }
-        }
-        let devices = by_device.len().max(1) as f64;
-        let n = steps.steps.len().max(1) as f64;
-        let impact = Impact::of(launch_idle.as_ms_f64() / n / devices, host.step_ms());
-        if kernels == 0 || impact.pct_of_step < t.min_pct_of_step {
-            return Ok(());
-        }
-        let median = |v: &mut Vec<Picos>| {
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or_default()
-        };
-        let mut evidence = vec![
-            Evidence::metric(format!("idle in launch gaps per {unit}"), impact.ms_per_step, "ms"),
-            Evidence::metric(format!("launch gap share of the {unit}"), impact.pct_of_step, "%"),
-            Evidence::metric(format!("kernels per {unit} per GPU"), kernels as f64 / n / devices, "count"),
-            Evidence::metric("median kernel duration", median(&mut durations).as_us_f64(), "us"),
-            Evidence::metric("median gap between kernels", median(&mut gaps).as_us_f64(), "us"),
-            Evidence::metric(
-                format!("kernels shorter than {} us", t.max_kernel_us),
-                100.0 * short as f64 / kernels as f64,
-                "%",
-            ),
-        ];
-        if let Some((count, mean)) = launch_calls(host) {
-            evidence.push(Evidence::note(format!(
-                "the host made {:.0} kernel launch calls per {unit}, {:.2} us each on average",
-                count as f64 / n,
-                mean.as_us_f64()
-            )));
-        }
-        let severity = Severity::from_impact(impact.pct_of_step, self.severity());
-        let what = format!(
-            "Each GPU idles {:.3} ms per {unit} ({:.1} % of the {unit}) in gaps between short kernels: {:.0} kernels \
-             per {unit}, half of them under {:.1} us, launched faster than the host can issue them.",
-            impact.ms_per_step,
-            impact.pct_of_step,
-            kernels as f64 / n / devices,
-            durations.get(durations.len() / 2).copied().unwrap_or_default().as_us_f64()
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let measured = measure(host, config)?;
+        let Some(impact) = score(host, &measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, impact, config));
         Ok(())
     }
+}
+
+/// What the GPU streams show: the kernels inside the steps and the launch gaps between them.
+struct Measured {
+    /// The step unit (`step`, ...).
+    unit: &'static str,
+    /// Steps (at least one) and GPUs (at least one).
+    n: f64,
+    devices: f64,
+    /// Idle in gaps shorter than a launch before kernels shorter than a launch.
+    launch_idle: Picos,
+    kernels: usize,
+    /// Kernels shorter than `max_kernel_us`.
+    short: usize,
+    /// Kernel durations and gaps between kernels, sorted.
+    durations: Vec<Picos>,
+    gaps: Vec<Picos>,
+}
+
+/// Reads each GPU's kernels inside the steps and the gaps between them.
+fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Measured, Skip> {
+    let t = &config.thresholds.launch_bound;
+    let ops = host.host_ops();
+    if ops.source != OpSource::GpuStreams {
+        return Err(Skip::because(Need::GpuStreams.missing()));
+    }
+    let steps = host.steps().map_err(Skip::because)?;
+    let unit = steps.source.unit();
+    let windows = evidence::union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
+    let max_gap = Picos((t.max_gap_us * 1e6) as i64);
+    let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);
+    // Per GPU: its kernels (not copies) inside the steps, by start.
+    let mut by_device: std::collections::BTreeMap<i64, Vec<(Picos, Picos)>> = std::collections::BTreeMap::new();
+    // Copies or kernels, decided once per interned name.
+    let is_copy: Vec<bool> = ops.names.iter().map(|n| copy_kind(n).is_some()).collect();
+    for op in ops.iter() {
+        if !is_copy.get(op.name as usize).copied().unwrap_or(false) && evidence::in_intervals(&windows, op.start) {
+            by_device.entry(ops.context(op).core).or_default().push((op.start, op.end));
+        }
+    }
+    let (mut launch_idle, mut kernels, mut short) = (Picos::ZERO, 0usize, 0usize);
+    let mut durations: Vec<Picos> = Vec::new();
+    let mut gaps: Vec<Picos> = Vec::new();
+    for spans in by_device.values_mut() {
+        spans.sort_unstable();
+        let mut busy_until: Option<Picos> = None;
+        for &(s, e) in spans.iter() {
+            kernels += 1;
+            durations.push(e - s);
+            if e - s <= max_kernel {
+                short += 1;
+            }
+            if let Some(b) = busy_until
+                && s > b
+            {
+                let gap = s - b;
+                gaps.push(gap);
+                // A gap shorter than a launch, before a kernel shorter than a launch: the host's pace.
+                if gap <= max_gap && e - s <= max_kernel && evidence::in_intervals(&windows, b) {
+                    launch_idle += gap;
+                }
+            }
+            busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
+        }
+    }
+    let devices = by_device.len().max(1) as f64;
+    let n = steps.steps.len().max(1) as f64;
+    durations.sort_unstable();
+    gaps.sort_unstable();
+    Ok(Measured { unit, n, devices, launch_idle, kernels, short, durations, gaps })
+}
+
+/// The idle in launch gaps per step; `None` when under the threshold share of the step.
+fn score(host: &HostProfile, m: &Measured, config: &ScanConfig) -> Option<Impact> {
+    let impact = Impact::of(m.launch_idle.as_ms_f64() / m.n / m.devices, host.step_ms());
+    if m.kernels == 0 || impact.pct_of_step < config.thresholds.launch_bound.min_pct_of_step {
+        return None;
+    }
+    Some(impact)
+}
+
+/// The middle value of sorted durations.
+fn median(v: &[Picos]) -> Picos {
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// The finding: the idle in launch gaps, the kernels per step and their durations, the launch calls.
+fn describe(detector: &LaunchBound, host: &HostProfile, m: &Measured, impact: Impact, config: &ScanConfig) -> Finding {
+    let t = &config.thresholds.launch_bound;
+    let (unit, n, devices, kernels, short, durations) = (m.unit, m.n, m.devices, m.kernels, m.short, &m.durations);
+    let mut evidence = vec![
+        Evidence::metric(format!("idle in launch gaps per {unit}"), impact.ms_per_step, "ms"),
+        Evidence::metric(format!("launch gap share of the {unit}"), impact.pct_of_step, "%"),
+        Evidence::metric(format!("kernels per {unit} per GPU"), kernels as f64 / n / devices, "count"),
+        Evidence::metric("median kernel duration", median(durations).as_us_f64(), "us"),
+        Evidence::metric("median gap between kernels", median(&m.gaps).as_us_f64(), "us"),
+        Evidence::metric(
+            format!("kernels shorter than {} us", t.max_kernel_us),
+            100.0 * short as f64 / kernels as f64,
+            "%",
+        ),
+    ];
+    if let Some((count, mean)) = launch_calls(host) {
+        evidence.push(Evidence::note(format!(
+            "the host made {:.0} kernel launch calls per {unit}, {:.2} us each on average",
+            count as f64 / n,
+            mean.as_us_f64()
+        )));
+    }
+    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let what = format!(
+        "Each GPU idles {:.3} ms per {unit} ({:.1} % of the {unit}) in gaps between short kernels: {:.0} kernels \
+             per {unit}, half of them under {:.1} us, launched faster than the host can issue them.",
+        impact.ms_per_step,
+        impact.pct_of_step,
+        kernels as f64 / n / devices,
+        durations.get(durations.len() / 2).copied().unwrap_or_default().as_us_f64()
+    );
+    Finding::new(detector, severity, what, evidence, impact)
 }
 
 /// Host kernel-launch API calls (on the host threads, or on the `/host:CUPTI` plane where XLA's

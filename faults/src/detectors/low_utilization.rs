@@ -62,113 +62,172 @@ impl Detector for LowUtilization {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let min = config.thresholds.status.min_flops_utilization;
-        let profile = host.op_profile().map_err(Skip::because)?;
-        let Some(point) = profile.program_roofline() else {
-            return Err(Skip::because("the op profile has no device peaks"));
-        };
-        // Library GEMMs and fused attention are invisible to XLA's cost model (XProf's figure
-        // leaves them out): the judgement counts them, priced from their shapes.
-        let derived = library_flops(host, profile);
-        let peak_time = profile.perf_env.map(|e| e.peak_flops_per_s).unwrap_or(0.0) * profile.total_time.as_secs_f64();
-        let judged = if derived > 0.0 && peak_time > 0.0 {
-            point.compute_utilization + derived / peak_time
-        } else {
-            point.compute_utilization
-        };
-        if judged >= min {
+        let utilization = utilization(host)?;
+        if utilization.judged >= config.thresholds.status.min_flops_utilization {
             return Ok(());
         }
-        let steps = host.steps().map_err(Skip::because)?;
-        let unit = steps.source.unit();
-        let per = (steps.steps.len().max(1) as f64) * f64::from(profile.cores.max(1));
-        let innermost: Vec<&OpStats> = profile.ops.iter().filter(|o| !o.has_inner_ops()).collect();
-        let op_time: f64 = innermost.iter().map(|o| o.self_time.as_ms_f64()).sum();
-        // Headroom: each priced op's time above what its own roofline allows.
-        let mut headroom_ms = 0.0;
-        let mut unpriced_ms = 0.0;
-        for op in &innermost {
-            let priced = op.flops > 0.0 || op.bytes.total() > 0.0;
-            match profile.roofline(op) {
-                Some(p) if priced => headroom_ms += op.self_time.as_ms_f64() * (1.0 - p.efficiency.min(1.0)),
-                _ => unpriced_ms += op.self_time.as_ms_f64(),
-            }
-        }
-        let impact = Impact::of(headroom_ms / per, host.step_ms());
-        let pct = |v: f64| 100.0 * v;
-        let mut evidence = vec![
-            Evidence::metric("FLOP utilisation", pct(point.compute_utilization), "%"),
-            Evidence::metric("memory bandwidth utilisation (largest memory)", pct(point.memory_utilization), "%"),
-            Evidence::metric("roofline efficiency", pct(point.efficiency), "%"),
-            Evidence::metric("operational intensity", point.operational_intensity, "FLOP/B"),
-        ];
-        if derived > 0.0 {
-            evidence.push(Evidence::metric(
-                "FLOP utilisation with library GEMM and attention calls priced from their shapes",
-                pct(judged),
-                "%",
-            ));
-        }
-        let ridge = host.chip().map(|c| c.ridge_point().0).filter(|r| r.is_finite() && *r > 0.0);
-        if let Some(ridge) = ridge {
-            evidence.push(Evidence::metric("HBM ridge point", ridge, "FLOP/B"));
-        }
-        evidence.push(Evidence::note(bound_note(point.bound_by, point.operational_intensity, ridge)));
-        evidence.push(Evidence::metric(format!("roofline headroom of the ops per {unit}"), impact.ms_per_step, "ms"));
-        if op_time > 0.0 && unpriced_ms > 0.0 {
-            evidence.push(Evidence::metric(
-                "op time the cost model prices no work for (custom calls, copies)",
-                100.0 * unpriced_ms / op_time,
-                "%",
-            ));
-        }
-        let mut by_time: Vec<&&OpStats> = innermost.iter().collect();
-        by_time.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
-        for op in by_time.iter().take(5) {
-            let share = if op_time > 0.0 { 100.0 * op.self_time.as_ms_f64() / op_time } else { 0.0 };
-            let place = match profile.roofline(op) {
-                Some(p) if op.flops > 0.0 || op.bytes.total() > 0.0 => format!(
-                    "{}-bound at {:.1} % of its roofline, {:.2} FLOP/B",
-                    p.bound_by.label(),
-                    pct(p.efficiency),
-                    p.operational_intensity
-                ),
-                _ => "no work priced by the cost model".to_owned(),
-            };
-            evidence.push(Evidence::note(format!(
-                "{} ({}, {}): {share:.1} % of op time, {place}",
-                op.name,
-                op.category,
-                profile.programs.get(&op.program_id).cloned().unwrap_or_else(|| op.program_id.to_string())
-            )));
-        }
-        if !host.space().gpus().is_empty()
-            && host.space().tpu_tensor_cores().is_empty()
-            && let Ok(stats) = KernelStats::read(host.space())
-        {
-            evidence.extend(library_shares(&stats));
-        }
-        // A symptom, not a fault of its own: P1 at most (the findings that name a cause rank
-        // above it), P2 when the ops are already close to their roofline.
-        let severity = Severity::from_impact(impact.pct_of_step, self.severity()).max(self.severity());
-        let what = format!(
-            "The program reaches {:.1} % of the device's peak FLOP rate ({:.1} % of its roofline, {}-bound at {:.2} \
-             FLOP/B){}; running each op at its own roofline would save {:.3} ms per {unit} ({:.1} % of the {unit}).",
-            pct(point.compute_utilization),
-            pct(point.efficiency),
-            point.bound_by.label(),
-            point.operational_intensity,
-            if op_time > 0.0 && unpriced_ms > 0.0 {
-                format!("; {:.1} % of op time is in ops the cost model cannot price", 100.0 * unpriced_ms / op_time)
-            } else {
-                String::new()
-            },
-            impact.ms_per_step,
-            impact.pct_of_step
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let ops = measure_ops(host, utilization.profile)?;
+        let score = score(self, host, &ops);
+        out.push(describe(self, host, &utilization, &ops, &score));
         Ok(())
     }
+}
+
+/// The program's place on the roofline, and its FLOP utilisation counting library calls.
+struct Utilization<'a> {
+    profile: &'a xlens_roofline::OpProfile,
+    point: xlens_roofline::RooflinePoint,
+    /// FLOPs of library calls the cost model prices at nothing.
+    derived: f64,
+    /// The FLOP utilisation the judgement uses (with `derived`).
+    judged: f64,
+}
+
+/// Reads the program's roofline point and prices the library calls.
+fn utilization(host: &HostProfile) -> Result<Utilization<'_>, Skip> {
+    let profile = host.op_profile().map_err(Skip::because)?;
+    let Some(point) = profile.program_roofline() else {
+        return Err(Skip::because("the op profile has no device peaks"));
+    };
+    // Library GEMMs and fused attention are invisible to XLA's cost model (XProf's figure
+    // leaves them out): the judgement counts them, priced from their shapes.
+    let derived = library_flops(host, profile);
+    let peak_time = profile.perf_env.map(|e| e.peak_flops_per_s).unwrap_or(0.0) * profile.total_time.as_secs_f64();
+    let judged = if derived > 0.0 && peak_time > 0.0 {
+        point.compute_utilization + derived / peak_time
+    } else {
+        point.compute_utilization
+    };
+    Ok(Utilization { profile, point, derived, judged })
+}
+
+/// The innermost ops' time and how far it is above their rooflines.
+struct Ops<'a> {
+    /// The step unit (`step`, ...).
+    unit: &'static str,
+    /// Steps × cores.
+    per: f64,
+    innermost: Vec<&'a OpStats>,
+    op_time: f64,
+    /// Time above each priced op's own roofline, and time of the unpriced ops.
+    headroom_ms: f64,
+    unpriced_ms: f64,
+}
+
+/// Reads the innermost ops and their roofline headroom.
+fn measure_ops<'a>(host: &HostProfile, profile: &'a xlens_roofline::OpProfile) -> Result<Ops<'a>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    let unit = steps.source.unit();
+    let per = (steps.steps.len().max(1) as f64) * f64::from(profile.cores.max(1));
+    let innermost: Vec<&OpStats> = profile.ops.iter().filter(|o| !o.has_inner_ops()).collect();
+    let op_time: f64 = innermost.iter().map(|o| o.self_time.as_ms_f64()).sum();
+    // Headroom: each priced op's time above what its own roofline allows.
+    let mut headroom_ms = 0.0;
+    let mut unpriced_ms = 0.0;
+    for op in &innermost {
+        let priced = op.flops > 0.0 || op.bytes.total() > 0.0;
+        match profile.roofline(op) {
+            Some(p) if priced => headroom_ms += op.self_time.as_ms_f64() * (1.0 - p.efficiency.min(1.0)),
+            _ => unpriced_ms += op.self_time.as_ms_f64(),
+        }
+    }
+    Ok(Ops { unit, per, innermost, op_time, headroom_ms, unpriced_ms })
+}
+
+/// What running each op at its roofline would save, and the severity.
+struct Score {
+    impact: Impact,
+    severity: Severity,
+}
+
+/// Prices the headroom. A symptom, not a fault of its own: P1 at most (the findings that name a
+/// cause rank above it), P2 when the ops are already close to their roofline.
+fn score(detector: &LowUtilization, host: &HostProfile, ops: &Ops<'_>) -> Score {
+    let impact = Impact::of(ops.headroom_ms / ops.per, host.step_ms());
+    let usual = detector.severity();
+    Score { impact, severity: Severity::from_impact(impact.pct_of_step, usual).max(usual) }
+}
+
+/// The evidence: the utilisations, the bound, the headroom, the longest ops, the kernel libraries.
+fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: Impact) -> Vec<Evidence> {
+    let (profile, point, derived, judged) = (u.profile, &u.point, u.derived, u.judged);
+    let (unit, innermost, op_time, unpriced_ms) = (ops.unit, &ops.innermost, ops.op_time, ops.unpriced_ms);
+    let pct = |v: f64| 100.0 * v;
+    let mut evidence = vec![
+        Evidence::metric("FLOP utilisation", pct(point.compute_utilization), "%"),
+        Evidence::metric("memory bandwidth utilisation (largest memory)", pct(point.memory_utilization), "%"),
+        Evidence::metric("roofline efficiency", pct(point.efficiency), "%"),
+        Evidence::metric("operational intensity", point.operational_intensity, "FLOP/B"),
+    ];
+    if derived > 0.0 {
+        evidence.push(Evidence::metric(
+            "FLOP utilisation with library GEMM and attention calls priced from their shapes",
+            pct(judged),
+            "%",
+        ));
+    }
+    let ridge = host.chip().map(|c| c.ridge_point().0).filter(|r| r.is_finite() && *r > 0.0);
+    if let Some(ridge) = ridge {
+        evidence.push(Evidence::metric("HBM ridge point", ridge, "FLOP/B"));
+    }
+    evidence.push(Evidence::note(bound_note(point.bound_by, point.operational_intensity, ridge)));
+    evidence.push(Evidence::metric(format!("roofline headroom of the ops per {unit}"), impact.ms_per_step, "ms"));
+    if op_time > 0.0 && unpriced_ms > 0.0 {
+        evidence.push(Evidence::metric(
+            "op time the cost model prices no work for (custom calls, copies)",
+            100.0 * unpriced_ms / op_time,
+            "%",
+        ));
+    }
+    let mut by_time: Vec<&&OpStats> = innermost.iter().collect();
+    by_time.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
+    for op in by_time.iter().take(5) {
+        let share = if op_time > 0.0 { 100.0 * op.self_time.as_ms_f64() / op_time } else { 0.0 };
+        let place = match profile.roofline(op) {
+            Some(p) if op.flops > 0.0 || op.bytes.total() > 0.0 => format!(
+                "{}-bound at {:.1} % of its roofline, {:.2} FLOP/B",
+                p.bound_by.label(),
+                pct(p.efficiency),
+                p.operational_intensity
+            ),
+            _ => "no work priced by the cost model".to_owned(),
+        };
+        evidence.push(Evidence::note(format!(
+            "{} ({}, {}): {share:.1} % of op time, {place}",
+            op.name,
+            op.category,
+            profile.programs.get(&op.program_id).cloned().unwrap_or_else(|| op.program_id.to_string())
+        )));
+    }
+    if !host.space().gpus().is_empty()
+        && host.space().tpu_tensor_cores().is_empty()
+        && let Ok(stats) = KernelStats::read(host.space())
+    {
+        evidence.extend(library_shares(&stats));
+    }
+    evidence
+}
+
+/// The finding: the program's utilisation and what running each op at its roofline would save.
+fn describe(detector: &LowUtilization, host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, s: &Score) -> Finding {
+    let (point, unit, op_time, unpriced_ms, impact) = (&u.point, ops.unit, ops.op_time, ops.unpriced_ms, s.impact);
+    let pct = |v: f64| 100.0 * v;
+    let what = format!(
+        "The program reaches {:.1} % of the device's peak FLOP rate ({:.1} % of its roofline, {}-bound at {:.2} \
+             FLOP/B){}; running each op at its own roofline would save {:.3} ms per {unit} ({:.1} % of the {unit}).",
+        pct(point.compute_utilization),
+        pct(point.efficiency),
+        point.bound_by.label(),
+        point.operational_intensity,
+        if op_time > 0.0 && unpriced_ms > 0.0 {
+            format!("; {:.1} % of op time is in ops the cost model cannot price", 100.0 * unpriced_ms / op_time)
+        } else {
+            String::new()
+        },
+        impact.ms_per_step,
+        impact.pct_of_step
+    );
+    Finding::new(detector, s.severity, what, evidence_of(host, u, ops, impact), impact)
 }
 
 /// FLOPs of the library GEMM and fused-attention custom calls the cost model prices at nothing,

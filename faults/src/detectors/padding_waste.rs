@@ -173,126 +173,189 @@ impl Detector for PaddingWaste {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let th = &config.thresholds.padding_waste;
-        let modules = evidence::step_modules(host);
-        if modules.is_empty() {
-            return Err(Skip::because("no HLO module could be decoded"));
-        }
-        let mut all: Vec<PaddedKernel<'_>> = Vec::new();
-        let mut timed = false;
-        for module in modules {
-            let times = evidence::op_times(host, module);
-            timed |= times.is_some();
-            all.extend(matmul_kernels(module, times.as_ref()));
-        }
-        let step_ms = host.step_ms().filter(|_| timed);
-        let matmul_ms = all.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
-        let useful_flops: f64 =
-            all.iter().flat_map(|k| k.dots.iter().map(move |(_, t)| t.useful_flops * k.count)).fold(0.0, |a, b| a + b);
-        let tiled_flops: f64 = all
-            .iter()
-            .flat_map(|k| k.dots.iter().map(move |(_, t)| t.useful_flops / t.utilization * k.count))
-            .fold(0.0, |a, b| a + b);
-        let mut padded: Vec<PaddedKernel<'_>> =
-            all.into_iter().filter(|k| k.waste >= th.min_padding_fraction).collect();
-        if padded.is_empty() {
-            return Ok(());
-        }
-        let cost = padded.iter().map(|k| k.ms * k.waste).fold(0.0, |a, b| a + b);
-        let padded_ms = padded.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
-        let impact = Impact::of(cost, step_ms);
-        let on_tpu = host.device_kind() == xlens_xplane::DeviceKind::Tpu;
-        let min_pct = if on_tpu { th.min_pct_of_step } else { th.min_pct_of_step_projected };
-        if step_ms.is_some() && impact.pct_of_step < min_pct {
-            return Ok(());
-        }
-        let count = padded.iter().map(|k| k.count).fold(0.0, |a, b| a + b);
-        let (logical, padded_bytes) =
-            padded.iter().fold((0u64, 0u64), |a, k| (a.0 + k.logical_bytes, a.1 + k.padded_bytes));
-        let mut ev = vec![
-            Evidence::metric("padded matmul kernels per step", count, "count"),
-            Evidence::metric("logical bytes of their arrays", logical as f64, "bytes"),
-            Evidence::metric("tiled bytes of their arrays", padded_bytes as f64, "bytes"),
-        ];
-        if tiled_flops > 0.0 {
-            ev.push(Evidence::metric(
-                "padding share of all matmul FLOPs on tiles",
-                100.0 * (1.0 - useful_flops / tiled_flops),
-                "%",
-            ));
-        }
-        if let Some(step) = step_ms {
-            ev.push(Evidence::metric("padded matmul time per step", padded_ms, "ms"));
-            ev.push(Evidence::metric("padded matmul share of step", 100.0 * padded_ms / step, "%"));
-            ev.push(Evidence::metric("all matmul time per step", matmul_ms, "ms"));
-            ev.push(Evidence::metric("estimated padding cost per step", cost, "ms"));
-        } else {
-            ev.push(Evidence::note("the profile has no op timeline or steps: the matmuls are counted once each"));
-        }
-        if !on_tpu {
-            ev.push(Evidence::note(
-                "not a TPU profile: the utilisation and bytes are what these shapes cost on TPU tiles; the capture's \
-                 own device does not pad them",
-            ));
-        }
-        padded.sort_by(|a, b| {
-            (b.ms * b.waste)
-                .total_cmp(&(a.ms * a.waste))
-                .then(b.waste.total_cmp(&a.waste))
-                .then(a.module.program_id().cmp(&b.module.program_id()))
-                .then(a.kernel.cmp(&b.kernel))
-        });
-        for k in padded.iter().take(8) {
-            let m = k.module;
-            let name = m.instruction(k.kernel).name();
-            let timing = if step_ms.is_some() { format!(", {:.3} ms per step", k.ms) } else { String::new() };
-            match k.dots.first() {
-                Some(&(dot, t)) => ev.push(Evidence::note(format!(
-                    "{name}: {} = batch {} x M {} x K {} x N {}: {:.0}% of the tiled MXU work is useful; arrays {} B \
-                     logical, {} B tiled{timing}",
-                    m.instruction(dot).shape(),
-                    t.batch,
-                    t.m,
-                    t.k,
-                    t.n,
-                    100.0 * t.utilization,
-                    k.logical_bytes,
-                    k.padded_bytes
-                ))),
-                None => ev.push(Evidence::note(format!(
-                    "{name}: arrays {} B logical, {} B tiled ({:.0}% padding){timing}",
-                    k.logical_bytes,
-                    k.padded_bytes,
-                    100.0 * k.waste
-                ))),
-            }
-            ev.push(evidence::kernel_instruction(m, k.kernel));
-        }
-        let severity = match step_ms {
-            None => Severity::P2,
-            Some(_) if impact.pct_of_step >= 20.0 && on_tpu => Severity::P0,
-            Some(_) if impact.pct_of_step < 2.0 => Severity::P2,
-            Some(_) => self.severity(),
-        };
-        let what = format!(
-            "{count:.0} matmul kernel(s) per step have dimensions off the hardware tile: on (8,128)-style tiles{} \
-             their arrays take {:.1}x their data and {:.0}% of the tiled matrix work is padding{}.",
-            if on_tpu { "" } else { " (projected: this is not a TPU capture)" },
-            if logical > 0 { padded_bytes as f64 / logical as f64 } else { 1.0 },
-            if tiled_flops > 0.0 { 100.0 * (1.0 - useful_flops / tiled_flops) } else { 0.0 },
-            match step_ms {
-                Some(step) => format!(
-                    "; they take {padded_ms:.3} ms per step ({:.1}% of the step), of which about {cost:.3} ms \
-                     ({:.1}%) is padding",
-                    100.0 * padded_ms / step,
-                    impact.pct_of_step
-                ),
-                None => String::new(),
-            }
-        );
-        out.push(Finding::new(self, severity, what, ev, impact));
+        let Some(measured) = measure(host, config)? else { return Ok(()) };
+        let Some(score) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, &measured, &score));
         Ok(())
     }
+}
+
+/// What the step's modules show: the matmul time and FLOPs, and the kernels padded past the threshold.
+struct Measured<'a> {
+    /// The step time, when the matmuls are timed.
+    step_ms: Option<f64>,
+    matmul_ms: f64,
+    /// Useful and tiled FLOPs of all matmuls.
+    useful_flops: f64,
+    tiled_flops: f64,
+    /// The kernels with at least the minimum padding fraction.
+    padded: Vec<PaddedKernel<'a>>,
+    on_tpu: bool,
+}
+
+/// Reads the matmul kernels of the step's modules; `None` when none is padded enough.
+fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Option<Measured<'a>>, Skip> {
+    let th = &config.thresholds.padding_waste;
+    let modules = evidence::step_modules(host);
+    if modules.is_empty() {
+        return Err(Skip::because("no HLO module could be decoded"));
+    }
+    let mut all: Vec<PaddedKernel<'_>> = Vec::new();
+    let mut timed = false;
+    for module in modules {
+        let times = evidence::op_times(host, module);
+        timed |= times.is_some();
+        all.extend(matmul_kernels(module, times.as_ref()));
+    }
+    let step_ms = host.step_ms().filter(|_| timed);
+    let matmul_ms = all.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
+    let useful_flops: f64 =
+        all.iter().flat_map(|k| k.dots.iter().map(move |(_, t)| t.useful_flops * k.count)).fold(0.0, |a, b| a + b);
+    let tiled_flops: f64 = all
+        .iter()
+        .flat_map(|k| k.dots.iter().map(move |(_, t)| t.useful_flops / t.utilization * k.count))
+        .fold(0.0, |a, b| a + b);
+    let padded: Vec<PaddedKernel<'_>> = all.into_iter().filter(|k| k.waste >= th.min_padding_fraction).collect();
+    if padded.is_empty() {
+        return Ok(None);
+    }
+    let on_tpu = host.device_kind() == xlens_xplane::DeviceKind::Tpu;
+    Ok(Some(Measured { step_ms, matmul_ms, useful_flops, tiled_flops, padded, on_tpu }))
+}
+
+/// What the padding costs, and the padded kernels' totals.
+struct Score {
+    /// Estimated padding time per step.
+    cost: f64,
+    padded_ms: f64,
+    impact: Impact,
+    /// Padded kernels per step.
+    count: f64,
+    /// Logical and tiled bytes of their arrays.
+    logical: u64,
+    padded_bytes: u64,
+}
+
+/// Prices the padding; `None` when it costs less than the threshold share of the step.
+fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let th = &config.thresholds.padding_waste;
+    let (padded, step_ms, on_tpu) = (&m.padded, m.step_ms, m.on_tpu);
+    let cost = padded.iter().map(|k| k.ms * k.waste).fold(0.0, |a, b| a + b);
+    let padded_ms = padded.iter().map(|k| k.ms).fold(0.0, |a, b| a + b);
+    let impact = Impact::of(cost, step_ms);
+    let min_pct = if on_tpu { th.min_pct_of_step } else { th.min_pct_of_step_projected };
+    if step_ms.is_some() && impact.pct_of_step < min_pct {
+        return None;
+    }
+    let count = padded.iter().map(|k| k.count).fold(0.0, |a, b| a + b);
+    let (logical, padded_bytes) =
+        padded.iter().fold((0u64, 0u64), |a, k| (a.0 + k.logical_bytes, a.1 + k.padded_bytes));
+    Some(Score { cost, padded_ms, impact, count, logical, padded_bytes })
+}
+
+/// The evidence: the padded kernels' totals and times, and the costliest of them.
+fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
+    let (step_ms, matmul_ms, useful_flops, tiled_flops, on_tpu) =
+        (m.step_ms, m.matmul_ms, m.useful_flops, m.tiled_flops, m.on_tpu);
+    let (count, logical, padded_bytes, padded_ms, cost) = (s.count, s.logical, s.padded_bytes, s.padded_ms, s.cost);
+    let mut ev = vec![
+        Evidence::metric("padded matmul kernels per step", count, "count"),
+        Evidence::metric("logical bytes of their arrays", logical as f64, "bytes"),
+        Evidence::metric("tiled bytes of their arrays", padded_bytes as f64, "bytes"),
+    ];
+    if tiled_flops > 0.0 {
+        ev.push(Evidence::metric(
+            "padding share of all matmul FLOPs on tiles",
+            100.0 * (1.0 - useful_flops / tiled_flops),
+            "%",
+        ));
+    }
+    if let Some(step) = step_ms {
+        ev.push(Evidence::metric("padded matmul time per step", padded_ms, "ms"));
+        ev.push(Evidence::metric("padded matmul share of step", 100.0 * padded_ms / step, "%"));
+        ev.push(Evidence::metric("all matmul time per step", matmul_ms, "ms"));
+        ev.push(Evidence::metric("estimated padding cost per step", cost, "ms"));
+    } else {
+        ev.push(Evidence::note("the profile has no op timeline or steps: the matmuls are counted once each"));
+    }
+    if !on_tpu {
+        ev.push(Evidence::note(
+            "not a TPU profile: the utilisation and bytes are what these shapes cost on TPU tiles; the capture's \
+                 own device does not pad them",
+        ));
+    }
+    let mut padded: Vec<&PaddedKernel<'_>> = m.padded.iter().collect();
+    padded.sort_by(|a, b| {
+        (b.ms * b.waste)
+            .total_cmp(&(a.ms * a.waste))
+            .then(b.waste.total_cmp(&a.waste))
+            .then(a.module.program_id().cmp(&b.module.program_id()))
+            .then(a.kernel.cmp(&b.kernel))
+    });
+    for k in padded.iter().take(8) {
+        kernel_evidence(k, step_ms.is_some(), &mut ev);
+    }
+    ev
+}
+
+/// One padded kernel: its dot's tiles and utilisation (or its bytes), and its instruction.
+fn kernel_evidence(k: &PaddedKernel<'_>, timed: bool, ev: &mut Vec<Evidence>) {
+    let m = k.module;
+    let name = m.instruction(k.kernel).name();
+    let timing = if timed { format!(", {:.3} ms per step", k.ms) } else { String::new() };
+    match k.dots.first() {
+        Some(&(dot, t)) => ev.push(Evidence::note(format!(
+            "{name}: {} = batch {} x M {} x K {} x N {}: {:.0}% of the tiled MXU work is useful; arrays {} B \
+                     logical, {} B tiled{timing}",
+            m.instruction(dot).shape(),
+            t.batch,
+            t.m,
+            t.k,
+            t.n,
+            100.0 * t.utilization,
+            k.logical_bytes,
+            k.padded_bytes
+        ))),
+        None => ev.push(Evidence::note(format!(
+            "{name}: arrays {} B logical, {} B tiled ({:.0}% padding){timing}",
+            k.logical_bytes,
+            k.padded_bytes,
+            100.0 * k.waste
+        ))),
+    }
+    ev.push(evidence::kernel_instruction(m, k.kernel));
+}
+
+/// The finding: how many kernels are off the tile, how much they pad, and what it costs.
+fn describe(detector: &PaddingWaste, m: &Measured<'_>, s: &Score) -> Finding {
+    let (step_ms, useful_flops, tiled_flops, on_tpu) = (m.step_ms, m.useful_flops, m.tiled_flops, m.on_tpu);
+    let (count, logical, padded_bytes, padded_ms, cost, impact) =
+        (s.count, s.logical, s.padded_bytes, s.padded_ms, s.cost, s.impact);
+    // Untimed matmuls are minor; a projection (not a TPU capture) is never P0.
+    let severity = match step_ms {
+        None => Severity::P2,
+        Some(_) => match Severity::from_impact(impact.pct_of_step, detector.severity()) {
+            Severity::P0 if !on_tpu => detector.severity(),
+            severity => severity,
+        },
+    };
+    let what = format!(
+        "{count:.0} matmul kernel(s) per step have dimensions off the hardware tile: on (8,128)-style tiles{} \
+             their arrays take {:.1}x their data and {:.0}% of the tiled matrix work is padding{}.",
+        if on_tpu { "" } else { " (projected: this is not a TPU capture)" },
+        if logical > 0 { padded_bytes as f64 / logical as f64 } else { 1.0 },
+        if tiled_flops > 0.0 { 100.0 * (1.0 - useful_flops / tiled_flops) } else { 0.0 },
+        match step_ms {
+            Some(step) => format!(
+                "; they take {padded_ms:.3} ms per step ({:.1}% of the step), of which about {cost:.3} ms \
+                     ({:.1}%) is padding",
+                100.0 * padded_ms / step,
+                impact.pct_of_step
+            ),
+            None => String::new(),
+        }
+    );
+    Finding::new(detector, severity, what, evidence_of(m, s), impact)
 }
 
 #[cfg(test)]

@@ -78,106 +78,156 @@ impl Detector for ProfileDuringWarmup {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.profile_during_warmup;
         let steps = host.steps().map_err(Skip::because)?;
-        let Some((first, rest)) = steps.steps.split_first() else { return Ok(()) };
-        if rest.is_empty() {
+        let Some(first) = first_step(steps) else { return Ok(()) };
+        if first.factor < config.thresholds.profile_during_warmup.min_first_step_factor {
             return Ok(());
         }
-        let rest_median = median(rest.iter().map(|s| s.duration).collect());
-        if rest_median.0 <= 0 {
+        let Some(warmup) = warmup_compiles(host, first.first) else { return Ok(()) };
+        if !compile_explains(&first, &warmup, config) {
             return Ok(());
         }
-        let factor = first.duration.0 as f64 / rest_median.0 as f64;
-        if factor < t.min_first_step_factor {
-            return Ok(());
-        }
-        let (lo, hi) = (first.start, first.end());
-        // Outermost warm-up events per thread that start inside the first step.
-        let mut warmup: Vec<Event<'_>> = Vec::new();
-        if let Some(plane) = host.space().host_threads() {
-            for line in plane.lines() {
-                let mut open_until = Picos(i64::MIN);
-                for ev in line.events(plane).map_while(|e| e.ok()) {
-                    if ev.start() >= hi {
-                        break;
-                    }
-                    if ev.start() < lo || ev.start() < open_until || !is_warmup_event(ev.name()) {
-                        continue;
-                    }
-                    open_until = ev.end();
-                    warmup.push(ev);
-                }
-            }
-        }
-        if warmup.is_empty() {
-            return Ok(());
-        }
-        // A JAX-level compile and the client compile it calls run on different threads: events
-        // that overlap in time are one compilation.
-        warmup.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index()));
-        let spans = evidence::union(warmup.iter().map(|e| (e.start(), e.end().min(hi))).collect());
-        let compile_time: Picos = spans.iter().map(|(s, e)| *e - *s).sum();
-        let excess = first.duration.saturating_sub(rest_median);
-        if (compile_time.0 as f64) < t.min_compile_share * excess.0 as f64 {
-            // The first step is slow for another reason; a small compile in it is incidental.
-            return Ok(());
-        }
-        // Host events per step: tracing and compiling leave many more in the warm-up step.
-        let mut events_per_step = vec![0usize; steps.steps.len()];
-        for ev in evidence::host_events(host, |_| true) {
-            let at = ev.start();
-            let k = steps.steps.partition_point(|s| s.start <= at);
-            if k > 0 && at < steps.steps[k - 1].end() {
-                events_per_step[k - 1] += 1;
-            }
-        }
-        let mut others: Vec<usize> = events_per_step[1..].to_vec();
-        others.sort_unstable();
-        let others_median = others[others.len() / 2];
-        let n = steps.steps.len();
-        let ms_per_step = excess.as_ms_f64() / n as f64;
-        let impact = Impact::of(ms_per_step, host.step_ms());
-        let mut evidence = vec![
-            Evidence::metric(format!("{} time", first.name), first.duration.as_ms_f64(), "ms"),
-            Evidence::metric("median time of the other steps", rest_median.as_ms_f64(), "ms"),
-            Evidence::metric("first step over the median of the others", factor, "x"),
-            Evidence::metric("compilations in the first step", spans.len() as f64, "count"),
-            Evidence::metric("compile time in the first step", compile_time.as_ms_f64(), "ms"),
-            Evidence::note(format!(
-                "host events recorded in {}: {} (median of the other steps: {others_median})",
-                first.name, events_per_step[0]
-            )),
-        ];
-        if steps.steps.len() > 5 && steps.source == xlens_roofline::StepSource::HostMarkers {
-            evidence.push(Evidence::note(
-                "XProf's overview drops the first and last of more than five host steps, which hides this step \
-                 from its average but not from the step-time graph",
-            ));
-        }
-        let mut longest = warmup.clone();
-        longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start(), e.line().index()));
-        evidence.extend(longest.iter().take(3).map(|e| evidence::event(host, e)));
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let what = format!(
-            "The first profiled step ({}) takes {:.3} ms, {factor:.0}x the median of the other {} steps ({:.3} ms), \
-             and spends {:.3} ms compiling: the capture started before warm-up, so step averages include \
-             compilation.",
-            first.name,
-            first.duration.as_ms_f64(),
-            rest.len(),
-            rest_median.as_ms_f64(),
-            compile_time.as_ms_f64()
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let events_per_step = events_per_step(host, steps);
+        out.push(describe(self, host, steps, &first, &warmup, &events_per_step));
         Ok(())
     }
+}
+
+/// The first step against the median of the others.
+struct FirstStep<'a> {
+    first: &'a xlens_roofline::Step,
+    /// The other steps.
+    rest: usize,
+    rest_median: Picos,
+    /// First step over the median of the others.
+    factor: f64,
+}
+
+/// Measures the first step against the others; `None` without at least two steps.
+fn first_step(steps: &xlens_roofline::Steps) -> Option<FirstStep<'_>> {
+    let (first, rest) = steps.steps.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let rest_median = median(rest.iter().map(|s| s.duration).collect());
+    if rest_median.0 <= 0 {
+        return None;
+    }
+    let factor = first.duration.0 as f64 / rest_median.0 as f64;
+    Some(FirstStep { first, rest: rest.len(), rest_median, factor })
+}
+
+/// The warm-up (compile) events of the first step, and the time they cover inside it.
+struct Warmup<'a> {
+    /// Outermost warm-up events per thread, by start.
+    events: Vec<Event<'a>>,
+    /// Their union inside the step (one span per compilation).
+    spans: Vec<(Picos, Picos)>,
+    compile_time: Picos,
+}
+
+/// Reads the warm-up events that start inside the first step; `None` when there are none.
+fn warmup_compiles<'a>(host: &'a HostProfile, first: &xlens_roofline::Step) -> Option<Warmup<'a>> {
+    let (lo, hi) = (first.start, first.end());
+    // Outermost warm-up events per thread that start inside the first step.
+    let mut warmup: Vec<Event<'_>> = Vec::new();
+    if let Some(plane) = host.space().host_threads() {
+        for line in plane.lines() {
+            let mut open_until = Picos(i64::MIN);
+            for ev in line.events(plane).map_while(|e| e.ok()) {
+                if ev.start() >= hi {
+                    break;
+                }
+                if ev.start() < lo || ev.start() < open_until || !is_warmup_event(ev.name()) {
+                    continue;
+                }
+                open_until = ev.end();
+                warmup.push(ev);
+            }
+        }
+    }
+    if warmup.is_empty() {
+        return None;
+    }
+    // A JAX-level compile and the client compile it calls run on different threads: events
+    // that overlap in time are one compilation.
+    warmup.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index()));
+    let spans = evidence::union(warmup.iter().map(|e| (e.start(), e.end().min(hi))).collect());
+    let compile_time: Picos = spans.iter().map(|(s, e)| *e - *s).sum();
+    Some(Warmup { events: warmup, spans, compile_time })
+}
+
+/// Whether compiling explains enough of the first step's excess; if not, the first step is slow for
+/// another reason and a small compile in it is incidental.
+fn compile_explains(first: &FirstStep<'_>, warmup: &Warmup<'_>, config: &ScanConfig) -> bool {
+    let excess = first.first.duration.saturating_sub(first.rest_median);
+    (warmup.compile_time.0 as f64) >= config.thresholds.profile_during_warmup.min_compile_share * excess.0 as f64
+}
+
+/// Host events per step: tracing and compiling leave many more in the warm-up step.
+fn events_per_step(host: &HostProfile, steps: &xlens_roofline::Steps) -> Vec<usize> {
+    // Host events per step: tracing and compiling leave many more in the warm-up step.
+    let mut events_per_step = vec![0usize; steps.steps.len()];
+    for ev in evidence::host_events(host, |_| true) {
+        let at = ev.start();
+        let k = steps.steps.partition_point(|s| s.start <= at);
+        if k > 0 && at < steps.steps[k - 1].end() {
+            events_per_step[k - 1] += 1;
+        }
+    }
+    events_per_step
+}
+
+/// The finding: the first step's time, its compilations and host events, and the longest compiles.
+fn describe(
+    detector: &ProfileDuringWarmup,
+    host: &HostProfile,
+    steps: &xlens_roofline::Steps,
+    f: &FirstStep<'_>,
+    w: &Warmup<'_>,
+    events_per_step: &[usize],
+) -> Finding {
+    let (first, rest_median, factor) = (f.first, f.rest_median, f.factor);
+    let (spans, compile_time) = (&w.spans, w.compile_time);
+    let excess = first.duration.saturating_sub(rest_median);
+    let mut others: Vec<usize> = events_per_step[1..].to_vec();
+    others.sort_unstable();
+    let others_median = others[others.len() / 2];
+    let n = steps.steps.len();
+    let ms_per_step = excess.as_ms_f64() / n as f64;
+    let impact = Impact::of(ms_per_step, host.step_ms());
+    let mut evidence = vec![
+        Evidence::metric(format!("{} time", first.name), first.duration.as_ms_f64(), "ms"),
+        Evidence::metric("median time of the other steps", rest_median.as_ms_f64(), "ms"),
+        Evidence::metric("first step over the median of the others", factor, "x"),
+        Evidence::metric("compilations in the first step", spans.len() as f64, "count"),
+        Evidence::metric("compile time in the first step", compile_time.as_ms_f64(), "ms"),
+        Evidence::note(format!(
+            "host events recorded in {}: {} (median of the other steps: {others_median})",
+            first.name, events_per_step[0]
+        )),
+    ];
+    if steps.steps.len() > 5 && steps.source == xlens_roofline::StepSource::HostMarkers {
+        evidence.push(Evidence::note(
+            "XProf's overview drops the first and last of more than five host steps, which hides this step \
+                 from its average but not from the step-time graph",
+        ));
+    }
+    let mut longest = w.events.clone();
+    longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start(), e.line().index()));
+    evidence.extend(longest.iter().take(3).map(|e| evidence::event(host, e)));
+    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let what = format!(
+        "The first profiled step ({}) takes {:.3} ms, {factor:.0}x the median of the other {} steps ({:.3} ms), \
+             and spends {:.3} ms compiling: the capture started before warm-up, so step averages include \
+             compilation.",
+        first.name,
+        first.duration.as_ms_f64(),
+        f.rest,
+        rest_median.as_ms_f64(),
+        compile_time.as_ms_f64()
+    );
+    Finding::new(detector, severity, what, evidence, impact)
 }
 
 #[cfg(test)]

@@ -58,152 +58,217 @@ impl Detector for Recompilation {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.recompilation;
-        let steps = host.steps().map_err(Skip::because)?;
-        // Outermost compile events per thread (a client compile nests inside the JAX one).
-        let mut compiles = Vec::new();
-        if let Some(plane) = host.space().host_threads() {
-            let compile = plane.metadata_mask(|m| evidence::is_compile_event(m.name()));
-            for line in plane.lines().iter().filter(|_| !compile.is_empty()) {
-                let mut open_until = Picos(i64::MIN);
-                for ev in line.events(plane).map_while(|e| e.ok()) {
-                    if !compile.contains(&ev) || ev.start() < open_until {
-                        continue;
-                    }
-                    open_until = ev.end();
-                    if ev.duration().as_ms_f64() >= t.min_compile_ms {
-                        compiles.push(ev);
-                    }
-                }
-            }
-        }
-        // The JAX-level compile and the client compile it calls run on different threads: events
-        // that overlap in time are one compilation (the longest stands for it).
-        compiles.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index()));
-        let mut merged: Vec<xlens_xplane::Event<'_>> = Vec::new();
-        for ev in compiles {
-            match merged.last_mut() {
-                Some(last) if ev.start() < last.end() => {
-                    if ev.end() > last.end() {
-                        *last = ev;
-                    }
-                }
-                _ => merged.push(ev),
-            }
-        }
-        let compiles = merged;
-        let step_of = |at: Picos| steps.steps.iter().position(|s| s.start <= at && at < s.end());
-        // Compiles inside a step, and compiles between two steps (a retrace on the host while the
-        // device waits: the device's step markers leave the gap out).
-        let first_start = steps.steps.iter().map(|s| s.start).min();
-        let last_end = steps.steps.iter().map(|s| s.end()).max();
-        let mut in_steps: Vec<(usize, xlens_xplane::Event<'_>)> = Vec::new();
-        let mut between: Vec<(usize, xlens_xplane::Event<'_>)> = Vec::new();
-        // Without step markers the "steps" are executions of whichever functions ran: compiling a
-        // function before its first run is normal, so a compile counts only when the function
-        // executed next had run before it.
-        let by_execution = steps.source == StepSource::ModuleExecutions;
-        let function = |name: &str| -> String {
-            let name = name.rsplit_once(" #").map_or(name, |(n, _)| n);
-            name.rsplit_once('(').map_or(name, |(m, _)| m).to_owned()
-        };
-        let recompiles = |e: &xlens_xplane::Event<'_>| {
-            let Some(next) = steps.steps.iter().filter(|s| s.start >= e.end()).min_by_key(|s| s.start) else {
-                return false;
-            };
-            let f = function(&next.name);
-            steps.steps.iter().any(|s| s.start < e.start() && function(&s.name) == f)
-        };
-        for e in compiles.iter().filter(|e| !by_execution || recompiles(e)) {
-            if let Some(s) = step_of(e.start()) {
-                in_steps.push((s, *e));
-            } else if let (Some(first), Some(last)) = (first_start, last_end)
-                && first <= e.start()
-                && e.start() < last
-            {
-                // The step that follows the gap.
-                let next = steps.steps.iter().position(|s| s.start >= e.start()).unwrap_or(steps.steps.len() - 1);
-                between.push((next, *e));
-            }
-        }
-
-        // Programs each executed module ran under (op events carry program_id).
-        let mut programs_by_module: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
-        if let Ok(profile) = host.op_profile() {
-            for op in &profile.ops {
-                if let Some(name) = profile.programs.get(&op.program_id) {
-                    let module = name.rsplit_once('(').map_or(name.as_str(), |(m, _)| m);
-                    programs_by_module.entry(module.to_owned()).or_default().insert(op.program_id);
-                }
-            }
-        }
-        let multi: Vec<(&String, &BTreeSet<u64>)> = programs_by_module.iter().filter(|(_, p)| p.len() > 1).collect();
-        let after_first = in_steps.iter().any(|(s, _)| *s > 0);
-        if !after_first && between.is_empty() && multi.is_empty() {
-            return Ok(());
-        }
-        let counted: Vec<(usize, xlens_xplane::Event<'_>)> = in_steps.iter().chain(&between).copied().collect();
-        let total: Picos = counted.iter().map(|(_, e)| e.duration()).sum();
-        let step_count = steps.steps.len().max(1) as f64;
-        let ms_per_step = total.as_ms_f64() / step_count;
-        let impact = Impact::of(ms_per_step, host.step_ms());
-        let name_of = |s: usize| steps.steps[s].name.as_str();
-        let mut evidence = vec![
-            Evidence::metric("compilations inside steps", in_steps.len() as f64, "count"),
-            Evidence::metric("compilations between steps", between.len() as f64, "count"),
-            Evidence::metric("compile time inside and between steps", total.as_ms_f64(), "ms"),
-        ];
-        if !in_steps.is_empty() {
-            let affected: BTreeSet<&str> = in_steps.iter().map(|(s, _)| name_of(*s)).collect();
-            evidence.push(Evidence::note(format!(
-                "steps with a compilation: {}",
-                affected.into_iter().collect::<Vec<_>>().join(", ")
-            )));
-        }
-        if !between.is_empty() {
-            let before: BTreeSet<&str> = between.iter().map(|(s, _)| name_of(*s)).collect();
-            evidence.push(Evidence::note(format!(
-                "steps preceded by a compilation on the host: {}",
-                before.into_iter().collect::<Vec<_>>().join(", ")
-            )));
-        }
-        for (module, programs) in &multi {
-            let ids: Vec<String> = programs.iter().map(u64::to_string).collect();
-            evidence.push(Evidence::note(format!("{module} ran as {} programs: {}", programs.len(), ids.join(", "))));
-        }
-        let mut longest: Vec<_> = counted.iter().map(|(_, e)| *e).collect();
-        longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start()));
-        evidence.extend(longest.iter().take(5).map(|e| evidence::event(host, e)));
-        // Several programs alone, with no compile in the window to price, is a lead, not a cost.
-        let severity = if counted.is_empty() {
-            Severity::P2
-        } else if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else {
-            self.severity()
-        };
-        let mut what = match (in_steps.len(), between.len()) {
-            (0, 0) => format!("No recompilation falls among the profiled {}s, but", steps.source.unit()),
-            (n, 0) => {
-                format!("XLA compiled {n} time(s) inside the profiled steps ({:.1} ms in total)", total.as_ms_f64())
-            }
-            (0, m) => format!(
-                "XLA compiled {m} time(s) between device steps ({:.1} ms in total, while the device waited)",
-                total.as_ms_f64()
-            ),
-            (n, m) => format!(
-                "XLA compiled {n} time(s) inside and {m} time(s) between the profiled steps ({:.1} ms in total)",
-                total.as_ms_f64()
-            ),
-        };
-        if !multi.is_empty() {
-            let sep = if counted.is_empty() { " " } else { "; " };
-            what.push_str(&format!("{sep}{} function(s) ran under several compiled programs", multi.len()));
-        }
-        what.push('.');
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let measured = measure(host, config)?;
+        let Some(score) = score(host, &measured) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score));
         Ok(())
     }
+}
+
+/// A compile event and the index of the step it falls in (or precedes).
+type Placed<'a> = (usize, xlens_xplane::Event<'a>);
+
+/// What the profile shows: the compilations inside and between steps, and the functions that ran
+/// under several programs.
+struct Measured<'a> {
+    steps: &'a xlens_roofline::Steps,
+    in_steps: Vec<Placed<'a>>,
+    between: Vec<Placed<'a>>,
+    /// Modules that ran under several programs, with the program ids.
+    multi: Vec<(String, BTreeSet<u64>)>,
+}
+
+/// Reads the compile events, places them among the steps, and finds modules run as several programs.
+fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Measured<'a>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    let compiles = compile_events(host, config.thresholds.recompilation.min_compile_ms);
+    let (in_steps, between) = place(steps, compiles);
+    let multi = programs_by_module(host).into_iter().filter(|(_, p)| p.len() > 1).collect();
+    Ok(Measured { steps, in_steps, between, multi })
+}
+
+/// The compilations on the host threads of at least `min_compile_ms`, one per compilation.
+fn compile_events(host: &HostProfile, min_compile_ms: f64) -> Vec<xlens_xplane::Event<'_>> {
+    // Outermost compile events per thread (a client compile nests inside the JAX one).
+    let mut compiles = Vec::new();
+    if let Some(plane) = host.space().host_threads() {
+        let compile = plane.metadata_mask(|m| evidence::is_compile_event(m.name()));
+        for line in plane.lines().iter().filter(|_| !compile.is_empty()) {
+            let mut open_until = Picos(i64::MIN);
+            for ev in line.events(plane).map_while(|e| e.ok()) {
+                if !compile.contains(&ev) || ev.start() < open_until {
+                    continue;
+                }
+                open_until = ev.end();
+                if ev.duration().as_ms_f64() >= min_compile_ms {
+                    compiles.push(ev);
+                }
+            }
+        }
+    }
+    // The JAX-level compile and the client compile it calls run on different threads: events
+    // that overlap in time are one compilation (the longest stands for it).
+    compiles.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index()));
+    let mut merged: Vec<xlens_xplane::Event<'_>> = Vec::new();
+    for ev in compiles {
+        match merged.last_mut() {
+            Some(last) if ev.start() < last.end() => {
+                if ev.end() > last.end() {
+                    *last = ev;
+                }
+            }
+            _ => merged.push(ev),
+        }
+    }
+    merged
+}
+
+/// The compilations inside a step and those between two steps (with the step that follows).
+#[allow(clippy::type_complexity)]
+fn place<'a>(
+    steps: &xlens_roofline::Steps,
+    compiles: Vec<xlens_xplane::Event<'a>>,
+) -> (Vec<Placed<'a>>, Vec<Placed<'a>>) {
+    let step_of = |at: Picos| steps.steps.iter().position(|s| s.start <= at && at < s.end());
+    // Compiles inside a step, and compiles between two steps (a retrace on the host while the
+    // device waits: the device's step markers leave the gap out).
+    let first_start = steps.steps.iter().map(|s| s.start).min();
+    let last_end = steps.steps.iter().map(|s| s.end()).max();
+    let mut in_steps: Vec<(usize, xlens_xplane::Event<'_>)> = Vec::new();
+    let mut between: Vec<(usize, xlens_xplane::Event<'_>)> = Vec::new();
+    // Without step markers the "steps" are executions of whichever functions ran: compiling a
+    // function before its first run is normal, so a compile counts only when the function
+    // executed next had run before it.
+    let by_execution = steps.source == StepSource::ModuleExecutions;
+    let function = |name: &str| -> String {
+        let name = name.rsplit_once(" #").map_or(name, |(n, _)| n);
+        name.rsplit_once('(').map_or(name, |(m, _)| m).to_owned()
+    };
+    let recompiles = |e: &xlens_xplane::Event<'_>| {
+        let Some(next) = steps.steps.iter().filter(|s| s.start >= e.end()).min_by_key(|s| s.start) else {
+            return false;
+        };
+        let f = function(&next.name);
+        steps.steps.iter().any(|s| s.start < e.start() && function(&s.name) == f)
+    };
+    for e in compiles.iter().filter(|e| !by_execution || recompiles(e)) {
+        if let Some(s) = step_of(e.start()) {
+            in_steps.push((s, *e));
+        } else if let (Some(first), Some(last)) = (first_start, last_end)
+            && first <= e.start()
+            && e.start() < last
+        {
+            // The step that follows the gap.
+            let next = steps.steps.iter().position(|s| s.start >= e.start()).unwrap_or(steps.steps.len() - 1);
+            between.push((next, *e));
+        }
+    }
+    (in_steps, between)
+}
+
+/// The programs each executed module ran under (op events carry program_id).
+fn programs_by_module(host: &HostProfile) -> BTreeMap<String, BTreeSet<u64>> {
+    let mut programs_by_module: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    if let Ok(profile) = host.op_profile() {
+        for op in &profile.ops {
+            if let Some(name) = profile.programs.get(&op.program_id) {
+                let module = name.rsplit_once('(').map_or(name.as_str(), |(m, _)| m);
+                programs_by_module.entry(module.to_owned()).or_default().insert(op.program_id);
+            }
+        }
+    }
+    programs_by_module
+}
+
+/// The compilations that count and what they cost.
+struct Score<'a> {
+    /// The compilations inside and between steps.
+    counted: Vec<Placed<'a>>,
+    /// Their total time.
+    total: Picos,
+    impact: Impact,
+}
+
+/// Decides whether there is a recompilation to report; `None` when there is none past the first step.
+fn score<'a>(host: &HostProfile, m: &Measured<'a>) -> Option<Score<'a>> {
+    let (in_steps, between, steps) = (&m.in_steps, &m.between, m.steps);
+    let after_first = in_steps.iter().any(|(s, _)| *s > 0);
+    if !after_first && between.is_empty() && m.multi.is_empty() {
+        return None;
+    }
+    let counted: Vec<Placed<'a>> = in_steps.iter().chain(between).copied().collect();
+    let total: Picos = counted.iter().map(|(_, e)| e.duration()).sum();
+    let step_count = steps.steps.len().max(1) as f64;
+    let ms_per_step = total.as_ms_f64() / step_count;
+    let impact = Impact::of(ms_per_step, host.step_ms());
+    Some(Score { counted, total, impact })
+}
+
+/// The evidence: the counts, the steps affected, the modules with several programs, the longest compiles.
+fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evidence> {
+    let (in_steps, between, steps, multi) = (&m.in_steps, &m.between, m.steps, &m.multi);
+    let (counted, total) = (&s.counted, s.total);
+    let name_of = |s: usize| steps.steps[s].name.as_str();
+    let mut evidence = vec![
+        Evidence::metric("compilations inside steps", in_steps.len() as f64, "count"),
+        Evidence::metric("compilations between steps", between.len() as f64, "count"),
+        Evidence::metric("compile time inside and between steps", total.as_ms_f64(), "ms"),
+    ];
+    if !in_steps.is_empty() {
+        let affected: BTreeSet<&str> = in_steps.iter().map(|(s, _)| name_of(*s)).collect();
+        evidence.push(Evidence::note(format!(
+            "steps with a compilation: {}",
+            affected.into_iter().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    if !between.is_empty() {
+        let before: BTreeSet<&str> = between.iter().map(|(s, _)| name_of(*s)).collect();
+        evidence.push(Evidence::note(format!(
+            "steps preceded by a compilation on the host: {}",
+            before.into_iter().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    for (module, programs) in multi {
+        let ids: Vec<String> = programs.iter().map(u64::to_string).collect();
+        evidence.push(Evidence::note(format!("{module} ran as {} programs: {}", programs.len(), ids.join(", "))));
+    }
+    let mut longest: Vec<_> = counted.iter().map(|(_, e)| *e).collect();
+    longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start()));
+    evidence.extend(longest.iter().take(5).map(|e| evidence::event(host, e)));
+    evidence
+}
+
+/// The finding: how many compilations, where, and what they cost.
+fn describe(detector: &Recompilation, host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Finding {
+    let (in_steps, between, steps, multi) = (&m.in_steps, &m.between, m.steps, &m.multi);
+    let (counted, total) = (&s.counted, s.total);
+    // Several programs alone, with no compile in the window to price, is a lead, not a cost.
+    // Otherwise P0 from 20 % of the step; a small cost stays at the usual severity (no P2 rule).
+    let severity = if counted.is_empty() {
+        Severity::P2
+    } else {
+        Severity::from_impact(s.impact.pct_of_step, detector.severity()).min(detector.severity())
+    };
+    let mut what = match (in_steps.len(), between.len()) {
+        (0, 0) => format!("No recompilation falls among the profiled {}s, but", steps.source.unit()),
+        (n, 0) => {
+            format!("XLA compiled {n} time(s) inside the profiled steps ({:.1} ms in total)", total.as_ms_f64())
+        }
+        (0, m) => format!(
+            "XLA compiled {m} time(s) between device steps ({:.1} ms in total, while the device waited)",
+            total.as_ms_f64()
+        ),
+        (n, m) => format!(
+            "XLA compiled {n} time(s) inside and {m} time(s) between the profiled steps ({:.1} ms in total)",
+            total.as_ms_f64()
+        ),
+    };
+    if !multi.is_empty() {
+        let sep = if counted.is_empty() { " " } else { "; " };
+        what.push_str(&format!("{sep}{} function(s) ran under several compiled programs", multi.len()));
+    }
+    what.push('.');
+    Finding::new(detector, severity, what, evidence_of(host, m, s), s.impact)
 }
 
 #[cfg(test)]

@@ -87,175 +87,251 @@ impl Detector for SparsecoreOverflow {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.sparsecore_overflow;
-        let steps = host.steps().map_err(Skip::because)?;
-        let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
-        let sc_planes: Vec<&xlens_xplane::Plane> =
-            host.space().planes_where(|k| matches!(k, PlaneKind::TpuSparseCore { .. })).collect();
-        let chip_has_sparse_cores = host.chip().and_then(|c| c.spec()).is_some_and(|s| s.sparse_cores > 0);
-        if sc_planes.is_empty() && !chip_has_sparse_cores {
-            return Err(Skip::because("the profile has no SparseCore planes and the chip has no SparseCores"));
-        }
-        let tc_count = host.space().tpu_tensor_cores().len().max(1);
-        let core_steps = (tc_count * steps.steps.len().max(1)) as f64;
-
-        // Dense gathers and scatters on the TensorCores.
-        let mut gathers: Vec<&OpStats> = host
-            .op_profile()
-            .map(|p| p.ops.iter().filter(|o| is_dense_gather(&o.category) && o.self_time.0 > 0).collect())
-            .unwrap_or_default();
-        gathers.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
-        let gather_ms = gathers.iter().map(|o| o.self_time.as_ms_f64()).sum::<f64>() / core_steps;
-        let gather_pct = 100.0 * gather_ms / step_ms;
-
-        // SparseCore busy time per TensorCore step, and the TensorCore's wait on it.
-        let mut cores: Vec<Core> = Vec::new();
-        let mut sc_busy_by_tc: BTreeMap<u32, Vec<(Picos, Picos)>> = BTreeMap::new();
-        for plane in &sc_planes {
-            let ordinal = evidence::device_ordinal(plane);
-            let dropped = plane.stat_by_name(names::stat::DROPPED_TRACES).and_then(|s| s.as_u64()).unwrap_or(0);
-            let mut core = Core { plane: plane.name().to_owned(), ordinal, dropped, ..Core::default() };
-            if let Some(timeline) = DeviceTimeline::read(plane, names::line::SPARSE_CORE_OPS) {
-                let busy = union(timeline.ops.iter().map(|o| (o.start, o.end)).collect());
-                let mut best = -1.0f64;
-                for step in &steps.steps {
-                    let Some(tc) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
-                    let (lo, hi) = (tc.marker_start, tc.marker_start + step.duration);
-                    let share = covered(&busy, lo, hi).0 as f64 / step.duration.0.max(1) as f64;
-                    core.busy.push(share);
-                    if share > best {
-                        best = share;
-                        core.busiest = Some((lo, hi));
-                    }
-                    for op in timeline.ops_starting_in(lo, hi) {
-                        *core.op_time.entry(timeline.info(op).name.clone()).or_default() += op.duration();
-                    }
-                }
-                sc_busy_by_tc.entry(ordinal).or_default().extend(busy);
-            }
-            cores.push(core);
-        }
-        let mut wait = Picos::ZERO;
-        for plane in host.space().tpu_tensor_cores() {
-            let ordinal = evidence::device_ordinal(plane);
-            let Some(sc) = sc_busy_by_tc.remove(&ordinal) else { continue };
-            let sc = union(sc);
-            if plane.line_by_name(names::line::XLA_OPS).is_none() {
-                continue;
-            }
-            let tc = evidence::busy_union(plane, names::line::XLA_OPS);
-            for step in &steps.steps {
-                let Some(c) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
-                let (lo, hi) = (c.marker_start, c.marker_start + step.duration);
-                let from = sc.partition_point(|s| s.1 <= lo);
-                for &(s, e) in sc[from..].iter().take_while(|s| s.0 < hi) {
-                    let (s, e) = (s.max(lo), e.min(hi));
-                    wait += (e - s).saturating_sub(covered(&tc, s, e));
-                }
-            }
-        }
-        let wait_ms = wait.as_ms_f64() / core_steps;
-        let mean_busy =
-            |c: &Core| if c.busy.is_empty() { 0.0 } else { 100.0 * c.busy.iter().sum::<f64>() / c.busy.len() as f64 };
-        let busiest = cores.iter().max_by(|a, b| mean_busy(a).total_cmp(&mean_busy(b)).then(b.plane.cmp(&a.plane)));
-        let max_busy = busiest.map_or(0.0, mean_busy);
-        let dropped: u64 = cores.iter().fold(0u64, |a, c| a.saturating_add(c.dropped));
-        let saturated = max_busy >= t.min_busy_pct;
-        let dense = chip_has_sparse_cores && gather_pct >= t.min_dense_gather_pct;
-        if !saturated && dropped == 0 && !dense {
-            return Ok(());
-        }
-
-        let impact = Impact::of(wait_ms + if dense || saturated { gather_ms } else { 0.0 }, Some(step_ms));
-        let mut evidence = Vec::new();
-        if let Some(b) = busiest {
-            let all_mean = cores.iter().map(mean_busy).sum::<f64>() / cores.len().max(1) as f64;
-            evidence.push(Evidence::metric("busiest SparseCore busy share of the step", max_busy, "%"));
-            evidence.push(Evidence::metric("mean SparseCore busy share of the step", all_mean, "%"));
-            evidence.push(Evidence::note(format!(
-                "{} SparseCore plane(s); the busiest is {} at {max_busy:.1} % of every TensorCore {} step",
-                cores.len(),
-                b.plane,
-                b.ordinal
-            )));
-            let mut ops: Vec<(&String, &Picos)> = b.op_time.iter().collect();
-            ops.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
-            for (name, time) in ops.iter().take(3) {
-                evidence.push(Evidence::note(format!(
-                    "{name} on {}: {:.1} us per step",
-                    b.plane,
-                    time.as_us_f64() / b.busy.len().max(1) as f64
-                )));
-            }
-            if let Some((lo, hi)) = b.busiest {
-                evidence.push(evidence::event_parts(
-                    host,
-                    &b.plane,
-                    names::line::SPARSE_CORE_OPS,
-                    "busiest SparseCore step",
-                    lo,
-                    hi - lo,
-                ));
-            }
-        } else {
-            evidence.push(Evidence::note(format!(
-                "the chip ({}) has SparseCores but the profile has no SparseCore plane: no lookup ran on them",
-                host.chip().map_or("unknown", |c| c.name())
-            )));
-        }
-        evidence.push(Evidence::metric("TensorCore idle while its SparseCores are busy, per step", wait_ms, "ms"));
-        evidence.push(Evidence::metric("dense gathers and scatters on the TensorCore per step", gather_ms, "ms"));
-        let module = host.main_module();
-        for op in gathers.iter().take(3) {
-            let mut text = format!(
-                "{} ({}) on the TensorCore: {:.1} us per step",
-                op.name,
-                op.category,
-                op.self_time.as_us_f64() / core_steps
-            );
-            if let Some(source) = &op.source {
-                text.push_str(&format!(" at {source}"));
-            }
-            evidence.push(Evidence::note(text));
-            if let Some(m) = module
-                && let Some(instr) = m.instruction_by_name(&op.name)
-            {
-                evidence.push(evidence::instruction(m, instr.id()));
-            }
-        }
-        if dropped > 0 {
-            evidence.push(Evidence::metric("dropped SparseCore trace events", dropped as f64, "count"));
-        }
-        let severity = if (!saturated && !dense) || impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else {
-            self.severity()
-        };
-        let mut parts = Vec::new();
-        if saturated {
-            parts.push(format!(
-                "a SparseCore is busy {max_busy:.0} % of the step and the TensorCore waits {:.1} us per step for it",
-                wait_ms * 1000.0
-            ));
-        }
-        if dense || (saturated && gather_ms > 0.0) {
-            parts.push(format!(
-                "dense gathers on the TensorCore take {:.1} us per step ({gather_pct:.1} %)",
-                gather_ms * 1000.0
-            ));
-        }
-        if dropped > 0 {
-            parts.push(format!("the SparseCore trace dropped {dropped} events"));
-        }
-        let mut what = parts.join("; ");
-        if let Some(first) = what.get(..1) {
-            what = format!("{}{}.", first.to_uppercase(), &what[1..]);
-        }
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let measured = measure(host)?;
+        let Some(score) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score));
         Ok(())
     }
+}
+
+/// What the profile shows: the SparseCores' busy shares, the TensorCore's wait on them and the dense
+/// gathers on the TensorCore.
+struct Measured<'a> {
+    step_ms: f64,
+    chip_has_sparse_cores: bool,
+    /// TensorCores × steps.
+    core_steps: f64,
+    /// Dense gathers and scatters on the TensorCores, longest first.
+    gathers: Vec<&'a OpStats>,
+    gather_ms: f64,
+    gather_pct: f64,
+    cores: Vec<Core>,
+    /// TensorCore idle while its SparseCores are busy, per step.
+    wait_ms: f64,
+}
+
+/// Reads the SparseCore planes, the TensorCores' wait on them and the dense gathers.
+fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
+    let sc_planes: Vec<&xlens_xplane::Plane> =
+        host.space().planes_where(|k| matches!(k, PlaneKind::TpuSparseCore { .. })).collect();
+    let chip_has_sparse_cores = host.chip().and_then(|c| c.spec()).is_some_and(|s| s.sparse_cores > 0);
+    if sc_planes.is_empty() && !chip_has_sparse_cores {
+        return Err(Skip::because("the profile has no SparseCore planes and the chip has no SparseCores"));
+    }
+    let tc_count = host.space().tpu_tensor_cores().len().max(1);
+    let core_steps = (tc_count * steps.steps.len().max(1)) as f64;
+
+    // Dense gathers and scatters on the TensorCores.
+    let mut gathers: Vec<&OpStats> = host
+        .op_profile()
+        .map(|p| p.ops.iter().filter(|o| is_dense_gather(&o.category) && o.self_time.0 > 0).collect())
+        .unwrap_or_default();
+    gathers.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
+    let gather_ms = gathers.iter().map(|o| o.self_time.as_ms_f64()).sum::<f64>() / core_steps;
+    let gather_pct = 100.0 * gather_ms / step_ms;
+    let (cores, sc_busy_by_tc) = sparse_cores(&sc_planes, steps);
+    let wait = tensor_core_wait(host, steps, sc_busy_by_tc);
+    let wait_ms = wait.as_ms_f64() / core_steps;
+    Ok(Measured { step_ms, chip_has_sparse_cores, core_steps, gathers, gather_ms, gather_pct, cores, wait_ms })
+}
+
+/// SparseCore busy time per TensorCore step, and each TensorCore's SparseCore busy intervals.
+#[allow(clippy::type_complexity)]
+fn sparse_cores(
+    sc_planes: &[&xlens_xplane::Plane],
+    steps: &xlens_roofline::Steps,
+) -> (Vec<Core>, BTreeMap<u32, Vec<(Picos, Picos)>>) {
+    let mut cores: Vec<Core> = Vec::new();
+    let mut sc_busy_by_tc: BTreeMap<u32, Vec<(Picos, Picos)>> = BTreeMap::new();
+    for plane in sc_planes {
+        let ordinal = evidence::device_ordinal(plane);
+        let dropped = plane.stat_by_name(names::stat::DROPPED_TRACES).and_then(|s| s.as_u64()).unwrap_or(0);
+        let mut core = Core { plane: plane.name().to_owned(), ordinal, dropped, ..Core::default() };
+        if let Some(timeline) = DeviceTimeline::read(plane, names::line::SPARSE_CORE_OPS) {
+            let busy = union(timeline.ops.iter().map(|o| (o.start, o.end)).collect());
+            let mut best = -1.0f64;
+            for step in &steps.steps {
+                let Some(tc) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
+                let (lo, hi) = (tc.marker_start, tc.marker_start + step.duration);
+                let share = covered(&busy, lo, hi).0 as f64 / step.duration.0.max(1) as f64;
+                core.busy.push(share);
+                if share > best {
+                    best = share;
+                    core.busiest = Some((lo, hi));
+                }
+                for op in timeline.ops_starting_in(lo, hi) {
+                    *core.op_time.entry(timeline.info(op).name.clone()).or_default() += op.duration();
+                }
+            }
+            sc_busy_by_tc.entry(ordinal).or_default().extend(busy);
+        }
+        cores.push(core);
+    }
+    (cores, sc_busy_by_tc)
+}
+
+/// The time the TensorCores sit idle while their SparseCores are busy.
+fn tensor_core_wait(
+    host: &HostProfile,
+    steps: &xlens_roofline::Steps,
+    mut sc_busy_by_tc: BTreeMap<u32, Vec<(Picos, Picos)>>,
+) -> Picos {
+    let mut wait = Picos::ZERO;
+    for plane in host.space().tpu_tensor_cores() {
+        let ordinal = evidence::device_ordinal(plane);
+        let Some(sc) = sc_busy_by_tc.remove(&ordinal) else { continue };
+        let sc = union(sc);
+        if plane.line_by_name(names::line::XLA_OPS).is_none() {
+            continue;
+        }
+        let tc = evidence::busy_union(plane, names::line::XLA_OPS);
+        for step in &steps.steps {
+            let Some(c) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
+            let (lo, hi) = (c.marker_start, c.marker_start + step.duration);
+            let from = sc.partition_point(|s| s.1 <= lo);
+            for &(s, e) in sc[from..].iter().take_while(|s| s.0 < hi) {
+                let (s, e) = (s.max(lo), e.min(hi));
+                wait += (e - s).saturating_sub(covered(&tc, s, e));
+            }
+        }
+    }
+    wait
+}
+
+/// A SparseCore's mean busy share of the step, in %.
+fn mean_busy(c: &Core) -> f64 {
+    if c.busy.is_empty() { 0.0 } else { 100.0 * c.busy.iter().sum::<f64>() / c.busy.len() as f64 }
+}
+
+/// What the figures amount to.
+struct Score<'m> {
+    /// The busiest SparseCore, if any.
+    busiest: Option<&'m Core>,
+    max_busy: f64,
+    dropped: u64,
+    saturated: bool,
+    dense: bool,
+    impact: Impact,
+}
+
+/// Decides whether the SparseCores overflow (saturated, dropping events, or bypassed by dense gathers).
+fn score<'m>(m: &'m Measured<'_>, config: &ScanConfig) -> Option<Score<'m>> {
+    let t = &config.thresholds.sparsecore_overflow;
+    let cores = &m.cores;
+    let busiest = cores.iter().max_by(|a, b| mean_busy(a).total_cmp(&mean_busy(b)).then(b.plane.cmp(&a.plane)));
+    let max_busy = busiest.map_or(0.0, mean_busy);
+    let dropped: u64 = cores.iter().fold(0u64, |a, c| a.saturating_add(c.dropped));
+    let saturated = max_busy >= t.min_busy_pct;
+    let dense = m.chip_has_sparse_cores && m.gather_pct >= t.min_dense_gather_pct;
+    if !saturated && dropped == 0 && !dense {
+        return None;
+    }
+    let impact = Impact::of(m.wait_ms + if dense || saturated { m.gather_ms } else { 0.0 }, Some(m.step_ms));
+    Some(Score { busiest, max_busy, dropped, saturated, dense, impact })
+}
+
+/// The evidence: the busiest SparseCore (or the missing planes), the wait, the dense gathers.
+fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evidence> {
+    let mut evidence = Vec::new();
+    if let Some(b) = s.busiest {
+        busiest_evidence(host, &m.cores, b, s.max_busy, &mut evidence);
+    } else {
+        evidence.push(Evidence::note(format!(
+            "the chip ({}) has SparseCores but the profile has no SparseCore plane: no lookup ran on them",
+            host.chip().map_or("unknown", |c| c.name())
+        )));
+    }
+    evidence.push(Evidence::metric("TensorCore idle while its SparseCores are busy, per step", m.wait_ms, "ms"));
+    evidence.push(Evidence::metric("dense gathers and scatters on the TensorCore per step", m.gather_ms, "ms"));
+    let module = host.main_module();
+    for op in m.gathers.iter().take(3) {
+        let mut text = format!(
+            "{} ({}) on the TensorCore: {:.1} us per step",
+            op.name,
+            op.category,
+            op.self_time.as_us_f64() / m.core_steps
+        );
+        if let Some(source) = &op.source {
+            text.push_str(&format!(" at {source}"));
+        }
+        evidence.push(Evidence::note(text));
+        if let Some(m) = module
+            && let Some(instr) = m.instruction_by_name(&op.name)
+        {
+            evidence.push(evidence::instruction(m, instr.id()));
+        }
+    }
+    if s.dropped > 0 {
+        evidence.push(Evidence::metric("dropped SparseCore trace events", s.dropped as f64, "count"));
+    }
+    evidence
+}
+
+/// The busiest SparseCore's evidence: busy shares, its top ops, its busiest step on the timeline.
+fn busiest_evidence(host: &HostProfile, cores: &[Core], b: &Core, max_busy: f64, evidence: &mut Vec<Evidence>) {
+    let all_mean = cores.iter().map(mean_busy).sum::<f64>() / cores.len().max(1) as f64;
+    evidence.push(Evidence::metric("busiest SparseCore busy share of the step", max_busy, "%"));
+    evidence.push(Evidence::metric("mean SparseCore busy share of the step", all_mean, "%"));
+    evidence.push(Evidence::note(format!(
+        "{} SparseCore plane(s); the busiest is {} at {max_busy:.1} % of every TensorCore {} step",
+        cores.len(),
+        b.plane,
+        b.ordinal
+    )));
+    let mut ops: Vec<(&String, &Picos)> = b.op_time.iter().collect();
+    ops.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
+    for (name, time) in ops.iter().take(3) {
+        evidence.push(Evidence::note(format!(
+            "{name} on {}: {:.1} us per step",
+            b.plane,
+            time.as_us_f64() / b.busy.len().max(1) as f64
+        )));
+    }
+    if let Some((lo, hi)) = b.busiest {
+        evidence.push(evidence::event_parts(
+            host,
+            &b.plane,
+            names::line::SPARSE_CORE_OPS,
+            "busiest SparseCore step",
+            lo,
+            hi - lo,
+        ));
+    }
+}
+
+/// The finding: what overflows, in a sentence, with its evidence.
+fn describe(detector: &SparsecoreOverflow, host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Finding {
+    let (saturated, dense, dropped, max_busy) = (s.saturated, s.dense, s.dropped, s.max_busy);
+    let (wait_ms, gather_ms, gather_pct) = (m.wait_ms, m.gather_ms, m.gather_pct);
+    // Only a lack of trace events (no saturation, no dense gathers) is minor whatever its impact.
+    let severity = if !saturated && !dense {
+        Severity::P2
+    } else {
+        Severity::from_impact(s.impact.pct_of_step, detector.severity())
+    };
+    let mut parts = Vec::new();
+    if saturated {
+        parts.push(format!(
+            "a SparseCore is busy {max_busy:.0} % of the step and the TensorCore waits {:.1} us per step for it",
+            wait_ms * 1000.0
+        ));
+    }
+    if dense || (saturated && gather_ms > 0.0) {
+        parts.push(format!(
+            "dense gathers on the TensorCore take {:.1} us per step ({gather_pct:.1} %)",
+            gather_ms * 1000.0
+        ));
+    }
+    if dropped > 0 {
+        parts.push(format!("the SparseCore trace dropped {dropped} events"));
+    }
+    let mut what = parts.join("; ");
+    if let Some(first) = what.get(..1) {
+        what = format!("{}{}.", first.to_uppercase(), &what[1..]);
+    }
+    Finding::new(detector, severity, what, evidence_of(host, m, s), s.impact)
 }
 
 #[cfg(test)]

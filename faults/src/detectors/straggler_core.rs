@@ -76,16 +76,6 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-fn severity_for(pct: f64, default: Severity) -> Severity {
-    if pct >= 20.0 {
-        Severity::P0
-    } else if pct < 2.0 {
-        Severity::P2
-    } else {
-        default
-    }
-}
-
 impl Detector for StragglerCore {
     fn id(&self) -> &'static str {
         "straggler_core"
@@ -108,206 +98,287 @@ impl Detector for StragglerCore {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.straggler_core;
-        let steps = host.steps().map_err(Skip::because)?;
-        let _ = steps;
-        // Per core: each step's anatomy and each op's time, from the shared device timeline.
-        let timeline = host.device_timeline().map_err(Skip::because)?;
-        let mut cores: BTreeMap<u32, CoreStats> = BTreeMap::new();
-        for core in &timeline.cores {
-            let Some(plane) = host.space().planes().get(core.plane_index) else { continue };
-            let meta = xlens_roofline::op_metadata_by_position(plane);
-            let mut stats = CoreStats {
-                plane: plane.name().to_owned(),
-                steps: core.steps.iter().map(|s| s.anatomy).collect(),
-                ..CoreStats::default()
-            };
-            for (agg, m) in core.ops.iter().zip(&meta) {
-                let Some(m) = m else { continue };
-                if agg.time.0 > 0 && !CATEGORIES_WITH_INNER_OPS.contains(&m.category.as_str()) {
-                    *stats.op_time.entry(m.name.clone()).or_default() += agg.time;
-                }
-            }
-            if !stats.steps.is_empty() {
-                cores.insert(core.core, stats);
-            }
-        }
-        if cores.len() < 2 {
-            let reason = if host.space().tpu_tensor_cores().is_empty() {
-                "a TPU check (TensorCores of one host); GPU and CPU devices are compared across hosts"
-            } else {
-                "fewer than two TensorCores ran ops to compare"
-            };
-            return Err(Skip::because(reason));
-        }
-        let mut means: Vec<f64> = cores.values().map(|c| c.mean(compute).0 as f64).collect();
-        let med = median(&mut means);
-        let Some((&slow, slow_stats)) =
-            cores.iter().max_by(|a, b| a.1.mean(compute).cmp(&b.1.mean(compute)).then(b.0.cmp(a.0)))
-        else {
-            return Ok(());
-        };
-        let slow_compute = slow_stats.mean(compute).0 as f64;
-        if med <= 0.0 {
-            return Ok(());
-        }
-        let spread = 100.0 * (slow_compute - med) / med;
-        if spread < t.min_spread_pct {
-            return Ok(());
-        }
-        // The median core: the one whose compute is closest to the median (lowest ordinal on ties).
-        let Some((&typical, typical_stats)) = cores.iter().min_by(|a, b| {
-            let d = |c: &CoreStats| (c.mean(compute).0 as f64 - med).abs();
-            d(a.1).total_cmp(&d(b.1)).then(a.0.cmp(b.0))
-        }) else {
-            return Ok(());
-        };
-        let n_steps = slow_stats.steps.len();
-        let slowest_in = (0..n_steps)
-            .filter(|&k| {
-                cores.iter().filter_map(|(&c, s)| s.steps.get(k).map(|a| (compute(a), std::cmp::Reverse(c)))).max()
-                    == Some((compute(&slow_stats.steps[k]), std::cmp::Reverse(slow)))
-            })
-            .count();
-        let extra_ms = (slow_compute - med) / 1e9;
-        let impact = Impact::of(extra_ms, host.step_ms());
-        let us = |p: Picos| p.as_us_f64();
-        let per_core: Vec<String> =
-            cores.iter().map(|(c, s)| format!("core {c}: {:.1} us", us(s.mean(compute)))).collect();
-        let mut evidence = vec![
-            Evidence::metric("slowest core compute per step", slow_compute / 1e6, "us"),
-            Evidence::metric("median core compute per step", med / 1e6, "us"),
-            Evidence::metric("compute spread over the median core", spread, "%"),
-            Evidence::note(format!("compute per step: {}", per_core.join(", "))),
-            Evidence::note(format!(
-                "core {slow} ({}) was the slowest in {slowest_in} of {n_steps} steps",
-                slow_stats.plane
-            )),
-            Evidence::note(format!(
-                "its extra time is compute: matmul {:+.1} us, vector {:+.1} us, data formatting {:+.1} us per step \
-                 against core {typical}; collective wait {:.1} us vs {:.1} us, idle {:.1} us vs {:.1} us",
-                us(slow_stats.mean(|a| a.matmul)) - us(typical_stats.mean(|a| a.matmul)),
-                us(slow_stats.mean(|a| a.vector)) - us(typical_stats.mean(|a| a.vector)),
-                us(slow_stats.mean(|a| a.data_formatting)) - us(typical_stats.mean(|a| a.data_formatting)),
-                us(slow_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
-                us(typical_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
-                us(slow_stats.mean(|a| a.idle)),
-                us(typical_stats.mean(|a| a.idle)),
-            )),
-        ];
-        // Ops with the most extra time on the slow core, per step.
-        let per_step = |p: Picos, s: &CoreStats| p.as_us_f64() / s.steps.len().max(1) as f64;
-        let mut extra: Vec<(f64, &String, f64, f64)> = slow_stats
-            .op_time
-            .iter()
-            .map(|(name, &time)| {
-                let theirs = typical_stats.op_time.get(name).copied().unwrap_or_default();
-                let (a, b) = (per_step(time, slow_stats), per_step(theirs, typical_stats));
-                (a - b, name, a, b)
-            })
-            .filter(|e| e.0 > 0.0)
-            .collect();
-        extra.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-        let module = host.main_module();
-        for (delta, name, mine, theirs) in extra.iter().take(5) {
-            evidence.push(Evidence::note(format!(
-                "{name}: {mine:.1} us per step on core {slow} vs {theirs:.1} us on core {typical} ({delta:+.1} us)"
-            )));
-            if let Some(m) = module
-                && let Some(instr) = m.instruction_by_name(name)
-            {
-                evidence.push(evidence::instruction(m, instr.id()));
-            }
-        }
-        let what = format!(
-            "TensorCore {slow} computes {spread:.0} % longer per step than the median core ({:.1} vs {:.1} us); \
-             the other cores wait for it every step.",
-            slow_compute / 1e6,
-            med / 1e6
-        );
-        out.push(Finding::new(self, severity_for(impact.pct_of_step, self.severity()), what, evidence, impact));
+        let cores = core_stats(host)?;
+        let Some(score) = score(host, &cores, config) else { return Ok(()) };
+        out.push(describe(self, host, &cores, &score));
         Ok(())
     }
 
     fn run_session(&self, summaries: &[HostSummary], config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.straggler_core;
-        // Per host: mean compute and step time per step.
-        let mut hosts: Vec<(&str, f64, f64)> = Vec::new();
-        for host in summaries {
-            let anatomy = &host.anatomy;
-            if anatomy.is_empty() {
-                continue;
-            }
-            let n = anatomy.len() as f64;
-            let c: f64 = anatomy.iter().map(|a| compute(a).0 as f64).sum::<f64>() / n;
-            let s: f64 = anatomy.iter().map(|a| a.step_time.0 as f64).sum::<f64>() / n;
-            hosts.push((host.name.as_str(), c, s));
-        }
+        let hosts = host_compute(summaries);
         if hosts.len() < 2 {
             return Err(Skip::because("fewer than two hosts with steps to compare"));
         }
-        let Some(&(name, slow, _)) = hosts.iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0))) else {
-            return Ok(());
-        };
-        // The straggler against the other hosts (with two hosts, the median of both would
-        // halve the gap).
-        let others: Vec<&(&str, f64, f64)> = hosts.iter().filter(|h| h.0 != name).collect();
-        let med = median(&mut others.iter().map(|h| h.1).collect::<Vec<_>>());
-        let med_step = median(&mut others.iter().map(|h| h.2).collect::<Vec<_>>());
-        let mad = median(&mut others.iter().map(|h| (h.1 - med).abs()).collect::<Vec<_>>());
-        let scale = mad.max(0.01 * med);
-        if med <= 0.0 || scale <= 0.0 {
-            return Ok(());
-        }
-        let spread = 100.0 * (slow - med) / med;
-        let z = 0.6745 * (slow - med) / scale;
-        let use_z = hosts.len() >= 3;
-        if spread < t.min_spread_pct || (use_z && z <= t.min_host_z) {
-            return Ok(());
-        }
-        let extra_ms = (slow - med) / 1e9;
-        let impact = Impact::of(extra_ms, Some(med_step / 1e9));
-        // The slowest hosts first, at most eight listed (the session's host table has them all).
-        let mut listed: Vec<&(&str, f64, f64)> = hosts.iter().collect();
-        listed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-        let mut per_host: Vec<String> = listed
-            .iter()
-            .take(8)
-            .map(|(h, c, s)| format!("{h}: compute {:.1} us, step {:.1} us", c / 1e6, s / 1e6))
-            .collect();
-        if listed.len() > 8 {
-            per_host.push(format!("{} more host(s)", listed.len() - 8));
-        }
-        let mut evidence = vec![
-            Evidence::metric("straggler host compute per step", slow / 1e6, "us"),
-            Evidence::metric("median compute per step of the other hosts", med / 1e6, "us"),
-            Evidence::metric("compute spread over the other hosts", spread, "%"),
-            Evidence::note(format!("per host, slowest first: {}", per_host.join("; "))),
-        ];
-        if use_z {
-            evidence.push(Evidence::metric("modified z-score", z, "z"));
-            evidence.push(Evidence::metric("median absolute deviation of host compute", mad / 1e6, "us"));
-        } else {
-            evidence.push(Evidence::note("two hosts: the spread alone decides (a z-score needs three or more)"));
-        }
-        let severity = severity_for(impact.pct_of_step, self.severity());
-        let mut finding = Finding::new(
-            self,
-            severity,
-            format!(
-                "Host {name} computes {spread:.0} % longer per step than {} ({:.1} vs {:.1} us); every synchronous \
-                 step waits for it.",
-                if others.len() == 1 { "the other host" } else { "the median of the other hosts" },
-                slow / 1e6,
-                med / 1e6
-            ),
-            evidence,
-            impact,
-        );
-        finding.hosts.push(HostImpact { host: name.to_owned(), severity, impact });
-        out.push(finding);
+        let Some(score) = score_session(&hosts, config) else { return Ok(()) };
+        out.push(describe_session(self, &hosts, &score));
         Ok(())
     }
+}
+
+/// Per core: each step's anatomy and each op's time, from the shared device timeline.
+fn core_stats(host: &HostProfile) -> Result<BTreeMap<u32, CoreStats>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    let _ = steps;
+    // Per core: each step's anatomy and each op's time, from the shared device timeline.
+    let timeline = host.device_timeline().map_err(Skip::because)?;
+    let mut cores: BTreeMap<u32, CoreStats> = BTreeMap::new();
+    for core in &timeline.cores {
+        let Some(plane) = host.space().planes().get(core.plane_index) else { continue };
+        let meta = xlens_roofline::op_metadata_by_position(plane);
+        let mut stats = CoreStats {
+            plane: plane.name().to_owned(),
+            steps: core.steps.iter().map(|s| s.anatomy).collect(),
+            ..CoreStats::default()
+        };
+        for (agg, m) in core.ops.iter().zip(&meta) {
+            let Some(m) = m else { continue };
+            if agg.time.0 > 0 && !CATEGORIES_WITH_INNER_OPS.contains(&m.category.as_str()) {
+                *stats.op_time.entry(m.name.clone()).or_default() += agg.time;
+            }
+        }
+        if !stats.steps.is_empty() {
+            cores.insert(core.core, stats);
+        }
+    }
+    if cores.len() < 2 {
+        let reason = if host.space().tpu_tensor_cores().is_empty() {
+            "a TPU check (TensorCores of one host); GPU and CPU devices are compared across hosts"
+        } else {
+            "fewer than two TensorCores ran ops to compare"
+        };
+        return Err(Skip::because(reason));
+    }
+    Ok(cores)
+}
+
+/// The slowest core against the median one.
+struct Score<'c> {
+    slow: u32,
+    slow_stats: &'c CoreStats,
+    /// The core whose compute is closest to the median.
+    typical: u32,
+    typical_stats: &'c CoreStats,
+    /// Median and slowest compute per step, in picoseconds.
+    med: f64,
+    slow_compute: f64,
+    /// How much longer the slowest core computes than the median, in %.
+    spread: f64,
+    /// Steps in which the slowest core was the slowest.
+    slowest_in: usize,
+    impact: Impact,
+}
+
+/// Finds the slowest core and decides whether it straggles.
+fn score<'c>(host: &HostProfile, cores: &'c BTreeMap<u32, CoreStats>, config: &ScanConfig) -> Option<Score<'c>> {
+    let t = &config.thresholds.straggler_core;
+    let mut means: Vec<f64> = cores.values().map(|c| c.mean(compute).0 as f64).collect();
+    let med = median(&mut means);
+    let (&slow, slow_stats) =
+        cores.iter().max_by(|a, b| a.1.mean(compute).cmp(&b.1.mean(compute)).then(b.0.cmp(a.0)))?;
+    let slow_compute = slow_stats.mean(compute).0 as f64;
+    if med <= 0.0 {
+        return None;
+    }
+    let spread = 100.0 * (slow_compute - med) / med;
+    if spread < t.min_spread_pct {
+        return None;
+    }
+    // The median core: the one whose compute is closest to the median (lowest ordinal on ties).
+    let (&typical, typical_stats) = cores.iter().min_by(|a, b| {
+        let d = |c: &CoreStats| (c.mean(compute).0 as f64 - med).abs();
+        d(a.1).total_cmp(&d(b.1)).then(a.0.cmp(b.0))
+    })?;
+    let n_steps = slow_stats.steps.len();
+    let slowest_in = (0..n_steps)
+        .filter(|&k| {
+            cores.iter().filter_map(|(&c, s)| s.steps.get(k).map(|a| (compute(a), std::cmp::Reverse(c)))).max()
+                == Some((compute(&slow_stats.steps[k]), std::cmp::Reverse(slow)))
+        })
+        .count();
+    let extra_ms = (slow_compute - med) / 1e9;
+    let impact = Impact::of(extra_ms, host.step_ms());
+    Some(Score { slow, slow_stats, typical, typical_stats, med, slow_compute, spread, slowest_in, impact })
+}
+
+/// The evidence: compute per core, where the slow core's extra time goes, the ops that take longer on it.
+fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'_>) -> Vec<Evidence> {
+    let (slow, slow_stats, typical, typical_stats) = (s.slow, s.slow_stats, s.typical, s.typical_stats);
+    let (slow_compute, med, spread, slowest_in) = (s.slow_compute, s.med, s.spread, s.slowest_in);
+    let n_steps = slow_stats.steps.len();
+    let us = |p: Picos| p.as_us_f64();
+    let per_core: Vec<String> = cores.iter().map(|(c, s)| format!("core {c}: {:.1} us", us(s.mean(compute)))).collect();
+    let mut evidence = vec![
+        Evidence::metric("slowest core compute per step", slow_compute / 1e6, "us"),
+        Evidence::metric("median core compute per step", med / 1e6, "us"),
+        Evidence::metric("compute spread over the median core", spread, "%"),
+        Evidence::note(format!("compute per step: {}", per_core.join(", "))),
+        Evidence::note(format!(
+            "core {slow} ({}) was the slowest in {slowest_in} of {n_steps} steps",
+            slow_stats.plane
+        )),
+        Evidence::note(format!(
+            "its extra time is compute: matmul {:+.1} us, vector {:+.1} us, data formatting {:+.1} us per step \
+                 against core {typical}; collective wait {:.1} us vs {:.1} us, idle {:.1} us vs {:.1} us",
+            us(slow_stats.mean(|a| a.matmul)) - us(typical_stats.mean(|a| a.matmul)),
+            us(slow_stats.mean(|a| a.vector)) - us(typical_stats.mean(|a| a.vector)),
+            us(slow_stats.mean(|a| a.data_formatting)) - us(typical_stats.mean(|a| a.data_formatting)),
+            us(slow_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
+            us(typical_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
+            us(slow_stats.mean(|a| a.idle)),
+            us(typical_stats.mean(|a| a.idle)),
+        )),
+    ];
+    extra_ops_evidence(host, s, &mut evidence);
+    evidence
+}
+
+/// The ops with the most extra time on the slow core, per step, with their instructions.
+fn extra_ops_evidence(host: &HostProfile, s: &Score<'_>, evidence: &mut Vec<Evidence>) {
+    let (slow, slow_stats, typical, typical_stats) = (s.slow, s.slow_stats, s.typical, s.typical_stats);
+    // Ops with the most extra time on the slow core, per step.
+    let per_step = |p: Picos, s: &CoreStats| p.as_us_f64() / s.steps.len().max(1) as f64;
+    let mut extra: Vec<(f64, &String, f64, f64)> = slow_stats
+        .op_time
+        .iter()
+        .map(|(name, &time)| {
+            let theirs = typical_stats.op_time.get(name).copied().unwrap_or_default();
+            let (a, b) = (per_step(time, slow_stats), per_step(theirs, typical_stats));
+            (a - b, name, a, b)
+        })
+        .filter(|e| e.0 > 0.0)
+        .collect();
+    extra.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    let module = host.main_module();
+    for (delta, name, mine, theirs) in extra.iter().take(5) {
+        evidence.push(Evidence::note(format!(
+            "{name}: {mine:.1} us per step on core {slow} vs {theirs:.1} us on core {typical} ({delta:+.1} us)"
+        )));
+        if let Some(m) = module
+            && let Some(instr) = m.instruction_by_name(name)
+        {
+            evidence.push(evidence::instruction(m, instr.id()));
+        }
+    }
+}
+
+/// The finding: the slow core, how much longer it computes, and the evidence.
+fn describe(detector: &StragglerCore, host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'_>) -> Finding {
+    let (slow, spread, slow_compute, med, impact) = (s.slow, s.spread, s.slow_compute, s.med, s.impact);
+    let what = format!(
+        "TensorCore {slow} computes {spread:.0} % longer per step than the median core ({:.1} vs {:.1} us); \
+             the other cores wait for it every step.",
+        slow_compute / 1e6,
+        med / 1e6
+    );
+    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    Finding::new(detector, severity, what, evidence_of(host, cores, s), impact)
+}
+
+/// One host of a session: name, mean compute and mean step time per step (picoseconds).
+type HostCompute<'a> = (&'a str, f64, f64);
+
+/// Per host: mean compute and step time per step.
+fn host_compute(summaries: &[HostSummary]) -> Vec<HostCompute<'_>> {
+    // Per host: mean compute and step time per step.
+    let mut hosts: Vec<(&str, f64, f64)> = Vec::new();
+    for host in summaries {
+        let anatomy = &host.anatomy;
+        if anatomy.is_empty() {
+            continue;
+        }
+        let n = anatomy.len() as f64;
+        let c: f64 = anatomy.iter().map(|a| compute(a).0 as f64).sum::<f64>() / n;
+        let s: f64 = anatomy.iter().map(|a| a.step_time.0 as f64).sum::<f64>() / n;
+        hosts.push((host.name.as_str(), c, s));
+    }
+    hosts
+}
+
+/// The slowest host against the others.
+struct SessionScore<'a> {
+    name: &'a str,
+    /// Its compute per step.
+    slow: f64,
+    /// Hosts other than it.
+    others: usize,
+    /// Median compute of the other hosts and its median absolute deviation.
+    med: f64,
+    mad: f64,
+    spread: f64,
+    z: f64,
+    /// Whether the z-score counts (three hosts or more).
+    use_z: bool,
+    impact: Impact,
+}
+
+/// Finds the slowest host and decides whether it straggles (spread, and z-score from three hosts).
+fn score_session<'a>(hosts: &[HostCompute<'a>], config: &ScanConfig) -> Option<SessionScore<'a>> {
+    let t = &config.thresholds.straggler_core;
+    let &(name, slow, _) = hosts.iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
+    // The straggler against the other hosts (with two hosts, the median of both would
+    // halve the gap).
+    let others: Vec<&(&str, f64, f64)> = hosts.iter().filter(|h| h.0 != name).collect();
+    let med = median(&mut others.iter().map(|h| h.1).collect::<Vec<_>>());
+    let med_step = median(&mut others.iter().map(|h| h.2).collect::<Vec<_>>());
+    let mad = median(&mut others.iter().map(|h| (h.1 - med).abs()).collect::<Vec<_>>());
+    let scale = mad.max(0.01 * med);
+    if med <= 0.0 || scale <= 0.0 {
+        return None;
+    }
+    let spread = 100.0 * (slow - med) / med;
+    let z = 0.6745 * (slow - med) / scale;
+    let use_z = hosts.len() >= 3;
+    if spread < t.min_spread_pct || (use_z && z <= t.min_host_z) {
+        return None;
+    }
+    let extra_ms = (slow - med) / 1e9;
+    let impact = Impact::of(extra_ms, Some(med_step / 1e9));
+    Some(SessionScore { name, slow, others: others.len(), med, mad, spread, z, use_z, impact })
+}
+
+/// The session finding: the straggler host, the hosts slowest first, and the z-score.
+fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &SessionScore<'_>) -> Finding {
+    let (name, slow, med, mad, spread, z, use_z, impact) =
+        (s.name, s.slow, s.med, s.mad, s.spread, s.z, s.use_z, s.impact);
+    // The slowest hosts first, at most eight listed (the session's host table has them all).
+    let mut listed: Vec<&(&str, f64, f64)> = hosts.iter().collect();
+    listed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut per_host: Vec<String> = listed
+        .iter()
+        .take(8)
+        .map(|(h, c, s)| format!("{h}: compute {:.1} us, step {:.1} us", c / 1e6, s / 1e6))
+        .collect();
+    if listed.len() > 8 {
+        per_host.push(format!("{} more host(s)", listed.len() - 8));
+    }
+    let mut evidence = vec![
+        Evidence::metric("straggler host compute per step", slow / 1e6, "us"),
+        Evidence::metric("median compute per step of the other hosts", med / 1e6, "us"),
+        Evidence::metric("compute spread over the other hosts", spread, "%"),
+        Evidence::note(format!("per host, slowest first: {}", per_host.join("; "))),
+    ];
+    if use_z {
+        evidence.push(Evidence::metric("modified z-score", z, "z"));
+        evidence.push(Evidence::metric("median absolute deviation of host compute", mad / 1e6, "us"));
+    } else {
+        evidence.push(Evidence::note("two hosts: the spread alone decides (a z-score needs three or more)"));
+    }
+    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let mut finding = Finding::new(
+        detector,
+        severity,
+        format!(
+            "Host {name} computes {spread:.0} % longer per step than {} ({:.1} vs {:.1} us); every synchronous \
+                 step waits for it.",
+            if s.others == 1 { "the other host" } else { "the median of the other hosts" },
+            slow / 1e6,
+            med / 1e6
+        ),
+        evidence,
+        impact,
+    );
+    finding.hosts.push(HostImpact { host: name.to_owned(), severity, impact });
+    finding
 }
 
 #[cfg(test)]

@@ -152,80 +152,113 @@ impl Detector for UnfusedReshape {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let th = &config.thresholds.unfused_reshape;
-        let modules = evidence::step_modules(host);
-        if modules.is_empty() {
-            return Err(Skip::because("no HLO module could be decoded"));
-        }
-        let mut found: Vec<Unfused<'_>> = Vec::new();
-        let mut timed = false;
-        for module in modules {
-            let times = evidence::op_times(host, module);
-            timed |= times.is_some();
-            found.extend(unfused(module, times.as_ref()));
-        }
-        let step_ms = host.step_ms().filter(|_| timed);
-        let count = found.iter().map(|u| u.count).fold(0.0, |a, b| a + b);
-        if found.is_empty() || count < th.min_count as f64 {
-            return Ok(());
-        }
-        let ms = found.iter().map(|u| u.ms).fold(0.0, |a, b| a + b);
-        let impact = Impact::of(ms, step_ms);
-        if step_ms.is_some() && impact.pct_of_step < th.min_pct_of_step {
-            return Ok(());
-        }
-        let feeding = found.iter().filter(|u| !u.before.is_empty()).map(|u| u.count).fold(0.0, |a, b| a + b);
-        let mut ev = vec![
-            Evidence::metric("standalone transposes/reshapes next to a matmul per step", count, "count"),
-            Evidence::metric("of which feed a matmul", feeding, "count"),
-        ];
-        if step_ms.is_some() {
-            ev.push(Evidence::metric("their time per step", ms, "ms"));
-            ev.push(Evidence::metric("their share of step", impact.pct_of_step, "%"));
-        } else {
-            ev.push(Evidence::note("the profile has no op timeline or steps: the kernels are counted once each"));
-        }
-        found.sort_by(|a, b| {
-            b.ms.total_cmp(&a.ms).then(a.module.program_id().cmp(&b.module.program_id())).then(a.kernel.cmp(&b.kernel))
-        });
-        for u in found.iter().take(6) {
-            let m = u.module;
-            let k = m.instruction(u.kernel);
-            let from: Vec<String> = k.operands().iter().map(|&o| m.instruction(o).shape().to_string()).collect();
-            let mut place = Vec::new();
-            if !u.after.is_empty() {
-                place.push(format!("reads the output of {}", names(m, &u.after)));
-            }
-            if !u.before.is_empty() {
-                place.push(format!("feeds {}", names(m, &u.before)));
-            }
-            let timing = if step_ms.is_some() { format!(", {:.3} ms per step", u.ms) } else { String::new() };
-            ev.push(Evidence::note(format!(
-                "{}: {} -> {}; {}{timing}",
-                k.name(),
-                from.join(", "),
-                k.shape(),
-                place.join(" and ")
-            )));
-            ev.push(evidence::kernel_instruction(m, u.kernel));
-        }
-        let severity = match step_ms {
-            None => Severity::P2,
-            Some(_) if impact.pct_of_step >= 20.0 => Severity::P0,
-            Some(_) if impact.pct_of_step < 2.0 => Severity::P2,
-            Some(_) => self.severity(),
-        };
-        let what = format!(
-            "{count:.0} transpose/reshape kernel(s) per step run on their own next to a matmul ({feeding:.0} feed one){}.",
-            if step_ms.is_some() {
-                format!(", taking {ms:.3} ms ({:.1}% of the step)", impact.pct_of_step)
-            } else {
-                String::new()
-            }
-        );
-        out.push(Finding::new(self, severity, what, ev, impact));
+        let measured = measure(host)?;
+        let Some(score) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, &measured, &score));
         Ok(())
     }
+}
+
+/// What the step's modules show: the standalone transposes/reshapes next to a matmul.
+struct Measured<'a> {
+    found: Vec<Unfused<'a>>,
+    /// The step time, when the kernels are timed.
+    step_ms: Option<f64>,
+    /// Kernels per step, and their time.
+    count: f64,
+    ms: f64,
+}
+
+/// Finds the unfused transposes/reshapes of every step module.
+fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
+    let modules = evidence::step_modules(host);
+    if modules.is_empty() {
+        return Err(Skip::because("no HLO module could be decoded"));
+    }
+    let mut found: Vec<Unfused<'_>> = Vec::new();
+    let mut timed = false;
+    for module in modules {
+        let times = evidence::op_times(host, module);
+        timed |= times.is_some();
+        found.extend(unfused(module, times.as_ref()));
+    }
+    let step_ms = host.step_ms().filter(|_| timed);
+    let count = found.iter().map(|u| u.count).fold(0.0, |a, b| a + b);
+    let ms = found.iter().map(|u| u.ms).fold(0.0, |a, b| a + b);
+    Ok(Measured { found, step_ms, count, ms })
+}
+
+/// Decides whether the kernels are many and costly enough; their impact.
+fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Impact> {
+    let th = &config.thresholds.unfused_reshape;
+    if m.found.is_empty() || m.count < th.min_count as f64 {
+        return None;
+    }
+    let impact = Impact::of(m.ms, m.step_ms);
+    if m.step_ms.is_some() && impact.pct_of_step < th.min_pct_of_step {
+        return None;
+    }
+    Some(impact)
+}
+
+/// The evidence: the counts and time, and the costliest kernels with what they read and feed.
+fn evidence_of(m: &Measured<'_>, impact: Impact, feeding: f64) -> Vec<Evidence> {
+    let (step_ms, count, ms) = (m.step_ms, m.count, m.ms);
+    let mut ev = vec![
+        Evidence::metric("standalone transposes/reshapes next to a matmul per step", count, "count"),
+        Evidence::metric("of which feed a matmul", feeding, "count"),
+    ];
+    if step_ms.is_some() {
+        ev.push(Evidence::metric("their time per step", ms, "ms"));
+        ev.push(Evidence::metric("their share of step", impact.pct_of_step, "%"));
+    } else {
+        ev.push(Evidence::note("the profile has no op timeline or steps: the kernels are counted once each"));
+    }
+    let mut found: Vec<&Unfused<'_>> = m.found.iter().collect();
+    found.sort_by(|a, b| {
+        b.ms.total_cmp(&a.ms).then(a.module.program_id().cmp(&b.module.program_id())).then(a.kernel.cmp(&b.kernel))
+    });
+    for u in found.iter().take(6) {
+        let m = u.module;
+        let k = m.instruction(u.kernel);
+        let from: Vec<String> = k.operands().iter().map(|&o| m.instruction(o).shape().to_string()).collect();
+        let mut place = Vec::new();
+        if !u.after.is_empty() {
+            place.push(format!("reads the output of {}", names(m, &u.after)));
+        }
+        if !u.before.is_empty() {
+            place.push(format!("feeds {}", names(m, &u.before)));
+        }
+        let timing = if step_ms.is_some() { format!(", {:.3} ms per step", u.ms) } else { String::new() };
+        ev.push(Evidence::note(format!(
+            "{}: {} -> {}; {}{timing}",
+            k.name(),
+            from.join(", "),
+            k.shape(),
+            place.join(" and ")
+        )));
+        ev.push(evidence::kernel_instruction(m, u.kernel));
+    }
+    ev
+}
+
+/// The finding: how many kernels run on their own next to a matmul, and their time.
+fn describe(detector: &UnfusedReshape, m: &Measured<'_>, impact: &Impact) -> Finding {
+    let (step_ms, count, ms, impact) = (m.step_ms, m.count, m.ms, *impact);
+    let feeding = m.found.iter().filter(|u| !u.before.is_empty()).map(|u| u.count).fold(0.0, |a, b| a + b);
+    let severity = match step_ms {
+        None => Severity::P2,
+        Some(_) => Severity::from_impact(impact.pct_of_step, detector.severity()),
+    };
+    let what = format!(
+        "{count:.0} transpose/reshape kernel(s) per step run on their own next to a matmul ({feeding:.0} feed one){}.",
+        if step_ms.is_some() {
+            format!(", taking {ms:.3} ms ({:.1}% of the step)", impact.pct_of_step)
+        } else {
+            String::new()
+        }
+    );
+    Finding::new(detector, severity, what, evidence_of(m, impact, feeding), impact)
 }
 
 #[cfg(test)]

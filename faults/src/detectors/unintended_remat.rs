@@ -180,111 +180,178 @@ impl Detector for UnintendedRemat {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.unintended_remat;
-        let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
-        // Recomputed FLOPs per executing instruction.
-        let mut per_instr: Vec<(InstrId, u64)> = Vec::new();
-        let mut recomputed_instructions = 0usize;
-        for comp in module.computations().iter().filter(|c| executes(c.kind())) {
-            for &id in comp.instructions() {
-                let f = recomputed_flops(module, id);
-                if is_recompute(module, id) && !is_container(module.instruction(id).opcode()) {
-                    recomputed_instructions += 1;
-                }
-                if f > 0 {
-                    per_instr.push((id, f));
-                }
-            }
-        }
-        let recomputed: u64 = per_instr.iter().fold(0u64, |a, (_, f)| a.saturating_add(*f));
-        let program_flops = module.entry_cost().flops;
-        if recomputed == 0 || program_flops == 0 {
-            return Ok(());
-        }
-        let fraction = recomputed as f64 / program_flops as f64;
-        if fraction < t.min_recomputed_flops_fraction {
-            return Ok(());
-        }
-
-        // Measured time of the recomputed work: each op's self time × its recomputed FLOP share.
-        let mut ms_per_step = 0.0;
-        if let (Ok(profile), Ok(steps), Some(pid)) = (host.op_profile(), host.steps(), module.program_id()) {
-            let cores = f64::from(profile.cores.max(1));
-            let n_steps = steps.steps.len().max(1) as f64;
-            let mut ms = 0.0;
-            for op in profile.ops.iter().filter(|o| o.program_id == pid) {
-                let Some(instr) = module.instruction_by_name(&op.name) else { continue };
-                let total = module.cost(instr.id()).flops;
-                let share = match recomputed_flops(module, instr.id()) {
-                    0 if is_recompute(module, instr.id()) && total == 0 => 1.0,
-                    0 => 0.0,
-                    r => r as f64 / total.max(r) as f64,
-                };
-                ms += share * op.self_time.as_ms_f64();
-            }
-            ms_per_step = ms / cores / n_steps;
-        }
-        let impact = Impact::of(ms_per_step, host.step_ms());
-
-        let dots = dot_counts(module);
-        let mut evidence = vec![
-            Evidence::metric("recomputed FLOPs", recomputed as f64, "FLOPs"),
-            Evidence::metric("program FLOPs", program_flops as f64, "FLOPs"),
-            Evidence::metric("recomputed share of the program's FLOPs", 100.0 * fraction, "%"),
-            Evidence::metric("recomputed instructions", recomputed_instructions as f64, "count"),
-            Evidence::metric("matmuls", dots.total as f64, "count"),
-            Evidence::metric("matmuls in the forward", (dots.total - dots.backward) as f64, "count"),
-            Evidence::metric("matmuls in the backward", dots.backward as f64, "count"),
-            Evidence::metric("recomputed matmuls", dots.recomputed as f64, "count"),
-        ];
-        if ms_per_step > 0.0 {
-            evidence.push(Evidence::metric("time of the recomputed work per step", ms_per_step, "ms"));
-        }
-        if let Some((p, tokens)) = params_and_tokens(module) {
-            let estimate = 6.0 * p as f64 * tokens as f64;
-            evidence.extend([
-                Evidence::metric("parameters P (updated floating-point entry parameters)", p as f64, "count"),
-                Evidence::metric("tokens T (largest integer entry parameter)", tokens as f64, "count"),
-                Evidence::metric("program FLOPs / 6·P·T", program_flops as f64 / estimate, "ratio"),
-            ]);
-        }
-        let mut severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if ms_per_step > 0.0 && impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let mut memory_note = String::new();
-        if let Ok(Some(m)) = module.hbm_memory_stats() {
-            evidence.push(Evidence::metric("static memory peak", m.peak_bytes() as f64, "bytes"));
-            if let Some(cap) = host.chip().and_then(|c| c.hbm_capacity()).map(|b| b.0).filter(|&c| c > 0) {
-                let frac = m.peak_bytes() as f64 / cap as f64;
-                evidence.push(Evidence::metric("memory peak of capacity", 100.0 * frac, "%"));
-                if frac >= t.needed_peak_fraction {
-                    severity = Severity::P2;
-                    memory_note = format!(
-                        " The memory peak is {:.0} % of the device memory, so the recomputation may be needed.",
-                        100.0 * frac
-                    );
-                }
-            }
-        }
-        per_instr.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        evidence.extend(per_instr.iter().take(4).map(|(id, _)| evidence::instruction(module, *id)));
-        let what = format!(
-            "{} recomputes {:.1} % of its FLOPs ({} instructions, {} of its {} matmuls) in the backward pass{}.{}",
-            module.display_name(),
-            100.0 * fraction,
-            recomputed_instructions,
-            dots.recomputed,
-            dots.total,
-            if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
-            memory_note
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let Some(measured) = measure(host)? else { return Ok(()) };
+        let Some(score) = score(host, &measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score, config));
         Ok(())
     }
+}
+
+/// What the main program shows: its recomputed FLOPs, per instruction and in total.
+struct Measured<'a> {
+    module: &'a Module,
+    /// Recomputed FLOPs per executing instruction.
+    per_instr: Vec<(InstrId, u64)>,
+    recomputed_instructions: usize,
+    recomputed: u64,
+    program_flops: u64,
+}
+
+/// Counts the main program's recomputed FLOPs; `None` when it recomputes nothing.
+fn measure(host: &HostProfile) -> Result<Option<Measured<'_>>, Skip> {
+    let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
+    // Recomputed FLOPs per executing instruction.
+    let mut per_instr: Vec<(InstrId, u64)> = Vec::new();
+    let mut recomputed_instructions = 0usize;
+    for comp in module.computations().iter().filter(|c| executes(c.kind())) {
+        for &id in comp.instructions() {
+            let f = recomputed_flops(module, id);
+            if is_recompute(module, id) && !is_container(module.instruction(id).opcode()) {
+                recomputed_instructions += 1;
+            }
+            if f > 0 {
+                per_instr.push((id, f));
+            }
+        }
+    }
+    let recomputed: u64 = per_instr.iter().fold(0u64, |a, (_, f)| a.saturating_add(*f));
+    let program_flops = module.entry_cost().flops;
+    if recomputed == 0 || program_flops == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Measured { module, per_instr, recomputed_instructions, recomputed, program_flops }))
+}
+
+/// The recomputed share of the FLOPs and what the recomputed work takes per step.
+struct Score {
+    fraction: f64,
+    ms_per_step: f64,
+    impact: Impact,
+}
+
+/// Decides whether the recomputed share reaches the threshold, and then prices it.
+fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let fraction = m.recomputed as f64 / m.program_flops as f64;
+    if fraction < config.thresholds.unintended_remat.min_recomputed_flops_fraction {
+        return None;
+    }
+    let ms_per_step = recomputed_time(host, m.module);
+    let impact = Impact::of(ms_per_step, host.step_ms());
+    Some(Score { fraction, ms_per_step, impact })
+}
+
+/// Measured time of the recomputed work per step: each op's self time × its recomputed FLOP share.
+fn recomputed_time(host: &HostProfile, module: &Module) -> f64 {
+    let mut ms_per_step = 0.0;
+    if let (Ok(profile), Ok(steps), Some(pid)) = (host.op_profile(), host.steps(), module.program_id()) {
+        let cores = f64::from(profile.cores.max(1));
+        let n_steps = steps.steps.len().max(1) as f64;
+        let mut ms = 0.0;
+        for op in profile.ops.iter().filter(|o| o.program_id == pid) {
+            let Some(instr) = module.instruction_by_name(&op.name) else { continue };
+            let total = module.cost(instr.id()).flops;
+            let share = match recomputed_flops(module, instr.id()) {
+                0 if is_recompute(module, instr.id()) && total == 0 => 1.0,
+                0 => 0.0,
+                r => r as f64 / total.max(r) as f64,
+            };
+            ms += share * op.self_time.as_ms_f64();
+        }
+        ms_per_step = ms / cores / n_steps;
+    }
+    ms_per_step
+}
+
+/// The evidence: the FLOPs recomputed, the matmuls, the time, and the 6·P·T estimate.
+fn evidence_of(m: &Measured<'_>, s: &Score, dots: &DotCounts) -> Vec<Evidence> {
+    let (module, recomputed, program_flops, recomputed_instructions) =
+        (m.module, m.recomputed, m.program_flops, m.recomputed_instructions);
+    let (fraction, ms_per_step) = (s.fraction, s.ms_per_step);
+    let mut evidence = vec![
+        Evidence::metric("recomputed FLOPs", recomputed as f64, "FLOPs"),
+        Evidence::metric("program FLOPs", program_flops as f64, "FLOPs"),
+        Evidence::metric("recomputed share of the program's FLOPs", 100.0 * fraction, "%"),
+        Evidence::metric("recomputed instructions", recomputed_instructions as f64, "count"),
+        Evidence::metric("matmuls", dots.total as f64, "count"),
+        Evidence::metric("matmuls in the forward", (dots.total - dots.backward) as f64, "count"),
+        Evidence::metric("matmuls in the backward", dots.backward as f64, "count"),
+        Evidence::metric("recomputed matmuls", dots.recomputed as f64, "count"),
+    ];
+    if ms_per_step > 0.0 {
+        evidence.push(Evidence::metric("time of the recomputed work per step", ms_per_step, "ms"));
+    }
+    if let Some((p, tokens)) = params_and_tokens(module) {
+        let estimate = 6.0 * p as f64 * tokens as f64;
+        evidence.extend([
+            Evidence::metric("parameters P (updated floating-point entry parameters)", p as f64, "count"),
+            Evidence::metric("tokens T (largest integer entry parameter)", tokens as f64, "count"),
+            Evidence::metric("program FLOPs / 6·P·T", program_flops as f64 / estimate, "ratio"),
+        ]);
+    }
+    evidence
+}
+
+/// The static memory peak against the device's memory, and a note when it is high enough that
+/// the recomputation may be needed.
+fn memory_evidence(host: &HostProfile, module: &Module, config: &ScanConfig) -> (Vec<Evidence>, Option<String>) {
+    let t = &config.thresholds.unintended_remat;
+    let mut evidence = Vec::new();
+    let mut memory_note = None;
+    if let Ok(Some(m)) = module.hbm_memory_stats() {
+        evidence.push(Evidence::metric("static memory peak", m.peak_bytes() as f64, "bytes"));
+        if let Some(cap) = host.chip().and_then(|c| c.hbm_capacity()).map(|b| b.0).filter(|&c| c > 0) {
+            let frac = m.peak_bytes() as f64 / cap as f64;
+            evidence.push(Evidence::metric("memory peak of capacity", 100.0 * frac, "%"));
+            if frac >= t.needed_peak_fraction {
+                memory_note = Some(format!(
+                    " The memory peak is {:.0} % of the device memory, so the recomputation may be needed.",
+                    100.0 * frac
+                ));
+            }
+        }
+    }
+    (evidence, memory_note)
+}
+
+/// The finding: the recomputed share, its instructions and matmuls, its time, and the memory peak.
+fn describe(
+    detector: &UnintendedRemat,
+    host: &HostProfile,
+    m: &Measured<'_>,
+    s: &Score,
+    config: &ScanConfig,
+) -> Finding {
+    let (module, recomputed_instructions, fraction, ms_per_step) =
+        (m.module, m.recomputed_instructions, s.fraction, s.ms_per_step);
+    let dots = dot_counts(module);
+    let mut evidence = evidence_of(m, s, &dots);
+    // Under 2 % of the step it is minor only when the recomputed work was timed.
+    let timed = ms_per_step > 0.0;
+    let mut severity = match Severity::from_impact(s.impact.pct_of_step, detector.severity()) {
+        Severity::P2 if !timed => detector.severity(),
+        severity => severity,
+    };
+    let (memory, memory_note) = memory_evidence(host, module, config);
+    evidence.extend(memory);
+    // A memory peak near the device's memory may need the recomputation: minor.
+    if memory_note.is_some() {
+        severity = Severity::P2;
+    }
+    let memory_note = memory_note.unwrap_or_default();
+    let mut per_instr = m.per_instr.clone();
+    per_instr.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    evidence.extend(per_instr.iter().take(4).map(|(id, _)| evidence::instruction(module, *id)));
+    let what = format!(
+        "{} recomputes {:.1} % of its FLOPs ({} instructions, {} of its {} matmuls) in the backward pass{}.{}",
+        module.display_name(),
+        100.0 * fraction,
+        recomputed_instructions,
+        dots.recomputed,
+        dots.total,
+        if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
+        memory_note
+    );
+    Finding::new(detector, severity, what, evidence, s.impact)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! read) at full width only to produce a narrow result.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 
 use xlens_hlo::{InstrId, Module, OpClass, Opcode, PrimitiveType};
 
@@ -148,10 +149,21 @@ fn forward_in_body(module: &Module, from: InstrId, wide: PrimitiveType, roots: &
 /// Searches the users of a reduce for a convert from `wide` to a narrower float: in the reduce's
 /// own kernel, or in a kernel that consumes the reduce's kernel (one kernel on).
 fn find_downcast(module: &Module, reduce: InstrId, wide: PrimitiveType) -> Option<InstrId> {
+    let outputs = match kernel_outputs(module, reduce, wide) {
+        ControlFlow::Break(downcast) => return Some(downcast),
+        ControlFlow::Continue(outputs) => outputs,
+    };
+    let (consumers, seen) = consumers_of(module, outputs);
+    consumers.into_iter().find_map(|consumer| downcast_in_consumer(module, consumer, &seen, wide))
+}
+
+/// Follows a reduce inside its kernel and out of its (nested) fusion bodies: breaks with a
+/// downcast found on the way, else continues with the kernel's outputs.
+fn kernel_outputs(module: &Module, reduce: InstrId, wide: PrimitiveType) -> ControlFlow<InstrId, Vec<InstrId>> {
     // Inside the reduce's kernel, and out of its (nested) fusion bodies.
     let mut roots = Vec::new();
     if let Some(d) = forward_in_body(module, reduce, wide, &mut roots) {
-        return Some(d);
+        return ControlFlow::Break(d);
     }
     let mut outputs: Vec<InstrId> = Vec::new();
     let mut guard = 0;
@@ -165,7 +177,7 @@ fn find_downcast(module: &Module, reduce: InstrId, wide: PrimitiveType) -> Optio
             Some(&caller) if comp.is_fusion() => {
                 let mut more = Vec::new();
                 if let Some(d) = forward_in_body(module, caller, wide, &mut more) {
-                    return Some(d);
+                    return ControlFlow::Break(d);
                 }
                 if module.computation(module.instruction(caller).computation()).is_fusion() {
                     roots.extend(more);
@@ -176,6 +188,12 @@ fn find_downcast(module: &Module, reduce: InstrId, wide: PrimitiveType) -> Optio
             _ => outputs.push(root),
         }
     }
+    ControlFlow::Continue(outputs)
+}
+
+/// The kernels that consume the reduce's kernel `outputs`, through bitcasts and tuples, sorted,
+/// and the values seen on the way.
+fn consumers_of(module: &Module, outputs: Vec<InstrId>) -> (Vec<InstrId>, BTreeSet<InstrId>) {
     // The kernels that consume the reduce's kernel, through bitcasts and tuples.
     let mut consumers: Vec<InstrId> = Vec::new();
     let mut stack = outputs;
@@ -193,24 +211,32 @@ fn find_downcast(module: &Module, reduce: InstrId, wide: PrimitiveType) -> Optio
     }
     consumers.sort_unstable();
     consumers.dedup();
-    for consumer in consumers {
-        let c = module.instruction(consumer);
-        if is_downcast(module, consumer, wide) {
-            return Some(consumer);
+    (consumers, seen)
+}
+
+/// The downcast a consumer kernel makes of the reduce's value (`seen`): itself, or inside its body.
+fn downcast_in_consumer(
+    module: &Module,
+    consumer: InstrId,
+    seen: &BTreeSet<InstrId>,
+    wide: PrimitiveType,
+) -> Option<InstrId> {
+    let c = module.instruction(consumer);
+    if is_downcast(module, consumer, wide) {
+        return Some(consumer);
+    }
+    let body = module.fused_computation(consumer)?;
+    // The parameters bound to the reduce kernel's value (looked through bitcasts).
+    for (n, &operand) in c.operands().iter().enumerate() {
+        if !seen.contains(&operand) {
+            continue;
         }
-        let Some(body) = module.fused_computation(consumer) else { continue };
-        // The parameters bound to the reduce kernel's value (looked through bitcasts).
-        for (n, &operand) in c.operands().iter().enumerate() {
-            if !seen.contains(&operand) {
-                continue;
-            }
-            for &p in body.instructions() {
-                let pi = module.instruction(p);
-                if pi.opcode() == Opcode::Parameter && pi.parameter_number() == Some(n as u64) {
-                    let mut ignore = Vec::new();
-                    if let Some(d) = forward_in_body(module, p, wide, &mut ignore) {
-                        return Some(d);
-                    }
+        for &p in body.instructions() {
+            let pi = module.instruction(p);
+            if pi.opcode() == Opcode::Parameter && pi.parameter_number() == Some(n as u64) {
+                let mut ignore = Vec::new();
+                if let Some(d) = forward_in_body(module, p, wide, &mut ignore) {
+                    return Some(d);
                 }
             }
         }
@@ -291,123 +317,170 @@ impl Detector for UnnecessaryConvertReduce {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let th = &config.thresholds.unnecessary_convert_reduce;
-        let modules = evidence::step_modules(host);
-        if modules.is_empty() {
-            return Err(Skip::because("no HLO module could be decoded"));
-        }
-        let mut found: Vec<(&Module, Chain)> = Vec::new();
-        let mut wide_reduces = 0;
-        let mut saving = 0.0;
-        let mut chain_ms = 0.0;
-        let mut timed = false;
-        for module in modules {
-            let (n, module_chains) = chains(module);
-            wide_reduces += n;
-            if module_chains.is_empty() {
-                continue;
-            }
-            if let Some(times) = evidence::op_times(host, module) {
-                timed = true;
-                let time = |id: InstrId| times.get(module.instruction(id).name()).map_or(0.0, |t| t.ms);
-                let reduce_kernels: BTreeSet<InstrId> =
-                    module_chains.iter().map(|c| outermost(module, c.reduce)).collect();
-                let mut by_kernel: BTreeMap<InstrId, f64> = BTreeMap::new();
-                for c in &module_chains {
-                    let k = outermost(module, c.reduce);
-                    let extra = 1.0 - f64::from(c.narrow.bit_width()) / f64::from(c.wide.bit_width().max(1));
-                    let e = by_kernel.entry(k).or_insert(0.0);
-                    *e = e.max(time(k) * extra);
-                }
-                saving += by_kernel.values().fold(0.0, |a, b| a + b);
-                chain_ms += reduce_kernels.iter().map(|&k| time(k)).fold(0.0, |a, b| a + b);
-                // Upcast kernels that only convert and feed nothing but chain reduces vanish.
-                let upcast_kernels: BTreeSet<InstrId> =
-                    module_chains.iter().map(|c| outermost(module, c.upcast)).collect();
-                for k in upcast_kernels {
-                    let only_converts = kernel_body(module, k).iter().all(|&i| work_of(module, i) != Work::Compute);
-                    let users = module.instruction(k).users();
-                    let feeds_chains = !users.is_empty()
-                        && users.iter().all(|&u| {
-                            reduce_kernels.contains(&u)
-                                || (module.instruction(u).opcode() == Opcode::Bitcast
-                                    && module.instruction(u).users().iter().all(|v| reduce_kernels.contains(v)))
-                        });
-                    if only_converts && feeds_chains && !reduce_kernels.contains(&k) {
-                        saving += time(k);
-                        chain_ms += time(k);
-                    }
-                }
-            }
-            found.extend(module_chains.into_iter().map(|c| (module, c)));
-        }
-        if found.len() < th.min_chains.max(1) {
-            return Ok(());
-        }
-        let step_ms = host.step_ms().filter(|_| timed);
-        let impact = Impact::of(saving, step_ms);
-        let narrow: BTreeSet<&str> = found.iter().map(|(_, c)| c.narrow.as_str()).collect();
-        let wide: BTreeSet<&str> = found.iter().map(|(_, c)| c.wide.as_str()).collect();
-        let mut ev = vec![
-            Evidence::metric("upcast -> reduce -> downcast chains", found.len() as f64, "count"),
-            Evidence::metric("wide float reduces", wide_reduces as f64, "count"),
-        ];
-        if step_ms.is_some() {
-            ev.push(Evidence::metric("time of the chains' reduce and upcast kernels per step", chain_ms, "ms"));
-            ev.push(Evidence::metric("estimated saving per step", saving, "ms"));
-        }
-        let upcast_bytes: f64 = found
-            .iter()
-            .map(|(m, c)| {
-                let s = m.instruction(c.upcast).shape();
-                s.element_count() as f64 * f64::from(c.wide.bit_width().saturating_sub(c.narrow.bit_width())) / 8.0
-            })
-            .fold(0.0, |a, b| a + b);
-        ev.push(Evidence::metric("extra bytes of the upcast arrays", upcast_bytes, "bytes"));
-        for (m, c) in found.iter().take(12) {
-            let r = m.instruction(c.reduce);
-            let (rk, uk, dk) = (outermost(m, c.reduce), outermost(m, c.upcast), outermost(m, c.downcast));
-            let input = m.instruction(r.operands()[0]).shape();
-            ev.push(Evidence::note(format!(
-                "{} in {}: reduce {} -> {}; upcast {} in {}, downcast {} in {}",
-                r.name(),
-                m.instruction(rk).name(),
-                input,
-                r.shape(),
-                m.instruction(c.upcast).name(),
-                m.instruction(uk).name(),
-                m.instruction(c.downcast).name(),
-                m.instruction(dk).name(),
-            )));
-            ev.push(evidence::instruction(m, c.reduce));
-        }
-        let severity = match step_ms {
-            None => Severity::P2,
-            Some(_) if impact.pct_of_step >= 20.0 => Severity::P0,
-            Some(_) if impact.pct_of_step < 2.0 => Severity::P2,
-            Some(_) => self.severity(),
-        };
-        let join = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join("/");
-        let what = format!(
-            "{} of {wide_reduces} {} reduce(s) take a {} input upcast to {} and their result is cast back to {}{}.",
-            found.len(),
-            join(&wide),
-            join(&narrow),
-            join(&wide),
-            join(&narrow),
-            if step_ms.is_some() {
-                format!(
-                    "; their kernels take {chain_ms:.3} ms per step, of which about {saving:.3} ms ({:.1}% of the step) \
-                     is the wide copy",
-                    impact.pct_of_step
-                )
-            } else {
-                String::new()
-            }
-        );
-        out.push(Finding::new(self, severity, what, ev, impact));
+        let measured = measure(host)?;
+        let Some(score) = score(host, &measured, config) else { return Ok(()) };
+        out.push(describe(self, &measured, &score));
         Ok(())
     }
+}
+
+/// What the step's modules show: the convert-reduce chains, and their kernels' time when timed.
+struct Measured<'a> {
+    found: Vec<(&'a Module, Chain)>,
+    wide_reduces: usize,
+    /// Estimated saving per step, and the chains' kernels' time.
+    saving: f64,
+    chain_ms: f64,
+    timed: bool,
+}
+
+/// Finds the chains of every step module and times their kernels.
+fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
+    let modules = evidence::step_modules(host);
+    if modules.is_empty() {
+        return Err(Skip::because("no HLO module could be decoded"));
+    }
+    let mut found: Vec<(&Module, Chain)> = Vec::new();
+    let mut wide_reduces = 0;
+    let mut saving = 0.0;
+    let mut chain_ms = 0.0;
+    let mut timed = false;
+    for module in modules {
+        let (n, module_chains) = chains(module);
+        wide_reduces += n;
+        if module_chains.is_empty() {
+            continue;
+        }
+        if let Some(times) = evidence::op_times(host, module) {
+            timed = true;
+            add_chain_times(module, &module_chains, &times, &mut saving, &mut chain_ms);
+        }
+        found.extend(module_chains.into_iter().map(|c| (module, c)));
+    }
+    Ok(Measured { found, wide_reduces, saving, chain_ms, timed })
+}
+
+/// Adds a module's chain kernels' time to `chain_ms` and what removing the wide copy saves to `saving`.
+fn add_chain_times(
+    module: &Module,
+    module_chains: &[Chain],
+    times: &BTreeMap<String, evidence::OpTime>,
+    saving: &mut f64,
+    chain_ms: &mut f64,
+) {
+    let time = |id: InstrId| times.get(module.instruction(id).name()).map_or(0.0, |t| t.ms);
+    let reduce_kernels: BTreeSet<InstrId> = module_chains.iter().map(|c| outermost(module, c.reduce)).collect();
+    let mut by_kernel: BTreeMap<InstrId, f64> = BTreeMap::new();
+    for c in module_chains {
+        let k = outermost(module, c.reduce);
+        let extra = 1.0 - f64::from(c.narrow.bit_width()) / f64::from(c.wide.bit_width().max(1));
+        let e = by_kernel.entry(k).or_insert(0.0);
+        *e = e.max(time(k) * extra);
+    }
+    *saving += by_kernel.values().fold(0.0, |a, b| a + b);
+    *chain_ms += reduce_kernels.iter().map(|&k| time(k)).fold(0.0, |a, b| a + b);
+    // Upcast kernels that only convert and feed nothing but chain reduces vanish.
+    let upcast_kernels: BTreeSet<InstrId> = module_chains.iter().map(|c| outermost(module, c.upcast)).collect();
+    for k in upcast_kernels {
+        let only_converts = kernel_body(module, k).iter().all(|&i| work_of(module, i) != Work::Compute);
+        let users = module.instruction(k).users();
+        let feeds_chains = !users.is_empty()
+            && users.iter().all(|&u| {
+                reduce_kernels.contains(&u)
+                    || (module.instruction(u).opcode() == Opcode::Bitcast
+                        && module.instruction(u).users().iter().all(|v| reduce_kernels.contains(v)))
+            });
+        if only_converts && feeds_chains && !reduce_kernels.contains(&k) {
+            *saving += time(k);
+            *chain_ms += time(k);
+        }
+    }
+}
+
+/// The step time (when timed) and what the chains cost.
+struct Score {
+    step_ms: Option<f64>,
+    impact: Impact,
+}
+
+/// Decides whether there are enough chains to report.
+fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    if m.found.len() < config.thresholds.unnecessary_convert_reduce.min_chains.max(1) {
+        return None;
+    }
+    let step_ms = host.step_ms().filter(|_| m.timed);
+    let impact = Impact::of(m.saving, step_ms);
+    Some(Score { step_ms, impact })
+}
+
+/// The evidence: the counts, the time and saving, the extra bytes, each chain's instructions.
+fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
+    let (found, wide_reduces, chain_ms, saving, step_ms) = (&m.found, m.wide_reduces, m.chain_ms, m.saving, s.step_ms);
+    let mut ev = vec![
+        Evidence::metric("upcast -> reduce -> downcast chains", found.len() as f64, "count"),
+        Evidence::metric("wide float reduces", wide_reduces as f64, "count"),
+    ];
+    if step_ms.is_some() {
+        ev.push(Evidence::metric("time of the chains' reduce and upcast kernels per step", chain_ms, "ms"));
+        ev.push(Evidence::metric("estimated saving per step", saving, "ms"));
+    }
+    let upcast_bytes: f64 = found
+        .iter()
+        .map(|(m, c)| {
+            let s = m.instruction(c.upcast).shape();
+            s.element_count() as f64 * f64::from(c.wide.bit_width().saturating_sub(c.narrow.bit_width())) / 8.0
+        })
+        .fold(0.0, |a, b| a + b);
+    ev.push(Evidence::metric("extra bytes of the upcast arrays", upcast_bytes, "bytes"));
+    for (m, c) in found.iter().take(12) {
+        let r = m.instruction(c.reduce);
+        let (rk, uk, dk) = (outermost(m, c.reduce), outermost(m, c.upcast), outermost(m, c.downcast));
+        let input = m.instruction(r.operands()[0]).shape();
+        ev.push(Evidence::note(format!(
+            "{} in {}: reduce {} -> {}; upcast {} in {}, downcast {} in {}",
+            r.name(),
+            m.instruction(rk).name(),
+            input,
+            r.shape(),
+            m.instruction(c.upcast).name(),
+            m.instruction(uk).name(),
+            m.instruction(c.downcast).name(),
+            m.instruction(dk).name(),
+        )));
+        ev.push(evidence::instruction(m, c.reduce));
+    }
+    ev
+}
+
+/// The finding: how many reduces take an upcast input and are cast back, and what it costs.
+fn describe(detector: &UnnecessaryConvertReduce, m: &Measured<'_>, s: &Score) -> Finding {
+    let (found, wide_reduces, chain_ms, saving) = (&m.found, m.wide_reduces, m.chain_ms, m.saving);
+    let (step_ms, impact) = (s.step_ms, s.impact);
+    let narrow: BTreeSet<&str> = found.iter().map(|(_, c)| c.narrow.as_str()).collect();
+    let wide: BTreeSet<&str> = found.iter().map(|(_, c)| c.wide.as_str()).collect();
+    let severity = match step_ms {
+        None => Severity::P2,
+        Some(_) => Severity::from_impact(impact.pct_of_step, detector.severity()),
+    };
+    let join = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join("/");
+    let what = format!(
+        "{} of {wide_reduces} {} reduce(s) take a {} input upcast to {} and their result is cast back to {}{}.",
+        found.len(),
+        join(&wide),
+        join(&narrow),
+        join(&wide),
+        join(&narrow),
+        if step_ms.is_some() {
+            format!(
+                "; their kernels take {chain_ms:.3} ms per step, of which about {saving:.3} ms ({:.1}% of the step) \
+                     is the wide copy",
+                impact.pct_of_step
+            )
+        } else {
+            String::new()
+        }
+    );
+    Finding::new(detector, severity, what, evidence_of(m, s), impact)
 }
 
 #[cfg(test)]

@@ -70,158 +70,252 @@ impl Detector for VpuBound {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.vpu_bound;
-        if host.space().tpu_tensor_cores().is_empty() && !host.space().gpus().is_empty() {
-            // The vector units and the MXU split are TPU facts; GPUs get low_utilization.
-            return Err(Skip::because("a TPU check (vector units beside the MXUs); GPUs are read by low_utilization"));
-        }
-        let anatomy = host.anatomy().map_err(Skip::because)?;
-        let steps = host.steps().map_err(Skip::because)?;
-        let profile = host.op_profile().map_err(Skip::because)?;
-        let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
-        if total.0 <= 0 {
-            return Ok(());
-        }
-        let share = |p: Picos| 100.0 * p.0 as f64 / total.0 as f64;
-        let vector: Picos = anatomy.iter().map(|a| a.vector).sum();
-        let matmul: Picos = anatomy.iter().map(|a| a.matmul).sum();
-        let (vector_pct, matmul_pct) = (share(vector), share(matmul));
-        let dominant = vector_pct >= t.min_vector_pct && matmul_pct <= t.max_matmul_pct;
-        if !dominant && vector_pct < t.min_vector_unit_excess_pct {
-            // Neither rule can hold: the excess of a share is never more than the share.
-            return Ok(());
-        }
-        let n_steps = anatomy.len().max(1) as f64;
-        let core_steps = n_steps * f64::from(profile.cores.max(1));
-        let step_ms = host.step_ms();
-        let peak_hbm = profile
-            .perf_env
-            .map(|e| e.peak_hbm_bytes_per_s)
-            .filter(|b| *b > 0.0)
-            .or_else(|| host.chip().map(|c| c.peaks().hbm.bytes_per_s()))
-            .filter(|b| *b > 0.0);
-
-        // Vector ops, largest first.
-        let mut ops: Vec<&OpStats> = profile
-            .ops
-            .iter()
-            .filter(|o| !o.has_inner_ops() && class_of(&o.category) == TimeClass::Vector && o.self_time.0 > 0)
-            .collect();
-        ops.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
-        let op_vector: Picos = ops.iter().map(|o| o.self_time).sum();
-        let mut excess = 0.0f64;
-        let mut vpu_excess = 0.0f64;
-        let mut vpu_bound_time = Picos::ZERO;
-        for op in &ops {
-            let floor = peak_hbm.map_or(0.0, |bw| op.bytes.hbm / bw);
-            let above = (op.self_time.as_secs_f64() - floor).max(0.0);
-            excess += above;
-            if !hbm_bound(profile, op, t.hbm_bound_utilization) {
-                vpu_bound_time += op.self_time;
-            }
-            if !hbm_bound(profile, op, t.stretch_max_hbm_utilization) {
-                vpu_excess += above;
-            }
-        }
-        let excess_ms = excess * 1e3 / core_steps;
-        let vpu_excess_ms = vpu_excess * 1e3 / core_steps;
-        let vpu_excess_pct = step_ms.filter(|s| *s > 0.0).map_or(0.0, |s| 100.0 * vpu_excess_ms / s);
-        // A stretch: vector-unit-bound work above its HBM floor is a material share of the step
-        // even though matmuls take the rest.
-        let stretch = !dominant && vpu_excess_pct >= t.min_vector_unit_excess_pct;
-        if !dominant && !stretch {
-            return Ok(());
-        }
-        // Dominant vector work is priced by all vector ops above their HBM floor; a stretch by
-        // the ones that leave HBM mostly idle (the others are the fusion detectors' business).
-        let impact = Impact::of(if dominant { excess_ms } else { vpu_excess_ms }, step_ms);
-
-        let mut evidence = vec![
-            Evidence::metric("vector share of the step", vector_pct, "%"),
-            Evidence::metric("matmul share of the step", matmul_pct, "%"),
-            Evidence::metric("vector time per step", vector.as_ms_f64() / n_steps, "ms"),
-            Evidence::metric("vector-unit-bound op time per step", vpu_bound_time.as_ms_f64() / core_steps, "ms"),
-            Evidence::metric("vector time above the HBM floor per step", excess_ms, "ms"),
-            Evidence::metric("time above the HBM floor of vector ops using little HBM, per step", vpu_excess_ms, "ms"),
-            Evidence::metric(
-                "time above the HBM floor of vector ops using little HBM, share of the step",
-                vpu_excess_pct,
-                "%",
-            ),
-        ];
-        let module = host.main_module();
-        for op in ops.iter().take(5) {
-            let pct_of_vector = if op_vector.0 > 0 { 100.0 * op.self_time.0 as f64 / op_vector.0 as f64 } else { 0.0 };
-            let mut text = format!(
-                "{} ({}): {:.1} us per step, {pct_of_vector:.0} % of the vector time",
-                op.name,
-                op.category,
-                op.self_time.as_us_f64() / core_steps
-            );
-            if let Some(point) = profile.roofline(op) {
-                text.push_str(&format!(
-                    ", HBM {:.0} % and FLOPs {:.1} % of peak: {}",
-                    100.0 * point.hbm_bytes_per_s / profile.perf_env.map_or(1.0, |e| e.peak_hbm_bytes_per_s.max(1.0)),
-                    100.0 * point.compute_utilization,
-                    if hbm_bound(profile, op, t.hbm_bound_utilization) {
-                        "HBM bound (fuse to save the round trip)"
-                    } else {
-                        "vector-unit bound"
-                    }
-                ));
-            }
-            if let Some(source) = &op.source {
-                text.push_str(&format!(" at {source}"));
-            }
-            evidence.push(Evidence::note(text));
-            if let Some(m) = module.filter(|m| m.program_id() == Some(op.program_id))
-                && let Some(instr) = m.instruction_by_name(&op.name)
-            {
-                evidence.push(evidence::instruction(m, instr.id()));
-            }
-        }
-        if let Some(stretch) = longest_matmul_free_stretch(host, steps) {
-            evidence.push(Evidence::note(format!(
-                "longest matmul-free stretch: {:.1} us from {} to {}, {:.0} % of it vector work",
-                stretch.duration.as_us_f64(),
-                stretch.first,
-                stretch.last,
-                100.0 * stretch.vector.0 as f64 / stretch.duration.0.max(1) as f64
-            )));
-            evidence.push(evidence::event_parts(
-                host,
-                &stretch.plane,
-                names::line::XLA_OPS,
-                &format!("matmul-free stretch {} … {}", stretch.first, stretch.last),
-                stretch.start,
-                stretch.duration,
-            ));
-        }
-        let severity = if impact.pct_of_step >= 20.0 {
-            Severity::P0
-        } else if impact.pct_of_step < 2.0 {
-            Severity::P2
-        } else {
-            self.severity()
-        };
-        let top: Vec<&str> = ops.iter().take(3).map(|o| o.name.as_str()).collect();
-        let what = if dominant {
-            format!(
-                "Vector work takes {vector_pct:.0} % of the step and matmuls {matmul_pct:.0} %: the step is bound by \
-                 the vector units ({}), while the matrix units idle.",
-                top.join(", ")
-            )
-        } else {
-            format!(
-                "Vector-unit-bound stretches: vector work takes {vector_pct:.0} % of the step (matmuls \
-                 {matmul_pct:.0} %), and {vpu_excess_ms:.3} ms per step ({vpu_excess_pct:.0} %) of it is time the \
-                 vector units take beyond what HBM bandwidth needs ({}).",
-                top.join(", ")
-            )
-        };
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let Some(measured) = measure(host, config)? else { return Ok(()) };
+        let Some(score) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score, config));
         Ok(())
     }
+}
+
+/// What the profile shows: the vector and matmul shares of the step and the vector ops' time above
+/// their HBM floor.
+struct Measured<'a> {
+    profile: &'a xlens_roofline::OpProfile,
+    steps: &'a xlens_roofline::Steps,
+    step_ms: Option<f64>,
+    /// Vector time over all steps.
+    vector: Picos,
+    vector_pct: f64,
+    matmul_pct: f64,
+    n_steps: f64,
+    core_steps: f64,
+    /// Vector ops, largest first, and their time split.
+    ops: VectorOps<'a>,
+    excess_ms: f64,
+    vpu_excess_ms: f64,
+    vpu_excess_pct: f64,
+}
+
+/// Vector ops, largest first, with their time in total, above the HBM floor and vector-unit bound.
+struct VectorOps<'a> {
+    ops: Vec<&'a OpStats>,
+    /// Their total self time.
+    op_vector: Picos,
+    /// Seconds above the HBM floor, of all of them.
+    excess: f64,
+    /// Seconds above the HBM floor, of those leaving HBM mostly idle.
+    vpu_excess: f64,
+    vpu_bound_time: Picos,
+}
+
+/// True when vector work dominates the step and matmuls take little of it.
+fn is_dominant(vector_pct: f64, matmul_pct: f64, config: &ScanConfig) -> bool {
+    let t = &config.thresholds.vpu_bound;
+    vector_pct >= t.min_vector_pct && matmul_pct <= t.max_matmul_pct
+}
+
+/// Reads the step anatomy and the vector ops; `None` when no rule can hold.
+fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Option<Measured<'a>>, Skip> {
+    let t = &config.thresholds.vpu_bound;
+    if host.space().tpu_tensor_cores().is_empty() && !host.space().gpus().is_empty() {
+        // The vector units and the MXU split are TPU facts; GPUs get low_utilization.
+        return Err(Skip::because("a TPU check (vector units beside the MXUs); GPUs are read by low_utilization"));
+    }
+    let anatomy = host.anatomy().map_err(Skip::because)?;
+    let steps = host.steps().map_err(Skip::because)?;
+    let profile = host.op_profile().map_err(Skip::because)?;
+    let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
+    if total.0 <= 0 {
+        return Ok(None);
+    }
+    let share = |p: Picos| 100.0 * p.0 as f64 / total.0 as f64;
+    let vector: Picos = anatomy.iter().map(|a| a.vector).sum();
+    let matmul: Picos = anatomy.iter().map(|a| a.matmul).sum();
+    let (vector_pct, matmul_pct) = (share(vector), share(matmul));
+    let dominant = is_dominant(vector_pct, matmul_pct, config);
+    if !dominant && vector_pct < t.min_vector_unit_excess_pct {
+        // Neither rule can hold: the excess of a share is never more than the share.
+        return Ok(None);
+    }
+    let n_steps = anatomy.len().max(1) as f64;
+    let core_steps = n_steps * f64::from(profile.cores.max(1));
+    let step_ms = host.step_ms();
+    let peak_hbm = profile
+        .perf_env
+        .map(|e| e.peak_hbm_bytes_per_s)
+        .filter(|b| *b > 0.0)
+        .or_else(|| host.chip().map(|c| c.peaks().hbm.bytes_per_s()))
+        .filter(|b| *b > 0.0);
+    let ops = vector_ops(profile, peak_hbm, config);
+    let excess_ms = ops.excess * 1e3 / core_steps;
+    let vpu_excess_ms = ops.vpu_excess * 1e3 / core_steps;
+    let vpu_excess_pct = step_ms.filter(|s| *s > 0.0).map_or(0.0, |s| 100.0 * vpu_excess_ms / s);
+    Ok(Some(Measured {
+        profile,
+        steps,
+        step_ms,
+        vector,
+        vector_pct,
+        matmul_pct,
+        n_steps,
+        core_steps,
+        ops,
+        excess_ms,
+        vpu_excess_ms,
+        vpu_excess_pct,
+    }))
+}
+
+/// The vector ops, largest first, and their time above the HBM floor.
+fn vector_ops<'a>(profile: &'a xlens_roofline::OpProfile, peak_hbm: Option<f64>, config: &ScanConfig) -> VectorOps<'a> {
+    let t = &config.thresholds.vpu_bound;
+    let mut ops: Vec<&OpStats> = profile
+        .ops
+        .iter()
+        .filter(|o| !o.has_inner_ops() && class_of(&o.category) == TimeClass::Vector && o.self_time.0 > 0)
+        .collect();
+    ops.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
+    let op_vector: Picos = ops.iter().map(|o| o.self_time).sum();
+    let mut excess = 0.0f64;
+    let mut vpu_excess = 0.0f64;
+    let mut vpu_bound_time = Picos::ZERO;
+    for op in &ops {
+        let floor = peak_hbm.map_or(0.0, |bw| op.bytes.hbm / bw);
+        let above = (op.self_time.as_secs_f64() - floor).max(0.0);
+        excess += above;
+        if !hbm_bound(profile, op, t.hbm_bound_utilization) {
+            vpu_bound_time += op.self_time;
+        }
+        if !hbm_bound(profile, op, t.stretch_max_hbm_utilization) {
+            vpu_excess += above;
+        }
+    }
+    VectorOps { ops, op_vector, excess, vpu_excess, vpu_bound_time }
+}
+
+/// Which rule holds (dominant vector work or a vector-unit-bound stretch) and its cost.
+struct Score {
+    dominant: bool,
+    impact: Impact,
+}
+
+/// Decides whether the step is vector-unit bound; `None` when neither rule holds.
+fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let t = &config.thresholds.vpu_bound;
+    let (excess_ms, vpu_excess_ms) = (m.excess_ms, m.vpu_excess_ms);
+    let dominant = is_dominant(m.vector_pct, m.matmul_pct, config);
+    // A stretch: vector-unit-bound work above its HBM floor is a material share of the step
+    // even though matmuls take the rest.
+    let stretch = !dominant && m.vpu_excess_pct >= t.min_vector_unit_excess_pct;
+    if !dominant && !stretch {
+        return None;
+    }
+    // Dominant vector work is priced by all vector ops above their HBM floor; a stretch by
+    // the ones that leave HBM mostly idle (the others are the fusion detectors' business).
+    let impact = Impact::of(if dominant { excess_ms } else { vpu_excess_ms }, m.step_ms);
+    Some(Score { dominant, impact })
+}
+
+/// The evidence: the shares, the vector time split, the largest vector ops and the longest
+/// matmul-free stretch.
+fn evidence_of(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Vec<Evidence> {
+    let t = &config.thresholds.vpu_bound;
+    let (profile, ops, op_vector, core_steps) = (m.profile, &m.ops.ops, m.ops.op_vector, m.core_steps);
+    let (vector_pct, matmul_pct, vector, n_steps) = (m.vector_pct, m.matmul_pct, m.vector, m.n_steps);
+    let (vpu_bound_time, excess_ms) = (m.ops.vpu_bound_time, m.excess_ms);
+    let (vpu_excess_ms, vpu_excess_pct) = (m.vpu_excess_ms, m.vpu_excess_pct);
+    let mut evidence = vec![
+        Evidence::metric("vector share of the step", vector_pct, "%"),
+        Evidence::metric("matmul share of the step", matmul_pct, "%"),
+        Evidence::metric("vector time per step", vector.as_ms_f64() / n_steps, "ms"),
+        Evidence::metric("vector-unit-bound op time per step", vpu_bound_time.as_ms_f64() / core_steps, "ms"),
+        Evidence::metric("vector time above the HBM floor per step", excess_ms, "ms"),
+        Evidence::metric("time above the HBM floor of vector ops using little HBM, per step", vpu_excess_ms, "ms"),
+        Evidence::metric(
+            "time above the HBM floor of vector ops using little HBM, share of the step",
+            vpu_excess_pct,
+            "%",
+        ),
+    ];
+    let module = host.main_module();
+    for op in ops.iter().take(5) {
+        let pct_of_vector = if op_vector.0 > 0 { 100.0 * op.self_time.0 as f64 / op_vector.0 as f64 } else { 0.0 };
+        let mut text = format!(
+            "{} ({}): {:.1} us per step, {pct_of_vector:.0} % of the vector time",
+            op.name,
+            op.category,
+            op.self_time.as_us_f64() / core_steps
+        );
+        if let Some(point) = profile.roofline(op) {
+            text.push_str(&format!(
+                ", HBM {:.0} % and FLOPs {:.1} % of peak: {}",
+                100.0 * point.hbm_bytes_per_s / profile.perf_env.map_or(1.0, |e| e.peak_hbm_bytes_per_s.max(1.0)),
+                100.0 * point.compute_utilization,
+                if hbm_bound(profile, op, t.hbm_bound_utilization) {
+                    "HBM bound (fuse to save the round trip)"
+                } else {
+                    "vector-unit bound"
+                }
+            ));
+        }
+        if let Some(source) = &op.source {
+            text.push_str(&format!(" at {source}"));
+        }
+        evidence.push(Evidence::note(text));
+        if let Some(m) = module.filter(|m| m.program_id() == Some(op.program_id))
+            && let Some(instr) = m.instruction_by_name(&op.name)
+        {
+            evidence.push(evidence::instruction(m, instr.id()));
+        }
+    }
+    evidence.extend(stretch_evidence(host, m.steps));
+    evidence
+}
+
+/// The longest matmul-free stretch, as a note and on the timeline.
+fn stretch_evidence(host: &HostProfile, steps: &xlens_roofline::Steps) -> Vec<Evidence> {
+    let mut evidence = Vec::new();
+    if let Some(stretch) = longest_matmul_free_stretch(host, steps) {
+        evidence.push(Evidence::note(format!(
+            "longest matmul-free stretch: {:.1} us from {} to {}, {:.0} % of it vector work",
+            stretch.duration.as_us_f64(),
+            stretch.first,
+            stretch.last,
+            100.0 * stretch.vector.0 as f64 / stretch.duration.0.max(1) as f64
+        )));
+        evidence.push(evidence::event_parts(
+            host,
+            &stretch.plane,
+            names::line::XLA_OPS,
+            &format!("matmul-free stretch {} … {}", stretch.first, stretch.last),
+            stretch.start,
+            stretch.duration,
+        ));
+    }
+    evidence
+}
+
+/// The finding: which rule holds, the top vector ops, and the evidence.
+fn describe(detector: &VpuBound, host: &HostProfile, m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Finding {
+    let (vector_pct, matmul_pct) = (m.vector_pct, m.matmul_pct);
+    let (vpu_excess_ms, vpu_excess_pct) = (m.vpu_excess_ms, m.vpu_excess_pct);
+    let severity = Severity::from_impact(s.impact.pct_of_step, detector.severity());
+    let top: Vec<&str> = m.ops.ops.iter().take(3).map(|o| o.name.as_str()).collect();
+    let what = if s.dominant {
+        format!(
+            "Vector work takes {vector_pct:.0} % of the step and matmuls {matmul_pct:.0} %: the step is bound by \
+                 the vector units ({}), while the matrix units idle.",
+            top.join(", ")
+        )
+    } else {
+        format!(
+            "Vector-unit-bound stretches: vector work takes {vector_pct:.0} % of the step (matmuls \
+                 {matmul_pct:.0} %), and {vpu_excess_ms:.3} ms per step ({vpu_excess_pct:.0} %) of it is time the \
+                 vector units take beyond what HBM bandwidth needs ({}).",
+            top.join(", ")
+        )
+    };
+    Finding::new(detector, severity, what, evidence_of(host, m, config), s.impact)
 }
 
 /// True when the op's HBM utilisation reaches `limit` (it is limited by memory, not by the VPU).
