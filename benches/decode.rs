@@ -10,7 +10,8 @@ use std::path::Path;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use xlens::xplane::{Space, synth};
+use xlens::xplane::Space;
+use xlens_testkit::synth;
 
 fn iterate_all(space: &Space) -> u64 {
     let mut acc = 0u64;

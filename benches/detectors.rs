@@ -14,8 +14,8 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use xlens::faults::{DETECTORS, Detector, Findings, HostSummary, Profile, ScanConfig};
-use xlens::xplane::synth::{self, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec};
 use xlens::xplane::{Session, Space};
+use xlens_testkit::synth::{self, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec};
 
 /// Builds every shared analysis once, outside the timed loop, and the hosts' summaries that
 /// `run_session` reads.

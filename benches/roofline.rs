@@ -7,7 +7,8 @@ use std::path::Path;
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use xlens::roofline::{OpProfile, Steps, host_anatomy, tpu_anatomy};
-use xlens::xplane::{Space, synth};
+use xlens::xplane::Space;
+use xlens_testkit::synth;
 
 fn synthetic() -> (String, Space) {
     let mb: u64 = std::env::var("XLENS_BENCH_SYNTH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(200);

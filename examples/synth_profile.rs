@@ -19,7 +19,7 @@ mod support;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::xplane::synth::{
+use xlens_testkit::synth::{
     self as fixtures, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec, hlo_proto_with_buffers, tpu_profile,
 };
 

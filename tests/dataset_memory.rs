@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use xlens::faults::frame::Dataset;
 use xlens::faults::{ScanConfig, scan_session};
-use xlens::xplane::{discover, synth};
+use xlens::xplane::discover;
+use xlens_testkit::synth;
 
 struct Counting;
 

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use common::*;
 use xlens::faults::{HostProfile, Profile, ScanConfig, Scope, Status, render, scan};
-use xlens::xplane::synth::{self, Item, OpSpec, Program, SynthSpec};
 use xlens::xplane::{Session, Space};
+use xlens_testkit::synth::{self, Item, OpSpec, Program, SynthSpec};
 
 /// The `fault_scan` example `cargo test` built beside the test binaries.
 fn fault_scan() -> PathBuf {

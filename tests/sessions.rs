@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use xlens::faults::{Profile, SESSION_HOST, ScanConfig, Scope, render, scan, scan_session};
-use xlens::xplane::{Session, discover, synth};
+use xlens::xplane::{Session, discover};
+use xlens_testkit::synth;
 
 /// Writes a 4-host TPU session in which host `host0002` runs 40 % slower (a host straggler).
 fn session_dir(name: &str) -> PathBuf {

@@ -60,6 +60,7 @@ pub mod raw;
 mod shape;
 pub mod sharding;
 mod source;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod text;
 

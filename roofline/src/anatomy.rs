@@ -406,7 +406,8 @@ mod segment_tests {
 /// The anatomy of every TPU step (mean over cores), in step order.
 ///
 /// ```
-/// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+/// use xlens_testkit::synth::{fixture, tpu_profile};
+/// use xlens_xplane::Space;
 /// use xlens_roofline::{Steps, tpu_anatomy};
 /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
 /// let steps = Steps::from_space(&space)?;

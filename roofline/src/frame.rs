@@ -67,7 +67,8 @@ pub fn steps_frame(steps: &crate::Steps) -> Result<DataFrame> {
 /// (null without device peaks), `roofline_efficiency`, `source`.
 ///
 /// ```
-/// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+/// use xlens_testkit::synth::{fixture, tpu_profile};
+/// use xlens_xplane::Space;
 /// use xlens_roofline::{OpProfile, frame};
 /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
 /// let df = frame::op_profile_frame(&OpProfile::from_tpu(&space)?)?;

@@ -237,7 +237,8 @@ impl OpProfile {
     /// Builds the op profile of the TPU TensorCores of a space (empty when it has none).
     ///
     /// ```
-    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// use xlens_xplane::Space;
     /// use xlens_roofline::OpProfile;
     /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
     /// let profile = OpProfile::from_tpu(&space)?;

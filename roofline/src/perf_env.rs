@@ -24,7 +24,8 @@ impl PerfEnv {
     /// Reads the capability stats of a device plane; `None` when it reports no FLOP/s peak.
     ///
     /// ```
-    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// use xlens_xplane::Space;
     /// use xlens_roofline::PerfEnv;
     /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
     /// let env = PerfEnv::from_plane(space.tpu_tensor_cores()[0]).unwrap();
@@ -65,7 +66,8 @@ impl PerfEnv {
     /// warns about them.
     ///
     /// ```
-    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// use xlens_xplane::Space;
     /// use xlens_roofline::PerfEnv;
     /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
     /// assert!(PerfEnv::odd_peaks(space.tpu_tensor_cores()[0]).is_empty());

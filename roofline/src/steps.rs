@@ -215,7 +215,8 @@ impl Steps {
     /// Finds the steps of a space (see [`Steps::from_timeline_and_host_ops`]).
     ///
     /// ```
-    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// use xlens_xplane::Space;
     /// use xlens_roofline::{StepSource, Steps};
     /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
     /// let steps = Steps::from_space(&space)?;

@@ -144,7 +144,8 @@ impl DeviceTimeline {
     /// Walks every TensorCore once (cores in parallel). Empty for profiles without TPU cores.
     ///
     /// ```
-    /// use xlens_xplane::{Space, synth::{fixture, tpu_profile}};
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// use xlens_xplane::Space;
     /// use xlens_roofline::DeviceTimeline;
     /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
     /// let timeline = DeviceTimeline::build(&space)?;

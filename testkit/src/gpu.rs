@@ -52,12 +52,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::synth::Rng;
 use prost::Message;
 use xlens_hlo::PrimitiveType;
 use xlens_hlo::raw;
 use xlens_hlo::testing::{HloBuilder, shape, tuple_shape};
 use xlens_xplane::names::{plane, stat};
-use xlens_xplane::synth::Rng;
 use xlens_xplane::{BuildValue, EventMetadataId, PlaneBuilder, SpaceBuilder, StatMetadataId};
 
 /// Stat names the CUPTI collector writes that `xlens_xplane::names` does not list.

@@ -8,7 +8,7 @@
 //! compared with XProf's on NVIDIA-shaped input; [`gpu::gpu_fixture`] names the committed ones of
 //! `testdata/gpu/`.
 //!
-//! [`tpu`] writes TPU-shaped sessions (with [`xlens_xplane::synth`]) that each show one signature
+//! [`tpu`] writes TPU-shaped sessions (with [`synth`]) that each show one signature
 //! (recompilation between steps, vector-unit-bound work, matmul padding, a straggler host) and
 //! their clean twins; [`tpu::tpu_session`] names the committed ones of `testdata/tpu/`.
 //!
@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 pub mod gpu;
+pub mod synth;
 pub mod tpu;
 
 pub use gpu::{GPU_FIXTURES, GpuSpec, gpu_fixture, gpu_profile, write_gpu_fixture};

@@ -47,10 +47,10 @@ use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::synth::{Item, OpSpec, Program, RecompileSpec, SynthSpec, tpu_profile};
 use prost::Message;
 use xlens_hlo::testing::{ComputationBuilder, HloBuilder, shape, tuple_shape};
 use xlens_hlo::{PrimitiveType, raw};
-use xlens_xplane::synth::{Item, OpSpec, Program, RecompileSpec, SynthSpec, tpu_profile};
 
 /// Names of the sessions [`tpu_session`] writes: each signature, then its clean twin.
 pub const TPU_SESSIONS: &[&str] = &[

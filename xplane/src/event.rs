@@ -783,6 +783,7 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
 
 impl Stat<'_> {
     /// The stat as a prost message (lossy for non-UTF-8 strings).
+    #[cfg(feature = "raw")]
     pub(crate) fn to_raw(self) -> crate::raw::XStat {
         use crate::raw::x_stat::Value;
         let value = match self.raw {

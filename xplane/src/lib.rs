@@ -43,6 +43,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod builder;
+#[cfg(feature = "raw")]
 mod convert;
 mod error;
 mod event;
@@ -51,11 +52,11 @@ mod inventory;
 pub mod limits;
 pub mod names;
 mod plane;
+#[cfg(feature = "raw")]
 pub mod raw;
 mod residency;
 mod session;
 mod space;
-pub mod synth;
 mod validate;
 mod wire;
 

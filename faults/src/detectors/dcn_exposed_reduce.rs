@@ -470,10 +470,10 @@ mod tests {
 
     #[test]
     fn a_tail_reduce_without_dcn_traffic_is_left_to_exposed_collective() {
+        use xlens_testkit::synth::{fixture, tpu_profile};
         use xlens_xplane::Space;
-        use xlens_xplane::synth::{fixture, tpu_profile};
         // The same profile without the MegaScale host events.
-        let spec = xlens_xplane::synth::SynthSpec { megascale: None, ..fixture("tpu_dcn_tail").unwrap() };
+        let spec = xlens_testkit::synth::SynthSpec { megascale: None, ..fixture("tpu_dcn_tail").unwrap() };
         let space = Space::parse(tpu_profile(&spec).into()).unwrap();
         let report =
             crate::scan(&crate::Profile::from_space("host0", space), &crate::ScanConfig::only("dcn_exposed_reduce"));

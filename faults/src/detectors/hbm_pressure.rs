@@ -239,8 +239,8 @@ fn device_capacity(host: &HostProfile) -> Option<(u64, String)> {
 #[cfg(test)]
 mod tests {
     use crate::testing::metric;
+    use xlens_testkit::synth::{fixture, hlo_proto_with_buffers, tpu_profile};
     use xlens_xplane::Space;
-    use xlens_xplane::synth::{fixture, hlo_proto_with_buffers, tpu_profile};
 
     use crate::testing::{report_of, run_on, testdata};
     use crate::{Profile, ScanConfig, Severity, scan};
@@ -279,7 +279,7 @@ mod tests {
         let base = fixture("tpu_basic").unwrap();
         let hlo =
             hlo_proto_with_buffers("jit_train_step", &base.program, &[("param.0", 15 << 30)], &[("dot.2", 700 << 20)]);
-        let spec = xlens_xplane::synth::SynthSpec { hlo_proto: Some(hlo), steps: 2, ..base };
+        let spec = xlens_testkit::synth::SynthSpec { hlo_proto: Some(hlo), steps: 2, ..base };
         let space = Space::parse(tpu_profile(&spec).into()).unwrap();
         let report = scan(&Profile::from_space("h", space), &ScanConfig::only("hbm_pressure"));
         assert_eq!(report.findings.len(), 1, "{report:#?}");

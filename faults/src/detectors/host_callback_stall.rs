@@ -399,8 +399,8 @@ mod tests {
 
     #[test]
     fn tpu_host_transfers_count_as_callbacks() {
+        use xlens_testkit::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
         use xlens_xplane::Space;
-        use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
         let op = |name: &str, opcode: &str, category: &str, us: i64| {
             Item::Op(OpSpec::new(name, opcode, category, 0, 1_000, us * 1_000_000))
         };

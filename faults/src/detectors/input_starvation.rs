@@ -395,8 +395,8 @@ fn describe(
 #[cfg(test)]
 mod tests {
     use crate::testing::metric;
+    use xlens_testkit::synth::{Item, OpSpec, Program, SynthSpec, fixture, tpu_profile};
     use xlens_xplane::Space;
-    use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, fixture, tpu_profile};
 
     use crate::config::ScanConfig;
     use crate::finding::{Evidence, Severity};

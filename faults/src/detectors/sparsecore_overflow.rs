@@ -337,8 +337,8 @@ fn describe(detector: &SparsecoreOverflow, host: &HostProfile, m: &Measured<'_>,
 #[cfg(test)]
 mod tests {
     use crate::testing::metric;
+    use xlens_testkit::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
     use xlens_xplane::Space;
-    use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
 
     use crate::testing::{report_of, run_on, testdata};
     use crate::{Profile, ScanConfig, Severity, scan};

@@ -384,8 +384,8 @@ fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &Ses
 #[cfg(test)]
 mod tests {
     use crate::testing::metric;
+    use xlens_testkit::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
     use xlens_xplane::Space;
-    use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
 
     use crate::testing::{run_on, testdata};
     use crate::{Finding, HostProfile, Profile, ScanConfig, Severity, scan};

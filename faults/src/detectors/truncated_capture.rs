@@ -381,9 +381,9 @@ mod tests {
     use crate::testing::metric;
     use std::collections::HashMap;
 
+    use xlens_testkit::synth::{fixture, tpu_profile};
     use xlens_xplane::{
         BuildValue, Event, LineHeader, Picos, Session, Space, SpaceBuilder, StatMetadataId, StatValue, names,
-        synth::{fixture, tpu_profile},
     };
 
     use crate::config::ScanConfig;

@@ -691,12 +691,12 @@ mod tests {
         assert!(findings_of(&permute_ring(5, &[(0, 1), (1, 0), (2, 3), (3, 2)]), 10.0, &[]).is_empty());
     }
 
-    /// A TPU-shaped profile (xlens_xplane::synth) that runs the HLO of the sharded baseline, with
+    /// A TPU-shaped profile (xlens_testkit::synth) that runs the HLO of the sharded baseline, with
     /// op events named after its all-reduces: the five over 'model' groups ({{0,1},...}) move 16 KiB
     /// to 96 KiB each, the gradient all-reduce over 'data' ({{0,2,4,6},{1,3,5,7}}) 1.5 MiB;
     /// `slow` scales the time per byte of the strided one.
     fn tpu_profile_with_strided_all_reduce(slow: f64) -> crate::profile::Profile {
-        use xlens_xplane::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
+        use xlens_testkit::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
         let cpu = xlens_xplane::Session::open(&testdata("corpus/sharded_collectives_baseline")).unwrap();
         let (protos, _) = xlens_hlo::hlo_protos(cpu.hosts()[0].space());
         let proto = protos.iter().find(|p| p.name.starts_with("jit_step")).unwrap().bytes.to_vec();

@@ -18,7 +18,8 @@
 //! straggler. [`fixture`] names the committed reference profiles of `testdata/tpu/`.
 //!
 //! ```
-//! use xlens_xplane::{Space, synth::{Program, SynthSpec, tpu_profile}};
+//! use xlens_testkit::synth::{Program, SynthSpec, tpu_profile};
+//! use xlens_xplane::Space;
 //! let spec = SynthSpec { steps: 3, program: Program::random(50, 7), ..SynthSpec::default() };
 //! let space = Space::parse(tpu_profile(&spec).into())?;
 //! assert_eq!(space.tpu_tensor_cores().len(), 4);
@@ -27,9 +28,9 @@
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::builder::{BuildValue, PlaneBuilder, SpaceBuilder, put_varint};
-use crate::ids::{EventMetadataId, StatMetadataId};
-use crate::names::{line, plane, stat};
+use xlens_hlo::raw as h;
+use xlens_xplane::names::{line, plane, stat};
+use xlens_xplane::{BuildValue, EventMetadataId, PlaneBuilder, SpaceBuilder, StatMetadataId};
 
 /// One HLO op of a synthetic program.
 #[derive(Clone, Debug, PartialEq)]
@@ -620,8 +621,8 @@ fn write_host_plane(b: &mut SpaceBuilder, spec: &SynthSpec, starts: &[i64], ends
 /// The allocator thread of a runtime memory profile (facts §6.1): per step, activations are
 /// allocated at the step start and freed at its end, on top of `bytes` of resident weights.
 fn write_allocator_line(host: &mut PlaneBuilder<'_>, starts: &[i64], ends: &[i64], bytes: u64) {
-    let alloc = host.event_metadata(crate::names::event::MEMORY_ALLOCATION);
-    let free = host.event_metadata(crate::names::event::MEMORY_DEALLOCATION);
+    let alloc = host.event_metadata(xlens_xplane::names::event::MEMORY_ALLOCATION);
+    let free = host.event_metadata(xlens_xplane::names::event::MEMORY_DEALLOCATION);
     let name = host.stat_metadata(stat::ALLOCATOR_NAME);
     let allocated = host.stat_metadata(stat::BYTES_ALLOCATED);
     let reserved = host.stat_metadata(stat::BYTES_RESERVED);
@@ -719,13 +720,13 @@ fn memory_breakdown(op: &OpSpec) -> Vec<u8> {
         }
         let mut entry = Vec::new();
         entry.push(0x08);
-        put_varint(&mut entry, kind);
+        prost::encoding::encode_varint(kind, &mut entry);
         entry.push(0x10);
-        put_varint(&mut entry, space);
+        prost::encoding::encode_varint(space, &mut entry);
         entry.push(0x18);
-        put_varint(&mut entry, bytes);
+        prost::encoding::encode_varint(bytes, &mut entry);
         out.push(0x0a);
-        put_varint(&mut out, entry.len() as u64);
+        prost::encoding::encode_varint(entry.len() as u64, &mut out);
         out.extend_from_slice(&entry);
     }
     out
@@ -767,7 +768,7 @@ fn write_op_stats(
 }
 
 fn write_core(b: &mut SpaceBuilder, spec: &SynthSpec, core: u32, ops: &[&OpSpec], layout: &Layout) {
-    use crate::names::stat::capability as cap;
+    use xlens_xplane::names::stat::capability as cap;
     let mut p = b.plane(i64::from(core) + 100, &format!("{}{core}", plane::TPU_PREFIX));
     capability(&mut p, stat::DEVICE_TYPE_STRING, BuildValue::Str(&spec.device_type));
     capability(&mut p, cap::PEAK_TERAFLOPS_PER_SECOND, BuildValue::Double(spec.peak_teraflops_per_second));
@@ -918,168 +919,6 @@ fn write_sparse_core(
     }
 }
 
-/// The few `xla.HloProto` messages a fixture's HLO needs, with XLA's field numbers (this crate
-/// cannot use `xlens_hlo::raw`: that crate depends on this one).
-mod hlo_proto {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HloProto {
-        #[prost(message, optional, tag = "1")]
-        pub(super) hlo_module: Option<HloModuleProto>,
-        #[prost(message, optional, tag = "3")]
-        pub(super) buffer_assignment: Option<BufferAssignmentProto>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HloModuleProto {
-        #[prost(string, tag = "1")]
-        pub(super) name: String,
-        #[prost(string, tag = "2")]
-        pub(super) entry_computation_name: String,
-        #[prost(message, repeated, tag = "3")]
-        pub(super) computations: Vec<HloComputationProto>,
-        #[prost(int64, tag = "5")]
-        pub(super) id: i64,
-        #[prost(int64, tag = "6")]
-        pub(super) entry_computation_id: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HloComputationProto {
-        #[prost(string, tag = "1")]
-        pub(super) name: String,
-        #[prost(message, repeated, tag = "2")]
-        pub(super) instructions: Vec<HloInstructionProto>,
-        #[prost(int64, tag = "5")]
-        pub(super) id: i64,
-        #[prost(int64, tag = "6")]
-        pub(super) root_id: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HloInstructionProto {
-        #[prost(string, tag = "1")]
-        pub(super) name: String,
-        #[prost(string, tag = "2")]
-        pub(super) opcode: String,
-        #[prost(message, optional, tag = "3")]
-        pub(super) shape: Option<ShapeProto>,
-        #[prost(message, optional, tag = "7")]
-        pub(super) metadata: Option<OpMetadata>,
-        #[prost(int64, tag = "9")]
-        pub(super) parameter_number: i64,
-        #[prost(int64, tag = "35")]
-        pub(super) id: i64,
-        #[prost(int64, repeated, tag = "36")]
-        pub(super) operand_ids: Vec<i64>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ShapeProto {
-        #[prost(int32, tag = "2")]
-        pub(super) element_type: i32,
-        #[prost(int64, repeated, tag = "3")]
-        pub(super) dimensions: Vec<i64>,
-        #[prost(message, optional, tag = "5")]
-        pub(super) layout: Option<LayoutProto>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct LayoutProto {
-        #[prost(int64, repeated, tag = "1")]
-        pub(super) minor_to_major: Vec<i64>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct OpMetadata {
-        #[prost(string, tag = "1")]
-        pub(super) op_type: String,
-        #[prost(string, tag = "2")]
-        pub(super) op_name: String,
-        #[prost(string, tag = "3")]
-        pub(super) source_file: String,
-        #[prost(int32, tag = "4")]
-        pub(super) source_line: i32,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct LogicalBufferProto {
-        #[prost(int64, tag = "1")]
-        pub(super) id: i64,
-        #[prost(int64, tag = "2")]
-        pub(super) size: i64,
-        #[prost(message, optional, tag = "3")]
-        pub(super) defined_at: Option<BufferLocation>,
-        #[prost(int64, tag = "4")]
-        pub(super) color: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct BufferLocation {
-        #[prost(string, tag = "2")]
-        pub(super) instruction_name: String,
-        #[prost(int64, repeated, tag = "3")]
-        pub(super) shape_index: Vec<i64>,
-        #[prost(int64, tag = "4")]
-        pub(super) instruction_id: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct BufferAllocationProto {
-        #[prost(int64, tag = "1")]
-        pub(super) index: i64,
-        #[prost(int64, tag = "2")]
-        pub(super) size: i64,
-        #[prost(bool, tag = "5")]
-        pub(super) is_entry_computation_parameter: bool,
-        #[prost(int64, tag = "6")]
-        pub(super) parameter_number: i64,
-        #[prost(int64, tag = "8")]
-        pub(super) color: i64,
-        #[prost(message, repeated, tag = "9")]
-        pub(super) assigned: Vec<Assigned>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct Assigned {
-        #[prost(int64, tag = "1")]
-        pub(super) logical_buffer_id: i64,
-        #[prost(int64, tag = "2")]
-        pub(super) offset: i64,
-        #[prost(int64, tag = "3")]
-        pub(super) size: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HeapSimulatorTrace {
-        #[prost(message, repeated, tag = "1")]
-        pub(super) events: Vec<HeapEvent>,
-        #[prost(bool, tag = "2")]
-        pub(super) whole_module_simulation: bool,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HeapEvent {
-        #[prost(int32, tag = "1")]
-        pub(super) kind: i32,
-        #[prost(int64, tag = "2")]
-        pub(super) buffer_id: i64,
-        #[prost(string, tag = "3")]
-        pub(super) computation_name: String,
-        #[prost(string, tag = "4")]
-        pub(super) instruction_name: String,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct BufferAssignmentProto {
-        #[prost(message, repeated, tag = "1")]
-        pub(super) logical_buffers: Vec<LogicalBufferProto>,
-        #[prost(message, repeated, tag = "3")]
-        pub(super) buffer_allocations: Vec<BufferAllocationProto>,
-        #[prost(message, repeated, tag = "4")]
-        pub(super) heap_simulator_traces: Vec<HeapSimulatorTrace>,
-    }
-}
-
 /// A serialized `xla.HloProto` for a program, with a buffer assignment.
 ///
 /// The entry computation `main` has one `f32[n]` parameter per `params` entry (name, bytes) and
@@ -1091,7 +930,7 @@ mod hlo_proto {
 /// memory viewer's peak is the parameters plus all temporaries.
 ///
 /// ```
-/// use xlens_xplane::synth::{OpSpec, Program, Item, hlo_proto_with_buffers};
+/// use xlens_testkit::synth::{OpSpec, Program, Item, hlo_proto_with_buffers};
 /// let program = Program { items: vec![Item::Op(OpSpec::new("fusion.1", "fusion", "loop fusion", 0, 0, 1))] };
 /// let proto = hlo_proto_with_buffers("jit_f", &program, &[("param.0", 1 << 20)], &[("fusion.1", 4096)]);
 /// assert!(proto.len() > 100);
@@ -1102,13 +941,15 @@ pub fn hlo_proto_with_buffers(
     params: &[(&str, u64)],
     temps: &[(&str, u64)],
 ) -> Vec<u8> {
-    use hlo_proto as h;
     use prost::Message;
     const F32: i32 = 11;
-    let shape = |bytes: u64| h::ShapeProto {
-        element_type: F32,
-        dimensions: vec![(bytes / 4).max(1) as i64],
-        layout: Some(h::LayoutProto { minor_to_major: vec![0] }),
+    let shape = |bytes: u64| {
+        Box::new(h::ShapeProto {
+            element_type: F32,
+            dimensions: vec![(bytes / 4).max(1) as i64],
+            layout: Some(h::LayoutProto { minor_to_major: vec![0], ..Default::default() }),
+            ..Default::default()
+        })
     };
     let mut instructions = Vec::new();
     for (i, (name, bytes)) in params.iter().enumerate() {
@@ -1138,6 +979,7 @@ pub fn hlo_proto_with_buffers(
                 op_name: op.tf_op.clone().unwrap_or_else(|| format!("jit(train_step)/{}", op.name)),
                 source_file: file,
                 source_line: line,
+                ..Default::default()
             }),
             id,
             operand_ids: if id > 0 { vec![id - 1] } else { Vec::new() },
@@ -1153,7 +995,7 @@ pub fn hlo_proto_with_buffers(
         logical.push(h::LogicalBufferProto {
             id: buffer,
             size: *bytes as i64,
-            defined_at: Some(h::BufferLocation {
+            defined_at: Some(h::logical_buffer_proto::Location {
                 instruction_name: (*name).to_owned(),
                 shape_index: Vec::new(),
                 instruction_id: id_of(name).unwrap_or(0),
@@ -1166,7 +1008,12 @@ pub fn hlo_proto_with_buffers(
             is_entry_computation_parameter: true,
             parameter_number: i as i64,
             color: 0,
-            assigned: vec![h::Assigned { logical_buffer_id: buffer, offset: 0, size: *bytes as i64 }],
+            assigned: vec![h::buffer_allocation_proto::Assigned {
+                logical_buffer_id: buffer,
+                offset: 0,
+                size: *bytes as i64,
+            }],
+            ..Default::default()
         });
     }
     let mut events = Vec::new();
@@ -1178,24 +1025,26 @@ pub fn hlo_proto_with_buffers(
         logical.push(h::LogicalBufferProto {
             id: buffer,
             size: *bytes as i64,
-            defined_at: Some(h::BufferLocation {
+            defined_at: Some(h::logical_buffer_proto::Location {
                 instruction_name: (*name).to_owned(),
                 shape_index: Vec::new(),
                 instruction_id,
             }),
             color: 0,
         });
-        assigned.push(h::Assigned { logical_buffer_id: buffer, offset, size: *bytes as i64 });
+        assigned.push(h::buffer_allocation_proto::Assigned { logical_buffer_id: buffer, offset, size: *bytes as i64 });
         offset += *bytes as i64;
-        let event = |kind| h::HeapEvent {
+        let event = |kind| h::heap_simulator_trace::Event {
             kind,
             buffer_id: buffer,
             computation_name: "main".to_owned(),
             instruction_name: (*name).to_owned(),
+            ..Default::default()
         };
         events.push(event(0));
     }
-    let frees: Vec<h::HeapEvent> = events.iter().rev().map(|e| h::HeapEvent { kind: 1, ..e.clone() }).collect();
+    let frees: Vec<h::heap_simulator_trace::Event> =
+        events.iter().rev().map(|e| h::heap_simulator_trace::Event { kind: 1, ..e.clone() }).collect();
     events.extend(frees);
     if !assigned.is_empty() {
         allocations.push(h::BufferAllocationProto {
@@ -1210,14 +1059,25 @@ pub fn hlo_proto_with_buffers(
         hlo_module: Some(h::HloModuleProto {
             name: module_name.to_owned(),
             entry_computation_name: "main".to_owned(),
-            computations: vec![h::HloComputationProto { name: "main".to_owned(), instructions, id: 0, root_id }],
+            computations: vec![h::HloComputationProto {
+                name: "main".to_owned(),
+                instructions,
+                id: 0,
+                root_id,
+                ..Default::default()
+            }],
             id: 1,
             entry_computation_id: 0,
+            ..Default::default()
         }),
         buffer_assignment: Some(h::BufferAssignmentProto {
             logical_buffers: logical,
             buffer_allocations: allocations,
-            heap_simulator_traces: vec![h::HeapSimulatorTrace { events, whole_module_simulation: true }],
+            heap_simulator_traces: vec![h::HeapSimulatorTrace {
+                events,
+                whole_module_simulation: true,
+                ..Default::default()
+            }],
         }),
     };
     proto.encode_to_vec()

@@ -1,7 +1,7 @@
 //! The scale harness behind `synth_profile`: deterministic for a seed, sized to a target, and
 //! shaped like a TPU host (cores, steps, a program with async collectives, host threads).
 
-use xlens_xplane::synth::{MegaScaleSpec, Program, SparseCoreSpec, SynthSpec, hlo_proto_with_buffers, tpu_profile};
+use xlens_testkit::synth::{MegaScaleSpec, Program, SparseCoreSpec, SynthSpec, hlo_proto_with_buffers, tpu_profile};
 use xlens_xplane::{PlaneKind, Space, names};
 
 fn spec(seed: u64) -> SynthSpec {
