@@ -4,12 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use xlens_hlo::{InstrId, Module, Opcode, Shape};
+use xlens_hlo::{InstrId, Instruction, MemoryStats, Module, Opcode, Shape};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, Impact, P2_IMPACT_PCT, Severity};
 use crate::profile::HostProfile;
 
 /// See the module docs.
@@ -131,11 +131,21 @@ fn array_key(shape: &Shape) -> (i32, Vec<i64>) {
     (shape.element_type().proto_value(), shape.dims().to_vec())
 }
 
-/// The updated, non-donated parameter leaves of a module, largest first.
-fn missed_donations(module: &Module, min_param_bytes: u64) -> Vec<Missed> {
+/// The entry computation's parameter leaves, its output leaves that no alias covers, and the
+/// parameter leaves an output could update.
+struct Leaves<'m> {
+    /// Entry parameter instructions by parameter number.
+    param_id: BTreeMap<u64, InstrId>,
+    params: Vec<Leaf<'m>>,
+    /// Output leaves that no input/output alias covers.
+    free_outputs: Vec<Leaf<'m>>,
+    /// Candidate parameter leaves (positions in `params`) by array key.
+    candidates: BTreeMap<(i32, Vec<i64>), Vec<usize>>,
+}
+
+/// Splits the entry parameters and the root's output into leaves and finds the candidates.
+fn leaves<'m>(module: &'m Module, root_instr: &'m Instruction, min_param_bytes: u64) -> Leaves<'m> {
     let params = module.entry_parameters();
-    let Some(root) = module.entry().root() else { return Vec::new() };
-    let root_instr = module.instruction(root);
     let param_id: BTreeMap<u64, InstrId> = params.iter().map(|p| (p.parameter_number().unwrap_or(0), p.id())).collect();
     let mut param_leaves = Vec::new();
     for p in &params {
@@ -151,8 +161,8 @@ fn missed_donations(module: &Module, min_param_bytes: u64) -> Vec<Missed> {
         .chain(donors.iter().map(|d| (d.parameter, d.parameter_index.as_slice())))
         .collect();
     let aliased_outputs: BTreeSet<&[i64]> = aliases.iter().map(|a| a.output_index.as_slice()).collect();
-    let free_outputs: Vec<&Leaf<'_>> =
-        out_leaves.iter().filter(|o| !aliased_outputs.contains(o.index.as_slice())).collect();
+    let free_outputs: Vec<Leaf<'m>> =
+        out_leaves.into_iter().filter(|o| !aliased_outputs.contains(o.index.as_slice())).collect();
     let output_keys: BTreeSet<(i32, Vec<i64>)> = free_outputs.iter().map(|o| array_key(o.shape)).collect();
     // Candidate parameter leaves by array key: large enough, not donated, and some free output
     // has their type and dimensions.
@@ -166,11 +176,18 @@ fn missed_donations(module: &Module, min_param_bytes: u64) -> Vec<Missed> {
             candidates.entry(key).or_default().push(k);
         }
     }
+    Leaves { param_id, params: param_leaves, free_outputs, candidates }
+}
+
+/// The dependency of the candidates' parameters, and each tracked parameter's position by
+/// parameter number.
+fn reach_of(module: &Module, l: &Leaves<'_>) -> (Option<Reach>, BTreeMap<u64, usize>) {
     // Track the dependency of the candidates' parameters only.
-    let tracked: Vec<InstrId> = candidates
+    let tracked: Vec<InstrId> = l
+        .candidates
         .values()
         .flatten()
-        .filter_map(|&k| param_id.get(&param_leaves[k].number).copied())
+        .filter_map(|&k| l.param_id.get(&l.params[k].number).copied())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -180,22 +197,33 @@ fn missed_donations(module: &Module, min_param_bytes: u64) -> Vec<Missed> {
         .enumerate()
         .map(|(k, &id)| (module.instruction(id).parameter_number().unwrap_or(0), k))
         .collect();
-    // The instruction that produces an output leaf: the root tuple's operand when the root is a
-    // tuple, else the root itself.
-    let producer = |l: &Leaf<'_>| -> InstrId {
-        if root_instr.opcode() == Opcode::Tuple
-            && let Some(&first) = l.index.first()
-            && let Some(&op) = usize::try_from(first).ok().and_then(|i| root_instr.operands().get(i))
-        {
-            return op;
-        }
-        root
-    };
+    (reach, position)
+}
+
+/// The instruction that produces an output leaf: the root tuple's operand when the root is a
+/// tuple, else the root itself.
+fn producer_of(root: InstrId, root_instr: &Instruction, l: &Leaf<'_>) -> InstrId {
+    if root_instr.opcode() == Opcode::Tuple
+        && let Some(&first) = l.index.first()
+        && let Some(&op) = usize::try_from(first).ok().and_then(|i| root_instr.operands().get(i))
+    {
+        return op;
+    }
+    root
+}
+
+/// The updated, non-donated parameter leaves of a module, largest first.
+fn missed_donations(module: &Module, min_param_bytes: u64) -> Vec<Missed> {
+    let Some(root) = module.entry().root() else { return Vec::new() };
+    let root_instr = module.instruction(root);
+    let l = leaves(module, root_instr, min_param_bytes);
+    let (param_id, param_leaves) = (&l.param_id, &l.params);
+    let (reach, position) = reach_of(module, &l);
     let mut taken = vec![false; param_leaves.len()];
     let mut missed = Vec::new();
-    for out in free_outputs {
-        let Some(list) = candidates.get(&array_key(out.shape)) else { continue };
-        let prod = producer(out);
+    for out in &l.free_outputs {
+        let Some(list) = l.candidates.get(&array_key(out.shape)) else { continue };
+        let prod = producer_of(root, root_instr, out);
         // Several parameters often share a shape (wq, wk, wv, wo): prefer the one the producer
         // reads directly (`p - lr * g` fuses the parameter in), then the one at the same
         // position, then any the output depends on.
@@ -256,84 +284,136 @@ impl Detector for DonationMiss {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.donation_miss;
         let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
-        let missed = missed_donations(module, t.min_param_bytes);
-        let total: u64 = missed.iter().fold(0u64, |a, m| a.saturating_add(m.bytes));
-        let memory = module.hbm_memory_stats().ok().flatten();
-        let argument_bytes = match &memory {
-            Some(m) if m.argument_bytes > 0 => m.argument_bytes,
-            _ => module.entry_parameters().iter().fold(0u64, |a, p| a.saturating_add(p.shape().logical_bytes())),
-        };
-        let fraction = if argument_bytes > 0 { total as f64 / argument_bytes as f64 } else { 0.0 };
-        if missed.is_empty() || total < t.min_total_bytes || fraction < t.min_fraction_of_arguments {
-            return Ok(());
-        }
-
-        let mut evidence = vec![
-            Evidence::metric("updated parameters without donation", missed.len() as f64, "count"),
-            Evidence::metric("bytes of updated parameters without donation", total as f64, "bytes"),
-            Evidence::metric("share of the argument bytes", 100.0 * fraction, "%"),
-            Evidence::metric(
-                "input/output aliases in the program",
-                module.input_output_aliases().len() as f64,
-                "count",
-            ),
-        ];
-        let mut severity = self.severity();
-        if let Some(m) = &memory {
-            let boundary = m.argument_bytes.saturating_add(m.output_bytes).saturating_sub(m.alias_bytes);
-            evidence.extend([
-                Evidence::metric("argument bytes", m.argument_bytes as f64, "bytes"),
-                Evidence::metric("output bytes", m.output_bytes as f64, "bytes"),
-                Evidence::metric("aliased (donated) bytes", m.alias_bytes as f64, "bytes"),
-                Evidence::metric(
-                    "bytes alive at the step boundary (arguments + outputs - aliased)",
-                    boundary as f64,
-                    "bytes",
-                ),
-                Evidence::metric("static memory peak", m.peak_bytes() as f64, "bytes"),
-            ]);
-            let capacity = host.chip().and_then(|c| c.hbm_capacity()).map(|b| b.0).filter(|&c| c > 0);
-            if let Some(cap) = capacity {
-                let peak_fraction = m.peak_bytes() as f64 / cap as f64;
-                evidence.push(Evidence::metric("memory peak of capacity", 100.0 * peak_fraction, "%"));
-                if peak_fraction >= t.p0_peak_fraction {
-                    severity = Severity::P0;
-                }
-            }
-            if severity != Severity::P0 && m.peak_bytes() > 0 && (total as f64) < 0.02 * m.peak_bytes() as f64 {
-                severity = Severity::P2;
-            }
-        }
-        let names: Vec<&str> = missed.iter().map(|m| module.instruction(m.param).name()).collect();
-        evidence.push(Evidence::note(format!(
-            "parameters updated without donation ({}): {}",
-            names.len(),
-            names.iter().take(24).copied().collect::<Vec<_>>().join(", ") + if names.len() > 24 { ", ..." } else { "" }
-        )));
-        for m in missed.iter().take(3) {
-            evidence.push(evidence::instruction(module, m.param));
-            if m.producer != m.param {
-                evidence.push(evidence::instruction(module, m.producer));
-            }
-        }
-        let what = format!(
-            "{} updates {} parameter(s) ({:.2} MiB, {:.0} % of its arguments) without donating them: {}, so the old \
-             and the new copy are both alive at every step boundary.",
-            module.display_name(),
-            missed.len(),
-            mib(total),
-            100.0 * fraction,
-            if module.input_output_aliases().is_empty() {
-                "the program has no input/output alias at all".to_owned()
-            } else {
-                format!("only {} other output(s) alias a parameter", module.input_output_aliases().len())
-            }
-        );
-        out.push(Finding::new(self, severity, what, evidence, Impact::of(0.0, host.step_ms())));
+        let measured = measure(module, config);
+        let Some(score) = score(self, host, &measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, &score));
         Ok(())
     }
+}
+
+/// What the main module shows: its updated, non-donated parameters and its memory figures.
+struct Measured<'a> {
+    module: &'a Module,
+    /// The updated, non-donated parameter leaves, largest first.
+    missed: Vec<Missed>,
+    /// Their total bytes.
+    total: u64,
+    memory: Option<MemoryStats>,
+    /// `total` as a share of the program's argument bytes (0 to 1).
+    fraction: f64,
+}
+
+/// Finds the missed donations and reads the module's buffer assignment.
+fn measure<'a>(module: &'a Module, config: &ScanConfig) -> Measured<'a> {
+    let t = &config.thresholds.donation_miss;
+    let missed = missed_donations(module, t.min_param_bytes);
+    let total: u64 = missed.iter().fold(0u64, |a, m| a.saturating_add(m.bytes));
+    let memory = module.hbm_memory_stats().ok().flatten();
+    let argument_bytes = match &memory {
+        Some(m) if m.argument_bytes > 0 => m.argument_bytes,
+        _ => module.entry_parameters().iter().fold(0u64, |a, p| a.saturating_add(p.shape().logical_bytes())),
+    };
+    let fraction = if argument_bytes > 0 { total as f64 / argument_bytes as f64 } else { 0.0 };
+    Measured { module, missed, total, memory, fraction }
+}
+
+/// How urgent the finding is, and the memory peak as a share of the capacity when both are known.
+struct Score {
+    severity: Severity,
+    /// Memory peak ÷ device capacity (0 to 1).
+    peak_fraction: Option<f64>,
+}
+
+/// Decides whether the missed donations make a finding; `None` when they are too small.
+fn score(detector: &DonationMiss, host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let t = &config.thresholds.donation_miss;
+    if m.missed.is_empty() || m.total < t.min_total_bytes || m.fraction < t.min_fraction_of_arguments {
+        return None;
+    }
+    let mut severity = detector.severity();
+    let mut peak_fraction = None;
+    if let Some(mem) = &m.memory {
+        // The cost is memory, not step time, so `Severity::from_impact` does not apply: P0 when the
+        // memory peak nears the device capacity, P2 when the extra copies are under
+        // `P2_IMPACT_PCT` % of the memory peak (`P2_IMPACT_PCT / 100.0` is exactly 0.02).
+        let capacity = host.chip().and_then(|c| c.hbm_capacity()).map(|b| b.0).filter(|&c| c > 0);
+        if let Some(cap) = capacity {
+            let fraction = mem.peak_bytes() as f64 / cap as f64;
+            peak_fraction = Some(fraction);
+            if fraction >= t.p0_peak_fraction {
+                severity = Severity::P0;
+            }
+        }
+        if severity != Severity::P0
+            && mem.peak_bytes() > 0
+            && (m.total as f64) < P2_IMPACT_PCT / 100.0 * mem.peak_bytes() as f64
+        {
+            severity = Severity::P2;
+        }
+    }
+    Some(Score { severity, peak_fraction })
+}
+
+/// The evidence: the missed bytes, the buffer assignment, and the largest parameters with their
+/// updates.
+fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
+    let (module, missed) = (m.module, &m.missed);
+    let mut evidence = vec![
+        Evidence::metric("updated parameters without donation", missed.len() as f64, "count"),
+        Evidence::metric("bytes of updated parameters without donation", m.total as f64, "bytes"),
+        Evidence::metric("share of the argument bytes", 100.0 * m.fraction, "%"),
+        Evidence::metric("input/output aliases in the program", module.input_output_aliases().len() as f64, "count"),
+    ];
+    if let Some(mem) = &m.memory {
+        let boundary = mem.argument_bytes.saturating_add(mem.output_bytes).saturating_sub(mem.alias_bytes);
+        evidence.extend([
+            Evidence::metric("argument bytes", mem.argument_bytes as f64, "bytes"),
+            Evidence::metric("output bytes", mem.output_bytes as f64, "bytes"),
+            Evidence::metric("aliased (donated) bytes", mem.alias_bytes as f64, "bytes"),
+            Evidence::metric(
+                "bytes alive at the step boundary (arguments + outputs - aliased)",
+                boundary as f64,
+                "bytes",
+            ),
+            Evidence::metric("static memory peak", mem.peak_bytes() as f64, "bytes"),
+        ]);
+        if let Some(peak_fraction) = s.peak_fraction {
+            evidence.push(Evidence::metric("memory peak of capacity", 100.0 * peak_fraction, "%"));
+        }
+    }
+    let names: Vec<&str> = missed.iter().map(|m| module.instruction(m.param).name()).collect();
+    evidence.push(Evidence::note(format!(
+        "parameters updated without donation ({}): {}",
+        names.len(),
+        names.iter().take(24).copied().collect::<Vec<_>>().join(", ") + if names.len() > 24 { ", ..." } else { "" }
+    )));
+    for m in missed.iter().take(3) {
+        evidence.push(evidence::instruction(module, m.param));
+        if m.producer != m.param {
+            evidence.push(evidence::instruction(module, m.producer));
+        }
+    }
+    evidence
+}
+
+/// The finding: how many parameters miss donation, their bytes, and the evidence.
+fn describe(detector: &DonationMiss, host: &HostProfile, m: &Measured<'_>, s: &Score) -> Finding {
+    let module = m.module;
+    let what = format!(
+        "{} updates {} parameter(s) ({:.2} MiB, {:.0} % of its arguments) without donating them: {}, so the old \
+         and the new copy are both alive at every step boundary.",
+        module.display_name(),
+        m.missed.len(),
+        mib(m.total),
+        100.0 * m.fraction,
+        if module.input_output_aliases().is_empty() {
+            "the program has no input/output alias at all".to_owned()
+        } else {
+            format!("only {} other output(s) alias a parameter", module.input_output_aliases().len())
+        }
+    );
+    Finding::new(detector, s.severity, what, evidence_of(m, s), Impact::of(0.0, host.step_ms()))
 }
 
 #[cfg(test)]

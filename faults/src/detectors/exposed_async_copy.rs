@@ -94,100 +94,165 @@ impl Detector for ExposedAsyncCopy {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.exposed_async_copy;
-        let steps = host.steps().map_err(Skip::because)?;
-        let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
-        let n_steps = steps.steps.len().max(1) as f64;
-        let Copies { by_name: copies, devices, exposed } =
-            if host.space().tpu_tensor_cores().is_empty() { gpu_copies(host) } else { tpu_copies(host) };
-        if copies.is_empty() {
-            return Ok(());
-        }
-        let devices = devices.max(1) as f64;
-        // Per device and step: exposed time, as a share of the step. Copies in flight together
-        // count once (`exposed` is the union); per-copy figures are each copy's own.
-        let per_step = |p: Picos| p.as_ms_f64() / n_steps / devices;
-        let span: Picos = copies.values().map(|c| c.span).sum();
-        let exposed_sum: Picos = copies.values().map(|c| c.exposed).sum();
-        let impact = Impact::of(per_step(exposed), Some(step_ms));
-        if impact.pct_of_step < t.min_pct_of_step {
-            return Ok(());
-        }
-        let unit = steps.source.unit();
-        let occurrences: u64 = copies.values().map(|c| c.occurrences).sum();
-        let bytes: f64 = copies.values().map(|c| c.bytes * c.occurrences as f64).sum();
-        let mut evidence = vec![
-            Evidence::metric(format!("exposed copy time per {unit}"), impact.ms_per_step, "ms"),
-            Evidence::metric(format!("exposed copy share of the {unit}"), impact.pct_of_step, "%"),
-            Evidence::metric(format!("copies per {unit} per device"), occurrences as f64 / n_steps / devices, "count"),
-            Evidence::metric(
-                "overlap ratio (covered by compute / copy time)",
-                if span.0 > 0 { 1.0 - exposed_sum.0 as f64 / span.0 as f64 } else { 0.0 },
-                "ratio",
-            ),
-        ];
-        if bytes > 0.0 && span.0 > 0 {
-            evidence.push(Evidence::metric(
-                format!("bytes copied per {unit} per device"),
-                bytes / n_steps / devices,
-                "bytes",
-            ));
-            let achieved = bytes / span.as_secs_f64();
-            let mut note = format!("the copies move {:.2} GB/s while they run", achieved / 1e9);
-            if let Some(hbm) = host.chip().map(|c| c.peaks().hbm.bytes_per_s()).filter(|b| *b > 0.0) {
-                note.push_str(&format!(
-                    ", {:.1} % of the HBM bandwidth ({:.0} GB/s): the host link, not HBM, sets their pace",
-                    100.0 * achieved / hbm,
-                    hbm / 1e9
-                ));
-            }
-            evidence.push(Evidence::note(note));
-        }
-        let mut ranked: Vec<(&String, &CopyTotals)> = copies.iter().filter(|(_, c)| c.exposed.0 > 0).collect();
-        ranked.sort_by(|a, b| b.1.exposed.cmp(&a.1.exposed).then(a.0.cmp(b.0)));
-        let main = host.main_module();
-        for (name, c) in ranked.iter().take(5) {
-            let mut text = format!(
-                "{name}: {} exposed per {unit} over {} copies ({:.0} % of their time)",
-                duration_text(per_step(c.exposed)),
-                c.occurrences,
-                if c.span.0 > 0 { 100.0 * c.exposed.0 as f64 / c.span.0 as f64 } else { 0.0 }
-            );
-            if c.bytes > 0.0 {
-                text.push_str(&format!(", {} per copy", bytes_text(c.bytes)));
-            }
-            if let Some(d) = c.direction {
-                text.push_str(&format!(", {d}"));
-            }
-            evidence.push(Evidence::note(text));
-            let module = c.program_id.and_then(|p| host.module(p)).or(main);
-            if let Some(m) = module
-                && let Some(instr) = m.instruction_by_name(name)
-            {
-                evidence.push(evidence::instruction(m, instr.id()));
-            }
-            if let Some((plane, line, start, duration, _)) = &c.worst {
-                evidence.push(evidence::event_parts(host, plane, line, name, *start, *duration));
-            }
-        }
-        let severity = Severity::from_impact(impact.pct_of_step, self.severity());
-        let host_memory = copies.values().any(|c| c.direction.is_some_and(|d| d.contains("host")));
-        let top: Vec<&str> = ranked.iter().take(3).map(|(n, _)| n.as_str()).collect();
-        let what = format!(
-            "Each device spends {} per {unit} ({:.1} % of the {unit}) waiting on {} copies{}; most exposed: {}.",
-            duration_text(impact.ms_per_step),
-            impact.pct_of_step,
-            if host_memory { "host-memory" } else { "memory" },
-            if bytes > 0.0 {
-                format!(" moving {} per {unit}", bytes_text(bytes / n_steps / devices))
-            } else {
-                String::new()
-            },
-            top.join(", ")
-        );
-        out.push(Finding::new(self, severity, what, evidence, impact));
+        let Some(measured) = measure(host)? else { return Ok(()) };
+        let Some(impact) = score(&measured, config) else { return Ok(()) };
+        out.push(describe(self, host, &measured, impact));
         Ok(())
     }
+}
+
+/// What the profile shows: the copies, per copy op and in total, and the steps they are spread over.
+struct Measured {
+    unit: &'static str,
+    step_ms: f64,
+    n_steps: f64,
+    /// Devices that ran copies (at least 1).
+    devices: f64,
+    copies: BTreeMap<String, CopyTotals>,
+    /// Σ over devices of the union of exposed copy windows.
+    exposed: Picos,
+    /// Σ of the copies' own windows.
+    span: Picos,
+    /// Σ of the copies' own exposed time.
+    exposed_sum: Picos,
+    occurrences: u64,
+    /// Bytes moved by all copies.
+    bytes: f64,
+}
+
+impl Measured {
+    /// Milliseconds per device and step.
+    fn per_step(&self, p: Picos) -> f64 {
+        p.as_ms_f64() / self.n_steps / self.devices
+    }
+}
+
+/// Collects the copies of the TPU cores or the GPUs; `None` when there are none.
+fn measure(host: &HostProfile) -> Result<Option<Measured>, Skip> {
+    let steps = host.steps().map_err(Skip::because)?;
+    let step_ms = host.step_ms().ok_or_else(|| Skip::because("the profile has no step times"))?;
+    let n_steps = steps.steps.len().max(1) as f64;
+    let Copies { by_name: copies, devices, exposed } =
+        if host.space().tpu_tensor_cores().is_empty() { gpu_copies(host) } else { tpu_copies(host) };
+    if copies.is_empty() {
+        return Ok(None);
+    }
+    let devices = devices.max(1) as f64;
+    let span: Picos = copies.values().map(|c| c.span).sum();
+    let exposed_sum: Picos = copies.values().map(|c| c.exposed).sum();
+    let occurrences: u64 = copies.values().map(|c| c.occurrences).sum();
+    let bytes: f64 = copies.values().map(|c| c.bytes * c.occurrences as f64).sum();
+    let unit = steps.source.unit();
+    Ok(Some(Measured { unit, step_ms, n_steps, devices, copies, exposed, span, exposed_sum, occurrences, bytes }))
+}
+
+/// The exposed copy time per device and step; `None` when it is under the threshold.
+fn score(m: &Measured, config: &ScanConfig) -> Option<Impact> {
+    let t = &config.thresholds.exposed_async_copy;
+    // Per device and step: exposed time, as a share of the step. Copies in flight together
+    // count once (`exposed` is the union); per-copy figures are each copy's own.
+    let impact = Impact::of(m.per_step(m.exposed), Some(m.step_ms));
+    (impact.pct_of_step >= t.min_pct_of_step).then_some(impact)
+}
+
+/// The evidence of all copies together: exposed time, count, overlap, bytes and bandwidth.
+fn summary_evidence(host: &HostProfile, m: &Measured, impact: Impact) -> Vec<Evidence> {
+    let (unit, span, bytes) = (m.unit, m.span, m.bytes);
+    let mut evidence = vec![
+        Evidence::metric(format!("exposed copy time per {unit}"), impact.ms_per_step, "ms"),
+        Evidence::metric(format!("exposed copy share of the {unit}"), impact.pct_of_step, "%"),
+        Evidence::metric(
+            format!("copies per {unit} per device"),
+            m.occurrences as f64 / m.n_steps / m.devices,
+            "count",
+        ),
+        Evidence::metric(
+            "overlap ratio (covered by compute / copy time)",
+            if span.0 > 0 { 1.0 - m.exposed_sum.0 as f64 / span.0 as f64 } else { 0.0 },
+            "ratio",
+        ),
+    ];
+    if bytes > 0.0 && span.0 > 0 {
+        evidence.push(Evidence::metric(
+            format!("bytes copied per {unit} per device"),
+            bytes / m.n_steps / m.devices,
+            "bytes",
+        ));
+        let achieved = bytes / span.as_secs_f64();
+        let mut note = format!("the copies move {:.2} GB/s while they run", achieved / 1e9);
+        if let Some(hbm) = host.chip().map(|c| c.peaks().hbm.bytes_per_s()).filter(|b| *b > 0.0) {
+            note.push_str(&format!(
+                ", {:.1} % of the HBM bandwidth ({:.0} GB/s): the host link, not HBM, sets their pace",
+                100.0 * achieved / hbm,
+                hbm / 1e9
+            ));
+        }
+        evidence.push(Evidence::note(note));
+    }
+    evidence
+}
+
+/// The copies with exposed time, most exposed first.
+fn ranked(m: &Measured) -> Vec<(&String, &CopyTotals)> {
+    let mut ranked: Vec<(&String, &CopyTotals)> = m.copies.iter().filter(|(_, c)| c.exposed.0 > 0).collect();
+    ranked.sort_by(|a, b| b.1.exposed.cmp(&a.1.exposed).then(a.0.cmp(b.0)));
+    ranked
+}
+
+/// The evidence of the most exposed copy ops: a note, the HLO instruction and the worst occurrence.
+fn op_evidence(host: &HostProfile, m: &Measured, ranked: &[(&String, &CopyTotals)]) -> Vec<Evidence> {
+    let unit = m.unit;
+    let mut evidence = Vec::new();
+    let main = host.main_module();
+    for (name, c) in ranked.iter().take(5) {
+        let mut text = format!(
+            "{name}: {} exposed per {unit} over {} copies ({:.0} % of their time)",
+            duration_text(m.per_step(c.exposed)),
+            c.occurrences,
+            if c.span.0 > 0 { 100.0 * c.exposed.0 as f64 / c.span.0 as f64 } else { 0.0 }
+        );
+        if c.bytes > 0.0 {
+            text.push_str(&format!(", {} per copy", bytes_text(c.bytes)));
+        }
+        if let Some(d) = c.direction {
+            text.push_str(&format!(", {d}"));
+        }
+        evidence.push(Evidence::note(text));
+        let module = c.program_id.and_then(|p| host.module(p)).or(main);
+        if let Some(m) = module
+            && let Some(instr) = m.instruction_by_name(name)
+        {
+            evidence.push(evidence::instruction(m, instr.id()));
+        }
+        if let Some((plane, line, start, duration, _)) = &c.worst {
+            evidence.push(evidence::event_parts(host, plane, line, name, *start, *duration));
+        }
+    }
+    evidence
+}
+
+/// The finding: the exposed copy time, the kind of copies, the most exposed ones, and the evidence.
+fn describe(detector: &ExposedAsyncCopy, host: &HostProfile, m: &Measured, impact: Impact) -> Finding {
+    let unit = m.unit;
+    let ranked = ranked(m);
+    let mut evidence = summary_evidence(host, m, impact);
+    evidence.extend(op_evidence(host, m, &ranked));
+    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let host_memory = m.copies.values().any(|c| c.direction.is_some_and(|d| d.contains("host")));
+    let top: Vec<&str> = ranked.iter().take(3).map(|(n, _)| n.as_str()).collect();
+    let what = format!(
+        "Each device spends {} per {unit} ({:.1} % of the {unit}) waiting on {} copies{}; most exposed: {}.",
+        duration_text(impact.ms_per_step),
+        impact.pct_of_step,
+        if host_memory { "host-memory" } else { "memory" },
+        if m.bytes > 0.0 {
+            format!(" moving {} per {unit}", bytes_text(m.bytes / m.n_steps / m.devices))
+        } else {
+            String::new()
+        },
+        top.join(", ")
+    );
+    Finding::new(detector, severity, what, evidence, impact)
 }
 
 /// The copies of a host: per copy op, and the time the devices waited on any of them.

@@ -101,120 +101,165 @@ impl Detector for ReplicatedActivations {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.replicated_activations;
         let modules = evidence::step_modules(host);
         if modules.is_empty() {
             return Err(Skip::because("no HLO module could be decoded"));
         }
         for module in modules {
-            let gathers: Vec<&Collective> = module
-                .collectives()
-                .iter()
-                .filter(|c| evidence::is_all_gather(c.opcode))
-                .filter(|c| {
-                    module.computation(module.instruction(c.instruction).computation()).kind()
-                        != ComputationKind::Unreachable
-                })
-                .collect();
-            let activations = activation_gathers(module, &gathers);
-            if activations.len() < t.min_activations.max(1) {
-                continue;
-            }
-            out.push(self.finding(host, module, &gathers, &activations));
+            let measured = measure(module);
+            let Some(score) = score(self, host, &measured, config) else { continue };
+            out.push(describe(self, &measured, &score));
         }
         Ok(())
     }
 }
 
-impl ReplicatedActivations {
-    fn finding(
-        &self,
-        host: &HostProfile,
-        module: &Module,
-        gathers: &[&Collective],
-        activations: &BTreeMap<InstrId, Vec<InstrId>>,
-    ) -> Finding {
-        let of_activations: BTreeSet<InstrId> = activations.values().flatten().copied().collect();
-        let times = evidence::op_times(host, module);
-        let time = |id: InstrId| {
-            times
-                .as_ref()
-                .and_then(|t| t.get(module.instruction(evidence::timed_instruction(module, id)).name()))
-                .map_or(0.0, |o| o.ms)
-        };
-        let ms_per_step: f64 = of_activations.iter().map(|&g| time(g)).sum();
-        let impact = Impact::of(ms_per_step, host.step_ms().filter(|_| times.is_some()));
-        let severity = if times.is_none() {
-            Severity::P2
-        } else if ms_per_step > 0.0 {
-            Severity::from_impact(impact.pct_of_step, self.severity())
-        } else {
-            self.severity()
-        };
-        let bytes: u64 =
-            of_activations.iter().fold(0u64, |a, &g| a.saturating_add(module.instruction(g).shape().byte_size()));
-        let mut evidence = vec![
-            Evidence::metric("all-gathers in the program", gathers.len() as f64, "count"),
-            Evidence::metric("all-gathers of activations", of_activations.len() as f64, "count"),
-            Evidence::metric("distinct activations gathered", activations.len() as f64, "count"),
-            Evidence::metric("bytes the activation gathers produce per step", bytes as f64, "bytes"),
-        ];
-        if times.is_some() {
-            evidence.push(Evidence::metric("time of the activation gathers per step", ms_per_step, "ms"));
-        }
-        // In program order of their first gather.
-        let mut listed: Vec<(&InstrId, &Vec<InstrId>)> = activations.iter().collect();
-        listed.sort_by_key(|(_, g)| g.first().copied());
-        for &(&activation, gathers) in listed.iter().take(12) {
-            let src = module.instruction(activation);
-            let parts: Vec<String> = gathers
-                .iter()
-                .map(|&g| {
-                    let c = module.collectives().iter().find(|c| c.instruction == g);
-                    format!(
-                        "{} -> {} (dimension {:?}, groups {})",
-                        module.instruction(g).name(),
-                        module.instruction(g).shape(),
-                        module.instruction(g).dimensions(),
-                        c.map_or_else(String::new, Collective::groups_text)
-                    )
-                })
-                .collect();
-            let scope = module.instruction(gathers[0]).op_name();
-            evidence.push(Evidence::note(format!(
-                "activation {} {} ({}) gathered by {}{}",
-                src.name(),
-                src.shape(),
-                if src.op_name().is_empty() { src.opcode_name() } else { src.op_name() },
-                parts.join(", then "),
-                if scope.is_empty() { String::new() } else { format!(" in {scope}") }
-            )));
-        }
-        if let Some((_, gathers)) = listed.first() {
-            evidence.extend(gathers.iter().map(|&g| evidence::instruction(module, g)));
-        }
-        let others: Vec<&str> = gathers
-            .iter()
-            .filter(|c| !of_activations.contains(&c.instruction))
-            .map(|c| module.instruction(c.instruction).name())
-            .collect();
-        if !others.is_empty() {
-            evidence.push(Evidence::note(format!(
-                "the program's other all-gathers (of parameters: weights and inputs): {}",
-                others.join(", ")
-            )));
-        }
-        let what = format!(
-            "{} all-gathers {} different activations ({} of its {} all-gathers){}: activations a sharding spec \
-             replicates, computed and gathered on every device, layer after layer.",
-            module.display_name(),
-            activations.len(),
-            of_activations.len(),
-            gathers.len(),
-            if ms_per_step > 0.0 { format!(", {ms_per_step:.3} ms per step") } else { String::new() }
-        );
-        Finding::new(self, severity, what, evidence, impact).with_variant(&module.display_name())
+/// What one module shows: its reachable all-gathers and the activations among what they gather.
+struct Measured<'a> {
+    module: &'a Module,
+    /// The all-gathers outside unreachable computations.
+    gathers: Vec<&'a Collective>,
+    /// Activation → its gathers, in program order.
+    activations: BTreeMap<InstrId, Vec<InstrId>>,
+    /// The gathers of activations.
+    of_activations: BTreeSet<InstrId>,
+}
+
+/// Finds a module's all-gathers and the activations they gather.
+fn measure(module: &Module) -> Measured<'_> {
+    let gathers: Vec<&Collective> = module
+        .collectives()
+        .iter()
+        .filter(|c| evidence::is_all_gather(c.opcode))
+        .filter(|c| {
+            module.computation(module.instruction(c.instruction).computation()).kind() != ComputationKind::Unreachable
+        })
+        .collect();
+    let activations = activation_gathers(module, &gathers);
+    let of_activations: BTreeSet<InstrId> = activations.values().flatten().copied().collect();
+    Measured { module, gathers, activations, of_activations }
+}
+
+/// The activation gathers' time per step and the finding's severity.
+struct Score {
+    /// Whether the profile times the module's ops.
+    timed: bool,
+    ms_per_step: f64,
+    impact: Impact,
+    severity: Severity,
+}
+
+/// Decides whether enough activations are gathered and prices their gathers; `None` when too few.
+fn score(detector: &ReplicatedActivations, host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+    let t = &config.thresholds.replicated_activations;
+    if m.activations.len() < t.min_activations.max(1) {
+        return None;
     }
+    let module = m.module;
+    let times = evidence::op_times(host, module);
+    let time = |id: InstrId| {
+        times
+            .as_ref()
+            .and_then(|t| t.get(module.instruction(evidence::timed_instruction(module, id)).name()))
+            .map_or(0.0, |o| o.ms)
+    };
+    let ms_per_step: f64 = m.of_activations.iter().map(|&g| time(g)).sum();
+    let impact = Impact::of(ms_per_step, host.step_ms().filter(|_| times.is_some()));
+    // `from_impact` with two exceptions: untimed gathers are P2 (their cost is unknown), and timed
+    // gathers that take no time keep the usual severity.
+    let severity = if times.is_none() {
+        Severity::P2
+    } else if ms_per_step > 0.0 {
+        Severity::from_impact(impact.pct_of_step, detector.severity())
+    } else {
+        detector.severity()
+    };
+    Some(Score { timed: times.is_some(), ms_per_step, impact, severity })
+}
+
+/// One note per activation (at most 12, in program order of their first gather) and the
+/// instructions of the first one's gathers.
+fn activation_evidence(m: &Measured<'_>) -> Vec<Evidence> {
+    let module = m.module;
+    let mut evidence = Vec::new();
+    // In program order of their first gather.
+    let mut listed: Vec<(&InstrId, &Vec<InstrId>)> = m.activations.iter().collect();
+    listed.sort_by_key(|(_, g)| g.first().copied());
+    for &(&activation, gathers) in listed.iter().take(12) {
+        let src = module.instruction(activation);
+        let parts: Vec<String> = gathers
+            .iter()
+            .map(|&g| {
+                let c = module.collectives().iter().find(|c| c.instruction == g);
+                format!(
+                    "{} -> {} (dimension {:?}, groups {})",
+                    module.instruction(g).name(),
+                    module.instruction(g).shape(),
+                    module.instruction(g).dimensions(),
+                    c.map_or_else(String::new, Collective::groups_text)
+                )
+            })
+            .collect();
+        let scope = module.instruction(gathers[0]).op_name();
+        evidence.push(Evidence::note(format!(
+            "activation {} {} ({}) gathered by {}{}",
+            src.name(),
+            src.shape(),
+            if src.op_name().is_empty() { src.opcode_name() } else { src.op_name() },
+            parts.join(", then "),
+            if scope.is_empty() { String::new() } else { format!(" in {scope}") }
+        )));
+    }
+    if let Some((_, gathers)) = listed.first() {
+        evidence.extend(gathers.iter().map(|&g| evidence::instruction(module, g)));
+    }
+    evidence
+}
+
+/// The evidence: the gather counts, bytes and time, the activations, and the other all-gathers.
+fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
+    let (module, of_activations) = (m.module, &m.of_activations);
+    let bytes: u64 =
+        of_activations.iter().fold(0u64, |a, &g| a.saturating_add(module.instruction(g).shape().byte_size()));
+    let mut evidence = vec![
+        Evidence::metric("all-gathers in the program", m.gathers.len() as f64, "count"),
+        Evidence::metric("all-gathers of activations", of_activations.len() as f64, "count"),
+        Evidence::metric("distinct activations gathered", m.activations.len() as f64, "count"),
+        Evidence::metric("bytes the activation gathers produce per step", bytes as f64, "bytes"),
+    ];
+    if s.timed {
+        evidence.push(Evidence::metric("time of the activation gathers per step", s.ms_per_step, "ms"));
+    }
+    evidence.extend(activation_evidence(m));
+    let others: Vec<&str> = m
+        .gathers
+        .iter()
+        .filter(|c| !of_activations.contains(&c.instruction))
+        .map(|c| module.instruction(c.instruction).name())
+        .collect();
+    if !others.is_empty() {
+        evidence.push(Evidence::note(format!(
+            "the program's other all-gathers (of parameters: weights and inputs): {}",
+            others.join(", ")
+        )));
+    }
+    evidence
+}
+
+/// The finding for one module: how many activations are gathered, and the evidence.
+fn describe(detector: &ReplicatedActivations, m: &Measured<'_>, s: &Score) -> Finding {
+    let module = m.module;
+    let ms_per_step = s.ms_per_step;
+    let what = format!(
+        "{} all-gathers {} different activations ({} of its {} all-gathers){}: activations a sharding spec \
+         replicates, computed and gathered on every device, layer after layer.",
+        module.display_name(),
+        m.activations.len(),
+        m.of_activations.len(),
+        m.gathers.len(),
+        if ms_per_step > 0.0 { format!(", {ms_per_step:.3} ms per step") } else { String::new() }
+    );
+    Finding::new(detector, s.severity, what, evidence_of(m, s), s.impact).with_variant(&module.display_name())
 }
 
 #[cfg(test)]

@@ -148,9 +148,19 @@ fn past_the_stop(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpa
     Some(Signal { label: labels.join(" and "), evidence, lost: false })
 }
 
-/// Ops of the step programs after the last step marker, fewer than a complete step's (host-run
-/// ops; only those after the marker are materialised).
-fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Signal> {
+/// The ops of the step programs after the last step marker, and the ops of a complete step.
+struct Trailing<'h> {
+    /// When the last step ends.
+    last_end: Picos,
+    /// Ops of a complete step (median).
+    full: usize,
+    /// The step programs' ops after the last step, in timeline order (at least one, fewer than `full`).
+    ops: Vec<OpSpan<'h>>,
+}
+
+/// Counts the ops of each step and finds the step programs' ops after the last one; `None` when
+/// the steps do not hold their own ops or the trailing ops make a complete step.
+fn trailing_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps) -> Option<Trailing<'h>> {
     let last_end = steps.steps.last()?.end();
     let host_ops = host.host_ops();
     let ops = host_ops.iter().map(|o| (o.start, o.end.saturating_sub(o.start), host_ops.context(o).program_id));
@@ -177,10 +187,17 @@ fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps) -> O
     per_step.sort_unstable();
     let full = per_step[per_step.len() / 2];
     let after = evidence::op_spans_where(host, |_, _| true, |start, _| start >= last_end);
-    let trailing: Vec<&OpSpan<'_>> = after.iter().filter(|o| programs.contains(&o.program_id)).collect();
+    let trailing: Vec<OpSpan<'h>> = after.into_iter().filter(|o| programs.contains(&o.program_id)).collect();
     if trailing.is_empty() || trailing.len() >= full {
         return None;
     }
+    Some(Trailing { last_end, full, ops: trailing })
+}
+
+/// Ops of the step programs after the last step marker, fewer than a complete step's (host-run
+/// ops; only those after the marker are materialised).
+fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Signal> {
+    let Trailing { last_end, full, ops: trailing } = trailing_ops(host, steps)?;
     let first = trailing.first()?;
     let last = trailing.iter().max_by_key(|o| (o.end, o.start))?;
     let names: BTreeSet<String> = trailing
@@ -299,81 +316,137 @@ impl Detector for TruncatedCapture {
     }
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let t = &config.thresholds.truncated_capture;
-        let space = host.space();
-        let mut signals: Vec<Signal> = Vec::new();
-        let messages: Vec<&String> =
-            space.profiler_errors().iter().chain(space.profiler_warnings()).filter(|m| says_data_lost(m)).collect();
-        if !messages.is_empty() {
-            signals.push(Signal {
-                label: format!("the profiler reported lost events ({} message(s))", messages.len()),
-                evidence: messages.iter().take(5).map(|m| Evidence::note(format!("profiler: {m}"))).collect(),
-                lost: true,
-            });
-        }
-        let dropped = dropped_events(host);
-        if dropped > 0 && dropped >= t.min_dropped_events {
-            signals.push(Signal {
-                label: format!("{dropped} event(s) were dropped"),
-                evidence: vec![Evidence::metric("dropped events (dropped_traces)", dropped as f64, "count")],
-                lost: true,
-            });
-        }
-        if let Ok(steps) = host.steps()
-            && !steps.steps.is_empty()
-        {
-            let median_step = median_picos(steps.steps.iter().map(|s| s.duration).collect());
-            if host.space().tpu_tensor_cores().is_empty() {
-                // Host-run ops: only the ops past the stop are materialised.
-                let late = match capture_window(host) {
-                    Some(w) => evidence::op_spans_where(host, |_, _| true, |_, end| end > w),
-                    None => Vec::new(),
-                };
-                signals.extend(past_the_stop(host, steps, &late));
-                signals.extend(trailing_partial_step(host, steps));
-                let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
-                let host_ops = host.host_ops();
-                for op in host_ops.iter() {
-                    let end = last_op.entry(host_ops.context(op).core).or_insert(op.end);
-                    *end = (*end).max(op.end);
-                }
-                signals.extend(lagging_cores(host, &last_op, median_step, t.min_core_lag_steps));
-            } else {
-                // TPU: the shared device timeline knows each core's last op and the ops after its
-                // last step marker; only the ops past the stop are walked, and only when some are.
-                let timeline = host.device_timeline().map_err(Skip::because)?;
-                let window = capture_window(host);
-                let late = window.is_some_and(|w| timeline.cores.iter().any(|c| c.op_span.is_some_and(|(_, e)| e > w)));
-                let ops = match window {
-                    Some(w) if late => evidence::op_spans_where(host, |_, _| true, |_, end| end > w),
-                    _ => Vec::new(),
-                };
-                signals.extend(past_the_stop(host, steps, &ops));
-                signals.extend(tpu_trailing_partial_step(timeline));
-                let ends: BTreeMap<i64, Picos> =
-                    timeline.cores.iter().filter_map(|c| c.op_span.map(|(_, e)| (i64::from(c.core), e))).collect();
-                signals.extend(lagging_cores(host, &ends, median_step, t.min_core_lag_steps));
-            }
-        }
-        if signals.is_empty() {
-            return Ok(());
-        }
-        let lost = signals.iter().any(|s| s.lost);
-        let labels: Vec<&str> = signals.iter().map(|s| s.label.as_str()).collect();
-        let what = format!(
-            "The profile is incomplete: {}. Figures computed from it ({}) are partial.",
-            labels.join("; "),
-            if lost { "op times, idle time, step counts" } else { "the last step" }
-        );
-        out.push(Finding::new(
-            self,
-            if lost { Severity::P1 } else { Severity::P2 },
-            what,
-            signals.into_iter().flat_map(|s| s.evidence).collect(),
-            Impact::of(0.0, host.step_ms()),
-        ));
+        let signals = signals(host, config)?;
+        let Some(severity) = score(&signals) else { return Ok(()) };
+        out.push(describe(self, host, signals, severity));
         Ok(())
     }
+}
+
+/// What the profile says about lost data: the profiler's messages and the dropped events.
+struct Lost<'h> {
+    /// Profiler errors and warnings that say events were lost.
+    messages: Vec<&'h String>,
+    /// The `dropped_traces` stats, summed.
+    dropped: u64,
+}
+
+/// Reads the profiler's messages about lost data and the dropped event count.
+fn lost_data(host: &HostProfile) -> Lost<'_> {
+    let space = host.space();
+    let messages: Vec<&String> =
+        space.profiler_errors().iter().chain(space.profiler_warnings()).filter(|m| says_data_lost(m)).collect();
+    Lost { messages, dropped: dropped_events(host) }
+}
+
+/// The signals of lost data: the profiler's messages, and the dropped events from the threshold.
+fn lost_signals(lost: &Lost<'_>, min_dropped_events: u64) -> Vec<Signal> {
+    let (messages, dropped) = (&lost.messages, lost.dropped);
+    let mut signals = Vec::new();
+    if !messages.is_empty() {
+        signals.push(Signal {
+            label: format!("the profiler reported lost events ({} message(s))", messages.len()),
+            evidence: messages.iter().take(5).map(|m| Evidence::note(format!("profiler: {m}"))).collect(),
+            lost: true,
+        });
+    }
+    if dropped > 0 && dropped >= min_dropped_events {
+        signals.push(Signal {
+            label: format!("{dropped} event(s) were dropped"),
+            evidence: vec![Evidence::metric("dropped events (dropped_traces)", dropped as f64, "count")],
+            lost: true,
+        });
+    }
+    signals
+}
+
+/// Host-run ops: ops past the capture stop, a trailing partial step and lagging cores.
+fn host_step_signals(host: &HostProfile, steps: &xlens_roofline::Steps, median_step: Picos, lag: f64) -> Vec<Signal> {
+    let mut signals = Vec::new();
+    // Host-run ops: only the ops past the stop are materialised.
+    let late = match capture_window(host) {
+        Some(w) => evidence::op_spans_where(host, |_, _| true, |_, end| end > w),
+        None => Vec::new(),
+    };
+    signals.extend(past_the_stop(host, steps, &late));
+    signals.extend(trailing_partial_step(host, steps));
+    let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
+    let host_ops = host.host_ops();
+    for op in host_ops.iter() {
+        let end = last_op.entry(host_ops.context(op).core).or_insert(op.end);
+        *end = (*end).max(op.end);
+    }
+    signals.extend(lagging_cores(host, &last_op, median_step, lag));
+    signals
+}
+
+/// TPU: ops past the capture stop, a trailing partial step and lagging cores.
+fn tpu_step_signals(
+    host: &HostProfile,
+    steps: &xlens_roofline::Steps,
+    median_step: Picos,
+    lag: f64,
+) -> Result<Vec<Signal>, Skip> {
+    let mut signals = Vec::new();
+    // TPU: the shared device timeline knows each core's last op and the ops after its
+    // last step marker; only the ops past the stop are walked, and only when some are.
+    let timeline = host.device_timeline().map_err(Skip::because)?;
+    let window = capture_window(host);
+    let late = window.is_some_and(|w| timeline.cores.iter().any(|c| c.op_span.is_some_and(|(_, e)| e > w)));
+    let ops = match window {
+        Some(w) if late => evidence::op_spans_where(host, |_, _| true, |_, end| end > w),
+        _ => Vec::new(),
+    };
+    signals.extend(past_the_stop(host, steps, &ops));
+    signals.extend(tpu_trailing_partial_step(timeline));
+    let ends: BTreeMap<i64, Picos> =
+        timeline.cores.iter().filter_map(|c| c.op_span.map(|(_, e)| (i64::from(c.core), e))).collect();
+    signals.extend(lagging_cores(host, &ends, median_step, lag));
+    Ok(signals)
+}
+
+/// Every check's signal, in the order the summary lists them.
+fn signals(host: &HostProfile, config: &ScanConfig) -> Result<Vec<Signal>, Skip> {
+    let t = &config.thresholds.truncated_capture;
+    let mut signals = lost_signals(&lost_data(host), t.min_dropped_events);
+    if let Ok(steps) = host.steps()
+        && !steps.steps.is_empty()
+    {
+        let median_step = median_picos(steps.steps.iter().map(|s| s.duration).collect());
+        if host.space().tpu_tensor_cores().is_empty() {
+            signals.extend(host_step_signals(host, steps, median_step, t.min_core_lag_steps));
+        } else {
+            signals.extend(tpu_step_signals(host, steps, median_step, t.min_core_lag_steps)?);
+        }
+    }
+    Ok(signals)
+}
+
+/// The severity: `None` without a signal, P1 when data was lost, else P2 (the impact is 0 ms per
+/// step, so `Severity::from_impact` does not apply: the fault is in the measurement).
+fn score(signals: &[Signal]) -> Option<Severity> {
+    if signals.is_empty() {
+        return None;
+    }
+    Some(if signals.iter().any(|s| s.lost) { Severity::P1 } else { Severity::P2 })
+}
+
+/// The finding: what is missing, what it makes partial, and every signal's evidence.
+fn describe(detector: &TruncatedCapture, host: &HostProfile, signals: Vec<Signal>, severity: Severity) -> Finding {
+    let lost = signals.iter().any(|s| s.lost);
+    let labels: Vec<&str> = signals.iter().map(|s| s.label.as_str()).collect();
+    let what = format!(
+        "The profile is incomplete: {}. Figures computed from it ({}) are partial.",
+        labels.join("; "),
+        if lost { "op times, idle time, step counts" } else { "the last step" }
+    );
+    Finding::new(
+        detector,
+        severity,
+        what,
+        signals.into_iter().flat_map(|s| s.evidence).collect(),
+        Impact::of(0.0, host.step_ms()),
+    )
 }
 
 #[cfg(test)]
