@@ -10,29 +10,8 @@ pub mod decode_hlo;
 pub mod decode_xspace;
 pub mod scan;
 
-/// A small deterministic generator (xorshift64*) for seeded smoke tests.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a non-zero seed.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+/// The seeded generator of the smoke tests: the test kit's, so every seeded test draws alike.
+pub use xlens_testkit::synth::Rng;
 
 /// Mutates `input` in place the way a fuzzer would: flips, overwrites, inserts, deletes, truncates.
 pub fn mutate(rng: &mut Rng, input: &mut Vec<u8>) {

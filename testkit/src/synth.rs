@@ -125,8 +125,8 @@ pub struct Program {
     pub items: Vec<Item>,
 }
 
-/// The seeded generator every synthetic profile draws from (xorshift64*): the same seed gives
-/// the same profile on every machine.
+/// The one seeded generator of the tests (xorshift64*): synthetic profiles, fuzz smoke tests and
+/// mutations draw from it, so the same seed gives the same input on every machine.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
 
@@ -142,6 +142,11 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 
     fn range(&mut self, lo: u64, hi: u64) -> u64 {

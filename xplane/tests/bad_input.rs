@@ -63,14 +63,9 @@ fn truncation_error_names_plane_and_offset() {
 
 #[test]
 fn random_bytes_never_panic() {
-    // A small deterministic generator (xorshift), so failures reproduce.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    // The test kit's seeded generator, so failures reproduce.
+    let mut rng = xlens_testkit::synth::Rng::new(1);
+    let mut next = || rng.next_u64();
     let mut errors = 0;
     for _ in 0..2000 {
         let len = (next() % 512) as usize + 1;
