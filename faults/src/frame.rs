@@ -14,25 +14,32 @@ use polars::prelude::*;
 use crate::profile::{HostProfile, Profile};
 use crate::report::{Report, host_metrics};
 
-/// A frame or I/O failure.
-#[derive(Debug)]
-pub struct FrameError(String);
-
-impl std::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for FrameError {}
-
-fn err(e: impl std::fmt::Display) -> FrameError {
-    FrameError(e.to_string())
+/// A frame that could not be built, or a dataset file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// polars refused a frame.
+    #[error("building a frame failed: {0}")]
+    Polars(#[from] polars::error::PolarsError),
+    /// A roofline frame (steps, anatomy, op profile) could not be built.
+    #[error(transparent)]
+    Roofline(#[from] xlens_roofline::Error),
+    /// A dataset folder or file could not be created, written or renamed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Writing one dataset file failed (the temporary file is removed).
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// Why.
+        source: Box<FrameError>,
+    },
 }
 
 fn frame(columns: Vec<Column>) -> Result<DataFrame, FrameError> {
     let height = columns.first().map_or(0, |c| c.len());
-    DataFrame::new(height, columns).map_err(err)
+    DataFrame::new(height, columns).map_err(FrameError::from)
 }
 
 /// One row of the findings table: a finding on one of its hosts (or on the session).
@@ -263,27 +270,27 @@ impl Dataset {
         if let Some(host) = host {
             folder = folder.join(format!("host={}", partition_value(host)));
             let n = df.height();
-            df.with_column(Column::new("host_name".into(), vec![host; n])).map_err(err)?;
+            df.with_column(Column::new("host_name".into(), vec![host; n]))?;
         }
         let n = df.height();
-        df.with_column(Column::new("scan".into(), vec![self.writer.as_str(); n])).map_err(err)?;
-        std::fs::create_dir_all(&folder).map_err(err)?;
+        df.with_column(Column::new("scan".into(), vec![self.writer.as_str(); n]))?;
+        std::fs::create_dir_all(&folder)?;
         let k = self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name =
             if k == 0 { format!("part-{}.parquet", self.writer) } else { format!("part-{}-{k}.parquet", self.writer) };
         let path = folder.join(&name);
         let temporary = folder.join(format!(".{name}.tmp"));
         let written = (|| {
-            let mut file = std::fs::File::create(&temporary).map_err(err)?;
+            let mut file = std::fs::File::create(&temporary)?;
             // Serial: hosts are written from the scan's threads already, and polars' parallel
             // writer, called from each of them, left buffers behind that grew with the hosts.
-            ParquetWriter::new(&mut file).set_parallel(false).finish(df).map_err(err)?;
-            file.sync_all().map_err(err)?;
-            std::fs::rename(&temporary, &path).map_err(err)
+            ParquetWriter::new(&mut file).set_parallel(false).finish(df)?;
+            file.sync_all()?;
+            std::fs::rename(&temporary, &path).map_err(FrameError::from)
         })();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&temporary);
-            return Err(FrameError(format!("writing {}: {e}", path.display())));
+            return Err(FrameError::Write { path, source: Box::new(e) });
         }
         Ok(path)
     }
@@ -296,23 +303,15 @@ impl Dataset {
         let mut written = Vec::new();
         written.push(self.write(&mut metrics_frame(host)?, "metrics", name)?);
         if let Ok(steps) = host.steps() {
-            written.push(self.write(&mut xlens_roofline::frame::steps_frame(steps).map_err(err)?, "steps", name)?);
+            written.push(self.write(&mut xlens_roofline::frame::steps_frame(steps)?, "steps", name)?);
             if let Ok(anatomy) = host.anatomy() {
-                let mut df = xlens_roofline::frame::anatomy_frame(steps, anatomy).map_err(err)?;
+                let mut df = xlens_roofline::frame::anatomy_frame(steps, anatomy)?;
                 written.push(self.write(&mut df, "anatomy", name)?);
             }
         }
         if let Ok(ops) = host.op_profile() {
-            written.push(self.write(
-                &mut xlens_roofline::frame::op_profile_frame(ops).map_err(err)?,
-                "op_profile",
-                name,
-            )?);
-            written.push(self.write(
-                &mut xlens_roofline::frame::categories_frame(ops).map_err(err)?,
-                "categories",
-                name,
-            )?);
+            written.push(self.write(&mut xlens_roofline::frame::op_profile_frame(ops)?, "op_profile", name)?);
+            written.push(self.write(&mut xlens_roofline::frame::categories_frame(ops)?, "categories", name)?);
         }
         written.push(self.write(&mut skipped_df(skipped)?, "skipped", name)?);
         Ok(written)
