@@ -15,7 +15,7 @@
 //! assert_eq!(ids, ["v4", "v5e", "v5p", "v6e", "v7", "a100", "h100", "h200", "b200", "mi300x"]);
 //! ```
 
-use crate::chip::{ChipSpec, MemoryKind, OnChipMemory, Vendor};
+use crate::spec::{ChipSpec, MemoryKind, OnChipMemory, Vendor};
 use crate::units::{Bytes, BytesPerSec, FlopsPerSec};
 
 const fn tflops(v: f64) -> FlopsPerSec {

@@ -10,7 +10,7 @@
 use xlens_xplane::Plane;
 use xlens_xplane::names::stat::capability as cap;
 
-use crate::chip::Vendor;
+use crate::spec::Vendor;
 
 /// What a GPU plane's capability stats say about its device.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -115,7 +115,7 @@ impl GpuCaps {
                 "gfx950" => Some(4096.0),
                 _ => None,
             },
-            _ => crate::chip::gpu_flops_per_cycle_per_sm(major, minor),
+            _ => gpu_flops_per_cycle_per_sm(major, minor),
         }
     }
 
@@ -480,6 +480,26 @@ pub fn unattributed_category(name: &str) -> Option<&'static str> {
         });
     }
     None
+}
+
+/// Max FLOPs per cycle per SM by CUDA compute capability, falling back to the closest lower
+/// known capability (XProf `cuda_type_utils.cc`).
+pub fn gpu_flops_per_cycle_per_sm(major: u32, minor: u32) -> Option<f64> {
+    const TABLE: [((u32, u32), f64); 12] = [
+        ((2, 0), 64.0),
+        ((3, 0), 384.0),
+        ((5, 0), 256.0),
+        ((6, 0), 256.0),
+        ((6, 1), 256.0),
+        ((7, 0), 1024.0),
+        ((7, 5), 1024.0),
+        ((8, 0), 2048.0),
+        ((8, 6), 1024.0),
+        ((8, 9), 1024.0),
+        ((9, 0), 4096.0),
+        ((10, 0), 8192.0),
+    ];
+    TABLE.iter().rev().find(|(cc, _)| *cc <= (major, minor)).map(|(_, v)| *v)
 }
 
 #[cfg(test)]

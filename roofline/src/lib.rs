@@ -14,6 +14,8 @@ mod model;
 mod op_profile;
 mod op_profile_cpu;
 mod perf_env;
+mod spec;
+mod step_anatomy;
 mod steps;
 mod timeline;
 pub mod units;
@@ -21,10 +23,7 @@ pub mod units;
 #[cfg(feature = "frames")]
 pub mod frame;
 
-pub use anatomy::{
-    InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, anatomy_from_timeline, class_of, host_anatomy,
-    host_anatomy_from_ops, is_collective, partition, tpu_anatomy,
-};
+pub use anatomy::{InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, is_collective, partition};
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};
@@ -41,6 +40,7 @@ pub use op_profile::{
 };
 pub use op_profile_cpu::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL, hlo_category};
 pub use perf_env::PerfEnv;
+pub use step_anatomy::{anatomy_from_timeline, host_anatomy, host_anatomy_from_ops, tpu_anatomy};
 pub use steps::{
     CoreStep, CoreStepBreakdown, FLAT_CV, OUTLIER_FACTOR, Step, StepSource, StepStats, StepVariance, Steps,
     TpuStepSummary, is_host_step_marker, steps_from_timeline,

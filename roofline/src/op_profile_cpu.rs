@@ -11,12 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use xlens_hlo::{CustomCallKind, FusionKind, InstrId, Module, Opcode};
 
-/// Category of library GEMM custom calls (cuBLAS, hipBLASLt).
-pub const GEMM_CUSTOM_CALL: &str = "custom-call gemm";
-/// Category of DNN convolution custom calls (cuDNN, MIOpen).
-pub const CONVOLUTION_CUSTOM_CALL: &str = "custom-call convolution";
-/// Category of fused attention custom calls (cuDNN MHA, Transformer Engine, flash attention).
-pub const ATTENTION_CUSTOM_CALL: &str = "custom-call attention";
+pub use crate::anatomy::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL};
 use xlens_xplane::{Picos, Space};
 
 use crate::device::{MemoryBytes, Span, TimedOp, nest};

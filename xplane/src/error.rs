@@ -324,3 +324,13 @@ impl fmt::Display for Warning {
         Ok(())
     }
 }
+
+/// Fails with [`ErrorKind::LimitExceeded`] when `count` is above `limit`.
+#[inline]
+pub(crate) fn check_limit(limit: Limit, count: usize, location: impl FnOnce() -> Location) -> Result<(), Error> {
+    let count = count as u64;
+    if count > limit.max() {
+        return Err(Error::new(ErrorKind::LimitExceeded { limit, count }, location()));
+    }
+    Ok(())
+}

@@ -798,3 +798,70 @@ impl Stat<'_> {
         crate::raw::XStat { metadata_id: self.metadata_id.0, value }
     }
 }
+
+// The event and stat iterators of lines and planes live here, beside the types they yield.
+impl Line {
+    /// Iterates the line's events, decoding each lazily.
+    ///
+    /// The iterator yields `Err` once on malformed event bytes and then stops.
+    pub fn events<'a>(&'a self, plane: &'a Plane) -> EventIter<'a> {
+        EventIter::new(plane, self, plane.reader(self.body()))
+    }
+
+    /// Like [`Line::events`], for a pass that reads the line once: the file pages behind the walk
+    /// are released as it goes (see [`crate::ReleasingEvents`]).
+    pub fn events_releasing<'a>(&'a self, plane: &'a Plane) -> crate::ReleasingEvents<'a> {
+        crate::ReleasingEvents::new(self.events(plane), self.body())
+    }
+}
+
+impl Plane {
+    /// The plane-level stats (device capabilities, versions, profile start/stop, ...).
+    pub fn stats(&self) -> PlaneStats<'_> {
+        PlaneStats { plane: self, reader: self.reader(self.stats_window()) }
+    }
+
+    /// The first plane-level stat with this name.
+    pub fn stat_by_name(&self, name: &str) -> Option<Stat<'_>> {
+        let id = self.stat_id(name)?;
+        self.stats().filter_map(|s| s.ok()).find(|s| s.metadata_id() == id)
+    }
+
+    /// The stats of an event-metadata entry (constant for every event using it).
+    pub fn metadata_stats<'a>(&'a self, metadata: &'a EventMetadata) -> StatIter<'a> {
+        StatIter::new(self, self.reader(self.metadata_body(metadata)), 5)
+    }
+}
+
+/// Iterator over a plane's own stats.
+#[derive(Debug)]
+pub struct PlaneStats<'a> {
+    plane: &'a Plane,
+    /// The plane's bytes from its first stat to its last.
+    reader: Reader<'a>,
+}
+
+impl<'a> Iterator for PlaneStats<'a> {
+    type Item = Result<Stat<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // The framing was checked by the parse; a failure here ends the walk.
+        let r = &mut self.reader;
+        while !r.is_empty() {
+            let pos = r.pos();
+            let field = r.read_tag().and_then(|(field, wire)| match (field, wire) {
+                (6, WireType::Len) => r.read_message().map(Some),
+                _ => r.skip(wire).map(|()| None),
+            });
+            match field {
+                Ok(Some(body)) => return Some(Stat::decode(self.plane, body)),
+                Ok(None) => {}
+                Err(e) => {
+                    *r = Reader::new(&[]);
+                    return Some(Err(wire_error(e, self.plane.location_at(pos))));
+                }
+            }
+        }
+        None
+    }
+}

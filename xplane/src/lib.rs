@@ -65,10 +65,10 @@ pub mod frame;
 
 pub use builder::{BuildValue, EventBuilder, LineBuilder, LineHeader, PlaneBuilder, SpaceBuilder};
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
-pub use event::{Event, EventData, EventIter, ReleasingEvents, Stat, StatIter, StatValue, StatsWhere};
+pub use event::{Event, EventData, EventIter, PlaneStats, ReleasingEvents, Stat, StatIter, StatValue, StatsWhere};
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
-pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, PlaneStats, StatMetadata};
+pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, StatMetadata};
 pub use session::{Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, map_file, open_space};
 pub use space::Space;
 pub use validate::validate;

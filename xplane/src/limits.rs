@@ -16,8 +16,6 @@
 //! every capture in `testdata/`); a crafted one stops with an error instead of amplifying its
 //! size, and one within the budget holds under twice its size plus the allowance.
 
-use crate::error::{Error, ErrorKind, Location};
-
 /// A decoder limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -102,50 +100,8 @@ impl Limit {
     }
 }
 
-/// Fails with [`ErrorKind::LimitExceeded`] when `count` is above `limit`.
-#[inline]
-pub(crate) fn check(limit: Limit, count: usize, location: impl FnOnce() -> Location) -> Result<(), Error> {
-    let count = count as u64;
-    if count > limit.max() {
-        return Err(Error::new(ErrorKind::LimitExceeded { limit, count }, location()));
-    }
-    Ok(())
-}
-
 /// The table budget of a plane of `plane_bytes` bytes in a space of `planes` planes.
 pub(crate) fn table_budget(plane_bytes: usize, planes: usize) -> u64 {
     let allowance = TABLE_ALLOWANCE_PER_SPACE / planes.max(1) as u64;
     (plane_bytes as u64).saturating_mul(TABLE_BUDGET_PERCENT) / 100 + allowance
-}
-
-/// What a plane's tables have cost so far, against its budget.
-#[derive(Debug)]
-pub(crate) struct TableBudget {
-    spent: u64,
-    budget: u64,
-    plane_bytes: u64,
-}
-
-impl TableBudget {
-    pub(crate) fn new(plane_bytes: usize, budget: u64) -> Self {
-        TableBudget { spent: 0, budget, plane_bytes: plane_bytes as u64 }
-    }
-
-    /// Charges `bytes`; fails with [`ErrorKind::TableBudget`] when the total goes over budget.
-    #[inline]
-    pub(crate) fn charge(&mut self, bytes: usize, location: impl FnOnce() -> Location) -> Result<(), Error> {
-        self.spent = self.spent.saturating_add(bytes as u64);
-        if self.spent > self.budget {
-            return Err(self.exceeded(location()));
-        }
-        Ok(())
-    }
-
-    #[cold]
-    fn exceeded(&self, location: Location) -> Error {
-        Error::new(
-            ErrorKind::TableBudget { needed: self.spent, budget: self.budget, plane_bytes: self.plane_bytes },
-            location,
-        )
-    }
 }

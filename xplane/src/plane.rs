@@ -11,10 +11,10 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
+use crate::error::check_limit;
 use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
-use crate::event::{EventIter, Stat, StatIter};
 use crate::ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
-use crate::limits::{self, Limit, TableBudget};
+use crate::limits::{self, Limit};
 use crate::names;
 use crate::wire::{Reader, WireError, WireType, read_repeated_int64};
 
@@ -421,23 +421,15 @@ impl Line {
         Picos(self.duration_ps)
     }
 
+    /// The window of the line's events in its plane's bytes.
+    pub(crate) fn body(&self) -> Range<usize> {
+        self.body.range()
+    }
+
     /// Number of events on the line (counted without decoding them).
     #[inline]
     pub fn event_count(&self) -> usize {
         self.event_count as usize
-    }
-
-    /// Iterates the line's events, decoding each lazily.
-    ///
-    /// The iterator yields `Err` once on malformed event bytes and then stops.
-    pub fn events<'a>(&'a self, plane: &'a Plane) -> EventIter<'a> {
-        EventIter::new(plane, self, Reader::bounded(&plane.bytes, self.body.range()))
-    }
-
-    /// Like [`Line::events`], for a pass that reads the line once: the file pages behind the walk
-    /// are released as it goes (see [`crate::ReleasingEvents`]).
-    pub fn events_releasing<'a>(&'a self, plane: &'a Plane) -> crate::ReleasingEvents<'a> {
-        crate::ReleasingEvents::new(self.events(plane), self.body.range())
     }
 }
 
@@ -651,20 +643,14 @@ impl Plane {
         self.stat_metadata.iter().find(|m| m.name() == name).map(|m| m.id)
     }
 
-    /// The plane-level stats (device capabilities, versions, profile start/stop, ...).
-    pub fn stats(&self) -> PlaneStats<'_> {
-        PlaneStats { plane: self, reader: self.reader(self.stats.range()) }
+    /// The window of an event-metadata entry's body in the plane's bytes.
+    pub(crate) fn metadata_body(&self, metadata: &EventMetadata) -> Range<usize> {
+        metadata.body.range()
     }
 
-    /// The first plane-level stat with this name.
-    pub fn stat_by_name(&self, name: &str) -> Option<Stat<'_>> {
-        let id = self.stat_id(name)?;
-        self.stats().filter_map(|s| s.ok()).find(|s| s.metadata_id() == id)
-    }
-
-    /// The stats of an event-metadata entry (constant for every event using it).
-    pub fn metadata_stats<'a>(&'a self, metadata: &'a EventMetadata) -> StatIter<'a> {
-        StatIter::new(self, self.reader(metadata.body.range()), 5)
+    /// The window of the plane's own stats in its bytes.
+    pub(crate) fn stats_window(&self) -> Range<usize> {
+        self.stats.range()
     }
 
     /// The opaque `metadata` payload of an event-metadata entry.
@@ -760,39 +746,6 @@ impl Plane {
             budget: TableBudget::new(bytes.len(), budget),
         };
         dec.decode(bytes)
-    }
-}
-
-/// Iterator over a plane's own stats.
-#[derive(Debug)]
-pub struct PlaneStats<'a> {
-    plane: &'a Plane,
-    /// The plane's bytes from its first stat to its last.
-    reader: Reader<'a>,
-}
-
-impl<'a> Iterator for PlaneStats<'a> {
-    type Item = Result<Stat<'a>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        // The framing was checked by the parse; a failure here ends the walk.
-        let r = &mut self.reader;
-        while !r.is_empty() {
-            let pos = r.pos();
-            let field = r.read_tag().and_then(|(field, wire)| match (field, wire) {
-                (6, WireType::Len) => r.read_message().map(Some),
-                _ => r.skip(wire).map(|()| None),
-            });
-            match field {
-                Ok(Some(body)) => return Some(Stat::decode(self.plane, body)),
-                Ok(None) => {}
-                Err(e) => {
-                    *r = Reader::new(&[]);
-                    return Some(Err(wire_error(e, self.plane.location_at(pos))));
-                }
-            }
-        }
-        None
     }
 }
 
@@ -915,7 +868,7 @@ impl PlaneDecoder {
             match field {
                 3 => {
                     all_lines += 1;
-                    limits::check(Limit::LinesPerPlane, all_lines, || self.loc(val_pos))?;
+                    check_limit(Limit::LinesPerPlane, all_lines, || self.loc(val_pos))?;
                     // Empty lines are counted, not stored.
                     if !body.is_empty() {
                         c.lines += 1;
@@ -924,17 +877,17 @@ impl PlaneDecoder {
                 }
                 4 => {
                     c.event_metadata += 1;
-                    limits::check(Limit::EventMetadataPerPlane, c.event_metadata, || self.loc(val_pos))?;
+                    check_limit(Limit::EventMetadataPerPlane, c.event_metadata, || self.loc(val_pos))?;
                     self.charge(std::mem::size_of::<EventMetadata>(), val_pos)?;
                 }
                 5 => {
                     c.stat_metadata += 1;
-                    limits::check(Limit::StatMetadataPerPlane, c.stat_metadata, || self.loc(val_pos))?;
+                    check_limit(Limit::StatMetadataPerPlane, c.stat_metadata, || self.loc(val_pos))?;
                     self.charge(std::mem::size_of::<StatMetadata>(), val_pos)?;
                 }
                 6 => {
                     stats += 1;
-                    limits::check(Limit::StatsPerPlane, stats, || self.loc(val_pos))?;
+                    check_limit(Limit::StatsPerPlane, stats, || self.loc(val_pos))?;
                 }
                 1 => break,
                 _ => {}
@@ -945,7 +898,7 @@ impl PlaneDecoder {
 
     fn decode(&mut self, bytes: Bytes) -> Result<Plane> {
         // Events keep plane offsets as u32.
-        limits::check(Limit::PlaneBytes, bytes.len(), || self.loc(0))?;
+        check_limit(Limit::PlaneBytes, bytes.len(), || self.loc(0))?;
         let buf: &[u8] = &bytes;
         let counts = self.count(buf)?;
         let mut r = Reader::new(buf);
@@ -1259,6 +1212,38 @@ pub(crate) fn wire_error(e: WireError, location: Location) -> Error {
         other => ErrorKind::Malformed(other.describe()),
     };
     Error::new(kind, location)
+}
+
+/// What a plane's tables have cost so far, against its budget.
+#[derive(Debug)]
+pub(crate) struct TableBudget {
+    spent: u64,
+    budget: u64,
+    plane_bytes: u64,
+}
+
+impl TableBudget {
+    pub(crate) fn new(plane_bytes: usize, budget: u64) -> Self {
+        TableBudget { spent: 0, budget, plane_bytes: plane_bytes as u64 }
+    }
+
+    /// Charges `bytes`; fails with [`ErrorKind::TableBudget`] when the total goes over budget.
+    #[inline]
+    pub(crate) fn charge(&mut self, bytes: usize, location: impl FnOnce() -> Location) -> Result<(), Error> {
+        self.spent = self.spent.saturating_add(bytes as u64);
+        if self.spent > self.budget {
+            return Err(self.exceeded(location()));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn exceeded(&self, location: Location) -> Error {
+        Error::new(
+            ErrorKind::TableBudget { needed: self.spent, budget: self.budget, plane_bytes: self.plane_bytes },
+            location,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use rayon::prelude::*;
 
+use crate::error::check_limit;
 use crate::error::{Error, ErrorKind, Location, Result};
-use crate::limits::{self, Limit};
+use crate::limits::Limit;
 use crate::residency::FileMap;
 use crate::space::Space;
 
@@ -161,7 +162,7 @@ impl Session {
 
     /// Opens the hosts of a discovered session, in parallel. The order is the source's.
     pub fn open_source(source: &SessionSource) -> Result<Session> {
-        limits::check(Limit::HostsPerSession, source.hosts.len(), Location::default)?;
+        check_limit(Limit::HostsPerSession, source.hosts.len(), Location::default)?;
         let hosts: Result<Vec<Host>> = source
             .hosts
             .par_iter()
@@ -222,6 +223,6 @@ fn host_files(dir: &Path) -> Result<Vec<HostSource>> {
         .filter(|p| p.is_file() && p.file_name().is_some_and(|f| f.to_string_lossy().ends_with(XPLANE_SUFFIX)))
         .map(|p| host_source(&p))
         .collect();
-    limits::check(Limit::HostsPerSession, hosts.len(), || Location::default().with_file(dir))?;
+    check_limit(Limit::HostsPerSession, hosts.len(), || Location::default().with_file(dir))?;
     Ok(hosts)
 }

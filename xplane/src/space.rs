@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use rayon::prelude::*;
 
+use crate::error::check_limit;
 use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 use crate::limits::{self, Limit};
 use crate::names;
@@ -74,13 +75,13 @@ impl Space {
             match (field, wire) {
                 (1, WireType::Len) => {
                     let body = r.read_len().map_err(fail)?;
-                    limits::check(Limit::Planes, plane_windows.len() + 1, || Location::at_offset(val_pos as u64))?;
+                    check_limit(Limit::Planes, plane_windows.len() + 1, || Location::at_offset(val_pos as u64))?;
                     plane_windows.push((r.pos() - body.len(), body.len()));
                 }
                 (2..=4, WireType::Len) => {
                     let text = String::from_utf8_lossy(r.read_len().map_err(fail)?).into_owned();
                     let messages = errors.len() + warnings.len() + hostnames.len() + 1;
-                    limits::check(Limit::ProfilerMessages, messages, || Location::at_offset(val_pos as u64))?;
+                    check_limit(Limit::ProfilerMessages, messages, || Location::at_offset(val_pos as u64))?;
                     match field {
                         2 => errors.push(text),
                         3 => warnings.push(text),

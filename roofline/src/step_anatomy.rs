@@ -1,0 +1,210 @@
+//! The anatomy of a profile's steps: from the device timeline on TPU (mean over cores), from the
+//! host-run or GPU ops elsewhere. The classes and the partition rule are [`crate::anatomy`]'s.
+
+use xlens_xplane::Picos;
+
+use crate::anatomy::{Interval, StepAnatomy, TimeClass, class_of, innermost_segments, partition};
+
+/// The anatomy of every TPU step (mean over cores), in step order.
+///
+/// ```
+/// use xlens_testkit::synth::{fixture, tpu_profile};
+/// use xlens_xplane::Space;
+/// use xlens_roofline::{Steps, tpu_anatomy};
+/// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+/// let steps = Steps::from_space(&space)?;
+/// let anatomy = tpu_anatomy(&space, &steps)?;
+/// for (a, s) in anatomy.iter().zip(&steps.steps) {
+///     assert_eq!(a.sum(), s.duration);
+///     assert!(a.matmul > a.data_formatting);
+/// }
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn tpu_anatomy(space: &xlens_xplane::Space, steps: &crate::Steps) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    let _ = steps;
+    Ok(anatomy_from_timeline(&crate::DeviceTimeline::build(space)?))
+}
+
+/// The anatomy of every TPU step (mean over cores) of a walked device timeline.
+pub fn anatomy_from_timeline(timeline: &crate::DeviceTimeline) -> Vec<StepAnatomy> {
+    (0..timeline.step_times.len())
+        .map(|k| {
+            let parts: Vec<StepAnatomy> =
+                timeline.cores.iter().filter_map(|c| c.steps.get(k).map(|s| s.anatomy)).collect();
+            StepAnatomy::mean(&parts)
+        })
+        .collect()
+}
+
+/// Host events that are waits, not work (the device may be busy meanwhile).
+fn is_host_wait(name: &str) -> bool {
+    name.contains("block_until_ready") || name.contains("Await") || name.contains("Wait") || name.contains("wait")
+}
+
+/// The anatomy of every host-marker step of a profile whose ops run on host threads (XLA:CPU):
+/// op events (`hlo_op`) on every thread, classed by their op-profile category, and the step
+/// marker thread's own top-level work (dispatch, data loading) as host time. Concurrent ops on
+/// several threads count once, by class priority.
+///
+/// ```
+/// use xlens_xplane::Session;
+/// use xlens_roofline::{OpProfile, Steps, host_anatomy};
+/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/real/input_starvation");
+/// let session = Session::open(dir.as_ref())?;
+/// let space = session.hosts()[0].space();
+/// let (modules, _) = xlens_hlo::modules_from_space(space);
+/// let profile = OpProfile::from_host_threads(space, &modules)?;
+/// let steps = Steps::from_space(space)?;
+/// let anatomy = host_anatomy(space, &steps, &profile)?;
+/// // A slow data loader runs before each step's ops: host time dominates.
+/// assert!(anatomy.iter().all(|a| a.sum() == a.step_time && a.host > a.matmul));
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn host_anatomy(
+    space: &xlens_xplane::Space,
+    steps: &crate::Steps,
+    profile: &crate::OpProfile,
+) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    host_anatomy_from_ops(space, steps, profile, &crate::HostOps::read(space)?)
+}
+
+/// Steps whose host anatomy is computed together: the op intervals of one batch are built, used
+/// and dropped, so memory follows the ops of a few steps rather than those of the whole capture.
+const HOST_ANATOMY_BATCH_STEPS: usize = 32;
+
+/// [`host_anatomy`] over host ops already read: the op events come from `host_ops`, and only
+/// the step-marker threads are walked again (for their top-level host work).
+pub fn host_anatomy_from_ops(
+    space: &xlens_xplane::Space,
+    steps: &crate::Steps,
+    profile: &crate::OpProfile,
+    host_ops: &crate::HostOps,
+) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    host_anatomy_in_batches(space, steps, profile, host_ops, HOST_ANATOMY_BATCH_STEPS)
+}
+
+/// [`host_anatomy_from_ops`], `batch` steps at a time. Only the intervals that overlap a step
+/// decide its partition, and every op that overlaps a batch's time window is in that batch's
+/// walk, so the result does not depend on `batch`.
+fn host_anatomy_in_batches(
+    space: &xlens_xplane::Space,
+    steps: &crate::Steps,
+    profile: &crate::OpProfile,
+    host_ops: &crate::HostOps,
+    batch: usize,
+) -> xlens_xplane::Result<Vec<StepAnatomy>> {
+    use std::collections::HashMap;
+    use xlens_xplane::names;
+    let Some(host) = space.host_threads() else {
+        return Ok(steps.steps.iter().map(|s| partition(s.start, s.duration, &[], &[])).collect());
+    };
+    let categories: HashMap<(u64, &str), &str> =
+        profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
+    // Class of each (program, interned name), decided once.
+    let mut classes: HashMap<(u64, u32), TimeClass> = HashMap::new();
+    let mut class_of_op = |op: &crate::HostOp| {
+        let program = host_ops.context(op).program_id.unwrap_or(0);
+        *classes
+            .entry((program, op.name))
+            .or_insert_with(|| class_of(categories.get(&(program, host_ops.name(op))).copied().unwrap_or("")))
+    };
+    // Per thread: its ops by start (longest first at equal starts), as indices, and the
+    // longest op, which bounds how early an op overlapping a window can start.
+    let threads: Vec<(&[crate::HostOp], Vec<u32>, Picos)> = host_ops
+        .by_line()
+        .map(|(_, ops)| {
+            let mut order: Vec<u32> = (0..ops.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                let (a, b) = (&ops[a as usize], &ops[b as usize]);
+                a.start.cmp(&b.start).then(b.end.cmp(&a.end))
+            });
+            let longest = ops.iter().map(|o| o.end.saturating_sub(o.start)).max().unwrap_or_default();
+            (ops, order, longest)
+        })
+        .collect();
+    let hlo_op = host.stat_id(names::stat::HLO_OP);
+    let mut markers: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+    markers.sort();
+    // Host work counts only on the threads that run the step loop (the ones with the markers):
+    // top-level events inside a step marker, a few per step.
+    let mut host_work: Vec<Interval> = Vec::new();
+    for &index in &host_ops.marker_lines {
+        let Some(line) = host.lines().get(index) else { continue };
+        let mut last_end: Option<Picos> = None;
+        for ev in line.events(host) {
+            let ev = ev?;
+            let (start, end) = (ev.start(), ev.end());
+            let is_op = ev.has_stats() && hlo_op.is_some_and(|id| ev.stat(id).is_some_and(|s| s.as_str().is_some()));
+            if is_op || crate::is_host_step_marker(ev.name()) || is_host_wait(ev.name()) {
+                continue;
+            }
+            // Markers are sorted by start and do not nest: the candidate is the last one that
+            // starts at or before the event.
+            let k = markers.partition_point(|&(s, _)| s <= start);
+            let inside = k > 0 && end <= markers[k - 1].1;
+            if inside && last_end.is_none_or(|last| start >= last) {
+                host_work.push(Interval { start, end, class: TimeClass::Host });
+                last_end = Some(end);
+            }
+        }
+    }
+    host_work.sort_by_key(|i| (i.start, i.end));
+    let longest_work = host_work.iter().map(|i| i.end - i.start).max().unwrap_or_default();
+    let mut out = Vec::with_capacity(steps.steps.len());
+    let mut ops: Vec<(Picos, Picos, TimeClass)> = Vec::new();
+    let mut intervals: Vec<Interval> = Vec::new();
+    for chunk in steps.steps.chunks(batch.max(1)) {
+        let lo = chunk.iter().map(|s| s.start).min().unwrap_or_default();
+        let hi = chunk.iter().map(|s| s.end()).max().unwrap_or_default();
+        intervals.clear();
+        for (thread, order, longest) in &threads {
+            // Ops that start before `lo - longest` end before `lo`.
+            let from = order.partition_point(|&i| thread[i as usize].start < lo.saturating_sub(*longest));
+            let to = order.partition_point(|&i| thread[i as usize].start < hi);
+            ops.clear();
+            ops.extend(order[from..to.max(from)].iter().map(|&i| {
+                let op = &thread[i as usize];
+                (op.start, op.end, class_of_op(op))
+            }));
+            intervals.extend(innermost_segments(&ops));
+        }
+        let from = host_work.partition_point(|i| i.start < lo.saturating_sub(longest_work));
+        let to = host_work.partition_point(|i| i.start < hi);
+        intervals.extend_from_slice(&host_work[from..to.max(from)]);
+        intervals.sort_by_key(|i| (i.start, i.end));
+        let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();
+        out.extend(chunk.iter().map(|s| {
+            let from = intervals.partition_point(|i| i.start < s.start - longest);
+            let to = intervals.partition_point(|i| i.start < s.end());
+            partition(s.start, s.duration, &intervals[from..to.max(from)], &[])
+        }));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod host_batch_tests {
+    use super::*;
+
+    /// Batching steps changes memory, not the result: one step at a time, a few at a time and
+    /// all at once give the same anatomy on real CPU captures.
+    #[test]
+    fn host_anatomy_does_not_depend_on_the_batch() {
+        for name in ["corpus/clean", "real/input_starvation", "real/debug_print", "real/sharded_collectives"] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(name);
+            let session = xlens_xplane::Session::open(&dir).unwrap();
+            let space = session.hosts()[0].space();
+            let (modules, _) = xlens_hlo::modules_from_space(space);
+            let profile = crate::OpProfile::from_host_threads(space, &modules).unwrap();
+            let steps = crate::Steps::from_space(space).unwrap();
+            let ops = crate::HostOps::read(space).unwrap();
+            let all = host_anatomy_in_batches(space, &steps, &profile, &ops, usize::MAX).unwrap();
+            assert!(steps.steps.len() > 3, "{name}");
+            assert_eq!(all.len(), steps.steps.len(), "{name}");
+            assert!(all.iter().any(|a| a.idle < a.step_time), "{name}: some op time");
+            for batch in [1, 2, 5] {
+                assert_eq!(host_anatomy_in_batches(space, &steps, &profile, &ops, batch).unwrap(), all, "{name}");
+            }
+        }
+    }
+}
