@@ -1,10 +1,9 @@
 //! Collectives: replica groups (from any of XLA's three encodings), source-target pairs and
 //! channel ids.
 
-use crate::error::{Location, Warning, WarningKind};
+use crate::error::Location;
 use crate::ids::InstrId;
 use crate::limits::{self, Limit};
-use crate::module::Module;
 use crate::opcode::Opcode;
 use crate::raw;
 use crate::raw::hlo_instruction_proto::ReplicaGroupList;
@@ -78,40 +77,6 @@ impl Collective {
         let pairs: Vec<String> = self.source_target_pairs.iter().map(|(a, b)| format!("{{{a},{b}}}")).collect();
         format!("{{{}}}", pairs.join(","))
     }
-}
-
-/// Collectives of a module and warnings for groups that could not be expanded.
-pub(crate) fn collect(module: &Module) -> (Vec<Collective>, Vec<Warning>) {
-    let mut out = Vec::new();
-    let mut warnings = Vec::new();
-    for instr in module.instructions() {
-        if !instr.opcode().is_collective() {
-            continue;
-        }
-        let raw = instr.raw();
-        let (groups, encoding) = match replica_groups(raw) {
-            Ok(v) => v,
-            Err(why) => {
-                warnings.push(Warning {
-                    kind: WarningKind::InvalidReplicaGroups(why),
-                    location: Location::default()
-                        .with_computation(module.computation(instr.computation()).name())
-                        .with_instruction(instr.name()),
-                });
-                (Vec::new(), GroupEncoding::Invalid)
-            }
-        };
-        out.push(Collective {
-            instruction: instr.id(),
-            opcode: instr.opcode(),
-            channel_id: instr.channel_id(),
-            use_global_device_ids: raw.use_global_device_ids,
-            replica_groups: groups,
-            encoding,
-            source_target_pairs: raw.source_target_pairs.iter().map(|p| (p.source, p.target)).collect(),
-        });
-    }
-    (out, warnings)
 }
 
 /// Expands an instruction's replica groups from whichever encoding it uses.

@@ -42,56 +42,29 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ops::{Add, AddAssign};
 use std::rc::Rc;
 
+pub use crate::cost_types::{Cost, CostModel};
 use crate::ids::{CompId, InstrId};
 use crate::module::{Instruction, Module};
 use crate::opcode::Opcode;
 use crate::shape::Shape;
 
-/// Which cost analysis to follow.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CostModel {
-    /// XLA's `HloCostAnalysis` (what `compile().cost_analysis()` reports; TPU and CPU).
-    #[default]
-    Xla,
-    /// XLA's GPU cost analysis as XProf runs it on GPU profiles (see the module docs).
-    Gpu,
-}
-
-/// Costs of one instruction (or a sum of them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Cost {
-    /// Floating-point (and integer) operations, FMA counted as 2.
-    pub flops: u64,
-    /// Transcendental function evaluations (exp, log, tanh, ...), not included in `flops`.
-    pub transcendentals: u64,
-    /// Bytes read and written from memory.
-    pub bytes_accessed: u64,
-}
-
-impl Add for Cost {
-    type Output = Cost;
-    fn add(self, o: Cost) -> Cost {
-        Cost {
-            flops: self.flops.saturating_add(o.flops),
-            transcendentals: self.transcendentals.saturating_add(o.transcendentals),
-            bytes_accessed: self.bytes_accessed.saturating_add(o.bytes_accessed),
-        }
+impl Module {
+    /// The cost of one instruction under XLA's GPU cost analysis, as XProf prices the ops of a
+    /// GPU profile (see [`crate::CostModel::Gpu`]); computed for the whole module on first use.
+    pub fn gpu_cost(&self, id: InstrId) -> Cost {
+        self.gpu_costs_and_hbm().0.get(id.index()).copied().unwrap_or_default()
     }
-}
 
-impl AddAssign for Cost {
-    fn add_assign(&mut self, o: Cost) {
-        *self = *self + o;
+    /// The bytes of [`Module::gpu_cost`] that XProf counts as HBM traffic (a fusion's outputs and
+    /// parameter reads without its constants; a DNN convolution's operands; else all of them).
+    pub fn gpu_hbm_bytes(&self, id: InstrId) -> u64 {
+        self.gpu_costs_and_hbm().1.get(id.index()).copied().unwrap_or_default()
     }
-}
 
-impl Cost {
-    /// FLOPs per byte accessed (0 when no bytes are accessed).
-    pub fn intensity(&self) -> f64 {
-        if self.bytes_accessed == 0 { 0.0 } else { self.flops as f64 / self.bytes_accessed as f64 }
+    fn gpu_costs_and_hbm(&self) -> &(Vec<Cost>, Vec<u64>) {
+        self.gpu_costs.get_or_init(|| compute_with_hbm(self, CostModel::Gpu))
     }
 }
 

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use crate::cost::Cost;
+use crate::cost_types::Cost;
 use crate::ids::{CompId, InstrId};
 use crate::module::{Instruction, Module};
 use crate::opcode::Opcode;

@@ -3,8 +3,6 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::limits::Limit;
-
 /// Where in the input something happened.
 ///
 /// Every field is optional: a dangling operand knows its module, computation and instruction; an
@@ -258,4 +256,23 @@ impl fmt::Display for Warning {
         }
         Ok(())
     }
+}
+
+// Declared here so that errors can name it; `limits` re-exports it and gives its bounds and names.
+/// A decoder limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// Computations in one module.
+    Computations,
+    /// Instructions in one module (all computations).
+    Instructions,
+    /// Dimensions of one array shape.
+    Rank,
+    /// Nesting depth of computation calls (entry → while body → fusion → ...).
+    CallDepth,
+    /// Device ids in the expanded replica groups of one collective.
+    ReplicaGroupDevices,
+    /// Frames walked for one instruction's call stack.
+    StackDepth,
 }

@@ -159,6 +159,15 @@ pub(crate) fn elementwise(module: &Module) -> Vec<bool> {
     result
 }
 
+impl Module {
+    /// Operands and users of an instruction within `hops` steps (both directions, inside its
+    /// computation), like XProf's `get_hlo_neighborhood`: `(instruction, distance)` sorted by
+    /// distance, then module order. The instruction itself is at distance 0.
+    pub fn neighborhood(&self, id: InstrId, hops: usize) -> Vec<(InstrId, usize)> {
+        neighborhood(self, id, hops)
+    }
+}
+
 /// Breadth-first search over operand and user edges.
 pub(crate) fn neighborhood(module: &Module, start: InstrId, hops: usize) -> Vec<(InstrId, usize)> {
     let mut dist: std::collections::HashMap<InstrId, usize> = std::collections::HashMap::new();

@@ -45,8 +45,10 @@
 mod collective;
 pub mod cost;
 mod cost_gpu;
+mod cost_types;
 mod custom_call;
 mod dataflow;
+mod decode;
 mod error;
 mod graph;
 mod ids;

@@ -4,25 +4,8 @@
 //! these limits additionally reject shapes that are absurd for a real program, and bound the work
 //! that grows faster than the input: expanded replica groups, call depth and stack-frame walks.
 
+pub use crate::error::Limit;
 use crate::error::{Error, ErrorKind, Location};
-
-/// A decoder limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Limit {
-    /// Computations in one module.
-    Computations,
-    /// Instructions in one module (all computations).
-    Instructions,
-    /// Dimensions of one array shape.
-    Rank,
-    /// Nesting depth of computation calls (entry → while body → fusion → ...).
-    CallDepth,
-    /// Device ids in the expanded replica groups of one collective.
-    ReplicaGroupDevices,
-    /// Frames walked for one instruction's call stack.
-    StackDepth,
-}
 
 /// Largest number of computations accepted in one module.
 pub const MAX_COMPUTATIONS: u64 = 1 << 20;
