@@ -305,7 +305,7 @@ impl HostProfile {
     }
 
     /// Per-step op-time medians of one program, computed once by `compute` and shared by the
-    /// detectors that read them (see [`crate::evidence::op_times`]).
+    /// detectors that read them (the per-op times of the HLO detectors).
     pub fn step_medians(&self, program: u64, compute: impl FnOnce() -> StepMedians) -> std::sync::Arc<StepMedians> {
         let cached = self.step_medians.lock().ok().and_then(|m| m.get(&program).cloned());
         if let Some(medians) = cached {

@@ -32,7 +32,7 @@
 //!   else 3; reducers, maps and windows scale that;
 //! - custom calls cost nothing, except DNN convolutions (`__cudnn$conv…`), priced as the
 //!   convolution they run; their bytes are the operands plus the convolution result (not the
-//!   scratch buffer), of which only the operands count as HBM traffic ([`Cost::hbm_bytes`] is
+//!   scratch buffer), of which only the operands count as HBM traffic ([`Module::gpu_hbm_bytes`] is
 //!   what XProf's memory-space breakdown reports);
 //! - a fusion weights each fused instruction by how often its result is read (XLA's fusion
 //!   utilization: a value read twice counts twice, a reduce's init once per output element, a

@@ -1,6 +1,6 @@
 //! TPU-shaped sessions that each show one signature, with clean twins (`testdata/tpu/`).
 //!
-//! Every session is written with [`xlens_xplane::synth`] on TPU v5e (`device_type_string`
+//! Every session is written with [`crate::synth`] on TPU v5e (`device_type_string`
 //! "TPU v5 Lite", 197 TFLOP/s and 819 GB/s per core, the VMEM peaks of `tpu_basic`), four
 //! TensorCores per host, deterministic for its seeds:
 //!

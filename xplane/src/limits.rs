@@ -9,7 +9,7 @@
 //! of bytes once decoded. So a plane's decoded tables (its lines, event and stat metadata, their
 //! id indexes and child ids) have a budget proportional to the plane's encoded size
 //! ([`TABLE_BUDGET_PERCENT`]) plus its share of a per-space allowance
-//! ([`TABLE_ALLOWANCE_PER_SPACE`]); a plane whose tables would need more fails with [`ErrorKind::TableBudget`] before they are allocated. Names are copied
+//! ([`TABLE_ALLOWANCE_PER_SPACE`]); a plane whose tables would need more fails with [`ErrorKind::TableBudget`](crate::ErrorKind::TableBudget) before they are allocated. Names are copied
 //! once into one string per plane and are not charged: they cost at most the bytes they were
 //! read from. Lines whose message is empty are counted, not stored, and cost nothing. Plane
 //! stats stay in the plane's bytes. Real profiles use a fraction of the budget (under a third on
