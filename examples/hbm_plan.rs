@@ -9,10 +9,9 @@
 
 mod support;
 
-use xlens::budget::{Budget, Plan};
-use xlens::render::budget::{
-    HBM_PLAN_USAGE, HbmPlanArgs, fit_pivot_text, generations_rows, hbm_plan_json, hbm_plan_text, plans_table_text,
-};
+use xlens::args::{HBM_PLAN_USAGE, HbmPlanArgs};
+use xlens::budget::{Budget, Plan, generations_table};
+use xlens::render::budget::{fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text};
 
 fn main() -> std::process::ExitCode {
     support::run(body)
@@ -25,7 +24,7 @@ fn body() -> anyhow::Result<()> {
         return Ok(());
     }
     if args == ["--generations"] {
-        support::emit(&fit_pivot_text(&generations_rows(Budget::default())?))?;
+        support::emit(&fit_pivot_text(&generations_table(Budget::default())?))?;
         return Ok(());
     }
     let cli = HbmPlanArgs::parse(args)?;

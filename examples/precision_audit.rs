@@ -5,8 +5,9 @@
 
 mod support;
 
+use xlens::args::{PRECISION_AUDIT_USAGE, PrecisionArgs};
 use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
-use xlens::render::budget::{PRECISION_AUDIT_USAGE, PrecisionArgs, precision_json, precision_text};
+use xlens::render::budget::{precision_json, precision_text};
 
 fn main() -> std::process::ExitCode {
     support::run(body)

@@ -18,4 +18,5 @@ pub use xlens_hlo as hlo;
 pub use xlens_roofline as roofline;
 pub use xlens_xplane as xplane;
 
+pub mod args;
 pub mod render;

@@ -7,11 +7,11 @@ mod common;
 use common::*;
 
 use serde_json::Value;
+use xlens::args::{HbmPlanArgs, PrecisionArgs};
 use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
-use xlens::budget::{Budget, Plan};
+use xlens::budget::{Budget, Plan, generations_table};
 use xlens::render::budget::{
-    HbmPlanArgs, PrecisionArgs, fit_pivot_text, generations_rows, hbm_plan_json, hbm_plan_text, plans_table_text,
-    precision_json, precision_text,
+    fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
 use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
 use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
@@ -76,8 +76,8 @@ fn hbm_plan_outputs() {
 }
 
 #[test]
-fn generations_table() {
-    let rows = generations_rows(Budget::default()).unwrap();
+fn the_generations_table() {
+    let rows = generations_table(Budget::default()).unwrap();
     check("budget_generations.txt", &fit_pivot_text(&rows));
 }
 

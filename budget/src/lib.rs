@@ -31,6 +31,7 @@
 mod check;
 mod dtype;
 mod error;
+mod generations;
 mod model;
 pub mod parse;
 mod plan;
@@ -43,6 +44,7 @@ pub mod frame;
 pub use check::{DEFAULT_TOLERANCE, MemorySource, PlanCheck, ProfileMemory, Verdict, check_plan, check_plan_with};
 pub use dtype::{DType, Optimizer, Recipe, StateBytes};
 pub use error::{Error, ErrorKind, Result};
+pub use generations::generations_table;
 pub use model::{ActivationConfig, Attention, KvShape, Remat, Transformer};
 pub use plan::{
     Budget, FitRow, Footprint, MAX_BATCH, MAX_CHIPS, Model, Plan, PlanRequest, Sharding, State, Workload, fit_table,
