@@ -1,6 +1,9 @@
 //! What every example shares: errors end the command with one clean line on stderr (never a
 //! backtrace, whatever `RUST_BACKTRACE` says) and exit status 1.
 
+#[allow(dead_code)]
+pub(crate) mod scan;
+
 use std::io::Write;
 use std::process::ExitCode;
 

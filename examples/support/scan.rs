@@ -1,0 +1,87 @@
+//! The scan job shared by the `fault_scan` example and `xlens scan`: one implementation, two
+//! command lines.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Context, bail};
+use xlens::faults::frame::Dataset;
+use xlens::faults::{HostOutcome, HostProfile, ScanConfig, Severity, Status, render, scan_session};
+use xlens::xplane::discover;
+
+/// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
+pub(crate) const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/host_callback");
+
+/// What to scan and what to write.
+pub(crate) struct ScanArgs {
+    /// A `*.xplane.pb`, a session directory or a logdir.
+    pub(crate) path: PathBuf,
+    /// JSON on stdout instead of text.
+    pub(crate) json: bool,
+    /// Where to write the HTML page.
+    pub(crate) html: Option<PathBuf>,
+    /// Where to write the Parquet dataset.
+    pub(crate) out: Option<PathBuf>,
+    /// The severity (or worse) that fails the command.
+    pub(crate) fail_on: Option<Severity>,
+    /// No progress bar.
+    pub(crate) quiet: bool,
+    /// Which detectors run, with which thresholds.
+    pub(crate) config: ScanConfig,
+}
+
+/// Redraws the progress bar on stderr (see [`xlens::render::progress_line`]).
+fn progress(done: usize, total: usize, host: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(xlens::render::progress_line(done, total, host).as_bytes());
+    let _ = err.flush();
+}
+
+/// Scans, writes every output asked for, prints the report. `Ok(true)` when `--fail-on` trips
+/// (the caller exits with 3).
+pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
+    let source = discover(&args.path).with_context(|| format!("opening {}", args.path.display()))?;
+    let total = source.hosts.len();
+    let show_progress = !args.quiet && std::io::stderr().is_terminal();
+    let done = AtomicUsize::new(0);
+    let frame_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let dataset = args.out.as_deref().map(Dataset::new);
+    let visit = |host: &HostProfile, outcome: &HostOutcome| {
+        if let Some(dataset) = &dataset
+            && let Err(e) = dataset.write_host(host, &outcome.summary.skipped)
+        {
+            let mut slot = frame_error.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(anyhow::anyhow!("writing {}'s frames: {e}", host.name()));
+        }
+        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+        if show_progress {
+            progress(n, total, host.name());
+        }
+    };
+    let report = scan_session(&source, &args.config, &visit)?;
+    // Every output is attempted, whatever failed before it; the failures end the command.
+    let mut failures: Vec<String> = Vec::new();
+    if let Some(e) = frame_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        failures.push(e.to_string());
+    }
+    if let Some(dataset) = &dataset
+        && let Err(e) = dataset.write_report(&report)
+    {
+        failures.push(format!("writing the report's frames: {e}"));
+    }
+    if let Some(html) = &args.html
+        && let Err(e) = std::fs::write(html, render::html(&report))
+    {
+        failures.push(format!("writing {}: {e}", html.display()));
+    }
+    super::emit(&if args.json { render::json(&report) + "\n" } else { render::text(&report) })?;
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    // An incomplete profile fails any --fail-on: its verdict cannot vouch for what was lost.
+    Ok(args.fail_on.is_some_and(|level| {
+        report.status == Status::Incomplete || report.findings.iter().any(|f| f.severity <= level)
+    }))
+}

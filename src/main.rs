@@ -1,0 +1,153 @@
+//! `xlens`: the command line over the library. `xlens scan PATH` is the main job (what the
+//! `fault_scan` example runs, the same code); `xlens completions SHELL` prints shell completions.
+//!
+//! Exit codes: 0; 1 on an error (one line on stderr); 2 on a usage mistake (one line on stderr);
+//! 3 when `scan --fail-on` trips.
+
+#[path = "../examples/support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use support::scan::{SAMPLE, ScanArgs};
+use xlens::faults::{DETECTORS, ScanConfig, Severity};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  the command ran (whatever the verdict, unless --fail-on is given)
+  1  an error: the profile or an output could not be read or written (one line on stderr)
+  2  a usage mistake: an unknown flag, subcommand or value (one line on stderr)
+  3  scan --fail-on: a finding at that severity or worse, or an INCOMPLETE profile";
+
+/// Offline analysis of XProf profiles: what is wrong with a training or inference step, with
+/// evidence and a fix.
+#[derive(Parser)]
+#[command(name = "xlens", version, propagate_version = true, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Scan a profile (a `*.xplane.pb`, a session directory or a logdir) and report its faults.
+    Scan(ScanCmd),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct ScanCmd {
+    /// The profile: a `*.xplane.pb`, a session directory or a logdir [default: the bundled sample]
+    path: Option<PathBuf>,
+    /// The report on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long)]
+    json: bool,
+    /// Also write the report as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write every table as a Hive-partitioned Parquet dataset (safe for concurrent runs).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Exit with 3 when a finding is at this severity or worse (P0, P1 or P2), or the profile is
+    /// INCOMPLETE.
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    fail_on: Option<Severity>,
+    /// No progress bar on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Run only these detectors (comma-separated ids, see docs/detectors.md).
+    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
+    only: Vec<String>,
+    /// Do not run these detectors (comma-separated ids).
+    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
+    disable: Vec<String>,
+}
+
+fn parse_severity(s: &str) -> Result<Severity, String> {
+    Severity::parse(s).ok_or_else(|| format!("{s:?} is not a severity (P0, P1 or P2)"))
+}
+
+fn parse_detector(s: &str) -> Result<String, String> {
+    if DETECTORS.iter().any(|d| d.id() == s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("{s:?} is not a detector id (see docs/detectors.md)"))
+    }
+}
+
+impl ScanCmd {
+    fn into_args(self) -> ScanArgs {
+        let mut config = ScanConfig::default();
+        if !self.only.is_empty() {
+            config.only = Some(self.only);
+        }
+        config.disabled = self.disable;
+        ScanArgs {
+            path: self.path.unwrap_or_else(|| PathBuf::from(SAMPLE)),
+            json: self.json || matches!(self.format, Format::Json),
+            html: self.html,
+            out: self.out,
+            fail_on: self.fail_on,
+            quiet: self.quiet,
+            config,
+        }
+    }
+}
+
+/// A usage mistake as one line (clap's own message, without its usage block), exit 2; `--help`
+/// and `--version` print as clap prints them, exit 0.
+fn parse() -> Result<Cli, ExitCode> {
+    Cli::try_parse().map_err(|e| {
+        use clap::error::ErrorKind;
+        if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or("usage mistake").trim_start_matches("error: ");
+        eprintln!("error: {first} (see xlens --help)");
+        ExitCode::from(2)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    match cli.command {
+        Command::Scan(cmd) => {
+            let args = cmd.into_args();
+            let mut tripped = false;
+            let code = support::run(|| {
+                tripped = support::scan::run(&args)?;
+                Ok(())
+            });
+            if tripped { ExitCode::from(3) } else { code }
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "xlens", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+    }
+}

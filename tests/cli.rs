@@ -1,0 +1,77 @@
+//! The `xlens` command line, run as a real process: `--help` and `--version`, one-line usage
+//! errors with exit 2 (no backtrace even with `RUST_BACKTRACE=1`), and `scan` giving the same
+//! report as the library (and the `fault_scan` example) on the bundled sample.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn xlens(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xlens")).args(args).env("RUST_BACKTRACE", "1").output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn version_and_help_exit_zero() {
+    let v = xlens(&["--version"]);
+    assert_eq!(v.status.code(), Some(0));
+    assert_eq!(stdout(&v).trim(), format!("xlens {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(xlens(&["scan", "--version"]).status.code(), Some(0));
+    let help = xlens(&["scan", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = stdout(&help);
+    for flag in ["--format", "--json", "--html", "--out", "--fail-on", "--quiet", "--only", "--disable", "Exit codes"] {
+        assert!(text.contains(flag), "scan --help lacks {flag}:\n{text}");
+    }
+    assert_eq!(xlens(&["--help"]).status.code(), Some(0));
+}
+
+#[test]
+fn usage_mistakes_are_one_line_and_exit_two() {
+    for args in [&["scan", "--bogus"][..], &["bogus"], &["scan", "--fail-on", "P7"], &["scan", "--only", "nope"]] {
+        let o = xlens(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && !err.contains("backtrace"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn scan_reports_what_the_library_reports() {
+    let o = xlens(&["scan", "--json", "--quiet"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let expected = std::fs::read_to_string(common::root().join("tests/golden/fault_scan_host_callback.json")).unwrap();
+    assert_eq!(stdout(&o), expected);
+    let same = xlens(&["scan", "--format", "json", "-q"]);
+    assert_eq!(stdout(&same), expected);
+}
+
+#[test]
+fn scan_selects_detectors_and_fails_on_severity() {
+    let o = xlens(&["scan", "--json", "-q", "--only", "host_callback_stall,recompilation"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ids: Vec<&str> = doc["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert!(!ids.is_empty() && ids.iter().all(|id| ["host_callback_stall", "recompilation"].contains(id)), "{ids:?}");
+    let o = xlens(&["scan", "--json", "-q", "--disable", "host_callback_stall"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["findings"].as_array().unwrap().iter().all(|f| f["id"] != "host_callback_stall"));
+    assert_eq!(xlens(&["scan", "-q", "--fail-on", "P2"]).status.code(), Some(3));
+}
+
+#[test]
+fn completions_for_every_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = xlens(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0));
+        assert!(stdout(&o).contains("scan"), "{shell}");
+    }
+}
