@@ -9,9 +9,7 @@
 
 mod support;
 
-use xlens::args::{HBM_PLAN_USAGE, HbmPlanArgs};
-use xlens::budget::{Budget, Plan, generations_table};
-use xlens::render::budget::{fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text};
+use xlens::args::HBM_PLAN_USAGE;
 
 fn main() -> std::process::ExitCode {
     support::run(body)
@@ -23,20 +21,5 @@ fn body() -> anyhow::Result<()> {
         println!("{HBM_PLAN_USAGE}");
         return Ok(());
     }
-    if args == ["--generations"] {
-        support::emit(&fit_pivot_text(&generations_table(Budget::default())?))?;
-        return Ok(());
-    }
-    let cli = HbmPlanArgs::parse(args)?;
-    let plans = cli.requests().iter().map(Plan::new).collect::<Result<Vec<_>, _>>()?;
-    match (cli.json, plans.as_slice()) {
-        (true, [one]) => support::emit(&format!("{}\n", serde_json::to_string_pretty(&hbm_plan_json(one))?))?,
-        (true, many) => {
-            let all: Vec<_> = many.iter().map(hbm_plan_json).collect();
-            support::emit(&format!("{}\n", serde_json::to_string_pretty(&all)?))?;
-        }
-        (false, [one]) => support::emit(&hbm_plan_text(one))?,
-        (false, many) => support::emit(&plans_table_text(many))?,
-    }
-    Ok(())
+    support::jobs::plan(args)
 }

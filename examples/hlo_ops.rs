@@ -10,9 +10,6 @@ mod support;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::hlo::{Module, module_hosts, modules_from_session};
-use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
-use xlens::xplane::Session;
 
 const USAGE: &str = "usage: hlo_ops PATH [--json]";
 
@@ -35,20 +32,5 @@ fn body() -> anyhow::Result<()> {
         }
     }
     let path = path.context(USAGE)?;
-    let (modules, hosts) = if path.to_string_lossy().ends_with(".hlo_proto.pb") {
-        (vec![Module::open(&path)?], ModuleHosts::new())
-    } else {
-        let session = Session::open(&path)?;
-        let (modules, warnings) = modules_from_session(&session);
-        for w in warnings {
-            eprintln!("warning: {w}");
-        }
-        (modules, module_hosts(&session))
-    };
-    if json {
-        support::emit(&format!("{}\n", serde_json::to_string_pretty(&hlo_ops_json(&modules, &hosts))?))?;
-    } else {
-        support::emit(&hlo_ops_text(&modules, &hosts))?;
-    }
-    Ok(())
+    support::jobs::hlo(&path, json)
 }

@@ -8,8 +8,6 @@ mod support;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::render::{HostInventory, inventory_json, inventory_text};
-use xlens::xplane::{Session, inventory};
 
 fn main() -> std::process::ExitCode {
     support::run(body)
@@ -30,16 +28,5 @@ fn body() -> anyhow::Result<()> {
         }
     }
     let path = path.context("usage: inventory PATH [--json]")?;
-    let session = Session::open(&path)?;
-    let hosts = session
-        .hosts()
-        .iter()
-        .map(|h| Ok(HostInventory { host: h.name().to_owned(), planes: inventory(h.space())? }))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if json {
-        support::emit(&format!("{}\n", serde_json::to_string_pretty(&inventory_json(&hosts))?))?;
-    } else {
-        support::emit(&inventory_text(&hosts))?;
-    }
-    Ok(())
+    support::jobs::inventory_of(&path, json)
 }

@@ -14,9 +14,6 @@ mod support;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
-use xlens::roofline::KernelStats;
-use xlens::xplane::Session;
 
 const USAGE: &str = "usage: kernel_stats PATH [--json] [--top N]";
 
@@ -42,15 +39,5 @@ fn body() -> anyhow::Result<()> {
         }
     }
     let path = path.context(USAGE)?;
-    let session = Session::open(&path)?;
-    let mut hosts = Vec::new();
-    for host in session.hosts() {
-        hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });
-    }
-    if json {
-        support::emit(&format!("{}\n", serde_json::to_string_pretty(&kernel_stats_json(&hosts, top))?))?;
-    } else {
-        support::emit(&kernel_stats_text(&hosts, top.unwrap_or(20)))?;
-    }
-    Ok(())
+    support::jobs::kernels(&path, json, top)
 }

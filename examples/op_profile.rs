@@ -9,8 +9,6 @@ mod support;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use xlens::render::op_profile::{analyze, op_profile_session_json, op_profile_text};
-use xlens::xplane::Session;
 
 const USAGE: &str = "usage: op_profile PATH [--json] [--top N]";
 
@@ -36,14 +34,5 @@ fn body() -> anyhow::Result<()> {
         }
     }
     let path = path.context(USAGE)?;
-    let session = Session::open(&path)?;
-    let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
-    if json {
-        support::emit(&format!("{}\n", serde_json::to_string_pretty(&op_profile_session_json(&analyses))?))?;
-    } else {
-        for analysis in &analyses {
-            support::emit(&op_profile_text(analysis, top))?;
-        }
-    }
-    Ok(())
+    support::jobs::ops(&path, json, top)
 }

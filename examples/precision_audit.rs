@@ -5,9 +5,7 @@
 
 mod support;
 
-use xlens::args::{PRECISION_AUDIT_USAGE, PrecisionArgs};
-use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
-use xlens::render::budget::{precision_json, precision_text};
+use xlens::args::PRECISION_AUDIT_USAGE;
 
 fn main() -> std::process::ExitCode {
     support::run(body)
@@ -19,16 +17,5 @@ fn body() -> anyhow::Result<()> {
         println!("{PRECISION_AUDIT_USAGE}");
         return Ok(());
     }
-    let cli = PrecisionArgs::parse(args)?;
-    let mut audits = audit_matmul(&cli.spec, &Scheme::ALL)?;
-    if let Some(outliers) = cli.outlier_spec() {
-        audits.extend(audit_matmul(&outliers, &Scheme::ALL)?);
-    }
-    let drift = accumulation_drift(&cli.ks, &Distribution::unit_uniform(), cli.trials, cli.spec.seed)?;
-    if cli.json {
-        support::emit(&format!("{}\n", serde_json::to_string_pretty(&precision_json(&audits, &drift))?))?;
-    } else {
-        support::emit(&precision_text(&audits, &drift))?;
-    }
-    Ok(())
+    support::jobs::audit(args)
 }

@@ -5,7 +5,6 @@
 mod support;
 
 use anyhow::{Context, bail};
-use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
 use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
 
 const USAGE: &str = "usage: roofline_table [--chip NAME]... [--intensity FLOP_PER_BYTE] [--json]";
@@ -40,14 +39,5 @@ fn body() -> anyhow::Result<()> {
     if chips.is_empty() {
         chips = CATALOGUE.iter().collect();
     }
-    if json {
-        support::emit(&format!("{}\n", serde_json::to_string_pretty(&roofline_table_json(&chips))?))?;
-    } else {
-        support::emit(&roofline_table_text(&chips))?;
-        if let Some(oi) = intensity {
-            support::emit("\n")?;
-            support::emit(&intensity_text(&chips, oi))?;
-        }
-    }
-    Ok(())
+    support::jobs::roofline(&chips, json, intensity)
 }

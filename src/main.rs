@@ -1,5 +1,6 @@
 //! `xlens`: the command line over the library. `xlens scan PATH` is the main job (what the
-//! `fault_scan` example runs, the same code); `xlens completions SHELL` prints shell completions.
+//! `fault_scan` example runs, the same code); `ops`, `hlo`, `inventory`, `kernels`, `roofline`,
+//! `plan` and `audit` run the jobs of the other examples; `completions SHELL` prints completions.
 //!
 //! Exit codes: 0; 1 on an error (one line on stderr); 2 on a usage mistake (one line on stderr);
 //! 3 when `scan --fail-on` trips.
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use support::scan::{SAMPLE, ScanArgs};
 use xlens::faults::{DETECTORS, ScanConfig, Severity};
+use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -34,6 +36,71 @@ struct Cli {
 enum Command {
     /// Scan a profile (a `*.xplane.pb`, a session directory or a logdir) and report its faults.
     Scan(ScanCmd),
+    /// Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
+    Ops {
+        /// The profile: a `*.xplane.pb`, a session directory or a logdir.
+        path: PathBuf,
+        /// One JSON document for the session.
+        #[arg(long)]
+        json: bool,
+        /// Ops listed per host.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+    },
+    /// The HLO modules: opcodes, FLOPs, aliasing, collectives.
+    Hlo {
+        /// A profile (file, session directory, logdir) or a `*.hlo_proto.pb`.
+        path: PathBuf,
+        /// One JSON document for the session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Planes, lines and event counts of every host.
+    Inventory {
+        /// The profile: a `*.xplane.pb`, a session directory or a logdir.
+        path: PathBuf,
+        /// One JSON document for the session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// GPU kernels: launches, durations, grid and block, tensor cores.
+    Kernels {
+        /// The profile: a `*.xplane.pb`, a session directory or a logdir.
+        path: PathBuf,
+        /// One JSON document for the session.
+        #[arg(long)]
+        json: bool,
+        /// Kernels listed per host (text: 20 by default; JSON: all).
+        #[arg(long)]
+        top: Option<usize>,
+    },
+    /// The chip catalogue's rooflines and ridge points.
+    Roofline {
+        /// Only these chips (repeatable; names as in the catalogue or a device type).
+        #[arg(long = "chip", value_name = "CHIP", value_parser = parse_chip)]
+        chips: Vec<&'static ChipSpec>,
+        /// Where a kernel of this intensity (FLOP/byte) falls on each chip.
+        #[arg(long, value_name = "FLOP_PER_BYTE", value_parser = parse_intensity)]
+        intensity: Option<FlopsPerByte>,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch
+    /// (the flags of `hbm_plan`; `xlens plan --help` lists them).
+    #[command(disable_help_flag = true)]
+    Plan {
+        /// `hbm_plan`'s flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// BF16 / INT8 errors of matmuls and accumulation drift (the flags of `precision_audit`).
+    #[command(disable_help_flag = true)]
+    Audit {
+        /// `precision_audit`'s flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -81,6 +148,41 @@ struct ScanCmd {
 
 fn parse_severity(s: &str) -> Result<Severity, String> {
     Severity::parse(s).ok_or_else(|| format!("{s:?} is not a severity (P0, P1 or P2)"))
+}
+
+fn parse_chip(s: &str) -> Result<&'static ChipSpec, String> {
+    ChipSpec::by_name(s).map_err(|e| e.to_string())
+}
+
+fn parse_intensity(s: &str) -> Result<FlopsPerByte, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(FlopsPerByte(v)),
+        _ => Err(format!("{s:?} is not a non-negative number")),
+    }
+}
+
+/// Runs `plan` or `audit` on the words of their example: `--help` prints the example's usage;
+/// a word the parser refuses is a usage mistake (exit 2).
+fn words(args: Vec<String>, usage: &str, job: fn(Vec<String>) -> anyhow::Result<()>, empty_is_help: bool) -> ExitCode {
+    if (empty_is_help && args.is_empty()) || args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{usage}");
+        return ExitCode::SUCCESS;
+    }
+    match job(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e)
+            if e.downcast_ref::<xlens::budget::Error>().is_some_and(|b| {
+                matches!(b.kind(), xlens::budget::ErrorKind::Parse { .. } | xlens::budget::ErrorKind::Unknown { .. })
+            }) =>
+        {
+            eprintln!("{} (see the usage with --help)", xlens::render::error_line(e.as_ref()));
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("{}", xlens::render::error_line(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn parse_detector(s: &str) -> Result<String, String> {
@@ -145,6 +247,18 @@ fn main() -> ExitCode {
             });
             if tripped { ExitCode::from(3) } else { code }
         }
+        Command::Ops { path, json, top } => support::run(|| support::jobs::ops(&path, json, top)),
+        Command::Hlo { path, json } => support::run(|| support::jobs::hlo(&path, json)),
+        Command::Inventory { path, json } => support::run(|| support::jobs::inventory_of(&path, json)),
+        Command::Kernels { path, json, top } => support::run(|| support::jobs::kernels(&path, json, top)),
+        Command::Roofline { mut chips, intensity, json } => {
+            if chips.is_empty() {
+                chips = CATALOGUE.iter().collect();
+            }
+            support::run(|| support::jobs::roofline(&chips, json, intensity))
+        }
+        Command::Plan { args } => words(args, xlens::args::HBM_PLAN_USAGE, support::jobs::plan, true),
+        Command::Audit { args } => words(args, xlens::args::PRECISION_AUDIT_USAGE, support::jobs::audit, false),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "xlens", &mut std::io::stdout());
             ExitCode::SUCCESS

@@ -75,3 +75,46 @@ fn completions_for_every_shell() {
         assert!(stdout(&o).contains("scan"), "{shell}");
     }
 }
+
+/// Every subcommand answers `--help` with exit 0, and prints what its example prints (the
+/// goldens of `tests/golden/`).
+#[test]
+fn subcommands_print_what_their_examples_print() {
+    for sub in ["scan", "ops", "hlo", "inventory", "kernels", "roofline", "plan", "audit", "completions"] {
+        let o = xlens(&[sub, "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{sub} --help: {}", stderr(&o));
+        assert!(!o.stdout.is_empty(), "{sub}");
+    }
+    let golden = |name: &str| std::fs::read_to_string(common::root().join("tests/golden").join(name)).unwrap();
+    let root = common::root();
+    let path = |rel: &str| root.join(rel).display().to_string();
+    let ops = xlens(&["ops", &path("testdata/tpu/tpu_basic"), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&ops.stdout).unwrap();
+    let host: serde_json::Value = serde_json::from_str(&golden("op_profile_tpu_basic.json")).unwrap();
+    assert_eq!(doc["hosts"][0], host);
+    let cases: [(Vec<String>, &str); 4] = [
+        (
+            vec!["inventory".into(), path("testdata/corpus/host_callback"), "--json".into()],
+            "inventory_host_callback.json",
+        ),
+        (vec!["roofline".into(), "--json".into()], "roofline_table.json"),
+        (vec!["hlo".into(), path("testdata/real/sharded_donation"), "--json".into()], "hlo_ops_sharded_donation.json"),
+        (
+            "plan --params 7e9 --recipe mixed-bf16 --optimizer adam --chip v5e --budget 0.8 --layers 32 \
+             --kv-heads 32 --head-dim 128 --seq 4096 --batch 1 --kv-dtype bf16 --json"
+                .split_whitespace()
+                .map(String::from)
+                .collect(),
+            "budget_hbm_plan_7b_v5e.json",
+        ),
+    ];
+    for (args, name) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = xlens(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), golden(name), "{args:?}");
+    }
+    let o = xlens(&["plan", "--bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).lines().count(), 1);
+}

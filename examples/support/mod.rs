@@ -2,6 +2,8 @@
 //! backtrace, whatever `RUST_BACKTRACE` says) and exit status 1.
 
 #[allow(dead_code)]
+pub(crate) mod jobs;
+#[allow(dead_code)]
 pub(crate) mod scan;
 
 use std::io::Write;

@@ -1,0 +1,112 @@
+//! The jobs behind the examples and the `xlens` subcommands, after their arguments are parsed:
+//! one implementation for both command lines.
+
+use std::path::Path;
+
+use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
+use xlens::budget::{Budget, Plan, generations_table};
+use xlens::hlo::{Module, module_hosts, modules_from_session};
+use xlens::render::budget::{
+    fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
+};
+use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
+use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
+use xlens::render::op_profile::{analyze, op_profile_session_json, op_profile_text};
+use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
+use xlens::render::{HostInventory, inventory_json, inventory_text};
+use xlens::roofline::{ChipSpec, FlopsPerByte, KernelStats};
+use xlens::xplane::{Session, inventory};
+
+use super::emit;
+
+fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
+}
+
+/// Steps, the op profile and the step anatomy of every host.
+pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
+    let session = Session::open(path)?;
+    let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
+    if json {
+        return emit_json(&op_profile_session_json(&analyses));
+    }
+    for analysis in &analyses {
+        emit(&op_profile_text(analysis, top))?;
+    }
+    Ok(())
+}
+
+/// The HLO modules of a session (or one `*.hlo_proto.pb`).
+pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
+    let (modules, hosts) = if path.to_string_lossy().ends_with(".hlo_proto.pb") {
+        (vec![Module::open(path)?], ModuleHosts::new())
+    } else {
+        let session = Session::open(path)?;
+        let (modules, warnings) = modules_from_session(&session);
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        (modules, module_hosts(&session))
+    };
+    if json { emit_json(&hlo_ops_json(&modules, &hosts)) } else { emit(&hlo_ops_text(&modules, &hosts)) }
+}
+
+/// Planes, lines and event counts of every host.
+pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
+    let session = Session::open(path)?;
+    let hosts = session
+        .hosts()
+        .iter()
+        .map(|h| Ok(HostInventory { host: h.name().to_owned(), planes: inventory(h.space())? }))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if json { emit_json(&inventory_json(&hosts)) } else { emit(&inventory_text(&hosts)) }
+}
+
+/// GPU kernels of every host: launches, durations, launch shapes.
+pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Result<()> {
+    let session = Session::open(path)?;
+    let mut hosts = Vec::new();
+    for host in session.hosts() {
+        hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });
+    }
+    if json { emit_json(&kernel_stats_json(&hosts, top)) } else { emit(&kernel_stats_text(&hosts, top.unwrap_or(20))) }
+}
+
+/// The chips' roofline table, and where an intensity falls on each.
+pub(crate) fn roofline(chips: &[&'static ChipSpec], json: bool, intensity: Option<FlopsPerByte>) -> anyhow::Result<()> {
+    if json {
+        return emit_json(&roofline_table_json(chips));
+    }
+    emit(&roofline_table_text(chips))?;
+    if let Some(oi) = intensity {
+        emit("\n")?;
+        emit(&intensity_text(chips, oi))?;
+    }
+    Ok(())
+}
+
+/// `hbm_plan`'s words: plans, or the table across generations (`--generations`).
+pub(crate) fn plan(args: Vec<String>) -> anyhow::Result<()> {
+    if args == ["--generations"] {
+        return emit(&fit_pivot_text(&generations_table(Budget::default())?));
+    }
+    let cli = xlens::args::HbmPlanArgs::parse(args)?;
+    let plans = cli.requests().iter().map(Plan::new).collect::<Result<Vec<_>, _>>()?;
+    match (cli.json, plans.as_slice()) {
+        (true, [one]) => emit_json(&hbm_plan_json(one)),
+        (true, many) => emit_json(&serde_json::Value::Array(many.iter().map(hbm_plan_json).collect())),
+        (false, [one]) => emit(&hbm_plan_text(one)),
+        (false, many) => emit(&plans_table_text(many)),
+    }
+}
+
+/// `precision_audit`'s words: BF16 / INT8 errors of matmuls and accumulation drift.
+pub(crate) fn audit(args: Vec<String>) -> anyhow::Result<()> {
+    let cli = xlens::args::PrecisionArgs::parse(args)?;
+    let mut audits = audit_matmul(&cli.spec, &Scheme::ALL)?;
+    if let Some(outliers) = cli.outlier_spec() {
+        audits.extend(audit_matmul(&outliers, &Scheme::ALL)?);
+    }
+    let drift = accumulation_drift(&cli.ks, &Distribution::unit_uniform(), cli.trials, cli.spec.seed)?;
+    if cli.json { emit_json(&precision_json(&audits, &drift)) } else { emit(&precision_text(&audits, &drift)) }
+}
