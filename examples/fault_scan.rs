@@ -33,6 +33,7 @@ fn parse_args() -> anyhow::Result<Option<ScanArgs>> {
         out: None,
         fail_on: None,
         quiet: false,
+        hosts: Vec::new(),
         config: ScanConfig::default(),
     };
     let mut path = None;

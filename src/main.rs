@@ -119,9 +119,9 @@ enum Format {
 struct ScanCmd {
     /// The profile: a `*.xplane.pb`, a session directory or a logdir [default: the bundled sample]
     path: Option<PathBuf>,
-    /// The report on stdout.
-    #[arg(long, value_enum, default_value = "text")]
-    format: Format,
+    /// The report on stdout [default: text, or the config file's output.format].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     /// Same as `--format json`.
     #[arg(long)]
     json: bool,
@@ -144,6 +144,77 @@ struct ScanCmd {
     /// Do not run these detectors (comma-separated ids).
     #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
     disable: Vec<String>,
+    /// Scan only these hosts of the session (comma-separated host names).
+    #[arg(long, value_name = "HOST", value_delimiter = ',')]
+    host: Vec<String>,
+    /// Thresholds, detectors and default outputs [default: ./xlens.toml when it exists].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// `xlens.toml`: what a team sets once. Flags given on the command line win.
+///
+/// ```toml
+/// [detectors]
+/// only = ["exposed_collective"]      # or
+/// disable = ["padding_waste"]
+///
+/// [thresholds.exposed_collective]     # any field of xlens_faults::config::Thresholds
+/// min_pct_of_step = 3.0
+///
+/// [output]
+/// format = "json"
+/// html = "summary.html"
+/// out = "frames"
+/// fail_on = "P1"
+/// ```
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ConfigFile {
+    detectors: DetectorsSection,
+    thresholds: xlens::faults::Thresholds,
+    output: OutputSection,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct DetectorsSection {
+    only: Vec<String>,
+    disable: Vec<String>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct OutputSection {
+    format: Option<String>,
+    html: Option<PathBuf>,
+    out: Option<PathBuf>,
+    fail_on: Option<Severity>,
+}
+
+/// The config file named by `--config`, else `./xlens.toml` when it exists; unknown keys, ids and
+/// values are errors.
+fn config_file(path: Option<&std::path::Path>) -> anyhow::Result<ConfigFile> {
+    use anyhow::Context;
+    let (path, required) = match path {
+        Some(p) => (p.to_path_buf(), true),
+        None => (PathBuf::from("xlens.toml"), false),
+    };
+    if !required && !path.is_file() {
+        return Ok(ConfigFile::default());
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let file: ConfigFile = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    for id in file.detectors.only.iter().chain(&file.detectors.disable) {
+        parse_detector(id).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    if let Some(f) = &file.output.format
+        && f != "text"
+        && f != "json"
+    {
+        anyhow::bail!("{}: output.format is \"text\" or \"json\", not {f:?}", path.display());
+    }
+    Ok(file)
 }
 
 fn parse_severity(s: &str) -> Result<Severity, String> {
@@ -194,19 +265,27 @@ fn parse_detector(s: &str) -> Result<String, String> {
 }
 
 impl ScanCmd {
-    fn into_args(self) -> ScanArgs {
-        let mut config = ScanConfig::default();
-        if !self.only.is_empty() {
-            config.only = Some(self.only);
+    /// The job's arguments: the flags, then the config file, then the defaults.
+    fn into_args(self, file: ConfigFile) -> ScanArgs {
+        let mut config = ScanConfig { thresholds: file.thresholds, ..ScanConfig::default() };
+        let only = if self.only.is_empty() { file.detectors.only } else { self.only };
+        if !only.is_empty() {
+            config.only = Some(only);
         }
-        config.disabled = self.disable;
+        config.disabled = if self.disable.is_empty() { file.detectors.disable } else { self.disable };
+        let json = match self.format {
+            Some(Format::Json) => true,
+            Some(Format::Text) => self.json,
+            None => self.json || file.output.format.as_deref() == Some("json"),
+        };
         ScanArgs {
             path: self.path.unwrap_or_else(|| PathBuf::from(SAMPLE)),
-            json: self.json || matches!(self.format, Format::Json),
-            html: self.html,
-            out: self.out,
-            fail_on: self.fail_on,
+            json,
+            html: self.html.or(file.output.html),
+            out: self.out.or(file.output.out),
+            fail_on: self.fail_on.or(file.output.fail_on),
             quiet: self.quiet,
+            hosts: self.host,
             config,
         }
     }
@@ -239,7 +318,14 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Scan(cmd) => {
-            let args = cmd.into_args();
+            let file = match config_file(cmd.config.as_deref()) {
+                Ok(file) => file,
+                Err(e) => {
+                    eprintln!("{}", xlens::render::error_line(e.as_ref()));
+                    return ExitCode::from(2);
+                }
+            };
+            let args = cmd.into_args(file);
             let mut tripped = false;
             let code = support::run(|| {
                 tripped = support::scan::run(&args)?;

@@ -118,3 +118,42 @@ fn subcommands_print_what_their_examples_print() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).lines().count(), 1);
 }
+
+/// `xlens.toml` sets detectors, thresholds and outputs; flags win; a bad file is a usage mistake.
+#[test]
+fn the_config_file_sets_detectors_thresholds_and_outputs() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-config-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("xlens.toml"),
+        "[detectors]\nonly = [\"host_callback_stall\"]\n\n[thresholds.host_callback_stall]\nmin_pct_of_step = 0.5\n\n\
+         [output]\nformat = \"json\"\nfail_on = \"P2\"\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_xlens")).args(args).current_dir(&dir).output().unwrap();
+    let o = run(&["scan", "-q"]);
+    assert_eq!(o.status.code(), Some(3), "fail_on from the file: {}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("format = json from the file");
+    assert!(doc["findings"].as_array().unwrap().iter().all(|f| f["id"] == "host_callback_stall"));
+    let text = run(&["scan", "-q", "--format", "text"]);
+    assert!(String::from_utf8_lossy(&text.stdout).starts_with("NEEDS_ATTENTION"), "the flag wins");
+    std::fs::write(dir.join("bad.toml"), "[thresholds.nope]\nx = 1\n").unwrap();
+    let bad = run(&["scan", "-q", "--config", "bad.toml"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--host` scans only the named hosts of a session; an unknown host is an error naming the others.
+#[test]
+fn scan_selects_hosts() {
+    let dir = common::root().join("testdata/tpu/tpu_straggler_host");
+    let o = xlens(&["scan", &dir.display().to_string(), "--json", "-q", "--host", "host0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["profile"]["hosts"], serde_json::json!(["host0"]));
+    let o = xlens(&["scan", &dir.display().to_string(), "-q", "--host", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no host \"nope\""), "{}", stderr(&o));
+}

@@ -28,6 +28,8 @@ pub(crate) struct ScanArgs {
     pub(crate) fail_on: Option<Severity>,
     /// No progress bar.
     pub(crate) quiet: bool,
+    /// Only these hosts of the session (all when empty).
+    pub(crate) hosts: Vec<String>,
     /// Which detectors run, with which thresholds.
     pub(crate) config: ScanConfig,
 }
@@ -42,7 +44,14 @@ fn progress(done: usize, total: usize, host: &str) {
 /// Scans, writes every output asked for, prints the report. `Ok(true)` when `--fail-on` trips
 /// (the caller exits with 3).
 pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
-    let source = discover(&args.path).with_context(|| format!("opening {}", args.path.display()))?;
+    let mut source = discover(&args.path).with_context(|| format!("opening {}", args.path.display()))?;
+    if !args.hosts.is_empty() {
+        if let Some(missing) = args.hosts.iter().find(|h| !source.hosts.iter().any(|s| &s.host == *h)) {
+            let known: Vec<&str> = source.hosts.iter().map(|s| s.host.as_str()).collect();
+            bail!("no host {missing:?} in {} (hosts: {})", args.path.display(), known.join(", "));
+        }
+        source.hosts.retain(|s| args.hosts.contains(&s.host));
+    }
     let total = source.hosts.len();
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let done = AtomicUsize::new(0);

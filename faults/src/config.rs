@@ -32,7 +32,8 @@ impl ScanConfig {
 /// worse, so every verdict names its findings. The utilisation and idle limits below are read by
 /// the detectors that report them (`low_utilization`, `device_idle`); exposed communication and
 /// memory pressure have their own detectors (`exposed_collective`, `hbm_pressure`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct StatusThresholds {
     /// Lowest FLOP utilisation (of the device peak) that counts as high; below it
     /// `low_utilization` reports. Default 0.5.
@@ -51,7 +52,8 @@ impl Default for StatusThresholds {
 }
 
 /// Every threshold, one section per detector.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Thresholds {
     /// The overall status.
     pub status: StatusThresholds,
@@ -108,7 +110,8 @@ pub struct Thresholds {
 macro_rules! section {
     ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty = $default:expr),* $(,)? }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+        #[serde(default, deny_unknown_fields)]
         pub struct $name {
             $($(#[$fdoc])* pub $field: $ty,)*
         }

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::Serialize;
 
 /// How urgent a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 pub enum Severity {
     /// Critical: the step is seriously slower (or at risk of failing) because of it.
     P0,
