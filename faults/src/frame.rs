@@ -102,6 +102,7 @@ fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFram
     let mut id = Vec::new();
     let mut index = Vec::new();
     let mut kind = Vec::new();
+    let (mut name, mut value, mut unit) = (Vec::new(), Vec::new(), Vec::new());
     let mut text = Vec::new();
     for f in findings {
         for (i, e) in f.evidence.iter().enumerate() {
@@ -114,6 +115,16 @@ fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFram
                 crate::Evidence::Instruction { .. } => "instruction",
                 crate::Evidence::Note { .. } => "note",
             });
+            // A metric's figure stays a number with its unit, as in the JSON.
+            let (n, v, u) = match e {
+                crate::Evidence::Metric { name, value, unit } => {
+                    (Some(name.as_str()), Some(*value), Some(unit.as_str()))
+                }
+                _ => (None, None, None),
+            };
+            name.push(n);
+            value.push(v);
+            unit.push(u);
             text.push(e.to_string());
         }
     }
@@ -125,6 +136,9 @@ fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFram
         Column::new("id".into(), id),
         Column::new("index".into(), index),
         Column::new("kind".into(), kind),
+        Column::new("name".into(), name),
+        Column::new("value".into(), value),
+        Column::new("unit".into(), unit),
         Column::new("text".into(), text),
     ]);
     frame(columns)

@@ -15,9 +15,9 @@ fn frame(columns: Vec<Column>) -> Result<DataFrame> {
 }
 
 /// Catalogue chips as a frame, one row per chip. Columns: `chip`, `name`, `vendor`,
-/// `cores_per_chip`, `peak_bf16_flops`, `peak_fp8_flops`, `peak_int8_ops`, `peak_fp32_flops`
-/// (FLOP/s, null where not public), `hbm_bytes_per_s`, `hbm_capacity_bytes`, `ridge_bf16`
-/// (FLOP/byte), `interconnect_bytes_per_s`, `dcn_bytes_per_s`, `source`.
+/// `cores_per_chip`, `peak_bf16_flop_per_s`, `peak_fp8_flop_per_s`, `peak_int8_op_per_s`,
+/// `peak_fp32_flop_per_s` (null where not public), `hbm_bytes_per_s`, `hbm_capacity_bytes`,
+/// `ridge_bf16_flop_per_byte`, `interconnect_bytes_per_s`, `dcn_bytes_per_s`, `source`.
 ///
 /// ```
 /// use xlens_roofline::{chips::CATALOGUE, frame};
@@ -34,13 +34,13 @@ pub fn chips_frame(chips: &[&ChipSpec]) -> Result<DataFrame> {
         Column::new("name".into(), chips.iter().map(|c| c.name).collect::<Vec<_>>()),
         Column::new("vendor".into(), chips.iter().map(|c| c.vendor.as_str()).collect::<Vec<_>>()),
         Column::new("cores_per_chip".into(), chips.iter().map(|c| c.cores_per_chip).collect::<Vec<_>>()),
-        Column::new("peak_bf16_flops".into(), chips.iter().map(|c| c.peak_bf16.per_s()).collect::<Vec<_>>()),
-        Column::new("peak_fp8_flops".into(), opt(|c| c.peak_fp8.map(|f| f.per_s()))),
-        Column::new("peak_int8_ops".into(), opt(|c| c.peak_int8.map(|f| f.per_s()))),
-        Column::new("peak_fp32_flops".into(), opt(|c| c.peak_fp32.map(|f| f.per_s()))),
+        Column::new("peak_bf16_flop_per_s".into(), chips.iter().map(|c| c.peak_bf16.per_s()).collect::<Vec<_>>()),
+        Column::new("peak_fp8_flop_per_s".into(), opt(|c| c.peak_fp8.map(|f| f.per_s()))),
+        Column::new("peak_int8_op_per_s".into(), opt(|c| c.peak_int8.map(|f| f.per_s()))),
+        Column::new("peak_fp32_flop_per_s".into(), opt(|c| c.peak_fp32.map(|f| f.per_s()))),
         Column::new("hbm_bytes_per_s".into(), chips.iter().map(|c| c.hbm_bandwidth.bytes_per_s()).collect::<Vec<_>>()),
         Column::new("hbm_capacity_bytes".into(), chips.iter().map(|c| c.hbm_capacity.as_u64()).collect::<Vec<_>>()),
-        Column::new("ridge_bf16".into(), chips.iter().map(|c| c.ridge_bf16().get()).collect::<Vec<_>>()),
+        Column::new("ridge_bf16_flop_per_byte".into(), chips.iter().map(|c| c.ridge_bf16().get()).collect::<Vec<_>>()),
         Column::new("interconnect_bytes_per_s".into(), opt(|c| c.interconnect_bandwidth.map(|b| b.bytes_per_s()))),
         Column::new("dcn_bytes_per_s".into(), opt(|c| c.dcn_bandwidth.map(|b| b.bytes_per_s()))),
         Column::new("source".into(), chips.iter().map(|c| c.source).collect::<Vec<_>>()),
@@ -63,8 +63,9 @@ pub fn steps_frame(steps: &crate::Steps) -> Result<DataFrame> {
 
 /// The op profile as a frame, one row per op (combined over cores and steps): `program_id`,
 /// `program`, `name`, `category`, `occurrences`, `time_ps`, `self_time_ps`, `flops`,
-/// `hbm_bytes`, `onchip_read_bytes`, `onchip_write_bytes`, `flops_per_s`, `intensity`, `bound`
-/// (null without device peaks), `roofline_efficiency`, `source`.
+/// `hbm_bytes`, `onchip_read_bytes`, `onchip_write_bytes`, `flop_per_s`,
+/// `intensity_flop_per_byte`, `bound` (null without device peaks), `roofline_efficiency_pct`,
+/// `source`.
 ///
 /// ```
 /// use xlens_testkit::synth::{fixture, tpu_profile};
@@ -93,10 +94,16 @@ pub fn op_profile_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
         Column::new("hbm_bytes".into(), ops.iter().map(|o| o.bytes.hbm).collect::<Vec<_>>()),
         Column::new("onchip_read_bytes".into(), ops.iter().map(|o| o.bytes.onchip_read).collect::<Vec<_>>()),
         Column::new("onchip_write_bytes".into(), ops.iter().map(|o| o.bytes.onchip_write).collect::<Vec<_>>()),
-        Column::new("flops_per_s".into(), ops.iter().map(|o| o.flops_per_s()).collect::<Vec<_>>()),
-        Column::new("intensity".into(), ops.iter().map(|o| o.operational_intensity()).collect::<Vec<_>>()),
+        Column::new("flop_per_s".into(), ops.iter().map(|o| o.flops_per_s()).collect::<Vec<_>>()),
+        Column::new(
+            "intensity_flop_per_byte".into(),
+            ops.iter().map(|o| o.operational_intensity()).collect::<Vec<_>>(),
+        ),
         Column::new("bound".into(), points.iter().map(|p| p.map(|p| p.bound_by.label())).collect::<Vec<_>>()),
-        Column::new("roofline_efficiency".into(), points.iter().map(|p| p.map(|p| p.efficiency)).collect::<Vec<_>>()),
+        Column::new(
+            "roofline_efficiency_pct".into(),
+            points.iter().map(|p| p.map(|p| 100.0 * p.efficiency)).collect::<Vec<_>>(),
+        ),
         Column::new("source".into(), ops.iter().map(|o| o.source.clone()).collect::<Vec<_>>()),
     ])
 }
