@@ -157,3 +157,24 @@ fn scan_selects_hosts() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no host \"nope\""), "{}", stderr(&o));
 }
+
+/// Through a pseudo-terminal (`script`), the progress line starts before the first host is read,
+/// names the hosts being read, and is erased at the end; without a terminal there is none.
+#[test]
+fn the_progress_line_in_a_terminal() {
+    let dir = common::root().join("testdata/tpu/tpu_straggler_host");
+    let cmd = format!("{} scan {} > /dev/null", env!("CARGO_BIN_EXE_xlens"), dir.display());
+    let Ok(o) = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output() else {
+        eprintln!("`script` (util-linux) is not installed: the pseudo-terminal test did not run");
+        return;
+    };
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tty = stdout(&o);
+    let clear = xlens::render::PROGRESS_CLEAR;
+    assert!(tty.starts_with(&format!("{clear}[{}] 0/2 hosts", " ".repeat(30))), "{tty:?}");
+    assert!(tty.contains("reading host"), "{tty:?}");
+    assert!(tty.contains("] 2/2 hosts"), "{tty:?}");
+    assert!(tty.ends_with(clear), "the line is erased at the end: {tty:?}");
+    let piped = xlens(&["scan", &dir.display().to_string()]);
+    assert!(piped.stderr.is_empty(), "no progress without a terminal");
+}

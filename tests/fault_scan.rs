@@ -133,11 +133,19 @@ fn errors_are_one_clean_line_even_with_backtraces_on() {
 }
 
 #[test]
-fn the_progress_line_fills_with_the_hosts_done() {
-    use xlens::render::progress_line;
-    assert_eq!(progress_line(0, 4, "h"), format!("\r[{}] 0/4 hosts  {:<24}", " ".repeat(30), "h"));
-    assert!(progress_line(1, 4, "h").starts_with(&format!("\r[{}{}] 1/4", "=".repeat(7), " ".repeat(23))));
-    assert_eq!(progress_line(4, 4, "h"), format!("\r[{}] 4/4 hosts  {:<24}\n", "=".repeat(30), "h"));
-    // No hosts yet known, or more done than announced, never overflows the bar.
-    assert!(progress_line(5, 4, "h").contains(&format!("[{}]", "=".repeat(30))));
+fn the_progress_line_fills_with_the_bytes_read() {
+    use xlens::render::{PROGRESS_CLEAR, progress_line};
+    let empty = format!("{PROGRESS_CLEAR}[{}] 0/4 hosts  0.0/4.0 MiB", " ".repeat(30));
+    assert_eq!(progress_line(0, 4, 0, 4 << 20, &[]), empty);
+    assert!(progress_line(1, 4, 1 << 20, 4 << 20, &["h"]).contains(&format!(
+        "[{}{}] 1/4",
+        "=".repeat(7),
+        " ".repeat(23)
+    )));
+    assert!(progress_line(1, 4, 1 << 20, 4 << 20, &["h1", "h2", "h3"]).ends_with("reading h1 +2"));
+    // Never past the end, nor a line feed: the line is erased when the scan ends.
+    let over = progress_line(5, 4, 5 << 20, 4 << 20, &[]);
+    assert!(over.contains(&format!("[{}]", "=".repeat(30))) && !over.contains('\n'));
+    // Without sizes (files of 0 bytes), hosts fill the bar.
+    assert!(progress_line(2, 4, 0, 0, &[]).contains(&format!("[{}{}]", "=".repeat(15), " ".repeat(15))));
 }

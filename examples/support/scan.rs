@@ -4,11 +4,10 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
 use xlens::faults::frame::Dataset;
-use xlens::faults::{HostOutcome, HostProfile, ScanConfig, Severity, Status, render, scan_session};
+use xlens::faults::{HostOutcome, HostProfile, ScanConfig, Severity, Status, render, scan_session_observed};
 use xlens::xplane::discover;
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
@@ -34,11 +33,64 @@ pub(crate) struct ScanArgs {
     pub(crate) config: ScanConfig,
 }
 
-/// Redraws the progress bar on stderr (see [`xlens::render::progress_line`]).
-fn progress(done: usize, total: usize, host: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(xlens::render::progress_line(done, total, host).as_bytes());
-    let _ = err.flush();
+/// The progress of a scan, redrawn on stderr (see [`xlens::render::progress_line`]) when a host
+/// starts and when it ends.
+struct Progress {
+    show: bool,
+    total: usize,
+    bytes_total: u64,
+    state: Mutex<ProgressState>,
+}
+
+#[derive(Default)]
+struct ProgressState {
+    done: usize,
+    bytes_done: u64,
+    /// Hosts being read, in the order they started.
+    working: Vec<String>,
+}
+
+impl Progress {
+    fn new(show: bool, source: &xlens::xplane::SessionSource) -> Progress {
+        let bytes_total = source.hosts.iter().filter_map(|h| std::fs::metadata(&h.path).ok()).map(|m| m.len()).sum();
+        let p = Progress { show, total: source.hosts.len(), bytes_total, state: Mutex::default() };
+        p.draw(&ProgressState::default());
+        p
+    }
+
+    fn started(&self, host: &str) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.working.push(host.to_owned());
+        self.draw(&state);
+    }
+
+    fn finished(&self, host: &str, path: Option<&std::path::Path>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.working.retain(|h| h != host);
+        state.done += 1;
+        state.bytes_done += path.and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
+        self.draw(&state);
+    }
+
+    fn draw(&self, state: &ProgressState) {
+        if !self.show {
+            return;
+        }
+        let working: Vec<&str> = state.working.iter().map(String::as_str).collect();
+        let line = xlens::render::progress_line(state.done, self.total, state.bytes_done, self.bytes_total, &working);
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(line.as_bytes());
+        let _ = err.flush();
+    }
+
+    /// Erases the line: the report follows on a clean terminal.
+    fn clear(&self) {
+        if self.show {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(xlens::render::PROGRESS_CLEAR.as_bytes());
+            let _ = err.flush();
+        }
+    }
 }
 
 /// Scans, writes every output asked for, prints the report. `Ok(true)` when `--fail-on` trips
@@ -52,9 +104,9 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
         }
         source.hosts.retain(|s| args.hosts.contains(&s.host));
     }
-    let total = source.hosts.len();
-    let show_progress = !args.quiet && std::io::stderr().is_terminal();
-    let done = AtomicUsize::new(0);
+    let progress = Progress::new(!args.quiet && std::io::stderr().is_terminal(), &source);
+    let paths: std::collections::BTreeMap<&str, &std::path::Path> =
+        source.hosts.iter().map(|h| (h.host.as_str(), h.path.as_path())).collect();
     let frame_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let dataset = args.out.as_deref().map(Dataset::new);
     let visit = |host: &HostProfile, outcome: &HostOutcome| {
@@ -64,12 +116,12 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
             let mut slot = frame_error.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert(anyhow::anyhow!("writing {}'s frames: {e}", host.name()));
         }
-        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-        if show_progress {
-            progress(n, total, host.name());
-        }
+        progress.finished(host.name(), paths.get(host.name()).copied());
     };
-    let report = scan_session(&source, &args.config, &visit)?;
+    let started = |h: &xlens::xplane::HostSource| progress.started(&h.host);
+    let report = scan_session_observed(&source, &args.config, &started, &visit);
+    progress.clear();
+    let report = report?;
     // Every output is attempted, whatever failed before it; the failures end the command.
     let mut failures: Vec<String> = Vec::new();
     if let Some(e) = frame_error.into_inner().unwrap_or_else(|p| p.into_inner()) {

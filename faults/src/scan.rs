@@ -73,10 +73,22 @@ pub fn scan_session(
     config: &ScanConfig,
     visit: &(dyn Fn(&HostProfile, &HostOutcome) + Sync),
 ) -> Result<Report, xlens_xplane::Error> {
+    scan_session_observed(source, config, &|_| {}, visit)
+}
+
+/// [`scan_session`], also telling `started` when each host file begins to be read (for a
+/// progress line that names the hosts being worked on); called from worker threads.
+pub fn scan_session_observed(
+    source: &xlens_xplane::SessionSource,
+    config: &ScanConfig,
+    started: &(dyn Fn(&xlens_xplane::HostSource) + Sync),
+    visit: &(dyn Fn(&HostProfile, &HostOutcome) + Sync),
+) -> Result<Report, xlens_xplane::Error> {
     let opened: Vec<Result<HostOutcome, (SkippedHost, xlens_xplane::Error)>> = source
         .hosts
         .par_iter()
         .map(|h| {
+            started(h);
             let space = h.open().map_err(|e| {
                 let error = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
                 (SkippedHost { host: h.host.clone(), file: h.path.display().to_string(), error }, e)

@@ -12,23 +12,43 @@ pub mod roofline;
 use serde_json::{Value, json};
 use xlens_xplane::{PlaneInventory, SpaceSummary};
 
-/// The progress line `fault_scan` redraws on stderr after each scanned host:
-/// `\r[=====     ] 3/8 hosts  host0002`, a 30-column bar, ending the line after the last host.
+/// The progress line a scan redraws on stderr: the bar by bytes of the host files read, the hosts
+/// done, and the hosts being worked on (the first, and how many more). It starts before the
+/// first host is read and is cleared by [`PROGRESS_CLEAR`] when the scan ends.
 ///
 /// ```
-/// let line = xlens::render::progress_line(4, 8, "host0003");
-/// assert!(line.starts_with("\r[===============               ] 4/8 hosts  host0003"));
-/// assert!(xlens::render::progress_line(8, 8, "host0007").ends_with('\n'));
+/// let line = xlens::render::progress_line(1, 4, 3 << 30, 6 << 30, &["host0002", "host0003"]);
+/// assert_eq!(line, "\r\x1b[2K[===============               ] 1/4 hosts  3.0/6.0 GiB  reading host0002 +1");
+/// let start = xlens::render::progress_line(0, 1, 0, 2 << 20, &[]);
+/// assert!(start.ends_with("0/1 hosts  0.0/2.0 MiB"));
 /// ```
-pub fn progress_line(done: usize, total: usize, host: &str) -> String {
+pub fn progress_line(done: usize, total: usize, bytes_done: u64, bytes_total: u64, working: &[&str]) -> String {
     const WIDTH: usize = 30;
-    let filled = (WIDTH * done / total.max(1)).min(WIDTH);
-    let mut line = format!("\r[{}{}] {done}/{total} hosts  {host:<24}", "=".repeat(filled), " ".repeat(WIDTH - filled));
-    if done >= total {
-        line.push('\n');
+    let filled = if bytes_total > 0 {
+        ((WIDTH as u128 * u128::from(bytes_done)) / u128::from(bytes_total)).min(WIDTH as u128) as usize
+    } else {
+        (WIDTH * done / total.max(1)).min(WIDTH)
+    };
+    let (unit, scale) =
+        if bytes_total >= 1 << 30 { ("GiB", (1u64 << 30) as f64) } else { ("MiB", (1u64 << 20) as f64) };
+    let mut line = format!(
+        "{PROGRESS_CLEAR}[{}{}] {done}/{total} hosts  {:.1}/{:.1} {unit}",
+        "=".repeat(filled),
+        " ".repeat(WIDTH - filled),
+        bytes_done as f64 / scale,
+        bytes_total as f64 / scale,
+    );
+    if let Some(first) = working.first() {
+        line.push_str(&format!("  reading {}", printable(first)));
+        if working.len() > 1 {
+            line.push_str(&format!(" +{}", working.len() - 1));
+        }
     }
     line
 }
+
+/// Returns to the start of the line and erases it: what ends a progress line.
+pub const PROGRESS_CLEAR: &str = "\r\x1b[2K";
 
 /// An error and its causes as the one line a command prints: `error: opening x: no such file`.
 /// Causes whose text the message already contains are not repeated, and line breaks inside a
