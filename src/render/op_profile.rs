@@ -101,6 +101,20 @@ pub fn op_profile_json(h: &HostOpProfile) -> Value {
     })
 }
 
+/// The step-time series' shape in words, with the rule behind it (no bare tag).
+fn variance_text(v: &xlens_roofline::StepVariance) -> String {
+    use xlens_roofline::{FLAT_CV, OUTLIER_FACTOR, StepVariance};
+    match v {
+        StepVariance::TooFewSteps => "too few steps to compare".to_owned(),
+        StepVariance::Flat => format!("steady: stddev at most {:.0} % of the mean", 100.0 * FLAT_CV),
+        StepVariance::Noisy => format!("noisy: stddev over {:.0} % of the mean, no clear outlier", 100.0 * FLAT_CV),
+        StepVariance::Outliers(steps) => {
+            let list: Vec<String> = steps.iter().map(i64::to_string).collect();
+            format!("outlier steps {} at {OUTLIER_FACTOR}x the median or more", list.join(", "))
+        }
+    }
+}
+
 /// The op profile as text: steps, the category pie, the top ops, the anatomy.
 pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
     let p = &h.profile;
@@ -114,12 +128,12 @@ pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
             line(
                 &mut s,
                 format_args!(
-                    "steps {}  mean {:.3} ms  median {:.3} ms  stddev {:.3} ms  ({:?})",
+                    "steps {}  mean {:.3} ms  median {:.3} ms  stddev {:.3} ms  ({})",
                     st.count,
                     st.mean_ms,
                     st.median_ms,
                     st.stddev_ms,
-                    h.steps.variance()
+                    variance_text(&h.steps.variance())
                 ),
             );
         }
