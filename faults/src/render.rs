@@ -147,7 +147,7 @@ fn health(m: &Metrics) -> String {
     line(
         &mut s,
         format_args!(
-            "Health    device busy {}  idle {}  input-bound {}  exposed communication {}{}",
+            "Health    device busy {}  idle {}  host+infeed {}  exposed communication {}{}",
             opt(m.device_busy_pct, "%"),
             opt(m.idle_pct, "%"),
             opt(m.input_bound_pct, "%"),
@@ -438,7 +438,7 @@ pub fn html(report: &Report) -> String {
         ("Mean step time", m.step_time_ms_mean.map(|v| format!("{v:.3} ms"))),
         ("Device busy", m.device_busy_pct.map(|v| format!("{v:.1}%"))),
         ("Idle", m.idle_pct.map(|v| format!("{v:.1}%"))),
-        ("Input-bound", m.input_bound_pct.map(|v| format!("{v:.1}%"))),
+        ("Host + infeed", m.input_bound_pct.map(|v| format!("{v:.1}%"))),
         ("Exposed communication", m.exposed_communication_pct.map(|v| format!("{v:.1}%"))),
         ("FLOP utilisation", m.flops_utilization_pct.map(|v| format!("{v:.1}%"))),
         ("HBM utilisation", m.hbm_utilization_pct.map(|v| format!("{v:.1}%"))),

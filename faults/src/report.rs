@@ -115,7 +115,9 @@ pub struct Metrics {
     pub device_busy_pct: Option<f64>,
     /// Share of step time nothing runs (%).
     pub idle_pct: Option<f64>,
-    /// Share of step time the device waits for input or the host (%).
+    /// Share of step time in host-run work and infeed/outfeed (%), the step anatomy's `host` and
+    /// `infeed_outfeed` classes. Shown as "host+infeed": it is not XProf's input-bound figure, which
+    /// is `input_starvation`'s (the wait for the input pipeline only).
     pub input_bound_pct: Option<f64>,
     /// Share of step time spent waiting on collectives (%).
     pub exposed_communication_pct: Option<f64>,
