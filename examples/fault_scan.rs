@@ -34,6 +34,7 @@ fn parse_args() -> anyhow::Result<Option<ScanArgs>> {
         fail_on: None,
         quiet: false,
         hosts: Vec::new(),
+        run: None,
         config: ScanConfig::default(),
     };
     let mut path = None;

@@ -147,6 +147,9 @@ struct ScanCmd {
     /// Scan only these hosts of the session (comma-separated host names).
     #[arg(long, value_name = "HOST", value_delimiter = ',')]
     host: Vec<String>,
+    /// Scan this run of the logdir (`PATH/plugins/profile/RUN`) instead of the newest.
+    #[arg(long, value_name = "RUN")]
+    run: Option<String>,
     /// Thresholds, detectors and default outputs [default: ./xlens.toml when it exists].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -286,6 +289,7 @@ impl ScanCmd {
             fail_on: self.fail_on.or(file.output.fail_on),
             quiet: self.quiet,
             hosts: self.host,
+            run: self.run,
             config,
         }
     }

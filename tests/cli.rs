@@ -178,3 +178,33 @@ fn the_progress_line_in_a_terminal() {
     let piped = xlens(&["scan", &dir.display().to_string()]);
     assert!(piped.stderr.is_empty(), "no progress without a terminal");
 }
+
+/// `--run` picks a run of a logdir instead of the newest; an unknown run lists the runs.
+#[test]
+fn scan_selects_a_run() {
+    let logdir = std::env::temp_dir().join(format!("xlens-cli-runs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logdir);
+    let root = common::root();
+    for (run, from) in [("2026_01_01", "testdata/corpus/clean"), ("2026_02_02", "testdata/corpus/host_callback")] {
+        let dir = logdir.join("plugins/profile").join(run);
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(root.join(from)).unwrap().flatten() {
+            if entry.file_name().to_string_lossy().ends_with(".xplane.pb") {
+                std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+            }
+        }
+    }
+    let path = logdir.display().to_string();
+    let run_of = |args: &[&str]| {
+        let o = xlens(args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        doc["profile"]["run"].as_str().map(str::to_owned)
+    };
+    assert_eq!(run_of(&["scan", &path, "--json", "-q"]).as_deref(), Some("2026_02_02"), "the newest by default");
+    assert_eq!(run_of(&["scan", &path, "--json", "-q", "--run", "2026_01_01"]).as_deref(), Some("2026_01_01"));
+    let o = xlens(&["scan", &path, "-q", "--run", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("runs: 2026_01_01, 2026_02_02"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&logdir).unwrap();
+}

@@ -29,6 +29,8 @@ pub(crate) struct ScanArgs {
     pub(crate) quiet: bool,
     /// Only these hosts of the session (all when empty).
     pub(crate) hosts: Vec<String>,
+    /// This run of a logdir (`<logdir>/plugins/profile/<run>`) instead of the newest.
+    pub(crate) run: Option<String>,
     /// Which detectors run, with which thresholds.
     pub(crate) config: ScanConfig,
 }
@@ -93,10 +95,36 @@ impl Progress {
     }
 }
 
+/// The directory of run `run` in a logdir (or in its `plugins/profile` directory); an unknown
+/// run is an error that lists the runs there.
+fn run_dir(logdir: &std::path::Path, run: &str) -> anyhow::Result<PathBuf> {
+    let profile = logdir.join("plugins").join("profile");
+    let runs = if profile.is_dir() { profile } else { logdir.to_path_buf() };
+    let dir = runs.join(run);
+    if dir.is_dir() && !run.contains(['/', '\\']) && run != ".." {
+        return Ok(dir);
+    }
+    let mut known: Vec<String> = std::fs::read_dir(&runs)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    known.sort();
+    bail!("no run {run:?} in {} (runs: {})", runs.display(), known.join(", "))
+}
+
 /// Scans, writes every output asked for, prints the report. `Ok(true)` when `--fail-on` trips
 /// (the caller exits with 3).
 pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
-    let mut source = discover(&args.path).with_context(|| format!("opening {}", args.path.display()))?;
+    let path = match &args.run {
+        Some(run) => run_dir(&args.path, run)?,
+        None => args.path.clone(),
+    };
+    let mut source = discover(&path).with_context(|| format!("opening {}", path.display()))?;
     if !args.hosts.is_empty() {
         if let Some(missing) = args.hosts.iter().find(|h| !source.hosts.iter().any(|s| &s.host == *h)) {
             let known: Vec<&str> = source.hosts.iter().map(|s| s.host.as_str()).collect();
