@@ -83,6 +83,19 @@ pub(crate) fn is_all_gather(op: xlens_hlo::Opcode) -> bool {
     matches!(op, xlens_hlo::Opcode::AllGather | xlens_hlo::Opcode::AllGatherStart)
 }
 
+/// The all-gathers of `module` outside unreachable computations, in module order.
+pub(crate) fn reachable_all_gathers(module: &Module) -> Vec<&xlens_hlo::Collective> {
+    module
+        .collectives()
+        .iter()
+        .filter(|c| is_all_gather(c.opcode))
+        .filter(|c| {
+            let computation = module.instruction(c.instruction).computation();
+            module.computation(computation).kind() != xlens_hlo::ComputationKind::Unreachable
+        })
+        .collect()
+}
+
 /// The instruction whose events time `id`: the async-start wrapping it (its events carry the
 /// start's name), else itself.
 pub(crate) fn timed_instruction(module: &Module, id: InstrId) -> InstrId {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use xlens_hlo::{Collective, ComputationKind, InstrId, Module};
+use xlens_hlo::{Collective, InstrId, Module};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
@@ -125,14 +125,7 @@ struct Measured<'a> {
 fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Option<Measured<'a>>, Skip> {
     let t = &config.thresholds.allgather_duplication;
     let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
-    let gathers: Vec<&Collective> = module
-        .collectives()
-        .iter()
-        .filter(|c| evidence::is_all_gather(c.opcode))
-        .filter(|c| {
-            module.computation(module.instruction(c.instruction).computation()).kind() != ComputationKind::Unreachable
-        })
-        .collect();
+    let gathers = evidence::reachable_all_gathers(module);
     let dups = duplicates(module, &gathers, t.min_gathers_per_operand);
     if dups.is_empty() {
         return Ok(None);

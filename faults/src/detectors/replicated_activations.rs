@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use xlens_hlo::{Collective, ComputationKind, InstrId, Module};
+use xlens_hlo::{Collective, InstrId, Module};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
@@ -127,14 +127,7 @@ struct Measured<'a> {
 
 /// Finds a module's all-gathers and the activations they gather.
 fn measure(module: &Module) -> Measured<'_> {
-    let gathers: Vec<&Collective> = module
-        .collectives()
-        .iter()
-        .filter(|c| evidence::is_all_gather(c.opcode))
-        .filter(|c| {
-            module.computation(module.instruction(c.instruction).computation()).kind() != ComputationKind::Unreachable
-        })
-        .collect();
+    let gathers = evidence::reachable_all_gathers(module);
     let activations = activation_gathers(module, &gathers);
     let of_activations: BTreeSet<InstrId> = activations.values().flatten().copied().collect();
     Measured { module, gathers, activations, of_activations }
