@@ -13,70 +13,12 @@
 //! analysed; the status is then `INCOMPLETE`.
 //! Exit code: 0; 1 on an error (one line on stderr; every output is still attempted); 3 when
 //! `--fail-on` is given and a finding is at that severity or worse, or the status is `INCOMPLETE`.
+//!
+//! The same arguments as `xlens scan` (one declaration, `examples/support/cli.rs`): `--help`
+//! lists every flag and the exit codes; a usage mistake is one line on stderr and exit 2.
 
 mod support;
 
-use std::path::PathBuf;
-
-use anyhow::{Context, bail};
-use support::scan::{SAMPLE, ScanArgs};
-use xlens::faults::{ScanConfig, Severity};
-
-const USAGE: &str =
-    "usage: fault_scan [PATH] [--format text|json | --json] [--html FILE] [--out DIR] [--fail-on P0|P1|P2] [--quiet]";
-
-fn parse_args() -> anyhow::Result<Option<ScanArgs>> {
-    let mut args = ScanArgs {
-        path: PathBuf::from(SAMPLE),
-        json: false,
-        html: None,
-        out: None,
-        fail_on: None,
-        quiet: false,
-        hosts: Vec::new(),
-        run: None,
-        config: ScanConfig::default(),
-    };
-    let mut path = None;
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{arg} needs a value; {USAGE}"));
-        match arg.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--format" => match value()?.as_str() {
-                "json" => args.json = true,
-                "text" => args.json = false,
-                other => bail!("unknown format {other:?}; {USAGE}"),
-            },
-            "--json" => args.json = true,
-            "--html" => args.html = Some(value()?.into()),
-            "--out" => args.out = Some(value()?.into()),
-            "--fail-on" => {
-                let v = value()?;
-                args.fail_on = Some(Severity::parse(&v).with_context(|| format!("bad severity {v:?}; {USAGE}"))?);
-            }
-            "--quiet" | "-q" => args.quiet = true,
-            _ if path.is_none() && !arg.starts_with('-') => path = Some(PathBuf::from(arg)),
-            _ => bail!("unexpected argument {arg:?}; {USAGE}"),
-        }
-    }
-    if let Some(p) = path {
-        args.path = p;
-    }
-    Ok(Some(args))
-}
-
 fn main() -> std::process::ExitCode {
-    support::run(body)
-}
-
-fn body() -> anyhow::Result<()> {
-    let Some(args) = parse_args()? else { return Ok(()) };
-    if support::scan::run(&args)? {
-        std::process::exit(3);
-    }
-    Ok(())
+    support::cli::example::<support::cli::ScanCmd>("fault_scan")
 }

@@ -9,17 +9,7 @@
 
 mod support;
 
-use xlens::args::HBM_PLAN_USAGE;
-
 fn main() -> std::process::ExitCode {
-    support::run(body)
-}
-
-fn body() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{HBM_PLAN_USAGE}");
-        return Ok(());
-    }
-    support::jobs::plan(args)
+    let args = std::env::args().skip(1).collect();
+    support::cli::words("hbm_plan", args, xlens::args::HBM_PLAN_USAGE, support::jobs::plan, true)
 }

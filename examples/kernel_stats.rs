@@ -8,36 +8,12 @@
 //! "total_duration_us","avg_duration_us","min_duration_us","max_duration_us","registers_per_thread",
 //! "static_shared_bytes","dynamic_shared_bytes","block":[x,y,z],"grid":[x,y,z],"occupancy_pct",
 //! "uses_tensor_cores","host"}]}`.
+//!
+//! The same arguments as `xlens kernels` (one declaration, `examples/support/cli.rs`): `--help`
+//! lists every flag and the exit codes; a usage mistake is one line on stderr and exit 2.
 
 mod support;
 
-use std::path::PathBuf;
-
-use anyhow::{Context, bail};
-
-const USAGE: &str = "usage: kernel_stats PATH [--json] [--top N]";
-
 fn main() -> std::process::ExitCode {
-    support::run(body)
-}
-
-fn body() -> anyhow::Result<()> {
-    let mut json = false;
-    let mut top: Option<usize> = None;
-    let mut path: Option<PathBuf> = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--json" => json = true,
-            "--top" => top = Some(args.next().context(USAGE)?.parse().context(USAGE)?),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            _ if path.is_none() && !arg.starts_with('-') => path = Some(arg.into()),
-            _ => bail!("unexpected argument {arg:?}; {USAGE}"),
-        }
-    }
-    let path = path.context(USAGE)?;
-    support::jobs::kernels(&path, json, top)
+    support::cli::example::<support::cli::KernelsCmd>("kernel_stats")
 }

@@ -5,17 +5,7 @@
 
 mod support;
 
-use xlens::args::PRECISION_AUDIT_USAGE;
-
 fn main() -> std::process::ExitCode {
-    support::run(body)
-}
-
-fn body() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{PRECISION_AUDIT_USAGE}");
-        return Ok(());
-    }
-    support::jobs::audit(args)
+    let args = std::env::args().skip(1).collect();
+    support::cli::words("precision_audit", args, xlens::args::PRECISION_AUDIT_USAGE, support::jobs::audit, false)
 }

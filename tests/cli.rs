@@ -80,10 +80,13 @@ fn completions_for_every_shell() {
 /// goldens of `tests/golden/`).
 #[test]
 fn subcommands_print_what_their_examples_print() {
-    for sub in ["scan", "ops", "hlo", "inventory", "kernels", "roofline", "plan", "audit", "completions"] {
+    for sub in ["scan", "ops", "hlo", "inventory", "kernels", "roofline", "plan", "audit", "synth", "completions"] {
         let o = xlens(&[sub, "--help"]);
         assert_eq!(o.status.code(), Some(0), "{sub} --help: {}", stderr(&o));
         assert!(!o.stdout.is_empty(), "{sub}");
+        let v = xlens(&[sub, "--version"]);
+        assert_eq!(v.status.code(), Some(0), "{sub} --version: {}", stderr(&v));
+        assert!(stdout(&v).trim_end().ends_with(env!("CARGO_PKG_VERSION")), "{sub}: {}", stdout(&v));
     }
     let golden = |name: &str| std::fs::read_to_string(common::root().join("tests/golden").join(name)).unwrap();
     let root = common::root();
@@ -207,4 +210,40 @@ fn scan_selects_a_run() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("runs: 2026_01_01, 2026_02_02"), "{}", stderr(&o));
     std::fs::remove_dir_all(&logdir).unwrap();
+}
+
+/// `xlens synth` writes what the `synth_profile` example writes (the same bytes for the same
+/// seed), and what it writes scans; sizes and fixtures are checked as usage.
+#[test]
+fn synth_writes_profiles_that_scan() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-synth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let o = xlens(&["synth", "--size", "512KB", "--hosts", "2", "--seed", "7", "--out", &a.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 2, "one line per host file: {}", stdout(&o));
+    let example = std::path::Path::new(env!("CARGO_BIN_EXE_xlens")).parent().unwrap().join("examples/synth_profile");
+    let o = Command::new(example)
+        .args(["--size", "512KB", "--hosts", "2", "--seed", "7", "--out", &b.display().to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for host in ["host0000", "host0001"] {
+        let rel = format!("plugins/profile/synthetic/{host}.xplane.pb");
+        let bytes = std::fs::read(a.join(&rel)).unwrap();
+        assert!(bytes.len() > 256 << 10, "{host}: {} bytes", bytes.len());
+        assert_eq!(bytes, std::fs::read(b.join(&rel)).unwrap(), "{host}");
+    }
+    let scan = xlens(&["scan", &a.display().to_string(), "--json", "-q"]);
+    assert_eq!(scan.status.code(), Some(0), "{}", stderr(&scan));
+    let doc: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+    assert_eq!(doc["profile"]["hosts"], serde_json::json!(["host0000", "host0001"]));
+    for bad in
+        [&["synth", "--out", "x", "--size", "-3MB"][..], &["synth", "--out", "x", "--fixture", "nope"], &["synth"]]
+    {
+        let o = xlens(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{bad:?}: {}", stderr(&o));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

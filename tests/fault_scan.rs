@@ -107,18 +107,23 @@ fn fault_scan_is_silent_on_stderr_when_it_is_not_a_terminal() {
     assert_eq!(String::from_utf8(out.stdout).unwrap(), xlens::faults::render::text(&report(&dir)));
 }
 
-/// Bad input ends every example with one clean line and status 1, even with backtraces on.
+/// Bad input ends every example with one clean line and status 1, a usage mistake with one line
+/// and status 2, even with backtraces on.
 #[test]
 fn errors_are_one_clean_line_even_with_backtraces_on() {
     let exe = std::env::current_exe().unwrap();
     let examples = exe.parent().unwrap().parent().unwrap().join("examples");
-    let cases: [(&str, &[&str], &str); 4] = [
-        ("fault_scan", &["/nonexistent/profile"], "error: opening /nonexistent/profile: "),
-        ("fault_scan", &["--bogus"], "error: unexpected argument \"--bogus\"; usage: fault_scan"),
-        ("op_profile", &["/nonexistent/profile"], "error: "),
-        ("kernel_stats", &["--top"], "error: usage: kernel_stats"),
+    // (example, arguments, the line's start, exit code: 1 for bad input, 2 for a usage mistake)
+    let cases: [(&str, &[&str], &str, i32); 7] = [
+        ("fault_scan", &["/nonexistent/profile"], "error: opening /nonexistent/profile: ", 1),
+        ("fault_scan", &["--bogus"], "error: unexpected argument '--bogus' found (see fault_scan --help)", 2),
+        ("op_profile", &["/nonexistent/profile"], "error: ", 1),
+        ("kernel_stats", &["--top"], "error: a value is required for '--top <TOP>'", 2),
+        ("hlo_ops", &[], "error: the following required arguments were not provided", 2),
+        ("synth_profile", &["--out", "/tmp/x", "--size", "12XB"], "error: invalid value '12XB' for '--size", 2),
+        ("hbm_plan", &["--bogus"], "error: unknown flag \"--bogus\"", 2),
     ];
-    for (name, args, prefix) in cases {
+    for (name, args, prefix, code) in cases {
         let out = std::process::Command::new(examples.join(name))
             .args(args)
             .env("RUST_BACKTRACE", "1")
@@ -126,7 +131,7 @@ fn errors_are_one_clean_line_even_with_backtraces_on() {
             .output()
             .unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
-        assert_eq!(out.status.code(), Some(1), "{name} {args:?}: {err}");
+        assert_eq!(out.status.code(), Some(code), "{name} {args:?}: {err}");
         assert!(err.starts_with(prefix) && err.ends_with('\n') && err.lines().count() == 1, "{name} {args:?}: {err}");
         assert!(out.stdout.is_empty(), "{name} {args:?}");
     }

@@ -2,9 +2,13 @@
 //! backtrace, whatever `RUST_BACKTRACE` says) and exit status 1.
 
 #[allow(dead_code)]
+pub(crate) mod cli;
+#[allow(dead_code)]
 pub(crate) mod jobs;
 #[allow(dead_code)]
 pub(crate) mod scan;
+#[allow(dead_code)]
+pub(crate) mod synth;
 
 use std::io::Write;
 use std::process::ExitCode;

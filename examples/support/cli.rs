@@ -1,0 +1,426 @@
+//! The command lines of `xlens` and of the examples, declared once with clap: every subcommand's
+//! arguments are a struct here that an example parses on its own (`fault_scan` is `xlens scan`,
+//! `op_profile` is `xlens ops`, …), so both answer `--help` and `--version` with exit 0 and a
+//! usage mistake with one line and exit 2.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{ArgMatches, Args, FromArgMatches, ValueEnum};
+use xlens::faults::{DETECTORS, ScanConfig, Severity};
+use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
+
+use super::scan::{SAMPLE, ScanArgs};
+
+/// The exit codes, as every `--help` lists them.
+pub(crate) const EXIT_CODES: &str = "\
+Exit codes:
+  0  the command ran (whatever the verdict, unless --fail-on is given)
+  1  an error: the profile or an output could not be read or written (one line on stderr)
+  2  a usage mistake: an unknown flag, subcommand or value (one line on stderr)
+  3  scan --fail-on: a finding at that severity or worse, or an INCOMPLETE profile";
+
+/// A parsed command line that runs its job.
+pub(crate) trait Job: Args + FromArgMatches {
+    /// Runs the job; the exit code follows [`EXIT_CODES`].
+    fn run(self) -> ExitCode;
+}
+
+/// An example's `main`: parses `std::env::args` as `name`'s arguments and runs the job.
+pub(crate) fn example<T: Job>(name: &'static str) -> ExitCode {
+    let command = T::augment_args(clap::Command::new(name).version(env!("CARGO_PKG_VERSION")).after_help(EXIT_CODES));
+    match command.try_get_matches().and_then(|m: ArgMatches| T::from_arg_matches(&m)) {
+        Ok(job) => job.run(),
+        Err(e) => usage_error(&e, name),
+    }
+}
+
+/// `--help` and `--version` as clap prints them (exit 0); a usage mistake as one line (clap's
+/// message without its usage block), exit 2.
+pub(crate) fn usage_error(e: &clap::Error, name: &str) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("usage mistake").trim_start_matches("error: ");
+            eprintln!("error: {first} (see {name} --help)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Text or JSON on stdout.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Format {
+    /// The text report.
+    Text,
+    /// The JSON document.
+    Json,
+}
+
+/// Scan a profile (a `*.xplane.pb`, a session directory or a logdir) and report its faults.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct ScanCmd {
+    /// The profile: a `*.xplane.pb`, a session directory or a logdir [default: the bundled sample]
+    path: Option<PathBuf>,
+    /// The report on stdout [default: text, or the config file's output.format].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Same as `--format json`.
+    #[arg(long)]
+    json: bool,
+    /// Also write the report as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write every table as a Hive-partitioned Parquet dataset (safe for concurrent runs).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Exit with 3 when a finding is at this severity or worse (P0, P1 or P2), or the profile is
+    /// INCOMPLETE.
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    fail_on: Option<Severity>,
+    /// No progress bar on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Run only these detectors (comma-separated ids, see docs/detectors.md).
+    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
+    only: Vec<String>,
+    /// Do not run these detectors (comma-separated ids).
+    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
+    disable: Vec<String>,
+    /// Scan only these hosts of the session (comma-separated host names).
+    #[arg(long, value_name = "HOST", value_delimiter = ',')]
+    host: Vec<String>,
+    /// Scan this run of the logdir (`PATH/plugins/profile/RUN`) instead of the newest.
+    #[arg(long, value_name = "RUN")]
+    run: Option<String>,
+    /// Thresholds, detectors and default outputs [default: ./xlens.toml when it exists].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// `xlens.toml`: what a team sets once. Flags given on the command line win.
+///
+/// ```toml
+/// [detectors]
+/// only = ["exposed_collective"]      # or
+/// disable = ["padding_waste"]
+///
+/// [thresholds.exposed_collective]     # any field of xlens_faults::config::Thresholds
+/// min_pct_of_step = 3.0
+///
+/// [output]
+/// format = "json"
+/// html = "summary.html"
+/// out = "frames"
+/// fail_on = "P1"
+/// ```
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ConfigFile {
+    detectors: DetectorsSection,
+    thresholds: xlens::faults::Thresholds,
+    output: OutputSection,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct DetectorsSection {
+    only: Vec<String>,
+    disable: Vec<String>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct OutputSection {
+    format: Option<String>,
+    html: Option<PathBuf>,
+    out: Option<PathBuf>,
+    fail_on: Option<Severity>,
+}
+
+/// The config file named by `--config`, else `./xlens.toml` when it exists; unknown keys, ids and
+/// values are errors.
+pub(crate) fn config_file(path: Option<&std::path::Path>) -> anyhow::Result<ConfigFile> {
+    use anyhow::Context;
+    let (path, required) = match path {
+        Some(p) => (p.to_path_buf(), true),
+        None => (PathBuf::from("xlens.toml"), false),
+    };
+    if !required && !path.is_file() {
+        return Ok(ConfigFile::default());
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let file: ConfigFile = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    for id in file.detectors.only.iter().chain(&file.detectors.disable) {
+        parse_detector(id).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    if let Some(f) = &file.output.format
+        && f != "text"
+        && f != "json"
+    {
+        anyhow::bail!("{}: output.format is \"text\" or \"json\", not {f:?}", path.display());
+    }
+    Ok(file)
+}
+
+fn parse_severity(s: &str) -> Result<Severity, String> {
+    Severity::parse(s).ok_or_else(|| format!("{s:?} is not a severity (P0, P1 or P2)"))
+}
+
+fn parse_chip(s: &str) -> Result<&'static ChipSpec, String> {
+    ChipSpec::by_name(s).map_err(|e| e.to_string())
+}
+
+fn parse_intensity(s: &str) -> Result<FlopsPerByte, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(FlopsPerByte(v)),
+        _ => Err(format!("{s:?} is not a non-negative number")),
+    }
+}
+
+/// A detector id of the registry.
+pub(crate) fn parse_detector(s: &str) -> Result<String, String> {
+    if DETECTORS.iter().any(|d| d.id() == s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("{s:?} is not a detector id (see docs/detectors.md)"))
+    }
+}
+
+impl ScanCmd {
+    /// The job's arguments: the flags, then the config file, then the defaults.
+    fn into_args(self, file: ConfigFile) -> ScanArgs {
+        let mut config = ScanConfig { thresholds: file.thresholds, ..ScanConfig::default() };
+        let only = if self.only.is_empty() { file.detectors.only } else { self.only };
+        if !only.is_empty() {
+            config.only = Some(only);
+        }
+        config.disabled = if self.disable.is_empty() { file.detectors.disable } else { self.disable };
+        let json = match self.format {
+            Some(Format::Json) => true,
+            Some(Format::Text) => self.json,
+            None => self.json || file.output.format.as_deref() == Some("json"),
+        };
+        ScanArgs {
+            path: self.path.unwrap_or_else(|| PathBuf::from(SAMPLE)),
+            json,
+            html: self.html.or(file.output.html),
+            out: self.out.or(file.output.out),
+            fail_on: self.fail_on.or(file.output.fail_on),
+            quiet: self.quiet,
+            hosts: self.host,
+            run: self.run,
+            config,
+        }
+    }
+}
+
+impl Job for ScanCmd {
+    fn run(self) -> ExitCode {
+        let file = match config_file(self.config.as_deref()) {
+            Ok(file) => file,
+            Err(e) => {
+                eprintln!("{}", xlens::render::error_line(e.as_ref()));
+                return ExitCode::from(2);
+            }
+        };
+        let args = self.into_args(file);
+        let mut tripped = false;
+        let code = super::run(|| {
+            tripped = super::scan::run(&args)?;
+            Ok(())
+        });
+        if tripped { ExitCode::from(3) } else { code }
+    }
+}
+
+/// Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct OpsCmd {
+    /// The profile: a `*.xplane.pb`, a session directory or a logdir.
+    path: PathBuf,
+    /// One JSON document for the session.
+    #[arg(long)]
+    json: bool,
+    /// Ops listed per host.
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+}
+
+impl Job for OpsCmd {
+    fn run(self) -> ExitCode {
+        super::run(|| super::jobs::ops(&self.path, self.json, self.top))
+    }
+}
+
+/// The HLO modules: sizes, opcodes, FLOPs, memory, aliasing, collectives.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct HloCmd {
+    /// A profile (file, session directory, logdir) or a `*.hlo_proto.pb`.
+    path: PathBuf,
+    /// One JSON document for the session.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Job for HloCmd {
+    fn run(self) -> ExitCode {
+        super::run(|| super::jobs::hlo(&self.path, self.json))
+    }
+}
+
+/// Planes, lines and event counts of every host.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct InventoryCmd {
+    /// The profile: a `*.xplane.pb`, a session directory or a logdir.
+    path: PathBuf,
+    /// One JSON document for the session.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Job for InventoryCmd {
+    fn run(self) -> ExitCode {
+        super::run(|| super::jobs::inventory_of(&self.path, self.json))
+    }
+}
+
+/// GPU kernels: launches, durations, grid and block, tensor cores.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct KernelsCmd {
+    /// The profile: a `*.xplane.pb`, a session directory or a logdir.
+    path: PathBuf,
+    /// One JSON document for the session.
+    #[arg(long)]
+    json: bool,
+    /// Kernels listed per host (text: 20 by default; JSON: all).
+    #[arg(long)]
+    top: Option<usize>,
+}
+
+impl Job for KernelsCmd {
+    fn run(self) -> ExitCode {
+        super::run(|| super::jobs::kernels(&self.path, self.json, self.top))
+    }
+}
+
+/// The chip catalogue's rooflines and ridge points.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct RooflineCmd {
+    /// Only these chips (repeatable; names as in the catalogue or a device type).
+    #[arg(long = "chip", value_name = "CHIP", value_parser = parse_chip)]
+    chips: Vec<&'static ChipSpec>,
+    /// Where a kernel of this intensity (FLOP/byte) falls on each chip.
+    #[arg(long, value_name = "FLOP_PER_BYTE", value_parser = parse_intensity)]
+    intensity: Option<FlopsPerByte>,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Job for RooflineCmd {
+    fn run(mut self) -> ExitCode {
+        if self.chips.is_empty() {
+            self.chips = CATALOGUE.iter().collect();
+        }
+        super::run(|| super::jobs::roofline(&self.chips, self.json, self.intensity))
+    }
+}
+
+/// Write synthetic TPU- or GPU-shaped profiles (deterministic for the seed) for benchmarks and
+/// scale tests.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct SynthCmd {
+    /// The logdir to write: `DIR/plugins/profile/synthetic/<host>.xplane.pb` (with `--fixture`:
+    /// `DIR/host0.xplane.pb`).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// About this many bytes per host (suffixes KB, MB, GB: powers of 1024).
+    #[arg(long, value_name = "SIZE", default_value = "300MB", value_parser = super::synth::parse_size)]
+    size: u64,
+    /// Hosts to write.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    hosts: u32,
+    /// The random seed (host i uses seed + i).
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    seed: u64,
+    /// A multi-slice TPU v5p run: SparseCores and `MegaScale:` DCN transfers.
+    #[arg(long, conflicts_with = "gpu")]
+    multislice: bool,
+    /// An NVIDIA-shaped XLA:GPU host instead of a TPU host.
+    #[arg(long)]
+    gpu: bool,
+    /// GPUs per host with `--gpu`.
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "gpu",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    devices: u32,
+    /// One named reference fixture instead (a single host file in DIR).
+    #[arg(long, value_name = "NAME", value_parser = super::synth::parse_fixture,
+          conflicts_with_all = ["gpu", "multislice", "hosts", "size"])]
+    fixture: Option<String>,
+}
+
+impl Job for SynthCmd {
+    fn run(self) -> ExitCode {
+        let spec = super::synth::Synth {
+            out: self.out,
+            size: self.size,
+            hosts: self.hosts,
+            seed: self.seed,
+            multislice: self.multislice,
+            gpu: self.gpu.then_some(self.devices),
+            fixture: self.fixture,
+        };
+        super::run(|| super::synth::write(&spec))
+    }
+}
+
+/// Runs `plan` or `audit` on the words of their example: `--help` prints the example's usage and
+/// `--version` the version; a word the parser refuses is a usage mistake (exit 2).
+pub(crate) fn words(
+    name: &str,
+    args: Vec<String>,
+    usage: &str,
+    job: fn(Vec<String>) -> anyhow::Result<()>,
+    empty_is_help: bool,
+) -> ExitCode {
+    if (empty_is_help && args.is_empty()) || args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{usage}");
+        return ExitCode::SUCCESS;
+    }
+    if args.iter().any(|a| a == "-V" || a == "--version") {
+        println!("{name} {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    match job(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e)
+            if e.downcast_ref::<xlens::budget::Error>().is_some_and(|b| {
+                matches!(b.kind(), xlens::budget::ErrorKind::Parse { .. } | xlens::budget::ErrorKind::Unknown { .. })
+            }) =>
+        {
+            eprintln!("{} (see {name} --help)", xlens::render::error_line(e.as_ref()));
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("{}", xlens::render::error_line(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
