@@ -247,3 +247,26 @@ fn synth_writes_profiles_that_scan() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--steps A..B` cuts every host to those steps (the library's `scan` and the session scan
+/// agree); a range with no steps is an error naming the steps the host has.
+#[test]
+fn scan_selects_steps() {
+    let dir = common::root().join("testdata/tpu/tpu_straggler_host");
+    let path = dir.display().to_string();
+    let o = xlens(&["scan", &path, "--json", "-q", "--steps", "3..5"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((doc["profile"]["steps"].as_u64(), doc["profile"]["step_range"].as_str()), (Some(3), Some("3..5")));
+    let all: serde_json::Value = serde_json::from_slice(&xlens(&["scan", &path, "--json", "-q"]).stdout).unwrap();
+    assert_eq!(all["profile"]["steps"].as_u64(), Some(8));
+    assert!(all["profile"].get("step_range").is_none(), "absent unless asked");
+    let config =
+        xlens::faults::ScanConfig { steps: Some(xlens::faults::StepRange { first: 3, last: 5 }), ..Default::default() };
+    let profile = xlens::faults::Profile::from_session(xlens::xplane::Session::open(&dir).unwrap());
+    let report = xlens::faults::scan(&profile, &config);
+    assert_eq!(xlens::faults::render::json(&report) + "\n", stdout(&o), "scan(Profile) = the session scan");
+    let o = xlens(&["scan", &path, "-q", "--steps", "100.."]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("error: no step in 100..: it has steps 0..7"), "{}", stderr(&o));
+}

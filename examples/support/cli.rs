@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgMatches, Args, FromArgMatches, ValueEnum};
-use xlens::faults::{DETECTORS, ScanConfig, Severity};
+use xlens::faults::{DETECTORS, ScanConfig, Severity, StepRange};
 use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
 
 use super::scan::{SAMPLE, ScanArgs};
@@ -103,6 +103,10 @@ pub(crate) struct ScanCmd {
     /// Scan this run of the logdir (`PATH/plugins/profile/RUN`) instead of the newest.
     #[arg(long, value_name = "RUN")]
     run: Option<String>,
+    /// Analyse only these steps, by step number: `A..B` (both included), `A..`, `..B` or `N`
+    /// (e.g. `--steps 5..` leaves out warm-up and compilation steps).
+    #[arg(long, value_name = "A..B", value_parser = StepRange::parse)]
+    steps: Option<StepRange>,
     /// Thresholds, detectors and default outputs [default: ./xlens.toml when it exists].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -200,7 +204,7 @@ pub(crate) fn parse_detector(s: &str) -> Result<String, String> {
 impl ScanCmd {
     /// The job's arguments: the flags, then the config file, then the defaults.
     fn into_args(self, file: ConfigFile) -> ScanArgs {
-        let mut config = ScanConfig { thresholds: file.thresholds, ..ScanConfig::default() };
+        let mut config = ScanConfig { thresholds: file.thresholds, steps: self.steps, ..ScanConfig::default() };
         let only = if self.only.is_empty() { file.detectors.only } else { self.only };
         if !only.is_empty() {
             config.only = Some(only);

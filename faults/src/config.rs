@@ -14,6 +14,71 @@ pub struct ScanConfig {
     pub disabled: Vec<String>,
     /// Thresholds of every detector, and of the overall status.
     pub thresholds: Thresholds,
+    /// Only these steps of every host are analysed (all when `None`); see [`StepRange`].
+    pub steps: Option<StepRange>,
+}
+
+/// Steps to analyse, by step number (XProf's step number: a marker's `step_num`, or the
+/// position among device steps), both ends included: each host is cut to the time from the
+/// start of its first step in the range to the end of its last (warm-up and compilation steps
+/// left out, for instance).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepRange {
+    /// The first step number analysed.
+    pub first: i64,
+    /// The last step number analysed.
+    pub last: i64,
+}
+
+impl StepRange {
+    /// Parses `A..B` (A to B, both included), `A..` (from A on), `..B` (up to B) or `N` (one step).
+    ///
+    /// ```
+    /// use xlens_faults::StepRange;
+    /// assert_eq!(StepRange::parse("10..20"), Ok(StepRange { first: 10, last: 20 }));
+    /// assert_eq!(StepRange::parse("5"), Ok(StepRange { first: 5, last: 5 }));
+    /// assert_eq!(StepRange::parse("3..").unwrap().last, i64::MAX);
+    /// assert!(StepRange::parse("9..2").is_err());
+    /// ```
+    pub fn parse(s: &str) -> Result<StepRange, String> {
+        let number = |t: &str, default: i64| -> Result<i64, String> {
+            let t = t.trim();
+            if t.is_empty() {
+                return Ok(default);
+            }
+            t.parse().map_err(|_| format!("{s:?} is not a step range (A..B, A.., ..B or N)"))
+        };
+        let range = match s.split_once("..") {
+            Some((a, b)) => {
+                StepRange { first: number(a, i64::MIN)?, last: number(b.trim_start_matches('='), i64::MAX)? }
+            }
+            None if !s.trim().is_empty() => {
+                let n = number(s, 0)?;
+                StepRange { first: n, last: n }
+            }
+            None => return Err("an empty step range (A..B, A.., ..B or N)".to_owned()),
+        };
+        if range.first > range.last {
+            return Err(format!("{s:?} is an empty step range: {} comes after {}", range.first, range.last));
+        }
+        Ok(range)
+    }
+
+    /// True when step number `n` is in the range.
+    pub fn contains(&self, n: i64) -> bool {
+        (self.first..=self.last).contains(&n)
+    }
+}
+
+impl std::fmt::Display for StepRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.first, self.last) {
+            (a, b) if a == b => write!(f, "{a}"),
+            (i64::MIN, b) => write!(f, "..{b}"),
+            (a, i64::MAX) => write!(f, "{a}.."),
+            (a, b) => write!(f, "{a}..{b}"),
+        }
+    }
 }
 
 impl ScanConfig {

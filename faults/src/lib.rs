@@ -39,10 +39,10 @@ pub mod frame;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use config::{ScanConfig, StatusThresholds, Thresholds};
+pub use config::{ScanConfig, StatusThresholds, StepRange, Thresholds};
 pub use detector::{Detector, DetectorDoc, Need, Skip};
 pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity};
-pub use profile::{HostProfile, Profile, StepMedians};
+pub use profile::{HostProfile, Profile, StepMedians, select_steps};
 pub use registry::{DETECTORS, catalogue_markdown, detector};
 pub use report::{
     Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SkippedHost, SlowOp, Status,

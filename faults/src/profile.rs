@@ -392,6 +392,22 @@ pub struct Profile {
     hosts: Vec<HostProfile>,
 }
 
+/// The host cut to the steps of `range` (see [`crate::StepRange`]): from the start of its first
+/// step in the range to the end of its last. A host with no step in the range is an error that
+/// names the steps it has; `file` goes into the error's location.
+pub fn select_steps(space: &Space, range: crate::StepRange, file: Option<&std::path::Path>) -> Result<Space, Error> {
+    let steps = Steps::from_space(space)?;
+    let chosen: Vec<_> = steps.steps.iter().filter(|s| range.contains(s.number)).collect();
+    let (Some(start), Some(end)) = (chosen.iter().map(|s| s.start).min(), chosen.iter().map(|s| s.end()).max()) else {
+        let have = match (steps.steps.first(), steps.steps.last()) {
+            (Some(a), Some(b)) => format!("it has steps {}..{}", a.number, b.number),
+            _ => "it has no steps".to_owned(),
+        };
+        return Err(Error::selection(format!("no step in {range}: {have}"), file));
+    };
+    space.window(start, end)
+}
+
 impl Profile {
     /// A profile of decoded hosts.
     pub fn new(run: Option<String>, hosts: Vec<HostProfile>) -> Profile {

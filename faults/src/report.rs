@@ -75,6 +75,9 @@ pub struct ProfileInfo {
     pub hlo_programs: usize,
     /// The main program (most op time), `name(program_id)`.
     pub main_program: Option<String>,
+    /// The steps analysed (`--steps`, [`crate::StepRange`]), when not all; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_range: Option<String>,
 }
 
 /// One op among the slowest.

@@ -7,7 +7,7 @@ use xlens_xplane::Picos;
 use crate::config::ScanConfig;
 use crate::detector::{Detector, Skip};
 use crate::finding::{Evidence, Finding, Findings, HostImpact, SESSION_HOST, Scope, Severity};
-use crate::profile::{HostProfile, Profile};
+use crate::profile::{HostProfile, Profile, select_steps};
 
 use crate::registry::DETECTORS;
 use crate::report::{HostRow, HostSummary, Metrics, ProfileInfo, Report, Skipped, SkippedHost, Status, set_roofline};
@@ -59,8 +59,27 @@ pub fn scan_host(host: &HostProfile, config: &ScanConfig) -> HostOutcome {
 ///
 /// Output never depends on thread timing: findings are sorted by severity, impact, id and host.
 pub fn scan(profile: &Profile, config: &ScanConfig) -> Report {
-    let outcomes: Vec<HostOutcome> = profile.hosts().par_iter().map(|h| scan_host(h, config)).collect();
-    finish(profile.run().map(str::to_owned), outcomes, Vec::new(), config)
+    let Some(range) = config.steps else {
+        let outcomes: Vec<HostOutcome> = profile.hosts().par_iter().map(|h| scan_host(h, config)).collect();
+        return finish(profile.run().map(str::to_owned), outcomes, Vec::new(), config);
+    };
+    let cut: Vec<Result<HostOutcome, SkippedHost>> = profile
+        .hosts()
+        .par_iter()
+        .map(|h| {
+            let space = select_steps(h.space(), range, None).map_err(|e| skipped_host(h.name(), "", &e))?;
+            Ok(scan_host(&HostProfile::new(h.name(), space), config))
+        })
+        .collect();
+    let (outcomes, skipped): (Vec<_>, Vec<_>) = cut.into_iter().partition(Result::is_ok);
+    let outcomes = outcomes.into_iter().filter_map(Result::ok).collect();
+    finish(profile.run().map(str::to_owned), outcomes, skipped.into_iter().filter_map(Result::err).collect(), config)
+}
+
+/// A host file that could not be read (or cut to the steps asked for), with its error on one line.
+fn skipped_host(host: &str, file: &str, e: &xlens_xplane::Error) -> SkippedHost {
+    let error = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+    SkippedHost { host: host.to_owned(), file: file.to_owned(), error }
 }
 
 /// Scans the hosts of a session one by one as they are opened, in parallel, keeping only each
@@ -89,10 +108,11 @@ pub fn scan_session_observed(
         .par_iter()
         .map(|h| {
             started(h);
-            let space = h.open().map_err(|e| {
-                let error = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
-                (SkippedHost { host: h.host.clone(), file: h.path.display().to_string(), error }, e)
-            })?;
+            let skip = |e: xlens_xplane::Error| (skipped_host(&h.host, &h.path.display().to_string(), &e), e);
+            let mut space = h.open().map_err(skip)?;
+            if let Some(range) = config.steps {
+                space = select_steps(&space, range, Some(&h.path)).map_err(skip)?;
+            }
             let host = HostProfile::new(h.host.clone(), space);
             let outcome = scan_host(&host, config);
             visit(&host, &outcome);
@@ -420,6 +440,7 @@ fn build_report(
         steps: metrics.step_count,
         hlo_programs: hosts.iter().map(|h| h.hlo_programs).sum(),
         main_program: first.and_then(|h| h.main_program.clone()),
+        step_range: config.steps.map(|r| r.to_string()),
     };
     let warnings: Vec<String> = hosts.iter().flat_map(|h| h.warnings.iter().cloned()).collect();
     let t = &config.thresholds.status;
@@ -517,6 +538,9 @@ fn summary_text(
             )),
             _ => s.push_str(&format!(", {} steps of {mean:.3} ms on average", metrics.step_count)),
         }
+    }
+    if let Some(range) = &info.step_range {
+        s.push_str(&format!(" (steps {range} only)"));
     }
     s.push('.');
     if !reasons.is_empty() {

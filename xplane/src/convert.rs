@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
-use crate::event::{EventData, StatIter};
+use crate::event::{Event, EventData, StatIter};
+use crate::ids::Picos;
 use crate::plane::Plane;
 use crate::raw;
 use crate::space::Space;
@@ -14,12 +15,49 @@ impl Space {
     /// This decodes every event and stat; it is for round-trip checks and for callers who want
     /// plain structs, not for analysis of large profiles.
     pub fn to_raw(&self) -> Result<raw::XSpace> {
+        self.to_raw_where(&|_| true)
+    }
+
+    fn to_raw_where(&self, keep: &dyn Fn(&Event<'_>) -> bool) -> Result<raw::XSpace> {
         Ok(raw::XSpace {
-            planes: self.planes().iter().map(Plane::to_raw).collect::<Result<_>>()?,
+            planes: self.planes().iter().map(|p| p.to_raw_where(keep)).collect::<Result<_>>()?,
             errors: self.profiler_errors().to_vec(),
             warnings: self.profiler_warnings().to_vec(),
             hostnames: self.hostnames().to_vec(),
         })
+    }
+
+    /// The space cut to a time window: every plane, line, metadata table and stat kept, and of
+    /// the timed events only those that overlap `[start, end)` (absolute, the time base of
+    /// [`Event::start`]); an event that starts exactly at `end`, or ends exactly at `start`, is
+    /// left out, and events without a time (occurrence counts) are kept.
+    ///
+    /// The space is re-encoded: this decodes every kept event and takes memory in proportion to
+    /// them (a selection a user asks for, such as `xlens scan --steps`, not a scan's fast path).
+    ///
+    /// ```
+    /// use xlens_xplane::{Picos, Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let m = plane.event_metadata("step");
+    ///     let mut line = plane.line(1, "main", 0);
+    ///     for i in 0..4 {
+    ///         line.event(m, i * 1_000, 1_000);
+    ///     }
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let window = space.window(Picos(1_000), Picos(3_000))?;
+    /// assert_eq!(window.event_count(), 2);
+    /// Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    pub fn window(&self, start: Picos, end: Picos) -> Result<Space> {
+        use prost::Message;
+        let keep = |ev: &Event<'_>| match ev.data() {
+            EventData::Offset(_) => ev.start() < end && (ev.end() > start || ev.start() >= start),
+            EventData::Occurrences(_) | EventData::Absent => true,
+        };
+        Space::parse(self.to_raw_where(&keep)?.encode_to_vec().into())
     }
 }
 
@@ -30,6 +68,11 @@ fn stats(iter: StatIter<'_>) -> Result<Vec<raw::XStat>> {
 impl Plane {
     /// Materialises this plane as an owned prost struct.
     pub fn to_raw(&self) -> Result<raw::XPlane> {
+        self.to_raw_where(&|_| true)
+    }
+
+    /// [`Plane::to_raw`] with only the events `keep` accepts.
+    fn to_raw_where(&self, keep: &dyn Fn(&Event<'_>) -> bool) -> Result<raw::XPlane> {
         let mut lines = Vec::with_capacity(self.lines().len() + self.empty_line_count());
         for line in self.lines() {
             // The empty lines before this one (they are counted, not stored).
@@ -37,6 +80,9 @@ impl Plane {
             let mut events = Vec::with_capacity(line.event_count());
             for ev in line.events(self) {
                 let ev = ev?;
+                if !keep(&ev) {
+                    continue;
+                }
                 let data = match ev.data() {
                     EventData::Offset(o) => Some(raw::x_event::Data::OffsetPs(o)),
                     EventData::Occurrences(n) => Some(raw::x_event::Data::NumOccurrences(n)),

@@ -127,6 +127,8 @@ pub enum ErrorKind {
     },
     /// Building a DataFrame failed.
     Frame(String),
+    /// A selection asked of the profile (steps, hosts) matches nothing in it.
+    Selection(String),
 }
 
 impl fmt::Display for ErrorKind {
@@ -154,6 +156,7 @@ impl fmt::Display for ErrorKind {
                  records than a real profile holds"
             ),
             ErrorKind::Frame(msg) => write!(f, "building a frame failed: {msg}"),
+            ErrorKind::Selection(what) => f.write_str(what),
         }
     }
 }
@@ -175,6 +178,16 @@ impl Error {
     #[cold]
     pub(crate) fn io(err: std::io::Error, path: &Path) -> Self {
         Error::new(ErrorKind::Io(err), Location::default().with_file(path))
+    }
+
+    /// A selection (a step range, a host) that matches nothing in the profile at `file`.
+    #[cold]
+    pub fn selection(what: impl Into<String>, file: Option<&Path>) -> Self {
+        let location = match file {
+            Some(f) => Location::default().with_file(f),
+            None => Location::default(),
+        };
+        Error::new(ErrorKind::Selection(what.into()), location)
     }
 
     /// What went wrong.
