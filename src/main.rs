@@ -1,5 +1,6 @@
 //! `xlens`: the command line over the library. `xlens scan PATH` is the main job (what the
-//! `fault_scan` example runs, the same code); `ops`, `hlo`, `inventory`, `kernels`, `roofline`,
+//! `fault_scan` example runs, the same code); `runs` and `watch` summarise every run of a logdir;
+//! `ops`, `hlo`, `inventory`, `kernels`, `roofline`,
 //! `plan`, `audit` and `synth` run the jobs of the other examples; `completions SHELL` prints
 //! completions. The arguments are declared once, in `examples/support/cli.rs`.
 //!
@@ -13,7 +14,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use support::cli::{
-    EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, ScanCmd, SynthCmd, usage_error, words,
+    EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd, WatchCmd,
+    usage_error, words,
 };
 
 /// Offline analysis of XProf profiles: what is wrong with a training or inference step, with
@@ -29,6 +31,11 @@ struct Cli {
 enum Command {
     /// Scan a profile (a `*.xplane.pb`, a session directory or a logdir) and report its faults.
     Scan(ScanCmd),
+    /// Every run of a logdir: capture time, hosts, size, verdict, step time and its change, top
+    /// finding (runs scanned in parallel, summaries cached outside the logdir).
+    Runs(RunsCmd),
+    /// Scan each new run of a logdir as it lands; one JSON line per run.
+    Watch(WatchCmd),
     /// Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
     Ops(OpsCmd),
     /// The HLO modules: opcodes, FLOPs, aliasing, collectives.
@@ -70,6 +77,8 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Scan(cmd) => cmd.run(),
+        Command::Runs(cmd) => cmd.run(),
+        Command::Watch(cmd) => cmd.run(),
         Command::Ops(cmd) => cmd.run(),
         Command::Hlo(cmd) => cmd.run(),
         Command::Inventory(cmd) => cmd.run(),

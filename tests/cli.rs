@@ -270,3 +270,108 @@ fn scan_selects_steps() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).starts_with("error: no step in 100..: it has steps 0..7"), "{}", stderr(&o));
 }
+
+/// A logdir of runs copied from the corpus (`name` ← `testdata/corpus/<from>`).
+fn logdir_of(name: &str, runs: &[(&str, &str)]) -> std::path::PathBuf {
+    let logdir = std::env::temp_dir().join(format!("xlens-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logdir);
+    for (run, from) in runs {
+        add_run(&logdir, run, from);
+    }
+    logdir
+}
+
+fn add_run(logdir: &std::path::Path, run: &str, from: &str) {
+    let dir = logdir.join("plugins/profile").join(run);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(common::root().join("testdata/corpus").join(from)).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().ends_with(".xplane.pb") {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.path().is_dir() {
+            all.extend(listing(&entry.path()));
+        }
+        all.push(entry.path().display().to_string());
+    }
+    all.sort();
+    all
+}
+
+/// `xlens runs` lists every run with its verdict and step-time change, caches each summary
+/// outside the logdir (read back while the files are unchanged) and writes nothing into it.
+#[test]
+fn runs_lists_every_run_and_caches_outside_the_logdir() {
+    let logdir = logdir_of("runlist", &[("2026_01_01_10_00_00", "clean"), ("2026_02_02_11_00_00", "host_callback")]);
+    let cache = logdir.with_extension("cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let before = listing(&logdir);
+    let args = ["runs", &logdir.display().to_string(), "--json", "--cache-dir", &cache.display().to_string()];
+    let o = xlens(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = doc.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (runs[0]["status"].as_str(), runs[0]["captured"].as_str()),
+        (Some("OPTIMAL"), Some("2026-01-01 10:00:00"))
+    );
+    assert_eq!(runs[1]["status"], "NEEDS_ATTENTION");
+    assert!(runs[1]["top_finding"].as_str().unwrap().starts_with("P0 host_callback_stall"), "{doc}");
+    let (a, b) = (runs[0]["step_time_ms"].as_f64().unwrap(), runs[1]["step_time_ms"].as_f64().unwrap());
+    let change = runs[1]["step_time_change_pct"].as_f64().unwrap();
+    assert!((change - 100.0 * (b - a) / a).abs() < 1e-9, "{change}");
+    assert_eq!(listing(&logdir), before, "nothing written into the logdir");
+    // The cache answers while the files are unchanged: a doctored entry shows through.
+    let entries: Vec<_> = std::fs::read_dir(cache.join("runs")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(entries.len(), 2);
+    for entry in &entries {
+        let text = std::fs::read_to_string(entry).unwrap().replace("\"findings\":0", "\"findings\":99");
+        std::fs::write(entry, text).unwrap();
+    }
+    let again: serde_json::Value = serde_json::from_slice(&xlens(&args).stdout).unwrap();
+    assert_eq!(again[0]["findings"], 99, "read from the cache");
+    let text = xlens(&["runs", &logdir.display().to_string(), "--no-cache"]);
+    assert_eq!(stdout(&text).lines().count(), 3, "{}", stdout(&text));
+    assert!(stdout(&text).contains("+77.1%"), "{}", stdout(&text));
+    std::fs::remove_dir_all(&logdir).unwrap();
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
+/// `xlens watch` prints one JSON line for a run that lands after it started, with the change
+/// from the newest run before it, and stops after `--count` runs.
+#[test]
+fn watch_reports_each_new_run() {
+    use std::io::{BufRead, BufReader};
+    let logdir = logdir_of("watch", &[("2026_01_01_10_00_00", "clean")]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xlens"))
+        .args(["watch", &logdir.display().to_string(), "--interval", "0.1", "--count", "1", "--no-cache"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    add_run(&logdir, "2026_02_02_11_00_00", "host_callback");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let lines: Vec<String> = BufReader::new(out).lines().map_while(Result::ok).collect();
+        let _ = tx.send(lines);
+    });
+    let lines = rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap_or_else(|_| {
+        let _ = child.kill();
+        panic!("watch printed nothing for a new run within 60 s");
+    });
+    assert!(child.wait().unwrap().success());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let run: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(run["run"], "2026_02_02_11_00_00");
+    assert_eq!(run["status"], "NEEDS_ATTENTION");
+    assert!(run["step_time_change_pct"].as_f64().unwrap() > 50.0, "{run}");
+    std::fs::remove_dir_all(&logdir).unwrap();
+}

@@ -395,6 +395,78 @@ impl Job for SynthCmd {
     }
 }
 
+/// List every run of a logdir: capture time, hosts, size, verdict, step time (and its change from
+/// the run before), top finding. Runs are scanned in parallel; each summary is cached outside the
+/// logdir, keyed by its files' path, size and modification time.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct RunsCmd {
+    /// The logdir (`LOGDIR/plugins/profile/RUN/*.xplane.pb`).
+    logdir: PathBuf,
+    /// A JSON array of the run summaries.
+    #[arg(long)]
+    json: bool,
+    /// Where to cache run summaries [default: $XLENS_CACHE_DIR, $XDG_CACHE_HOME/xlens or
+    /// ~/.cache/xlens].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Scan every run again; read and write no cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+impl Job for RunsCmd {
+    fn run(self) -> ExitCode {
+        let cache = super::runs::cache_dir(self.cache_dir, self.no_cache);
+        super::run(|| super::runs::runs(&self.logdir, self.json, cache.as_deref()))
+    }
+}
+
+/// Watch a logdir: scan each new run once its files stop changing and print its summary as one
+/// JSON line (the fields of `xlens runs --json`, with the step time's change from the run before,
+/// for alerting when a run regresses).
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct WatchCmd {
+    /// The logdir (`LOGDIR/plugins/profile/RUN/*.xplane.pb`).
+    logdir: PathBuf,
+    /// Seconds between two looks at the logdir.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_interval)]
+    interval: f64,
+    /// Also report the runs already in the logdir (oldest first); by default only new ones.
+    #[arg(long)]
+    existing: bool,
+    /// Stop after this many runs.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+    /// Where to cache run summaries (as for `xlens runs`).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Read and write no cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.01..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds between 0.01 and 86400")),
+    }
+}
+
+impl Job for WatchCmd {
+    fn run(self) -> ExitCode {
+        let watch = super::runs::Watch {
+            logdir: self.logdir,
+            interval: std::time::Duration::from_secs_f64(self.interval),
+            existing: self.existing,
+            count: self.count.map(|c| usize::try_from(c).unwrap_or(usize::MAX)),
+            cache: super::runs::cache_dir(self.cache_dir, self.no_cache),
+        };
+        super::run(|| super::runs::watch(&watch))
+    }
+}
+
 /// Runs `plan` or `audit` on the words of their example: `--help` prints the example's usage and
 /// `--version` the version; a word the parser refuses is a usage mistake (exit 2).
 pub(crate) fn words(

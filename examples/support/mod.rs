@@ -6,6 +6,8 @@ pub(crate) mod cli;
 #[allow(dead_code)]
 pub(crate) mod jobs;
 #[allow(dead_code)]
+pub(crate) mod runs;
+#[allow(dead_code)]
 pub(crate) mod scan;
 #[allow(dead_code)]
 pub(crate) mod synth;

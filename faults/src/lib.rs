@@ -31,6 +31,7 @@ mod profile;
 mod registry;
 pub mod render;
 mod report;
+pub mod runs;
 mod scan;
 
 #[cfg(feature = "frames")]

@@ -69,7 +69,9 @@ pub use event::{Event, EventData, EventIter, PlaneStats, ReleasingEvents, Stat, 
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
 pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, StatMetadata};
-pub use session::{Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, map_file, open_space};
+pub use session::{
+    Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, discover_runs, map_file, open_space,
+};
 pub use space::Space;
 pub use validate::validate;
 pub use wire::WireType;

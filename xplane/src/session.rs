@@ -58,19 +58,28 @@ pub fn discover(path: &Path) -> Result<SessionSource> {
     if !hosts.is_empty() {
         return Ok(SessionSource { run: dir_name(path), hosts });
     }
-    // A logdir (`<logdir>/plugins/profile/<run>`) or the `plugins/profile` directory itself.
+    // A logdir: the newest run (run names are capture times, so the last in name order).
+    discover_runs(path)?.pop().ok_or_else(|| Error::new(ErrorKind::NoProfiles, Location::default().with_file(path)))
+}
+
+/// Every run of a logdir (`<logdir>/plugins/profile/<run>`, or the `plugins/profile` directory
+/// itself) that holds host files, in name order (XProf names runs by capture time, so oldest
+/// first); a session directory is its one run. Empty when there is none.
+pub fn discover_runs(path: &Path) -> Result<Vec<SessionSource>> {
+    let hosts = host_files(path)?;
+    if !hosts.is_empty() {
+        return Ok(vec![SessionSource { run: dir_name(path), hosts }]);
+    }
     let profile_dir = path.join("plugins").join("profile");
     let runs_dir = if profile_dir.is_dir() { profile_dir } else { path.to_path_buf() };
-    let mut runs: Vec<PathBuf> = read_dir_sorted(&runs_dir)?.into_iter().filter(|p| p.is_dir()).collect();
-    // Newest run first.
-    runs.reverse();
-    for run in runs {
+    let mut sources = Vec::new();
+    for run in read_dir_sorted(&runs_dir)?.into_iter().filter(|p| p.is_dir()) {
         let hosts = host_files(&run)?;
         if !hosts.is_empty() {
-            return Ok(SessionSource { run: dir_name(&run), hosts });
+            sources.push(SessionSource { run: dir_name(&run), hosts });
         }
     }
-    Err(Error::new(ErrorKind::NoProfiles, Location::default().with_file(path)))
+    Ok(sources)
 }
 
 /// Memory-maps and decodes one host file.
