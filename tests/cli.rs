@@ -375,3 +375,24 @@ fn watch_reports_each_new_run() {
     assert!(run["step_time_change_pct"].as_f64().unwrap() > 50.0, "{run}");
     std::fs::remove_dir_all(&logdir).unwrap();
 }
+
+/// One large host moves the progress bar too: before the host is done (`0/1 hosts`), the bytes
+/// of its events walked so far show.
+#[test]
+fn the_progress_line_moves_inside_one_large_host() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-bighost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = xlens(&["synth", "--size", "32MB", "--out", &dir.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cmd = format!("{} scan {} > /dev/null", env!("CARGO_BIN_EXE_xlens"), dir.display());
+    let Ok(o) = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output() else {
+        eprintln!("`script` (util-linux) is not installed: the pseudo-terminal test did not run");
+        return;
+    };
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tty = stdout(&o);
+    let inside: Vec<&str> =
+        tty.split(xlens::render::PROGRESS_CLEAR).filter(|l| l.contains("0/1 hosts") && !l.contains(" 0.0/")).collect();
+    assert!(!inside.is_empty(), "no bytes shown before the host was done: {tty:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

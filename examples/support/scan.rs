@@ -7,8 +7,10 @@ use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use xlens::faults::frame::Dataset;
-use xlens::faults::{HostOutcome, HostProfile, ScanConfig, Severity, Status, render, scan_session_observed};
-use xlens::xplane::discover;
+use xlens::faults::{
+    HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, render, scan_session_observed,
+};
+use xlens::xplane::{HostSource, WalkMeter, discover};
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
 pub(crate) const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/host_callback");
@@ -36,7 +38,9 @@ pub(crate) struct ScanArgs {
 }
 
 /// The progress of a scan, redrawn on stderr (see [`xlens::render::progress_line`]) when a host
-/// starts and when it ends.
+/// starts, is decoded and ends, and every 200 ms while hosts are read: the bar counts the bytes
+/// of the hosts done plus, for each host being read, the bytes of its events walked so far, so
+/// a single large host moves it too.
 struct Progress {
     show: bool,
     total: usize,
@@ -48,38 +52,38 @@ struct Progress {
 struct ProgressState {
     done: usize,
     bytes_done: u64,
-    /// Hosts being read, in the order they started.
-    working: Vec<String>,
+    /// Hosts being read, in the order they started: name, file size, and once decoded, the
+    /// meter of its events walked.
+    working: Vec<(String, u64, Option<WalkMeter>)>,
+}
+
+impl ProgressState {
+    /// Bytes of the hosts done, plus those walked in the hosts being read.
+    fn bytes(&self) -> u64 {
+        let walking: u64 = self.working.iter().map(|(_, size, m)| m.as_ref().map_or(0, |m| m.bytes().min(*size))).sum();
+        self.bytes_done + walking
+    }
 }
 
 impl Progress {
     fn new(show: bool, source: &xlens::xplane::SessionSource) -> Progress {
-        let bytes_total = source.hosts.iter().filter_map(|h| std::fs::metadata(&h.path).ok()).map(|m| m.len()).sum();
+        let bytes_total = source.hosts.iter().map(|h| file_len(&h.path)).sum();
         let p = Progress { show, total: source.hosts.len(), bytes_total, state: Mutex::default() };
-        p.draw(&ProgressState::default());
+        p.redraw();
         p
     }
 
-    fn started(&self, host: &str) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.working.push(host.to_owned());
-        self.draw(&state);
+    fn state(&self) -> std::sync::MutexGuard<'_, ProgressState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn finished(&self, host: &str, path: Option<&std::path::Path>) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.working.retain(|h| h != host);
-        state.done += 1;
-        state.bytes_done += path.and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
-        self.draw(&state);
-    }
-
-    fn draw(&self, state: &ProgressState) {
+    fn redraw(&self) {
         if !self.show {
             return;
         }
-        let working: Vec<&str> = state.working.iter().map(String::as_str).collect();
-        let line = xlens::render::progress_line(state.done, self.total, state.bytes_done, self.bytes_total, &working);
+        let state = self.state();
+        let working: Vec<&str> = state.working.iter().map(|(h, _, _)| h.as_str()).collect();
+        let line = xlens::render::progress_line(state.done, self.total, state.bytes(), self.bytes_total, &working);
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(line.as_bytes());
         let _ = err.flush();
@@ -92,6 +96,47 @@ impl Progress {
             let _ = err.write_all(xlens::render::PROGRESS_CLEAR.as_bytes());
             let _ = err.flush();
         }
+    }
+}
+
+fn file_len(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// The scan's observer: the progress line, and each host's frames written before it is dropped.
+struct Observer<'a> {
+    progress: &'a Progress,
+    dataset: Option<&'a Dataset>,
+    frame_error: Mutex<Option<anyhow::Error>>,
+}
+
+impl ScanObserver for Observer<'_> {
+    fn started(&self, host: &HostSource) {
+        self.progress.state().working.push((host.host.clone(), file_len(&host.path), None));
+        self.progress.redraw();
+    }
+
+    fn opened(&self, host: &HostSource, meter: &WalkMeter) {
+        if let Some(w) = self.progress.state().working.iter_mut().find(|(h, _, _)| *h == host.host) {
+            w.2 = Some(meter.clone());
+        }
+    }
+
+    fn finished(&self, host: &HostProfile, outcome: &HostOutcome) {
+        if let Some(dataset) = self.dataset
+            && let Err(e) = dataset.write_host(host, &outcome.summary.skipped)
+        {
+            let mut slot = self.frame_error.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(anyhow::anyhow!("writing {}'s frames: {e}", host.name()));
+        }
+        let mut state = self.progress.state();
+        if let Some(at) = state.working.iter().position(|(h, _, _)| h == host.name()) {
+            let (_, size, _) = state.working.remove(at);
+            state.bytes_done += size;
+        }
+        state.done += 1;
+        drop(state);
+        self.progress.redraw();
     }
 }
 
@@ -133,26 +178,33 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
         source.hosts.retain(|s| args.hosts.contains(&s.host));
     }
     let progress = Progress::new(!args.quiet && std::io::stderr().is_terminal(), &source);
-    let paths: std::collections::BTreeMap<&str, &std::path::Path> =
-        source.hosts.iter().map(|h| (h.host.as_str(), h.path.as_path())).collect();
-    let frame_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let dataset = args.out.as_deref().map(Dataset::new);
-    let visit = |host: &HostProfile, outcome: &HostOutcome| {
-        if let Some(dataset) = &dataset
-            && let Err(e) = dataset.write_host(host, &outcome.summary.skipped)
-        {
-            let mut slot = frame_error.lock().unwrap_or_else(|p| p.into_inner());
-            slot.get_or_insert(anyhow::anyhow!("writing {}'s frames: {e}", host.name()));
+    let observer = Observer { progress: &progress, dataset: dataset.as_ref(), frame_error: Mutex::new(None) };
+    let scanning = std::sync::atomic::AtomicBool::new(true);
+    let report = std::thread::scope(|s| {
+        // Redraws while hosts are read, so the bytes walked inside a large host show.
+        let ticker = progress.show.then(|| {
+            s.spawn(|| {
+                while scanning.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::park_timeout(std::time::Duration::from_millis(200));
+                    if scanning.load(std::sync::atomic::Ordering::Relaxed) {
+                        progress.redraw();
+                    }
+                }
+            })
+        });
+        let report = scan_session_observed(&source, &args.config, &observer);
+        scanning.store(false, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = ticker {
+            t.thread().unpark();
         }
-        progress.finished(host.name(), paths.get(host.name()).copied());
-    };
-    let started = |h: &xlens::xplane::HostSource| progress.started(&h.host);
-    let report = scan_session_observed(&source, &args.config, &started, &visit);
+        report
+    });
     progress.clear();
     let report = report?;
     // Every output is attempted, whatever failed before it; the failures end the command.
     let mut failures: Vec<String> = Vec::new();
-    if let Some(e) = frame_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    if let Some(e) = observer.frame_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         failures.push(e.to_string());
     }
     if let Some(dataset) = &dataset

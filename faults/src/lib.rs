@@ -49,5 +49,5 @@ pub use report::{
     Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SkippedHost, SlowOp, Status,
     host_metrics,
 };
-pub use scan::{HostOutcome, scan, scan_host, scan_session, scan_session_observed, sort_findings};
+pub use scan::{HostOutcome, ScanObserver, scan, scan_host, scan_session, scan_session_observed, sort_findings};
 pub use xlens_roofline::{HostOp, HostOps, OpContext};

@@ -82,40 +82,60 @@ fn skipped_host(host: &str, file: &str, e: &xlens_xplane::Error) -> SkippedHost 
     SkippedHost { host: host.to_owned(), file: file.to_owned(), error }
 }
 
+/// What a session scan tells its caller as it goes, from worker threads, hosts in any order
+/// (for a progress line, or to write each host's frames before the host is dropped).
+pub trait ScanObserver: Sync {
+    /// A host file begins to be read.
+    fn started(&self, _host: &xlens_xplane::HostSource) {}
+    /// The host file is decoded; `meter` counts the bytes of its events walked so far (the
+    /// detectors' first pass over them), for progress inside one large host.
+    fn opened(&self, _host: &xlens_xplane::HostSource, _meter: &xlens_xplane::WalkMeter) {}
+    /// The host is scanned; it is dropped once this returns.
+    fn finished(&self, _host: &HostProfile, _outcome: &HostOutcome) {}
+}
+
+/// A [`ScanObserver`] that only sees finished hosts.
+struct Visit<'a>(&'a (dyn Fn(&HostProfile, &HostOutcome) + Sync));
+
+impl ScanObserver for Visit<'_> {
+    fn finished(&self, host: &HostProfile, outcome: &HostOutcome) {
+        (self.0)(host, outcome);
+    }
+}
+
 /// Scans the hosts of a session one by one as they are opened, in parallel, keeping only each
 /// host's findings and summary: at most as many hosts are mapped at once as there are worker
 /// threads, so a session of many large hosts scans in bounded memory. `visit` sees each host
-/// with its findings before it is dropped (to write per-host frames, or report progress); it is
-/// called from worker threads in any order.
+/// with its findings before it is dropped (to write per-host frames); it is called from worker
+/// threads in any order.
 pub fn scan_session(
     source: &xlens_xplane::SessionSource,
     config: &ScanConfig,
     visit: &(dyn Fn(&HostProfile, &HostOutcome) + Sync),
 ) -> Result<Report, xlens_xplane::Error> {
-    scan_session_observed(source, config, &|_| {}, visit)
+    scan_session_observed(source, config, &Visit(visit))
 }
 
-/// [`scan_session`], also telling `started` when each host file begins to be read (for a
-/// progress line that names the hosts being worked on); called from worker threads.
+/// [`scan_session`], telling `observer` when each host starts, is decoded and is scanned.
 pub fn scan_session_observed(
     source: &xlens_xplane::SessionSource,
     config: &ScanConfig,
-    started: &(dyn Fn(&xlens_xplane::HostSource) + Sync),
-    visit: &(dyn Fn(&HostProfile, &HostOutcome) + Sync),
+    observer: &dyn ScanObserver,
 ) -> Result<Report, xlens_xplane::Error> {
     let opened: Vec<Result<HostOutcome, (SkippedHost, xlens_xplane::Error)>> = source
         .hosts
         .par_iter()
         .map(|h| {
-            started(h);
+            observer.started(h);
             let skip = |e: xlens_xplane::Error| (skipped_host(&h.host, &h.path.display().to_string(), &e), e);
             let mut space = h.open().map_err(skip)?;
             if let Some(range) = config.steps {
                 space = select_steps(&space, range, Some(&h.path)).map_err(skip)?;
             }
+            observer.opened(h, &space.walk_meter());
             let host = HostProfile::new(h.host.clone(), space);
             let outcome = scan_host(&host, config);
-            visit(&host, &outcome);
+            observer.finished(&host, &outcome);
             Ok(outcome)
         })
         .collect();

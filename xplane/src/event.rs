@@ -268,12 +268,29 @@ pub struct EventIter<'a> {
     index: usize,
     remaining: usize,
     done: bool,
+    /// Whether this is the line's first walk, whose bytes go to the space's walk meter.
+    metering: bool,
+    /// The reader position up to which bytes were metered.
+    metered_to: usize,
 }
+
+/// Bytes a metering walk reads between two additions to the meter.
+const METER_STRIDE_BYTES: usize = 1 << 18;
 
 impl<'a> EventIter<'a> {
     /// Events of `line`, whose body `reader` reads inside the plane's bytes.
     pub(crate) fn new(plane: &'a Plane, line: &'a Line, reader: Reader<'a>) -> Self {
-        EventIter { plane, line, reader, index: 0, remaining: line.event_count(), done: false }
+        let metering = plane.first_walk(line.index());
+        let metered_to = reader.pos();
+        EventIter { plane, line, reader, index: 0, remaining: line.event_count(), done: false, metering, metered_to }
+    }
+
+    /// Adds the bytes read since the last addition to the meter.
+    #[cold]
+    fn meter(&mut self) {
+        let pos = self.reader.pos();
+        self.plane.meter_bytes(pos.saturating_sub(self.metered_to));
+        self.metered_to = pos;
     }
 
     fn fail(&mut self, e: crate::wire::WireError, pos: usize) -> Error {
@@ -310,6 +327,9 @@ impl<'a> Iterator for EventIter<'a> {
                 let index = self.index;
                 self.index += 1;
                 self.remaining = self.remaining.saturating_sub(1);
+                if self.metering && self.reader.pos() - self.metered_to >= METER_STRIDE_BYTES {
+                    self.meter();
+                }
                 let ev = Event::decode(self.plane, self.line, body, index);
                 if ev.is_err() {
                     self.done = true;
@@ -321,6 +341,9 @@ impl<'a> Iterator for EventIter<'a> {
             }
         }
         self.done = true;
+        if self.metering {
+            self.meter();
+        }
         None
     }
 

@@ -72,6 +72,6 @@ pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, StatMetadat
 pub use session::{
     Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, discover_runs, map_file, open_space,
 };
-pub use space::Space;
+pub use space::{Space, WalkMeter};
 pub use validate::validate;
 pub use wire::WireType;

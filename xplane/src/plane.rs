@@ -513,6 +513,11 @@ pub struct Plane {
     file: Option<crate::residency::FileMap>,
     /// The path of that file, for the locations of errors found after the parse.
     path: Option<Arc<Path>>,
+    /// Per stored line (as in `lines`): whether an event walk has started on it, so
+    /// that [`Space::walk_meter`](crate::Space::walk_meter) counts each line's bytes once.
+    walked: Box<[std::sync::atomic::AtomicBool]>,
+    /// Bytes of line bodies walked at least once, shared by the planes of a space.
+    meter: crate::WalkMeter,
 }
 
 impl fmt::Debug for Plane {
@@ -532,6 +537,23 @@ impl fmt::Debug for Plane {
 }
 
 impl Plane {
+    /// True for the first event walk of the line at file position `index` (the walk that meters
+    /// its bytes).
+    pub(crate) fn first_walk(&self, index: usize) -> bool {
+        let Ok(at) = self.lines.binary_search_by_key(&index, Line::index) else { return false };
+        self.walked.get(at).is_some_and(|w| !w.swap(true, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Adds bytes walked for the first time to the space's meter.
+    pub(crate) fn meter_bytes(&self, bytes: usize) {
+        self.meter.add(bytes as u64);
+    }
+
+    /// Shares `meter` (the space's) with this plane.
+    pub(crate) fn set_meter(&mut self, meter: &crate::WalkMeter) {
+        self.meter = meter.clone();
+    }
+
     /// Position of the plane in its space (file order).
     pub fn index(&self) -> usize {
         self.index
@@ -992,6 +1014,8 @@ impl PlaneDecoder {
             warnings,
             file: None,
             path: None,
+            walked: (0..counts.lines).map(|_| std::sync::atomic::AtomicBool::new(false)).collect(),
+            meter: crate::WalkMeter::default(),
         })
     }
 
