@@ -6,6 +6,7 @@ use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -315,9 +316,9 @@ fn describe(detector: &DcnExposedReduce, host: &HostProfile, m: &Measured<'_>, s
         detector,
         Severity::from_impact(s.impact.pct_of_step, detector.severity()),
         format!(
-            "Every step ends with {:.1} us ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
+            "Every step ends with {} ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
                  the last compute op, with DCN transfers in flight and nothing to overlap them with.",
-            s.tail_ms * 1000.0,
+            duration_text(s.tail_ms),
             s.impact.pct_of_step,
             names.join(", ")
         ),

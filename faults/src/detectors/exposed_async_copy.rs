@@ -10,6 +10,7 @@ use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::duration_text;
 use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceTimeline, async_phase, covered};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -423,11 +424,6 @@ fn copy_bytes(
         }
     }
     out
-}
-
-/// `41.9 us` under a millisecond, `20.45 ms` above.
-fn duration_text(ms: f64) -> String {
-    if ms < 1.0 { format!("{:.1} us", ms * 1000.0) } else { format!("{ms:.2} ms") }
 }
 
 fn bytes_text(b: f64) -> String {

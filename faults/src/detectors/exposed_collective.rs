@@ -9,6 +9,7 @@ use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -357,11 +358,6 @@ fn fix_for(hideable: Option<bool>, cpu: bool) -> String {
     }
 }
 
-/// `41.9 us` under a millisecond, `20.45 ms` above.
-fn duration_text(ms: f64) -> String {
-    if ms < 1.0 { format!("{:.1} us", ms * 1000.0) } else { format!("{ms:.2} ms") }
-}
-
 /// A note with the replica groups of a collective instruction, when the HLO records them.
 fn replica_groups_note(module: &Module, name: &str) -> Option<String> {
     let instr = module.instruction_by_name(name)?;
@@ -396,12 +392,12 @@ fn hideability(
     let hideable = wire <= matmul.as_secs_f64();
     evidence.push(Evidence::metric("bytes moved by the exposed collectives per step", bytes_per_step, "bytes"));
     evidence.push(Evidence::note(format!(
-        "at the {} ICI bandwidth ({:.0} GB/s) those bytes need at least {:.1} us per step; the step runs {:.1} us \
+        "at the {} ICI bandwidth ({:.0} GB/s) those bytes need at least {} per step; the step runs {} \
          of matmul {}",
         spec.name,
         ici / 1e9,
-        wire * 1e6,
-        matmul.as_us_f64(),
+        duration_text(wire * 1e3),
+        duration_text(matmul.as_ms_f64()),
         if hideable {
             "that could hide them: the exposure is a scheduling problem"
         } else {

@@ -8,6 +8,7 @@ use xlens_xplane::{Picos, PlaneKind, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceTimeline, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -248,10 +249,10 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
     let module = host.main_module();
     for op in m.gathers.iter().take(3) {
         let mut text = format!(
-            "{} ({}) on the TensorCore: {:.1} us per step",
+            "{} ({}) on the TensorCore: {} per step",
             op.name,
             op.category,
-            op.self_time.as_us_f64() / m.core_steps
+            duration_text(op.self_time.as_ms_f64() / m.core_steps)
         );
         if let Some(source) = &op.source {
             text.push_str(&format!(" at {source}"));
@@ -284,9 +285,9 @@ fn busiest_evidence(host: &HostProfile, cores: &[Core], b: &Core, max_busy: f64,
     ops.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
     for (name, time) in ops.iter().take(3) {
         evidence.push(Evidence::note(format!(
-            "{name} on {}: {:.1} us per step",
+            "{name} on {}: {} per step",
             b.plane,
-            time.as_us_f64() / b.busy.len().max(1) as f64
+            duration_text(time.as_ms_f64() / b.busy.len().max(1) as f64)
         )));
     }
     if let Some((lo, hi)) = b.busiest {
@@ -314,14 +315,14 @@ fn describe(detector: &SparsecoreOverflow, host: &HostProfile, m: &Measured<'_>,
     let mut parts = Vec::new();
     if saturated {
         parts.push(format!(
-            "a SparseCore is busy {max_busy:.0} % of the step and the TensorCore waits {:.1} us per step for it",
-            wait_ms * 1000.0
+            "a SparseCore is busy {max_busy:.0} % of the step and the TensorCore waits {} per step for it",
+            duration_text(wait_ms)
         ));
     }
     if dense || (saturated && gather_ms > 0.0) {
         parts.push(format!(
-            "dense gathers on the TensorCore take {:.1} us per step ({gather_pct:.1} %)",
-            gather_ms * 1000.0
+            "dense gathers on the TensorCore take {} per step ({gather_pct:.1} %)",
+            duration_text(gather_ms)
         ));
     }
     if dropped > 0 {

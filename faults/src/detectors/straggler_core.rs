@@ -8,7 +8,7 @@ use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence;
+use crate::evidence::{self, TimeUnit};
 use crate::finding::{Evidence, Finding, Findings, HostImpact, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::report::HostSummary;
@@ -205,11 +205,17 @@ fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'
     let (slow, slow_stats, typical, typical_stats) = (s.slow, s.slow_stats, s.typical, s.typical_stats);
     let (slow_compute, med, spread, slowest_in) = (s.slow_compute, s.med, s.spread, s.slowest_in);
     let n_steps = slow_stats.steps.len();
-    let us = |p: Picos| p.as_us_f64();
-    let per_core: Vec<String> = cores.iter().map(|(c, s)| format!("core {c}: {:.1} us", us(s.mean(compute)))).collect();
+    // Every figure of the core comparison in one unit, chosen by the largest (a step's compute).
+    let unit = TimeUnit::for_ms(slow_compute / 1e9);
+    let ms = |p: Picos| p.as_ms_f64();
+    let per_core: Vec<String> =
+        cores.iter().map(|(c, s)| format!("core {c}: {}", unit.text(ms(s.mean(compute))))).collect();
+    let delta = |f: &dyn Fn(&StepAnatomy) -> Picos| ms(slow_stats.mean(f)) - ms(typical_stats.mean(f));
+    let signed = |v: f64| if v >= 0.0 { format!("+{}", unit.number(v)) } else { unit.number(v) };
+    let exposed = |a: &StepAnatomy| a.get(TimeClass::CollectiveExposed);
     let mut evidence = vec![
-        Evidence::metric("slowest core compute per step", slow_compute / 1e6, "us"),
-        Evidence::metric("median core compute per step", med / 1e6, "us"),
+        unit.metric("slowest core compute per step", slow_compute / 1e9),
+        unit.metric("median core compute per step", med / 1e9),
         Evidence::metric("compute spread over the median core", spread, "%"),
         Evidence::note(format!("compute per step: {}", per_core.join(", "))),
         Evidence::note(format!(
@@ -217,15 +223,16 @@ fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'
             slow_stats.plane
         )),
         Evidence::note(format!(
-            "its extra time is compute: matmul {:+.1} us, vector {:+.1} us, data formatting {:+.1} us per step \
-                 against core {typical}; collective wait {:.1} us vs {:.1} us, idle {:.1} us vs {:.1} us",
-            us(slow_stats.mean(|a| a.matmul)) - us(typical_stats.mean(|a| a.matmul)),
-            us(slow_stats.mean(|a| a.vector)) - us(typical_stats.mean(|a| a.vector)),
-            us(slow_stats.mean(|a| a.data_formatting)) - us(typical_stats.mean(|a| a.data_formatting)),
-            us(slow_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
-            us(typical_stats.mean(|a| a.get(TimeClass::CollectiveExposed))),
-            us(slow_stats.mean(|a| a.idle)),
-            us(typical_stats.mean(|a| a.idle)),
+            "its extra time is compute: matmul {}, vector {}, data formatting {} {u} per step against core \
+             {typical}; collective wait {} vs {} {u}, idle {} vs {} {u}",
+            signed(delta(&|a| a.matmul)),
+            signed(delta(&|a| a.vector)),
+            signed(delta(&|a| a.data_formatting)),
+            unit.number(ms(slow_stats.mean(exposed))),
+            unit.number(ms(typical_stats.mean(exposed))),
+            unit.number(ms(slow_stats.mean(|a| a.idle))),
+            unit.number(ms(typical_stats.mean(|a| a.idle))),
+            u = unit.name(),
         )),
     ];
     extra_ops_evidence(host, s, &mut evidence);
@@ -236,7 +243,7 @@ fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'
 fn extra_ops_evidence(host: &HostProfile, s: &Score<'_>, evidence: &mut Vec<Evidence>) {
     let (slow, slow_stats, typical, typical_stats) = (s.slow, s.slow_stats, s.typical, s.typical_stats);
     // Ops with the most extra time on the slow core, per step.
-    let per_step = |p: Picos, s: &CoreStats| p.as_us_f64() / s.steps.len().max(1) as f64;
+    let per_step = |p: Picos, s: &CoreStats| p.as_ms_f64() / s.steps.len().max(1) as f64;
     let mut extra: Vec<(f64, &String, f64, f64)> = slow_stats
         .op_time
         .iter()
@@ -250,8 +257,12 @@ fn extra_ops_evidence(host: &HostProfile, s: &Score<'_>, evidence: &mut Vec<Evid
     extra.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
     let module = host.main_module();
     for (delta, name, mine, theirs) in extra.iter().take(5) {
+        let unit = TimeUnit::for_ms(*mine);
         evidence.push(Evidence::note(format!(
-            "{name}: {mine:.1} us per step on core {slow} vs {theirs:.1} us on core {typical} ({delta:+.1} us)"
+            "{name}: {} per step on core {slow} vs {} on core {typical} (+{})",
+            unit.text(*mine),
+            unit.text(*theirs),
+            unit.text(*delta)
         )));
         if let Some(m) = module
             && let Some(instr) = m.instruction_by_name(name)
@@ -264,11 +275,13 @@ fn extra_ops_evidence(host: &HostProfile, s: &Score<'_>, evidence: &mut Vec<Evid
 /// The finding: the slow core, how much longer it computes, and the evidence.
 fn describe(detector: &StragglerCore, host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'_>) -> Finding {
     let (slow, spread, slow_compute, med, impact) = (s.slow, s.spread, s.slow_compute, s.med, s.impact);
+    let unit = TimeUnit::for_ms(slow_compute / 1e9);
     let what = format!(
-        "TensorCore {slow} computes {spread:.0} % longer per step than the median core ({:.1} vs {:.1} us); \
+        "TensorCore {slow} computes {spread:.0} % longer per step than the median core ({} vs {} {}); \
              the other cores wait for it every step.",
-        slow_compute / 1e6,
-        med / 1e6
+        unit.number(slow_compute / 1e9),
+        unit.number(med / 1e9),
+        unit.name()
     );
     let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
     Finding::new(detector, severity, what, evidence_of(host, cores, s), impact)
@@ -340,26 +353,28 @@ fn score_session<'a>(hosts: &[HostCompute<'a>], config: &ScanConfig) -> Option<S
 fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &SessionScore<'_>) -> Finding {
     let (name, slow, med, mad, spread, z, use_z, impact) =
         (s.name, s.slow, s.med, s.mad, s.spread, s.z, s.use_z, s.impact);
+    // Every figure in one unit, chosen by the largest (the slowest host's step).
+    let unit = TimeUnit::for_ms(hosts.iter().map(|h| h.2).fold(slow, f64::max) / 1e9);
     // The slowest hosts first, at most eight listed (the session's host table has them all).
     let mut listed: Vec<&(&str, f64, f64)> = hosts.iter().collect();
     listed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
     let mut per_host: Vec<String> = listed
         .iter()
         .take(8)
-        .map(|(h, c, s)| format!("{h}: compute {:.1} us, step {:.1} us", c / 1e6, s / 1e6))
+        .map(|(h, c, s)| format!("{h}: compute {}, step {}", unit.text(c / 1e9), unit.text(s / 1e9)))
         .collect();
     if listed.len() > 8 {
         per_host.push(format!("{} more host(s)", listed.len() - 8));
     }
     let mut evidence = vec![
-        Evidence::metric("straggler host compute per step", slow / 1e6, "us"),
-        Evidence::metric("median compute per step of the other hosts", med / 1e6, "us"),
+        unit.metric("straggler host compute per step", slow / 1e9),
+        unit.metric("median compute per step of the other hosts", med / 1e9),
         Evidence::metric("compute spread over the other hosts", spread, "%"),
         Evidence::note(format!("per host, slowest first: {}", per_host.join("; "))),
     ];
     if use_z {
         evidence.push(Evidence::metric("modified z-score", z, "z"));
-        evidence.push(Evidence::metric("median absolute deviation of host compute", mad / 1e6, "us"));
+        evidence.push(unit.metric("median absolute deviation of host compute", mad / 1e9));
     } else {
         evidence.push(Evidence::note("two hosts: the spread alone decides (a z-score needs three or more)"));
     }
@@ -368,11 +383,12 @@ fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &Ses
         detector,
         severity,
         format!(
-            "Host {name} computes {spread:.0} % longer per step than {} ({:.1} vs {:.1} us); every synchronous \
+            "Host {name} computes {spread:.0} % longer per step than {} ({} vs {} {}); every synchronous \
                  step waits for it.",
             if s.others == 1 { "the other host" } else { "the median of the other hosts" },
-            slow / 1e6,
-            med / 1e6
+            unit.number(slow / 1e9),
+            unit.number(med / 1e9),
+            unit.name()
         ),
         evidence,
         impact,

@@ -6,6 +6,7 @@ use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceTimeline, Segmenter};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -241,10 +242,10 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Vec
     for op in ops.iter().take(5) {
         let pct_of_vector = if op_vector.0 > 0 { 100.0 * op.self_time.0 as f64 / op_vector.0 as f64 } else { 0.0 };
         let mut text = format!(
-            "{} ({}): {:.1} us per step, {pct_of_vector:.0} % of the vector time",
+            "{} ({}): {} per step, {pct_of_vector:.0} % of the vector time",
             op.name,
             op.category,
-            op.self_time.as_us_f64() / core_steps
+            duration_text(op.self_time.as_ms_f64() / core_steps)
         );
         if let Some(point) = profile.roofline(op) {
             text.push_str(&format!(
@@ -277,8 +278,8 @@ fn stretch_evidence(host: &HostProfile, steps: &xlens_roofline::Steps) -> Vec<Ev
     let mut evidence = Vec::new();
     if let Some(stretch) = longest_matmul_free_stretch(host, steps) {
         evidence.push(Evidence::note(format!(
-            "longest matmul-free stretch: {:.1} us from {} to {}, {:.0} % of it vector work",
-            stretch.duration.as_us_f64(),
+            "longest matmul-free stretch: {} from {} to {}, {:.0} % of it vector work",
+            duration_text(stretch.duration.as_ms_f64()),
             stretch.first,
             stretch.last,
             100.0 * stretch.vector.0 as f64 / stretch.duration.0.max(1) as f64
