@@ -67,7 +67,7 @@ impl fmt::Display for Severity {
 }
 
 /// One piece of evidence behind a finding.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Evidence {
     /// A measured number.
@@ -162,7 +162,7 @@ pub(crate) fn fmt_value(v: f64) -> String {
 }
 
 /// The expected gain from fixing a finding.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Impact {
     /// Milliseconds per step.
     pub ms_per_step: f64,
@@ -182,7 +182,7 @@ impl Impact {
 }
 
 /// Whether a finding is about hosts (found on one or several) or about the whole session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// Found on hosts, each scanned on its own.
@@ -195,7 +195,7 @@ pub enum Scope {
 pub const SESSION_HOST: &str = "_session";
 
 /// One host's own figures for a finding.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct HostImpact {
     /// The host.
     pub host: String,
@@ -206,7 +206,7 @@ pub struct HostImpact {
 }
 
 /// One reported fault.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Finding {
     /// The detector id (e.g. `recompilation`).
     pub id: String,

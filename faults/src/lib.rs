@@ -22,9 +22,11 @@
 //! ```
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod comparison;
 pub mod config;
 mod detector;
 mod detectors;
+pub mod diff;
 mod evidence;
 mod finding;
 mod profile;

@@ -2,15 +2,16 @@
 //! detectors read, and the report itself. A leaf of the crate: detectors and the scan both read
 //! these types.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use xlens_roofline::{OpProfile, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass};
 use xlens_xplane::Picos;
 
+use crate::comparison::Comparison;
 use crate::finding::{Finding, Severity};
 use crate::profile::HostProfile;
 
 /// The verdict of a scan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
     /// Nothing important to fix.
     #[serde(rename = "OPTIMAL")]
@@ -37,7 +38,7 @@ impl Status {
 }
 
 /// A host file that could not be read: the rest of the session is analysed without it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedHost {
     /// The host name.
     pub host: String,
@@ -48,7 +49,7 @@ pub struct SkippedHost {
 }
 
 /// A detector that did not run, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped {
     /// The detector id.
     pub id: String,
@@ -57,7 +58,7 @@ pub struct Skipped {
 }
 
 /// What was scanned.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProfileInfo {
     /// The run name, when scanned from a directory.
     pub run: Option<String>,
@@ -81,7 +82,7 @@ pub struct ProfileInfo {
 }
 
 /// One op among the slowest.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SlowOp {
     /// The program (`name(program_id)`) the op belongs to.
     pub program: String,
@@ -96,7 +97,7 @@ pub struct SlowOp {
 }
 
 /// The health snapshot: the numbers an engineer reads first. Absent figures are `null`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     /// What the per-step figures (step times, each finding's `impact`) are per: `steps` (the
     /// profile's step markers), `module_executions` (no markers: program executions),
@@ -220,7 +221,7 @@ pub struct Charts {
 }
 
 /// The result of a scan: rendered as text, JSON, HTML and frames.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The verdict.
     pub status: Status,
@@ -246,13 +247,17 @@ pub struct Report {
     pub errors: Vec<String>,
     /// Odd-but-decodable data met on the way.
     pub warnings: Vec<String>,
+    /// What a profile diff compares (step times, categories and ops per step), so a saved JSON
+    /// report can be a diff's baseline; absent from reports saved before it existed.
+    #[serde(default)]
+    pub comparison: Comparison,
     /// Chart data for the HTML rendering (not serialized).
     #[serde(skip)]
     pub charts: Charts,
 }
 
 /// One row of the per-host step table.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostRow {
     /// Host name.
     pub host: String,
@@ -283,6 +288,22 @@ pub struct HostRow {
 }
 
 impl Report {
+    /// A report saved as JSON ([`crate::render::json`]), e.g. the baseline of a diff.
+    ///
+    /// ```
+    /// use xlens_faults::{Profile, ScanConfig, Report, render, scan};
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// let space = xlens_xplane::Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// let report = scan(&Profile::from_space("host0", space), &ScanConfig::default());
+    /// let saved = Report::from_json(&render::json(&report))?;
+    /// assert_eq!((saved.status, &saved.findings), (report.status, &report.findings));
+    /// assert_eq!(saved.comparison, report.comparison);
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_json(text: &str) -> Result<Report, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
     /// The worst severity among the findings.
     pub fn worst_severity(&self) -> Option<Severity> {
         self.findings.iter().map(|f| f.severity).min()
@@ -319,6 +340,8 @@ pub struct HostSummary {
     pub metrics: Metrics,
     /// Chart data.
     pub charts: Charts,
+    /// What a diff compares of this host.
+    pub comparison: Comparison,
     /// Warnings met on the host.
     pub warnings: Vec<String>,
     /// What could not be read on the host ([`HostProfile::read_errors`], host-prefixed).
@@ -389,6 +412,7 @@ impl HostSummary {
             duty_cycle: host.duty_cycle(),
             metrics,
             charts: charts(host),
+            comparison: crate::comparison::of_host(host),
             warnings,
             errors,
             skipped: Vec::new(),

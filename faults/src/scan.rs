@@ -495,10 +495,12 @@ fn build_report(
     };
     let summary = summary_text(status, &info, &metrics, &findings, &skipped, &reasons, has_peaks);
     let mut charts = pace.map(|h| h.charts.clone()).unwrap_or_default();
+    let mut comparison = pace.map(|h| h.comparison.clone()).unwrap_or_default();
     if hosts.len() > 1
         && let Some(series) = session_steps(hosts)
     {
         charts.step_times_ms = series.into_iter().map(|(n, t)| (n, t.as_ms_f64())).collect();
+        comparison.step_times_ms = charts.step_times_ms.iter().map(|(_, ms)| *ms).collect();
     }
     Report {
         status,
@@ -511,6 +513,7 @@ fn build_report(
         skipped_hosts,
         errors,
         warnings,
+        comparison,
         charts,
     }
 }
