@@ -45,7 +45,10 @@ code{{font-size:.9em;background:#eef1f5;padding:0 .25em;border-radius:.2em;overf
 .OPTIMAL{{background:#2e7d32}}.NEEDS_ATTENTION{{background:#c62828}}.INCOMPLETE{{background:#6d4c41}}\
 .scroll{{overflow-x:auto;max-width:100%}}table{{border-collapse:collapse;width:100%}}\
 td,th{{text-align:left;padding:.3em .5em;border-bottom:1px solid #eee;font-size:.92em;vertical-align:top;overflow-wrap:anywhere}}\
-th{{font-weight:600}}table.kv{{width:auto;min-width:min(100%,34em)}}.n{{text-align:right;font-variant-numeric:tabular-nums}}\
+th{{font-weight:600}}\
+.tiles{{display:grid;grid-template-columns:repeat(auto-fill,minmax(10.5em,1fr));gap:.5em}}\
+.tile{{background:#fff;border:1px solid #e0e3e8;border-radius:.35em;padding:.4em .6em;min-width:0}}\
+.tile .k{{font-size:.8em;color:#556}}.tile .v{{font-size:1.15em;font-weight:600;overflow-wrap:anywhere}}.wide2{{grid-column:span 2}}.n{{text-align:right;font-variant-numeric:tabular-nums}}\
 tr.slowest,tr.slowest td{{background:#fdecea}}.badge{{display:inline-block;background:#c62828;color:#fff;border-radius:.3em;padding:0 .4em;font-size:.8em;margin-left:.4em}}\
 .chart{{background:#fff;border:1px solid #ddd;border-radius:.3em;padding:.4em;margin:.5em 0}}svg{{display:block;width:100%;height:auto}}\
 .narrow{{display:none}}\
@@ -54,13 +57,13 @@ tr.slowest,tr.slowest td{{background:#fdecea}}.badge{{display:inline-block;backg
 .bars{{display:grid;grid-template-columns:minmax(6em,16em) minmax(0,1fr) auto;gap:.3em .7em;align-items:center;font-size:.92em}}\
 .lab{{overflow-wrap:anywhere;min-width:0}}.val{{text-align:right;font-variant-numeric:tabular-nums}}\
 .track{{display:flex;background:#eef1f5;height:1.1em;border-radius:.2em;overflow:hidden}}.track span{{display:block;height:100%}}\
-.meter{{display:inline-block;width:7em;max-width:30%;height:.75em;background:#eef1f5;border-radius:.2em;vertical-align:middle;margin-left:.5em;overflow:hidden}}\
+.meter{{display:block;width:100%;height:.6em;margin-top:.25em;background:#eef1f5;border-radius:.2em;overflow:hidden}}\
 .meter span{{display:block;height:100%}}\
 .finding{{background:#fff;border:1px solid #ddd;border-radius:.4em;padding:.6em 1em;margin:.8em 0}}\
 .P0{{border-left:6px solid #c62828}}.P1{{border-left:6px solid #ef6c00}}.P2{{border-left:6px solid #f9a825}}.sev{{font-weight:700}}\
 @media (max-width:{BREAKPOINT_PX}px){{.wide{{display:none}}.narrow{{display:block}}main{{padding:.8em .8em 2em}}h1{{font-size:1.3em}}\
 .bars{{grid-template-columns:minmax(0,1fr) auto}}.bars .lab{{grid-column:1/-1;margin-top:.3em}}\
-td,th{{padding:.25em .3em;font-size:.85em}}.finding{{padding:.5em .7em}}\
+td,th{{padding:.25em .3em;font-size:.85em}}.tiles{{grid-template-columns:repeat(2,minmax(0,1fr))}}.finding{{padding:.5em .7em}}\
 table.cards tr.head{{display:none}}table.cards tr{{display:flex;flex-wrap:wrap;gap:.1em .9em;padding:.35em .2em;border-bottom:1px solid #e3e6ea}}\
 table.cards td{{display:block;border:0;padding:0;text-align:left;background:none}}table.cards td.key{{flex:1 1 75%;font-weight:600}}\
 table.cards td[data-label]::before{{content:attr(data-label) \": \";color:#667;font-weight:400}}table.cards td.key code{{font-size:1em}}}}"
@@ -107,26 +110,38 @@ fn pct(v: Option<f64>) -> String {
 }
 
 fn health(s: &mut String, m: &Metrics) {
-    let rows = [
-        ("Device busy", pct(m.device_busy_pct)),
-        ("Idle", pct(m.idle_pct)),
-        ("Host + infeed", pct(m.input_bound_pct)),
-        ("Exposed communication", pct(m.exposed_communication_pct)),
-        ("FLOP utilisation", pct(m.flops_utilization_pct)),
-        ("HBM utilisation", pct(m.hbm_utilization_pct)),
-        ("Roofline efficiency", pct(m.roofline_efficiency_pct)),
-        ("Device duty cycle", pct(m.device_duty_cycle_pct)),
-        ("Bound by", m.bound_by.clone().unwrap_or_else(|| "n/a".to_owned())),
+    let unit = m.step_unit();
+    let tiles = [
+        (format!("Mean {unit} time"), m.step_time_ms_mean.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3} ms"))),
+        ("Device busy".to_owned(), pct(m.device_busy_pct)),
+        ("Idle".to_owned(), pct(m.idle_pct)),
+        ("Host + infeed".to_owned(), pct(m.input_bound_pct)),
+        ("Exposed communication".to_owned(), pct(m.exposed_communication_pct)),
+        ("FLOP utilisation".to_owned(), pct(m.flops_utilization_pct)),
+        ("HBM utilisation".to_owned(), pct(m.hbm_utilization_pct)),
+        ("Roofline efficiency".to_owned(), pct(m.roofline_efficiency_pct)),
+        ("Device duty cycle".to_owned(), pct(m.device_duty_cycle_pct)),
+        ("Bound by".to_owned(), m.bound_by.clone().unwrap_or_else(|| "n/a".to_owned())),
         (
-            "Operational intensity (all memories)",
+            "Operational intensity (all memories)".to_owned(),
             m.operational_intensity_flop_per_byte.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2} FLOP/B")),
         ),
     ];
-    s.push_str("<h2 id=\"health\">Health</h2><div class=\"scroll\"><table class=\"kv\">");
-    for (k, v) in rows {
-        let _ = write!(s, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
+    s.push_str("<h2 id=\"health\">Health</h2><div class=\"tiles\">");
+    for (k, v) in tiles {
+        let _ = write!(
+            s,
+            "<div class=\"tile\"><div class=\"k\">{}</div><div class=\"v\">{}</div></div>",
+            escape(&k),
+            escape(&v)
+        );
     }
-    let _ = write!(s, "<tr><th>Memory peak</th><td>{}{}</td></tr></table></div>", escape(&memory_peak(m)), meter(m));
+    let _ = write!(
+        s,
+        "<div class=\"tile wide2\"><div class=\"k\">Memory peak</div><div class=\"v\">{}{}</div></div></div>",
+        escape(&memory_peak(m)),
+        meter(m)
+    );
 }
 
 /// A bar showing the memory peak's share of the capacity (red from 90 %).
@@ -550,6 +565,21 @@ mod tests {
         assert!(slow < table.find("host2").unwrap() && slow < table.find("host0").unwrap(), "slowest first");
         assert!(table.contains("data-label=\"Mean (ms)\">8.130</td>"), "step times with the text report's 3 decimals");
         assert!(!table.contains("<pre"), "an HTML table, not preformatted text");
+    }
+
+    #[test]
+    fn memory_peak_shows_the_capacity() {
+        let report = crate::testing::report_of("hbm_pressure", &crate::testing::testdata("tpu/tpu_hbm_pressure"));
+        let html = html(&report);
+        assert!(html.contains("15.00 GiB of 16.00 GiB (93.8%)"), "peak with capacity and share");
+        assert!(
+            html.contains("<span class=\"meter\"><span style=\"width:93.8%;background:#c62828\">"),
+            "a red meter above 90 %"
+        );
+        let m = Metrics { memory_peak_bytes: Some(6_589_168), ..Metrics::default() };
+        let mut s = String::new();
+        health(&mut s, &m);
+        assert!(s.contains("6.28 MiB (capacity unknown)") && !s.contains("class=\"meter\""));
     }
 
     #[test]

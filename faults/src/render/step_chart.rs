@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::clip;
 use super::format::{escape, linear_ticks, tick_label};
 use super::html::{Layout, both};
 use crate::report::{ANATOMY_CLASSES, StepBar, StepSeries};
@@ -115,23 +116,30 @@ fn svg(panels: &[&StepSeries], slowest: Option<&str>, max_ms: f64, l: Layout) ->
     );
     for (i, series) in panels.iter().enumerate() {
         let p = Panel { top: height * i as f64, height, left: l.font * 3.4, right: l.font * 1.2 };
-        let title = match slowest {
-            Some(h) if h == series.host && panels.len() > 1 => format!("{} (slowest)", series.host),
-            _ => series.host.clone(),
-        };
-        let _ = write!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-weight=\"600\">{} <tspan fill=\"#667\" font-weight=\"400\">mean {:.3} ms</tspan></text>",
-            p.left,
-            p.top + l.font * 1.1,
-            escape(&title),
-            series.mean_ms()
-        );
+        let is_slowest = panels.len() > 1 && slowest == Some(series.host.as_str());
+        panel_title(&mut s, &p, series, is_slowest, l);
         y_axis(&mut s, &p, &ticks, l);
         bars(&mut s, &p, &series.steps, *ticks.last().unwrap_or(&1.0), l);
     }
     s.push_str("</svg>");
     s
+}
+
+/// The host's name (cut to fit, whole in its tooltip) and mean step time above its panel.
+fn panel_title(s: &mut String, p: &Panel, series: &StepSeries, slowest: bool, l: Layout) {
+    let mean = format!("mean {:.3} ms", series.mean_ms());
+    let suffix = if slowest { " (slowest)" } else { "" };
+    // Characters of the bold name that fit beside the rest (0.62 em a character, bold included).
+    let room = ((l.width - p.left - p.right) / (l.font * 0.62)) as usize;
+    let chars = room.saturating_sub(mean.len() + suffix.len() + 1).max(8);
+    let _ = write!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-weight=\"600\"><title>{}</title>{}{suffix} <tspan fill=\"#667\" font-weight=\"400\">{mean}</tspan></text>",
+        p.left,
+        p.top + l.font * 1.1,
+        escape(&series.host),
+        escape(&clip(&series.host, chars))
+    );
 }
 
 fn y_axis(s: &mut String, p: &Panel, ticks: &[f64], l: Layout) {
