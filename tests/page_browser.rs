@@ -27,8 +27,9 @@ const SHOT_HEIGHT: u32 = 1400;
 /// The longest a browser run may take.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Measures the laid-out page: the document must not be wider than the viewport, and no visible
-/// element may end right of the body (or start left of the page). The result goes into the DOM
+/// Measures the laid-out page: the document must not be wider than the viewport, no visible
+/// element may end right of the body (or start left of the page), and no chart text or mark may
+/// leave its chart. The result goes into the DOM
 /// (`<pre id="xlens-layout">`) and, inside the harness frame, to the harness page.
 const LAYOUT_CHECK: &str = r#"<script>
 (function () {
@@ -52,6 +53,14 @@ const LAYOUT_CHECK: &str = r#"<script>
       if (r.width === 0 && r.height === 0) continue;
       if (r.right > limit || r.left < -0.5) {
         offenders.push(describe(all[i]) + ': ' + r.left.toFixed(1) + '..' + r.right.toFixed(1) + ' px, body ends at ' + limit.toFixed(1));
+      }
+      // A chart's text and marks stay inside the chart (an SVG clips what sticks out).
+      var svg = all[i].ownerSVGElement;
+      if (svg) {
+        var b = svg.getBoundingClientRect();
+        if (r.right > b.right + 0.5 || r.left < b.left - 0.5 || r.top < b.top - 0.5 || r.bottom > b.bottom + 0.5) {
+          offenders.push(describe(all[i]) + ': ' + r.left.toFixed(1) + '..' + r.right.toFixed(1) + ' x ' + r.top.toFixed(1) + '..' + r.bottom.toFixed(1) + ' px, outside its chart ' + b.left.toFixed(1) + '..' + b.right.toFixed(1) + ' x ' + b.top.toFixed(1) + '..' + b.bottom.toFixed(1));
+        }
       }
     }
     var result = JSON.stringify({ width: vw, scrollWidth: root.scrollWidth, elements: all.length, offenders: offenders });
@@ -234,6 +243,8 @@ fn sample_pages_fit_desktop_and_phone_widths() {
             }
         }
     }
+    // Module executions named by program, a memory peak with its capacity, no step markers.
+    check_layout(&chromium, &dir, "v6e_offload", &render::html(&report("testdata/field/tpu_v6e_host_offload")));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -241,6 +241,28 @@ fn profile_sentence(report: &Report) -> String {
     )
 }
 
+/// The text report's `Slowest ops` list (nothing without ops).
+fn slowest_ops(s: &mut String, m: &Metrics) {
+    if m.slowest_ops.is_empty() {
+        return;
+    }
+    line(s, format_args!("Slowest ops"));
+    for (i, op) in m.slowest_ops.iter().enumerate() {
+        line(
+            s,
+            format_args!(
+                "  {}. {:<40} {:<24} {:>10.3} ms {:>6.1}%  {}",
+                i + 1,
+                clip(&op.name, 40),
+                clip(&op.category, 24),
+                op.self_time_ms,
+                op.pct,
+                op.program
+            ),
+        );
+    }
+}
+
 /// The report as text (what `fault_scan` prints).
 pub fn text(report: &Report) -> String {
     let mut s = String::new();
@@ -253,23 +275,7 @@ pub fn text(report: &Report) -> String {
         s.push_str(&host_table(&report.hosts, m));
     }
     s.push_str(&health(m));
-    if !m.slowest_ops.is_empty() {
-        line(&mut s, format_args!("Slowest ops"));
-        for (i, op) in m.slowest_ops.iter().enumerate() {
-            line(
-                &mut s,
-                format_args!(
-                    "  {}. {:<40} {:<24} {:>10.3} ms {:>6.1}%  {}",
-                    i + 1,
-                    clip(&op.name, 40),
-                    clip(&op.category, 24),
-                    op.self_time_ms,
-                    op.pct,
-                    op.program
-                ),
-            );
-        }
-    }
+    slowest_ops(&mut s, m);
     s.push('\n');
     line(&mut s, format_args!("Findings ({})", report.findings.len()));
     for f in &report.findings {

@@ -67,7 +67,7 @@ struct Plot {
 impl Plot {
     fn new(l: Layout, d: Decades) -> Plot {
         let height = l.width * if l.narrow { 0.9 } else { 0.52 };
-        Plot { left: l.font * 7.2, right: l.width - l.font * 1.2, top: l.font * 2.2, bottom: height - l.font * 3.6, d }
+        Plot { left: l.font * 7.2, right: l.width - l.font * 2.4, top: l.font * 2.2, bottom: height - l.font * 3.6, d }
     }
 
     fn height(&self, l: Layout) -> f64 {

@@ -25,6 +25,9 @@ const MIN_SLOT: f64 = 4.0;
 /// Consecutive steps drawn as one bar.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Bucket {
+    /// Its x label: the number of its first step (the step's name when that is a number, else
+    /// its position in the series from 0).
+    pub(super) label: String,
     /// Name of its first step.
     pub(super) first: String,
     /// Name of its last step.
@@ -43,10 +46,16 @@ pub(super) struct Bucket {
 /// bucket when they fit.
 pub(super) fn buckets(steps: &[StepBar], max_bars: usize) -> Vec<Bucket> {
     let size = steps.len().div_ceil(max_bars.max(1)).max(1);
-    steps.chunks(size).map(bucket).collect()
+    steps.chunks(size).enumerate().map(|(i, chunk)| bucket(chunk, i * size)).collect()
 }
 
-fn bucket(steps: &[StepBar]) -> Bucket {
+/// The number of a step: its name when that is a number, else `index`.
+fn step_number(name: &str, index: usize) -> String {
+    let name = name.trim();
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_digit()) { name.to_owned() } else { index.to_string() }
+}
+
+fn bucket(steps: &[StepBar], first_index: usize) -> Bucket {
     let n = steps.len().max(1) as f64;
     let mut anatomy = Some([0.0; ANATOMY_CLASSES.len()]);
     for s in steps {
@@ -59,6 +68,7 @@ fn bucket(steps: &[StepBar]) -> Bucket {
         };
     }
     Bucket {
+        label: step_number(steps.first().map_or("", |s| s.name.as_str()), first_index),
         first: steps.first().map_or_else(String::new, |s| s.name.clone()),
         last: steps.last().map_or_else(String::new, |s| s.name.clone()),
         count: steps.len(),
@@ -98,7 +108,7 @@ struct Panel {
 
 impl Panel {
     fn base(&self, font: f64) -> f64 {
-        self.top + self.height - font * 2.2
+        self.top + self.height - font * 2.6
     }
 
     fn plot_top(&self, font: f64) -> f64 {
@@ -114,8 +124,11 @@ fn svg(panels: &[&StepSeries], slowest: Option<&str>, max_ms: f64, l: Layout) ->
         "<svg viewBox=\"0 0 {} {total}\" role=\"img\" aria-label=\"step times per host (ms)\" font-size=\"{}\">",
         l.width, l.font
     );
+    let step = ticks.get(1).copied().unwrap_or(1.0);
+    let widest = ticks.iter().map(|t| tick_label(*t, step).len()).max().unwrap_or(1) as f64;
+    let left = l.font * (widest * 0.62 + 1.0).max(3.4);
     for (i, series) in panels.iter().enumerate() {
-        let p = Panel { top: height * i as f64, height, left: l.font * 3.4, right: l.font * 1.2 };
+        let p = Panel { top: height * i as f64, height, left, right: l.font * 1.2 };
         let is_slowest = panels.len() > 1 && slowest == Some(series.host.as_str());
         panel_title(&mut s, &p, series, is_slowest, l);
         y_axis(&mut s, &p, &ticks, l);
@@ -173,7 +186,7 @@ fn bars(s: &mut String, p: &Panel, steps: &[StepBar], y_max: f64, l: Layout) {
     let groups = buckets(steps, (plot_w / MIN_SLOT).floor() as usize);
     let slot = plot_w / groups.len().max(1) as f64;
     let bar_w = (slot * 0.78).max(1.0);
-    let chars = groups.iter().map(|g| g.first.chars().count()).max().unwrap_or(1);
+    let chars = groups.iter().map(|g| g.label.chars().count()).max().unwrap_or(1);
     let every = label_every(slot, chars, l.font);
     let scale = (base - top) / y_max.max(1e-12);
     for (i, g) in groups.iter().enumerate() {
@@ -195,7 +208,7 @@ fn bars(s: &mut String, p: &Panel, steps: &[StepBar], y_max: f64, l: Layout) {
                 "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#445\">{}</text>",
                 x + bar_w / 2.0,
                 base + l.font * 1.2,
-                escape(&g.first)
+                escape(&g.label)
             );
         }
     }
@@ -232,6 +245,9 @@ fn bar_title(g: &Bucket) -> String {
     } else {
         format!("steps {} to {} ({}): mean {:.3} ms, longest {:.3} ms", g.first, g.last, g.count, g.mean_ms, g.max_ms)
     };
+    if g.label != g.first {
+        t = format!("{} ({t})", g.label);
+    }
     if let Some(a) = g.anatomy_ms {
         let parts: Vec<String> =
             ANATOMY_CLASSES.iter().zip(a).filter(|(_, v)| *v > 0.0).map(|(c, v)| format!("{c} {v:.3} ms")).collect();
@@ -268,6 +284,9 @@ mod tests {
         assert!((many[0].mean_ms - 5.0).abs() < 1e-9);
         let a = many[0].anatomy_ms.unwrap();
         assert!((a.iter().sum::<f64>() - many[0].mean_ms).abs() < 1e-9, "the mean anatomy sums to the mean step");
+        assert_eq!(many[1].label, "25");
+        let named = [StepBar { name: "jit_f(1219) #48".into(), step_ms: 1.0, anatomy_ms: None }];
+        assert_eq!(buckets(&named, 10)[0].label, "0", "steps that are not numbered by name are by position");
         // A step without an anatomy makes the bucket plain.
         let mut mixed = steps(4);
         mixed[2].anatomy_ms = None;
@@ -287,7 +306,7 @@ mod tests {
         let labels = svg.matches("text-anchor=\"middle\"").count();
         assert!((3..=12).contains(&labels), "{labels} step labels on a narrow chart");
         let bars = svg.matches("<g><title>").count();
-        assert!(bars <= 120 && bars >= 60, "{bars} bars");
+        assert!((60..=120).contains(&bars), "{bars} bars");
         assert!(svg.contains("steps 0 to "), "bucketed bars say which steps they hold");
     }
 
