@@ -268,11 +268,12 @@ fn steps(report: &Report) -> String {
         s.push_str("<p class=\"muted\">No step markers in this profile: no step chart.</p>");
         return s;
     }
+    let unit = report.metrics.step_unit();
     let panels = step_chart::panels(series);
     let stacked = panels.iter().flat_map(|p| &p.steps).any(|st| st.anatomy_ms.is_some());
     let _ = write!(
         s,
-        "<p class=\"note\">Step time (ms) per step{}{}; a bar of several steps shows their mean, its black tick the longest.</p>",
+        "<p class=\"note\">Time (ms) per {unit}, numbered on the x axis{}{}; a bar of several {unit}s shows their mean, its black tick the longest.</p>",
         if series.len() > 1 { ", one panel per host on the same scale, the slowest first" } else { "" },
         if stacked { ", split by the step anatomy" } else { "" }
     );
