@@ -48,8 +48,8 @@ pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST,
 pub use profile::{HostProfile, Profile, StepMedians, select_steps};
 pub use registry::{DETECTORS, catalogue_markdown, detector};
 pub use report::{
-    Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, RooflineDot, Skipped, SkippedHost, SlowOp, Status,
-    host_metrics,
+    ANATOMY_CLASSES, Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, Roof, RooflineDot, Skipped,
+    SkippedHost, SlowOp, Status, StepBar, StepSeries, TopOp, host_metrics,
 };
 pub use scan::{HostOutcome, ScanObserver, scan, scan_host, scan_session, scan_session_observed, sort_findings};
 pub use xlens_roofline::{HostOp, HostOps, OpContext};

@@ -3,7 +3,7 @@
 //! these types.
 
 use serde::{Deserialize, Serialize};
-use xlens_roofline::{OpProfile, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass};
+use xlens_roofline::{Chip, OpProfile, PerfEnv, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass};
 use xlens_xplane::Picos;
 
 use crate::comparison::Comparison;
@@ -192,32 +192,124 @@ impl Metrics {
     }
 }
 
-/// One op placed on the roofline chart.
+/// One op (or the whole program) placed on the roofline chart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RooflineDot {
-    /// Op name.
+    /// Op name (`Program` for the program point).
     pub name: String,
-    /// FLOPs per byte.
+    /// Op category (`program` for the program point).
+    pub category: String,
+    /// Self time over the profile, in ms (the program's profiled time for the program point).
+    pub self_time_ms: f64,
+    /// FLOPs per byte of the memory that bounds it: XProf's bottleneck operational intensity,
+    /// the x of XProf's roofline chart (per HBM byte when HBM-bound).
     pub intensity: f64,
+    /// FLOPs per byte of all memories (XProf's operational intensity, the text report's figure).
+    pub all_bytes_intensity: f64,
     /// Achieved FLOP/s.
     pub flops_per_s: f64,
-    /// What bounds it.
+    /// What bounds it (`Compute`, `HBM`, `VMEM Read`, ...).
     pub bound: String,
+    /// Share of its roofline reached, in % (above 100 when the reported peaks are conservative).
+    pub efficiency_pct: f64,
+}
+
+/// A roof of the roofline chart: a compute peak (FLOP/s) or a memory bandwidth (bytes/s).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Roof {
+    /// What it is: `peak`, `int8`, `HBM`, `VMEM read`, ...
+    pub label: String,
+    /// FLOP/s for a compute roof, bytes/s for a memory roof.
+    pub per_s: f64,
+}
+
+/// The step anatomy classes the step-time chart stacks, bottom to top: the order of
+/// [`StepBar::anatomy_ms`].
+pub const ANATOMY_CLASSES: [&str; 7] =
+    ["matmul", "vector", "data formatting", "exposed collective", "infeed/outfeed", "host", "idle"];
+
+/// One step of a host's step-time series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepBar {
+    /// Step name (the step number for marked steps).
+    pub name: String,
+    /// Step time, in ms.
+    pub step_ms: f64,
+    /// The step's anatomy in ms, one value per [`ANATOMY_CLASSES`] entry (they sum to the
+    /// anatomy's step time); `None` without an anatomy.
+    pub anatomy_ms: Option<[f64; ANATOMY_CLASSES.len()]>,
+}
+
+/// One host's steps, for the step-time chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepSeries {
+    /// Host name.
+    pub host: String,
+    /// The host's steps, in order.
+    pub steps: Vec<StepBar>,
+}
+
+impl StepSeries {
+    /// Mean step time in ms (0 without steps).
+    pub fn mean_ms(&self) -> f64 {
+        if self.steps.is_empty() {
+            return 0.0;
+        }
+        self.steps.iter().map(|s| s.step_ms).sum::<f64>() / self.steps.len() as f64
+    }
+
+    /// Time per anatomy class over the whole series, in ms; `None` when a step has no anatomy.
+    pub fn anatomy_total_ms(&self) -> Option<[f64; ANATOMY_CLASSES.len()]> {
+        let mut total = [0.0; ANATOMY_CLASSES.len()];
+        for step in &self.steps {
+            for (t, v) in total.iter_mut().zip(step.anatomy_ms?) {
+                *t += v;
+            }
+        }
+        (!self.steps.is_empty()).then_some(total)
+    }
+}
+
+/// One of the op profile's slowest ops, for the HTML page's table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopOp {
+    /// The program (`name(program_id)`) the op belongs to.
+    pub program: String,
+    /// Op name.
+    pub name: String,
+    /// Category.
+    pub category: String,
+    /// Self time over the profile (all cores, all steps), in ms.
+    pub self_time_ms: f64,
+    /// Share of all ops' self time, in % (the text report's figure).
+    pub pct: f64,
+    /// Achieved FLOP/s over the op's time, when it has FLOPs.
+    pub flops_per_s: Option<f64>,
+    /// What bounds it on the roofline, when the device peaks are known.
+    pub bound: Option<String>,
 }
 
 /// Chart data for the HTML page (not part of the JSON contract).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Charts {
-    /// Step name and time (ms).
-    pub step_times_ms: Vec<(String, f64)>,
+    /// Each host's steps, in host order.
+    pub step_series: Vec<StepSeries>,
     /// Category and self time (ms), largest first.
     pub categories_ms: Vec<(String, f64)>,
+    /// The op profile's slowest ops by self time (ops without inner ops).
+    pub top_ops: Vec<TopOp>,
     /// Top ops on the roofline.
     pub roofline: Vec<RooflineDot>,
-    /// Peak FLOP/s of a core, when known.
-    pub peak_flops_per_s: Option<f64>,
-    /// Peak HBM bytes/s of a core, when known.
-    pub peak_hbm_bytes_per_s: Option<f64>,
+    /// The whole program on the roofline.
+    pub program_dot: Option<RooflineDot>,
+    /// Compute roofs of a core: the peak the utilisations divide by first, then any
+    /// lower-precision peak above it (int8, fp8) the chip catalogue knows.
+    pub compute_roofs: Vec<Roof>,
+    /// Memory roofs of a core: HBM first, then the on-chip memories the profile reports.
+    pub memory_roofs: Vec<Roof>,
+    /// The host the op charts (categories, top ops, roofline) describe, in a session of
+    /// several hosts (the slowest).
+    pub ops_host: Option<String>,
 }
 
 /// The result of a scan: rendered as text, JSON, HTML and frames.
@@ -501,32 +593,202 @@ pub(crate) fn set_roofline(m: &mut Metrics, work: &ProgramWork) {
 
 fn charts(host: &HostProfile) -> Charts {
     let mut c = Charts::default();
-    if let Ok(steps) = host.steps() {
-        c.step_times_ms = steps.steps.iter().map(|s| (s.name.clone(), s.duration.as_ms_f64())).collect();
-    }
-    if let Ok(profile) = host.op_profile() {
-        let mut cats: Vec<(String, f64)> = profile.categories().into_iter().map(|(k, v)| (k, v.as_ms_f64())).collect();
-        cats.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        c.categories_ms = cats;
-        if let Some(env) = profile.perf_env {
-            c.peak_flops_per_s = Some(env.peak_flops_per_s);
-            c.peak_hbm_bytes_per_s = Some(env.peak_hbm_bytes_per_s);
-            c.roofline = profile
-                .ops
-                .iter()
-                .filter(|o| !o.has_inner_ops() && o.flops > 0.0 && o.bytes.total() > 0.0)
-                .take(20)
-                .filter_map(|o| {
-                    let p = profile.roofline(o)?;
-                    Some(RooflineDot {
-                        name: o.name.clone(),
-                        intensity: p.operational_intensity,
-                        flops_per_s: p.flops_per_s,
-                        bound: p.bound_by.label().to_owned(),
-                    })
-                })
-                .collect();
-        }
+    let Ok(profile) = host.op_profile() else { return c };
+    let mut cats: Vec<(String, f64)> = profile.categories().into_iter().map(|(k, v)| (k, v.as_ms_f64())).collect();
+    cats.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    c.categories_ms = cats;
+    c.top_ops = top_ops(profile);
+    if let Some(env) = profile.perf_env {
+        c.roofline = roofline_dots(profile);
+        c.program_dot = profile.program_work().map(|w| {
+            let p = w.point();
+            dot("Program", "program", w.time.as_ms_f64(), w.flops, &p)
+        });
+        c.compute_roofs = compute_roofs(&env, host.chip());
+        c.memory_roofs = memory_roofs(&env, host.chip());
     }
     c
+}
+
+/// Ops in the page's top-ops table.
+const TOP_OPS: usize = 10;
+/// Ops placed on the roofline chart.
+const ROOFLINE_OPS: usize = 20;
+
+fn top_ops(profile: &OpProfile) -> Vec<TopOp> {
+    let leaves = || profile.ops.iter().filter(|o| !o.has_inner_ops());
+    let op_time: Picos = leaves().map(|o| o.self_time).sum();
+    leaves()
+        .take(TOP_OPS)
+        .map(|o| TopOp {
+            program: profile.programs.get(&o.program_id).cloned().unwrap_or_else(|| o.program_id.to_string()),
+            name: o.name.clone(),
+            category: o.category.clone(),
+            self_time_ms: o.self_time.as_ms_f64(),
+            pct: pct(o.self_time, op_time).unwrap_or(0.0),
+            flops_per_s: (o.flops > 0.0 && o.time.0 > 0).then(|| o.flops_per_s()),
+            bound: profile
+                .roofline(o)
+                .filter(|p| p.bound_by != xlens_roofline::BoundBy::Unknown)
+                .map(|p| p.bound_by.label().to_owned()),
+        })
+        .collect()
+}
+
+fn roofline_dots(profile: &OpProfile) -> Vec<RooflineDot> {
+    profile
+        .ops
+        .iter()
+        .filter(|o| !o.has_inner_ops() && o.flops > 0.0 && o.bytes.total() > 0.0)
+        .take(ROOFLINE_OPS)
+        .filter_map(|o| {
+            let p = profile.roofline(o)?;
+            Some(dot(&o.name, &o.category, o.self_time.as_ms_f64(), o.flops, &p))
+        })
+        .collect()
+}
+
+fn dot(name: &str, category: &str, self_time_ms: f64, flops: f64, p: &RooflinePoint) -> RooflineDot {
+    // A compute-bound point's bottleneck intensity is its all-bytes one; with FLOPs but no bytes of
+    // the bounding memory it has none, and sits at its all-bytes intensity.
+    let intensity = if p.bottleneck_operational_intensity > 0.0 || flops <= 0.0 {
+        p.bottleneck_operational_intensity
+    } else {
+        p.operational_intensity
+    };
+    RooflineDot {
+        name: name.to_owned(),
+        category: category.to_owned(),
+        self_time_ms,
+        intensity,
+        all_bytes_intensity: p.operational_intensity,
+        flops_per_s: p.flops_per_s,
+        bound: p.bound_by.label().to_owned(),
+        efficiency_pct: 100.0 * p.efficiency,
+    }
+}
+
+/// The compute roofs of a core: the profile's peak, then the chip's lower-precision peaks that
+/// lie above it, scaled to the core as the peak is.
+fn compute_roofs(env: &PerfEnv, chip: Option<&Chip>) -> Vec<Roof> {
+    let mut roofs = vec![Roof { label: "peak".to_owned(), per_s: env.peak_flops_per_s }];
+    if let Some(spec) = chip.and_then(Chip::spec) {
+        let bf16 = spec.peak_bf16.per_s();
+        for (label, peak) in [("fp8", spec.peak_fp8), ("int8", spec.peak_int8)] {
+            let Some(peak) = peak.map(|p| p.per_s()).filter(|_| bf16 > 0.0) else { continue };
+            let per_s = env.peak_flops_per_s * peak / bf16;
+            if per_s > env.peak_flops_per_s * 1.01 && roofs.iter().all(|r| (r.per_s - per_s).abs() > per_s * 1e-6) {
+                roofs.push(Roof { label: label.to_owned(), per_s });
+            }
+        }
+    }
+    roofs
+}
+
+/// The memory roofs of a core: HBM, then on-chip reads and writes (named after the memory the
+/// chip has: CMEM, VMEM or GPU shared memory).
+fn memory_roofs(env: &PerfEnv, chip: Option<&Chip>) -> Vec<Roof> {
+    let on_chip = match chip.map(Chip::peaks) {
+        Some(p) if p.cmem_read.is_some() || p.cmem_write.is_some() => "CMEM",
+        Some(p) if p.vmem_read.is_some() || p.vmem_write.is_some() => "VMEM",
+        Some(p) if p.sram_read.is_some() || p.sram_write.is_some() => "Shm/L1",
+        _ => "on-chip",
+    };
+    [
+        ("HBM".to_owned(), env.peak_hbm_bytes_per_s),
+        (format!("{on_chip} read"), env.peak_onchip_read_bytes_per_s),
+        (format!("{on_chip} write"), env.peak_onchip_write_bytes_per_s),
+    ]
+    .into_iter()
+    .filter(|(_, per_s)| *per_s > 0.0)
+    .map(|(label, per_s)| Roof { label, per_s })
+    .collect()
+}
+
+/// Each host's step series: its step times, each with its anatomy when the host has one per step.
+pub(crate) fn step_series(hosts: &[HostSummary]) -> Vec<StepSeries> {
+    hosts
+        .iter()
+        .filter(|h| !h.step_times.is_empty())
+        .map(|h| {
+            let with_anatomy = h.anatomy.len() == h.step_times.len();
+            let steps = h
+                .step_times
+                .iter()
+                .enumerate()
+                .map(|(i, (name, t))| StepBar {
+                    name: name.clone(),
+                    step_ms: t.as_ms_f64(),
+                    anatomy_ms: with_anatomy.then(|| anatomy_ms(&h.anatomy[i])),
+                })
+                .collect();
+            StepSeries { host: h.name.clone(), steps }
+        })
+        .collect()
+}
+
+fn anatomy_ms(a: &StepAnatomy) -> [f64; ANATOMY_CLASSES.len()] {
+    [a.matmul, a.vector, a.data_formatting, a.collective_exposed, a.infeed_outfeed, a.host, a.idle]
+        .map(Picos::as_ms_f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{report_of, testdata};
+
+    /// The highest roof over `intensity`: min(peak, bandwidth × intensity), over every roof.
+    fn roof_at(c: &Charts, intensity: f64) -> f64 {
+        let top = c.compute_roofs.iter().map(|r| r.per_s).fold(0.0, f64::max);
+        c.memory_roofs.iter().map(|m| (m.per_s * intensity).min(top)).fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn roofline_dots_sit_at_xprofs_bottleneck_intensity() {
+        let c = report_of("device_idle", &testdata("tpu/tpu_basic")).charts;
+        let conv = c.roofline.iter().find(|d| d.name == "convolution.1").unwrap();
+        // XProf's roofline: operational intensity 26.47 over all memories, 225 per HBM byte
+        // (HBM-bound), and its chart places the op at 225.
+        assert!((conv.intensity - 225.0).abs() < 1e-9, "{conv:?}");
+        assert!((conv.all_bytes_intensity - 26.470_588).abs() < 1e-5, "{conv:?}");
+        assert_eq!(conv.bound, "HBM");
+        let program = c.program_dot.as_ref().unwrap();
+        assert!((program.intensity - 98.740_13).abs() < 1e-4, "{program:?}");
+        let labels: Vec<&str> = c.memory_roofs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["HBM", "VMEM read", "VMEM write"]);
+        assert_eq!(c.compute_roofs[0].per_s, 197e12);
+    }
+
+    #[test]
+    fn every_dot_is_under_a_drawn_roof() {
+        for dir in ["tpu/tpu_basic", "tpu/tpu_straggler", "tpu/tpu_vpu_stretch", "tpu/tpu_padding_waste"] {
+            let c = report_of("device_idle", &testdata(dir)).charts;
+            assert!(!c.roofline.is_empty(), "{dir}");
+            for d in c.roofline.iter().chain(&c.program_dot).filter(|d| d.efficiency_pct <= 100.0) {
+                let roof = roof_at(&c, d.intensity);
+                assert!(
+                    d.flops_per_s <= roof * (1.0 + 1e-9),
+                    "{dir}: {} at {} FLOP/s above {roof}",
+                    d.name,
+                    d.flops_per_s
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn step_series_has_one_host_each_with_its_anatomy() {
+        let r = report_of("straggler_core", &testdata("tpu/tpu_straggler_host"));
+        let hosts: Vec<&str> = r.charts.step_series.iter().map(|s| s.host.as_str()).collect();
+        assert_eq!(hosts, ["host0", "host1"]);
+        for s in &r.charts.step_series {
+            assert_eq!(s.steps.len(), 8);
+            for step in &s.steps {
+                let a = step.anatomy_ms.unwrap();
+                assert!((a.iter().sum::<f64>() - step.step_ms).abs() < 0.05 * step.step_ms, "{step:?}");
+            }
+        }
+        assert_eq!(r.charts.ops_host.as_deref(), Some("host1"));
+        assert!(r.charts.top_ops.len() == TOP_OPS && r.charts.top_ops[0].bound.as_deref() == Some("Compute"));
+    }
 }

@@ -10,7 +10,9 @@ use crate::finding::{Evidence, Finding, Findings, HostImpact, SESSION_HOST, Scop
 use crate::profile::{HostProfile, Profile, select_steps};
 
 use crate::registry::DETECTORS;
-use crate::report::{HostRow, HostSummary, Metrics, ProfileInfo, Report, Skipped, SkippedHost, Status, set_roofline};
+use crate::report::{
+    HostRow, HostSummary, Metrics, ProfileInfo, Report, Skipped, SkippedHost, Status, set_roofline, step_series,
+};
 
 /// The outcome of one host: its findings, per detector whether it ran (or why not), its summary.
 #[derive(Debug)]
@@ -499,8 +501,11 @@ fn build_report(
     if hosts.len() > 1
         && let Some(series) = session_steps(hosts)
     {
-        charts.step_times_ms = series.into_iter().map(|(n, t)| (n, t.as_ms_f64())).collect();
-        comparison.step_times_ms = charts.step_times_ms.iter().map(|(_, ms)| *ms).collect();
+        comparison.step_times_ms = series.into_iter().map(|(_, t)| t.as_ms_f64()).collect();
+    }
+    charts.step_series = step_series(hosts);
+    if hosts.len() > 1 {
+        charts.ops_host = pace.map(|h| h.name.clone());
     }
     Report {
         status,

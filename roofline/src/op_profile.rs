@@ -126,6 +126,12 @@ pub struct RooflinePoint {
     pub flops_per_s: f64,
     /// FLOPs per byte (all memories).
     pub operational_intensity: f64,
+    /// FLOPs per byte of the resource that bounds it (XProf's `bottleneck_operational_intensity`,
+    /// the x of XProf's roofline chart): per HBM byte when HBM-bound, per on-chip byte read
+    /// (written) when bound by on-chip reads (writes), per byte of all memories when
+    /// compute-bound, 0 when unknown. At this intensity the point sits under the roof of the
+    /// memory that bounds it.
+    pub bottleneck_operational_intensity: f64,
     /// Achieved HBM bytes/s.
     pub hbm_bytes_per_s: f64,
     /// Utilisation of the compute peak (DVFS-normalised when the profile has DVFS factors).
@@ -202,10 +208,18 @@ pub fn roofline_point(
             bound_by = kind;
         }
     }
-    let b = bytes.total();
+    let per = |b: f64| if b > 0.0 { flops / b } else { 0.0 };
+    let bottleneck_bytes = match bound_by {
+        BoundBy::Unknown => 0.0,
+        BoundBy::Compute => bytes.total(),
+        BoundBy::Hbm => bytes.hbm,
+        BoundBy::OnChipRead => bytes.onchip_read,
+        BoundBy::OnChipWrite => bytes.onchip_write,
+    };
     RooflinePoint {
         flops_per_s,
-        operational_intensity: if b > 0.0 { flops / b } else { 0.0 },
+        operational_intensity: per(bytes.total()),
+        bottleneck_operational_intensity: per(bottleneck_bytes),
         hbm_bytes_per_s: rate(bytes.hbm, time),
         compute_utilization: compute,
         memory_utilization: memory,

@@ -104,6 +104,13 @@ fn roofline_matches_xprof() {
             assert!(close(point.flops_per_s / 1e9, gflops, 1e-9), "{ctx}: FLOP rate");
             let oi = row["operational_intensity"].as_f64().unwrap();
             assert!(close(point.operational_intensity, oi, 1e-9), "{ctx}: intensity");
+            // The x of XProf's roofline chart: FLOPs per byte of the bounding memory.
+            let bottleneck = row["bottleneck_operational_intensity"].as_f64().unwrap();
+            let ours_bottleneck = point.bottleneck_operational_intensity;
+            assert!(
+                close(ours_bottleneck, bottleneck, 1e-9),
+                "{ctx}: bottleneck intensity {ours_bottleneck} vs {bottleneck}"
+            );
             let hbm_gib = row["hbm_bw"].as_f64().unwrap();
             assert!(close(point.hbm_bytes_per_s / (1u64 << 30) as f64, hbm_gib, 1e-9), "{ctx}: HBM GiB/s");
             compared += 1;

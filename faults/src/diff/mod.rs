@@ -473,8 +473,10 @@ fn op_deltas(base: &[OpTime], new: &[OpTime], cutoff: (Option<f64>, Option<f64>)
         }
     }
     // Renamed instructions: the same program, signature and category, one of each side.
+    /// Program, signature and category: what identifies a renamed instruction.
+    type Signature = (String, String, String);
     let sig = |o: &OpTime| (o.program.clone(), o.signature.clone(), o.category.clone());
-    let mut groups: BTreeMap<(String, String, String), (Vec<&OpTime>, Vec<usize>)> = BTreeMap::new();
+    let mut groups: BTreeMap<Signature, (Vec<&OpTime>, Vec<usize>)> = BTreeMap::new();
     for b in &base_left {
         groups.entry(sig(b)).or_default().0.push(b);
     }
