@@ -5,7 +5,7 @@
 //! completions. The arguments are declared once, in `examples/support/cli.rs`.
 //!
 //! Exit codes: 0; 1 on an error (one line on stderr); 2 on a usage mistake (one line on stderr);
-//! 3 when `scan --fail-on` trips.
+//! 3 when `scan --fail-on` trips; 4 when `diff --fail-on-regression` trips.
 
 #[path = "../examples/support/mod.rs"]
 mod support;
@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use support::cli::{
-    EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd, WatchCmd,
-    usage_error, words,
+    DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
+    WatchCmd, usage_error, words,
 };
 
 /// Offline analysis of XProf profiles: what is wrong with a training or inference step, with
@@ -31,6 +31,9 @@ struct Cli {
 enum Command {
     /// Scan a profile (a `*.xplane.pb`, a session directory or a logdir) and report its faults.
     Scan(ScanCmd),
+    /// Compare two runs (profiles or saved JSON reports): a verdict that respects noise, the
+    /// categories and ops that moved, findings resolved, new and persisting.
+    Diff(DiffCmd),
     /// Every run of a logdir: capture time, hosts, size, verdict, step time and its change, top
     /// finding (runs scanned in parallel, summaries cached outside the logdir).
     Runs(RunsCmd),
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Scan(cmd) => cmd.run(),
+        Command::Diff(cmd) => cmd.run(),
         Command::Runs(cmd) => cmd.run(),
         Command::Watch(cmd) => cmd.run(),
         Command::Ops(cmd) => cmd.run(),

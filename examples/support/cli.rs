@@ -18,7 +18,9 @@ Exit codes:
   0  the command ran (whatever the verdict, unless --fail-on is given)
   1  an error: the profile or an output could not be read or written (one line on stderr)
   2  a usage mistake: an unknown flag, subcommand or value (one line on stderr)
-  3  scan --fail-on: a finding at that severity or worse, or an INCOMPLETE profile";
+  3  scan --fail-on: a finding at that severity or worse, or an INCOMPLETE profile
+  4  diff --fail-on-regression: the step time regressed by more than PCT, its 95 % interval
+     excluding zero";
 
 /// A parsed command line that runs its job.
 pub(crate) trait Job: Args + FromArgMatches {
@@ -464,6 +466,74 @@ impl Job for WatchCmd {
             cache: super::runs::cache_dir(self.cache_dir, self.no_cache),
         };
         super::run(|| super::runs::watch(&watch))
+    }
+}
+
+/// Compare two runs: did the change help? The verdict (IMPROVED, REGRESSED, NEUTRAL or
+/// INCOMPARABLE) rests on a 95 % bootstrap interval of the step time's change over steps; ops are
+/// matched across recompiled programs; findings are resolved, new or persisting.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct DiffCmd {
+    /// The base run: a `*.xplane.pb`, a session directory, a logdir, or a saved
+    /// `xlens scan --format json` report.
+    base: PathBuf,
+    /// The new run (the same kinds of input).
+    new: PathBuf,
+    /// The diff on stdout [default: text].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Same as `--format json`.
+    #[arg(long)]
+    json: bool,
+    /// Also write the diff as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write the diff's tables as Parquet (`DIR/diff_<table>/part-<writer>.parquet`).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Exit with 4 when the step time regressed by more than PCT % with its interval excluding
+    /// zero (a CI gate).
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    fail_on_regression: Option<f64>,
+    /// The smallest change (in %) the verdict counts as IMPROVED or REGRESSED: run-to-run noise
+    /// the steps of one run cannot show.
+    #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = parse_pct)]
+    min_change: f64,
+    /// Compare only these steps of each profile (`A..B`, `A..`, `..B`, `N`).
+    #[arg(long, value_name = "A..B", value_parser = StepRange::parse)]
+    steps: Option<StepRange>,
+    /// Accepted for symmetry with `scan` (the diff draws no progress line).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_pct(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a non-negative percentage")),
+    }
+}
+
+impl Job for DiffCmd {
+    fn run(self) -> ExitCode {
+        let args = super::diff::DiffArgs {
+            base: self.base,
+            new: self.new,
+            json: matches!(self.format, Some(Format::Json))
+                || (self.json && !matches!(self.format, Some(Format::Text))),
+            html: self.html,
+            out: self.out,
+            fail_on_regression: self.fail_on_regression,
+            steps: self.steps,
+            config: xlens::faults::diff::DiffConfig { min_change_pct: self.min_change },
+        };
+        let mut tripped = false;
+        let code = super::run(|| {
+            tripped = super::diff::run(&args)?;
+            Ok(())
+        });
+        if tripped { ExitCode::from(4) } else { code }
     }
 }
 

@@ -4,6 +4,8 @@
 #[allow(dead_code)]
 pub(crate) mod cli;
 #[allow(dead_code)]
+pub(crate) mod diff;
+#[allow(dead_code)]
 pub(crate) mod jobs;
 #[allow(dead_code)]
 pub(crate) mod runs;

@@ -309,6 +309,16 @@ impl Dataset {
         Ok(path)
     }
 
+    /// Writes a diff's tables: `diff_steps` (run, step, ms), `diff_metrics`, `diff_categories`,
+    /// `diff_ops` and `diff_findings` (change: resolved, new or persisting), one file each.
+    pub fn write_diff(&self, diff: &crate::diff::Diff) -> Result<Vec<PathBuf>, FrameError> {
+        let mut written = Vec::new();
+        for (table, mut df) in diff_frames(diff)? {
+            written.push(self.write(&mut df, table, None)?);
+        }
+        Ok(written)
+    }
+
     /// Writes one host's tables: its metrics, steps, anatomy, op profile, categories and the
     /// detectors that could not run on it. Called while the host is still open, so sessions
     /// can stream hosts; the findings come with the report ([`Dataset::write_report`]).
@@ -385,4 +395,65 @@ pub fn write_parquet(profile: &Profile, report: &Report, dir: &Path) -> Result<V
     }
     written.extend(dataset.write_report(report)?);
     Ok(written)
+}
+
+/// The tables of a diff, by name (see [`Dataset::write_diff`]).
+pub fn diff_frames(d: &crate::diff::Diff) -> Result<Vec<(&'static str, DataFrame)>, FrameError> {
+    let series = &d.step_series_ms;
+    let runs: Vec<(&str, usize, f64)> = series
+        .base
+        .iter()
+        .enumerate()
+        .map(|(i, v)| ("base", i, *v))
+        .chain(series.new.iter().enumerate().map(|(i, v)| ("new", i, *v)))
+        .collect();
+    let steps = frame(vec![
+        Column::new("run".into(), runs.iter().map(|r| r.0).collect::<Vec<_>>()),
+        Column::new("step_index".into(), runs.iter().map(|r| r.1 as u32).collect::<Vec<_>>()),
+        Column::new("step_time_ms".into(), runs.iter().map(|r| r.2).collect::<Vec<_>>()),
+    ])?;
+    let metrics = frame(vec![
+        Column::new("metric".into(), d.metrics.keys().map(String::as_str).collect::<Vec<_>>()),
+        Column::new("base".into(), d.metrics.values().map(|m| m.base).collect::<Vec<_>>()),
+        Column::new("new".into(), d.metrics.values().map(|m| m.new).collect::<Vec<_>>()),
+        Column::new("delta".into(), d.metrics.values().map(|m| m.delta).collect::<Vec<_>>()),
+    ])?;
+    let c = &d.categories;
+    let categories = frame(vec![
+        Column::new("category".into(), c.iter().map(|x| x.category.as_str()).collect::<Vec<_>>()),
+        Column::new("base_ms_per_step".into(), c.iter().map(|x| x.base_ms_per_step).collect::<Vec<_>>()),
+        Column::new("new_ms_per_step".into(), c.iter().map(|x| x.new_ms_per_step).collect::<Vec<_>>()),
+        Column::new("delta_ms_per_step".into(), c.iter().map(|x| x.delta_ms_per_step).collect::<Vec<_>>()),
+    ])?;
+    let o = &d.ops;
+    let ops = frame(vec![
+        Column::new("program".into(), o.iter().map(|x| x.program.as_str()).collect::<Vec<_>>()),
+        Column::new("name".into(), o.iter().map(|x| x.name.as_str()).collect::<Vec<_>>()),
+        Column::new("status".into(), o.iter().map(|x| x.status.as_str()).collect::<Vec<_>>()),
+        Column::new("category".into(), o.iter().map(|x| x.category.as_str()).collect::<Vec<_>>()),
+        Column::new("base_ms_per_step".into(), o.iter().map(|x| x.base_ms_per_step).collect::<Vec<_>>()),
+        Column::new("new_ms_per_step".into(), o.iter().map(|x| x.new_ms_per_step).collect::<Vec<_>>()),
+        Column::new("delta_ms_per_step".into(), o.iter().map(|x| x.delta_ms_per_step).collect::<Vec<_>>()),
+    ])?;
+    let f = &d.findings;
+    let rows: Vec<(&str, &crate::Finding)> =
+        [("resolved", &f.resolved), ("new", &f.new), ("persisting", &f.persisting)]
+            .into_iter()
+            .flat_map(|(change, list)| list.iter().map(move |x| (change, x)))
+            .collect();
+    let findings = frame(vec![
+        Column::new("change".into(), rows.iter().map(|r| r.0).collect::<Vec<_>>()),
+        Column::new("id".into(), rows.iter().map(|r| r.1.id.as_str()).collect::<Vec<_>>()),
+        Column::new("severity".into(), rows.iter().map(|r| r.1.severity.as_str()).collect::<Vec<_>>()),
+        Column::new("title".into(), rows.iter().map(|r| r.1.title.as_str()).collect::<Vec<_>>()),
+        Column::new("ms_per_step".into(), rows.iter().map(|r| r.1.impact.ms_per_step).collect::<Vec<_>>()),
+        Column::new("pct_of_step".into(), rows.iter().map(|r| r.1.impact.pct_of_step).collect::<Vec<_>>()),
+    ])?;
+    Ok(vec![
+        ("diff_steps", steps),
+        ("diff_metrics", metrics),
+        ("diff_categories", categories),
+        ("diff_ops", ops),
+        ("diff_findings", findings),
+    ])
 }

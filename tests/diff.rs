@@ -1,0 +1,170 @@
+//! Profile diffs of real capture pairs (the same JAX program with and without a fault): the
+//! fault resolved and `IMPROVED` where the step time dropped beyond noise, `REGRESSED` the other
+//! way round, `NEUTRAL` on a profile against itself, `INCOMPARABLE` across hardware; a saved JSON
+//! report as the baseline; the CLI's exit code 4 and its outputs.
+
+mod common;
+
+use std::process::Command;
+
+use xlens::faults::diff::{DiffConfig, Verdict, diff};
+use xlens::faults::{Report, ScanConfig, render, scan_session};
+
+fn report(rel: &str) -> Report {
+    let source = xlens::xplane::discover(&common::root().join(rel)).unwrap();
+    scan_session(&source, &ScanConfig::default(), &|_, _| {}).unwrap()
+}
+
+fn ids(list: &[xlens::faults::Finding]) -> Vec<&str> {
+    list.iter().map(|f| f.id.as_str()).collect()
+}
+
+/// `block_until_ready` after every call of the step: removing it resolves `barrier_in_loop` and
+/// halves the step; adding it regresses.
+#[test]
+fn removing_a_barrier_improves_and_resolves_it() {
+    let (fault, fixed) = (report("testdata/real/barrier_in_loop"), report("testdata/real/barrier_in_loop_baseline"));
+    let d = diff(&fault, &fixed, &DiffConfig::default());
+    assert_eq!(d.verdict, Verdict::Improved, "{}", d.summary);
+    let [lo, hi] = d.step_time_ms.ci95_pct.unwrap();
+    assert!(lo < hi && hi < 0.0, "{lo} {hi}");
+    assert_eq!(ids(&d.findings.resolved), ["barrier_in_loop"]);
+    assert!(d.findings.new.is_empty());
+    let back = diff(&fixed, &fault, &DiffConfig::default());
+    assert_eq!(back.verdict, Verdict::Regressed, "{}", back.summary);
+    assert_eq!(ids(&back.findings.new), ["barrier_in_loop"]);
+    // The programs are the same: every op of the base run is matched by name.
+    assert!(d.ops.iter().all(|o| o.status == "matched"), "{:?}", d.ops);
+}
+
+/// A replicated activation doubles the step (REGRESSED, new findings); a host callback too.
+#[test]
+fn injected_faults_regress() {
+    let d = diff(
+        &report("testdata/real/replicated_activations_baseline"),
+        &report("testdata/real/replicated_activations"),
+        &DiffConfig::default(),
+    );
+    assert_eq!(d.verdict, Verdict::Regressed, "{}", d.summary);
+    assert!(!d.findings.new.is_empty());
+    let d = diff(&report("testdata/corpus/clean"), &report("testdata/corpus/host_callback"), &DiffConfig::default());
+    assert_eq!(d.verdict, Verdict::Regressed, "{}", d.summary);
+    assert_eq!(ids(&d.findings.new), ["host_callback_stall"]);
+}
+
+/// A profile against itself: NEUTRAL, a zero change, every finding persisting, every op matched
+/// with no change.
+#[test]
+fn a_profile_against_itself_is_neutral() {
+    for rel in ["testdata/real/barrier_in_loop", "testdata/tpu/tpu_straggler_host"] {
+        let r = report(rel);
+        let d = diff(&r, &r, &DiffConfig::default());
+        assert_eq!((d.verdict, d.step_time_ms.delta_pct), (Verdict::Neutral, Some(0.0)), "{rel}: {}", d.summary);
+        assert_eq!(d.findings.persisting.len(), r.findings.len());
+        assert!(d.findings.resolved.is_empty() && d.findings.new.is_empty());
+        assert!(d.ops.iter().all(|o| o.status == "matched" && o.delta_ms_per_step == 0.0));
+        assert!(d.categories.iter().all(|c| c.delta_ms_per_step == 0.0));
+    }
+}
+
+/// Different hardware or a different main program cannot be compared, and the diff says why.
+#[test]
+fn different_hardware_is_incomparable() {
+    let d = diff(&report("testdata/corpus/clean"), &report("testdata/tpu/tpu_basic"), &DiffConfig::default());
+    assert_eq!(d.verdict, Verdict::Incomparable);
+    assert!(d.warnings[0].starts_with("different hardware: CPU vs TPU"), "{:?}", d.warnings);
+    assert!(d.summary.contains("Not comparable: different hardware"), "{}", d.summary);
+}
+
+/// A sessions's diff has a row per host and names the slowest host of each run.
+#[test]
+fn sessions_compare_per_host() {
+    let r = report("testdata/tpu/tpu_straggler_host");
+    let d = diff(&r, &r, &DiffConfig::default());
+    let hosts: Vec<&str> = d.hosts.iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(hosts, ["host0", "host1"]);
+    assert_eq!(d.straggler.base.as_deref(), Some("host1"));
+    assert_eq!(d.step_series_ms.base.len(), r.metrics.step_count);
+}
+
+fn xlens(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xlens")).args(args).env("RUST_BACKTRACE", "1").output().unwrap()
+}
+
+/// A report saved with `scan --format json` is a baseline as good as its profile; the CI gate
+/// exits with 4 on a regression beyond its threshold; the JSON keeps its contract; the HTML and
+/// the Parquet tables are written.
+#[test]
+fn the_cli_takes_a_saved_baseline_and_gates_regressions() {
+    let root = common::root();
+    let dir = std::env::temp_dir().join(format!("xlens-diff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = root.join("testdata/real/barrier_in_loop_baseline").display().to_string();
+    let new = root.join("testdata/real/barrier_in_loop").display().to_string();
+    let saved = dir.join("base.json");
+    std::fs::write(&saved, render::json(&report("testdata/real/barrier_in_loop_baseline"))).unwrap();
+    let from_profile = xlens(&["diff", &base, &new, "--json"]);
+    let from_saved = xlens(&["diff", &saved.display().to_string(), &new, "--json"]);
+    assert_eq!(from_profile.status.code(), Some(0), "{}", String::from_utf8_lossy(&from_profile.stderr));
+    assert_eq!(from_saved.stdout, from_profile.stdout, "a saved report diffs like its profile");
+    let doc: serde_json::Value = serde_json::from_slice(&from_profile.stdout).unwrap();
+    let keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
+    for key in [
+        "verdict",
+        "summary",
+        "step_time_ms",
+        "metrics",
+        "categories",
+        "ops",
+        "findings",
+        "memory_peak_bytes",
+        "warnings",
+    ] {
+        assert!(keys.contains(&key), "{key} missing: {keys:?}");
+    }
+    for key in ["base", "new", "delta_ms", "delta_pct", "ci95_pct"] {
+        assert!(doc["step_time_ms"].get(key).is_some(), "step_time_ms.{key}");
+    }
+    for key in ["resolved", "new", "persisting"] {
+        assert!(doc["findings"][key].is_array(), "findings.{key}");
+    }
+    let op = &doc["ops"][0];
+    for key in ["program", "name", "status", "base_ms_per_step", "new_ms_per_step", "delta_ms_per_step"] {
+        assert!(op.get(key).is_some(), "ops[0].{key}");
+    }
+    assert_eq!(doc["verdict"], "REGRESSED");
+    let html = dir.join("diff.html");
+    let out = dir.join("frames");
+    let gated = xlens(&[
+        "diff",
+        &base,
+        &new,
+        "--fail-on-regression",
+        "50",
+        "--html",
+        &html.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(gated.status.code(), Some(4), "{}", String::from_utf8_lossy(&gated.stderr));
+    assert!(String::from_utf8_lossy(&gated.stdout).starts_with("REGRESSED: "));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("name=\"viewport\"") && page.contains("<svg"), "a self-contained page");
+    for table in ["diff_steps", "diff_metrics", "diff_categories", "diff_ops", "diff_findings"] {
+        assert!(std::fs::read_dir(out.join(table)).unwrap().count() == 1, "{table}");
+    }
+    assert_eq!(
+        xlens(&["diff", &base, &new, "--fail-on-regression", "500"]).status.code(),
+        Some(0),
+        "under the threshold"
+    );
+    assert_eq!(xlens(&["diff", &new, &base, "--fail-on-regression", "0"]).status.code(), Some(0), "an improvement");
+    let bad = xlens(&["diff", &base]);
+    assert_eq!(bad.status.code(), Some(2));
+    std::fs::write(dir.join("junk.json"), "{\"status\": 3}").unwrap();
+    let junk = xlens(&["diff", &dir.join("junk.json").display().to_string(), &new]);
+    assert_eq!(junk.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&junk.stderr).contains("is not a saved `xlens scan --format json` report"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
