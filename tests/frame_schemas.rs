@@ -53,6 +53,10 @@ const UNITLESS: &[(&str, &str)] = &[
     ("int", "a stat's value as the profile stores it (its unit is the stat's)"),
     ("uint", "a stat's value as the profile stores it (its unit is the stat's)"),
     ("double", "a stat's value as the profile stores it (its unit is the stat's)"),
+    ("base", "a diff's figure in the base run, its unit in the metric's name (`idle_pct`)"),
+    ("new", "a diff's figure in the new run, its unit in the metric's name"),
+    ("delta", "new minus base, in the metric's unit"),
+    ("step_index", "a position"),
 ];
 
 fn describe(out: &mut String, table: &str, df: &DataFrame, bad: &mut Vec<String>) {
@@ -120,6 +124,10 @@ fn frame_schemas_are_documented_and_carry_units() {
     describe(&mut out, "hosts", &faults_frame::hosts_frame(&report).unwrap(), &mut bad);
     describe(&mut out, "skipped", &faults_frame::skipped_frame(&report).unwrap(), &mut bad);
     describe(&mut out, "metrics", &faults_frame::metrics_frame(host).unwrap(), &mut bad);
+    let d = xlens::faults::diff::diff(&report, &report, &xlens::faults::diff::DiffConfig::default());
+    for (table, df) in faults_frame::diff_frames(&d).unwrap() {
+        describe(&mut out, table, &df, &mut bad);
+    }
     describe(&mut out, "budget_plans", &xlens::budget::frame::plans_frame(&[]).unwrap(), &mut bad);
     describe(&mut out, "budget_fit", &xlens::budget::frame::fit_frame(&[]).unwrap(), &mut bad);
     describe(&mut out, "precision_audit", &xlens::budget::frame::audit_frame(&[]).unwrap(), &mut bad);
