@@ -518,6 +518,8 @@ pub struct Plane {
     walked: Box<[std::sync::atomic::AtomicBool]>,
     /// Bytes of line bodies walked at least once, shared by the planes of a space.
     meter: crate::WalkMeter,
+    /// Stored lines not walked yet.
+    unwalked: std::sync::atomic::AtomicUsize,
 }
 
 impl fmt::Debug for Plane {
@@ -540,8 +542,18 @@ impl Plane {
     /// True for the first event walk of the line at file position `index` (the walk that meters
     /// its bytes).
     pub(crate) fn first_walk(&self, index: usize) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Later passes, once every line was walked, pay one load.
+        if self.unwalked.load(Relaxed) == 0 {
+            return false;
+        }
         let Ok(at) = self.lines.binary_search_by_key(&index, Line::index) else { return false };
-        self.walked.get(at).is_some_and(|w| !w.swap(true, std::sync::atomic::Ordering::Relaxed))
+        // A load before the swap: walked lines stay shared in every core's cache.
+        let first = self.walked.get(at).is_some_and(|w| !w.load(Relaxed) && !w.swap(true, Relaxed));
+        if first {
+            self.unwalked.fetch_sub(1, Relaxed);
+        }
+        first
     }
 
     /// Adds bytes walked for the first time to the space's meter.
@@ -1016,6 +1028,7 @@ impl PlaneDecoder {
             path: None,
             walked: (0..counts.lines).map(|_| std::sync::atomic::AtomicBool::new(false)).collect(),
             meter: crate::WalkMeter::default(),
+            unwalked: std::sync::atomic::AtomicUsize::new(counts.lines),
         })
     }
 
