@@ -158,3 +158,37 @@ fn the_progress_line_fills_with_the_bytes_read() {
     // Without sizes (files of 0 bytes), hosts fill the bar.
     assert!(progress_line(2, 4, 0, 0, &[]).contains(&format!("[{}{}]", "=".repeat(15), " ".repeat(15))));
 }
+
+/// Every example answers `--help` and `--version` with exit 0, and a mistyped flag with one line
+/// and exit 2, as `xlens` does.
+#[test]
+fn every_example_answers_help_version_and_usage_mistakes() {
+    let exe = std::env::current_exe().unwrap();
+    let examples = exe.parent().unwrap().parent().unwrap().join("examples");
+    for name in [
+        "fault_scan",
+        "op_profile",
+        "hlo_ops",
+        "inventory",
+        "kernel_stats",
+        "roofline_table",
+        "hbm_plan",
+        "precision_audit",
+        "synth_profile",
+        "profile_diff",
+    ] {
+        let run = |arg: &str| {
+            std::process::Command::new(examples.join(name)).arg(arg).env("RUST_BACKTRACE", "1").output().unwrap()
+        };
+        let help = run("--help");
+        assert_eq!(help.status.code(), Some(0), "{name} --help");
+        assert!(!help.stdout.is_empty(), "{name} --help");
+        let version = run("--version");
+        assert_eq!(version.status.code(), Some(0), "{name} --version");
+        assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), format!("{name} {}", env!("CARGO_PKG_VERSION")));
+        let bogus = run("--bogus");
+        let err = String::from_utf8_lossy(&bogus.stderr);
+        assert_eq!(bogus.status.code(), Some(2), "{name} --bogus: {err}");
+        assert!(err.starts_with("error: ") && err.lines().count() == 1, "{name}: {err}");
+    }
+}
