@@ -7,8 +7,9 @@ import hashlib
 import json
 import os
 
-ORDER = ["barrier_in_loop", "barrier_in_loop_baseline", "profile_during_warmup", "remat", "remat_baseline",
-         "input_starvation", "donation_miss", "padding_waste", "sharded_collectives", "sharded_donation",
+ORDER = ["barrier_in_loop", "barrier_in_loop_baseline", "barrier_in_loop_baseline_rerun", "profile_during_warmup",
+         "remat", "remat_baseline", "input_starvation", "donation_miss", "donation_miss_baseline",
+         "donation_miss_rerun", "padding_waste", "sharded_collectives", "sharded_donation",
          "convert_reduce", "debug_print"]
 
 
@@ -67,6 +68,8 @@ def main():
                       "xprof_bytes": sum(xprof.values()), "total_bytes": sum(files.values())},
             "files": files,
         })
+        if n.endswith("_rerun"):  # same program and args as <x>, captured in another process
+            entries[-1]["rerun_of"] = n[: -len("_rerun")]
     env = {}
     if entries:
         with open(os.path.join(root, entries[0]["dir"], "ground_truth.json")) as fh:

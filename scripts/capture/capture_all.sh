@@ -29,14 +29,19 @@ while [ $# -gt 0 ]; do
 done
 
 # name | script | extra args | diff_sessions baseline (NAME=DIR or empty)
+# <x>_rerun: the same program as <x>, same args, in a separate process (a pair with no change,
+# for profile diffs); its diff_sessions baseline is <x>.
 SCENARIOS=(
   "barrier_in_loop|capture_barrier_in_loop.py||barrier_in_loop_baseline=$OUT/barrier_in_loop_baseline"
   "barrier_in_loop_baseline|capture_barrier_in_loop.py|--baseline|"
+  "barrier_in_loop_baseline_rerun|capture_barrier_in_loop.py|--baseline|barrier_in_loop_baseline=$OUT/barrier_in_loop_baseline"
   "profile_during_warmup|capture_profile_during_warmup.py||"
   "remat_baseline|capture_remat.py|--baseline|"
   "remat|capture_remat.py||remat_baseline=$OUT/remat_baseline"
   "input_starvation|capture_input_starvation.py||clean=$CORPUS/traces/clean"
-  "donation_miss|capture_donation_miss.py||clean=$CORPUS/traces/clean"
+  "donation_miss_baseline|capture_donation_miss.py|--baseline|"
+  "donation_miss|capture_donation_miss.py||donation_miss_baseline=$OUT/donation_miss_baseline"
+  "donation_miss_rerun|capture_donation_miss.py||donation_miss=$OUT/donation_miss"
   "padding_waste|capture_padding_waste.py||"
   "sharded_collectives|capture_sharded_collectives.py||sharded_collectives_baseline=$CORPUS/traces/sharded_collectives_baseline"
   "sharded_donation|capture_sharded_donation.py||"
