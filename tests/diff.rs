@@ -168,3 +168,44 @@ fn the_cli_takes_a_saved_baseline_and_gates_regressions() {
     assert!(String::from_utf8_lossy(&junk.stderr).contains("is not a saved `xlens scan --format json` report"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Two processes of one program differ more than their steps do on a shared machine (the
+/// rerun's mean is 2.6 times the first run's): one run a side calls that a regression, with a
+/// warning that run-to-run noise is not in the interval; with the rerun as a repeat of the base
+/// side, the two-level bootstrap widens the interval and the barrier fault's step time is no
+/// longer beyond noise (its finding still is new).
+#[test]
+fn repeated_runs_put_run_to_run_noise_into_the_interval() {
+    use xlens::faults::diff::{Repeats, diff_with_repeats};
+    let base = report("testdata/real/barrier_in_loop_baseline");
+    let rerun = report("testdata/real/barrier_in_loop_baseline_rerun");
+    let one = diff(&base, &rerun, &DiffConfig::default());
+    assert_eq!(one.verdict, Verdict::Regressed, "{}", one.summary);
+    assert!(one.warnings.iter().any(|w| w.starts_with("one run a side")), "{:?}", one.warnings);
+    assert!(one.findings.new.is_empty() && one.findings.resolved.is_empty(), "the same program, the same findings");
+    let fault = report("testdata/real/barrier_in_loop");
+    let repeats = std::slice::from_ref(&rerun);
+    let d = diff_with_repeats(&base, &fault, Repeats { base: repeats, new: &[] }, &DiffConfig::default());
+    assert_eq!(d.step_time_ms.runs, [2, 1]);
+    assert_eq!(d.verdict, Verdict::Neutral, "{}", d.summary);
+    let [lo, hi] = d.step_time_ms.ci95_pct.unwrap();
+    assert!(lo < 0.0 && hi > 50.0, "a wide interval: {lo} {hi}");
+    assert_eq!(ids(&d.findings.new), ["barrier_in_loop"]);
+    // The mean of the runs' means, each run weighing the same.
+    let mean = (base.metrics.step_time_ms_mean.unwrap() + rerun.metrics.step_time_ms_mean.unwrap()) / 2.0;
+    assert!((d.step_time_ms.base.unwrap() - mean).abs() < 1e-12);
+}
+
+/// Fixing the missing donation resolves `donation_miss`, whatever the step times of the two
+/// processes say.
+#[test]
+fn donating_the_parameters_resolves_donation_miss() {
+    let d = diff(
+        &report("testdata/real/donation_miss"),
+        &report("testdata/real/donation_miss_baseline"),
+        &DiffConfig::default(),
+    );
+    assert_eq!(ids(&d.findings.resolved), ["donation_miss"]);
+    assert!(d.findings.persisting.is_empty());
+    assert!(d.ops.iter().filter(|o| o.status == "matched").count() > 10, "the same program's ops pair up");
+}

@@ -503,6 +503,13 @@ pub(crate) struct DiffCmd {
     /// Compare only these steps of each profile (`A..B`, `A..`, `..B`, `N`).
     #[arg(long, value_name = "A..B", value_parser = StepRange::parse)]
     steps: Option<StepRange>,
+    /// Another run of the base side (repeatable): repeated runs put run-to-run noise into the
+    /// interval.
+    #[arg(long, value_name = "PATH")]
+    base_repeat: Vec<PathBuf>,
+    /// Another run of the new side (repeatable).
+    #[arg(long, value_name = "PATH")]
+    new_repeat: Vec<PathBuf>,
     /// Accepted for symmetry with `scan` (the diff draws no progress line).
     #[arg(long, short)]
     quiet: bool,
@@ -520,6 +527,8 @@ impl Job for DiffCmd {
         let args = super::diff::DiffArgs {
             base: self.base,
             new: self.new,
+            base_repeats: self.base_repeat,
+            new_repeats: self.new_repeat,
             json: matches!(self.format, Some(Format::Json))
                 || (self.json && !matches!(self.format, Some(Format::Text))),
             html: self.html,

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use xlens::faults::diff::{DiffConfig, diff, html, text};
+use xlens::faults::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
 use xlens::faults::frame::Dataset;
 use xlens::faults::{Report, ScanConfig, StepRange, scan_session};
 use xlens::xplane::discover;
@@ -15,6 +15,10 @@ pub(crate) struct DiffArgs {
     pub(crate) base: PathBuf,
     /// The new run: a profile, or a saved JSON report.
     pub(crate) new: PathBuf,
+    /// More runs of the base side.
+    pub(crate) base_repeats: Vec<PathBuf>,
+    /// More runs of the new side.
+    pub(crate) new_repeats: Vec<PathBuf>,
     /// JSON on stdout instead of text.
     pub(crate) json: bool,
     /// Where to write the HTML page.
@@ -53,7 +57,10 @@ fn report_of(path: &Path, steps: Option<StepRange>) -> anyhow::Result<Report> {
 pub(crate) fn run(args: &DiffArgs) -> anyhow::Result<bool> {
     let base = report_of(&args.base, args.steps)?;
     let new = report_of(&args.new, args.steps)?;
-    let d = diff(&base, &new, &args.config);
+    let reports =
+        |paths: &[PathBuf]| paths.iter().map(|p| report_of(p, args.steps)).collect::<anyhow::Result<Vec<_>>>();
+    let (base_more, new_more) = (reports(&args.base_repeats)?, reports(&args.new_repeats)?);
+    let d = diff_with_repeats(&base, &new, Repeats { base: &base_more, new: &new_more }, &args.config);
     let mut failures = Vec::new();
     if let Some(out) = &args.out
         && let Err(e) = Dataset::new(out).write_diff(&d)

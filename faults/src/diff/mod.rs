@@ -15,6 +15,12 @@
 //! `scan --steps`); both runs do the same work per step. A run with fewer than two steps gives
 //! no interval and the verdict stays `NEUTRAL` (said in the warnings). `INCOMPARABLE` when the
 //! runs ran different programs or hardware, or one could not be read completely.
+//!
+//! Steps of one run cannot show run-to-run noise: two processes running the same program on a
+//! shared machine can differ far more than their steps do. Given repeated runs of a side
+//! ([`Repeats`]), the bootstrap resamples runs, then steps within each (a two-level bootstrap),
+//! each run weighing the same, so the interval holds run-to-run noise too; with one run a side,
+//! a verdict other than `NEUTRAL` carries a warning saying so.
 
 mod render;
 
@@ -30,6 +36,17 @@ pub use render::{html, text};
 
 /// Bootstrap resamples behind the confidence interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// More runs of each side: repeated captures of the same program and setup, so that the
+/// interval holds run-to-run noise (see the module docs). The first report of each side, given
+/// to [`diff_with_repeats`] apart, gives the categories, ops, findings and health figures.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Repeats<'a> {
+    /// More runs of the base side.
+    pub base: &'a [Report],
+    /// More runs of the new side.
+    pub new: &'a [Report],
+}
 
 /// What a diff needs to be told.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,10 +105,13 @@ pub struct StepTimeDelta {
     /// The 95 % confidence interval of `delta_pct` (bootstrap over steps); absent with fewer
     /// than two steps in a run.
     pub ci95_pct: Option<[f64; 2]>,
-    /// Steps of the base run.
+    /// Steps of the base side (all its runs).
     pub base_steps: usize,
-    /// Steps of the new run.
+    /// Steps of the new side (all its runs).
     pub new_steps: usize,
+    /// Runs of each side (base, new): with several, `base` and `new` are the means of the runs'
+    /// mean step times and the interval holds run-to-run noise.
+    pub runs: [usize; 2],
     /// What a step is (`steps`, `module_executions`, `device_window`) in each run.
     pub time_base: [String; 2],
 }
@@ -254,13 +274,28 @@ impl Diff {
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn diff(base: &Report, new: &Report, config: &DiffConfig) -> Diff {
+    diff_with_repeats(base, new, Repeats::default(), config)
+}
+
+/// [`diff`] with repeated runs of either side, whose run-to-run noise goes into the interval.
+pub fn diff_with_repeats(base: &Report, new: &Report, repeats: Repeats<'_>, config: &DiffConfig) -> Diff {
     let mut warnings = Vec::new();
-    let step_time_ms = step_delta(base, new, &mut warnings);
-    let why_not = incomparable(base, new);
+    let base_side: Vec<&Report> = std::iter::once(base).chain(repeats.base).collect();
+    let new_side: Vec<&Report> = std::iter::once(new).chain(repeats.new).collect();
+    let step_time_ms = step_delta(&base_side, &new_side, &mut warnings);
+    let why_not =
+        base_side.iter().flat_map(|b| new_side.iter().map(move |n| (b, n))).find_map(|(b, n)| incomparable(b, n));
     let verdict = match &why_not {
         Some(_) => Verdict::Incomparable,
         None => verdict_of(&step_time_ms, config),
     };
+    if matches!(verdict, Verdict::Improved | Verdict::Regressed) && step_time_ms.runs == [1, 1] {
+        warnings.push(
+            "one run a side: the interval holds step-to-step noise only, and two processes of one program can differ \
+             more (machine load, placement); give repeated runs of each side to include it"
+                .to_owned(),
+        );
+    }
     if let Some(why) = &why_not {
         warnings.insert(0, why.clone());
     }
@@ -324,25 +359,30 @@ fn incomparable(base: &Report, new: &Report) -> Option<String> {
     None
 }
 
-fn step_delta(base: &Report, new: &Report, warnings: &mut Vec<String>) -> StepTimeDelta {
-    let (b, n) = (&base.comparison.step_times_ms, &new.comparison.step_times_ms);
-    let (bm, nm) = (base.metrics.step_time_ms_mean, new.metrics.step_time_ms_mean);
+/// The mean of the runs' mean step times (each run weighs the same).
+fn side_mean(side: &[&Report]) -> Option<f64> {
+    let means: Vec<f64> = side.iter().filter_map(|r| r.metrics.step_time_ms_mean).collect();
+    (!means.is_empty() && means.len() == side.len()).then(|| means.iter().sum::<f64>() / means.len() as f64)
+}
+
+fn step_delta(base: &[&Report], new: &[&Report], warnings: &mut Vec<String>) -> StepTimeDelta {
+    let steps =
+        |side: &[&Report]| -> Vec<Vec<f64>> { side.iter().map(|r| r.comparison.step_times_ms.clone()).collect() };
+    let (b, n) = (steps(base), steps(new));
+    let (bm, nm) = (side_mean(base), side_mean(new));
     let delta_ms = bm.zip(nm).map(|(b, n)| n - b);
     let delta_pct = bm.zip(nm).filter(|(b, _)| *b > 0.0).map(|(b, n)| 100.0 * (n / b - 1.0));
-    let ci95_pct = if b.len() >= 2 && n.len() >= 2 {
-        Some(bootstrap_ci(b, n))
+    let enough = |side: &[Vec<f64>]| side.iter().all(|s| s.len() >= 2);
+    let ci95_pct = if enough(&b) && enough(&n) {
+        Some(bootstrap_ci(&b, &n))
     } else {
-        warnings.push(format!(
-            "a run has fewer than two steps ({} and {}): no confidence interval, the verdict stays NEUTRAL",
-            b.len(),
-            n.len()
-        ));
+        warnings.push("a run has fewer than two steps: no confidence interval, the verdict stays NEUTRAL".to_owned());
         None
     };
-    if base.metrics.time_base != new.metrics.time_base {
+    let (bt, nt) = (&base[0].metrics.time_base, &new[0].metrics.time_base);
+    if bt != nt {
         warnings.push(format!(
-            "the runs count steps differently ({} vs {}): their step times may not measure the same work",
-            base.metrics.time_base, new.metrics.time_base
+            "the runs count steps differently ({bt} vs {nt}): their step times may not measure the same work"
         ));
     }
     StepTimeDelta {
@@ -351,9 +391,10 @@ fn step_delta(base: &Report, new: &Report, warnings: &mut Vec<String>) -> StepTi
         delta_ms,
         delta_pct,
         ci95_pct,
-        base_steps: b.len(),
-        new_steps: n.len(),
-        time_base: [base.metrics.time_base.clone(), new.metrics.time_base.clone()],
+        base_steps: b.iter().map(Vec::len).sum(),
+        new_steps: n.iter().map(Vec::len).sum(),
+        runs: [base.len(), new.len()],
+        time_base: [bt.clone(), nt.clone()],
     }
 }
 
@@ -384,14 +425,22 @@ impl SplitMix {
 }
 
 /// The 2.5th and 97.5th percentiles of `mean(new*) / mean(base*) - 1` (in %) over bootstrap
-/// resamples of both runs' steps.
-fn bootstrap_ci(base: &[f64], new: &[f64]) -> [f64; 2] {
+/// resamples of both sides: runs resampled with replacement, then each chosen run's steps (one
+/// run a side: its steps only). Each run weighs the same.
+fn bootstrap_ci(base: &[Vec<f64>], new: &[Vec<f64>]) -> [f64; 2] {
     let mut rng = SplitMix(0x786c_656e_735f_6466);
-    let mut resample_mean = |xs: &[f64]| (0..xs.len()).map(|_| xs[rng.below(xs.len())]).sum::<f64>() / xs.len() as f64;
+    let mut side_mean = |runs: &[Vec<f64>]| {
+        let mut total = 0.0;
+        for _ in 0..runs.len() {
+            let xs = &runs[rng.below(runs.len())];
+            total += (0..xs.len()).map(|_| xs[rng.below(xs.len())]).sum::<f64>() / xs.len() as f64;
+        }
+        total / runs.len() as f64
+    };
     let mut changes: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
         .map(|_| {
-            let b = resample_mean(base);
-            let n = resample_mean(new);
+            let b = side_mean(base);
+            let n = side_mean(new);
             if b > 0.0 { 100.0 * (n / b - 1.0) } else { 0.0 }
         })
         .collect();
@@ -578,7 +627,10 @@ fn summary(d: &Diff, config: &DiffConfig) -> String {
             if let Some([lo, hi]) = s.ci95_pct {
                 out.push_str(&format!(", 95 % CI {lo:+.1} to {hi:+.1} %"));
             }
-            out.push_str(&format!(", {} vs {} steps)", s.base_steps, s.new_steps));
+            match s.runs {
+                [1, 1] => out.push_str(&format!(", {} vs {} steps)", s.base_steps, s.new_steps)),
+                [b, n] => out.push_str(&format!(", {b} vs {n} runs of {} vs {} steps)", s.base_steps, s.new_steps)),
+            }
         }
         _ => out.push_str("no step time in one of the runs"),
     }
@@ -619,13 +671,18 @@ mod tests {
 
     #[test]
     fn the_interval_holds_zero_for_the_same_steps_and_excludes_it_for_a_shift() {
-        let base = [10.0, 10.4, 9.8, 10.1, 10.2, 9.9];
+        let base = vec![vec![10.0, 10.4, 9.8, 10.1, 10.2, 9.9]];
         let [lo, hi] = bootstrap_ci(&base, &base);
         assert!(lo < 0.0 && hi > 0.0, "{lo} {hi}");
-        let slower: Vec<f64> = base.iter().map(|v| v * 1.3).collect();
+        let slower = vec![base[0].iter().map(|v| v * 1.3).collect::<Vec<f64>>()];
         let [lo, hi] = bootstrap_ci(&base, &slower);
         assert!(lo > 20.0 && hi < 40.0, "{lo} {hi}");
         assert_eq!(bootstrap_ci(&base, &slower), [lo, hi], "the same interval run to run");
+        // Runs that differ from each other as much as the sides do: the interval holds zero.
+        let runs =
+            |a: f64, b: f64| vec![base[0].iter().map(|v| v * a).collect(), base[0].iter().map(|v| v * b).collect()];
+        let [lo, hi] = bootstrap_ci(&runs(1.0, 1.3), &runs(1.05, 1.25));
+        assert!(lo < 0.0 && hi > 0.0, "run-to-run noise is in the interval: {lo} {hi}");
     }
 
     #[test]
@@ -656,6 +713,7 @@ mod tests {
             ci95_pct: Some(ci),
             base_steps: 5,
             new_steps: 5,
+            runs: [1, 1],
             time_base: Default::default(),
         };
         let c = DiffConfig::default();

@@ -49,14 +49,18 @@ pub fn text(d: &Diff) -> String {
     let ci = st.ci95_pct.map_or_else(|| "n/a".to_owned(), |[lo, hi]| format!("{lo:+.1} .. {hi:+.1} %"));
     let _ = writeln!(
         s,
-        "Step      {} -> {} ms ({} ms, {} %), 95 % CI {ci}, {} vs {} {}",
+        "Step      {} -> {} ms ({} ms, {} %), 95 % CI {ci}, {} vs {} {}{}",
         opt(st.base, 3),
         opt(st.new, 3),
         signed(st.delta_ms, 3),
         signed(st.delta_pct, 1),
         st.base_steps,
         st.new_steps,
-        st.time_base[1]
+        st.time_base[1],
+        match st.runs {
+            [1, 1] => String::new(),
+            [b, n] => format!(" over {b} vs {n} runs"),
+        }
     );
     let _ = writeln!(s, "\nMetrics                               base          new        delta");
     for (name, m) in &d.metrics {
