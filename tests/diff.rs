@@ -209,3 +209,18 @@ fn donating_the_parameters_resolves_donation_miss() {
     assert!(d.findings.persisting.is_empty());
     assert!(d.ops.iter().filter(|o| o.status == "matched").count() > 10, "the same program's ops pair up");
 }
+
+/// Real captures without step markers compare per module execution (AMD MI300X JAX); a run of
+/// one step has no interval and stays NEUTRAL, saying why.
+#[test]
+fn stepless_profiles_compare_per_module_execution() {
+    let gemm = report("testdata/field/amd_jax08_gemm");
+    let d = diff(&gemm, &gemm, &DiffConfig::default());
+    assert_eq!(d.step_time_ms.time_base, ["module_executions", "module_executions"]);
+    assert_eq!((d.verdict, d.step_time_ms.base_steps), (Verdict::Neutral, 42));
+    assert!(d.step_time_ms.ci95_pct.is_some());
+    let one = report("testdata/field/tf_v100_multiworker");
+    let d = diff(&one, &one, &DiffConfig::default());
+    assert_eq!((d.verdict, d.step_time_ms.ci95_pct), (Verdict::Neutral, None));
+    assert!(d.warnings.iter().any(|w| w.contains("fewer than two steps")), "{:?}", d.warnings);
+}
