@@ -277,3 +277,15 @@ fn a_crowded_page_fits_desktop_and_phone_widths() {
     check_layout(&chromium, &dir, "crowded", &html);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The diff's page (both step series, category deltas, the ops that moved, findings) fits at
+/// both widths too.
+#[test]
+fn the_diff_page_fits_desktop_and_phone_widths() {
+    let Some(chromium) = browser() else { return };
+    let dir = scratch("diff");
+    let (base, new) = (report("testdata/real/barrier_in_loop_baseline"), report("testdata/real/barrier_in_loop"));
+    let d = xlens::faults::diff::diff(&base, &new, &xlens::faults::diff::DiffConfig::default());
+    check_layout(&chromium, &dir, "diff", &xlens::faults::diff::html(&d));
+    let _ = std::fs::remove_dir_all(&dir);
+}

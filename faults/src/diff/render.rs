@@ -265,7 +265,8 @@ fn category_svg(d: &Diff) -> String {
     let (w, row) = (800.0, 26.0);
     let h = row * cats.len() as f64 + 10.0;
     let max = cats.iter().map(|c| c.delta_ms_per_step.abs()).fold(0.0f64, f64::max).max(1e-9);
-    let (mid, half) = (w / 2.0 + 100.0, w / 2.0 - 110.0);
+    // Room on the right of the longest bar for its label (and on the left, beyond the names).
+    let (mid, half) = (w / 2.0 + 100.0, w / 2.0 - 170.0);
     let mut svg = format!("<svg viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"category deltas\">");
     let _ = write!(svg, "<line x1=\"{mid}\" x2=\"{mid}\" y1=\"0\" y2=\"{h}\" stroke=\"#999\"/>");
     for (i, c) in cats.iter().enumerate() {
