@@ -7,8 +7,10 @@ import hashlib
 import json
 import os
 
-ORDER = ["barrier_in_loop", "barrier_in_loop_baseline", "barrier_in_loop_baseline_rerun", "profile_during_warmup",
+ORDER = ["barrier_in_loop", "barrier_in_loop_baseline", "barrier_in_loop_baseline_rerun",
+         "barrier_in_loop_baseline_twice_a", "barrier_in_loop_baseline_twice_b", "profile_during_warmup",
          "remat", "remat_baseline", "input_starvation", "donation_miss", "donation_miss_baseline",
+         "donation_miss_baseline_twice_a", "donation_miss_baseline_twice_b",
          "donation_miss_rerun", "padding_waste", "sharded_collectives", "sharded_donation",
          "convert_reduce", "debug_print"]
 
@@ -70,6 +72,9 @@ def main():
         })
         if n.endswith("_rerun"):  # same program and args as <x>, captured in another process
             entries[-1]["rerun_of"] = n[: -len("_rerun")]
+        if gt.get("same_process_as"):  # <x>_twice_a / _b: two traces of <x>'s program in one process
+            entries[-1]["same_process_as"] = gt["same_process_as"]
+            entries[-1]["same_program_as"] = gt["same_program_as"]
     env = {}
     if entries:
         with open(os.path.join(root, entries[0]["dir"], "ground_truth.json")) as fh:
@@ -77,7 +82,7 @@ def main():
         env = {k: e.get(k) for k in ("jax", "jaxlib", "python", "cpu_count", "hostname")}
     man = {
         "description": ("Real XProf .xplane.pb profiles captured on CPU with jax.profiler.trace by "
-                        "scripts/capture/ (one process per trace), each with an injected performance "
+                        "scripts/capture/ (one process per trace, except the same_process_as pairs), each with an injected performance "
                         "fault or none, ground truth measured in-process, the optimized HLO + XLA "
                         "cost_analysis of every jitted function, and XProf 2.24.2 CLI reference output."),
         "environment": dict(env, xprof="2.24.2"),

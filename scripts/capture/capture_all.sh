@@ -31,15 +31,22 @@ done
 # name | script | extra args | diff_sessions baseline (NAME=DIR or empty)
 # <x>_rerun: the same program as <x>, same args, in a separate process (a pair with no change,
 # for profile diffs); its diff_sessions baseline is <x>.
+# <x>_twice_a / <x>_twice_b: two traces of the program of <x> taken one after the other in ONE
+# process (capture_twice.py, run by the _a row after waiting for idle CPUs); the _b row's script
+# is "-" (captured with the row before; --only needs both names). _b's diff_sessions baseline is _a.
 SCENARIOS=(
   "barrier_in_loop|capture_barrier_in_loop.py||barrier_in_loop_baseline=$OUT/barrier_in_loop_baseline"
   "barrier_in_loop_baseline|capture_barrier_in_loop.py|--baseline|"
   "barrier_in_loop_baseline_rerun|capture_barrier_in_loop.py|--baseline|barrier_in_loop_baseline=$OUT/barrier_in_loop_baseline"
+  "barrier_in_loop_baseline_twice_a|capture_twice.py|--scenario barrier_in_loop_baseline --out-b $OUT/barrier_in_loop_baseline_twice_b --wait-idle 85|"
+  "barrier_in_loop_baseline_twice_b|-||barrier_in_loop_baseline_twice_a=$OUT/barrier_in_loop_baseline_twice_a"
   "profile_during_warmup|capture_profile_during_warmup.py||"
   "remat_baseline|capture_remat.py|--baseline|"
   "remat|capture_remat.py||remat_baseline=$OUT/remat_baseline"
   "input_starvation|capture_input_starvation.py||clean=$CORPUS/traces/clean"
   "donation_miss_baseline|capture_donation_miss.py|--baseline|"
+  "donation_miss_baseline_twice_a|capture_twice.py|--scenario donation_miss_baseline --out-b $OUT/donation_miss_baseline_twice_b --wait-idle 85|"
+  "donation_miss_baseline_twice_b|-||donation_miss_baseline_twice_a=$OUT/donation_miss_baseline_twice_a"
   "donation_miss|capture_donation_miss.py||donation_miss_baseline=$OUT/donation_miss_baseline"
   "donation_miss_rerun|capture_donation_miss.py||donation_miss=$OUT/donation_miss"
   "padding_waste|capture_padding_waste.py||"
@@ -58,6 +65,7 @@ selected() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 for row in "${SCENARIOS[@]}"; do
   IFS='|' read -r name script args base <<< "$row"
   selected "$name" || continue
+  if [ "$script" = "-" ]; then echo "=== $name: captured by the row before"; continue; fi
   echo "=== capture $name"
   rm -rf "$OUT/$name"
   # shellcheck disable=SC2086

@@ -288,15 +288,36 @@ def capture(name, step_fn, *, out_dir, n_steps, warmup=3, program, injected_faul
     a scalar is recorded as the loss). hlo_fns: {fn_name: (jitted, example_args)} (or a
     callable returning that dict, evaluated after the trace) for the HLO files.
     evidence_fn(space, decoded, gt) -> dict of observed evidence, merged into gt.
+
+    The three phases are `warm_up`, `trace_steps` and `write_ground_truth`;
+    capture_twice.py calls them itself to take two traces in one process.
     """
     out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     listener = CompileListener()
-    losses = []
+    warm_up(step_fn, warmup)
+    window = trace_steps(step_fn, out_dir, range(n_steps), listener,
+                         profiler_options=profiler_options, keep_trace_json=keep_trace_json)
+    return write_ground_truth(
+        name, window, out_dir=out_dir, program=program, injected_fault=injected_fault,
+        expected_faults=expected_faults, evidence=evidence, hlo_fns=hlo_fns, baseline=baseline,
+        evidence_fn=evidence_fn, extra_gt=extra_gt, dispatches_per_step=dispatches_per_step,
+        decode=decode)
 
+
+def warm_up(step_fn, warmup):
+    """Run the warm-up steps -warmup..-1 (outside any trace)."""
     for k in range(warmup):
         _block(step_fn(-warmup + k))
 
+
+def trace_steps(step_fn, out_dir, step_nums, listener, *, profiler_options=None,
+                keep_trace_json=False):
+    """One jax.profiler trace of the steps `step_nums`, flattened to <out_dir>/<host>.xplane.pb.
+    Returns the measured window (profile path, steps, losses, trace_window, compilations)."""
+    out_dir = os.path.abspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    losses = []
     raw = os.path.join(out_dir, "_raw_trace")
     shutil.rmtree(raw, ignore_errors=True)
     steps = []
@@ -305,7 +326,7 @@ def capture(name, step_fn, *, out_dir, n_steps, warmup=3, program, injected_faul
     jax.profiler.start_trace(raw, profiler_options=profiler_options)
     tw["trace_started_wall_ns"] = time.time_ns()
     t_started = time.perf_counter()
-    for i in range(n_steps):
+    for i in step_nums:
         w0 = time.time_ns()
         t0 = time.perf_counter()
         with jax.profiler.StepTraceAnnotation("train", step_num=i):
@@ -344,6 +365,18 @@ def capture(name, step_fn, *, out_dir, n_steps, warmup=3, program, injected_faul
     pb = os.path.join(out_dir, os.path.basename(found[0]))
     shutil.move(found[0], pb)
     shutil.rmtree(raw, ignore_errors=True)
+    return {"pb": pb, "steps": steps, "losses": losses, "trace_window": tw, "compiles": compiles}
+
+
+def write_ground_truth(name, window, *, out_dir, program, injected_fault, expected_faults,
+                       evidence, hlo_fns, baseline=None, evidence_fn=None, extra_gt=None,
+                       dispatches_per_step=1, decode=True):
+    """Ground truth for one traced window of `trace_steps`: the HLO files of `hlo_fns` (AOT
+    compile), the decoded profile and `evidence_fn`'s observations, written to
+    <out_dir>/ground_truth.json. Returns (gt, space, decoded)."""
+    out_dir = os.path.abspath(out_dir)
+    pb, steps, losses = window["pb"], window["steps"], window["losses"]
+    tw, compiles = window["trace_window"], window["compiles"]
 
     wall = [s["wall_ms"] for s in steps]
     gt = {
