@@ -224,3 +224,19 @@ fn stepless_profiles_compare_per_module_execution() {
     assert_eq!((d.verdict, d.step_time_ms.ci95_pct), (Verdict::Neutral, None));
     assert!(d.warnings.iter().any(|w| w.contains("fewer than two steps")), "{:?}", d.warnings);
 }
+
+/// Two traces of one program taken in one process (a job profiled twice): NEUTRAL, the same
+/// findings, every op matched.
+#[test]
+fn two_runs_of_the_same_program_are_neutral() {
+    for pair in ["barrier_in_loop_baseline_twice", "donation_miss_baseline_twice"] {
+        let a = report(&format!("testdata/real/{pair}_a"));
+        let b = report(&format!("testdata/real/{pair}_b"));
+        let d = diff(&a, &b, &DiffConfig::default());
+        assert_eq!(d.verdict, Verdict::Neutral, "{pair}: {}", d.summary);
+        let [lo, hi] = d.step_time_ms.ci95_pct.unwrap();
+        assert!(lo < 0.0 && hi > 0.0, "{pair}: {lo} {hi}");
+        assert!(d.findings.new.is_empty() && d.findings.resolved.is_empty(), "{pair}");
+        assert!(d.ops.iter().all(|o| o.status == "matched"), "{pair}");
+    }
+}
