@@ -19,4 +19,5 @@ pub use xlens_roofline as roofline;
 pub use xlens_xplane as xplane;
 
 pub mod args;
+pub mod documents;
 pub mod render;

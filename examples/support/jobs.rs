@@ -10,10 +10,10 @@ use xlens::render::budget::{
     fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
 use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
-use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
-use xlens::render::op_profile::{analyze, op_profile_session_json, op_profile_text};
+use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_text};
+use xlens::render::op_profile::{analyze, op_profile_text};
 use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
-use xlens::render::{HostInventory, inventory_json, inventory_text};
+use xlens::render::{HostInventory, inventory_text};
 use xlens::roofline::{ChipSpec, FlopsPerByte, KernelStats};
 use xlens::xplane::{Session, inventory};
 
@@ -25,11 +25,11 @@ fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
 
 /// Steps, the op profile and the step anatomy of every host.
 pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
+    if json {
+        return emit_json(&xlens::documents::op_profile(path)?);
+    }
     let session = Session::open(path)?;
     let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
-    if json {
-        return emit_json(&op_profile_session_json(&analyses));
-    }
     for analysis in &analyses {
         emit(&op_profile_text(analysis, top))?;
     }
@@ -53,23 +53,29 @@ pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
 
 /// Planes, lines and event counts of every host.
 pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
+    if json {
+        return emit_json(&xlens::documents::planes(path)?);
+    }
     let session = Session::open(path)?;
     let hosts = session
         .hosts()
         .iter()
         .map(|h| Ok(HostInventory { host: h.name().to_owned(), planes: inventory(h.space())? }))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if json { emit_json(&inventory_json(&hosts)) } else { emit(&inventory_text(&hosts)) }
+    emit(&inventory_text(&hosts))
 }
 
 /// GPU kernels of every host: launches, durations, launch shapes.
 pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Result<()> {
+    if json {
+        return emit_json(&xlens::documents::kernels(path, top).map_err(|e| anyhow::anyhow!(e))?);
+    }
     let session = Session::open(path)?;
     let mut hosts = Vec::new();
     for host in session.hosts() {
         hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });
     }
-    if json { emit_json(&kernel_stats_json(&hosts, top)) } else { emit(&kernel_stats_text(&hosts, top.unwrap_or(20))) }
+    emit(&kernel_stats_text(&hosts, top.unwrap_or(20)))
 }
 
 /// The chips' roofline table, and where an intensity falls on each.

@@ -1,0 +1,200 @@
+//! The native module `xlens._xlens`, wrapped by the Python package `xlens` (`pysrc/xlens`): every
+//! function runs the same library code as the command lines, with the GIL released, and returns
+//! the same JSON documents; errors become `xlens.XlensError` with the error's location.
+
+use std::path::PathBuf;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use xlens::faults::diff::{DiffConfig, Repeats, diff_with_repeats};
+use xlens::faults::frame::Dataset;
+use xlens::faults::{Report, ScanConfig, StepRange, Thresholds, render, scan_session};
+
+create_exception!(_xlens, XlensError, PyException, "An xlens error: the message names the file and place.");
+
+fn error(e: impl std::fmt::Display) -> PyErr {
+    XlensError::new_err(e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// What `xlens.scan(config=...)` accepts: the `xlens.toml` sections as a dict.
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Config {
+    only: Option<Vec<String>>,
+    disable: Vec<String>,
+    thresholds: Thresholds,
+}
+
+fn scan_config(config_json: Option<&str>, steps: Option<&str>) -> PyResult<ScanConfig> {
+    let config: Config = match config_json {
+        Some(text) => serde_json::from_str(text).map_err(|e| error(format!("config: {e}")))?,
+        None => Config::default(),
+    };
+    for id in config.only.iter().flatten().chain(&config.disable) {
+        if xlens::faults::detector(id).is_none() {
+            return Err(error(format!("config: {id:?} is not a detector id (see docs/detectors.md)")));
+        }
+    }
+    let steps = steps.map(StepRange::parse).transpose().map_err(error)?;
+    Ok(ScanConfig { only: config.only, disabled: config.disable, thresholds: config.thresholds, steps })
+}
+
+/// A scanned run: the report, and where its frames were written.
+#[pyclass(module = "xlens._xlens", frozen)]
+struct NativeReport {
+    report: Report,
+}
+
+#[pymethods]
+impl NativeReport {
+    /// The report as the JSON document of `fault_scan --format json`.
+    fn json(&self) -> String {
+        render::json(&self.report)
+    }
+
+    /// The report as the text `fault_scan` prints.
+    fn text(&self) -> String {
+        render::text(&self.report)
+    }
+
+    /// The report as a self-contained HTML page.
+    fn html(&self) -> String {
+        render::html(&self.report)
+    }
+}
+
+/// Scans a profile (a `*.xplane.pb`, a run directory or a logdir); writes the Parquet dataset to
+/// `frames_dir` when given.
+#[pyfunction]
+#[pyo3(signature = (path, hosts=None, config_json=None, steps=None, frames_dir=None))]
+fn scan(
+    py: Python<'_>,
+    path: PathBuf,
+    hosts: Option<Vec<String>>,
+    config_json: Option<String>,
+    steps: Option<String>,
+    frames_dir: Option<PathBuf>,
+) -> PyResult<NativeReport> {
+    let config = scan_config(config_json.as_deref(), steps.as_deref())?;
+    py.detach(move || {
+        let mut source = xlens::xplane::discover(&path).map_err(error)?;
+        if let Some(hosts) = hosts {
+            if let Some(missing) = hosts.iter().find(|h| !source.hosts.iter().any(|s| &s.host == *h)) {
+                let known: Vec<&str> = source.hosts.iter().map(|s| s.host.as_str()).collect();
+                return Err(error(format!("no host {missing:?} in {} (hosts: {})", path.display(), known.join(", "))));
+            }
+            source.hosts.retain(|s| hosts.contains(&s.host));
+        }
+        let dataset = frames_dir.as_deref().map(Dataset::new);
+        let failed = std::sync::Mutex::new(None);
+        let visit = |host: &xlens::faults::HostProfile, outcome: &xlens::faults::HostOutcome| {
+            if let Some(d) = &dataset
+                && let Err(e) = d.write_host(host, &outcome.summary.skipped)
+            {
+                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+            }
+        };
+        let report = scan_session(&source, &config, &visit).map_err(error)?;
+        if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(error(format!("writing the frames: {e}")));
+        }
+        if let Some(d) = &dataset {
+            d.write_report(&report).map_err(error)?;
+        }
+        Ok(NativeReport { report })
+    })
+}
+
+/// A report saved as JSON (`fault_scan --format json`).
+#[pyfunction]
+fn load_report(text: &str) -> PyResult<NativeReport> {
+    Report::from_json(text).map(|report| NativeReport { report }).map_err(|e| error(format!("not a saved report: {e}")))
+}
+
+/// Two runs compared (the JSON of `xlens diff --json`); repeated runs of either side put
+/// run-to-run noise into the interval.
+#[pyfunction]
+#[pyo3(signature = (base, new, base_repeats=Vec::new(), new_repeats=Vec::new(), min_change_pct=2.0))]
+fn diff(
+    py: Python<'_>,
+    base: PyRef<'_, NativeReport>,
+    new: PyRef<'_, NativeReport>,
+    base_repeats: Vec<PyRef<'_, NativeReport>>,
+    new_repeats: Vec<PyRef<'_, NativeReport>>,
+    min_change_pct: f64,
+) -> PyResult<String> {
+    let more = |side: &[PyRef<'_, NativeReport>]| side.iter().map(|r| r.report.clone()).collect::<Vec<_>>();
+    let (base_more, new_more) = (more(&base_repeats), more(&new_repeats));
+    let (b, n) = (&base.report, &new.report);
+    let config = DiffConfig { min_change_pct };
+    py.detach(|| {
+        let d = diff_with_repeats(b, n, Repeats { base: &base_more, new: &new_more }, &config);
+        serde_json::to_string(&d).map_err(error)
+    })
+}
+
+/// The HTML page of a diff given as its JSON.
+#[pyfunction]
+fn diff_html(diff_json: &str) -> PyResult<String> {
+    let d: xlens::faults::diff::Diff = serde_json::from_str(diff_json).map_err(error)?;
+    Ok(xlens::faults::diff::html(&d))
+}
+
+/// `op_profile --json`.
+#[pyfunction]
+fn op_profile(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    py.detach(|| xlens::documents::op_profile(&path).map(|v| v.to_string()).map_err(error))
+}
+
+/// `kernel_stats --json`.
+#[pyfunction]
+#[pyo3(signature = (path, top=None))]
+fn kernel_stats(py: Python<'_>, path: PathBuf, top: Option<usize>) -> PyResult<String> {
+    py.detach(|| xlens::documents::kernels(&path, top).map(|v| v.to_string()).map_err(error))
+}
+
+/// `hlo_ops --json`, and the warnings met.
+#[pyfunction]
+fn hlo_modules(py: Python<'_>, path: PathBuf) -> PyResult<(String, Vec<String>)> {
+    py.detach(|| xlens::documents::hlo_modules(&path).map(|(v, w)| (v.to_string(), w)).map_err(error))
+}
+
+/// `inventory --json`.
+#[pyfunction]
+fn inventory(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    py.detach(|| xlens::documents::planes(&path).map(|v| v.to_string()).map_err(error))
+}
+
+/// `hbm_plan ARGS --json`: the plan (or plans) of the flags given as words.
+#[pyfunction]
+fn plan(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
+    py.detach(|| {
+        let cli = xlens::args::HbmPlanArgs::parse(args).map_err(error)?;
+        let plans =
+            cli.requests().iter().map(xlens::budget::Plan::new).collect::<Result<Vec<_>, _>>().map_err(error)?;
+        let docs: Vec<serde_json::Value> = plans.iter().map(xlens::render::budget::hbm_plan_json).collect();
+        Ok(match docs.as_slice() {
+            [one] => one.to_string(),
+            _ => serde_json::Value::Array(docs).to_string(),
+        })
+    })
+}
+
+/// The native half of the `xlens` package.
+#[pymodule]
+fn _xlens(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("XlensError", m.py().get_type::<XlensError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<NativeReport>()?;
+    m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(load_report, m)?)?;
+    m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(diff_html, m)?)?;
+    m.add_function(wrap_pyfunction!(op_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(hlo_modules, m)?)?;
+    m.add_function(wrap_pyfunction!(inventory, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    Ok(())
+}
