@@ -51,5 +51,7 @@ pub use report::{
     ANATOMY_CLASSES, Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, Roof, RooflineDot, Skipped,
     SkippedHost, SlowOp, Status, StepBar, StepSeries, TopOp, host_metrics,
 };
-pub use scan::{HostOutcome, ScanObserver, scan, scan_host, scan_session, scan_session_observed, sort_findings};
+pub use scan::{
+    HostOutcome, ScanObserver, combine, scan, scan_host, scan_session, scan_session_observed, sort_findings,
+};
 pub use xlens_roofline::{HostOp, HostOps, OpContext};

@@ -193,7 +193,7 @@ impl Metrics {
 }
 
 /// One op (or the whole program) placed on the roofline chart.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RooflineDot {
     /// Op name (`Program` for the program point).
     pub name: String,
@@ -215,7 +215,7 @@ pub struct RooflineDot {
 }
 
 /// A roof of the roofline chart: a compute peak (FLOP/s) or a memory bandwidth (bytes/s).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Roof {
     /// What it is: `peak`, `int8`, `HBM`, `VMEM read`, ...
     pub label: String,
@@ -229,7 +229,7 @@ pub const ANATOMY_CLASSES: [&str; 7] =
     ["matmul", "vector", "data formatting", "exposed collective", "infeed/outfeed", "host", "idle"];
 
 /// One step of a host's step-time series.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepBar {
     /// Step name (the step number for marked steps).
     pub name: String,
@@ -241,7 +241,7 @@ pub struct StepBar {
 }
 
 /// One host's steps, for the step-time chart.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepSeries {
     /// Host name.
     pub host: String,
@@ -271,7 +271,7 @@ impl StepSeries {
 }
 
 /// One of the op profile's slowest ops, for the HTML page's table.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopOp {
     /// The program (`name(program_id)`) the op belongs to.
     pub program: String,
@@ -290,7 +290,7 @@ pub struct TopOp {
 }
 
 /// Chart data for the HTML page (not part of the JSON contract).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Charts {
     /// Each host's steps, in host order.
     pub step_series: Vec<StepSeries>,
@@ -404,7 +404,7 @@ impl Report {
 
 /// What a scan keeps of one host once its detectors ran: enough for the cross-host detectors
 /// and the report, so that the host's profile itself can be dropped (hosts are streamed).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostSummary {
     /// Host name.
     pub name: String,

@@ -15,14 +15,48 @@ use crate::report::{
 };
 
 /// The outcome of one host: its findings, per detector whether it ran (or why not), its summary.
-#[derive(Debug)]
+///
+/// It is the per-host record of a distributed scan: it serialises (to JSON with `serde_json`,
+/// every number exact) on the worker that scanned the host, and [`combine`] turns the records
+/// of a session's hosts into the report a one-machine scan gives.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HostOutcome {
-    /// Findings on this host.
+    /// Findings on this host (in the record with their `variant`, which the report's JSON leaves
+    /// out but merging the hosts' findings needs).
+    #[serde(with = "finding_records")]
     pub findings: Vec<Finding>,
     /// Per enabled detector, in registry order: `None` when it ran, else the skip reason.
     pub skips: Vec<Option<String>>,
     /// The host's summary.
     pub summary: HostSummary,
+}
+
+/// Findings with their variant, for [`HostOutcome`]'s record.
+mod finding_records {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::finding::Finding;
+
+    #[derive(Serialize)]
+    struct Out<'a> {
+        variant: &'a str,
+        finding: &'a Finding,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        variant: String,
+        finding: Finding,
+    }
+
+    pub(super) fn serialize<S: Serializer>(findings: &[Finding], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(findings.iter().map(|f| Out { variant: &f.variant, finding: f }))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Finding>, D::Error> {
+        let records = Vec::<In>::deserialize(d)?;
+        Ok(records.into_iter().map(|r| Finding { variant: r.variant, ..r.finding }).collect())
+    }
 }
 
 fn enabled_detectors(config: &ScanConfig) -> Vec<&'static dyn Detector> {
@@ -160,6 +194,34 @@ pub fn scan_session_observed(
         return Err(e);
     }
     Ok(finish(source.run.clone(), outcomes, skipped_hosts, config))
+}
+
+/// The session report of hosts scanned apart (on other machines, by [`scan_host`]): their
+/// records merged, the cross-host detectors run, exactly what [`scan_session`] gives for the
+/// same hosts. `skipped_hosts` are the host files the workers could not read.
+///
+/// ```
+/// use xlens_faults::{HostOutcome, HostProfile, ScanConfig, combine, render, scan_host, scan_session};
+/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/tpu/tpu_straggler_host");
+/// let source = xlens_xplane::discover(std::path::Path::new(dir))?;
+/// let config = ScanConfig::default();
+/// // Each host on its own worker, its outcome shipped as JSON.
+/// let records: Vec<String> = source.hosts.iter().map(|h| {
+///     let host = HostProfile::new(h.host.clone(), h.open().unwrap());
+///     serde_json::to_string(&scan_host(&host, &config)).unwrap()
+/// }).collect();
+/// let outcomes: Vec<HostOutcome> = records.iter().map(|r| serde_json::from_str(r).unwrap()).collect();
+/// let report = combine(source.run.clone(), outcomes, Vec::new(), &config);
+/// assert_eq!(render::json(&report), render::json(&scan_session(&source, &config, &|_, _| {})?));
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn combine(
+    run: Option<String>,
+    outcomes: Vec<HostOutcome>,
+    skipped_hosts: Vec<SkippedHost>,
+    config: &ScanConfig,
+) -> Report {
+    finish(run, outcomes, skipped_hosts, config)
 }
 
 /// Merges host outcomes (sorted by host name), runs the session detectors, builds the report.

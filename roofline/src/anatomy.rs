@@ -88,6 +88,7 @@ pub struct Interval {
 
 /// The anatomy of one step. All fields but `collective_hidden` sum to `step_time`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct StepAnatomy {
     /// The step time being partitioned.
     pub step_time: Picos,

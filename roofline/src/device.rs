@@ -129,6 +129,7 @@ pub struct OpMetadata {
 
 /// Bytes accessed, split by memory as XProf's op profile splits them.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct MemoryBytes {
     /// HBM reads and writes.
     pub hbm: f64,

@@ -146,6 +146,7 @@ pub struct RooflinePoint {
 
 /// A program's FLOPs and bytes over its profiled time on one host, with the host's peaks.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProgramWork {
     /// FLOPs of the innermost ops.
     pub flops: f64,

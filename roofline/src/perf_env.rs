@@ -9,6 +9,7 @@ use xlens_xplane::{Plane, names::stat::capability as cap};
 
 /// Peaks of one core as the profile reports them.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PerfEnv {
     /// Peak FLOP/s per core (`peak_teraflops_per_second` × 1e12).
     pub peak_flops_per_s: f64,

@@ -41,6 +41,7 @@ id_newtype!(
 /// Absolute times are `line.timestamp_ns * 1000 + event.offset_ps`, on the profile's clock.
 /// Conversions to coarser units happen only at the output edge.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
 pub struct Picos(pub i64);
 
 impl Picos {
