@@ -181,6 +181,94 @@ fn plan(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
     })
 }
 
+/// What a worker of a distributed scan sends back for one host: its outcome, or why its file
+/// could not be read.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum HostRecord {
+    Outcome(Box<xlens::faults::HostOutcome>),
+    Skipped(xlens::faults::SkippedHost),
+}
+
+/// The run and host files behind a path (a `*.xplane.pb`, a run directory or a logdir's newest run).
+#[pyfunction]
+fn discover(path: PathBuf) -> PyResult<(Option<String>, Vec<(String, String)>)> {
+    let source = xlens::xplane::discover(&path).map_err(error)?;
+    Ok((source.run, source.hosts.into_iter().map(|h| (h.host, h.path.display().to_string())).collect()))
+}
+
+/// Scans one host file (on a worker) and returns its record as JSON; the host's tables go to
+/// `frames_dir` (unique part files, safe beside other workers).
+#[pyfunction]
+#[pyo3(signature = (host, path, config_json=None, steps=None, frames_dir=None))]
+fn scan_host_record(
+    py: Python<'_>,
+    host: String,
+    path: PathBuf,
+    config_json: Option<String>,
+    steps: Option<String>,
+    frames_dir: Option<PathBuf>,
+) -> PyResult<String> {
+    let config = scan_config(config_json.as_deref(), steps.as_deref())?;
+    py.detach(move || {
+        let opened = xlens::xplane::open_space(&path).and_then(|space| match config.steps {
+            Some(range) => xlens::faults::select_steps(&space, range, Some(&path)),
+            None => Ok(space),
+        });
+        let record = match opened {
+            Err(e) => HostRecord::Skipped(xlens::faults::SkippedHost {
+                host,
+                file: path.display().to_string(),
+                error: e.to_string().split_whitespace().collect::<Vec<_>>().join(" "),
+            }),
+            Ok(space) => {
+                let profile = xlens::faults::HostProfile::new(host, space);
+                let outcome = xlens::faults::scan_host(&profile, &config);
+                if let Some(dir) = &frames_dir {
+                    Dataset::new(dir).write_host(&profile, &outcome.summary.skipped).map_err(error)?;
+                }
+                HostRecord::Outcome(Box::new(outcome))
+            }
+        };
+        serde_json::to_string(&record).map_err(error)
+    })
+}
+
+/// The session report of host records (`scan_host_record`): exactly what a one-machine scan of
+/// the same hosts gives; the report's tables go to `frames_dir`.
+#[pyfunction]
+#[pyo3(signature = (run, records, config_json=None, steps=None, frames_dir=None))]
+fn combine_records(
+    py: Python<'_>,
+    run: Option<String>,
+    records: Vec<String>,
+    config_json: Option<String>,
+    steps: Option<String>,
+    frames_dir: Option<PathBuf>,
+) -> PyResult<NativeReport> {
+    let config = scan_config(config_json.as_deref(), steps.as_deref())?;
+    py.detach(move || {
+        let mut outcomes = Vec::new();
+        let mut skipped = Vec::new();
+        for text in &records {
+            match serde_json::from_str::<HostRecord>(text).map_err(|e| error(format!("not a host record: {e}")))? {
+                HostRecord::Outcome(o) => outcomes.push(*o),
+                HostRecord::Skipped(s) => skipped.push(s),
+            }
+        }
+        if outcomes.is_empty() {
+            let why = skipped.first().map_or("no hosts".to_owned(), |s| format!("{}: {}", s.file, s.error));
+            return Err(error(format!("no host could be read ({why})")));
+        }
+        skipped.sort_by(|a, b| a.host.cmp(&b.host));
+        let report = xlens::faults::combine(run, outcomes, skipped, &config);
+        if let Some(dir) = &frames_dir {
+            Dataset::new(dir).write_report(&report).map_err(error)?;
+        }
+        Ok(NativeReport { report })
+    })
+}
+
 /// The native half of the `xlens` package.
 #[pymodule]
 fn _xlens(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -196,5 +284,8 @@ fn _xlens(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hlo_modules, m)?)?;
     m.add_function(wrap_pyfunction!(inventory, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(discover, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_host_record, m)?)?;
+    m.add_function(wrap_pyfunction!(combine_records, m)?)?;
     Ok(())
 }

@@ -52,12 +52,12 @@ class Report:
     document (``to_dict()``), the HTML page (``to_html(path)``) and every table as a polars
     DataFrame (``frames()``)."""
 
-    def __init__(self, native: Any, frames_dir: str | None = None) -> None:
+    def __init__(self, native: Any, frames_dir: str | None = None, *, owns_frames_dir: bool = True) -> None:
         self._native = native
         self._doc: dict[str, Any] = json.loads(native.json())
         self._frames_dir = frames_dir
         self._frames: dict[str, Any] | None = None
-        if frames_dir is not None:
+        if frames_dir is not None and owns_frames_dir:
             self._cleanup = weakref.finalize(self, shutil.rmtree, frames_dir, True)
 
     @property
