@@ -190,9 +190,13 @@ enum HostRecord {
     Skipped(xlens::faults::SkippedHost),
 }
 
-/// The run and host files behind a path (a `*.xplane.pb`, a run directory or a logdir's newest run).
+/// A run's name and its hosts' names and files.
+type RunHosts = (Option<String>, Vec<(String, String)>);
+
+/// The run and host files behind a path (a `*.xplane.pb`, a run directory or a logdir's newest
+/// run, on disk or over HTTP(S)).
 #[pyfunction]
-fn discover(path: PathBuf) -> PyResult<(Option<String>, Vec<(String, String)>)> {
+fn discover(path: PathBuf) -> PyResult<RunHosts> {
     let source = xlens::xplane::discover(&path).map_err(error)?;
     Ok((source.run, source.hosts.into_iter().map(|h| (h.host, h.path.display().to_string())).collect()))
 }
@@ -211,7 +215,8 @@ fn scan_host_record(
 ) -> PyResult<String> {
     let config = scan_config(config_json.as_deref(), steps.as_deref())?;
     py.detach(move || {
-        let opened = xlens::xplane::open_space(&path).and_then(|space| match config.steps {
+        let source = xlens::xplane::HostSource { host: host.clone(), path: path.clone() };
+        let opened = source.open().and_then(|space| match config.steps {
             Some(range) => xlens::faults::select_steps(&space, range, Some(&path)),
             None => Ok(space),
         });

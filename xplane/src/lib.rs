@@ -54,6 +54,8 @@ pub mod names;
 mod plane;
 #[cfg(feature = "raw")]
 pub mod raw;
+#[cfg(feature = "http")]
+pub mod remote;
 mod residency;
 mod session;
 mod space;

@@ -35,6 +35,11 @@ pub struct HostSource {
 impl HostSource {
     /// Maps and decodes the host file.
     pub fn open(&self) -> Result<Space> {
+        #[cfg(feature = "http")]
+        if crate::remote::is_url(&self.path) {
+            let url = self.path.to_string_lossy();
+            return Space::parse(crate::remote::fetch(&url)?).map_err(|e| e.in_file(&self.path));
+        }
         open_space(&self.path)
     }
 }
@@ -50,6 +55,10 @@ pub struct SessionSource {
 
 /// Finds the host files behind a file, a session directory or a logdir.
 pub fn discover(path: &Path) -> Result<SessionSource> {
+    #[cfg(feature = "http")]
+    if crate::remote::is_url(path) {
+        return crate::remote::discover_url(&path.to_string_lossy());
+    }
     let meta = std::fs::metadata(path).map_err(|e| Error::io(e, path))?;
     if meta.is_file() {
         return Ok(SessionSource { run: None, hosts: vec![host_source(path)] });
