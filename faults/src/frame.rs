@@ -197,26 +197,7 @@ pub fn metrics_frame(host: &HostProfile) -> Result<DataFrame, FrameError> {
     let m = host_metrics(host);
     let mut rows: Vec<(&str, Option<f64>, Option<String>)> =
         vec![("time_base", None, Some(m.time_base.clone())), ("bound_by", None, m.bound_by.clone())];
-    let numbers: Vec<(&str, Option<f64>)> = vec![
-        ("step_count", Some(m.step_count as f64)),
-        ("step_time_ms_mean", m.step_time_ms_mean),
-        ("step_time_ms_median", m.step_time_ms_median),
-        ("step_time_ms_stddev", m.step_time_ms_stddev),
-        ("step_time_ms_min", m.step_time_ms_min),
-        ("step_time_ms_max", m.step_time_ms_max),
-        ("device_busy_pct", m.device_busy_pct),
-        ("idle_pct", m.idle_pct),
-        ("input_bound_pct", m.input_bound_pct),
-        ("exposed_communication_pct", m.exposed_communication_pct),
-        ("flops_utilization_pct", m.flops_utilization_pct),
-        ("hbm_utilization_pct", m.hbm_utilization_pct),
-        ("roofline_efficiency_pct", m.roofline_efficiency_pct),
-        ("operational_intensity_flop_per_byte", m.operational_intensity_flop_per_byte),
-        ("device_duty_cycle_pct", m.device_duty_cycle_pct),
-        ("memory_peak_bytes", m.memory_peak_bytes.map(|v| v as f64)),
-        ("memory_capacity_bytes", m.memory_capacity_bytes.map(|v| v as f64)),
-        ("memory_peak_pct", m.memory_peak_pct),
-    ];
+    let numbers = m.figures();
     rows.extend(numbers.into_iter().map(|(k, v)| (k, v, None)));
     frame(vec![
         Column::new("metric".into(), rows.iter().map(|r| r.0).collect::<Vec<_>>()),

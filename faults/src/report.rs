@@ -181,6 +181,32 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every numeric figure by its name (the `metrics` table's rows, what a diff compares), in a
+    /// fixed order; bytes as numbers of bytes.
+    pub fn figures(&self) -> Vec<(&'static str, Option<f64>)> {
+        let bytes = |v: Option<u64>| v.map(|b| b as f64);
+        vec![
+            ("step_count", Some(self.step_count as f64)),
+            ("step_time_ms_mean", self.step_time_ms_mean),
+            ("step_time_ms_median", self.step_time_ms_median),
+            ("step_time_ms_stddev", self.step_time_ms_stddev),
+            ("step_time_ms_min", self.step_time_ms_min),
+            ("step_time_ms_max", self.step_time_ms_max),
+            ("device_busy_pct", self.device_busy_pct),
+            ("idle_pct", self.idle_pct),
+            ("input_bound_pct", self.input_bound_pct),
+            ("exposed_communication_pct", self.exposed_communication_pct),
+            ("flops_utilization_pct", self.flops_utilization_pct),
+            ("hbm_utilization_pct", self.hbm_utilization_pct),
+            ("roofline_efficiency_pct", self.roofline_efficiency_pct),
+            ("operational_intensity_flop_per_byte", self.operational_intensity_flop_per_byte),
+            ("device_duty_cycle_pct", self.device_duty_cycle_pct),
+            ("memory_peak_bytes", bytes(self.memory_peak_bytes)),
+            ("memory_capacity_bytes", bytes(self.memory_capacity_bytes)),
+            ("memory_peak_pct", self.memory_peak_pct),
+        ]
+    }
+
     /// The unit of a per-step figure under this time base: `step`, `module execution` or
     /// `device window`.
     pub fn step_unit(&self) -> &'static str {

@@ -450,23 +450,8 @@ fn bootstrap_ci(base: &[Vec<f64>], new: &[Vec<f64>]) -> [f64; 2] {
 }
 
 fn metric_deltas(base: &Report, new: &Report) -> BTreeMap<String, MetricDelta> {
-    let pick = |r: &Report| {
-        let m = &r.metrics;
-        [
-            ("step_time_ms_mean", m.step_time_ms_mean),
-            ("step_time_ms_median", m.step_time_ms_median),
-            ("step_time_ms_stddev", m.step_time_ms_stddev),
-            ("device_busy_pct", m.device_busy_pct),
-            ("idle_pct", m.idle_pct),
-            ("input_bound_pct", m.input_bound_pct),
-            ("exposed_communication_pct", m.exposed_communication_pct),
-            ("flops_utilization_pct", m.flops_utilization_pct),
-            ("hbm_utilization_pct", m.hbm_utilization_pct),
-            ("roofline_efficiency_pct", m.roofline_efficiency_pct),
-            ("device_duty_cycle_pct", m.device_duty_cycle_pct),
-            ("memory_peak_bytes", m.memory_peak_bytes.map(|b| b as f64)),
-        ]
-    };
+    // The step count is not a figure to compare (the step time is).
+    let pick = |r: &Report| r.metrics.figures().into_iter().filter(|(name, _)| *name != "step_count");
     pick(base)
         .into_iter()
         .zip(pick(new))
