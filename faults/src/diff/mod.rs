@@ -453,7 +453,6 @@ fn metric_deltas(base: &Report, new: &Report) -> BTreeMap<String, MetricDelta> {
     // The step count is not a figure to compare (the step time is).
     let pick = |r: &Report| r.metrics.figures().into_iter().filter(|(name, _)| *name != "step_count");
     pick(base)
-        .into_iter()
         .zip(pick(new))
         .map(|((name, b), (_, n))| {
             (name.to_owned(), MetricDelta { base: b, new: n, delta: b.zip(n).map(|(b, n)| n - b) })
