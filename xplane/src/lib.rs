@@ -59,6 +59,8 @@ pub mod remote;
 mod residency;
 mod session;
 mod space;
+#[cfg(feature = "stores")]
+pub mod stores;
 mod validate;
 mod wire;
 

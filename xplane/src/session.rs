@@ -35,6 +35,11 @@ pub struct HostSource {
 impl HostSource {
     /// Maps and decodes the host file.
     pub fn open(&self) -> Result<Space> {
+        #[cfg(feature = "stores")]
+        if crate::stores::is_store_url(&self.path) {
+            let url = self.path.to_string_lossy();
+            return Space::parse(crate::stores::fetch_store(&url)?).map_err(|e| e.in_file(&self.path));
+        }
         #[cfg(feature = "http")]
         if crate::remote::is_url(&self.path) {
             let url = self.path.to_string_lossy();
@@ -55,6 +60,10 @@ pub struct SessionSource {
 
 /// Finds the host files behind a file, a session directory or a logdir.
 pub fn discover(path: &Path) -> Result<SessionSource> {
+    #[cfg(feature = "stores")]
+    if crate::stores::is_store_url(path) {
+        return crate::stores::discover_store(&path.to_string_lossy());
+    }
     #[cfg(feature = "http")]
     if crate::remote::is_url(path) {
         return crate::remote::discover_url(&path.to_string_lossy());

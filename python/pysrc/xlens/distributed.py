@@ -1,7 +1,7 @@
 """Scan a pod's session on a cluster: one task per host, the cross-host analysis on the driver.
 
-Each task scans one host file where it runs (the file must be readable there: a shared
-filesystem or a mount of the bucket) and sends back a small record (findings, metrics, the
+Each task scans one host file where it runs (a path readable there, or an ``s3://``, ``gs://``,
+``az://`` or ``https://`` URL it reads in ranged requests) and sends back a small record (findings, metrics, the
 step table and what the cross-host detectors need); the driver combines the records into the
 report a one-machine scan of the same hosts gives, cross-host detectors (stragglers, the
 session verdict) included::

@@ -1,0 +1,131 @@
+//! Profiles in object storage: `s3://`, `gs://` and `az://` (or `abfs://`) URLs, read with
+//! `object_store` (credentials, region and endpoint from the usual environment:
+//! `AWS_*`, `GOOGLE_*`, `AZURE_*`), listed like a logdir on disk and fetched in ranged reads of
+//! [`crate::remote::CHUNK_BYTES`], memory following the bytes received.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::error::{Error, ErrorKind, Location, Result};
+use crate::remote::{CHUNK_BYTES, MAX_REMOTE_FILE_BYTES};
+use crate::session::{HostSource, SessionSource, XPLANE_SUFFIX};
+
+/// True for the object-store URL schemes.
+pub fn is_store_url(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| ["s3://", "gs://", "az://", "abfs://"].iter().any(|p| s.starts_with(p)))
+}
+
+fn io(url: &str, kind: std::io::ErrorKind, what: String) -> Error {
+    Error::new(ErrorKind::Io(std::io::Error::new(kind, what)), Location::default().with_file(Path::new(url)))
+}
+
+fn store_error(url: &str, e: object_store::Error) -> Error {
+    use std::io::ErrorKind as K;
+    match e {
+        object_store::Error::NotFound { .. } => io(url, K::NotFound, "no such object".to_owned()),
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+            io(url, K::PermissionDenied, "access denied: check the credentials in the environment".to_owned())
+        }
+        other => io(url, K::Other, other.to_string().split_whitespace().collect::<Vec<_>>().join(" ")),
+    }
+}
+
+/// The bucket's store (built from the environment) and the object path of `url`.
+fn open_store(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath, String)> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    let root = format!("{scheme}://{bucket}");
+    let built: std::result::Result<Arc<dyn ObjectStore>, object_store::Error> = match scheme {
+        "s3" => object_store::aws::AmazonS3Builder::from_env().with_url(&root).build().map(|s| Arc::new(s) as _),
+        "gs" => {
+            object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(&root).build().map(|s| Arc::new(s) as _)
+        }
+        _ => object_store::azure::MicrosoftAzureBuilder::from_env().with_url(&root).build().map(|s| Arc::new(s) as _),
+    };
+    let store = built.map_err(|e| store_error(url, e))?;
+    Ok((store, ObjectPath::from(key.trim_end_matches('/')), root))
+}
+
+fn runtime(url: &str) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Error::io(e, Path::new(url)))
+}
+
+/// The whole object at `url`, read in ranged reads.
+pub fn fetch_store(url: &str) -> Result<Bytes> {
+    let (store, path, _) = open_store(url)?;
+    runtime(url)?.block_on(async {
+        let size = store.head(&path).await.map_err(|e| store_error(url, e))?.size;
+        if size == 0 {
+            return Err(Error::new(ErrorKind::ZeroByteProfile, Location::default().with_file(Path::new(url))));
+        }
+        if size > MAX_REMOTE_FILE_BYTES {
+            return Err(io(url, std::io::ErrorKind::Other, format!("{size} bytes, more than a host file may have")));
+        }
+        let mut out = Vec::new();
+        while (out.len() as u64) < size {
+            let start = out.len() as u64;
+            let end = (start + CHUNK_BYTES).min(size);
+            let part = store.get_range(&path, start..end).await.map_err(|e| store_error(url, e))?;
+            if part.is_empty() {
+                return Err(io(
+                    url,
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("the store stopped at byte {start} of {size}"),
+                ));
+            }
+            out.extend_from_slice(&part);
+        }
+        Ok(Bytes::from(out))
+    })
+}
+
+/// Host files directly under `prefix`, sorted by host name.
+async fn hosts_under(store: &dyn ObjectStore, root: &str, prefix: &ObjectPath, url: &str) -> Result<Vec<HostSource>> {
+    let listed = store.list_with_delimiter(Some(prefix)).await.map_err(|e| store_error(url, e))?;
+    let mut hosts: Vec<HostSource> = listed
+        .objects
+        .iter()
+        .filter_map(|o| {
+            let name = o.location.filename()?;
+            let stem = name.strip_suffix(XPLANE_SUFFIX)?;
+            let host = if stem.is_empty() { name.to_owned() } else { stem.to_owned() };
+            Some(HostSource { host, path: PathBuf::from(format!("{root}/{}", o.location)) })
+        })
+        .collect();
+    hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    Ok(hosts)
+}
+
+/// Finds the host files behind an object-store URL: a host file, a run prefix, or a logdir
+/// prefix (its newest run under `plugins/profile/`), as [`crate::discover`] does on disk.
+pub fn discover_store(url: &str) -> Result<SessionSource> {
+    let (store, path, root) = open_store(url)?;
+    if url.ends_with(XPLANE_SUFFIX) {
+        let host = path.filename().and_then(|f| f.strip_suffix(XPLANE_SUFFIX)).unwrap_or_default().to_owned();
+        return Ok(SessionSource { run: None, hosts: vec![HostSource { host, path: PathBuf::from(url) }] });
+    }
+    runtime(url)?.block_on(async {
+        let hosts = hosts_under(store.as_ref(), &root, &path, url).await?;
+        if !hosts.is_empty() {
+            return Ok(SessionSource { run: path.filename().map(str::to_owned), hosts });
+        }
+        let runs_prefix = path.clone().join("plugins").join("profile");
+        let mut runs =
+            store.list_with_delimiter(Some(&runs_prefix)).await.map_err(|e| store_error(url, e))?.common_prefixes;
+        if runs.is_empty() {
+            runs = store.list_with_delimiter(Some(&path)).await.map_err(|e| store_error(url, e))?.common_prefixes;
+        }
+        runs.sort();
+        for run in runs.iter().rev() {
+            let hosts = hosts_under(store.as_ref(), &root, run, url).await?;
+            if !hosts.is_empty() {
+                return Ok(SessionSource { run: run.filename().map(str::to_owned), hosts });
+            }
+        }
+        Err(Error::new(ErrorKind::NoProfiles, Location::default().with_file(Path::new(url))))
+    })
+}
