@@ -161,18 +161,24 @@ fn scan_selects_hosts() {
     assert!(stderr(&o).contains("no host \"nope\""), "{}", stderr(&o));
 }
 
+/// What `xlens scan DIR` writes to its terminal, run in a pseudo-terminal (`script`); `None`
+/// (said on stderr) where util-linux's `script` is missing.
+fn scan_in_a_terminal(dir: &std::path::Path) -> Option<String> {
+    let cmd = format!("{} scan {} > /dev/null", env!("CARGO_BIN_EXE_xlens"), dir.display());
+    let Ok(o) = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output() else {
+        eprintln!("`script` (util-linux) is not installed: the pseudo-terminal test did not run");
+        return None;
+    };
+    assert!(o.status.success(), "{}", stderr(&o));
+    Some(stdout(&o))
+}
+
 /// Through a pseudo-terminal (`script`), the progress line starts before the first host is read,
 /// names the hosts being read, and is erased at the end; without a terminal there is none.
 #[test]
 fn the_progress_line_in_a_terminal() {
     let dir = common::root().join("testdata/tpu/tpu_straggler_host");
-    let cmd = format!("{} scan {} > /dev/null", env!("CARGO_BIN_EXE_xlens"), dir.display());
-    let Ok(o) = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output() else {
-        eprintln!("`script` (util-linux) is not installed: the pseudo-terminal test did not run");
-        return;
-    };
-    assert!(o.status.success(), "{}", stderr(&o));
-    let tty = stdout(&o);
+    let Some(tty) = scan_in_a_terminal(&dir) else { return };
     let clear = xlens::render::PROGRESS_CLEAR;
     assert!(tty.starts_with(&format!("{clear}[{}] 0/2 hosts", " ".repeat(30))), "{tty:?}");
     assert!(tty.contains("reading host"), "{tty:?}");
@@ -384,13 +390,7 @@ fn the_progress_line_moves_inside_one_large_host() {
     let _ = std::fs::remove_dir_all(&dir);
     let o = xlens(&["synth", "--size", "32MB", "--out", &dir.display().to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let cmd = format!("{} scan {} > /dev/null", env!("CARGO_BIN_EXE_xlens"), dir.display());
-    let Ok(o) = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output() else {
-        eprintln!("`script` (util-linux) is not installed: the pseudo-terminal test did not run");
-        return;
-    };
-    assert!(o.status.success(), "{}", stderr(&o));
-    let tty = stdout(&o);
+    let Some(tty) = scan_in_a_terminal(&dir) else { return };
     let inside: Vec<&str> =
         tty.split(xlens::render::PROGRESS_CLEAR).filter(|l| l.contains("0/1 hosts") && !l.contains(" 0.0/")).collect();
     assert!(!inside.is_empty(), "no bytes shown before the host was done: {tty:?}");
