@@ -93,6 +93,10 @@ pub(crate) struct ScanCmd {
     /// No progress bar on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Print on stderr how long each phase took per host (open, shared analyses, each detector)
+    /// and the rendering.
+    #[arg(long)]
+    timings: bool,
     /// Run only these detectors (comma-separated ids, see docs/detectors.md).
     #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
     only: Vec<String>,
@@ -224,6 +228,7 @@ impl ScanCmd {
             out: self.out.or(file.output.out),
             fail_on: self.fail_on.or(file.output.fail_on),
             quiet: self.quiet,
+            timings: self.timings,
             hosts: self.host,
             run: self.run,
             config,

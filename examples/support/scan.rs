@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use xlens::faults::frame::Dataset;
@@ -29,6 +30,8 @@ pub(crate) struct ScanArgs {
     pub(crate) fail_on: Option<Severity>,
     /// No progress bar.
     pub(crate) quiet: bool,
+    /// Each phase's wall time on stderr.
+    pub(crate) timings: bool,
     /// Only these hosts of the session (all when empty).
     pub(crate) hosts: Vec<String>,
     /// This run of a logdir (`<logdir>/plugins/profile/<run>`) instead of the newest.
@@ -108,9 +111,17 @@ struct Observer<'a> {
     progress: &'a Progress,
     dataset: Option<&'a Dataset>,
     frame_error: Mutex<Option<anyhow::Error>>,
+    /// Host, phase and wall time of each phase, when `--timings` asks for them.
+    timings: Option<Mutex<Vec<(String, String, Duration)>>>,
 }
 
 impl ScanObserver for Observer<'_> {
+    fn timed(&self, host: &str, phase: &str, elapsed: Duration) {
+        if let Some(timings) = &self.timings {
+            timings.lock().unwrap_or_else(|p| p.into_inner()).push((host.to_owned(), phase.to_owned(), elapsed));
+        }
+    }
+
     fn started(&self, host: &HostSource) {
         self.progress.state().working.push((host.host.clone(), file_len(&host.path), None));
         self.progress.redraw();
@@ -179,7 +190,12 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
     }
     let progress = Progress::new(!args.quiet && std::io::stderr().is_terminal(), &source);
     let dataset = args.out.as_deref().map(Dataset::new);
-    let observer = Observer { progress: &progress, dataset: dataset.as_ref(), frame_error: Mutex::new(None) };
+    let observer = Observer {
+        progress: &progress,
+        dataset: dataset.as_ref(),
+        frame_error: Mutex::new(None),
+        timings: args.timings.then(Mutex::default),
+    };
     let scanning = std::sync::atomic::AtomicBool::new(true);
     let report = std::thread::scope(|s| {
         // Redraws while hosts are read, so the bytes walked inside a large host show.
@@ -193,7 +209,9 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
                 }
             })
         });
+        let scanning_since = Instant::now();
         let report = scan_session_observed(&source, &args.config, &observer);
+        observer.timed("", "scan", scanning_since.elapsed());
         scanning.store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = ticker {
             t.thread().unpark();
@@ -212,12 +230,19 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
     {
         failures.push(format!("writing the report's frames: {e}"));
     }
+    let rendering = Instant::now();
     if let Some(html) = &args.html
         && let Err(e) = std::fs::write(html, render::html(&report))
     {
         failures.push(format!("writing {}: {e}", html.display()));
     }
-    super::emit(&if args.json { render::json(&report) + "\n" } else { render::text(&report) })?;
+    let text = if args.json { render::json(&report) + "\n" } else { render::text(&report) };
+    if let Some(timings) = observer.timings {
+        let mut rows = timings.into_inner().unwrap_or_else(|p| p.into_inner());
+        rows.push((String::new(), "render".to_owned(), rendering.elapsed()));
+        eprint!("{}", xlens::render::timings_text(&rows));
+    }
+    super::emit(&text)?;
     if !failures.is_empty() {
         bail!("{}", failures.join("; "));
     }

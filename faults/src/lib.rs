@@ -52,6 +52,7 @@ pub use report::{
     SkippedHost, SlowOp, Status, StepBar, StepSeries, TopOp, host_metrics,
 };
 pub use scan::{
-    HostOutcome, ScanObserver, combine, scan, scan_host, scan_session, scan_session_observed, sort_findings,
+    HostOutcome, ScanObserver, combine, scan, scan_host, scan_host_observed, scan_session, scan_session_observed,
+    sort_findings,
 };
 pub use xlens_roofline::{HostOp, HostOps, OpContext};

@@ -64,6 +64,7 @@ pub struct HostProfile {
     chip: OnceLock<Option<Chip>>,
     host_ops: OnceLock<(HostOps, Option<Shared>)>,
     host_op_order: OnceLock<Vec<u32>>,
+    duty_cycle: OnceLock<Option<(Picos, Picos)>>,
     step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, std::sync::Arc<StepMedians>>>,
 }
 
@@ -83,6 +84,7 @@ impl HostProfile {
             chip: OnceLock::new(),
             host_ops: OnceLock::new(),
             host_op_order: OnceLock::new(),
+            duty_cycle: OnceLock::new(),
             step_medians: std::sync::Mutex::default(),
         }
     }
@@ -110,32 +112,56 @@ impl HostProfile {
     /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules),
     /// instead of on first use. Errors are kept and reported by the accessors.
     pub fn prepare(&self) {
+        self.prepare_timed(&|_, _| {});
+    }
+
+    /// [`HostProfile::prepare`], telling `timed` how long each analysis took to build.
+    pub(crate) fn prepare_timed(&self, timed: &(dyn Fn(&str, std::time::Duration) + Sync)) {
+        let time = |phase: &str, build: &dyn Fn()| {
+            let start = std::time::Instant::now();
+            build();
+            timed(phase, start.elapsed());
+        };
         // The device timeline first, on every worker (its cores run in parallel): an analysis
         // that waited for it inside a parallel branch would hold a worker idle.
-        let _ = self.device_timeline();
+        time("timeline", &|| {
+            let _ = self.device_timeline();
+        });
         // Then the HLO modules and the host-run ops (one walk of the host threads, CPU profiles)
         // in parallel; the op profile joins them, the steps read the marker threads they found,
         // and the anatomy needs all of them.
         rayon::join(
             || {
-                let _ = self.modules();
+                time("modules", &|| {
+                    let _ = self.modules();
+                })
             },
             || {
                 if self.space.tpu_tensor_cores().is_empty() {
-                    let _ = self.host_ops();
+                    time("host_ops", &|| {
+                        let _ = self.host_ops();
+                    });
                 }
             },
         );
         rayon::join(
             || {
-                let _ = self.op_profile();
+                time("op_profile", &|| {
+                    let _ = self.op_profile();
+                })
             },
             || {
-                let _ = self.steps();
+                time("steps", &|| {
+                    let _ = self.steps();
+                })
             },
         );
-        let _ = self.anatomy();
-        let _ = self.chip();
+        time("anatomy", &|| {
+            let _ = self.anatomy();
+        });
+        time("chip", &|| {
+            let _ = self.chip();
+        });
     }
 
     /// The HLO modules of `/host:metadata`, sorted by program id.
@@ -213,11 +239,13 @@ impl HostProfile {
     /// The devices' on-duty time and their windows, summed over devices (what
     /// [`HostProfile::duty_cycle_pct`] divides; sessions add hosts up).
     pub fn duty_cycle(&self) -> Option<(Picos, Picos)> {
-        if self.space.tpu_tensor_cores().is_empty() {
-            self.host_ops().duty_cycle()
-        } else {
-            self.device_timeline().ok()?.duty_cycle()
-        }
+        *self.duty_cycle.get_or_init(|| {
+            if self.space.tpu_tensor_cores().is_empty() {
+                self.host_ops().duty_cycle()
+            } else {
+                self.device_timeline().ok()?.duty_cycle()
+            }
+        })
     }
 
     /// The mean step time in ms, when there are steps.

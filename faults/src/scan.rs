@@ -65,11 +65,24 @@ fn enabled_detectors(config: &ScanConfig) -> Vec<&'static dyn Detector> {
 
 /// Runs the per-host detectors on one host (in parallel) and summarises it.
 pub fn scan_host(host: &HostProfile, config: &ScanConfig) -> HostOutcome {
+    scan_host_observed(host, config, &Quiet)
+}
+
+/// [`scan_host`], telling `observer` how long each phase took ([`ScanObserver::timed`]).
+pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dyn ScanObserver) -> HostOutcome {
     let detectors = enabled_detectors(config);
     // Build the shared analyses first (cores in parallel inside): a detector job that found them
     // missing would build them while the other workers wait.
-    host.prepare();
-    let outcomes: Vec<Result<Vec<Finding>, Skip>> = detectors.par_iter().map(|d| run_host(*d, host, config)).collect();
+    host.prepare_timed(&|phase, elapsed| observer.timed(host.name(), phase, elapsed));
+    let outcomes: Vec<Result<Vec<Finding>, Skip>> = detectors
+        .par_iter()
+        .map(|d| {
+            let start = std::time::Instant::now();
+            let outcome = run_host(*d, host, config);
+            observer.timed(host.name(), d.id(), start.elapsed());
+            outcome
+        })
+        .collect();
     let mut findings = Vec::new();
     let mut skips = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
@@ -128,7 +141,17 @@ pub trait ScanObserver: Sync {
     fn opened(&self, _host: &xlens_xplane::HostSource, _meter: &xlens_xplane::WalkMeter) {}
     /// The host is scanned; it is dropped once this returns.
     fn finished(&self, _host: &HostProfile, _outcome: &HostOutcome) {}
+    /// One phase of a host's scan took `elapsed` (wall time): `open` (mapping and parsing the
+    /// file), a shared analysis (`timeline`, `modules`, `host_ops`, `op_profile`, `steps`,
+    /// `anatomy`, `chip`) or a detector, by its id. Analyses built side by side overlap in time,
+    /// and detectors run in parallel, so the phases add up to more than the host's wall time.
+    fn timed(&self, _host: &str, _phase: &str, _elapsed: std::time::Duration) {}
 }
+
+/// The observer that listens to nothing.
+struct Quiet;
+
+impl ScanObserver for Quiet {}
 
 /// A [`ScanObserver`] that only sees finished hosts.
 struct Visit<'a>(&'a (dyn Fn(&HostProfile, &HostOutcome) + Sync));
@@ -164,13 +187,15 @@ pub fn scan_session_observed(
         .map(|h| {
             observer.started(h);
             let skip = |e: xlens_xplane::Error| (skipped_host(&h.host, &h.path.display().to_string(), &e), e);
+            let start = std::time::Instant::now();
             let mut space = h.open().map_err(skip)?;
             if let Some(range) = config.steps {
                 space = select_steps(&space, range, Some(&h.path)).map_err(skip)?;
             }
+            observer.timed(&h.host, "open", start.elapsed());
             observer.opened(h, &space.walk_meter());
             let host = HostProfile::new(h.host.clone(), space);
-            let outcome = scan_host(&host, config);
+            let outcome = scan_host_observed(&host, config, observer);
             observer.finished(&host, &outcome);
             Ok(outcome)
         })

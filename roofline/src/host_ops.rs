@@ -128,7 +128,7 @@ impl HostOps {
         let mut out = HostOps { offsets: vec![0], ..HostOps::default() };
         let gpus = if space.tpu_tensor_cores().is_empty() { space.gpus() } else { Vec::new() };
         // What each line is read for: its ops, its step markers, or both.
-        let mut jobs: Vec<Job<'_>> = Vec::new();
+        let mut wanted: Vec<Job<'_, ()>> = Vec::new();
         if !gpus.is_empty() {
             out.source = OpSource::GpuStreams;
             for plane in gpus {
@@ -138,7 +138,7 @@ impl HostOps {
                 };
                 let ids = StatIds::of(plane);
                 for line in plane.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())) {
-                    jobs.push(Job { plane, line, ids, marker: None, ops: OpsFrom::Stream { device } });
+                    wanted.push(Job { plane, line, ids, marker: None, ops: OpsFrom::Stream { device }, events: () });
                 }
             }
         }
@@ -151,20 +151,36 @@ impl HostOps {
             if ops != OpsFrom::None || !marker.is_empty() {
                 let ids = StatIds::of(plane);
                 for line in plane.lines() {
-                    jobs.push(Job { plane, line, ids, marker: Some(&marker), ops });
+                    wanted.push(Job { plane, line, ids, marker: Some(&marker), ops, events: () });
                 }
             }
         }
+        // A line longer than its share of the work (a CPU runtime's worker thread, a busy GPU
+        // stream) is cut into runs so that every worker has some; a line's runs are joined back
+        // in order below.
+        let threads = rayon::current_num_threads();
+        let total: usize = wanted.iter().map(|w| w.line.byte_len()).sum::<usize>().max(1);
+        let jobs: Vec<Job<'_>> = wanted
+            .par_iter()
+            .flat_map_iter(|w| {
+                let parts = (w.line.byte_len() * threads).div_ceil(total).clamp(1, threads);
+                w.line.event_parts_releasing(w.plane, parts).into_iter().map(|events| {
+                    let Job { plane, line, ids, marker, ops, .. } = *w;
+                    Job { plane, line, ids, marker, ops, events }
+                })
+            })
+            .collect();
         // Lines are read in parallel, each into its own table with its own interners. The
         // interned indices are then rewritten in place, in line order, so the result does not
         // depend on scheduling and no table is copied.
-        let lines: Vec<LineOps> = jobs.par_iter().map(read_line).collect();
+        let places: Vec<(&xlens_xplane::Plane, &xlens_xplane::Line)> = jobs.iter().map(|j| (j.plane, j.line)).collect();
+        let lines: Vec<LineOps> = jobs.into_par_iter().map(read_line).collect();
         let mut error = None;
         let mut names = Interner::default();
         let mut contexts: HashMap<OpContext, u32> = HashMap::new();
-        for (job, line) in jobs.iter().zip(lines) {
-            let LineOps { mut ops, interner, contexts: local_contexts, modules, has_marker, rooted, error: e } = line;
-            let at = LineRef { plane: job.plane.index(), line: job.line.index() };
+        for ((plane, line), read) in places.into_iter().zip(lines) {
+            let LineOps { mut ops, interner, contexts: local_contexts, modules, has_marker, rooted, error: e } = read;
+            let at = LineRef { plane: plane.index(), line: line.index() };
             if !ops.is_empty() {
                 let name: Vec<u32> = interner.names.iter().map(|n| names.by_string(n)).collect();
                 let context: Vec<u32> = local_contexts
@@ -180,17 +196,30 @@ impl HostOps {
                     op.name = name[op.name as usize];
                     op.context = context[op.context as usize];
                 }
-                ops.shrink_to_fit();
-                out.offsets.push(out.offsets[out.offsets.len() - 1] + ops.len());
-                out.lines.push(LineTable { line: at, ops });
+                // A later run of the line just read joins its table.
+                match out.lines.last_mut() {
+                    Some(table) if table.line == at => {
+                        let added = ops.len();
+                        table.ops.append(&mut ops);
+                        table.ops.shrink_to_fit();
+                        if let Some(end) = out.offsets.last_mut() {
+                            *end += added;
+                        }
+                    }
+                    _ => {
+                        ops.shrink_to_fit();
+                        out.offsets.push(out.offsets[out.offsets.len() - 1] + ops.len());
+                        out.lines.push(LineTable { line: at, ops });
+                    }
+                }
             }
             for (program, module) in modules {
                 out.modules.entry(program).or_insert(module);
             }
-            if has_marker {
+            if has_marker && out.marker_lines.last() != Some(&at.line) {
                 out.marker_lines.push(at.line);
             }
-            if rooted {
+            if rooted && out.rooted_marker_lines.last() != Some(&at.line) {
                 out.rooted_marker_lines.push(at.line);
             }
             if error.is_none() {
@@ -254,25 +283,32 @@ impl HostOps {
     /// The devices' busy time and their windows, summed (to combine hosts into a session's duty
     /// cycle); `None` without ops.
     pub fn duty_cycle(&self) -> Option<(Picos, Picos)> {
+        // Per device, each line's ops merged into busy intervals first (a line's ops come in
+        // start order, nested ops inside their parent, so this is one linear pass; a line out of
+        // order is sorted), then the lines' intervals, far fewer, merged across lines.
         let mut by_device: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-        for op in self.iter() {
-            by_device.entry(self.context(op).core).or_default().push((op.start, op.end));
+        let mut spans: Vec<(Picos, Picos)> = Vec::new();
+        for (_, ops) in self.by_line() {
+            let mut at = 0;
+            while at < ops.len() {
+                // A run of ops of one device (a line's ops are one device's but for host threads
+                // that run several).
+                let device = self.context(&ops[at]).core;
+                let run = ops[at..].iter().take_while(|o| self.context(o).core == device).count();
+                spans.clear();
+                spans.extend(ops[at..at + run].iter().map(|o| (o.start, o.end)));
+                at += run;
+                let merged = by_device.entry(device).or_default();
+                union_into(&mut spans, merged);
+            }
         }
         let (mut busy, mut window) = (Picos::ZERO, Picos::ZERO);
         for mut spans in by_device.into_values() {
-            spans.sort_unstable();
-            let (first, last) = (spans[0].0, spans.iter().map(|s| s.1).max().unwrap_or(spans[0].1));
-            window += last - first;
-            let mut run = spans[0];
-            for &(s, e) in &spans[1..] {
-                if s <= run.1 {
-                    run.1 = run.1.max(e);
-                } else {
-                    busy += run.1 - run.0;
-                    run = (s, e);
-                }
-            }
-            busy += run.1 - run.0;
+            let mut merged = Vec::new();
+            union_into(&mut spans, &mut merged);
+            let (Some(first), Some(last)) = (merged.first(), merged.last()) else { continue };
+            window += last.1 - first.0;
+            busy += merged.iter().map(|&(s, e)| e - s).sum::<Picos>();
         }
         (window.0 > 0).then_some((busy, window))
     }
@@ -354,13 +390,15 @@ enum OpsFrom {
     Stream { device: i64 },
 }
 
-/// One line to read.
-struct Job<'a> {
+/// One line, or one run of a long line's events (`E`), to read.
+#[derive(Clone, Copy)]
+struct Job<'a, E = xlens_xplane::ReleasingEvents<'a>> {
     plane: &'a xlens_xplane::Plane,
     line: &'a xlens_xplane::Line,
     ids: StatIds,
     marker: Option<&'a xlens_xplane::MetadataMask>,
     ops: OpsFrom,
+    events: E,
 }
 
 #[derive(Clone, Copy)]
@@ -371,18 +409,25 @@ struct StatIds {
     run: Option<xlens_xplane::StatMetadataId>,
     ordinal: Option<xlens_xplane::StatMetadataId>,
     module: Option<xlens_xplane::StatMetadataId>,
+    /// Which of the wanted ones (all but `root`) the plane defines, one bit each: `hlo_op`,
+    /// program, run, ordinal, module.
+    wanted: u8,
 }
 
 impl StatIds {
     fn of(plane: &xlens_xplane::Plane) -> StatIds {
-        StatIds {
+        let mut ids = StatIds {
             root: plane.stat_id(names::stat::IS_ROOT),
             hlo_op: plane.stat_id(names::stat::HLO_OP),
             program: plane.stat_id(names::stat::PROGRAM_ID),
             run: plane.stat_id(names::stat::RUN_ID),
             ordinal: plane.stat_id(names::stat::DEVICE_ORDINAL),
             module: plane.stat_id(names::stat::HLO_MODULE),
-        }
+            wanted: 0,
+        };
+        let defined = [ids.hlo_op, ids.program, ids.run, ids.ordinal, ids.module];
+        ids.wanted = defined.iter().enumerate().filter(|(_, i)| i.is_some()).fold(0, |m, (bit, _)| m | 1 << bit);
+        ids
     }
 }
 
@@ -397,8 +442,8 @@ struct LineOps {
     error: Option<xlens_xplane::Error>,
 }
 
-fn read_line(job: &Job<'_>) -> LineOps {
-    let Job { plane, line, ids, marker, ops: from } = *job;
+fn read_line(job: Job<'_>) -> LineOps {
+    let Job { ids, marker, ops: from, events, .. } = job;
     let mut out = LineOps {
         ops: Vec::new(),
         interner: Interner::default(),
@@ -416,7 +461,7 @@ fn read_line(job: &Job<'_>) -> LineOps {
     let mut last: Option<(OpContext, u32)> = None;
     // A full walk of the line: the file pages behind it are released as it goes (a later pass
     // maps them again).
-    for ev in line.events_releasing(plane) {
+    for ev in events {
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
@@ -466,14 +511,42 @@ fn read_line(job: &Job<'_>) -> LineOps {
 /// writers do), else by the string itself; neither path allocates for a name seen before.
 #[derive(Default)]
 struct Interner {
-    by_ref: HashMap<u64, u32>,
+    /// By reference id (a stat-metadata id, small and dense in XProf's writers): slot `r` holds
+    /// the name's index plus one, 0 when unseen; ids past [`DENSE_REFS`] go to `by_sparse_ref`.
+    by_dense_ref: Vec<u32>,
+    by_sparse_ref: HashMap<u64, u32>,
     by_name: HashMap<String, u32>,
     /// Names taken from event metadata (GPU kernels without `hlo_op`), by metadata id.
     by_metadata: HashMap<i64, u32>,
     names: Vec<String>,
 }
 
+/// Reference ids below this are interned in a vector (4 bytes a slot, grown to the largest
+/// id seen), the rest in a map.
+const DENSE_REFS: u64 = 1 << 16;
+
 impl Interner {
+    #[inline]
+    fn by_ref(&self, r: u64) -> Option<u32> {
+        if r < DENSE_REFS {
+            self.by_dense_ref.get(r as usize).and_then(|&i| i.checked_sub(1))
+        } else {
+            self.by_sparse_ref.get(&r).copied()
+        }
+    }
+
+    fn set_ref(&mut self, r: u64, i: u32) {
+        if r < DENSE_REFS {
+            let r = r as usize;
+            if self.by_dense_ref.len() <= r {
+                self.by_dense_ref.resize(r + 1, 0);
+            }
+            self.by_dense_ref[r] = i + 1;
+        } else {
+            self.by_sparse_ref.insert(r, i);
+        }
+    }
+
     fn by_metadata(&mut self, ev: &xlens_xplane::Event<'_>) -> u32 {
         let id = ev.metadata_id().0;
         if let Some(&i) = self.by_metadata.get(&id) {
@@ -512,28 +585,39 @@ fn read_op<'a>(
         let id = Some(id);
         id == ids.hlo_op || id == ids.program || id == ids.run || id == ids.ordinal || id == ids.module
     };
+    // The walk stops once every wanted stat the plane defines was seen (they come first on
+    // XLA's events, before the trace-context stats).
+    let mut seen = 0u8;
     for s in ev.stats_where(wanted).map_while(|s| s.ok()) {
         let id = Some(s.metadata_id());
         if id == ids.hlo_op {
+            seen |= 1;
             name = Some(match s.ref_id() {
-                Some(r) => match interner.by_ref.get(&r) {
-                    Some(&i) => i,
+                Some(r) => match interner.by_ref(r) {
+                    Some(i) => i,
                     None => {
                         let i = interner.by_string(last_scope(&s.as_str().unwrap_or_default()));
-                        interner.by_ref.insert(r, i);
+                        interner.set_ref(r, i);
                         i
                     }
                 },
                 None => interner.by_string(last_scope(&s.as_str()?)),
             });
         } else if id == ids.program {
+            seen |= 2;
             context.program_id = s.as_u64();
         } else if id == ids.run {
+            seen |= 4;
             context.run_id = s.as_i64();
         } else if id == ids.ordinal {
+            seen |= 8;
             context.core = s.as_i64().unwrap_or(0);
         } else if id == ids.module {
+            seen |= 16;
             module = Some(s);
+        }
+        if seen == ids.wanted {
+            break;
         }
     }
     let name = match (name, device) {
@@ -547,6 +631,25 @@ fn read_op<'a>(
     Some((HostOp { start: ev.start(), end: ev.end(), name, context: 0 }, context, module))
 }
 
+/// Appends to `out` the union of `spans` (start, end) as disjoint intervals in start order;
+/// `spans` is sorted first unless it already is.
+fn union_into(spans: &mut [(Picos, Picos)], out: &mut Vec<(Picos, Picos)>) {
+    if !spans.is_sorted_by_key(|s| s.0) {
+        spans.sort_unstable();
+    }
+    let Some(&first) = spans.first() else { return };
+    let mut run = first;
+    for &(s, e) in &spans[1..] {
+        if s <= run.1 {
+            run.1 = run.1.max(e);
+        } else {
+            out.push(run);
+            run = (s, e);
+        }
+    }
+    out.push(run);
+}
+
 /// The op of a nested `hlo_op` value (`outer::inner` names the innermost op last).
 fn last_scope(name: &str) -> &str {
     name.rsplit("::").next().unwrap_or(name)
@@ -556,6 +659,46 @@ fn last_scope(name: &str) -> &str {
 mod tests {
     use super::*;
     use xlens_xplane::Session;
+
+    /// A line long enough to be cut into runs reads the same on one worker and on several: the
+    /// runs join into one table per line, in event order, names and contexts interned once.
+    #[test]
+    fn long_lines_read_in_runs_equal_one_walk() {
+        let mut b = xlens_xplane::SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let hlo_op = plane.stat_metadata(names::stat::HLO_OP);
+            let program = plane.stat_metadata(names::stat::PROGRAM_ID);
+            let run = plane.stat_metadata(names::stat::RUN_ID);
+            let step = plane.event_metadata("train_step");
+            let op = plane.event_metadata("op");
+            let interned: Vec<_> = (0..40).map(|i| plane.stat_metadata(&format!("fusion.{i}"))).collect();
+            for (thread, events) in [(1i64, 150_000i64), (2, 2_000)] {
+                let mut line = plane.line(thread, "worker", 0);
+                for i in 0..events {
+                    if i % 500 == 0 {
+                        line.event(step, i * 100, 50_000);
+                    }
+                    line.event(op, i * 100, 80)
+                        .stat(hlo_op, xlens_xplane::BuildValue::Ref(interned[(i % 40) as usize]))
+                        .stat(program, (i / 10_000) as u64)
+                        .stat(run, i / 500);
+                }
+            }
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        let line = &space.host_threads().unwrap().lines()[0];
+        assert!(line.byte_len() > 2 * xlens_xplane::PART_MIN_BYTES, "{}", line.byte_len());
+        let read = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| HostOps::read(&space).unwrap())
+        };
+        let (one, four) = (read(1), read(4));
+        assert_eq!(one.len(), 152_000);
+        assert_eq!(one.by_line().count(), 2);
+        assert_eq!(four, one);
+        assert_eq!(four.names.len(), 40);
+    }
 
     /// The parallel, interned read equals a plain walk of every event's stats.
     #[test]

@@ -1,6 +1,7 @@
 //! The anatomy of a profile's steps: from the device timeline on TPU (mean over cores), from the
 //! host-run or GPU ops elsewhere. The classes and the partition rule are [`crate::anatomy`]'s.
 
+use rayon::prelude::*;
 use xlens_xplane::Picos;
 
 use crate::anatomy::{Interval, StepAnatomy, TimeClass, class_of, innermost_segments, partition};
@@ -100,24 +101,30 @@ fn host_anatomy_in_batches(
     };
     let categories: HashMap<(u64, &str), &str> =
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
-    // Class of each (program, interned name), decided once.
-    let mut classes: HashMap<(u64, u32), TimeClass> = HashMap::new();
-    let mut class_of_op = |op: &crate::HostOp| {
-        let program = host_ops.context(op).program_id.unwrap_or(0);
-        *classes
-            .entry((program, op.name))
-            .or_insert_with(|| class_of(categories.get(&(program, host_ops.name(op))).copied().unwrap_or("")))
-    };
+    // The class of each (program, interned name) of the table, decided once up front so that
+    // batches of steps can be partitioned in parallel.
+    let keys = host_ops.op_keys();
+    let classes: Vec<TimeClass> = keys
+        .keys
+        .iter()
+        .map(|&(program, name)| {
+            let name = host_ops.names.get(name as usize).map_or("", String::as_str);
+            class_of(categories.get(&(program.unwrap_or(0), name)).copied().unwrap_or(""))
+        })
+        .collect();
+    let class_of_op = |op: &crate::HostOp| classes.get(keys.of(op)).copied().unwrap_or(TimeClass::Vector);
     // Per thread: its ops by start (longest first at equal starts), as indices, and the
-    // longest op, which bounds how early an op overlapping a window can start.
-    let threads: Vec<(&[crate::HostOp], Vec<u32>, Picos)> = host_ops
-        .by_line()
-        .map(|(_, ops)| {
+    // longest op, which bounds how early an op overlapping a window can start. A thread's ops
+    // usually come in that order already.
+    let lines: Vec<&[crate::HostOp]> = host_ops.by_line().map(|(_, ops)| ops).collect();
+    let threads: Vec<(&[crate::HostOp], Vec<u32>, Picos)> = lines
+        .into_par_iter()
+        .map(|ops| {
+            let by_start = |a: &crate::HostOp, b: &crate::HostOp| a.start.cmp(&b.start).then(b.end.cmp(&a.end));
             let mut order: Vec<u32> = (0..ops.len() as u32).collect();
-            order.sort_by(|&a, &b| {
-                let (a, b) = (&ops[a as usize], &ops[b as usize]);
-                a.start.cmp(&b.start).then(b.end.cmp(&a.end))
-            });
+            if !ops.is_sorted_by(|a, b| by_start(a, b).is_le()) {
+                order.sort_by(|&a, &b| by_start(&ops[a as usize], &ops[b as usize]));
+            }
             let longest = ops.iter().map(|o| o.end.saturating_sub(o.start)).max().unwrap_or_default();
             (ops, order, longest)
         })
@@ -150,36 +157,42 @@ fn host_anatomy_in_batches(
     }
     host_work.sort_by_key(|i| (i.start, i.end));
     let longest_work = host_work.iter().map(|i| i.end - i.start).max().unwrap_or_default();
-    let mut out = Vec::with_capacity(steps.steps.len());
-    let mut ops: Vec<(Picos, Picos, TimeClass)> = Vec::new();
-    let mut intervals: Vec<Interval> = Vec::new();
-    for chunk in steps.steps.chunks(batch.max(1)) {
-        let lo = chunk.iter().map(|s| s.start).min().unwrap_or_default();
-        let hi = chunk.iter().map(|s| s.end()).max().unwrap_or_default();
-        intervals.clear();
-        for (thread, order, longest) in &threads {
-            // Ops that start before `lo - longest` end before `lo`.
-            let from = order.partition_point(|&i| thread[i as usize].start < lo.saturating_sub(*longest));
-            let to = order.partition_point(|&i| thread[i as usize].start < hi);
-            ops.clear();
-            ops.extend(order[from..to.max(from)].iter().map(|&i| {
-                let op = &thread[i as usize];
-                (op.start, op.end, class_of_op(op))
-            }));
-            intervals.extend(innermost_segments(&ops));
-        }
-        let from = host_work.partition_point(|i| i.start < lo.saturating_sub(longest_work));
-        let to = host_work.partition_point(|i| i.start < hi);
-        intervals.extend_from_slice(&host_work[from..to.max(from)]);
-        intervals.sort_by_key(|i| (i.start, i.end));
-        let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();
-        out.extend(chunk.iter().map(|s| {
-            let from = intervals.partition_point(|i| i.start < s.start - longest);
-            let to = intervals.partition_point(|i| i.start < s.end());
-            partition(s.start, s.duration, &intervals[from..to.max(from)], &[])
-        }));
-    }
-    Ok(out)
+    // Batches in parallel, each with its own buffers; the batches' results are joined in order.
+    let batches: Vec<Vec<StepAnatomy>> = steps
+        .steps
+        .par_chunks(batch.max(1))
+        .map(|chunk| {
+            let lo = chunk.iter().map(|s| s.start).min().unwrap_or_default();
+            let hi = chunk.iter().map(|s| s.end()).max().unwrap_or_default();
+            let mut intervals: Vec<Interval> = Vec::new();
+            let mut ops: Vec<(Picos, Picos, TimeClass)> = Vec::new();
+            for (thread, order, longest) in &threads {
+                // Ops that start before `lo - longest` end before `lo`.
+                let from = order.partition_point(|&i| thread[i as usize].start < lo.saturating_sub(*longest));
+                let to = order.partition_point(|&i| thread[i as usize].start < hi);
+                ops.clear();
+                ops.extend(order[from..to.max(from)].iter().map(|&i| {
+                    let op = &thread[i as usize];
+                    (op.start, op.end, class_of_op(op))
+                }));
+                intervals.extend(innermost_segments(&ops));
+            }
+            let from = host_work.partition_point(|i| i.start < lo.saturating_sub(longest_work));
+            let to = host_work.partition_point(|i| i.start < hi);
+            intervals.extend_from_slice(&host_work[from..to.max(from)]);
+            intervals.sort_by_key(|i| (i.start, i.end));
+            let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();
+            chunk
+                .iter()
+                .map(|s| {
+                    let from = intervals.partition_point(|i| i.start < s.start - longest);
+                    let to = intervals.partition_point(|i| i.start < s.end());
+                    partition(s.start, s.duration, &intervals[from..to.max(from)], &[])
+                })
+                .collect()
+        })
+        .collect();
+    Ok(batches.into_iter().flatten().collect())
 }
 
 #[cfg(test)]

@@ -47,6 +47,44 @@ pub fn progress_line(done: usize, total: usize, bytes_done: u64, bytes_total: u6
     line
 }
 
+/// The phases of a scan with their wall time, for `xlens scan --timings`: one block per host
+/// (hosts by name, phases in the order given: the order they ended), each phase with its
+/// milliseconds and share of the host's scan (from its first phase's start to its last one's end
+/// is not known here, so the share is of the phases' sum; detectors run side by side), then the
+/// phases that belong to no host (`render`).
+///
+/// ```
+/// use std::time::Duration;
+/// let rows = vec![
+///     ("h0".to_string(), "open".to_string(), Duration::from_millis(30)),
+///     ("h0".to_string(), "timeline".to_string(), Duration::from_millis(10)),
+///     (String::new(), "render".to_string(), Duration::from_millis(1)),
+/// ];
+/// let text = xlens::render::timings_text(&rows);
+/// assert!(text.contains("h0\n  open"));
+/// assert!(text.contains("30.0 ms   75.0 %"));
+/// ```
+pub fn timings_text(rows: &[(String, String, std::time::Duration)]) -> String {
+    let mut hosts: Vec<&str> = rows.iter().map(|(h, _, _)| h.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    // The host-less phases last.
+    hosts.sort_by_key(|h| h.is_empty());
+    let width = rows.iter().map(|(_, p, _)| p.len()).max().unwrap_or(0).max(5);
+    let mut out = String::new();
+    for host in hosts {
+        let phases: Vec<_> = rows.iter().filter(|(h, _, _)| h == host).collect();
+        let sum: f64 = phases.iter().map(|(_, _, d)| d.as_secs_f64()).sum();
+        line(&mut out, format_args!("{}", if host.is_empty() { "(report)".into() } else { printable(host) }));
+        for (_, phase, d) in phases {
+            let ms = d.as_secs_f64() * 1e3;
+            let pct = if sum > 0.0 { 100.0 * d.as_secs_f64() / sum } else { 0.0 };
+            line(&mut out, format_args!("  {phase:<width$} {ms:>9.1} ms {pct:>7.1} %"));
+        }
+    }
+    out
+}
+
 /// Returns to the start of the line and erases it: what ends a progress line.
 pub const PROGRESS_CLEAR: &str = "\r\x1b[2K";
 

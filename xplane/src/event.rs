@@ -285,6 +285,13 @@ impl<'a> EventIter<'a> {
         EventIter { plane, line, reader, index: 0, remaining: line.event_count(), done: false, metering, metered_to }
     }
 
+    /// A run of the events of `line` (see [`Line::event_parts`]); the caller sets where its event
+    /// indices start and how many events it holds.
+    fn new_part(plane: &'a Plane, line: &'a Line, reader: Reader<'a>, metering: bool) -> Self {
+        let metered_to = reader.pos();
+        EventIter { plane, line, reader, index: 0, remaining: 0, done: false, metering, metered_to }
+    }
+
     /// Adds the bytes read since the last addition to the meter.
     #[cold]
     fn meter(&mut self) {
@@ -836,7 +843,101 @@ impl Line {
     pub fn events_releasing<'a>(&'a self, plane: &'a Plane) -> crate::ReleasingEvents<'a> {
         crate::ReleasingEvents::new(self.events(plane), self.body())
     }
+
+    /// The line's events cut into at most `parts` runs of consecutive events of about equal
+    /// bytes, in order, so that one long line can be walked on several threads: chained, the
+    /// runs yield exactly what [`Line::events`] yields (event indices included). Lines under
+    /// [`PART_MIN_BYTES`] stay whole. Finding the cuts reads each event's tag and length, not the
+    /// event; bytes it cannot read leave the line whole, for the walk to report them.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let op = plane.event_metadata("op");
+    ///     let mut line = plane.line(7, "worker", 0);
+    ///     for i in 0..400_000 {
+    ///         line.event(op, i * 10, 5);
+    ///     }
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let line = &plane.lines()[0];
+    /// let parts = line.event_parts(plane, 4);
+    /// assert!(parts.len() > 1);
+    /// let chained: Vec<_> = parts.into_iter().flatten().map(|e| e.unwrap().index()).collect();
+    /// assert_eq!(chained, (0..400_000).collect::<Vec<_>>());
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn event_parts<'a>(&'a self, plane: &'a Plane, parts: usize) -> Vec<EventIter<'a>> {
+        let body = self.body();
+        let cuts = self.cuts(plane, parts);
+        if cuts.is_empty() {
+            return vec![self.events(plane)];
+        }
+        let metering = plane.first_walk(self.index());
+        let mut out = Vec::with_capacity(cuts.len() + 1);
+        let (mut from, mut first) = (body.start, 0usize);
+        for &(at, index) in cuts.iter().chain(std::iter::once(&(body.end, self.event_count()))) {
+            let mut it = EventIter::new_part(plane, self, plane.reader(from..at), metering);
+            it.index = first;
+            it.remaining = index - first;
+            out.push(it);
+            (from, first) = (at, index);
+        }
+        out
+    }
+
+    /// [`Line::event_parts`], each run releasing the file pages behind it as it goes (see
+    /// [`crate::ReleasingEvents`]).
+    pub fn event_parts_releasing<'a>(&'a self, plane: &'a Plane, parts: usize) -> Vec<crate::ReleasingEvents<'a>> {
+        self.event_parts(plane, parts)
+            .into_iter()
+            .map(|it| {
+                let range = it.reader.pos()..it.reader.end();
+                crate::ReleasingEvents::new(it, range)
+            })
+            .collect()
+    }
+
+    /// Where to cut the line for [`Line::event_parts`]: plane positions of event tags with the
+    /// index of the event there, ascending; empty to keep the line whole.
+    fn cuts(&self, plane: &Plane, parts: usize) -> Vec<(usize, usize)> {
+        let body = self.body();
+        let parts = parts.min(body.len() / PART_MIN_BYTES);
+        if parts < 2 {
+            return Vec::new();
+        }
+        let stride = body.len() / parts;
+        let mut cuts = Vec::with_capacity(parts - 1);
+        let mut next = body.start + stride;
+        let mut reader = plane.reader(body.clone());
+        let mut index = 0usize;
+        while !reader.is_empty() && cuts.len() < parts - 1 {
+            let at = reader.pos();
+            let Ok(key) = reader.read_varint() else { return Vec::new() };
+            let Ok((field, wire)) = split_tag(key) else { return Vec::new() };
+            if field == 4 && wire == WireType::Len {
+                if at >= next {
+                    cuts.push((at, index));
+                    next = at + stride;
+                }
+                index += 1;
+                if reader.read_message().is_err() {
+                    return Vec::new();
+                }
+            } else if reader.skip(wire).is_err() {
+                return Vec::new();
+            }
+        }
+        cuts
+    }
 }
+
+/// The fewest bytes of a run of [`Line::event_parts`]: cutting smaller lines costs more than
+/// walking them on one thread.
+pub const PART_MIN_BYTES: usize = 1 << 20;
 
 impl Plane {
     /// The plane-level stats (device capabilities, versions, profile start/stop, ...).

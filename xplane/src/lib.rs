@@ -69,7 +69,9 @@ pub mod frame;
 
 pub use builder::{BuildValue, EventBuilder, LineBuilder, LineHeader, PlaneBuilder, SpaceBuilder};
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
-pub use event::{Event, EventData, EventIter, PlaneStats, ReleasingEvents, Stat, StatIter, StatValue, StatsWhere};
+pub use event::{
+    Event, EventData, EventIter, PART_MIN_BYTES, PlaneStats, ReleasingEvents, Stat, StatIter, StatValue, StatsWhere,
+};
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
 pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, StatMetadata};

@@ -426,6 +426,11 @@ impl Line {
         self.body.range()
     }
 
+    /// The bytes of the line's message in its plane (its events, mostly).
+    pub fn byte_len(&self) -> usize {
+        self.body.range().len()
+    }
+
     /// Number of events on the line (counted without decoding them).
     #[inline]
     pub fn event_count(&self) -> usize {
