@@ -377,6 +377,9 @@ pub(crate) struct SynthCmd {
     /// An NVIDIA-shaped XLA:GPU host instead of a TPU host.
     #[arg(long)]
     gpu: bool,
+    /// TPU planes and metadata only, no host threads: what a continuous-profiling snapshot keeps.
+    #[arg(long, conflicts_with = "gpu")]
+    device_only: bool,
     /// GPUs per host with `--gpu`.
     #[arg(long, value_name = "N", default_value_t = 8, requires = "gpu",
           value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -395,6 +398,7 @@ impl Job for SynthCmd {
             hosts: self.hosts,
             seed: self.seed,
             multislice: self.multislice,
+            device_only: self.device_only,
             gpu: self.gpu.then_some(self.devices),
             fixture: self.fixture,
         };

@@ -25,6 +25,8 @@ pub(crate) struct Synth {
     pub(crate) seed: u64,
     /// SparseCores and DCN transfers of a multi-slice TPU v5p run.
     pub(crate) multislice: bool,
+    /// TPU hosts without their host-thread plane.
+    pub(crate) device_only: bool,
     /// GPU hosts with this many GPUs each, instead of TPU hosts.
     pub(crate) gpu: Option<u32>,
     /// A named reference fixture instead.
@@ -100,10 +102,11 @@ fn tpu_host(spec: &Synth, seed: u64) -> Vec<u8> {
         program,
         seed,
         hlo_proto: Some(hlo),
-        memory_profile_bytes: Some(4u64 << 30),
         sparse_cores,
         megascale,
         device_type: if spec.multislice { "TPU v5".to_owned() } else { SynthSpec::default().device_type },
+        host_threads: !spec.device_only,
+        memory_profile_bytes: (!spec.device_only).then_some(4u64 << 30),
         ..SynthSpec::default()
     }
     .with_target_size(spec.size);

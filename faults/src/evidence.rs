@@ -741,8 +741,22 @@ impl DeviceTimeline {
     pub(crate) fn walk<S>(
         plane: &Plane,
         line_name: &str,
-        mut init: impl FnMut() -> S,
+        init: impl FnMut() -> S,
         mut push: impl FnMut(&mut S, &DeviceOp, &[DeviceOpInfo]),
+    ) -> Option<(S, Vec<DeviceOpInfo>)> {
+        DeviceTimeline::walk_while(plane, line_name, init, |state, op, infos| {
+            push(state, op, infos);
+            true
+        })
+    }
+
+    /// [`DeviceTimeline::walk`] that stops at the first op for which `push` returns `false`
+    /// (ops come in timeline order, so a walk that only needs a time window ends there).
+    pub(crate) fn walk_while<S>(
+        plane: &Plane,
+        line_name: &str,
+        mut init: impl FnMut() -> S,
+        mut push: impl FnMut(&mut S, &DeviceOp, &[DeviceOpInfo]) -> bool,
     ) -> Option<(S, Vec<DeviceOpInfo>)> {
         let line = plane.line_by_name(line_name)?;
         let mut table = InfoTable::new(plane);
@@ -754,12 +768,16 @@ impl DeviceTimeline {
                 let timeline = DeviceTimeline::read(plane, line_name)?;
                 let mut state = init();
                 for op in &timeline.ops {
-                    push(&mut state, op, &timeline.infos);
+                    if !push(&mut state, op, &timeline.infos) {
+                        break;
+                    }
                 }
                 return Some((state, timeline.infos));
             }
             last = Some(timeline_key(&op));
-            push(&mut state, &op, &table.infos);
+            if !push(&mut state, &op, &table.infos) {
+                break;
+            }
         }
         Some((state, table.infos))
     }

@@ -277,6 +277,9 @@ pub struct SynthSpec {
     pub recompile: Option<RecompileSpec>,
     /// The XSpace host name (`None`: `synth-host`).
     pub hostname: Option<String>,
+    /// Write the host-thread plane (`/host:CPU`: step markers, launches, the memory profile);
+    /// without it the profile is device-only, what a continuous-profiling snapshot keeps.
+    pub host_threads: bool,
 }
 
 /// JAX recompiling the step function between two steps (a retrace on a new shape), as JAX 0.10
@@ -388,6 +391,7 @@ impl Default for SynthSpec {
             memory_profile_bytes: None,
             recompile: None,
             hostname: None,
+            host_threads: true,
         }
     }
 }
@@ -507,7 +511,9 @@ pub fn tpu_profile(spec: &SynthSpec) -> Vec<u8> {
     let mut b = SpaceBuilder::default();
     b.hostname(spec.hostname.as_deref().unwrap_or("synth-host"));
     write_metadata_plane(&mut b, spec);
-    write_host_plane(&mut b, spec, &step_starts, &step_ends, &layout);
+    if spec.host_threads {
+        write_host_plane(&mut b, spec, &step_starts, &step_ends, &layout);
+    }
     for core in 0..spec.cores {
         write_core(&mut b, spec, core, &ops, &layout);
     }

@@ -366,15 +366,20 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
     }
     let (start, end, vector_time) = best.filter(|b| b.2.0 > 0)?;
     // The first and last vector ops inside the stretch: a second walk, keeping only their names.
-    let ((first, last), infos) = DeviceTimeline::walk(
+    // Ops come by start: the walk ends at the first op that starts after the stretch's end.
+    let ((first, last), infos) = DeviceTimeline::walk_while(
         plane,
         names::line::XLA_OPS,
         || (None, None),
         |(first, last): &mut (Option<usize>, Option<usize>), op, infos| {
+            if op.start > end {
+                return false;
+            }
             if op.start >= start && op.end <= end && class_of(&infos[op.info].category) == TimeClass::Vector {
                 first.get_or_insert(op.info);
                 *last = Some(op.info);
             }
+            true
         },
     )?;
     Some(Stretch {
