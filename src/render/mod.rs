@@ -49,9 +49,9 @@ pub fn progress_line(done: usize, total: usize, bytes_done: u64, bytes_total: u6
 
 /// The phases of a scan with their wall time, for `xlens scan --timings`: one block per host
 /// (hosts by name, phases in the order given: the order they ended), each phase with its
-/// milliseconds and share of the host's scan (from its first phase's start to its last one's end
-/// is not known here, so the share is of the phases' sum; detectors run side by side), then the
-/// phases that belong to no host (`render`).
+/// milliseconds and its share of the sum of the host's phases (analyses built side by side and
+/// detectors overlap, so the sum exceeds the host's wall time), then the phases that belong to
+/// no host (`(report)`: the whole `scan`, the `render`).
 ///
 /// ```
 /// use std::time::Duration;
@@ -61,8 +61,10 @@ pub fn progress_line(done: usize, total: usize, bytes_done: u64, bytes_total: u6
 ///     (String::new(), "render".to_string(), Duration::from_millis(1)),
 /// ];
 /// let text = xlens::render::timings_text(&rows);
-/// assert!(text.contains("h0\n  open"));
-/// assert!(text.contains("30.0 ms   75.0 %"));
+/// let lines: Vec<&str> = text.lines().collect();
+/// assert_eq!(lines[0], "h0");
+/// assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["open", "30.0", "ms", "75.0", "%"]);
+/// assert_eq!(lines[3], "(report)");
 /// ```
 pub fn timings_text(rows: &[(String, String, std::time::Duration)]) -> String {
     let mut hosts: Vec<&str> = rows.iter().map(|(h, _, _)| h.as_str()).collect();

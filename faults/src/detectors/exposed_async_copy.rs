@@ -386,7 +386,8 @@ fn gpu_copies(host: &HostProfile) -> Copies {
     let devices = compute.keys().chain(copies.keys()).collect::<std::collections::BTreeSet<_>>().len();
     let mut exposed_total = Picos::ZERO;
     for (device, list) in &copies {
-        let busy = evidence::union(compute.get(device).cloned().unwrap_or_default());
+        // Each device's kernels are read here only: taken, not copied.
+        let busy = evidence::union(compute.remove(device).unwrap_or_default());
         exposed_total += exposed_union(list.iter().map(|c| (c.1, c.2)).collect(), &busy);
         for &(at, start, end, name) in list {
             let Some((plane, line)) = at.resolve(host.space()) else { continue };

@@ -78,7 +78,8 @@ struct Measured {
     kernels: usize,
     /// Kernels shorter than `max_kernel_us`.
     short: usize,
-    /// Kernel durations and gaps between kernels, sorted.
+    /// Kernel durations and gaps between kernels, each with its middle value in its sorted place
+    /// (what [`median`] reads).
     durations: Vec<Picos>,
     gaps: Vec<Picos>,
 }
@@ -108,7 +109,9 @@ fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Measured, Skip> {
     let mut durations: Vec<Picos> = Vec::new();
     let mut gaps: Vec<Picos> = Vec::new();
     for spans in by_device.values_mut() {
-        spans.sort_unstable();
+        // A GPU's streams come one after the other, each in start order: a stable sort merges
+        // those runs instead of sorting from scratch (equal spans are indistinguishable).
+        spans.sort();
         let mut busy_until: Option<Picos> = None;
         for &(s, e) in spans.iter() {
             kernels += 1;
@@ -131,8 +134,12 @@ fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Measured, Skip> {
     }
     let devices = by_device.len().max(1) as f64;
     let n = steps.steps.len().max(1) as f64;
-    durations.sort_unstable();
-    gaps.sort_unstable();
+    for v in [&mut durations, &mut gaps] {
+        if !v.is_empty() {
+            let middle = v.len() / 2;
+            v.select_nth_unstable(middle);
+        }
+    }
     Ok(Measured { unit, n, devices, launch_idle, kernels, short, durations, gaps })
 }
 
@@ -145,7 +152,7 @@ fn score(host: &HostProfile, m: &Measured, config: &ScanConfig) -> Option<Impact
     Some(impact)
 }
 
-/// The middle value of sorted durations.
+/// The middle value of durations (sorted, or with the middle one in its sorted place).
 fn median(v: &[Picos]) -> Picos {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }

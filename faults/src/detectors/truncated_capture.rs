@@ -164,8 +164,17 @@ fn trailing_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps) -> Opt
     let last_end = steps.steps.last()?.end();
     let host_ops = host.host_ops();
     let ops = host_ops.iter().map(|o| (o.start, o.end.saturating_sub(o.start), host_ops.context(o).program_id));
-    let step_of = |at: Picos| {
-        let k = steps.steps.partition_point(|s| s.start <= at);
+    // The steps that start at or before `at` are `steps[..k]`; ops of a line come by start, so
+    // `k` moves on from the previous op's instead of being searched for every op.
+    let mut k = 0usize;
+    let mut step_of = |at: Picos| {
+        if k > 0 && steps.steps[k - 1].start > at {
+            k = steps.steps.partition_point(|s| s.start <= at);
+        } else {
+            while k < steps.steps.len() && steps.steps[k].start <= at {
+                k += 1;
+            }
+        }
         (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
     };
     let mut per_step = vec![0usize; steps.steps.len()];
@@ -372,9 +381,13 @@ fn host_step_signals(host: &HostProfile, steps: &xlens_roofline::Steps, median_s
     signals.extend(trailing_partial_step(host, steps));
     let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
     let host_ops = host.host_ops();
-    for op in host_ops.iter() {
-        let end = last_op.entry(host_ops.context(op).core).or_insert(op.end);
-        *end = (*end).max(op.end);
+    // A line's ops are one device's in runs: the map is touched once per run.
+    for (_, ops) in host_ops.by_line() {
+        for run in ops.chunk_by(|a, b| host_ops.context(a).core == host_ops.context(b).core) {
+            let run_end = run.iter().map(|o| o.end).max().unwrap_or_default();
+            let end = last_op.entry(host_ops.context(&run[0]).core).or_insert(run_end);
+            *end = (*end).max(run_end);
+        }
     }
     signals.extend(lagging_cores(host, &last_op, median_step, lag));
     signals
