@@ -993,8 +993,99 @@ pub(crate) fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
     i > 0 && t < merged[i - 1].1
 }
 
+/// [`in_intervals`] for times that mostly come in order (the ops of a line): the position moves
+/// on from the previous time's instead of being searched for every time.
+pub(crate) struct IntervalCursor<'a> {
+    merged: &'a [(Picos, Picos)],
+    /// How many intervals start at or before the last time asked.
+    at: usize,
+}
+
+impl<'a> IntervalCursor<'a> {
+    pub(crate) fn new(merged: &'a [(Picos, Picos)]) -> Self {
+        IntervalCursor { merged, at: 0 }
+    }
+
+    /// Whether `t` lies in one of the intervals (as [`in_intervals`]).
+    #[inline]
+    pub(crate) fn contains(&mut self, t: Picos) -> bool {
+        let merged = self.merged;
+        if self.at > 0 && merged[self.at - 1].0 > t {
+            self.at = merged.partition_point(|(s, _)| *s <= t);
+        } else {
+            while self.at < merged.len() && merged[self.at].0 <= t {
+                self.at += 1;
+            }
+        }
+        self.at > 0 && t < merged[self.at - 1].1
+    }
+}
+
+/// Items grouped by device, for ops that come in runs of one device (a line's ops): the list of
+/// the run's device is kept at hand, and the map touched once per run. Each device's items keep
+/// the order they were pushed in.
+pub(crate) struct ByDevice<T> {
+    map: std::collections::BTreeMap<i64, Vec<T>>,
+    last: Option<(i64, Vec<T>)>,
+}
+
+impl<T> Default for ByDevice<T> {
+    fn default() -> Self {
+        ByDevice { map: std::collections::BTreeMap::new(), last: None }
+    }
+}
+
+impl<T> ByDevice<T> {
+    #[inline]
+    pub(crate) fn push(&mut self, device: i64, item: T) {
+        match &mut self.last {
+            Some((d, items)) if *d == device => items.push(item),
+            _ => {
+                self.flush();
+                let mut items = self.map.remove(&device).unwrap_or_default();
+                items.push(item);
+                self.last = Some((device, items));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((device, items)) = self.last.take() {
+            self.map.insert(device, items);
+        }
+    }
+
+    /// The lists by device.
+    pub(crate) fn into_map(mut self) -> std::collections::BTreeMap<i64, Vec<T>> {
+        self.flush();
+        self.map
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// The cursor answers as the search does, times in order or not; devices keep their order.
+    #[test]
+    fn cursor_and_device_lists_match_the_plain_forms() {
+        use super::{ByDevice, IntervalCursor, in_intervals};
+        use xlens_xplane::Picos;
+        let merged: Vec<(Picos, Picos)> = (0..50).map(|i| (Picos(i * 100), Picos(i * 100 + 40))).collect();
+        let times: Vec<Picos> =
+            (0..3000).map(|i| Picos((i * 7919) % 5200)).chain((0..5200).step_by(3).map(Picos)).collect();
+        let mut cursor = IntervalCursor::new(&merged);
+        for &t in &times {
+            assert_eq!(cursor.contains(t), in_intervals(&merged, t), "{t:?}");
+        }
+        let mut by = ByDevice::default();
+        let mut plain: std::collections::BTreeMap<i64, Vec<usize>> = std::collections::BTreeMap::new();
+        for i in 0..1000usize {
+            let device = [0i64, 0, 1, 2, 2, 2, 1, 0][i % 8] * (i as i64 / 300);
+            by.push(device, i);
+            plain.entry(device).or_default().push(i);
+        }
+        assert_eq!(by.into_map(), plain);
+    }
+
     #[test]
     fn compile_events() {
         assert!(super::is_compile_event("PjRtCApiClient::CompileAndLoad(jit_train_step)"));

@@ -371,17 +371,18 @@ fn gpu_copies(host: &HostProfile) -> Copies {
         .map(|n| copy_kind(n).filter(|k| matches!(k, CopyKind::HostToDevice | CopyKind::DeviceToHost)))
         .collect();
     let kind_of = |op: &xlens_roofline::HostOp| kinds.get(op.name as usize).copied().flatten();
-    let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-    let mut copies: BTreeMap<i64, Vec<(xlens_roofline::LineRef, Picos, Picos, u32)>> = BTreeMap::new();
+    let mut compute: evidence::ByDevice<(Picos, Picos)> = evidence::ByDevice::default();
+    let mut copies: evidence::ByDevice<(xlens_roofline::LineRef, Picos, Picos, u32)> = evidence::ByDevice::default();
     for (at, line_ops) in ops.by_line() {
         for op in line_ops {
             let device = ops.context(op).core;
             match kind_of(op) {
-                Some(_) => copies.entry(device).or_default().push((at, op.start, op.end, op.name)),
-                None => compute.entry(device).or_default().push((op.start, op.end)),
+                Some(_) => copies.push(device, (at, op.start, op.end, op.name)),
+                None => compute.push(device, (op.start, op.end)),
             }
         }
     }
+    let (mut compute, copies) = (compute.into_map(), copies.into_map());
     let bytes = copy_bytes(host, &copies);
     let devices = compute.keys().chain(copies.keys()).collect::<std::collections::BTreeSet<_>>().len();
     let mut exposed_total = Picos::ZERO;
@@ -392,7 +393,12 @@ fn gpu_copies(host: &HostProfile) -> Copies {
         for &(at, start, end, name) in list {
             let Some((plane, line)) = at.resolve(host.space()) else { continue };
             let exposed = (end - start).saturating_sub(covered(&busy, start, end));
-            let c = out.entry(ops.names[name as usize].clone()).or_default();
+            let key = &ops.names[name as usize];
+            // The name is copied once, when first seen.
+            if !out.contains_key(key) {
+                out.insert(key.clone(), CopyTotals::default());
+            }
+            let Some(c) = out.get_mut(key) else { continue };
             let b = bytes.get(&(at, start)).copied().unwrap_or(0) as f64;
             c.bytes = (c.bytes * c.occurrences as f64 + b) / (c.occurrences + 1) as f64;
             c.direction = Some(match kinds[name as usize] {

@@ -462,11 +462,11 @@ fn add_core_ops(
     spans: &[(Picos, Picos)],
     t: &crate::config::ExposedCollective,
 ) {
-    let in_step = |t: Picos| evidence::in_intervals(spans, t);
     let compute = walk.segments;
     let windows = walk.windows;
     let window_spans = union(windows.iter().map(|w| (w.start, w.end)).collect());
     let line = walk.line;
+    let in_step = |t: Picos| evidence::in_intervals(spans, t);
     for w in windows.iter().filter(|w| in_step(w.start)) {
         let cov = covered(&compute, w.start, w.end);
         let exposed = (w.end - w.start).saturating_sub(cov);
@@ -551,20 +551,20 @@ fn occurrences(
     gpu: bool,
 ) -> (BTreeMap<i64, Vec<Occurrence>>, BTreeMap<i64, Vec<(Picos, Picos)>>) {
     let host_ops = host.host_ops();
-    let in_step = |t: Picos| evidence::in_intervals(spans, t);
     // Rendezvous waits, decided once per metadata entry.
     let is_wait: Vec<bool> = host_plane.map_or_else(Vec::new, |plane| {
         plane.event_metadata().iter().map(|m| m.name() == "Rendezvous" || m.name().starts_with("Wait")).collect()
     });
     let mut collectives: BTreeMap<i64, Vec<Occurrence>> = BTreeMap::new();
-    let mut compute: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+    let mut compute: evidence::ByDevice<(Picos, Picos)> = evidence::ByDevice::default();
     // Collective or not, per (program, interned op name) key, decided once.
     let keys = host_ops.op_keys();
     let mut is_collective: Vec<Option<bool>> = vec![None; keys.len()];
     for (at, line_ops) in host_ops.by_line() {
         let Some((plane, line)) = at.resolve(host.space()) else { continue };
         let mut pending: Vec<(i64, Occurrence)> = Vec::new();
-        for op in line_ops.iter().filter(|o| in_step(o.start)) {
+        let mut in_steps = evidence::IntervalCursor::new(spans);
+        for op in line_ops.iter().filter(|o| in_steps.contains(o.start)) {
             let context = host_ops.context(op);
             let program = context.program_id.unwrap_or(0);
             let collective = *is_collective[keys.of(op)].get_or_insert_with(|| {
@@ -584,7 +584,7 @@ fn occurrences(
                     },
                 ));
             } else {
-                compute.entry(context.core).or_default().push((op.start, op.end));
+                compute.push(context.core, (op.start, op.end));
             }
         }
         if pending.is_empty() {
@@ -598,7 +598,7 @@ fn occurrences(
             collectives.entry(device).or_default().push(occ);
         }
     }
-    (collectives, compute)
+    (collectives, compute.into_map())
 }
 
 /// The rendezvous waits (by metadata position in `is_wait`) on one host thread.

@@ -97,14 +97,18 @@ fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Measured, Skip> {
     let max_gap = Picos((t.max_gap_us * 1e6) as i64);
     let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);
     // Per GPU: its kernels (not copies) inside the steps, by start.
-    let mut by_device: std::collections::BTreeMap<i64, Vec<(Picos, Picos)>> = std::collections::BTreeMap::new();
+    let mut by_device: evidence::ByDevice<(Picos, Picos)> = evidence::ByDevice::default();
     // Copies or kernels, decided once per interned name.
     let is_copy: Vec<bool> = ops.names.iter().map(|n| copy_kind(n).is_some()).collect();
-    for op in ops.iter() {
-        if !is_copy.get(op.name as usize).copied().unwrap_or(false) && evidence::in_intervals(&windows, op.start) {
-            by_device.entry(ops.context(op).core).or_default().push((op.start, op.end));
+    for (_, line_ops) in ops.by_line() {
+        let mut in_steps = evidence::IntervalCursor::new(&windows);
+        for op in line_ops {
+            if !is_copy.get(op.name as usize).copied().unwrap_or(false) && in_steps.contains(op.start) {
+                by_device.push(ops.context(op).core, (op.start, op.end));
+            }
         }
     }
+    let mut by_device = by_device.into_map();
     let (mut launch_idle, mut kernels, mut short) = (Picos::ZERO, 0usize, 0usize);
     let mut durations: Vec<Picos> = Vec::new();
     let mut gaps: Vec<Picos> = Vec::new();
