@@ -55,6 +55,40 @@ fn scan_reports_what_the_library_reports() {
     assert_eq!(stdout(&same), expected);
 }
 
+/// `--timings` leaves the report as it is and tells on stderr how long each phase took: the file's
+/// opening, the shared analyses, every detector that ran, the whole scan and the rendering.
+#[test]
+fn scan_times_each_phase() {
+    let o = xlens(&["scan", "--json", "--quiet", "--timings"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let expected = std::fs::read_to_string(common::root().join("tests/golden/fault_scan_host_callback.json")).unwrap();
+    assert_eq!(stdout(&o), expected);
+    let text = stderr(&o);
+    let phases: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("  ")).filter_map(|l| l.split_whitespace().next()).collect();
+    for phase in [
+        "open",
+        "modules",
+        "host_ops",
+        "op_profile",
+        "steps",
+        "anatomy",
+        "recompilation",
+        "host_callback_stall",
+        "scan",
+        "render",
+    ] {
+        assert!(phases.contains(&phase), "no {phase} in:\n{text}");
+    }
+    use xlens::faults::Detector;
+    let registry = xlens::faults::DETECTORS.len();
+    let detectors = phases.iter().filter(|p| xlens::faults::DETECTORS.iter().any(|d| d.id() == **p)).count();
+    assert_eq!(detectors, registry, "every detector timed once:\n{text}");
+    assert!(text.lines().all(|l| !l.starts_with("  ") || l.ends_with(" %")), "{text}");
+    // Without the flag, nothing on stderr.
+    assert!(stderr(&xlens(&["scan", "--quiet"])).is_empty());
+}
+
 #[test]
 fn scan_selects_detectors_and_fails_on_severity() {
     let o = xlens(&["scan", "--json", "-q", "--only", "host_callback_stall,recompilation"]);
@@ -244,6 +278,18 @@ fn synth_writes_profiles_that_scan() {
     assert_eq!(scan.status.code(), Some(0), "{}", stderr(&scan));
     let doc: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
     assert_eq!(doc["profile"]["hosts"], serde_json::json!(["host0000", "host0001"]));
+    // A device-only snapshot: the TPU planes and the metadata, no host threads; it still scans.
+    let snap = dir.join("snap");
+    let o = xlens(&["synth", "--size", "512KB", "--device-only", "--out", &snap.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let file = snap.join("plugins/profile/synthetic/host0000.xplane.pb");
+    let space = xlens::xplane::Space::parse(std::fs::read(&file).unwrap().into()).unwrap();
+    assert!(space.host_threads().is_none());
+    assert_eq!(space.tpu_tensor_cores().len(), 4);
+    let scan = xlens(&["scan", &snap.display().to_string(), "--json", "-q"]);
+    assert_eq!(scan.status.code(), Some(0), "{}", stderr(&scan));
+    let doc: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+    assert!(doc["metrics"]["step_time_ms_mean"].as_f64().is_some_and(|ms| ms > 0.0), "{}", doc["metrics"]);
     for bad in
         [&["synth", "--out", "x", "--size", "-3MB"][..], &["synth", "--out", "x", "--fixture", "nope"], &["synth"]]
     {
