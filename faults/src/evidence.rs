@@ -223,15 +223,20 @@ fn host_step_medians(
         let cached = host.host_ops();
         // Per interned name: its time in each step.
         let mut per_name: Vec<Option<Vec<f64>>> = vec![None; cached.names.len()];
-        for op in cached.iter().filter(|o| cached.context(o).program_id == Some(program)) {
-            let at = op.start;
-            let k = bounds.partition_point(|b| b.0 <= at);
-            let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
-            if at >= end {
-                continue;
-            }
-            if let Some(slot) = per_name.get_mut(op.name as usize) {
-                slot.get_or_insert_with(|| vec![0.0; n])[step] += (op.end - op.start).as_ms_f64();
+        let spans: Vec<(Picos, Picos)> = bounds.iter().map(|b| (b.0, b.1)).collect();
+        for (_, line_ops) in cached.by_line() {
+            // The steps that start at or before an op, found by a cursor over the line's ops.
+            let mut cursor = IntervalCursor::new(&spans);
+            for op in line_ops.iter().filter(|o| cached.context(o).program_id == Some(program)) {
+                let at = op.start;
+                let k = cursor.seek(at);
+                let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
+                if at >= end {
+                    continue;
+                }
+                if let Some(slot) = per_name.get_mut(op.name as usize) {
+                    slot.get_or_insert_with(|| vec![0.0; n])[step] += (op.end - op.start).as_ms_f64();
+                }
             }
         }
         per_name
@@ -994,7 +999,8 @@ pub(crate) fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
 }
 
 /// [`in_intervals`] for times that mostly come in order (the ops of a line): the position moves
-/// on from the previous time's instead of being searched for every time.
+/// on from the previous time's instead of being searched for every time. The intervals must be
+/// sorted by start ([`IntervalCursor::seek`] needs no more; `contains` needs them disjoint).
 pub(crate) struct IntervalCursor<'a> {
     merged: &'a [(Picos, Picos)],
     /// How many intervals start at or before the last time asked.
@@ -1009,6 +1015,13 @@ impl<'a> IntervalCursor<'a> {
     /// Whether `t` lies in one of the intervals (as [`in_intervals`]).
     #[inline]
     pub(crate) fn contains(&mut self, t: Picos) -> bool {
+        let at = self.seek(t);
+        at > 0 && t < self.merged[at - 1].1
+    }
+
+    /// How many intervals start at or before `t` (`partition_point` of their starts).
+    #[inline]
+    pub(crate) fn seek(&mut self, t: Picos) -> usize {
         let merged = self.merged;
         if self.at > 0 && merged[self.at - 1].0 > t {
             self.at = merged.partition_point(|(s, _)| *s <= t);
@@ -1017,7 +1030,7 @@ impl<'a> IntervalCursor<'a> {
                 self.at += 1;
             }
         }
-        self.at > 0 && t < merged[self.at - 1].1
+        self.at
     }
 }
 

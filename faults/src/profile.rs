@@ -65,7 +65,7 @@ pub struct HostProfile {
     host_ops: OnceLock<(HostOps, Option<Shared>)>,
     host_op_order: OnceLock<Vec<u32>>,
     duty_cycle: OnceLock<Option<(Picos, Picos)>>,
-    step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, std::sync::Arc<StepMedians>>>,
+    step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<OnceLock<Arc<StepMedians>>>>>,
 }
 
 impl HostProfile {
@@ -335,16 +335,14 @@ impl HostProfile {
     /// Per-step op-time medians of one program, computed once by `compute` and shared by the
     /// detectors that read them (the per-op times of the HLO detectors).
     pub fn step_medians(&self, program: u64, compute: impl FnOnce() -> StepMedians) -> std::sync::Arc<StepMedians> {
-        let cached = self.step_medians.lock().ok().and_then(|m| m.get(&program).cloned());
-        if let Some(medians) = cached {
-            return medians;
-        }
-        // Computed outside the lock: two detectors may both compute it once; the first wins.
-        let medians = std::sync::Arc::new(compute());
-        match self.step_medians.lock() {
-            Ok(mut m) => m.entry(program).or_insert(medians).clone(),
-            Err(_) => medians,
-        }
+        // The program's cell is taken under the lock and filled outside it: the first detector
+        // to ask computes, the others wait for that result instead of computing it again
+        // (`compute` runs no parallel work, so a waiting worker holds nothing it needs).
+        let cell = match self.step_medians.lock() {
+            Ok(mut cells) => cells.entry(program).or_default().clone(),
+            Err(_) => Arc::default(),
+        };
+        cell.get_or_init(|| Arc::new(compute())).clone()
     }
 
     fn host_ops_and_error(&self) -> &(HostOps, Option<Shared>) {

@@ -157,7 +157,7 @@ impl HostOps {
         }
         // A line longer than its share of the work (a CPU runtime's worker thread, a busy GPU
         // stream) is cut into runs so that every worker has some; a line's runs are joined back
-        // in order below.
+        // in order below. (Cutting four times finer measured the same on long_run.)
         let threads = rayon::current_num_threads();
         let total: usize = wanted.iter().map(|w| w.line.byte_len()).sum::<usize>().max(1);
         let jobs: Vec<Job<'_>> = wanted
