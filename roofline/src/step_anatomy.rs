@@ -135,14 +135,19 @@ fn host_anatomy_in_batches(
     // Host work counts only on the threads that run the step loop (the ones with the markers):
     // top-level events inside a step marker, a few per step.
     let mut host_work: Vec<Interval> = Vec::new();
+    // Markers and waits are not work: decided once per metadata entry, not per event.
+    let not_work = host.metadata_mask(|m| crate::is_host_step_marker(m.name()) || is_host_wait(m.name()));
     for &index in &host_ops.marker_lines {
         let Some(line) = host.lines().get(index) else { continue };
         let mut last_end: Option<Picos> = None;
         for ev in line.events(host) {
             let ev = ev?;
             let (start, end) = (ev.start(), ev.end());
+            if not_work.contains(&ev) {
+                continue;
+            }
             let is_op = ev.has_stats() && hlo_op.is_some_and(|id| ev.stat(id).is_some_and(|s| s.as_str().is_some()));
-            if is_op || crate::is_host_step_marker(ev.name()) || is_host_wait(ev.name()) {
+            if is_op {
                 continue;
             }
             // Markers are sorted by start and do not nest: the candidate is the last one that

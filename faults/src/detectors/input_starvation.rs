@@ -104,7 +104,8 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         return None;
     }
     let mut starts: Vec<Picos> = ops.iter().map(|o| o.start).collect();
-    starts.sort_unstable();
+    // Each line's ops come by start: a stable sort merges those runs.
+    starts.sort();
     let (dispatches, events) = marker_line_events(host, plane);
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     let mut first_op_gaps = Vec::new();
@@ -151,13 +152,16 @@ fn marker_line_events<'a>(
     // Per marker line: dispatch starts and every event (top-level filtering happens per step).
     let mut dispatches: Vec<Picos> = Vec::new();
     let mut events: Vec<xlens_xplane::Event<'a>> = Vec::new();
+    // Dispatches and step markers, decided once per metadata entry.
+    let dispatch = plane.metadata_mask(|m| is_dispatch(m.name()));
+    let marker = plane.metadata_mask(|m| xlens_roofline::is_host_step_marker(m.name()));
     for &index in &markers {
         let line = &plane.lines()[index];
         for ev in line.events(plane).map_while(|e| e.ok()) {
-            if is_dispatch(ev.name()) {
+            if dispatch.contains(&ev) {
                 dispatches.push(ev.start());
             }
-            if !xlens_roofline::is_host_step_marker(ev.name()) {
+            if !marker.contains(&ev) {
                 events.push(ev);
             }
         }
