@@ -290,6 +290,15 @@ fn synth_writes_profiles_that_scan() {
     assert_eq!(scan.status.code(), Some(0), "{}", stderr(&scan));
     let doc: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
     assert!(doc["metrics"]["step_time_ms_mean"].as_f64().is_some_and(|ms| ms > 0.0), "{}", doc["metrics"]);
+    // Without step markers the time base is the program executions.
+    let stepless = dir.join("stepless");
+    let o =
+        xlens(&["synth", "--size", "512KB", "--device-only", "--no-steps", "--out", &stepless.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let scan = xlens(&["scan", &stepless.display().to_string(), "--json", "-q"]);
+    assert_eq!(scan.status.code(), Some(0), "{}", stderr(&scan));
+    let doc: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+    assert_eq!(doc["metrics"]["time_base"], "module_executions", "{}", doc["metrics"]);
     for bad in
         [&["synth", "--out", "x", "--size", "-3MB"][..], &["synth", "--out", "x", "--fixture", "nope"], &["synth"]]
     {

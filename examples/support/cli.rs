@@ -380,6 +380,10 @@ pub(crate) struct SynthCmd {
     /// TPU planes and metadata only, no host threads: what a continuous-profiling snapshot keeps.
     #[arg(long, conflicts_with = "gpu")]
     device_only: bool,
+    /// TPU cores without their `Steps` line: no step markers, the time base is the program
+    /// executions (what captures without step annotations give).
+    #[arg(long, conflicts_with = "gpu")]
+    no_steps: bool,
     /// GPUs per host with `--gpu`.
     #[arg(long, value_name = "N", default_value_t = 8, requires = "gpu",
           value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -399,6 +403,7 @@ impl Job for SynthCmd {
             seed: self.seed,
             multislice: self.multislice,
             device_only: self.device_only,
+            no_steps: self.no_steps,
             gpu: self.gpu.then_some(self.devices),
             fixture: self.fixture,
         };

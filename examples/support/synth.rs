@@ -27,6 +27,8 @@ pub(crate) struct Synth {
     pub(crate) multislice: bool,
     /// TPU hosts without their host-thread plane.
     pub(crate) device_only: bool,
+    /// TPU hosts without `Steps` lines.
+    pub(crate) no_steps: bool,
     /// GPU hosts with this many GPUs each, instead of TPU hosts.
     pub(crate) gpu: Option<u32>,
     /// A named reference fixture instead.
@@ -106,6 +108,7 @@ fn tpu_host(spec: &Synth, seed: u64) -> Vec<u8> {
         megascale,
         device_type: if spec.multislice { "TPU v5".to_owned() } else { SynthSpec::default().device_type },
         host_threads: !spec.device_only,
+        device_steps: !spec.no_steps,
         memory_profile_bytes: (!spec.device_only).then_some(4u64 << 30),
         ..SynthSpec::default()
     }

@@ -280,6 +280,9 @@ pub struct SynthSpec {
     /// Write the host-thread plane (`/host:CPU`: step markers, launches, the memory profile);
     /// without it the profile is device-only, what a continuous-profiling snapshot keeps.
     pub host_threads: bool,
+    /// Write each TensorCore's `Steps` line; without it the profile has no step markers and the
+    /// time base is the program executions (`XLA Modules`), as in captures without steps.
+    pub device_steps: bool,
 }
 
 /// JAX recompiling the step function between two steps (a retrace on a new shape), as JAX 0.10
@@ -392,6 +395,7 @@ impl Default for SynthSpec {
             recompile: None,
             hostname: None,
             host_threads: true,
+            device_steps: true,
         }
     }
 }
@@ -839,7 +843,7 @@ fn write_core(b: &mut SpaceBuilder, spec: &SynthSpec, core: u32, ops: &[&OpSpec]
         _ => &op_meta,
     };
     let core_ix = core as usize;
-    {
+    if spec.device_steps {
         let mut steps = p.line(1, line::STEPS, 0);
         for (s, per_core) in layout.iter().enumerate() {
             let (start, end, _) = &per_core[core_ix];

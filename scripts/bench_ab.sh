@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Before/after: runs two `xlens` binaries on the same profiles, alternating A and B so that the
+# VM's drift hits both alike, and prints the median wall time, MB/s and peak RSS of each (a
+# Markdown table for BENCHMARKS.md). Also checks that both give byte-identical JSON reports.
+#
+#   scripts/bench_ab.sh BEFORE_BIN AFTER_BIN NAME=PROFILE [NAME=PROFILE ...]
+#
+# Build BEFORE_BIN from the older commit (e.g. `git worktree add`, or `git stash` and
+# `cargo build --release --features cli --bin xlens`, then copy target/release/xlens aside).
+# RUNS (default 7) runs of each per row; THREADS=1 runs on one worker thread.
+set -euo pipefail
+before=$1
+after=$2
+shift 2
+RUNS=${RUNS:-7}
+export RAYON_NUM_THREADS=${THREADS:-0}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+median() { sort -n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'; }
+
+echo "| profile | size (MB) | threads | before (s) | after (s) | before MB/s | after MB/s | after / before | peak RSS after (MiB) | RSS / size |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for arg in "$@"; do
+  name=${arg%%=*}
+  path=${arg#*=}
+  bytes=$(find "$path" -name '*.xplane.pb' -print0 | xargs -0 cat | wc -c)
+  "$before" scan "$path" --quiet --format json >"$tmp/a.json"
+  "$after" scan "$path" --quiet --format json >"$tmp/b.json"
+  if ! cmp -s "$tmp/a.json" "$tmp/b.json"; then
+    echo "$name: the reports differ" >&2
+    exit 1
+  fi
+  : >"$tmp/a"
+  : >"$tmp/b"
+  for _ in $(seq "$RUNS"); do
+    /usr/bin/time -a -o "$tmp/a" -f '%e %M' "$before" scan "$path" --quiet >/dev/null
+    /usr/bin/time -a -o "$tmp/b" -f '%e %M' "$after" scan "$path" --quiet >/dev/null
+  done
+  a=$(median <"$tmp/a")
+  b=$(median <"$tmp/b")
+  awk -v name="$name" -v bytes="$bytes" -v t="${THREADS:-$(nproc)}" -v a="$a" -v b="$b" 'BEGIN {
+    split(a, x, " "); split(b, y, " "); mb = bytes / 1e6
+    printf "| %s | %.1f | %s | %.2f | %.2f | %.0f | %.0f | %.2f | %d | %.2f |\n",
+      name, mb, t, x[1], y[1], mb / x[1], mb / y[1], y[1] / x[1], y[2] / 1024, y[2] * 1024 / bytes
+  }'
+done
