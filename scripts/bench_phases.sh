@@ -3,35 +3,45 @@
 # each profile and prints, per phase, the median wall time in ms (a Markdown table for
 # BENCHMARKS.md). Phases: `open` (mapping and parsing the file), the shared analyses
 # (`timeline`, `modules`, `host_ops`, `op_profile`, `steps`, `anatomy`, `chip`), each detector
-# by id, `scan` (the whole scan) and `render`. Phases of 1 ms or less in every profile are left out.
+# by id, `scan` (the whole scan) and `render`. Phases of 1 ms or less everywhere are left out.
 #
 #   scripts/bench_phases.sh NAME=PROFILE [NAME=PROFILE ...]
 #
-# Set THREADS=1 for one worker thread (RAYON_NUM_THREADS). Needs a release build of the `xlens`
-# binary (built here).
+# BUILDS="before=/path/to/old/xlens after=target/release/xlens" compares builds: every run goes
+# through the builds in turn (the VM's speed drifts by tens of percent within minutes, so runs
+# are interleaved), and each profile gets one column per build. Without BUILDS, the release
+# build of the `xlens` binary is built and used. THREADS=1 runs on one worker thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --features cli --bin xlens >&2
-XLENS=./target/release/xlens
+if [ -z "${BUILDS:-}" ]; then
+  cargo build --release --features cli --bin xlens >&2
+  BUILDS="xlens=./target/release/xlens"
+fi
 RUNS=${RUNS:-5}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-names=()
+cols=()
 for arg in "$@"; do
-  name=${arg%%=*}
-  path=${arg#*=}
-  names+=("$name")
-  for run in $(seq "$RUNS"); do
-    RAYON_NUM_THREADS=${THREADS:-0} "$XLENS" scan "$path" --quiet --timings 2>&1 >/dev/null |
-      awk -v run="$run" '/^  / { print $1, $2, run }'
-  done >"$tmp/$name"
+  for build in $BUILDS; do
+    if [ "$(echo "$BUILDS" | wc -w)" -gt 1 ]; then cols+=("${arg%%=*}/${build%%=*}"); else cols+=("${arg%%=*}"); fi
+  done
 done
-# One row per phase (in the order first seen), one column per profile: the median over runs.
-awk -v names="${names[*]}" -v dir="$tmp" '
+for run in $(seq "$RUNS"); do
+  c=0
+  for arg in "$@"; do
+    for build in $BUILDS; do
+      RAYON_NUM_THREADS=${THREADS:-0} "${build#*=}" scan "${arg#*=}" --quiet --timings 2>&1 >/dev/null |
+        awk '/^  / { print $1, $2 }' >>"$tmp/$c"
+      c=$((c + 1))
+    done
+  done
+done
+# One row per phase (in the order first seen), one column per profile and build: the median.
+awk -v names="${cols[*]}" -v dir="$tmp" '
   BEGIN {
     n = split(names, cols, " ")
     for (c = 1; c <= n; c++) {
-      file = dir "/" cols[c]
+      file = dir "/" (c - 1)
       while ((getline line < file) > 0) {
         split(line, f, " ")
         if (!(f[1] in seen)) { seen[f[1]] = ++phases; order[phases] = f[1] }
@@ -47,7 +57,6 @@ awk -v names="${names[*]}" -v dir="$tmp" '
       for (c = 1; c <= n; c++) {
         m = split(vals[order[p] SUBSEP c], v, " ")
         if (m == 0) { row = row " |"; continue }
-        # insertion sort, then the middle value
         for (i = 2; i <= m; i++) { x = v[i] + 0; j = i - 1; while (j >= 1 && v[j] + 0 > x) { v[j + 1] = v[j]; j-- } v[j + 1] = x }
         med = v[int((m + 1) / 2)]
         if (med + 0 > 1) keep = 1
