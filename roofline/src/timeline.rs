@@ -672,7 +672,10 @@ fn walk_core(
         // collected, sorted and walked again from scratch.
         let mut last: Option<(Picos, Reverse<Picos>)> = None;
         let mut sorted = true;
-        for ev in line.events(plane) {
+        // The op line's file pages are handed back behind the walk: on a device-only snapshot
+        // they are nearly all of the file, and the few detectors that walk a line again map its
+        // pages back.
+        for ev in line.events_releasing(plane) {
             let ev = ev?;
             let span = device_span(&ev, &ids);
             let key = (span.start, Reverse(span.duration));
