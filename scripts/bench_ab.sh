@@ -7,7 +7,8 @@
 #
 # Build BEFORE_BIN from the older commit (e.g. `git worktree add`, or `git stash` and
 # `cargo build --release --features cli --bin xlens`, then copy target/release/xlens aside).
-# RUNS (default 7) runs of each per row; THREADS=1 runs on one worker thread.
+# RUNS (default 7) runs of each per row; THREADS=1 runs on one worker thread. A row where the
+# after build is more than 10 % slower is marked REGRESSION and the script exits with 1.
 set -euo pipefail
 before=$1
 after=$2
@@ -41,7 +42,12 @@ for arg in "$@"; do
   b=$(median <"$tmp/b")
   awk -v name="$name" -v bytes="$bytes" -v t="${THREADS:-$(nproc)}" -v a="$a" -v b="$b" 'BEGIN {
     split(a, x, " "); split(b, y, " "); mb = bytes / 1e6
-    printf "| %s | %.1f | %s | %.2f | %.2f | %.0f | %.0f | %.2f | %d | %.2f |\n",
-      name, mb, t, x[1], y[1], mb / x[1], mb / y[1], y[1] / x[1], y[2] / 1024, y[2] * 1024 / bytes
-  }'
+    printf "| %s | %.1f | %s | %.2f | %.2f | %.0f | %.0f | %.2f%s | %d | %.2f |\n",
+      name, mb, t, x[1], y[1], mb / x[1], mb / y[1], y[1] / x[1], (y[1] > 1.1 * x[1] ? " REGRESSION" : ""),
+      y[2] / 1024, y[2] * 1024 / bytes
+  }' | tee -a "$tmp/rows"
 done
+if grep -q REGRESSION "$tmp/rows" 2>/dev/null; then
+  echo "a path is more than 10 % slower after" >&2
+  exit 1
+fi
