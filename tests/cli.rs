@@ -80,7 +80,6 @@ fn scan_times_each_phase() {
     ] {
         assert!(phases.contains(&phase), "no {phase} in:\n{text}");
     }
-    use xlens::faults::Detector;
     let registry = xlens::faults::DETECTORS.len();
     let detectors = phases.iter().filter(|p| xlens::faults::DETECTORS.iter().any(|d| d.id() == **p)).count();
     assert_eq!(detectors, registry, "every detector timed once:\n{text}");
