@@ -917,6 +917,149 @@ impl Segmenter {
     pub(crate) fn finish(&mut self, f: &mut impl FnMut(xlens_roofline::Interval)) {
         self.segments.finish(f);
     }
+
+    /// True when no op fed so far is still open at `t`.
+    fn is_closed_by(&self, t: Picos) -> bool {
+        self.segments.is_closed_by(t)
+    }
+}
+
+/// The time a device op line spends in each of `classes`, as one sorted union per class, from
+/// its innermost segments (what a [`Segmenter`] fed by [`DeviceTimeline::walk`] gives), read on
+/// all of rayon's threads. `None` when the plane has no such line.
+///
+/// The line is cut into runs ([`xlens_xplane::Line::event_parts`]). Each run is walked from an
+/// empty nesting stack and on into the runs after it until an op starts with nothing open: from
+/// that op on, the next run's own walk equals one walk of the whole line, so the runs are
+/// stitched there. A line out of timeline order, or with bytes that do not decode, is walked once
+/// instead (same result as the single walk).
+pub(crate) fn class_unions(
+    plane: &Plane,
+    line_name: &str,
+    classes: &[xlens_roofline::TimeClass],
+) -> Option<Vec<Vec<(Picos, Picos)>>> {
+    class_unions_in(plane, line_name, classes, rayon::current_num_threads())
+}
+
+/// [`class_unions`] with the line cut into at most `parts` runs.
+fn class_unions_in(
+    plane: &Plane,
+    line_name: &str,
+    classes: &[xlens_roofline::TimeClass],
+    parts: usize,
+) -> Option<Vec<Vec<(Picos, Picos)>>> {
+    use rayon::prelude::*;
+    let line = plane.line_by_name(line_name)?;
+    let runs = line.event_parts(plane, parts);
+    if runs.len() > 1 {
+        let walked: Vec<RunUnions> =
+            (0..runs.len()).into_par_iter().map(|k| walk_run(plane, &runs, k, classes)).collect();
+        if walked.iter().all(|r| r.clean) {
+            return Some(stitch(&walked, classes.len()));
+        }
+    }
+    let init = || (Segmenter::default(), vec![Vec::new(); classes.len()]);
+    let ((mut segmenter, mut unions), _) =
+        DeviceTimeline::walk(plane, line_name, init, |(segmenter, unions), op, infos| {
+            segmenter.push(op, infos, &mut |s| add_to_unions(unions, classes, s));
+        })?;
+    segmenter.finish(&mut |s| add_to_unions(&mut unions, classes, s));
+    Some(unions)
+}
+
+/// Adds a segment, arriving in time order, to the union of its class (if it is one of `classes`).
+fn add_to_unions(
+    unions: &mut [Vec<(Picos, Picos)>],
+    classes: &[xlens_roofline::TimeClass],
+    s: xlens_roofline::Interval,
+) {
+    if let Some(i) = classes.iter().position(|&c| c == s.class) {
+        merge_in_order(&mut unions[i], s.start, s.end);
+    }
+}
+
+/// One run's walk for [`class_unions`].
+struct RunUnions {
+    unions: Vec<Vec<(Picos, Picos)>>,
+    /// Events of the run itself.
+    own: usize,
+    /// Events of the runs after it walked before an op started with nothing open.
+    carried: usize,
+    /// The start of that op; `None` when the walk reached the end of the line.
+    stop: Option<Picos>,
+    /// False when an event came out of timeline order or did not decode.
+    clean: bool,
+}
+
+/// Walks run `k` from an empty stack, then the runs after it until an op starts with nothing open.
+fn walk_run(
+    plane: &Plane,
+    runs: &[xlens_xplane::EventIter<'_>],
+    k: usize,
+    classes: &[xlens_roofline::TimeClass],
+) -> RunUnions {
+    let mut table = InfoTable::new(plane);
+    let mut segmenter = Segmenter::default();
+    let mut unions = vec![Vec::new(); classes.len()];
+    let mut last: Option<(Picos, std::cmp::Reverse<Picos>)> = None;
+    let mut counts = [0usize; 2];
+    let mut stop = None;
+    'runs: for (i, run) in runs[k..].iter().enumerate() {
+        let carrying = i > 0;
+        for ev in run.clone() {
+            let Ok(ev) = ev else {
+                return RunUnions { unions, own: counts[0], carried: counts[1], stop: None, clean: false };
+            };
+            let op = table.op(plane, &ev);
+            if last.is_some_and(|l| timeline_key(&op) < l) {
+                return RunUnions { unions, own: counts[0], carried: counts[1], stop: None, clean: false };
+            }
+            last = Some(timeline_key(&op));
+            if carrying && segmenter.is_closed_by(op.start) {
+                stop = Some(op.start);
+                break 'runs;
+            }
+            segmenter.push(&op, &table.infos, &mut |s| add_to_unions(&mut unions, classes, s));
+            counts[usize::from(carrying)] += 1;
+        }
+    }
+    segmenter.finish(&mut |s| add_to_unions(&mut unions, classes, s));
+    RunUnions { unions, own: counts[0], carried: counts[1], stop, clean: true }
+}
+
+/// Joins the runs' unions: from the first event, take the run holding the event where the walk
+/// so far stopped (its walk equals the single walk from there, where nothing was open), keep its
+/// segments from that event's start, and go on from where that run's walk stopped.
+fn stitch(runs: &[RunUnions], n_classes: usize) -> Vec<Vec<(Picos, Picos)>> {
+    let firsts: Vec<usize> = runs
+        .iter()
+        .scan(0usize, |next, r| {
+            let first = *next;
+            *next += r.own;
+            Some(first)
+        })
+        .collect();
+    let mut out = vec![Vec::new(); n_classes];
+    let (mut at, mut from) = (0usize, Picos(i64::MIN));
+    loop {
+        // The last run starting at or before event `at`; its walk covers `at` (it goes on past
+        // its own events until nothing is open, and nothing is open at `at`).
+        let m = firsts.partition_point(|&f| f <= at).saturating_sub(1);
+        let run = &runs[m];
+        for (union, part) in out.iter_mut().zip(&run.unions) {
+            // Segments before `from` end by it; the ones after start at or after it.
+            for &(s, e) in part.iter().filter(|&&(_, e)| e > from) {
+                merge_in_order(union, s.max(from), e);
+            }
+        }
+        match run.stop {
+            Some(t) => {
+                at = firsts[m] + run.own + run.carried;
+                from = t;
+            }
+            None => return out,
+        }
+    }
 }
 
 /// Pairs `<op>-start` with `<op>-done` ops fed in timeline order (see
@@ -1019,6 +1162,19 @@ impl<'a> IntervalCursor<'a> {
         at > 0 && t < self.merged[at - 1].1
     }
 
+    /// The time of `[lo, hi)` the intervals cover (as [`covered`]); cheapest for spans asked in
+    /// time order.
+    pub(crate) fn covered(&mut self, lo: Picos, hi: Picos) -> Picos {
+        // The last interval starting at or before `lo`, unless it ends by then.
+        let at = self.seek(lo);
+        let from = if at > 0 && self.merged[at - 1].1 > lo { at - 1 } else { at };
+        self.merged[from..]
+            .iter()
+            .take_while(|&&(s, _)| s < hi)
+            .map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo)))
+            .sum()
+    }
+
     /// How many intervals start at or before `t` (`partition_point` of their starts).
     #[inline]
     pub(crate) fn seek(&mut self, t: Picos) -> usize {
@@ -1089,6 +1245,11 @@ mod tests {
         for &t in &times {
             assert_eq!(cursor.contains(t), in_intervals(&merged, t), "{t:?}");
         }
+        let mut cursor = IntervalCursor::new(&merged);
+        for (&lo, &len) in times.iter().zip([0i64, 5, 60, 130, 1000].iter().cycle()) {
+            let hi = lo + Picos(len);
+            assert_eq!(cursor.covered(lo, hi), super::covered(&merged, lo, hi), "{lo:?} {hi:?}");
+        }
         let mut by = ByDevice::default();
         let mut plain: std::collections::BTreeMap<i64, Vec<usize>> = std::collections::BTreeMap::new();
         for i in 0..1000usize {
@@ -1153,6 +1314,98 @@ mod tests {
         }
         let space = plane_with(in_order);
         assert!(DeviceTimeline::walk(&space.planes()[0], "Steps", || (), |_, _, _| {}).is_none());
+    }
+
+    /// A TPU op line of nested ops (parents with children, some parents spanning tens of
+    /// thousands of children), classes matmul, vector and data formatting, with gaps, touching
+    /// ops and empty ones; `(start, end, class index)` in timeline order.
+    fn nested_ops(seed: u64) -> Vec<(i64, i64, usize)> {
+        let mut state = seed;
+        let mut next = move |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let mut ops = Vec::new();
+        let mut t = 0i64;
+        while ops.len() < 300_000 {
+            let children = match next(50) {
+                0 => 20_000 + next(40_000) as usize,
+                1..=20 => 0,
+                _ => 1 + next(4) as usize,
+            };
+            let parent = ops.len();
+            ops.push((t, t, next(3) as usize));
+            let mut c = t + next(3) as i64;
+            for _ in 0..children {
+                let d = next(40) as i64;
+                ops.push((c, c + d, next(3) as usize));
+                if d > 10 && next(4) == 0 {
+                    ops.push((c + 2, c + 2 + next(8) as i64, next(3) as usize));
+                }
+                // Ops in timeline order: an empty op is not followed by a longer one at its start.
+                c += d + next(3) as i64 + i64::from(d == 0);
+            }
+            let end = c.max(t + 1 + next(30) as i64) + next(2) as i64;
+            ops[parent].1 = end;
+            t = end + next(3) as i64;
+        }
+        ops
+    }
+
+    fn plane_of_classes(ops: &[(i64, i64, usize)]) -> Space {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/device:TPU:0");
+            let category = plane.stat_metadata(xlens_xplane::names::stat::HLO_CATEGORY);
+            let metas: Vec<_> = ["convolution", "loop fusion", "copy"]
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let id = plane.event_metadata(&format!("op.{i}"));
+                    plane.metadata_stat(id, category, *c);
+                    id
+                })
+                .collect();
+            let mut line = plane.line(3, "XLA Ops", 0);
+            for &(s, e, class) in ops {
+                line.event(metas[class], s, e - s);
+            }
+        }
+        Space::parse(b.finish().into()).expect("built space parses")
+    }
+
+    /// Walked in runs on several threads and stitched, the class unions equal one walk's, with
+    /// parents open across the cuts; a line out of order falls back to the single walk.
+    #[test]
+    fn class_unions_in_runs_equal_one_walk() {
+        use xlens_roofline::TimeClass;
+        let classes = [TimeClass::Matmul, TimeClass::Vector, TimeClass::DataFormatting];
+        for seed in [1, 7] {
+            let mut ops = nested_ops(seed);
+            for shuffle in [false, true] {
+                if shuffle {
+                    let n = ops.len();
+                    ops.swap(n / 3, n / 3 + 1000);
+                }
+                let space = plane_of_classes(&ops);
+                let plane = &space.planes()[0];
+                assert!(plane.line_by_name("XLA Ops").unwrap().event_parts(plane, 4).len() >= 3);
+                let one = class_unions_in(plane, "XLA Ops", &classes, 1).unwrap();
+                assert!(one.iter().all(|u| u.len() > 1000), "{:?}", one.iter().map(Vec::len).collect::<Vec<_>>());
+                // Sorted, the runs are walked apart, and parents stay open across the cuts.
+                let line = plane.line_by_name("XLA Ops").unwrap();
+                let runs = line.event_parts(plane, 4);
+                let walked: Vec<RunUnions> = (0..runs.len()).map(|k| walk_run(plane, &runs, k, &classes)).collect();
+                assert_eq!(walked.iter().all(|r| r.clean), !shuffle);
+                assert!(shuffle || walked.iter().any(|r| r.carried > 1000), "seed {seed}");
+                for parts in [2, 3, 4] {
+                    let runs = class_unions_in(plane, "XLA Ops", &classes, parts).unwrap();
+                    // Not assert_eq: the unions hold a million intervals.
+                    assert!(runs == one, "seed {seed}, {parts} runs: the unions differ");
+                }
+                assert!(class_unions_in(plane, "Steps", &classes, 4).is_none());
+            }
+        }
     }
 
     #[test]

@@ -350,6 +350,12 @@ impl InnermostSegments {
         self.stack.push((end.max(start), class));
     }
 
+    /// True when every open op ends at or before `t`: an op starting at `t` finds nothing open,
+    /// so the segments from `t` on do not depend on the ops fed before it.
+    pub fn is_closed_by(&self, t: Picos) -> bool {
+        self.stack.iter().all(|&(end, _)| end <= t)
+    }
+
     /// Closes the ops still open; their segments go to `f`.
     pub fn finish(&mut self, f: &mut impl FnMut(Interval)) {
         let mut cursor = self.cursor.unwrap_or(Picos(i64::MIN));

@@ -260,7 +260,9 @@ impl<'a> Event<'a> {
 }
 
 /// Iterator over the events of a line. Yields `Err` once on malformed bytes, then stops.
-#[derive(Debug)]
+/// A clone walks the same events again from where the original stands (a clone of a line's
+/// first walk adds its bytes to the space's walk meter again).
+#[derive(Clone, Debug)]
 pub struct EventIter<'a> {
     plane: &'a Plane,
     line: &'a Line,

@@ -7,7 +7,7 @@ use xlens_xplane::{Picos, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
 use crate::evidence::duration_text;
-use crate::evidence::{self, DeviceTimeline, Segmenter};
+use crate::evidence::{self, DeviceTimeline};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -338,16 +338,14 @@ struct Stretch {
 fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Stretch> {
     let plane = *host.space().tpu_tensor_cores().first()?;
     let ordinal = evidence::device_ordinal(plane);
-    // Matmul and vector time as unions, from one streamed walk of the op line (no op is kept).
-    let ((mut segmenter, mut unions), _) = DeviceTimeline::walk(
-        plane,
-        names::line::XLA_OPS,
-        || (Segmenter::default(), Unions::default()),
-        |(segmenter, unions), op, infos| segmenter.push(op, infos, &mut |s| add_segment(unions, s)),
-    )?;
-    segmenter.finish(&mut |s| add_segment(&mut unions, s));
-    let Unions { matmul, vector } = unions;
+    // Matmul and vector time as unions, from a streamed walk of the op line (no op is kept).
+    let [matmul, vector]: [Vec<(Picos, Picos)>; 2] =
+        evidence::class_unions(plane, names::line::XLA_OPS, &[TimeClass::Matmul, TimeClass::Vector])?
+            .try_into()
+            .ok()?;
     let mut best: Option<(Picos, Picos, Picos)> = None;
+    // Steps come in time order, and the gaps within a step too.
+    let mut in_vector = evidence::IntervalCursor::new(&vector);
     for step in &steps.steps {
         let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
         let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
@@ -356,7 +354,7 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
         let edges = matmul[from..].iter().take_while(|m| m.0 < hi).map(|m| (m.0.max(lo), m.1.min(hi)));
         for (s, e) in edges.chain(std::iter::once((hi, hi))) {
             if s > cursor {
-                let v = evidence::covered(&vector, cursor, s);
+                let v = in_vector.covered(cursor, s);
                 if best.is_none_or(|b| v > b.2) {
                     best = Some((cursor, s, v));
                 }
@@ -390,22 +388,6 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
         first: infos.get(first?)?.name.clone(),
         last: infos.get(last?)?.name.clone(),
     })
-}
-
-/// Matmul and vector time of a core, as unions of its segments.
-#[derive(Default)]
-struct Unions {
-    matmul: Vec<(Picos, Picos)>,
-    vector: Vec<(Picos, Picos)>,
-}
-
-/// Adds a matmul or vector segment, arriving in time order, to its union.
-fn add_segment(unions: &mut Unions, s: xlens_roofline::Interval) {
-    match s.class {
-        TimeClass::Matmul => evidence::merge_in_order(&mut unions.matmul, s.start, s.end),
-        TimeClass::Vector => evidence::merge_in_order(&mut unions.vector, s.start, s.end),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
