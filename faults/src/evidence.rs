@@ -787,6 +787,43 @@ impl DeviceTimeline {
         Some((state, table.infos))
     }
 
+    /// [`DeviceTimeline::walk_while`] from the ops that start at or after `from`, for a line known
+    /// to decode and to be in timeline order ([`ClassUnions::in_order`]): the walk seeks to the
+    /// run of the line ([`xlens_xplane::Line::event_parts`]) holding `from` by the first op of
+    /// each run, and may feed a few ops that start before `from` (never one after it that the
+    /// whole walk would feed first). The infos are those of the ops fed.
+    pub(crate) fn walk_in_order_from<S>(
+        plane: &Plane,
+        line_name: &str,
+        from: Picos,
+        init: impl FnMut() -> S,
+        mut push: impl FnMut(&mut S, &DeviceOp, &[DeviceOpInfo]) -> bool,
+    ) -> Option<(S, Vec<DeviceOpInfo>)> {
+        let line = plane.line_by_name(line_name)?;
+        let runs = line.event_parts(plane, SEEK_RUNS);
+        let mut table = InfoTable::new(plane);
+        // The last run whose first op starts before `from`: the runs before it hold only ops that
+        // start before `from`.
+        let first_starts: Vec<Option<Picos>> = runs
+            .iter()
+            .map(|run| run.clone().next().and_then(|ev| ev.ok()).map(|ev| table.op(plane, &ev).start))
+            .collect();
+        if first_starts.iter().any(Option::is_none) {
+            return DeviceTimeline::walk_while(plane, line_name, init, push);
+        }
+        let at = first_starts.partition_point(|s| s.is_some_and(|s| s < from)).saturating_sub(1);
+        let mut table = InfoTable::new(plane);
+        let mut init = init;
+        let mut state = init();
+        for ev in runs[at..].iter().flat_map(|run| run.clone()).map_while(|e| e.ok()) {
+            let op = table.op(plane, &ev);
+            if !push(&mut state, &op, &table.infos) {
+                break;
+            }
+        }
+        Some((state, table.infos))
+    }
+
     /// The ops that start in `[lo, hi)`.
     pub(crate) fn ops_starting_in(&self, lo: Picos, hi: Picos) -> &[DeviceOp] {
         let from = self.ops.partition_point(|o| o.start < lo);
@@ -937,8 +974,18 @@ pub(crate) fn class_unions(
     plane: &Plane,
     line_name: &str,
     classes: &[xlens_roofline::TimeClass],
-) -> Option<Vec<Vec<(Picos, Picos)>>> {
+) -> Option<ClassUnions> {
     class_unions_in(plane, line_name, classes, rayon::current_num_threads())
+}
+
+/// What [`class_unions`] gives.
+#[derive(Debug, PartialEq)]
+pub(crate) struct ClassUnions {
+    /// One sorted union per class asked for, in their order.
+    pub(crate) unions: Vec<Vec<(Picos, Picos)>>,
+    /// True when every event of the line was seen to decode and to come in timeline order (the
+    /// line was walked in runs), so [`DeviceTimeline::walk_in_order_from`] may seek in it.
+    pub(crate) in_order: bool,
 }
 
 /// [`class_unions`] with the line cut into at most `parts` runs.
@@ -947,7 +994,7 @@ fn class_unions_in(
     line_name: &str,
     classes: &[xlens_roofline::TimeClass],
     parts: usize,
-) -> Option<Vec<Vec<(Picos, Picos)>>> {
+) -> Option<ClassUnions> {
     use rayon::prelude::*;
     let line = plane.line_by_name(line_name)?;
     let runs = line.event_parts(plane, parts);
@@ -955,7 +1002,7 @@ fn class_unions_in(
         let walked: Vec<RunUnions> =
             (0..runs.len()).into_par_iter().map(|k| walk_run(plane, &runs, k, classes)).collect();
         if walked.iter().all(|r| r.clean) {
-            return Some(stitch(&walked, classes.len()));
+            return Some(ClassUnions { unions: stitch(&walked, classes.len()), in_order: true });
         }
     }
     let init = || (Segmenter::default(), vec![Vec::new(); classes.len()]);
@@ -964,8 +1011,11 @@ fn class_unions_in(
             segmenter.push(op, infos, &mut |s| add_to_unions(unions, classes, s));
         })?;
     segmenter.finish(&mut |s| add_to_unions(&mut unions, classes, s));
-    Some(unions)
+    Some(ClassUnions { unions, in_order: false })
 }
+
+/// The runs [`DeviceTimeline::walk_in_order_from`] cuts a line into to find where to start.
+const SEEK_RUNS: usize = 64;
 
 /// Adds a segment, arriving in time order, to the union of its class (if it is one of `classes`).
 fn add_to_unions(
@@ -1374,6 +1424,31 @@ mod tests {
         Space::parse(b.finish().into()).expect("built space parses")
     }
 
+    /// From any time, the seeking walk feeds the ops the whole walk feeds from there.
+    fn seek_equals_whole_walk(plane: &Plane, ops: &[(i64, i64, usize)]) {
+        let last = ops.last().unwrap().0;
+        for from in [-5, 0, 1, last / 7, last / 2, last / 2 + 1, last - 3, last, last + 1] {
+            let (from, to) = (Picos(from), Picos(from.saturating_add(300)));
+            let init = Vec::new;
+            let push = |fed: &mut Vec<(Picos, Picos, usize)>, op: &DeviceOp, _: &[DeviceOpInfo]| {
+                if op.start > to {
+                    return false;
+                }
+                if op.start >= from {
+                    fed.push((op.start, op.end, op.info));
+                }
+                true
+            };
+            let names = |(fed, infos): (Vec<(Picos, Picos, usize)>, Vec<DeviceOpInfo>)| -> Vec<(Picos, Picos, String)> {
+                fed.into_iter().map(|(s, e, i)| (s, e, infos[i].name.clone())).collect()
+            };
+            let whole = names(DeviceTimeline::walk_while(plane, "XLA Ops", init, push).unwrap());
+            let seek = names(DeviceTimeline::walk_in_order_from(plane, "XLA Ops", from, init, push).unwrap());
+            assert!(from.0 > last || !whole.is_empty(), "{from:?}");
+            assert_eq!(seek, whole, "{from:?}");
+        }
+    }
+
     /// Walked in runs on several threads and stitched, the class unions equal one walk's, with
     /// parents open across the cuts; a line out of order falls back to the single walk.
     #[test]
@@ -1390,7 +1465,7 @@ mod tests {
                 let space = plane_of_classes(&ops);
                 let plane = &space.planes()[0];
                 assert!(plane.line_by_name("XLA Ops").unwrap().event_parts(plane, 4).len() >= 3);
-                let one = class_unions_in(plane, "XLA Ops", &classes, 1).unwrap();
+                let one = class_unions_in(plane, "XLA Ops", &classes, 1).unwrap().unions;
                 assert!(one.iter().all(|u| u.len() > 1000), "{:?}", one.iter().map(Vec::len).collect::<Vec<_>>());
                 // Sorted, the runs are walked apart, and parents stay open across the cuts.
                 let line = plane.line_by_name("XLA Ops").unwrap();
@@ -1399,11 +1474,16 @@ mod tests {
                 assert_eq!(walked.iter().all(|r| r.clean), !shuffle);
                 assert!(shuffle || walked.iter().any(|r| r.carried > 1000), "seed {seed}");
                 for parts in [2, 3, 4] {
-                    let runs = class_unions_in(plane, "XLA Ops", &classes, parts).unwrap();
+                    let got = class_unions_in(plane, "XLA Ops", &classes, parts).unwrap();
+                    assert_eq!(got.in_order, !shuffle);
+                    let runs = got.unions;
                     // Not assert_eq: the unions hold a million intervals.
                     assert!(runs == one, "seed {seed}, {parts} runs: the unions differ");
                 }
                 assert!(class_unions_in(plane, "Steps", &classes, 4).is_none());
+                if !shuffle {
+                    seek_equals_whole_walk(plane, &ops);
+                }
             }
         }
     }

@@ -339,10 +339,9 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
     let plane = *host.space().tpu_tensor_cores().first()?;
     let ordinal = evidence::device_ordinal(plane);
     // Matmul and vector time as unions, from a streamed walk of the op line (no op is kept).
-    let [matmul, vector]: [Vec<(Picos, Picos)>; 2] =
-        evidence::class_unions(plane, names::line::XLA_OPS, &[TimeClass::Matmul, TimeClass::Vector])?
-            .try_into()
-            .ok()?;
+    let unions = evidence::class_unions(plane, names::line::XLA_OPS, &[TimeClass::Matmul, TimeClass::Vector])?;
+    let in_order = unions.in_order;
+    let [matmul, vector]: [Vec<(Picos, Picos)>; 2] = unions.unions.try_into().ok()?;
     let mut best: Option<(Picos, Picos, Picos)> = None;
     // Steps come in time order, and the gaps within a step too.
     let mut in_vector = evidence::IntervalCursor::new(&vector);
@@ -364,22 +363,26 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
     }
     let (start, end, vector_time) = best.filter(|b| b.2.0 > 0)?;
     // The first and last vector ops inside the stretch: a second walk, keeping only their names.
-    // Ops come by start: the walk ends at the first op that starts after the stretch's end.
-    let ((first, last), infos) = DeviceTimeline::walk_while(
-        plane,
-        names::line::XLA_OPS,
-        || (None, None),
-        |(first, last): &mut (Option<usize>, Option<usize>), op, infos| {
-            if op.start > end {
-                return false;
-            }
-            if op.start >= start && op.end <= end && class_of(&infos[op.info].category) == TimeClass::Vector {
-                first.get_or_insert(op.info);
-                *last = Some(op.info);
-            }
-            true
-        },
-    )?;
+    // Ops come by start: the walk ends at the first op that starts after the stretch's end, and
+    // on a line seen in order it starts near the stretch.
+    let init = || (None, None);
+    let push = |(first, last): &mut (Option<usize>, Option<usize>),
+                op: &evidence::DeviceOp,
+                infos: &[evidence::DeviceOpInfo]| {
+        if op.start > end {
+            return false;
+        }
+        if op.start >= start && op.end <= end && class_of(&infos[op.info].category) == TimeClass::Vector {
+            first.get_or_insert(op.info);
+            *last = Some(op.info);
+        }
+        true
+    };
+    let ((first, last), infos) = if in_order {
+        DeviceTimeline::walk_in_order_from(plane, names::line::XLA_OPS, start, init, push)?
+    } else {
+        DeviceTimeline::walk_while(plane, names::line::XLA_OPS, init, push)?
+    };
     Some(Stretch {
         plane: plane.name().to_owned(),
         start,
