@@ -796,7 +796,7 @@ impl DeviceTimeline {
         plane: &Plane,
         line_name: &str,
         from: Picos,
-        init: impl FnMut() -> S,
+        mut init: impl FnMut() -> S,
         mut push: impl FnMut(&mut S, &DeviceOp, &[DeviceOpInfo]) -> bool,
     ) -> Option<(S, Vec<DeviceOpInfo>)> {
         let line = plane.line_by_name(line_name)?;
@@ -813,7 +813,6 @@ impl DeviceTimeline {
         }
         let at = first_starts.partition_point(|s| s.is_some_and(|s| s < from)).saturating_sub(1);
         let mut table = InfoTable::new(plane);
-        let mut init = init;
         let mut state = init();
         for ev in runs[at..].iter().flat_map(|run| run.clone()).map_while(|e| e.ok()) {
             let op = table.op(plane, &ev);
