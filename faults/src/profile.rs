@@ -109,8 +109,8 @@ impl HostProfile {
         self.summary.device_kind
     }
 
-    /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules),
-    /// instead of on first use. Errors are kept and reported by the accessors.
+    /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules,
+    /// duty cycle), instead of on first use. Errors are kept and reported by the accessors.
     pub fn prepare(&self) {
         self.prepare_timed(&|_, _| {});
     }
@@ -144,6 +144,8 @@ impl HostProfile {
                 }
             },
         );
+        // The duty cycle (a union of every op, millions on a CPU capture) beside them: the
+        // report's health snapshot reads it after the detectors, on one thread.
         rayon::join(
             || {
                 time("op_profile", &|| {
@@ -153,7 +155,10 @@ impl HostProfile {
             || {
                 time("steps", &|| {
                     let _ = self.steps();
-                })
+                });
+                time("duty_cycle", &|| {
+                    let _ = self.duty_cycle();
+                });
             },
         );
         time("anatomy", &|| {

@@ -95,7 +95,9 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
         }
     }
     sort_findings(&mut findings);
+    let start = std::time::Instant::now();
     let mut summary = HostSummary::of(host);
+    observer.timed(host.name(), "summary", start.elapsed());
     summary.skipped = detectors
         .iter()
         .zip(&skips)

@@ -283,32 +283,70 @@ impl HostOps {
     /// The devices' busy time and their windows, summed (to combine hosts into a session's duty
     /// cycle); `None` without ops.
     pub fn duty_cycle(&self) -> Option<(Picos, Picos)> {
-        // Per device, each line's ops merged into busy intervals first (a line's ops come in
-        // start order, nested ops inside their parent, so this is one linear pass; a line out of
-        // order is sorted), then the lines' intervals, far fewer, merged across lines.
-        let mut by_device: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-        let mut spans: Vec<(Picos, Picos)> = Vec::new();
-        for (_, ops) in self.by_line() {
-            let mut at = 0;
-            while at < ops.len() {
-                // A run of ops of one device (a line's ops are one device's but for host threads
-                // that run several).
-                let device = self.context(&ops[at]).core;
-                let run = ops[at..].iter().take_while(|o| self.context(o).core == device).count();
-                spans.clear();
-                spans.extend(ops[at..at + run].iter().map(|o| (o.start, o.end)));
-                at += run;
-                let merged = by_device.entry(device).or_default();
-                union_into(&mut spans, merged);
+        // Per device, each line's ops of that device are a source of intervals in start order
+        // (a line out of order is sorted into a copy); the sources are merged in start order and
+        // their union summed as it goes. No list of every op (millions on a CPU capture) is built
+        // or sorted: that took longer than reading them.
+        let core_of: Vec<i64> = self.contexts.iter().map(|c| c.core).collect();
+        let core = |op: &HostOp| core_of.get(op.context as usize).copied().unwrap_or(0);
+        let mut lines_of: BTreeMap<i64, Vec<(usize, bool)>> = BTreeMap::new();
+        for (at, table) in self.lines.iter().enumerate() {
+            // The devices of a line (one, but on host threads that run several) and whether its
+            // ops come in start order.
+            let mut devices: Vec<i64> = Vec::new();
+            for op in &table.ops {
+                let d = core(op);
+                if !devices.contains(&d) {
+                    devices.push(d);
+                }
+            }
+            let sorted = table.ops.is_sorted_by_key(|o| o.start);
+            for d in devices {
+                lines_of.entry(d).or_default().push((at, sorted));
             }
         }
         let (mut busy, mut window) = (Picos::ZERO, Picos::ZERO);
-        for mut spans in by_device.into_values() {
-            let mut merged = Vec::new();
-            union_into(&mut spans, &mut merged);
-            let (Some(first), Some(last)) = (merged.first(), merged.last()) else { continue };
-            window += last.1 - first.0;
-            busy += merged.iter().map(|&(s, e)| e - s).sum::<Picos>();
+        for (device, lines) in lines_of {
+            let copies: Vec<Vec<(Picos, Picos)>> = lines
+                .iter()
+                .filter(|(_, sorted)| !sorted)
+                .map(|&(at, _)| {
+                    let mut spans: Vec<(Picos, Picos)> =
+                        self.lines[at].ops.iter().filter(|o| core(o) == device).map(|o| (o.start, o.end)).collect();
+                    spans.sort_by_key(|s| s.0);
+                    spans
+                })
+                .collect();
+            let mut copies = copies.iter();
+            let mut sources: Vec<Spans<'_>> = lines
+                .iter()
+                .map(|&(at, sorted)| match sorted {
+                    true => Spans::Ops { ops: &self.lines[at].ops, at: 0 },
+                    false => Spans::Sorted { spans: copies.next().map_or(&[][..], Vec::as_slice), at: 0 },
+                })
+                .collect();
+            let next = |source: &mut Spans<'_>| source.next_union(&|o: &HostOp| core(o) == device);
+            let mut heads: Vec<Option<(Picos, Picos)>> = sources.iter_mut().map(next).collect();
+            let (mut first, mut run, mut device_busy) = (None, None::<(Picos, Picos)>, Picos::ZERO);
+            // The source whose next interval starts first, each time (a device has a few lines).
+            while let Some((i, (s, e))) =
+                heads.iter().enumerate().filter_map(|(i, h)| h.map(|h| (i, h))).min_by_key(|(_, h)| h.0)
+            {
+                heads[i] = next(&mut sources[i]);
+                first.get_or_insert(s);
+                run = match run {
+                    Some((rs, re)) if s <= re => Some((rs, re.max(e))),
+                    Some((rs, re)) => {
+                        device_busy += re - rs;
+                        Some((s, e))
+                    }
+                    None => Some((s, e)),
+                };
+            }
+            let (Some(first), Some((rs, re))) = (first, run) else { continue };
+            device_busy += re - rs;
+            busy += device_busy;
+            window += re - first;
         }
         (window.0 > 0).then_some((busy, window))
     }
@@ -631,23 +669,56 @@ fn read_op<'a>(
     Some((HostOp { start: ev.start(), end: ev.end(), name, context: 0 }, context, module))
 }
 
-/// Appends to `out` the union of `spans` (start, end) as disjoint intervals in start order;
-/// `spans` is sorted first unless it already is.
-fn union_into(spans: &mut [(Picos, Picos)], out: &mut Vec<(Picos, Picos)>) {
-    if !spans.is_sorted_by_key(|s| s.0) {
-        spans.sort_unstable();
-    }
-    let Some(&first) = spans.first() else { return };
-    let mut run = first;
-    for &(s, e) in &spans[1..] {
-        if s <= run.1 {
-            run.1 = run.1.max(e);
-        } else {
-            out.push(run);
-            run = (s, e);
+/// The intervals of one line's ops of one device in start order, for [`HostOps::duty_cycle`]:
+/// the line's own ops when they are in start order, else a sorted copy.
+enum Spans<'a> {
+    /// A line whose ops are in start order (those of other devices skipped).
+    Ops { ops: &'a [HostOp], at: usize },
+    /// A sorted copy of a line's intervals of the device.
+    Sorted { spans: &'a [(Picos, Picos)], at: usize },
+}
+
+impl Spans<'_> {
+    /// The next interval of the union of this source's intervals (consecutive overlapping ones
+    /// merged, as nested ops are), or `None` at the end.
+    #[inline]
+    fn next_union(&mut self, mine: &dyn Fn(&HostOp) -> bool) -> Option<(Picos, Picos)> {
+        let mut next = || match self {
+            Spans::Ops { ops, at } => {
+                while let Some(op) = ops.get(*at) {
+                    *at += 1;
+                    if mine(op) {
+                        return Some((op.start, op.end));
+                    }
+                }
+                None
+            }
+            Spans::Sorted { spans, at } => {
+                let span = spans.get(*at).copied();
+                *at += 1;
+                span
+            }
+        };
+        let (start, mut end) = next()?;
+        // The first interval that does not overlap is left for the next call (the cursor steps
+        // back onto it).
+        loop {
+            match next() {
+                Some((s, e)) if s <= end => end = end.max(e),
+                Some(_) => {
+                    self.step_back();
+                    return Some((start, end));
+                }
+                None => return Some((start, end)),
+            }
         }
     }
-    out.push(run);
+
+    fn step_back(&mut self) {
+        match self {
+            Spans::Ops { at, .. } | Spans::Sorted { at, .. } => *at -= 1,
+        }
+    }
 }
 
 /// The op of a nested `hlo_op` value (`outer::inner` names the innermost op last).
@@ -758,5 +829,60 @@ mod tests {
     #[test]
     fn a_host_op_is_24_bytes() {
         assert_eq!(std::mem::size_of::<HostOp>(), 24);
+    }
+
+    /// The duty cycle's streaming merge equals the plain definition: per device, every op's
+    /// interval sorted by start and unioned, busy time over the window from first start to last
+    /// end, summed over devices. Lines in and out of start order, nested and overlapping ops,
+    /// lines that run several devices.
+    #[test]
+    fn duty_cycle_equals_the_union_of_every_op() {
+        use proptest::prelude::*;
+        let op = (0i64..1_000, 0i64..200, 0u32..3);
+        let line = (proptest::collection::vec(op, 0..40), any::<bool>());
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&proptest::collection::vec(line, 0..6), |lines| {
+                let mut table = HostOps { offsets: vec![0], ..HostOps::default() };
+                table.contexts = (0..3).map(|core| OpContext { core, ..OpContext::default() }).collect();
+                for (i, (ops, in_order)) in lines.iter().enumerate() {
+                    let mut ops: Vec<HostOp> = ops
+                        .iter()
+                        .map(|&(start, len, context)| HostOp {
+                            start: Picos(start),
+                            end: Picos(start + len),
+                            name: 0,
+                            context,
+                        })
+                        .collect();
+                    if *in_order {
+                        ops.sort_by_key(|o| o.start);
+                    }
+                    table.offsets.push(table.offsets[i] + ops.len());
+                    table.lines.push(LineTable { line: LineRef { plane: 0, line: i }, ops });
+                }
+                let (mut busy, mut window) = (0i64, 0i64);
+                for core in 0..3 {
+                    let mut spans: Vec<(i64, i64)> =
+                        table.iter().filter(|o| table.context(o).core == core).map(|o| (o.start.0, o.end.0)).collect();
+                    spans.sort_unstable();
+                    let Some(&(first, _)) = spans.first() else { continue };
+                    let mut run = spans[0];
+                    for &(s, e) in &spans[1..] {
+                        if s <= run.1 {
+                            run.1 = run.1.max(e);
+                        } else {
+                            busy += run.1 - run.0;
+                            run = (s, e);
+                        }
+                    }
+                    busy += run.1 - run.0;
+                    window += run.1 - first;
+                }
+                let expected = (window > 0).then_some((Picos(busy), Picos(window)));
+                prop_assert_eq!(table.duty_cycle(), expected);
+                Ok(())
+            })
+            .unwrap();
     }
 }
