@@ -208,6 +208,25 @@ pub(crate) fn op_times(host: &HostProfile, module: &Module) -> Option<std::colle
     Some(times)
 }
 
+/// Computes now, in parallel, the per-step op-time medians that [`op_times`] reads for the
+/// programs the steps ran (profiles whose ops are host-thread events): the detectors that need
+/// them then find them ready instead of one computing while the others wait.
+pub(crate) fn prepare_step_medians(host: &HostProfile) {
+    use rayon::prelude::*;
+    if !host.space().tpu_tensor_cores().is_empty() || host.host_ops().is_empty() {
+        return;
+    }
+    let Ok(steps) = host.steps() else { return };
+    let n = steps.steps.len();
+    if n == 0 {
+        return;
+    }
+    let programs: Vec<u64> = step_modules(host).iter().filter_map(|m| m.program_id()).collect();
+    programs.par_iter().for_each(|&program| {
+        let _ = host_step_medians(host, program, n);
+    });
+}
+
 /// Per op of one program on host threads: the median over steps of its time inside each step
 /// (ms, all cores together), for ops that run in at least half of the steps.
 fn host_step_medians(

@@ -110,7 +110,7 @@ impl HostProfile {
     }
 
     /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules,
-    /// duty cycle), instead of on first use. Errors are kept and reported by the accessors.
+    /// duty cycle, the per-step op medians of host-thread ops), instead of on first use. Errors are kept and reported by the accessors.
     pub fn prepare(&self) {
         self.prepare_timed(&|_, _| {});
     }
@@ -161,9 +161,18 @@ impl HostProfile {
                 });
             },
         );
-        time("anatomy", &|| {
-            let _ = self.anatomy();
-        });
+        // The per-step op medians of the step programs (host-thread ops) beside the anatomy: six
+        // detectors read them, and one would compute them while the others wait.
+        rayon::join(
+            || {
+                time("anatomy", &|| {
+                    let _ = self.anatomy();
+                })
+            },
+            || {
+                time("step_medians", &|| crate::evidence::prepare_step_medians(self));
+            },
+        );
         time("chip", &|| {
             let _ = self.chip();
         });
