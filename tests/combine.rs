@@ -3,7 +3,10 @@
 
 mod common;
 
-use xlens::faults::{HostOutcome, HostProfile, ScanConfig, StepRange, combine, render, scan_host, scan_session};
+use xlens::faults::{
+    HostOutcome, HostProfile, ScanConfig, ScanObserver, StepRange, combine, render, scan_host, scan_session,
+    scan_session_observed,
+};
 
 /// Every labelled profile with several hosts.
 fn sessions() -> Vec<String> {
@@ -82,6 +85,43 @@ fn records_round_trip_exactly() {
             let outcome = scan_host(&HostProfile::new(h.host.clone(), h.open().unwrap()), &ScanConfig::default());
             let back: HostOutcome = serde_json::from_str(&serde_json::to_string(&outcome).unwrap()).unwrap();
             assert_eq!(back, outcome, "{rel}/{}", h.host);
+        }
+    }
+}
+
+/// An observer that keeps the hosts it is handed: each host comes once, after it is reported,
+/// still whole (an embedder may go on querying it), and keeping them changes nothing in the
+/// report.
+#[test]
+fn an_observer_may_keep_the_hosts_it_is_handed() {
+    struct Keep {
+        finished: std::sync::Mutex<Vec<String>>,
+        kept: std::sync::Mutex<Vec<HostProfile>>,
+    }
+    impl ScanObserver for Keep {
+        fn finished(&self, host: &HostProfile, _: &HostOutcome) {
+            self.finished.lock().unwrap().push(host.name().to_owned());
+        }
+        fn release(&self, host: HostProfile) {
+            assert!(self.finished.lock().unwrap().iter().any(|h| h == host.name()), "released before reported");
+            self.kept.lock().unwrap().push(host);
+        }
+    }
+    for rel in sessions() {
+        let source = xlens::xplane::discover(&common::root().join("testdata").join(&rel)).unwrap();
+        let keep = Keep { finished: Default::default(), kept: Default::default() };
+        let report = scan_session_observed(&source, &ScanConfig::default(), &keep).unwrap();
+        assert_eq!(
+            render::json(&report),
+            render::json(&scan_session(&source, &ScanConfig::default(), &|_, _| {}).unwrap())
+        );
+        let mut kept: Vec<String> = keep.kept.lock().unwrap().iter().map(|h| h.name().to_owned()).collect();
+        kept.sort();
+        let mut hosts: Vec<String> = source.hosts.iter().map(|h| h.host.clone()).collect();
+        hosts.sort();
+        assert_eq!(kept, hosts, "{rel}: every host handed over once");
+        for host in keep.kept.lock().unwrap().iter() {
+            assert!(host.op_profile().is_ok() || !host.read_errors().is_empty(), "{rel}/{}", host.name());
         }
     }
 }

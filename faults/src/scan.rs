@@ -141,8 +141,15 @@ pub trait ScanObserver: Sync {
     /// The host file is decoded; `meter` counts the bytes of its events walked so far (the
     /// detectors' first pass over them), for progress inside one large host.
     fn opened(&self, _host: &xlens_xplane::HostSource, _meter: &xlens_xplane::WalkMeter) {}
-    /// The host is scanned; it is dropped once this returns.
+    /// The host is scanned; it is handed to [`ScanObserver::release`] once this returns.
     fn finished(&self, _host: &HostProfile, _outcome: &HostOutcome) {}
+    /// Takes each host once it is scanned and reported. The default drops it at once, so that
+    /// memory follows the hosts being scanned; a program about to exit may keep the last one
+    /// instead and skip tearing it down (its HLO modules alone are hundreds of thousands of
+    /// allocations on a large program).
+    fn release(&self, host: HostProfile) {
+        drop(host);
+    }
     /// One phase of a host's scan took `elapsed` (wall time): `open` (mapping and parsing the
     /// file), a shared analysis (`timeline`, `modules`, `host_ops`, `op_profile`, `steps`,
     /// `anatomy`, `chip`) or a detector, by its id. Analyses built side by side overlap in time,
@@ -199,6 +206,7 @@ pub fn scan_session_observed(
             let host = HostProfile::new(h.host.clone(), space);
             let outcome = scan_host_observed(&host, config, observer);
             observer.finished(&host, &outcome);
+            observer.release(host);
             Ok(outcome)
         })
         .collect();
