@@ -515,15 +515,27 @@ pub(crate) fn op_spans_where<'a>(
     out
 }
 
-/// Merges `[start, end)` intervals into a sorted, disjoint union.
+/// Merges `[start, end)` intervals into a sorted, disjoint union, in place.
 pub(crate) fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
     intervals.retain(|(s, e)| s < e);
-    intervals.sort();
-    let mut out: Vec<(Picos, Picos)> = Vec::with_capacity(intervals.len());
-    for (s, e) in intervals {
-        merge_in_order(&mut out, s, e);
+    // By start alone: which of two intervals with one start comes first does not change the
+    // union. The stable sort merges the sorted runs that a device's lines give, one per line.
+    if !intervals.is_sorted_by_key(|iv| iv.0) {
+        intervals.sort_by_key(|iv| iv.0);
     }
-    out
+    let mut kept = 0usize;
+    for i in 0..intervals.len() {
+        let (s, e) = intervals[i];
+        match kept.checked_sub(1).map(|k| &mut intervals[k]) {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => {
+                intervals[kept] = (s, e);
+                kept += 1;
+            }
+        }
+    }
+    intervals.truncate(kept);
+    intervals
 }
 
 /// An op event's start and (non-negative) duration on the device clock (see
@@ -1504,6 +1516,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The in-place union equals sorting every interval and merging into a new list: runs of
+    /// sorted intervals one after another (a device's lines), nested, touching, empty and
+    /// reversed ones, equal starts with different ends.
+    #[test]
+    fn union_in_place_equals_sort_and_merge() {
+        use proptest::prelude::*;
+        let runs =
+            proptest::collection::vec((proptest::collection::vec((0i64..500, -5i64..60), 0..30), any::<bool>()), 0..5);
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&runs, |runs| {
+                let mut intervals = Vec::new();
+                for (run, sorted) in runs {
+                    let mut run: Vec<(Picos, Picos)> = run.iter().map(|&(s, l)| (Picos(s), Picos(s + l))).collect();
+                    if sorted {
+                        run.sort();
+                    }
+                    intervals.extend(run);
+                }
+                let mut plain = intervals.clone();
+                plain.sort();
+                let mut expected: Vec<(Picos, Picos)> = Vec::new();
+                for (s, e) in plain {
+                    merge_in_order(&mut expected, s, e);
+                }
+                prop_assert_eq!(union(intervals), expected);
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]

@@ -386,20 +386,26 @@ fn gpu_copies(host: &HostProfile) -> Copies {
     let bytes = copy_bytes(host, &copies);
     let devices = compute.keys().chain(copies.keys()).collect::<std::collections::BTreeSet<_>>().len();
     let mut exposed_total = Picos::ZERO;
+    // Per interned name, its totals (named once at the end).
+    let mut by_name: Vec<Option<CopyTotals>> = (0..ops.names.len()).map(|_| None).collect();
     for (device, list) in &copies {
         // Each device's kernels are read here only: taken, not copied.
         let busy = evidence::union(compute.remove(device).unwrap_or_default());
         exposed_total += exposed_union(list.iter().map(|c| (c.1, c.2)).collect(), &busy);
+        // A device's copies come line by line, each line's in file order: its bytes are found
+        // by a cursor that moves forward with them.
+        let (mut current, mut of_line, mut cursor): (_, &[(Picos, u64)], usize) = (None, &[], 0);
         for &(at, start, end, name) in list {
             let Some((plane, line)) = at.resolve(host.space()) else { continue };
-            let exposed = (end - start).saturating_sub(covered(&busy, start, end));
-            let key = &ops.names[name as usize];
-            // The name is copied once, when first seen.
-            if !out.contains_key(key) {
-                out.insert(key.clone(), CopyTotals::default());
+            if current != Some(at) {
+                (current, of_line, cursor) = (Some(at), bytes.get(&at).map_or(&[][..], Vec::as_slice), 0);
             }
-            let Some(c) = out.get_mut(key) else { continue };
-            let b = bytes.get(&(at, start)).copied().unwrap_or(0) as f64;
+            let exposed = (end - start).saturating_sub(covered(&busy, start, end));
+            let Some(c) = by_name.get_mut(name as usize).map(|slot| slot.get_or_insert_with(CopyTotals::default))
+            else {
+                continue;
+            };
+            let b = bytes_at(of_line, &mut cursor, start) as f64;
             c.bytes = (c.bytes * c.occurrences as f64 + b) / (c.occurrences + 1) as f64;
             c.direction = Some(match kinds[name as usize] {
                 Some(CopyKind::HostToDevice) => "host memory to device memory",
@@ -408,33 +414,100 @@ fn gpu_copies(host: &HostProfile) -> Copies {
             c.add(plane.name(), line.name(), start, end, exposed);
         }
     }
+    for (name, totals) in ops.names.iter().zip(by_name) {
+        if let Some(totals) = totals {
+            out.insert(name.clone(), totals);
+        }
+    }
     Copies { by_name: out, devices, exposed: exposed_total }
 }
 
-/// The bytes each copy moved (`memcpy_details`), by its line and start, read from the lines that
-/// hold copies only.
+/// The bytes each copy moved (`memcpy_details`), read from the lines that hold copies only: per
+/// line, by start (equal starts in file order).
 fn copy_bytes(
     host: &HostProfile,
     copies: &BTreeMap<i64, Vec<(xlens_roofline::LineRef, Picos, Picos, u32)>>,
-) -> std::collections::HashMap<(xlens_roofline::LineRef, Picos), u64> {
-    let mut out = std::collections::HashMap::new();
+) -> BTreeMap<xlens_roofline::LineRef, Vec<(Picos, u64)>> {
+    let mut out = BTreeMap::new();
     let lines: std::collections::BTreeSet<xlens_roofline::LineRef> =
         copies.values().flat_map(|l| l.iter().map(|c| c.0)).collect();
     for at in lines {
         let Some((plane, line)) = at.resolve(host.space()) else { continue };
         let Some(details) = plane.stat_id(names::stat::MEMCPY_DETAILS) else { continue };
         let is_copy = plane.metadata_mask(|m| copy_kind(m.name()).is_some());
+        let mut of_line: Vec<(Picos, u64)> = Vec::new();
         for ev in line.events(plane).map_while(|e| e.ok()).filter(|e| is_copy.contains(e)) {
             if let Some(b) = ev.stat(details).and_then(|s| s.as_str()).and_then(|d| memcpy_bytes(&d)) {
-                out.insert((at, ev.start()), b);
+                of_line.push((ev.start(), b));
             }
         }
+        if !of_line.is_sorted_by_key(|c| c.0) {
+            of_line.sort_by_key(|c| c.0);
+        }
+        out.insert(at, of_line);
     }
     out
+}
+
+/// The bytes of the copy that starts at `start` on a line (the last in file order when several
+/// do; 0 when none), from the line's copies by start. `cursor` is where the previous call on the
+/// line ended: copies asked for in start order are found by stepping forward from it, others by
+/// a search.
+fn bytes_at(by_start: &[(Picos, u64)], cursor: &mut usize, start: Picos) -> u64 {
+    // `at` becomes one past the last copy starting at or before `start`.
+    let mut at = (*cursor).min(by_start.len());
+    if at > 0 && by_start[at - 1].0 > start {
+        at = by_start.partition_point(|c| c.0 <= start);
+    } else {
+        let near = (at + 16).min(by_start.len());
+        at += by_start[at..near].partition_point(|c| c.0 <= start);
+        if at == near {
+            at += by_start[at..].partition_point(|c| c.0 <= start);
+        }
+    }
+    *cursor = at;
+    match at.checked_sub(1).map(|i| by_start[i]) {
+        Some((s, bytes)) if s == start => bytes,
+        _ => 0,
+    }
 }
 
 fn bytes_text(b: f64) -> String {
     const MIB: f64 = (1u64 << 20) as f64;
     const GIB: f64 = (1u64 << 30) as f64;
     if b >= GIB { format!("{:.2} GiB", b / GIB) } else { format!("{:.2} MiB", b / MIB) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cursor finds what a lookup of the last copy with that start finds: starts asked for
+    /// in order (the usual case, long strides included), out of order, repeated, and absent.
+    #[test]
+    fn bytes_at_equals_the_last_copy_with_that_start() {
+        use proptest::prelude::*;
+        let case = (
+            proptest::collection::vec((0i64..300, 0u64..1000), 0..80),
+            proptest::collection::vec(0i64..320, 0..60),
+            any::<bool>(),
+        );
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&case, |(copies, mut asks, in_order)| {
+                let in_file: Vec<(Picos, u64)> = copies.iter().map(|&(s, b)| (Picos(s), b)).collect();
+                let mut by_start = in_file.clone();
+                by_start.sort_by_key(|c| c.0);
+                if in_order {
+                    asks.sort();
+                }
+                let mut cursor = 0;
+                for ask in asks {
+                    let expected = in_file.iter().rev().find(|c| c.0 == Picos(ask)).map_or(0, |c| c.1);
+                    prop_assert_eq!(bytes_at(&by_start, &mut cursor, Picos(ask)), expected, "start {}", ask);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 }
