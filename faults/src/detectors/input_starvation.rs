@@ -103,15 +103,42 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
     if ops.is_empty() {
         return None;
     }
-    let mut starts: Vec<Picos> = ops.iter().map(|o| o.start).collect();
-    // Each line's ops come by start: a stable sort merges those runs.
-    starts.sort();
+    // The first op of a step is the earliest, over the lines, of each line's first op starting
+    // in or after it, not the next of every op sorted (millions on a GPU or CPU capture). A line's ops come by start; one that does not is sorted into a copy.
+    let mut in_order: Vec<&[xlens_roofline::HostOp]> = Vec::new();
+    let mut sorted: Vec<Vec<Picos>> = Vec::new();
+    for (_, line_ops) in ops.by_line() {
+        if line_ops.is_sorted_by_key(|o| o.start) {
+            in_order.push(line_ops);
+        } else {
+            let mut starts: Vec<Picos> = line_ops.iter().map(|o| o.start).collect();
+            starts.sort_unstable();
+            sorted.push(starts);
+        }
+    }
+    // Per line in order, a cursor: how many of its ops start before the last step asked (steps
+    // come in time order, so each line is stepped through once).
+    let mut cursors = vec![0usize; in_order.len()];
+    let mut first_start_from = |lo: Picos| {
+        let of_ordered = in_order.iter().zip(cursors.iter_mut()).filter_map(|(l, at)| {
+            if *at > 0 && l[*at - 1].start >= lo {
+                *at = l.partition_point(|o| o.start < lo);
+            } else {
+                while l.get(*at).is_some_and(|o| o.start < lo) {
+                    *at += 1;
+                }
+            }
+            l.get(*at).map(|o| o.start)
+        });
+        let of_sorted = sorted.iter().filter_map(|s| s.get(s.partition_point(|&t| t < lo)).copied());
+        of_ordered.chain(of_sorted).min()
+    };
     let (dispatches, events) = marker_line_events(host, plane);
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     let mut first_op_gaps = Vec::new();
     for step in &steps.steps {
         let (lo, hi) = (step.start, step.end());
-        let first_op = starts.get(starts.partition_point(|&s| s < lo)).copied().filter(|&s| s < hi);
+        let first_op = first_start_from(lo).filter(|&s| s < hi);
         let first_dispatch = dispatches.get(dispatches.partition_point(|&s| s < lo)).copied().filter(|&s| s < hi);
         let Some(first_op) = first_op else {
             // No op ran in the step: nothing waited for input.
