@@ -127,51 +127,48 @@ impl HostProfile {
         time("timeline", &|| {
             let _ = self.device_timeline();
         });
+        // Two lists of phases side by side, each list in order on its worker.
+        type Phase<'a> = (&'a str, &'a (dyn Fn() + Sync));
+        let beside = |left: &[Phase<'_>], right: &[Phase<'_>]| {
+            let run = |phases: &[Phase<'_>]| phases.iter().for_each(|(phase, build)| time(phase, build));
+            rayon::join(|| run(left), || run(right));
+        };
+        let host_run = self.space.tpu_tensor_cores().is_empty();
         // Then the HLO modules and the host-run ops (one walk of the host threads, CPU profiles)
         // in parallel; the op profile joins them, the steps read the marker threads they found,
         // and the anatomy needs all of them.
-        rayon::join(
-            || {
-                time("modules", &|| {
-                    let _ = self.modules();
-                })
-            },
-            || {
-                if self.space.tpu_tensor_cores().is_empty() {
-                    time("host_ops", &|| {
-                        let _ = self.host_ops();
-                    });
-                }
-            },
+        let host_ops = || {
+            let _ = self.host_ops();
+        };
+        let host_ops: &[Phase<'_>] = if host_run { &[("host_ops", &host_ops)] } else { &[] };
+        beside(
+            &[("modules", &|| {
+                let _ = self.modules();
+            })],
+            host_ops,
         );
         // The duty cycle (a union of every op, millions on a CPU capture) beside them: the
         // report's health snapshot reads it after the detectors, on one thread.
-        rayon::join(
-            || {
-                time("op_profile", &|| {
-                    let _ = self.op_profile();
-                })
-            },
-            || {
-                time("steps", &|| {
+        beside(
+            &[("op_profile", &|| {
+                let _ = self.op_profile();
+            })],
+            &[
+                ("steps", &|| {
                     let _ = self.steps();
-                });
-                time("duty_cycle", &|| {
+                }),
+                ("duty_cycle", &|| {
                     let _ = self.duty_cycle();
-                });
-            },
+                }),
+            ],
         );
         // The per-step op medians of the step programs (host-thread ops) beside the anatomy: six
         // detectors read them, and one would compute them while the others wait.
-        rayon::join(
-            || {
-                time("anatomy", &|| {
-                    let _ = self.anatomy();
-                })
-            },
-            || {
-                time("step_medians", &|| crate::evidence::prepare_step_medians(self));
-            },
+        beside(
+            &[("anatomy", &|| {
+                let _ = self.anatomy();
+            })],
+            &[("step_medians", &|| crate::evidence::prepare_step_medians(self))],
         );
         time("chip", &|| {
             let _ = self.chip();

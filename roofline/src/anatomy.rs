@@ -231,20 +231,26 @@ pub fn partition(lo: Picos, step_time: Picos, intervals: &[Interval], windows: &
             j += 1;
         }
         let next = starts.get(i).map_or(hi, |e| e.0).min(ends.get(j).map_or(hi, |e| e.0)).min(hi);
-        let len = next - t;
-        match PRIORITY.iter().zip(active).find(|(_, n)| *n > 0) {
-            Some((&class, _)) => {
-                out.add(class, len);
-                if open_windows > 0 && class != TimeClass::CollectiveExposed {
-                    out.collective_hidden += len;
-                }
-            }
-            None if open_windows > 0 => out.collective_exposed += len,
-            None => out.idle += len,
-        }
+        credit(&mut out, &active, open_windows, next - t);
         t = next;
     }
     out
+}
+
+/// Gives `len` of a step to the highest-priority class active (`active` counts the open
+/// intervals of each class, in [`PRIORITY`] order), else to idle; inside an open async window
+/// uncovered time is exposed collective time and covered time also counts as hidden.
+fn credit(out: &mut StepAnatomy, active: &[i32; PRIORITY.len()], open_windows: i32, len: Picos) {
+    match PRIORITY.iter().zip(active).find(|(_, n)| **n > 0) {
+        Some((&class, _)) => {
+            out.add(class, len);
+            if open_windows > 0 && class != TimeClass::CollectiveExposed {
+                out.collective_hidden += len;
+            }
+        }
+        None if open_windows > 0 => out.collective_exposed += len,
+        None => out.idle += len,
+    }
 }
 
 #[cfg(test)]
@@ -293,17 +299,7 @@ mod tests {
                 i += 1;
             }
             let next = if i < edges.len() { edges[i].0.min(hi) } else { hi };
-            let len = next - t;
-            match PRIORITY.iter().zip(active).find(|(_, n)| *n > 0) {
-                Some((&class, _)) => {
-                    out.add(class, len);
-                    if open_windows > 0 && class != TimeClass::CollectiveExposed {
-                        out.collective_hidden += len;
-                    }
-                }
-                None if open_windows > 0 => out.collective_exposed += len,
-                None => out.idle += len,
-            }
+            credit(&mut out, &active, open_windows, next - t);
             t = next;
         }
         out
