@@ -75,13 +75,23 @@ fn program_runs(host: &HostProfile) -> Vec<Run> {
     let cpu = host.space().tpu_tensor_cores().is_empty();
     if cpu && host_ops.contexts.iter().any(|c| c.run_id.is_some()) {
         let programs = host.op_profile().map(|p| p.programs.clone()).unwrap_or_default();
-        let mut by_run: BTreeMap<(u64, i64), (Picos, Picos)> = BTreeMap::new();
+        // Each interned context (program, run, device) spans its ops, an index per op; the
+        // contexts of one run are then joined.
+        let mut by_context: Vec<Option<(Picos, Picos)>> = vec![None; host_ops.contexts.len()];
         for op in host_ops.iter() {
-            let context = host_ops.context(op);
-            let (Some(program), Some(run)) = (context.program_id, context.run_id) else { continue };
-            let span = by_run.entry((program, run)).or_insert((op.start, op.end));
+            let Some(slot) = by_context.get_mut(op.context as usize) else { continue };
+            let span = slot.get_or_insert((op.start, op.end));
             span.0 = span.0.min(op.start);
             span.1 = span.1.max(op.end);
+        }
+        let mut by_run: BTreeMap<(u64, i64), (Picos, Picos)> = BTreeMap::new();
+        for (context, span) in host_ops.contexts.iter().zip(by_context) {
+            let (Some(program), Some(run), Some((start, end))) = (context.program_id, context.run_id, span) else {
+                continue;
+            };
+            let joined = by_run.entry((program, run)).or_insert((start, end));
+            joined.0 = joined.0.min(start);
+            joined.1 = joined.1.max(end);
         }
         runs = by_run
             .into_iter()
@@ -108,11 +118,16 @@ fn program_runs(host: &HostProfile) -> Vec<Run> {
 fn sync_episodes<'a>(host: &'a HostProfile) -> Vec<Event<'a>> {
     let Some(plane) = host.space().host_threads() else { return Vec::new() };
     let mut out = Vec::new();
+    // Syncs decided once per metadata entry, not per event.
+    let sync = plane.metadata_mask(|m| is_sync(m.name()));
+    if sync.is_empty() {
+        return out;
+    }
     for index in evidence::step_marker_lines(host) {
         let line = &plane.lines()[index];
         let mut open_until = Picos(i64::MIN);
         for ev in line.events(plane).map_while(|e| e.ok()) {
-            if is_sync(ev.name()) && ev.start() >= open_until {
+            if sync.contains(&ev) && ev.start() >= open_until {
                 open_until = ev.end();
                 out.push(ev);
             }
