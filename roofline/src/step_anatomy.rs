@@ -185,7 +185,9 @@ fn host_anatomy_in_batches(
             let from = host_work.partition_point(|i| i.start < lo.saturating_sub(longest_work));
             let to = host_work.partition_point(|i| i.start < hi);
             intervals.extend_from_slice(&host_work[from..to.max(from)]);
-            intervals.sort_by_key(|i| (i.start, i.end));
+            // By start alone: a step takes the intervals by their starts, and the partition of a
+            // step does not depend on their order (the stable sort merges the threads' runs).
+            intervals.sort_by_key(|i| i.start);
             let longest = intervals.iter().map(|i| i.end - i.start).max().unwrap_or_default();
             chunk
                 .iter()
