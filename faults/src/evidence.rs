@@ -1258,16 +1258,34 @@ impl<'a> IntervalCursor<'a> {
     /// How many intervals start at or before `t` (`partition_point` of their starts).
     #[inline]
     pub(crate) fn seek(&mut self, t: Picos) -> usize {
-        let merged = self.merged;
-        if self.at > 0 && merged[self.at - 1].0 > t {
-            self.at = merged.partition_point(|(s, _)| *s <= t);
-        } else {
-            while self.at < merged.len() && merged[self.at].0 <= t {
-                self.at += 1;
-            }
-        }
-        self.at
+        partition_from(self.merged, &mut self.at, |(s, _)| *s <= t)
     }
+}
+
+/// `items.partition_point(before)` (`before` holds for a prefix), found from `*cursor`, the
+/// answer of the previous call on the same items, which it then becomes. Asked in order (times
+/// rising, the usual case) the answer is found by stepping forward from the cursor, one item at
+/// a time for a few and then by a search of the rest for a long stride, so a walk over sorted
+/// queries reads the items once and an unchanged answer costs one test; asked out of order, by a
+/// search from the start.
+#[inline]
+pub(crate) fn partition_from<T>(items: &[T], cursor: &mut usize, before: impl Fn(&T) -> bool) -> usize {
+    /// Items stepped over one by one before the rest is searched.
+    const STEPS: usize = 16;
+    let mut at = (*cursor).min(items.len());
+    if at > 0 && !before(&items[at - 1]) {
+        at = items.partition_point(&before);
+    } else {
+        let near = (at + STEPS).min(items.len());
+        while at < near && before(&items[at]) {
+            at += 1;
+        }
+        if at == near {
+            at += items[at..].partition_point(&before);
+        }
+    }
+    *cursor = at;
+    at
 }
 
 /// Items grouped by device, for ops that come in runs of one device (a line's ops): the list of
@@ -1313,6 +1331,30 @@ impl<T> ByDevice<T> {
 
 #[cfg(test)]
 mod tests {
+    /// `partition_from` answers as `partition_point` does, whatever the previous answer: queries
+    /// in order (short and long strides), out of order, repeated, past either end.
+    #[test]
+    fn partition_from_equals_partition_point() {
+        use proptest::prelude::*;
+        let case =
+            (proptest::collection::vec(0i64..300, 0..80), proptest::collection::vec(-10i64..320, 0..60), any::<bool>());
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&case, |(mut items, mut asks, in_order)| {
+                items.sort_unstable();
+                if in_order {
+                    asks.sort_unstable();
+                }
+                let mut cursor = 0;
+                for t in asks {
+                    let got = super::partition_from(&items, &mut cursor, |&v| v <= t);
+                    prop_assert_eq!(got, items.partition_point(|&v| v <= t), "t {}", t);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
     /// The cursor answers as the search does, times in order or not; devices keep their order.
     #[test]
     fn cursor_and_device_lists_match_the_plain_forms() {

@@ -110,7 +110,8 @@ impl HostProfile {
     }
 
     /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules,
-    /// duty cycle, the per-step op medians of host-thread ops), instead of on first use. Errors are kept and reported by the accessors.
+    /// duty cycle, the per-step op medians of host-thread ops), instead of on first use. Errors
+    /// are kept and reported by the accessors.
     pub fn prepare(&self) {
         self.prepare_timed(&|_, _| {});
     }
@@ -137,10 +138,10 @@ impl HostProfile {
         // Then the HLO modules and the host-run ops (one walk of the host threads, CPU profiles)
         // in parallel; the op profile joins them, the steps read the marker threads they found,
         // and the anatomy needs all of them.
-        let host_ops = || {
+        let read_host_ops = || {
             let _ = self.host_ops();
         };
-        let host_ops: &[Phase<'_>] = if host_run { &[("host_ops", &host_ops)] } else { &[] };
+        let host_ops: &[Phase<'_>] = if host_run { &[("host_ops", &read_host_ops)] } else { &[] };
         beside(
             &[("modules", &|| {
                 let _ = self.modules();

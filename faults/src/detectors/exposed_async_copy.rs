@@ -451,21 +451,11 @@ fn copy_bytes(
 
 /// The bytes of the copy that starts at `start` on a line (the last in file order when several
 /// do; 0 when none), from the line's copies by start. `cursor` is where the previous call on the
-/// line ended: copies asked for in start order are found by stepping forward from it, others by
-/// a search.
+/// line ended (see [`evidence::partition_from`]): copies asked for in start order are found by
+/// stepping forward.
 fn bytes_at(by_start: &[(Picos, u64)], cursor: &mut usize, start: Picos) -> u64 {
-    // `at` becomes one past the last copy starting at or before `start`.
-    let mut at = (*cursor).min(by_start.len());
-    if at > 0 && by_start[at - 1].0 > start {
-        at = by_start.partition_point(|c| c.0 <= start);
-    } else {
-        let near = (at + 16).min(by_start.len());
-        at += by_start[at..near].partition_point(|c| c.0 <= start);
-        if at == near {
-            at += by_start[at..].partition_point(|c| c.0 <= start);
-        }
-    }
-    *cursor = at;
+    // One past the last copy starting at or before `start`.
+    let at = evidence::partition_from(by_start, cursor, |c| c.0 <= start);
     match at.checked_sub(1).map(|i| by_start[i]) {
         Some((s, bytes)) if s == start => bytes,
         _ => 0,

@@ -104,7 +104,8 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         return None;
     }
     // The first op of a step is the earliest, over the lines, of each line's first op starting
-    // in or after it, not the next of every op sorted (millions on a GPU or CPU capture). A line's ops come by start; one that does not is sorted into a copy.
+    // in or after it, not the next of every op sorted (millions on a GPU or CPU capture). A
+    // line's ops come by start; one that does not is sorted into a copy.
     let mut in_order: Vec<&[xlens_roofline::HostOp]> = Vec::new();
     let mut sorted: Vec<Vec<Picos>> = Vec::new();
     for (_, line_ops) in ops.by_line() {
@@ -120,16 +121,10 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
     // come in time order, so each line is stepped through once).
     let mut cursors = vec![0usize; in_order.len()];
     let mut first_start_from = |lo: Picos| {
-        let of_ordered = in_order.iter().zip(cursors.iter_mut()).filter_map(|(l, at)| {
-            if *at > 0 && l[*at - 1].start >= lo {
-                *at = l.partition_point(|o| o.start < lo);
-            } else {
-                while l.get(*at).is_some_and(|o| o.start < lo) {
-                    *at += 1;
-                }
-            }
-            l.get(*at).map(|o| o.start)
-        });
+        let of_ordered = in_order
+            .iter()
+            .zip(cursors.iter_mut())
+            .filter_map(|(l, at)| l.get(evidence::partition_from(l, at, |o| o.start < lo)).map(|o| o.start));
         let of_sorted = sorted.iter().filter_map(|s| s.get(s.partition_point(|&t| t < lo)).copied());
         of_ordered.chain(of_sorted).min()
     };

@@ -168,13 +168,7 @@ fn trailing_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps) -> Opt
     // `k` moves on from the previous op's instead of being searched for every op.
     let mut k = 0usize;
     let mut step_of = |at: Picos| {
-        if k > 0 && steps.steps[k - 1].start > at {
-            k = steps.steps.partition_point(|s| s.start <= at);
-        } else {
-            while k < steps.steps.len() && steps.steps[k].start <= at {
-                k += 1;
-            }
-        }
+        let k = evidence::partition_from(&steps.steps, &mut k, |s| s.start <= at);
         (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
     };
     let mut per_step = vec![0usize; steps.steps.len()];
