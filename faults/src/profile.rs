@@ -359,7 +359,11 @@ impl HostProfile {
 
     fn host_ops_and_error(&self) -> &(HostOps, Option<Shared>) {
         self.host_ops.get_or_init(|| {
-            let (ops, error) = HostOps::read_partial(&self.space);
+            let (mut ops, error) = HostOps::read_partial(&self.space);
+            // Kernels of CUDA graphs are named by their instructions (which needs the HLO).
+            if ops.has_graph_kernels() {
+                ops.attribute_graph_kernels(self.modules());
+            }
             (ops, error.map(Arc::new))
         })
     }

@@ -82,6 +82,7 @@ fn build(
         stack_frame_index,
         buffer_donor,
         device_type,
+        schedule,
         ..
     } = module;
     limits::check(Limit::Computations, comp_protos.len() as u64, Location::default)?;
@@ -197,7 +198,6 @@ fn build(
             None => return Err(dangling("root id", root_id, Location::default().with_computation(&comp.name))),
         }
     }
-    drop(local_ids);
 
     // Users, each once per user, in module order.
     for idx in 0..instructions.len() {
@@ -222,6 +222,20 @@ fn build(
         }
         _ => return Err(Error::new(ErrorKind::NoEntry(entry_computation_name), Location::default())),
     };
+    // Each computation's order of execution, when the module is scheduled (ids the
+    // computation does not hold are skipped).
+    let mut sequences = schedule.map(|s| s.sequences).unwrap_or_default();
+    let schedules: Vec<Vec<InstrId>> = computations
+        .iter()
+        .zip(&local_ids)
+        .map(|(c, ids)| {
+            sequences
+                .remove(&c.unique_id)
+                .map(|seq| seq.instruction_ids.iter().filter_map(|id| ids.get(id).copied()).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    drop(local_ids);
 
     let mut by_name: HashMap<String, InstrId> = HashMap::with_capacity(instructions.len());
     for instr in &instructions {
@@ -293,6 +307,7 @@ fn build(
         device_type,
         warnings,
         encoded_len,
+        schedules,
     };
     module.elementwise = graph::elementwise(&module);
     module.costs = cost::compute(&module, cost::CostModel::Xla);

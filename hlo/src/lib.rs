@@ -75,7 +75,9 @@ pub use custom_call::CustomCallKind;
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use ids::{CompId, InstrId, UniqueId};
 pub use memory::{MemoryStats, PeakBuffer};
-pub use module::{AliasKind, BufferDonor, Computation, ComputationKind, Fusion, Instruction, IoAlias, Module};
+pub use module::{
+    AliasKind, BufferDonor, Computation, ComputationKind, Fusion, Instruction, IoAlias, Module, gpu_kernel_name,
+};
 pub use opcode::{FusionKind, OpClass, Opcode};
 pub use profile::{
     CostCheck, HloProtoEntry, hlo_protos, module_hosts, modules_from_session, modules_from_space, profile_cost_checks,

@@ -350,6 +350,7 @@ pub struct Module {
     pub(crate) device_type: String,
     pub(crate) warnings: Vec<Warning>,
     pub(crate) encoded_len: usize,
+    pub(crate) schedules: Vec<Vec<InstrId>>,
 }
 
 impl Module {
@@ -429,6 +430,38 @@ impl Module {
     /// CPU and GPU profile events carry the name as stat `hlo_op`; TPU op events are named by it.
     pub fn instruction_by_name(&self, name: &str) -> Option<&Instruction> {
         self.by_name.get(name).map(|&i| self.instruction(i))
+    }
+
+    /// A computation's instructions in the order they run, from the module's schedule (empty
+    /// when the module carries none, and for fused computations; XLA schedules every module it
+    /// compiles).
+    pub fn schedule(&self, computation: CompId) -> &[InstrId] {
+        self.schedules.get(computation.index()).map_or(&[], Vec::as_slice)
+    }
+
+    /// The instructions by the name XLA:GPU gives the kernels it emits for them (see
+    /// [`gpu_kernel_name`]), for kernels that carry no usable `hlo_op` stat: those of a CUDA graph
+    /// (an XLA command buffer) name the command buffer there. On a clash, the first instruction.
+    ///
+    /// ```
+    /// use xlens_hlo::{Module, PrimitiveType, testing::{HloBuilder, shape}};
+    /// let mut b = HloBuilder::new("m");
+    /// let mut main = b.computation("main");
+    /// let x = main.param("x", 0, shape(PrimitiveType::F32, &[8]));
+    /// let y = main.op("input_reduce_fusion.9", "negate", shape(PrimitiveType::F32, &[8]), &[x]);
+    /// main.finish(y);
+    /// let module = Module::from_proto(b.finish("main"), 0)?;
+    /// let by_kernel = module.instructions_by_kernel_name();
+    /// let found = by_kernel.get("input_reduce_fusion_9").map(|&i| module.instruction(i).name());
+    /// assert_eq!(found, Some("input_reduce_fusion.9"));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn instructions_by_kernel_name(&self) -> std::collections::HashMap<String, InstrId> {
+        let mut out = std::collections::HashMap::with_capacity(self.instructions.len());
+        for instruction in &self.instructions {
+            out.entry(gpu_kernel_name(instruction.name())).or_insert(instruction.id());
+        }
+        out
     }
 
     /// Computations in post order: every callee before its callers, the entry last among the
@@ -621,6 +654,13 @@ pub struct Fusion<'m> {
     pub body: &'m Computation,
     /// The opcodes fused inside (parameters excluded), sorted.
     pub ops: Vec<Opcode>,
+}
+
+/// The name XLA:GPU gives the kernel it emits for an instruction: every character other than an
+/// ASCII letter, digit or `_` becomes `_` (`fusion.480` → `fusion_480`,
+/// `input_reduce_fusion.9` → `input_reduce_fusion_9`).
+pub fn gpu_kernel_name(instruction: &str) -> String {
+    instruction.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
 }
 
 #[cfg(test)]

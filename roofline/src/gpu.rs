@@ -341,6 +341,7 @@ impl KernelLibrary {
             || has("hgemm")
             || lower.starts_with("sm90_")
             || lower.starts_with("sm80_")
+            || lower.starts_with("nvjet")
         {
             KernelLibrary::CuBlas
         } else if has("rocclr") || has("__amd_") {
@@ -480,6 +481,20 @@ pub fn unattributed_category(name: &str) -> Option<&'static str> {
         });
     }
     None
+}
+
+/// The op-profile category of a CUDA graph's kernel that no instruction names (XLA names the
+/// kernels it emits after their instructions; library kernels and runtime copies keep their
+/// own names): copies and collectives as for [`unattributed_category`], GEMM libraries'
+/// kernels as GEMM custom calls (what their instruction would be), else `unknown`.
+pub(crate) fn graph_kernel_category(name: &str) -> &'static str {
+    if let Some(category) = unattributed_category(name) {
+        return category;
+    }
+    match KernelLibrary::of(name) {
+        KernelLibrary::CuBlas | KernelLibrary::Cutlass | KernelLibrary::HipBlas => crate::GEMM_CUSTOM_CALL,
+        _ => "unknown",
+    }
 }
 
 /// Max FLOPs per cycle per SM by CUDA compute capability, falling back to the closest lower

@@ -47,6 +47,10 @@ pub struct OpContext {
     pub run_id: Option<i64>,
     /// `device_ordinal` stat (0 when absent).
     pub core: i64,
+    /// A GPU kernel that ran inside a CUDA graph (an XLA command buffer, stat `cuda_graph_id`):
+    /// its `hlo_op` names the command buffer, so the op is named by its kernel, then by the
+    /// instruction that kernel was emitted for ([`HostOps::attribute_graph_kernels`]).
+    pub in_graph: bool,
 }
 
 /// A line of the space: the plane's index in the space and the line's index in the plane.
@@ -228,6 +232,124 @@ impl HostOps {
         }
         out.names = names.names;
         (out, error)
+    }
+
+    /// [`HostOps::read`], with the kernels of CUDA graphs named by their instructions in
+    /// `modules` ([`HostOps::attribute_graph_kernels`]).
+    pub fn read_with_modules(space: &Space, modules: &[xlens_hlo::Module]) -> xlens_xplane::Result<HostOps> {
+        let mut ops = HostOps::read(space)?;
+        ops.attribute_graph_kernels(modules);
+        Ok(ops)
+    }
+
+    /// Whether any op ran inside a CUDA graph (an XLA command buffer): then its name comes from
+    /// [`HostOps::attribute_graph_kernels`], which needs the HLO modules.
+    pub fn has_graph_kernels(&self) -> bool {
+        self.contexts.iter().any(|c| c.in_graph)
+    }
+
+    /// Names the ops that ran inside CUDA graphs (XLA command buffers, whose kernels carry the
+    /// command buffer as `hlo_op`) by the instructions of their program they ran for:
+    ///
+    /// - a kernel XLA emitted, by the instruction it is named after ([`xlens_hlo::gpu_kernel_name`]);
+    /// - a GEMM library's kernel (cuBLAS, CUTLASS), by the GEMM custom call it ran for: between two
+    ///   kernels named by instructions, the library kernels are matched in order with the GEMM
+    ///   custom calls the program's schedule runs between those instructions, when there are as
+    ///   many of each (else they keep their kernel's name).
+    ///
+    /// Other kernels (runtime memsets and copies) keep their own name. XLA emits one kernel for
+    /// identical fusions and launches it for each: such launches all count under the instruction
+    /// the kernel is named after (same shapes, same cost). Returns how many ops were named by an
+    /// instruction; a profile without graph kernels is left as it is.
+    pub fn attribute_graph_kernels(&mut self, modules: &[xlens_hlo::Module]) -> usize {
+        if !self.has_graph_kernels() {
+            return 0;
+        }
+        let HostOps { lines, contexts, names, .. } = self;
+        let by_program: HashMap<u64, &xlens_hlo::Module> =
+            modules.iter().filter_map(|m| m.program_id().map(|p| (p, m))).collect();
+        let mut interned: HashMap<String, u32> = names.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect();
+        let mut intern = |name: &str, names: &mut Vec<String>| -> u32 {
+            *interned.entry(name.to_owned()).or_insert_with(|| {
+                names.push(name.to_owned());
+                names.len() as u32 - 1
+            })
+        };
+        let mut attributed = 0;
+
+        // Kernels XLA emitted, by name: (program, kernel name) decided once.
+        let mut kernels: HashMap<u64, HashMap<String, xlens_hlo::InstrId>> = HashMap::new();
+        let mut decided: HashMap<(u64, u32), (u32, bool)> = HashMap::new();
+        for table in lines.iter_mut() {
+            for op in &mut table.ops {
+                let context = contexts[op.context as usize];
+                if !context.in_graph {
+                    continue;
+                }
+                let program = context.program_id.unwrap_or(0);
+                let (name, found) = *decided.entry((program, op.name)).or_insert_with(|| {
+                    let Some(module) = by_program.get(&program) else { return (op.name, false) };
+                    let by_kernel = kernels.entry(program).or_insert_with(|| module.instructions_by_kernel_name());
+                    match by_kernel.get(&names[op.name as usize]) {
+                        Some(&id) => (intern(module.instruction(id).name(), names), true),
+                        None => (op.name, false),
+                    }
+                });
+                op.name = name;
+                attributed += usize::from(found);
+            }
+        }
+
+        // Library GEMM kernels, by the schedule: per program, each entry instruction's position
+        // and the GEMM custom calls in order.
+        let mut schedules: HashMap<u64, Option<GemmSchedule<'_>>> = HashMap::new();
+        let is_library_gemm = |name: &str| {
+            matches!(
+                crate::gpu::KernelLibrary::of(name),
+                crate::gpu::KernelLibrary::CuBlas
+                    | crate::gpu::KernelLibrary::Cutlass
+                    | crate::gpu::KernelLibrary::HipBlas
+            )
+        };
+        for table in lines.iter_mut() {
+            let mut by_program_ops: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+            for (i, op) in table.ops.iter().enumerate() {
+                let context = contexts[op.context as usize];
+                if context.in_graph {
+                    by_program_ops.entry(context.program_id.unwrap_or(0)).or_default().push(i);
+                }
+            }
+            for (program, mut order) in by_program_ops {
+                let Some(schedule) = schedules
+                    .entry(program)
+                    .or_insert_with(|| by_program.get(&program).and_then(|m| GemmSchedule::of(m)))
+                    .as_ref()
+                else {
+                    continue;
+                };
+                order.sort_by_key(|&i| (table.ops[i].start, i));
+                let mut previous: Option<(xlens_hlo::CompId, usize)> = None;
+                let mut pending: Vec<usize> = Vec::new();
+                for i in order {
+                    let name = names[table.ops[i].name as usize].as_str();
+                    if let Some(&position) = schedule.position.get(name) {
+                        for (op, gemm) in schedule.matching(previous, Some(position), pending.len()) {
+                            table.ops[pending[op]].name = intern(gemm, names);
+                            attributed += 1;
+                        }
+                        pending.clear();
+                        previous = Some(position);
+                    } else if is_library_gemm(name) {
+                        pending.push(i);
+                    }
+                }
+                for (op, gemm) in schedule.matching(previous, None, pending.len()) {
+                    table.ops[pending[op]].name = intern(gemm, names);
+                    attributed += 1;
+                }
+            }
+        }
+        attributed
     }
 
     /// The number of ops.
@@ -447,8 +569,9 @@ struct StatIds {
     run: Option<xlens_xplane::StatMetadataId>,
     ordinal: Option<xlens_xplane::StatMetadataId>,
     module: Option<xlens_xplane::StatMetadataId>,
+    graph: Option<xlens_xplane::StatMetadataId>,
     /// Which of the wanted ones (all but `root`) the plane defines, one bit each: `hlo_op`,
-    /// program, run, ordinal, module.
+    /// program, run, ordinal, module, CUDA graph.
     wanted: u8,
 }
 
@@ -461,9 +584,10 @@ impl StatIds {
             run: plane.stat_id(names::stat::RUN_ID),
             ordinal: plane.stat_id(names::stat::DEVICE_ORDINAL),
             module: plane.stat_id(names::stat::HLO_MODULE),
+            graph: plane.stat_id(names::stat::CUDA_GRAPH_ID),
             wanted: 0,
         };
-        let defined = [ids.hlo_op, ids.program, ids.run, ids.ordinal, ids.module];
+        let defined = [ids.hlo_op, ids.program, ids.run, ids.ordinal, ids.module, ids.graph];
         ids.wanted = defined.iter().enumerate().filter(|(_, i)| i.is_some()).fold(0, |m, (bit, _)| m | 1 << bit);
         ids
     }
@@ -621,7 +745,12 @@ fn read_op<'a>(
     let mut module = None;
     let wanted = |id: xlens_xplane::StatMetadataId| {
         let id = Some(id);
-        id == ids.hlo_op || id == ids.program || id == ids.run || id == ids.ordinal || id == ids.module
+        id == ids.hlo_op
+            || id == ids.program
+            || id == ids.run
+            || id == ids.ordinal
+            || id == ids.module
+            || id == ids.graph
     };
     // The walk stops once every wanted stat the plane defines was seen (they come first on
     // XLA's events, before the trace-context stats).
@@ -653,12 +782,17 @@ fn read_op<'a>(
         } else if id == ids.module {
             seen |= 16;
             module = Some(s);
+        } else if id == ids.graph {
+            seen |= 32;
+            context.in_graph = device.is_some();
         }
         if seen == ids.wanted {
             break;
         }
     }
     let name = match (name, device) {
+        // A CUDA graph's kernel: `hlo_op` names the command buffer; the kernel names the op.
+        (Some(_), Some(_)) if context.in_graph => interner.by_metadata(ev),
         (Some(name), _) => name,
         (None, Some(_)) => interner.by_metadata(ev),
         (None, None) => return None,
@@ -724,6 +858,63 @@ impl Spans<'_> {
 /// The op of a nested `hlo_op` value (`outer::inner` names the innermost op last).
 fn last_scope(name: &str) -> &str {
     name.rsplit("::").next().unwrap_or(name)
+}
+
+/// A program's schedule, as [`HostOps::attribute_graph_kernels`] reads it: where each scheduled
+/// instruction runs (its computation and position there), by name, and each computation's GEMM
+/// custom calls with their positions, in order.
+struct GemmSchedule<'m> {
+    position: HashMap<&'m str, (xlens_hlo::CompId, usize)>,
+    gemms: HashMap<xlens_hlo::CompId, Vec<(usize, &'m str)>>,
+}
+
+impl<'m> GemmSchedule<'m> {
+    /// `None` when the module has no schedule or no scheduled GEMM custom call.
+    fn of(module: &'m xlens_hlo::Module) -> Option<GemmSchedule<'m>> {
+        let mut out = GemmSchedule { position: HashMap::new(), gemms: HashMap::new() };
+        for computation in module.computations() {
+            for (position, &id) in module.schedule(computation.id()).iter().enumerate() {
+                let name = module.instruction(id).name();
+                out.position.entry(name).or_insert((computation.id(), position));
+                if module.custom_call_kind(id) == Some(xlens_hlo::CustomCallKind::Gemm) {
+                    out.gemms.entry(computation.id()).or_default().push((position, name));
+                }
+            }
+        }
+        (!out.gemms.is_empty()).then_some(out)
+    }
+
+    /// The GEMM custom calls scheduled after `previous` and before `next` (where the kernels
+    /// named by instructions around some library kernels ran), paired in order with `count`
+    /// library kernels; nothing when the numbers differ. Within one computation, a `next` at or
+    /// before `previous` is its next execution (a loop body, the next step), so the calls after
+    /// `previous` and those before `next` both count; across computations, those after
+    /// `previous` in its computation and before `next` in its own.
+    fn matching(
+        &self,
+        previous: Option<(xlens_hlo::CompId, usize)>,
+        next: Option<(xlens_hlo::CompId, usize)>,
+        count: usize,
+    ) -> Vec<(usize, &'m str)> {
+        if count == 0 {
+            return Vec::new();
+        }
+        let none: &[(usize, &str)] = &[];
+        let of = |c: xlens_hlo::CompId| self.gemms.get(&c).map_or(none, Vec::as_slice);
+        let after = |(c, p): (xlens_hlo::CompId, usize)| of(c).iter().filter(move |(g, _)| *g > p);
+        let before = |(c, q): (xlens_hlo::CompId, usize)| of(c).iter().filter(move |(g, _)| *g < q);
+        let between: Vec<&(usize, &str)> = match (previous, next) {
+            (Some(p), Some(q)) if p.0 == q.0 && p.1 < q.1 => after(p).filter(|(g, _)| *g < q.1).collect(),
+            (Some(p), Some(q)) => after(p).chain(before(q)).collect(),
+            (None, Some(q)) => before(q).collect(),
+            (Some(p), None) => after(p).collect(),
+            (None, None) => return Vec::new(),
+        };
+        if between.len() != count {
+            return Vec::new();
+        }
+        between.into_iter().enumerate().map(|(i, (_, name))| (i, *name)).collect()
+    }
 }
 
 #[cfg(test)]
@@ -884,5 +1075,32 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    /// Library GEMM kernels pair with the GEMM calls scheduled between the kernels around them,
+    /// across a loop's next iteration too, and not at all when the counts differ.
+    #[test]
+    fn library_gemm_kernels_match_the_scheduled_gemm_calls_between_their_neighbours() {
+        let (a, b) = (xlens_hlo::CompId(0), xlens_hlo::CompId(1));
+        let schedule = GemmSchedule {
+            position: HashMap::new(),
+            gemms: HashMap::from([
+                (a, vec![(2, "gemm.a2"), (5, "gemm.a5"), (9, "gemm.a9")]),
+                (b, vec![(1, "gemm.b1")]),
+            ]),
+        };
+        let names = |m: Vec<(usize, &str)>| m.into_iter().map(|(_, n)| n.to_owned()).collect::<Vec<_>>();
+        assert_eq!(names(schedule.matching(Some((a, 1)), Some((a, 6)), 2)), ["gemm.a2", "gemm.a5"]);
+        assert_eq!(names(schedule.matching(Some((a, 3)), Some((a, 6)), 1)), ["gemm.a5"]);
+        // The next execution: after 6 in this one, before 3 in the next.
+        assert_eq!(names(schedule.matching(Some((a, 6)), Some((a, 3)), 2)), ["gemm.a9", "gemm.a2"]);
+        // Across computations: after 6 in `a`, before 4 in `b`.
+        assert_eq!(names(schedule.matching(Some((a, 6)), Some((b, 4)), 2)), ["gemm.a9", "gemm.b1"]);
+        assert_eq!(names(schedule.matching(None, Some((a, 6)), 2)), ["gemm.a2", "gemm.a5"]);
+        assert_eq!(names(schedule.matching(Some((a, 6)), None, 1)), ["gemm.a9"]);
+        // Counts that differ pin nothing.
+        assert!(schedule.matching(Some((a, 1)), Some((a, 6)), 1).is_empty());
+        assert!(schedule.matching(None, None, 1).is_empty());
+        assert!(schedule.matching(Some((a, 1)), Some((a, 6)), 0).is_empty());
     }
 }

@@ -89,7 +89,7 @@ impl OpProfile {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_host_threads(space: &Space, modules: &[Module]) -> xlens_xplane::Result<OpProfile> {
-        Ok(OpProfile::from_host_ops(&HostOps::read(space)?, modules))
+        Ok(OpProfile::from_host_ops(&HostOps::read_with_modules(space, modules)?, modules))
     }
 
     /// [`OpProfile::from_host_threads`] over host ops already read (profiles shared by several
@@ -102,6 +102,13 @@ impl OpProfile {
     /// module (TensorFlow) keeps every kernel and copy as an op, named by itself, with the
     /// category its name gives (memory copies by direction, collective library kernels by
     /// collective, else `unknown`). The device type is left for the caller.
+    ///
+    /// One departure from XProf: kernels that ran inside a CUDA graph (XLA's command buffers,
+    /// on by default since 2025) carry the command buffer's name as `hlo_op`, so XProf counts
+    /// them all as `IDLE`. Here they are named by the instruction their kernel was emitted for
+    /// (see [`HostOps::attribute_graph_kernels`]), and those no instruction names (library
+    /// GEMMs, runtime copies) are kept under their kernel's name with the category it gives
+    /// (`custom-call gemm` for GEMM libraries).
     pub fn from_host_ops(host_ops: &HostOps, modules: &[Module]) -> OpProfile {
         let gpu = host_ops.source == crate::OpSource::GpuStreams;
         let mut profile = OpProfile {
@@ -142,7 +149,9 @@ impl OpProfile {
                         .program_id
                         .and_then(|p| by_program.get(&p))
                         .is_some_and(|m| m.instruction_by_name(host_ops.name(op)).is_some());
-                    *slot = if gpu && !keep_all && !attributed {
+                    // A CUDA graph's kernel that no instruction names (a library GEMM, a
+                    // runtime copy) still ran for its program: kept, by its kernel's name.
+                    *slot = if gpu && !keep_all && !attributed && !context.in_graph {
                         DROPPED
                     } else {
                         let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
@@ -152,6 +161,8 @@ impl OpProfile {
                         if gpu && module.is_none() {
                             stats_of.category =
                                 crate::gpu::unattributed_category(&stats_of.name).unwrap_or("unknown").to_owned();
+                        } else if gpu && !attributed {
+                            stats_of.category = crate::gpu::graph_kernel_category(&stats_of.name).to_owned();
                         }
                         stats.push(stats_of);
                         stats.len() - 1

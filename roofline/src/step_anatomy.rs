@@ -66,7 +66,12 @@ pub fn host_anatomy(
     steps: &crate::Steps,
     profile: &crate::OpProfile,
 ) -> xlens_xplane::Result<Vec<StepAnatomy>> {
-    host_anatomy_from_ops(space, steps, profile, &crate::HostOps::read(space)?)
+    let mut ops = crate::HostOps::read(space)?;
+    // CUDA graphs' kernels are named by their instructions, as the op profile names them.
+    if ops.has_graph_kernels() {
+        ops.attribute_graph_kernels(&xlens_hlo::modules_from_space(space).0);
+    }
+    host_anatomy_from_ops(space, steps, profile, &ops)
 }
 
 /// Steps whose host anatomy is computed together: the op intervals of one batch are built, used

@@ -156,6 +156,9 @@ pub mod stat {
     pub const HLO_CATEGORY: &str = "hlo_category";
     /// HLO module name.
     pub const HLO_MODULE: &str = "hlo_module";
+    /// The CUDA graph a GPU kernel ran in (XLA command buffers): the kernel's `hlo_op` then names
+    /// the command buffer, not the instruction.
+    pub const CUDA_GRAPH_ID: &str = "cuda_graph_id";
     /// Program id.
     pub const PROGRAM_ID: &str = "program_id";
     /// Symbol id of an op within its program.
