@@ -433,8 +433,8 @@ fn gpu_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
 /// The module executions of a profile without step markers whose ops are not on TPU op lines:
 /// on CPU the runs (`program_id`, `run_id`) of its ops; on GPU, where kernels carry no run id,
 /// maximal runs of consecutive ops (by start, over every device) of one program (ops without
-/// a program, such as memory copies, join the run they fall in). Windows that overlap are
-/// merged. Without programs, the whole op window is one [`StepSource::DeviceWindow`] step.
+/// a program, such as memory copies, join the run they fall in; programs that only copy are left
+/// out when others remain). Windows that overlap are merged. Without programs, the whole op window is one [`StepSource::DeviceWindow`] step.
 pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
     let mut windows: Vec<(Picos, Picos, Option<u64>)> = Vec::new();
     let has_runs = host_ops.contexts.iter().any(|c| c.run_id.is_some());
@@ -490,6 +490,22 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
                 *k += 1;
             }
             per_device.push((busy, device));
+        }
+        // Programs that only copy their arguments (the one-copy `jit_stage` program each
+        // `jnp.asarray` runs beside the step) stage data and are not the unit of work: left out
+        // when other programs remain.
+        let mut copies_only: std::collections::BTreeMap<Option<u64>, bool> = std::collections::BTreeMap::new();
+        for o in host_ops.iter() {
+            let name = host_ops.name(o);
+            let copy = name == "copy" || name.starts_with("copy.");
+            *copies_only.entry(host_ops.context(o).program_id).or_insert(true) &= copy;
+        }
+        let staging = |program: &Option<u64>| program.is_some() && copies_only.get(program) == Some(&true);
+        if lockstep.keys().any(|p| p.is_some() && !staging(p)) {
+            lockstep.retain(|p, _| !staging(p));
+            for (_, device) in &mut per_device {
+                device.retain(|w| !staging(&w.2));
+            }
         }
         for (program, slots) in lockstep {
             windows.extend(slots.into_iter().map(|(s, e)| (s, e, program)));
