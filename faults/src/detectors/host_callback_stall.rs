@@ -146,9 +146,12 @@ fn measure(host: &HostProfile) -> Result<Option<Measured<'_>>, Skip> {
     }
     let instructions = callback_instructions(host);
     let Some(ops) = op_spans(host, instructions.is_empty())? else { return Ok(None) };
-    let Spans { callbacks, others, usage, longest } = split_spans(steps, &instructions, ops);
+    let Spans { mut callbacks, mut others, usage, longest } = split_spans(steps, &instructions, ops);
     if usage.is_empty() {
         return Ok(None);
+    }
+    if host.host_ops().source == xlens_roofline::OpSource::GpuStreams {
+        wait_for_the_host(steps, &mut callbacks, &mut others);
     }
     let cores = callbacks.len().max(1) as f64;
     let (callback_time, stall) = stall_of(callbacks, others);
@@ -219,6 +222,23 @@ fn split_spans<'a>(
         }
     }
     Spans { callbacks, others, usage, longest }
+}
+
+/// On a GPU the callback's kernel only hands the operands to the host: the stream then waits,
+/// idle, until the host function returns. Each callback span is extended to the start of the
+/// next other op of its device (or the end of its step), so that wait counts as the callback's.
+fn wait_for_the_host(steps: &xlens_roofline::Steps, callbacks: &mut CoreSpans, others: &mut CoreSpans) {
+    for (core, spans) in callbacks.iter_mut() {
+        let Some(rest) = others.get_mut(core) else { continue };
+        rest.sort_unstable();
+        for (start, end) in spans.iter_mut() {
+            let k = steps.steps.partition_point(|s| s.start <= *start);
+            let step_end = steps.steps.get(k.wrapping_sub(1)).map_or(*end, |s| s.end());
+            let next = rest.partition_point(|(s, _)| *s < *end);
+            let until = rest.get(next).map_or(step_end, |(s, _)| (*s).min(step_end));
+            *end = (*end).max(until);
+        }
+    }
 }
 
 /// The callback time and the stall (callback time with no other op of the core running).
