@@ -82,6 +82,30 @@ pub(crate) fn event_parts(
     }
 }
 
+/// How many names an evidence list shows before it says how many more there are.
+pub(crate) const LIST_NAMES: usize = 20;
+
+/// The first [`LIST_NAMES`] names joined with `, `, then `… and N more` when there are more: a
+/// long capture has thousands of steps, and evidence stays readable.
+pub(crate) fn name_list<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
+    let mut out = String::new();
+    let mut more = 0usize;
+    for (i, name) in names.into_iter().enumerate() {
+        if i < LIST_NAMES {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(name.as_ref());
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        out.push_str(&format!(", … and {more} more"));
+    }
+    out
+}
+
 /// Evidence for an HLO instruction, with its JAX source line when the module records it.
 pub(crate) fn instruction(module: &Module, id: InstrId) -> Evidence {
     let instr = module.instruction(id);

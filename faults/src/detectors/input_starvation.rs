@@ -362,7 +362,7 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score, affected: &[&str
         Evidence::metric("input-bound share of the step time", pct, "%"),
         Evidence::metric("input wait per step", ms_per_step, "ms"),
         Evidence::metric("steps waiting for input", affected.len() as f64, "count"),
-        Evidence::note(format!("steps from {source}; waiting: {}", affected.join(", "))),
+        Evidence::note(format!("steps from {source}; waiting: {}", evidence::name_list(affected))),
     ];
     evidence.extend(waits.notes.iter().cloned());
     let names = ranked_names(waits);

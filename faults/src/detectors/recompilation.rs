@@ -216,16 +216,13 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
     ];
     if !in_steps.is_empty() {
         let affected: BTreeSet<&str> = in_steps.iter().map(|(s, _)| name_of(*s)).collect();
-        evidence.push(Evidence::note(format!(
-            "steps with a compilation: {}",
-            affected.into_iter().collect::<Vec<_>>().join(", ")
-        )));
+        evidence.push(Evidence::note(format!("steps with a compilation: {}", evidence::name_list(affected))));
     }
     if !between.is_empty() {
         let before: BTreeSet<&str> = between.iter().map(|(s, _)| name_of(*s)).collect();
         evidence.push(Evidence::note(format!(
             "steps preceded by a compilation on the host: {}",
-            before.into_iter().collect::<Vec<_>>().join(", ")
+            evidence::name_list(before)
         )));
     }
     for (module, programs) in multi {
