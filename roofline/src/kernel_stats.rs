@@ -176,6 +176,84 @@ impl KernelStats {
         Ok(KernelStats { total_device_duration: union_length(spans), kernels })
     }
 
+    /// The total duration of each kernel name over every GPU stream, by name: what
+    /// [`KernelStats::read`] sums per kernel name (the same names: `tf_op_name` when set, a
+    /// label for kernels named by a number, else the event's name), without the launch
+    /// parameters, so without reading every event's stats. Lines are read in parallel.
+    ///
+    /// ```
+    /// use xlens_xplane::Session;
+    /// use xlens_roofline::KernelStats;
+    /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/gpu/gpu_healthy");
+    /// let session = Session::open(dir.as_ref())?;
+    /// let space = session.hosts()[0].space();
+    /// let times = KernelStats::time_by_name(space)?;
+    /// let stats = KernelStats::read(space)?;
+    /// for (name, _, total) in stats.by_name() {
+    ///     assert_eq!(times.iter().find(|(n, _)| n == name).map(|(_, t)| *t), Some(total));
+    /// }
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn time_by_name(space: &Space) -> xlens_xplane::Result<Vec<(String, Picos)>> {
+        use rayon::prelude::*;
+        let lines: Vec<(&xlens_xplane::Plane, &xlens_xplane::Line)> = space
+            .planes()
+            .iter()
+            .filter(|p| matches!(p.kind(), PlaneKind::Gpu { .. }))
+            .flat_map(|p| {
+                p.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())).map(move |l| (p, l))
+            })
+            .collect();
+        let parts = lines
+            .par_iter()
+            .map(|&(plane, line)| -> xlens_xplane::Result<HashMap<String, Picos>> {
+                let tf_op_name = plane.stat_id("tf_op_name");
+                let labels: Vec<_> =
+                    ["msg", "message", "annotation", "label"].iter().filter_map(|n| plane.stat_id(n)).collect();
+                // Per event metadata: its name, whether a label may rename it, and its time.
+                let mut by_metadata: HashMap<i64, (String, bool, Picos)> = HashMap::new();
+                let mut renamed: HashMap<String, Picos> = HashMap::new();
+                for ev in line.events(plane) {
+                    let ev = ev?;
+                    let duration = ev.duration();
+                    if ev.has_stats()
+                        && let Some(s) = tf_op_name.and_then(|id| ev.stat(id)).and_then(|s| s.as_str())
+                    {
+                        *renamed.entry(s.into_owned()).or_default() += duration;
+                        continue;
+                    }
+                    let entry = by_metadata.entry(ev.metadata_id().0).or_insert_with(|| {
+                        let name = ev.name();
+                        let numbered = !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit());
+                        (name.to_owned(), numbered, Picos::ZERO)
+                    });
+                    if entry.1 && ev.has_stats() {
+                        let label = labels
+                            .iter()
+                            .filter_map(|&id| ev.stat(id).and_then(|s| s.as_str()))
+                            .find(|s| !s.is_empty());
+                        if let Some(label) = label {
+                            *renamed.entry(label.into_owned()).or_default() += duration;
+                            continue;
+                        }
+                    }
+                    entry.2 += duration;
+                }
+                for (_, (name, _, time)) in by_metadata {
+                    *renamed.entry(name).or_default() += time;
+                }
+                Ok(renamed)
+            })
+            .collect::<Vec<_>>();
+        let mut total: std::collections::BTreeMap<String, Picos> = std::collections::BTreeMap::new();
+        for part in parts {
+            for (name, time) in part? {
+                *total.entry(name).or_default() += time;
+            }
+        }
+        Ok(total.into_iter().collect())
+    }
+
     /// Occurrences and total duration per kernel name, longest first (then by name): the
     /// records XProf's `get_kernel_stats` prints.
     pub fn by_name(&self) -> Vec<(&str, u64, Picos)> {

@@ -201,9 +201,9 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
     }
     if !host.space().gpus().is_empty()
         && host.space().tpu_tensor_cores().is_empty()
-        && let Ok(stats) = KernelStats::read(host.space())
+        && let Ok(times) = KernelStats::time_by_name(host.space())
     {
-        evidence.extend(library_shares(&stats));
+        evidence.extend(library_shares(&times));
     }
     evidence
 }
@@ -259,14 +259,14 @@ fn bound_note(bound: BoundBy, intensity: f64, ridge: Option<f64>) -> String {
 }
 
 /// Time per kernel library on the GPUs, largest first (libraries under 1 % left out).
-fn library_shares(stats: &KernelStats) -> Vec<Evidence> {
+fn library_shares(times: &[(String, xlens_xplane::Picos)]) -> Vec<Evidence> {
     let mut by: std::collections::BTreeMap<KernelLibrary, xlens_xplane::Picos> = std::collections::BTreeMap::new();
-    for k in &stats.kernels {
-        let library = match xlens_roofline::copy_kind(&k.kernel_name) {
+    for (kernel, time) in times {
+        let library = match xlens_roofline::copy_kind(kernel) {
             Some(_) => continue,
-            None => KernelLibrary::of(&k.kernel_name),
+            None => KernelLibrary::of(kernel),
         };
-        *by.entry(library).or_default() += k.total;
+        *by.entry(library).or_default() += *time;
     }
     let total: i64 = by.values().fold(0i64, |a, t| a.saturating_add(t.0));
     if total <= 0 {
