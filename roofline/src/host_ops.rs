@@ -113,6 +113,9 @@ pub struct HostOps {
     /// Of those, the threads whose markers are root annotations (an `_r` stat): the threads that
     /// run the training loop.
     pub rooted_marker_lines: Vec<usize>,
+    /// GPU stream events' time per event-metadata entry (a kernel or copy), by plane index and
+    /// position in its event-metadata table: what [`HostOps::kernel_times`] names.
+    kernel_time: BTreeMap<usize, Vec<Picos>>,
 }
 
 impl HostOps {
@@ -183,8 +186,23 @@ impl HostOps {
         let mut names = Interner::default();
         let mut contexts: HashMap<OpContext, u32> = HashMap::new();
         for ((plane, line), read) in places.into_iter().zip(lines) {
-            let LineOps { mut ops, interner, contexts: local_contexts, modules, has_marker, rooted, error: e } = read;
+            let LineOps {
+                mut ops,
+                kernel_time,
+                interner,
+                contexts: local_contexts,
+                modules,
+                has_marker,
+                rooted,
+                error: e,
+            } = read;
             let at = LineRef { plane: plane.index(), line: line.index() };
+            if !kernel_time.is_empty() {
+                let total = out.kernel_time.entry(at.plane).or_insert_with(|| vec![Picos::ZERO; kernel_time.len()]);
+                for (t, add) in total.iter_mut().zip(kernel_time) {
+                    *t += add;
+                }
+            }
             if !ops.is_empty() {
                 let name: Vec<u32> = interner.names.iter().map(|n| names.by_string(n)).collect();
                 let context: Vec<u32> = local_contexts
@@ -232,6 +250,22 @@ impl HostOps {
         }
         out.names = names.names;
         (out, error)
+    }
+
+    /// The time of each kernel (and memory copy) name over every GPU stream, by name: the
+    /// events' own names, as the device ran them (whatever op they count as). Empty on CPU and
+    /// TPU profiles.
+    pub fn kernel_times(&self, space: &Space) -> Vec<(String, Picos)> {
+        let mut by_name: BTreeMap<&str, Picos> = BTreeMap::new();
+        for (&plane, times) in &self.kernel_time {
+            let Some(plane) = space.planes().get(plane) else { continue };
+            for (metadata, &time) in plane.event_metadata().iter().zip(times) {
+                if time > Picos::ZERO {
+                    *by_name.entry(metadata.name()).or_default() += time;
+                }
+            }
+        }
+        by_name.into_iter().map(|(n, t)| (n.to_owned(), t)).collect()
     }
 
     /// [`HostOps::read`], with the kernels of CUDA graphs named by their instructions in
@@ -596,6 +630,8 @@ impl StatIds {
 /// What one line holds: its ops, with names and contexts indexing its own tables.
 struct LineOps {
     ops: Vec<HostOp>,
+    /// GPU streams: time per event-metadata position of the plane.
+    kernel_time: Vec<Picos>,
     interner: Interner,
     contexts: Vec<OpContext>,
     modules: BTreeMap<u64, String>,
@@ -605,9 +641,10 @@ struct LineOps {
 }
 
 fn read_line(job: Job<'_>) -> LineOps {
-    let Job { ids, marker, ops: from, events, .. } = job;
+    let Job { plane, ids, marker, ops: from, events, .. } = job;
     let mut out = LineOps {
         ops: Vec::new(),
+        kernel_time: Vec::new(),
         interner: Interner::default(),
         contexts: Vec::new(),
         modules: BTreeMap::new(),
@@ -646,7 +683,15 @@ fn read_line(job: Job<'_>) -> LineOps {
                 }
                 read_op(&ev, &ids, &mut out.interner, None)
             }
-            OpsFrom::Stream { device } => read_op(&ev, &ids, &mut out.interner, Some(device)),
+            OpsFrom::Stream { device } => {
+                if let Some(at) = plane.event_metadata_position(ev.metadata_id()) {
+                    if out.kernel_time.is_empty() {
+                        out.kernel_time = vec![Picos::ZERO; plane.event_metadata().len()];
+                    }
+                    out.kernel_time[at] += ev.duration();
+                }
+                read_op(&ev, &ids, &mut out.interner, Some(device))
+            }
         };
         let Some((mut op, context, module)) = read else { continue };
         op.context = match last {

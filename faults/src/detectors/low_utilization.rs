@@ -1,7 +1,7 @@
 //! `low_utilization`: the device's FLOP utilisation is low; what bounds the program on the
 //! roofline, which ops hold it down, and how much time running them at their roofline would save.
 
-use xlens_roofline::{BoundBy, KernelLibrary, KernelStats, OpStats};
+use xlens_roofline::{BoundBy, KernelLibrary, OpStats};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
@@ -199,11 +199,8 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
             profile.programs.get(&op.program_id).cloned().unwrap_or_else(|| op.program_id.to_string())
         )));
     }
-    if !host.space().gpus().is_empty()
-        && host.space().tpu_tensor_cores().is_empty()
-        && let Ok(times) = KernelStats::time_by_name(host.space())
-    {
-        evidence.extend(library_shares(&times));
+    if !host.space().gpus().is_empty() && host.space().tpu_tensor_cores().is_empty() {
+        evidence.extend(library_shares(&host.host_ops().kernel_times(host.space())));
     }
     evidence
 }
