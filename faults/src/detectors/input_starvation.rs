@@ -128,9 +128,11 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         let of_sorted = sorted.iter().filter_map(|s| s.get(s.partition_point(|&t| t < lo)).copied());
         of_ordered.chain(of_sorted).min()
     };
-    let (dispatches, events) = marker_line_events(host, plane);
+    let (dispatches, mut events) = marker_line_events(host, plane);
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     let mut first_op_gaps = Vec::new();
+    // Each step's input phase, from its start to its first dispatch or op.
+    let mut phases: Vec<(Picos, Picos)> = Vec::new();
     for step in &steps.steps {
         let (lo, hi) = (step.start, step.end());
         let first_op = first_start_from(lo).filter(|&s| s < hi);
@@ -143,6 +145,25 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         first_op_gaps.push(first_op - lo);
         let lead_end = first_dispatch.map_or(first_op, |d| d.min(first_op));
         out.per_step.push(lead_end - lo);
+        phases.push((lo, lead_end));
+    }
+    // Only events that start inside some input phase can count: kept (the phases by start, with
+    // the latest end of those begun so far), and only they are sorted.
+    phases.sort_unstable();
+    let mut reach = Picos(i64::MIN);
+    let reach_by_phase: Vec<Picos> = phases
+        .iter()
+        .map(|&(_, end)| {
+            reach = reach.max(end);
+            reach
+        })
+        .collect();
+    events.retain(|e| {
+        let k = phases.partition_point(|&(lo, _)| lo <= e.start());
+        k > 0 && e.start() < reach_by_phase[k - 1]
+    });
+    events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
+    for &(lo, lead_end) in &phases {
         // The outermost host events that run inside the input phase (frames that enclose the
         // whole step, like the Python function of the loop body, are not input work).
         let mut open_until = Picos(i64::MIN);
@@ -165,7 +186,8 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
     Some(out)
 }
 
-/// The step-marker lines' dispatch starts and their events other than step markers, sorted.
+/// The step-marker lines' dispatch starts (sorted) and their events other than step markers (in
+/// line order: the caller keeps and sorts those it needs).
 fn marker_line_events<'a>(
     host: &HostProfile,
     plane: &'a xlens_xplane::Plane,
@@ -189,7 +211,6 @@ fn marker_line_events<'a>(
         }
     }
     dispatches.sort();
-    events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
     (dispatches, events)
 }
 
