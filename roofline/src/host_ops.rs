@@ -255,6 +255,20 @@ impl HostOps {
     /// The time of each kernel (and memory copy) name over every GPU stream, by name: the
     /// events' own names, as the device ran them (whatever op they count as). Empty on CPU and
     /// TPU profiles.
+    ///
+    /// ```
+    /// use xlens_xplane::Session;
+    /// use xlens_roofline::{HostOps, KernelStats};
+    /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/gpu/gpu_healthy");
+    /// let session = Session::open(dir.as_ref())?;
+    /// let space = session.hosts()[0].space();
+    /// let times = HostOps::read(space)?.kernel_times(space);
+    /// // The totals of XProf's kernel stats, per kernel name.
+    /// for (name, _, total) in KernelStats::read(space)?.by_name() {
+    ///     assert_eq!(times.iter().find(|(n, _)| n == name).map(|(_, t)| *t), Some(total));
+    /// }
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn kernel_times(&self, space: &Space) -> Vec<(String, Picos)> {
         let mut by_name: BTreeMap<&str, Picos> = BTreeMap::new();
         for (&plane, times) in &self.kernel_time {
