@@ -690,6 +690,9 @@ fn read_line(job: Job<'_>) -> LineOps {
             out.rooted = out.rooted || ids.root.is_some_and(|r| ev.stat(r).is_some());
         }
         let read = match from {
+            // Read for its markers only (a GPU profile's host thread): done once they are known
+            // (the steps and the detectors that need the rest of the line walk it themselves).
+            OpsFrom::None if out.has_marker && (out.rooted || ids.root.is_none()) => break,
             OpsFrom::None => continue,
             OpsFrom::HloOpStats => {
                 if ids.hlo_op.is_none() || !ev.has_stats() {
