@@ -128,17 +128,36 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         let of_sorted = sorted.iter().filter_map(|s| s.get(s.partition_point(|&t| t < lo)).copied());
         of_ordered.chain(of_sorted).min()
     };
-    let (dispatches, mut events) = marker_line_events(host, plane);
+    // Each step's first op (none: nothing in the step waited for input).
+    let first_ops: Vec<Option<Picos>> =
+        steps.steps.iter().map(|step| first_start_from(step.start).filter(|&s| s < step.end())).collect();
+    // An input phase ends at its step's first op or before (a dispatch): only the marker lines'
+    // events that start before some step's first op can count, and only they are kept (the
+    // windows by start, with the latest end of those begun so far).
+    let mut windows: Vec<(Picos, Picos)> =
+        steps.steps.iter().zip(&first_ops).filter_map(|(step, first)| first.map(|f| (step.start, f))).collect();
+    windows.sort_unstable();
+    let mut reach = Picos(i64::MIN);
+    let reach_by_window: Vec<Picos> = windows
+        .iter()
+        .map(|&(_, end)| {
+            reach = reach.max(end);
+            reach
+        })
+        .collect();
+    let may_count = |start: Picos| {
+        let k = windows.partition_point(|&(lo, _)| lo <= start);
+        k > 0 && start < reach_by_window[k - 1]
+    };
+    let (dispatches, mut events) = marker_line_events(host, plane, may_count);
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     let mut first_op_gaps = Vec::new();
     // Each step's input phase, from its start to its first dispatch or op.
     let mut phases: Vec<(Picos, Picos)> = Vec::new();
-    for step in &steps.steps {
+    for (step, first_op) in steps.steps.iter().zip(first_ops) {
         let (lo, hi) = (step.start, step.end());
-        let first_op = first_start_from(lo).filter(|&s| s < hi);
         let first_dispatch = dispatches.get(dispatches.partition_point(|&s| s < lo)).copied().filter(|&s| s < hi);
         let Some(first_op) = first_op else {
-            // No op ran in the step: nothing waited for input.
             out.per_step.push(Picos::ZERO);
             continue;
         };
@@ -147,21 +166,7 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         out.per_step.push(lead_end - lo);
         phases.push((lo, lead_end));
     }
-    // Only events that start inside some input phase can count: kept (the phases by start, with
-    // the latest end of those begun so far), and only they are sorted.
     phases.sort_unstable();
-    let mut reach = Picos(i64::MIN);
-    let reach_by_phase: Vec<Picos> = phases
-        .iter()
-        .map(|&(_, end)| {
-            reach = reach.max(end);
-            reach
-        })
-        .collect();
-    events.retain(|e| {
-        let k = phases.partition_point(|&(lo, _)| lo <= e.start());
-        k > 0 && e.start() < reach_by_phase[k - 1]
-    });
     events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
     for &(lo, lead_end) in &phases {
         // The outermost host events that run inside the input phase (frames that enclose the
@@ -186,11 +191,12 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
     Some(out)
 }
 
-/// The step-marker lines' dispatch starts (sorted) and their events other than step markers (in
-/// line order: the caller keeps and sorts those it needs).
+/// The step-marker lines' dispatch starts (sorted) and those of their events other than step
+/// markers whose start `keep` accepts (in line order: the caller sorts them).
 fn marker_line_events<'a>(
     host: &HostProfile,
     plane: &'a xlens_xplane::Plane,
+    keep: impl Fn(Picos) -> bool,
 ) -> (Vec<Picos>, Vec<xlens_xplane::Event<'a>>) {
     let markers = evidence::step_marker_lines(host);
     // Per marker line: dispatch starts and every event (top-level filtering happens per step).
@@ -205,7 +211,7 @@ fn marker_line_events<'a>(
             if dispatch.contains(&ev) {
                 dispatches.push(ev.start());
             }
-            if !marker.contains(&ev) {
+            if !marker.contains(&ev) && keep(ev.start()) {
                 events.push(ev);
             }
         }
