@@ -133,16 +133,33 @@ impl OpProfile {
         let mut device_spans: BTreeMap<i64, (Picos, Picos)> = BTreeMap::new();
         let mut ops: Vec<TimedOp> = Vec::new();
         let mut op_keys: Vec<usize> = Vec::new();
+        // Each device's span, widened per run of a line's ops on one device (a line is one
+        // device's, usually) rather than by a map lookup per op.
+        let widen = |spans: &mut BTreeMap<i64, (Picos, Picos)>, run: Option<(i64, Picos, Picos)>| {
+            if let Some((core, start, end)) = run {
+                let entry = spans.entry(core).or_insert((start, end));
+                entry.0 = entry.0.min(start);
+                entry.1 = entry.1.max(end);
+            }
+        };
         for (_, line_ops) in host_ops.by_line() {
             ops.clear();
             op_keys.clear();
+            let mut run: Option<(i64, Picos, Picos)> = None;
             for op in line_ops {
                 let context = host_ops.context(op);
                 let program = context.program_id.unwrap_or(0);
                 let span = Span { start: op.start, duration: op.end.saturating_sub(op.start) };
-                let entry = device_spans.entry(context.core).or_insert((span.start, span.end()));
-                entry.0 = entry.0.min(span.start);
-                entry.1 = entry.1.max(span.end());
+                match &mut run {
+                    Some((core, start, end)) if *core == context.core => {
+                        *start = (*start).min(span.start);
+                        *end = (*end).max(span.end());
+                    }
+                    _ => {
+                        widen(&mut device_spans, run);
+                        run = Some((context.core, span.start, span.end()));
+                    }
+                }
                 let slot = &mut index[keys.of(op)];
                 if *slot == UNSEEN {
                     let attributed = context
@@ -180,6 +197,7 @@ impl OpProfile {
                 });
                 op_keys.push(k);
             }
+            widen(&mut device_spans, run);
             nest(&mut ops);
             for op in &ops {
                 let s = &mut stats[op_keys[op.metadata_id.0 as usize]];
