@@ -726,13 +726,14 @@ fn read_line(job: Job<'_>) -> LineOps {
                 read_op(&ev, &ids, &mut out.interner, None)
             }
             OpsFrom::Stream { device } => {
-                if let Some(at) = plane.event_metadata_position(ev.metadata_id()) {
+                let at = plane.event_metadata_position(ev.metadata_id());
+                if let Some(at) = at {
                     if out.kernel_time.is_empty() {
                         out.kernel_time = vec![Picos::ZERO; plane.event_metadata().len()];
                     }
                     out.kernel_time[at] += ev.duration();
                 }
-                read_op(&ev, &ids, &mut out.interner, Some(device))
+                read_op(&ev, &ids, &mut out.interner, Some((device, at)))
             }
         };
         let Some((mut op, context, module)) = read else { continue };
@@ -765,8 +766,10 @@ struct Interner {
     by_dense_ref: Vec<u32>,
     by_sparse_ref: HashMap<u64, u32>,
     by_name: HashMap<String, u32>,
-    /// Names taken from event metadata (GPU kernels without `hlo_op`), by metadata id.
-    by_metadata: HashMap<i64, u32>,
+    /// Names taken from event metadata (GPU kernels without `hlo_op`, and those of CUDA
+    /// graphs), by the metadata's position in its plane's table: slot `p` holds the name's index
+    /// plus one, 0 when unseen.
+    by_metadata: Vec<u32>,
     names: Vec<String>,
 }
 
@@ -796,13 +799,18 @@ impl Interner {
         }
     }
 
-    fn by_metadata(&mut self, ev: &xlens_xplane::Event<'_>) -> u32 {
-        let id = ev.metadata_id().0;
-        if let Some(&i) = self.by_metadata.get(&id) {
+    /// The name of an event's metadata; `at` is the metadata's position in its plane's table
+    /// (an event whose metadata the plane lacks is named by its empty name, uncached).
+    fn by_metadata(&mut self, ev: &xlens_xplane::Event<'_>, at: Option<usize>) -> u32 {
+        let Some(at) = at else { return self.by_string(ev.name()) };
+        if let Some(i) = self.by_metadata.get(at).and_then(|&i| i.checked_sub(1)) {
             return i;
         }
         let i = self.by_string(ev.name());
-        self.by_metadata.insert(id, i);
+        if self.by_metadata.len() <= at {
+            self.by_metadata.resize(at + 1, 0);
+        }
+        self.by_metadata[at] = i + 1;
         i
     }
 
@@ -817,16 +825,19 @@ impl Interner {
     }
 }
 
-/// One walk of an event's stats. On host threads (`device` is `None`) an event without an
-/// `hlo_op` is not an op (`None`); on a GPU stream (`device` is the GPU ordinal) every event is:
-/// a kernel without `hlo_op`, or a memory copy, is named by the event itself. The op's context
+/// One walk of an event's stats. On host threads (`stream` is `None`) an event without an
+/// `hlo_op` is not an op (`None`); on a GPU stream (`stream` is the GPU ordinal and the event
+/// metadata's position in the plane) every event is: a kernel without `hlo_op`, a kernel of a
+/// CUDA graph, or a memory copy, is named by the event itself. The op's context
 /// index is left for the caller to intern; its `hlo_module` stat comes beside it.
 fn read_op<'a>(
     ev: &xlens_xplane::Event<'a>,
     ids: &StatIds,
     interner: &mut Interner,
-    device: Option<i64>,
+    stream: Option<(i64, Option<usize>)>,
 ) -> Option<(HostOp, OpContext, Option<xlens_xplane::Stat<'a>>)> {
+    let device = stream.map(|(d, _)| d);
+    let at = stream.and_then(|(_, at)| at);
     let mut name = None;
     let mut context = OpContext::default();
     let mut module = None;
@@ -871,9 +882,9 @@ fn read_op<'a>(
     }
     let name = match (name, device) {
         // A CUDA graph's kernel: `hlo_op` names the command buffer; the kernel names the op.
-        (Some(_), Some(_)) if context.in_graph => interner.by_metadata(ev),
+        (Some(_), Some(_)) if context.in_graph => interner.by_metadata(ev, at),
         (Some(name), _) => name,
-        (None, Some(_)) => interner.by_metadata(ev),
+        (None, Some(_)) => interner.by_metadata(ev, at),
         (None, None) => return None,
     };
     if let Some(device) = device {
