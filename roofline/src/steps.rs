@@ -434,7 +434,8 @@ fn gpu_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
 /// on CPU the runs (`program_id`, `run_id`) of its ops; on GPU, where kernels carry no run id,
 /// maximal runs of consecutive ops (by start, over every device) of one program (ops without
 /// a program, such as memory copies, join the run they fall in; programs that only copy are left
-/// out when others remain). Windows that overlap are merged. Without programs, the whole op window is one [`StepSource::DeviceWindow`] step.
+/// out when others remain). Windows that overlap are merged. Without programs, the whole op
+/// window is one [`StepSource::DeviceWindow`] step.
 pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
     let mut windows: Vec<(Picos, Picos, Option<u64>)> = Vec::new();
     let has_runs = host_ops.contexts.iter().any(|c| c.run_id.is_some());
