@@ -28,6 +28,11 @@ SCENARIOS = {
         "batch=8) in bf16, jit SGD train step with donated params; 3 warm-up steps, 10 traced "
         "steps in StepTraceAnnotation('train'). Large gemms: a compute-bound, healthy step.",
         [], "", 120),
+    "train_bf16_no_graphs": (
+        "The program of train_bf16 with CUDA graphs off (--xla_gpu_enable_command_buffer=): every "
+        "kernel launched on its own and named by its instruction in the profile, so XProf's op profile "
+        "sees it; the reference for how xlens attributes the CUDA graphs' kernels of train_bf16.",
+        [], "--xla_gpu_enable_command_buffer=", 120),
     "small_launch_bound": (
         "4-layer transformer (d=128, 4 heads, ff=512, vocab=256, seq=32, batch=8) in f32 with "
         "CUDA graphs off (--xla_gpu_enable_command_buffer=): every kernel runs a few "
@@ -227,7 +232,7 @@ def worker(name, out, time_left):
     LONG = Cfg(128, 4, 512, 256, 32, 8, 12, jnp.float32)
     if os.environ.get("CAPTURE_TINY"):  # a quick check of the script itself, on any machine
         BIG = MED = Cfg(64, 2, 128, 128, 32, 2, 1, jnp.bfloat16)
-    cfg = {"train_bf16": BIG, "small_launch_bound": SMALL, "small_command_buffer": SMALL,
+    cfg = {"train_bf16": BIG, "train_bf16_no_graphs": BIG, "small_launch_bound": SMALL, "small_command_buffer": SMALL,
            "long_run": LONG}.get(name, MED)
     meta = {"scenario": name, "program": SCENARIOS[name][0], "expected_faults": SCENARIOS[name][1],
             "model": cfg.as_dict(), "jax": jax.__version__,
