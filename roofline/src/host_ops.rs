@@ -300,10 +300,12 @@ impl HostOps {
     /// command buffer as `hlo_op`) by the instructions of their program they ran for:
     ///
     /// - a kernel XLA emitted, by the instruction it is named after ([`xlens_hlo::gpu_kernel_name`]);
-    /// - a GEMM library's kernel (cuBLAS, CUTLASS), by the GEMM custom call it ran for: between two
-    ///   kernels named by instructions, the library kernels are matched in order with the GEMM
-    ///   custom calls the program's schedule runs between those instructions, when there are as
-    ///   many of each (else they keep their kernel's name).
+    /// - a GEMM library's kernel (cuBLAS, CUTLASS), by the GEMM custom call it ran for: per
+    ///   program execution (cut at each launch of the kernel of the first scheduled instruction
+    ///   that ran), the library kernels pair in order with the entry computation's GEMM calls in
+    ///   schedule order when there are as many of each; the rest pair with the GEMM calls the
+    ///   schedule runs between the kernels named by instructions around them, again only when
+    ///   the counts agree (else they keep their kernel's name).
     ///
     /// Other kernels (runtime memsets and copies) keep their own name. XLA emits one kernel for
     /// identical fusions and launches it for each: such launches all count under the instruction
@@ -376,6 +378,40 @@ impl HostOps {
                     continue;
                 };
                 order.sort_by_key(|&i| (table.ops[i].start, i));
+                // First, whole executions: cut at each launch of the kernel of the program's first
+                // scheduled instruction that ran, an execution whose library kernels are as many
+                // as the entry's GEMM calls pairs them in order (the common case: a step program
+                // without loops; XLA's kernel reuse makes neighbours ambiguous, not this).
+                let first: Option<u32> = {
+                    let ran: HashMap<&str, u32> = order
+                        .iter()
+                        .map(|&i| (names[table.ops[i].name as usize].as_str(), table.ops[i].name))
+                        .collect();
+                    schedule.entry_order.iter().find_map(|name| ran.get(name).copied())
+                };
+                if let Some(first) = first {
+                    let starts: Vec<usize> = order
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &i)| table.ops[i].name == first)
+                        .map(|(k, _)| k)
+                        .collect();
+                    for (k, &start) in starts.iter().enumerate() {
+                        let end = starts.get(k + 1).copied().unwrap_or(order.len());
+                        let library: Vec<usize> = order[start..end]
+                            .iter()
+                            .copied()
+                            .filter(|&i| is_library_gemm(&names[table.ops[i].name as usize]))
+                            .collect();
+                        if !library.is_empty() && library.len() == schedule.entry_gemms.len() {
+                            for (&i, gemm) in library.iter().zip(&schedule.entry_gemms) {
+                                table.ops[i].name = intern(gemm, names);
+                                attributed += 1;
+                            }
+                        }
+                    }
+                }
+                // Then the rest by their neighbours.
                 let mut previous: Option<(xlens_hlo::CompId, usize)> = None;
                 let mut pending: Vec<usize> = Vec::new();
                 for i in order {
@@ -956,18 +992,34 @@ fn last_scope(name: &str) -> &str {
 struct GemmSchedule<'m> {
     position: HashMap<&'m str, (xlens_hlo::CompId, usize)>,
     gemms: HashMap<xlens_hlo::CompId, Vec<(usize, &'m str)>>,
+    /// The entry computation's instructions in schedule order, and its GEMM custom calls.
+    entry_order: Vec<&'m str>,
+    entry_gemms: Vec<&'m str>,
 }
 
 impl<'m> GemmSchedule<'m> {
     /// `None` when the module has no schedule or no scheduled GEMM custom call.
     fn of(module: &'m xlens_hlo::Module) -> Option<GemmSchedule<'m>> {
-        let mut out = GemmSchedule { position: HashMap::new(), gemms: HashMap::new() };
+        let mut out = GemmSchedule {
+            position: HashMap::new(),
+            gemms: HashMap::new(),
+            entry_order: Vec::new(),
+            entry_gemms: Vec::new(),
+        };
+        let entry = module.entry().id();
         for computation in module.computations() {
             for (position, &id) in module.schedule(computation.id()).iter().enumerate() {
                 let name = module.instruction(id).name();
                 out.position.entry(name).or_insert((computation.id(), position));
-                if module.custom_call_kind(id) == Some(xlens_hlo::CustomCallKind::Gemm) {
+                let gemm = module.custom_call_kind(id) == Some(xlens_hlo::CustomCallKind::Gemm);
+                if gemm {
                     out.gemms.entry(computation.id()).or_default().push((position, name));
+                }
+                if computation.id() == entry {
+                    out.entry_order.push(name);
+                    if gemm {
+                        out.entry_gemms.push(name);
+                    }
                 }
             }
         }
@@ -1178,6 +1230,8 @@ mod tests {
                 (a, vec![(2, "gemm.a2"), (5, "gemm.a5"), (9, "gemm.a9")]),
                 (b, vec![(1, "gemm.b1")]),
             ]),
+            entry_order: Vec::new(),
+            entry_gemms: Vec::new(),
         };
         let names = |m: Vec<(usize, &str)>| m.into_iter().map(|(_, n)| n.to_owned()).collect::<Vec<_>>();
         assert_eq!(names(schedule.matching(Some((a, 1)), Some((a, 6)), 2)), ["gemm.a2", "gemm.a5"]);
