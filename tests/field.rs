@@ -456,6 +456,15 @@ fn cuda_graph_kernels_are_attributed_as_xprof_attributes_the_same_program_withou
         let got = ours.get(category).copied().unwrap_or(0.0);
         assert!((got - ms).abs() <= 0.03 * ms + 0.5, "{category}: {got} ms with graphs, {ms} ms without");
     }
+    // One verdict: the GEMMs priced per execution (not per kernel launch: without graphs a
+    // memset kernel carries each GEMM's name too) give the same FLOP utilisation.
+    for name in ["h200_bf16_graphs", "h200_bf16_no_graphs"] {
+        let r = report(&dir(name));
+        let f = r.findings.iter().find(|f| f.id == "low_utilization").unwrap_or_else(|| panic!("{name}"));
+        let judged: Vec<String> =
+            f.evidence.iter().map(|e| e.to_string()).filter(|t| t.contains("priced from")).collect();
+        assert!(judged.iter().any(|t| t.contains(": 44.")), "{name}: {judged:?}");
+    }
     // Every cuBLAS GEMM named by its own custom call, each with the reference's time (5 %).
     let gemms = |p: &xlens::roofline::OpProfile| -> std::collections::BTreeMap<String, f64> {
         p.ops

@@ -116,6 +116,9 @@ pub struct HostOps {
     /// GPU stream events' time per event-metadata entry (a kernel or copy), by plane index and
     /// position in its event-metadata table: what [`HostOps::kernel_times`] names.
     kernel_time: BTreeMap<usize, Vec<Picos>>,
+    /// Memset kernels that carry another op's `hlo_op` (cuBLAS zeroes a workspace before each
+    /// GEMM launched on its own), by program and op name: launches, not executions, of that op.
+    memsets: BTreeMap<(Option<u64>, u32), u64>,
 }
 
 impl HostOps {
@@ -189,12 +192,14 @@ impl HostOps {
             let LineOps {
                 mut ops,
                 kernel_time,
+                memsets,
                 interner,
                 contexts: local_contexts,
                 modules,
                 has_marker,
                 rooted,
                 error: e,
+                ..
             } = read;
             let at = LineRef { plane: plane.index(), line: line.index() };
             if !kernel_time.is_empty() {
@@ -205,6 +210,9 @@ impl HostOps {
             }
             if !ops.is_empty() {
                 let name: Vec<u32> = interner.names.iter().map(|n| names.by_string(n)).collect();
+                for ((program, local), n) in memsets {
+                    *out.memsets.entry((program, name[local as usize])).or_default() += n;
+                }
                 let context: Vec<u32> = local_contexts
                     .iter()
                     .map(|c| {
@@ -280,6 +288,19 @@ impl HostOps {
             }
         }
         by_name.into_iter().map(|(n, t)| (n.to_owned(), t)).collect()
+    }
+
+    /// How many of an op's launches on the GPU streams were memset kernels carrying its name
+    /// (cuBLAS zeroes a workspace before each GEMM it runs outside a CUDA graph, and both kernels
+    /// carry the GEMM custom call's `hlo_op`): the op's executions are its occurrences less these.
+    pub fn memset_launches(&self, program_id: Option<u64>, name: &str) -> u64 {
+        self.memsets
+            .iter()
+            .filter(|((program, n), _)| {
+                *program == program_id && self.names.get(*n as usize).is_some_and(|s| s == name)
+            })
+            .map(|(_, count)| *count)
+            .sum()
     }
 
     /// [`HostOps::read`], with the kernels of CUDA graphs named by their instructions in
@@ -707,6 +728,10 @@ struct LineOps {
     ops: Vec<HostOp>,
     /// GPU streams: time per event-metadata position of the plane.
     kernel_time: Vec<Picos>,
+    /// GPU streams: memset kernels named by another op's `hlo_op`, by (program, local name).
+    memsets: BTreeMap<(Option<u64>, u32), u64>,
+    /// GPU streams: per event-metadata position, 1 for a memset kernel, 2 for anything else.
+    memset_metadata: Vec<u8>,
     interner: Interner,
     contexts: Vec<OpContext>,
     modules: BTreeMap<u64, String>,
@@ -720,6 +745,8 @@ fn read_line(job: Job<'_>) -> LineOps {
     let mut out = LineOps {
         ops: Vec::new(),
         kernel_time: Vec::new(),
+        memsets: BTreeMap::new(),
+        memset_metadata: Vec::new(),
         interner: Interner::default(),
         contexts: Vec::new(),
         modules: BTreeMap::new(),
@@ -769,7 +796,22 @@ fn read_line(job: Job<'_>) -> LineOps {
                     }
                     out.kernel_time[at] += ev.duration();
                 }
-                read_op(&ev, &ids, &mut out.interner, Some((device, at)))
+                let read = read_op(&ev, &ids, &mut out.interner, Some((device, at)));
+                if let (Some(at), Some((op, context, _))) = (at, &read)
+                    && !context.in_graph
+                {
+                    if out.memset_metadata.is_empty() {
+                        out.memset_metadata = vec![0; plane.event_metadata().len()];
+                    }
+                    if out.memset_metadata[at] == 0 {
+                        let memset = crate::gpu::copy_kind(ev.name()) == Some(crate::gpu::CopyKind::Memset);
+                        out.memset_metadata[at] = if memset { 1 } else { 2 };
+                    }
+                    if out.memset_metadata[at] == 1 && out.interner.names[op.name as usize] != ev.name() {
+                        *out.memsets.entry((context.program_id, op.name)).or_default() += 1;
+                    }
+                }
+                read
             }
         };
         let Some((mut op, context, module)) = read else { continue };

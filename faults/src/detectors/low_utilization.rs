@@ -237,7 +237,11 @@ fn library_flops(host: &HostProfile, profile: &xlens_roofline::OpProfile) -> f64
         .filter_map(|o| {
             let m = host.module(o.program_id)?;
             let instr = m.instruction_by_name(&o.name)?;
-            Some(m.custom_call_shape_flops(instr.id())? as f64 * o.occurrences as f64)
+            // Executions, not launches: a GEMM launched on its own comes with a memset kernel
+            // that carries its name.
+            let memsets = host.host_ops().memset_launches(m.program_id(), &o.name);
+            let executions = o.occurrences.saturating_sub(memsets);
+            Some(m.custom_call_shape_flops(instr.id())? as f64 * executions as f64)
         })
         .sum()
 }
