@@ -89,12 +89,15 @@ mod tests {
     const STRUCTURE_MUTANTS: usize = 1650;
 
     /// Real fixtures, each with its share of the mutants: small TPU and GPU captures (13-27 KiB,
-    /// a few ms a scan in debug builds) and a larger CPU capture with HLO (600 KiB, ~100 ms).
-    const SEEDS: [(&str, usize); 4] = [
+    /// a few ms a scan in debug builds), a larger CPU capture with HLO (600 KiB, ~100 ms) and a
+    /// real H200 capture whose kernels run in CUDA graphs (600 KiB: the graph kernels' naming
+    /// by instruction and schedule, the staging programs, the Python tracer's host thread).
+    const SEEDS: [(&str, usize); 5] = [
         ("tpu/tpu_basic/host0.xplane.pb", 4),
         ("gpu/gpu_healthy/host0.xplane.pb", 4),
         ("tpu/tpu_sparsecore/host0.xplane.pb", 2),
         ("corpus/clean/vm.xplane.pb", 1),
+        ("h200/h200_inference_stepless/vm.xplane.pb", 1),
     ];
 
     fn seeds() -> Vec<Vec<u8>> {
