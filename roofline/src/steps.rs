@@ -451,10 +451,22 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
         windows.extend(by_run.into_iter().map(|((program, _), (s, e))| (s, e, Some(program))));
     } else {
         // Per device, in start order: runs of one program, each split into its executions.
+        // Programs that only copy their arguments (the one-copy `jit_stage` program each
+        // `jnp.asarray` runs beside the step) stage data and are not the unit of work: left out
+        // below when other programs remain. Decided per interned name and context, not per op.
+        let copy_name: Vec<bool> = host_ops.names.iter().map(|n| n == "copy" || n.starts_with("copy.")).collect();
+        let mut copies_only_context = vec![true; host_ops.contexts.len()];
         let mut by_device: std::collections::BTreeMap<i64, Vec<TimedOp>> = std::collections::BTreeMap::new();
         for o in host_ops.iter() {
             let c = host_ops.context(o);
             by_device.entry(c.core).or_default().push((o.start, o.end, c.program_id, o.name));
+            if let Some(only) = copies_only_context.get_mut(o.context as usize) {
+                *only &= copy_name.get(o.name as usize).copied().unwrap_or(false);
+            }
+        }
+        let mut copies_only: std::collections::BTreeMap<Option<u64>, bool> = std::collections::BTreeMap::new();
+        for (c, only) in host_ops.contexts.iter().zip(&copies_only_context) {
+            *copies_only.entry(c.program_id).or_insert(true) &= *only;
         }
         // The k-th execution of a program on every device forms its k-th window when the devices
         // run in lock step (as TPU cores' steps are numbered); devices that run on their own
@@ -491,15 +503,6 @@ pub(crate) fn op_windows(host_ops: &crate::HostOps) -> Steps {
                 *k += 1;
             }
             per_device.push((busy, device));
-        }
-        // Programs that only copy their arguments (the one-copy `jit_stage` program each
-        // `jnp.asarray` runs beside the step) stage data and are not the unit of work: left out
-        // when other programs remain.
-        let mut copies_only: std::collections::BTreeMap<Option<u64>, bool> = std::collections::BTreeMap::new();
-        for o in host_ops.iter() {
-            let name = host_ops.name(o);
-            let copy = name == "copy" || name.starts_with("copy.");
-            *copies_only.entry(host_ops.context(o).program_id).or_insert(true) &= copy;
         }
         let staging = |program: &Option<u64>| program.is_some() && copies_only.get(program) == Some(&true);
         if lockstep.keys().any(|p| p.is_some() && !staging(p)) {
