@@ -356,6 +356,12 @@ impl KernelLibrary {
         }
     }
 
+    /// Whether the library's kernels are matrix multiplies a GEMM custom call launches (cuBLAS,
+    /// CUTLASS, hipBLASLt / rocBLAS).
+    pub fn is_gemm(self) -> bool {
+        matches!(self, KernelLibrary::CuBlas | KernelLibrary::Cutlass | KernelLibrary::HipBlas)
+    }
+
     /// A display name: `cuBLAS`, `hipBLASLt`, `XLA`, ...
     pub fn as_str(self) -> &'static str {
         match self {
@@ -491,10 +497,7 @@ pub(crate) fn graph_kernel_category(name: &str) -> &'static str {
     if let Some(category) = unattributed_category(name) {
         return category;
     }
-    match KernelLibrary::of(name) {
-        KernelLibrary::CuBlas | KernelLibrary::Cutlass | KernelLibrary::HipBlas => crate::GEMM_CUSTOM_CALL,
-        _ => "unknown",
-    }
+    if KernelLibrary::of(name).is_gemm() { crate::GEMM_CUSTOM_CALL } else { "unknown" }
 }
 
 /// Max FLOPs per cycle per SM by CUDA compute capability, falling back to the closest lower

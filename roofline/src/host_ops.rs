@@ -139,16 +139,22 @@ impl HostOps {
         let gpus = if space.tpu_tensor_cores().is_empty() { space.gpus() } else { Vec::new() };
         // What each line is read for: its ops, its step markers, or both.
         let mut wanted: Vec<Job<'_, ()>> = Vec::new();
+        // Memset kernels, decided once per metadata entry of each GPU plane.
+        let memset_masks: Vec<xlens_xplane::MetadataMask> = gpus
+            .iter()
+            .map(|p| p.metadata_mask(|m| crate::gpu::copy_kind(m.name()) == Some(crate::gpu::CopyKind::Memset)))
+            .collect();
         if !gpus.is_empty() {
             out.source = OpSource::GpuStreams;
-            for plane in gpus {
+            for (plane, memsets) in gpus.into_iter().zip(&memset_masks) {
                 let device = match plane.kind() {
                     xlens_xplane::PlaneKind::Gpu { ordinal } => i64::from(ordinal),
                     _ => 0,
                 };
                 let ids = StatIds::of(plane);
                 for line in plane.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())) {
-                    wanted.push(Job { plane, line, ids, marker: None, ops: OpsFrom::Stream { device }, events: () });
+                    let ops = OpsFrom::Stream { device, memsets };
+                    wanted.push(Job { plane, line, ids, marker: None, ops, events: () });
                 }
             }
         }
@@ -158,7 +164,7 @@ impl HostOps {
             marker = plane.metadata_mask(|m| crate::is_host_step_marker(m.name()));
             let ops = if out.source == OpSource::HostThreads { OpsFrom::HloOpStats } else { OpsFrom::None };
             // On GPU profiles a host thread without a marker holds nothing the table wants.
-            if ops != OpsFrom::None || !marker.is_empty() {
+            if !matches!(ops, OpsFrom::None) || !marker.is_empty() {
                 let ids = StatIds::of(plane);
                 for line in plane.lines() {
                     wanted.push(Job { plane, line, ids, marker: Some(&marker), ops, events: () });
@@ -199,11 +205,13 @@ impl HostOps {
                 has_marker,
                 rooted,
                 error: e,
-                ..
             } = read;
             let at = LineRef { plane: plane.index(), line: line.index() };
             if !kernel_time.is_empty() {
-                let total = out.kernel_time.entry(at.plane).or_insert_with(|| vec![Picos::ZERO; kernel_time.len()]);
+                let total = out.kernel_time.entry(at.plane).or_default();
+                if total.len() < kernel_time.len() {
+                    total.resize(kernel_time.len(), Picos::ZERO);
+                }
                 for (t, add) in total.iter_mut().zip(kernel_time) {
                     *t += add;
                 }
@@ -348,40 +356,43 @@ impl HostOps {
         };
         let mut attributed = 0;
 
-        // Kernels XLA emitted, by name: (program, kernel name) decided once.
+        // Kernels XLA emitted, by name: decided once per (context, kernel name), in a slot per
+        // kernel name of each context (0: undecided, else the name's index plus one, times two,
+        // plus one when an instruction named it).
         let mut kernels: HashMap<u64, HashMap<String, xlens_hlo::InstrId>> = HashMap::new();
-        let mut decided: HashMap<(u64, u32), (u32, bool)> = HashMap::new();
+        let kernel_names = names.len();
+        let mut decided: Vec<Vec<u64>> = vec![Vec::new(); contexts.len()];
         for table in lines.iter_mut() {
             for op in &mut table.ops {
                 let context = contexts[op.context as usize];
                 if !context.in_graph {
                     continue;
                 }
-                let program = context.program_id.unwrap_or(0);
-                let (name, found) = *decided.entry((program, op.name)).or_insert_with(|| {
-                    let Some(module) = by_program.get(&program) else { return (op.name, false) };
-                    let by_kernel = kernels.entry(program).or_insert_with(|| module.instructions_by_kernel_name());
-                    match by_kernel.get(&names[op.name as usize]) {
-                        Some(&id) => (intern(module.instruction(id).name(), names), true),
-                        None => (op.name, false),
-                    }
-                });
-                op.name = name;
-                attributed += usize::from(found);
+                let slots = &mut decided[op.context as usize];
+                if slots.is_empty() {
+                    *slots = vec![0; kernel_names];
+                }
+                let slot = &mut slots[op.name as usize];
+                if *slot == 0 {
+                    let program = context.program_id.unwrap_or(0);
+                    let instruction = by_program.get(&program).and_then(|module| {
+                        let by_kernel = kernels.entry(program).or_insert_with(|| module.instructions_by_kernel_name());
+                        by_kernel.get(&names[op.name as usize]).map(|&id| module.instruction(id).name())
+                    });
+                    *slot = match instruction {
+                        Some(name) => (u64::from(intern(name, names)) + 1) << 1 | 1,
+                        None => (u64::from(op.name) + 1) << 1,
+                    };
+                }
+                op.name = ((*slot >> 1) - 1) as u32;
+                attributed += (*slot & 1) as usize;
             }
         }
 
         // Library GEMM kernels, by the schedule: per program, each entry instruction's position
         // and the GEMM custom calls in order.
         let mut schedules: HashMap<u64, Option<GemmSchedule<'_>>> = HashMap::new();
-        let is_library_gemm = |name: &str| {
-            matches!(
-                crate::gpu::KernelLibrary::of(name),
-                crate::gpu::KernelLibrary::CuBlas
-                    | crate::gpu::KernelLibrary::Cutlass
-                    | crate::gpu::KernelLibrary::HipBlas
-            )
-        };
+        let is_library_gemm = |name: &str| crate::gpu::KernelLibrary::of(name).is_gemm();
         for table in lines.iter_mut() {
             let mut by_program_ops: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
             for (i, op) in table.ops.iter().enumerate() {
@@ -645,14 +656,14 @@ pub enum OpSource {
 }
 
 /// What a line is read for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum OpsFrom {
+#[derive(Clone, Copy, Debug)]
+enum OpsFrom<'a> {
     /// Nothing (the line is read for its step markers).
     None,
     /// Events with an `hlo_op` stat (host threads of a CPU profile).
     HloOpStats,
-    /// Every event: a GPU stream of device `device`.
-    Stream { device: i64 },
+    /// Every event: a GPU stream of device `device`, with its plane's memset kernels.
+    Stream { device: i64, memsets: &'a xlens_xplane::MetadataMask },
 }
 
 /// One line, or one run of a long line's events (`E`), to read.
@@ -662,7 +673,7 @@ struct Job<'a, E = xlens_xplane::ReleasingEvents<'a>> {
     line: &'a xlens_xplane::Line,
     ids: StatIds,
     marker: Option<&'a xlens_xplane::MetadataMask>,
-    ops: OpsFrom,
+    ops: OpsFrom<'a>,
     events: E,
 }
 
@@ -730,8 +741,6 @@ struct LineOps {
     kernel_time: Vec<Picos>,
     /// GPU streams: memset kernels named by another op's `hlo_op`, by (program, local name).
     memsets: BTreeMap<(Option<u64>, u32), u64>,
-    /// GPU streams: per event-metadata position, 1 for a memset kernel, 2 for anything else.
-    memset_metadata: Vec<u8>,
     interner: Interner,
     contexts: Vec<OpContext>,
     modules: BTreeMap<u64, String>,
@@ -746,7 +755,6 @@ fn read_line(job: Job<'_>) -> LineOps {
         ops: Vec::new(),
         kernel_time: Vec::new(),
         memsets: BTreeMap::new(),
-        memset_metadata: Vec::new(),
         interner: Interner::default(),
         contexts: Vec::new(),
         modules: BTreeMap::new(),
@@ -754,7 +762,7 @@ fn read_line(job: Job<'_>) -> LineOps {
         rooted: false,
         error: None,
     };
-    if from == OpsFrom::None && marker.is_none_or(|m| m.is_empty()) {
+    if matches!(from, OpsFrom::None) && marker.is_none_or(|m| m.is_empty()) {
         return out;
     }
     let mut context_index: HashMap<OpContext, u32> = HashMap::new();
@@ -788,28 +796,22 @@ fn read_line(job: Job<'_>) -> LineOps {
                 }
                 read_op(&ev, &ids, &mut out.interner, None)
             }
-            OpsFrom::Stream { device } => {
+            OpsFrom::Stream { device, memsets } => {
                 let at = plane.event_metadata_position(ev.metadata_id());
                 if let Some(at) = at {
-                    if out.kernel_time.is_empty() {
-                        out.kernel_time = vec![Picos::ZERO; plane.event_metadata().len()];
+                    // Sized by the entries the line uses, not the plane's whole table.
+                    if out.kernel_time.len() <= at {
+                        out.kernel_time.resize(at + 1, Picos::ZERO);
                     }
                     out.kernel_time[at] += ev.duration();
                 }
                 let read = read_op(&ev, &ids, &mut out.interner, Some((device, at)));
-                if let (Some(at), Some((op, context, _))) = (at, &read)
+                if let Some((op, context, _)) = &read
                     && !context.in_graph
+                    && memsets.contains(&ev)
+                    && out.interner.names[op.name as usize] != ev.name()
                 {
-                    if out.memset_metadata.is_empty() {
-                        out.memset_metadata = vec![0; plane.event_metadata().len()];
-                    }
-                    if out.memset_metadata[at] == 0 {
-                        let memset = crate::gpu::copy_kind(ev.name()) == Some(crate::gpu::CopyKind::Memset);
-                        out.memset_metadata[at] = if memset { 1 } else { 2 };
-                    }
-                    if out.memset_metadata[at] == 1 && out.interner.names[op.name as usize] != ev.name() {
-                        *out.memsets.entry((context.program_id, op.name)).or_default() += 1;
-                    }
+                    *out.memsets.entry((context.program_id, op.name)).or_default() += 1;
                 }
                 read
             }
