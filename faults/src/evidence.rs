@@ -1414,6 +1414,20 @@ mod tests {
     }
 
     use super::*;
+
+    /// Long lists say how many names they leave out; short ones are whole.
+    #[test]
+    fn name_lists_stop_after_twenty_names() {
+        let names: Vec<String> = (0..1510).map(|i| format!("train {i}")).collect();
+        let text = name_list(&names);
+        assert!(text.starts_with("train 0, train 1, "), "{text}");
+        assert!(text.contains("train 19, … and 1490 more"), "{text}");
+        assert!(!text.contains("train 20,"), "{text}");
+        assert_eq!(name_list(["a", "b"]), "a, b");
+        assert_eq!(name_list(Vec::<&str>::new()), "");
+        let twenty: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+        assert!(!name_list(&twenty).contains("more"));
+    }
     use xlens_xplane::{Space, SpaceBuilder};
 
     /// A device plane with one `XLA Ops` line holding `(offset_ps, duration_ps)` events.
