@@ -246,7 +246,7 @@ pub(crate) fn prepare_step_medians(host: &HostProfile) {
         return;
     }
     let programs: Vec<u64> = step_modules(host).iter().filter_map(|m| m.program_id()).collect();
-    programs.par_iter().for_each(|&program| {
+    programs.par_iter().with_max_len(1).for_each(|&program| {
         let _ = host_step_medians(host, program, n);
     });
 }

@@ -76,6 +76,7 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
     host.prepare_timed(&|phase, elapsed| observer.timed(host.name(), phase, elapsed));
     let outcomes: Vec<Result<Vec<Finding>, Skip>> = detectors
         .par_iter()
+        .with_max_len(1)
         .map(|d| {
             let start = std::time::Instant::now();
             let outcome = run_host(*d, host, config);

@@ -101,7 +101,7 @@ fn entry(plane: &Plane, meta: &xlens_xplane::EventMetadata) -> Result<Option<Hlo
 /// ```
 pub fn modules_from_space(space: &Space) -> (Vec<Module>, Vec<Warning>) {
     let (entries, mut warnings) = hlo_protos(space);
-    let decoded: Vec<crate::Result<Module>> = entries.par_iter().map(HloProtoEntry::decode).collect();
+    let decoded: Vec<crate::Result<Module>> = entries.par_iter().with_max_len(1).map(HloProtoEntry::decode).collect();
     let mut modules = Vec::with_capacity(decoded.len());
     for (entry, result) in entries.iter().zip(decoded) {
         match result {
@@ -126,7 +126,7 @@ pub fn modules_from_session(session: &Session) -> (Vec<Module>, Vec<Warning>) {
         warnings.extend(w);
         let fresh: Vec<HloProtoEntry> =
             entries.into_iter().filter(|e| seen.insert((e.program_id, e.name.clone()))).collect();
-        let decoded: Vec<crate::Result<Module>> = fresh.par_iter().map(HloProtoEntry::decode).collect();
+        let decoded: Vec<crate::Result<Module>> = fresh.par_iter().with_max_len(1).map(HloProtoEntry::decode).collect();
         for (entry, result) in fresh.iter().zip(decoded) {
             match result {
                 Ok(m) => modules.push(m),

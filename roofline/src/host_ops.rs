@@ -190,7 +190,10 @@ impl HostOps {
         // interned indices are then rewritten in place, in line order, so the result does not
         // depend on scheduling and no table is copied.
         let places: Vec<(&xlens_xplane::Plane, &xlens_xplane::Line)> = jobs.iter().map(|j| (j.plane, j.line)).collect();
-        let lines: Vec<LineOps> = jobs.into_par_iter().map(read_line).collect();
+        // One job per task: rayon's default splitting stops at a few jobs per worker, which kept
+        // the runs of one long line (always neighbours in the list) on one worker, one after the
+        // other (h200_long_run read its 921,000-kernel stream on one core of two).
+        let lines: Vec<LineOps> = jobs.into_par_iter().with_max_len(1).map(read_line).collect();
         let mut error = None;
         let mut names = Interner::default();
         let mut contexts: HashMap<OpContext, u32> = HashMap::new();

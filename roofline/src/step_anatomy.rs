@@ -124,6 +124,7 @@ fn host_anatomy_in_batches(
     let lines: Vec<&[crate::HostOp]> = host_ops.by_line().map(|(_, ops)| ops).collect();
     let threads: Vec<(&[crate::HostOp], Vec<u32>, Picos)> = lines
         .into_par_iter()
+        .with_max_len(1)
         .map(|ops| {
             let by_start = |a: &crate::HostOp, b: &crate::HostOp| a.start.cmp(&b.start).then(b.end.cmp(&a.end));
             let mut order: Vec<u32> = (0..ops.len() as u32).collect();

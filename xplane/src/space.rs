@@ -145,7 +145,7 @@ impl Space {
             Plane::decode(bytes.slice(start..start + len), index, start as u64, budget).map_err(|e| e.in_plane(index))
         };
         let planes: Result<Vec<Plane>> = if encoded_len >= PARALLEL_DECODE_MIN_BYTES && plane_windows.len() > 1 {
-            plane_windows.par_iter().enumerate().map(decode).collect()
+            plane_windows.par_iter().with_max_len(1).enumerate().map(decode).collect()
         } else {
             plane_windows.iter().enumerate().map(decode).collect()
         };

@@ -145,9 +145,17 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
             reach
         })
         .collect();
+    // `at` is how many windows begin at or before the last start asked: a line's events come by
+    // start, so it steps forward (a start before the last one searches again).
+    let mut at = 0usize;
     let may_count = |start: Picos| {
-        let k = windows.partition_point(|&(lo, _)| lo <= start);
-        k > 0 && start < reach_by_window[k - 1]
+        if at > 0 && windows[at - 1].0 > start {
+            at = windows.partition_point(|&(lo, _)| lo <= start);
+        }
+        while windows.get(at).is_some_and(|&(lo, _)| lo <= start) {
+            at += 1;
+        }
+        at > 0 && start < reach_by_window[at - 1]
     };
     let (dispatches, mut events) = marker_line_events(host, plane, may_count);
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
@@ -196,7 +204,7 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
 fn marker_line_events<'a>(
     host: &HostProfile,
     plane: &'a xlens_xplane::Plane,
-    keep: impl Fn(Picos) -> bool,
+    mut keep: impl FnMut(Picos) -> bool,
 ) -> (Vec<Picos>, Vec<xlens_xplane::Event<'a>>) {
     let markers = evidence::step_marker_lines(host);
     // Per marker line: dispatch starts and every event (top-level filtering happens per step).
