@@ -15,7 +15,7 @@ pub use crate::anatomy::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CU
 use xlens_xplane::{Picos, Space};
 
 use crate::device::{MemoryBytes, Span, TimedOp, nest};
-use crate::host_ops::HostOps;
+use crate::host_ops::{HostOp, HostOps};
 use crate::op_profile::{OpProfile, OpStats};
 
 /// The category of an HLO instruction for the op profile: XLA's own category
@@ -142,14 +142,28 @@ impl OpProfile {
                 entry.1 = entry.1.max(end);
             }
         };
+        let span_of = |op: &HostOp| Span { start: op.start, duration: op.end.saturating_sub(op.start) };
+        let account = |s: &mut OpStats, span: Span, self_time: Picos| {
+            s.occurrences += 1;
+            s.time += span.duration;
+            s.self_time += self_time;
+            s.normalized_time += span.duration;
+        };
+        // The ops of a line in nesting order (by start, longest first), whose self times are
+        // settled as they close; only a line out of that order is collected and sorted.
+        let mut open: Vec<(Span, Picos, usize)> = Vec::new();
         for (_, line_ops) in host_ops.by_line() {
             ops.clear();
             op_keys.clear();
+            let in_order = line_ops.is_sorted_by(|a, b| {
+                let (a, b) = (span_of(a), span_of(b));
+                (a.start, std::cmp::Reverse(a.duration)) <= (b.start, std::cmp::Reverse(b.duration))
+            });
             let mut run: Option<(i64, Picos, Picos)> = None;
             for op in line_ops {
                 let context = host_ops.context(op);
                 let program = context.program_id.unwrap_or(0);
-                let span = Span { start: op.start, duration: op.end.saturating_sub(op.start) };
+                let span = span_of(op);
                 match &mut run {
                     Some((core, start, end)) if *core == context.core => {
                         *start = (*start).min(span.start);
@@ -189,6 +203,21 @@ impl OpProfile {
                     continue;
                 }
                 let k = *slot;
+                if in_order {
+                    // `nest` on the fly: the ops that do not contain this one are done.
+                    while let Some(&(top, self_time, key)) = open.last() {
+                        if top.contains(&span) {
+                            break;
+                        }
+                        open.pop();
+                        account(&mut stats[key], top, self_time);
+                    }
+                    if let Some(parent) = open.last_mut() {
+                        parent.1 = parent.1.saturating_sub(span.duration);
+                    }
+                    open.push((span, span.duration, k));
+                    continue;
+                }
                 ops.push(TimedOp {
                     metadata_id: xlens_xplane::EventMetadataId(op_keys.len() as i64),
                     span,
@@ -198,13 +227,12 @@ impl OpProfile {
                 op_keys.push(k);
             }
             widen(&mut device_spans, run);
+            while let Some((span, self_time, key)) = open.pop() {
+                account(&mut stats[key], span, self_time);
+            }
             nest(&mut ops);
             for op in &ops {
-                let s = &mut stats[op_keys[op.metadata_id.0 as usize]];
-                s.occurrences += 1;
-                s.time += op.span.duration;
-                s.self_time += op.self_time;
-                s.normalized_time += op.span.duration;
+                account(&mut stats[op_keys[op.metadata_id.0 as usize]], op.span, op.self_time);
             }
         }
         for s in &mut stats {
@@ -279,5 +307,63 @@ fn new_op(program_id: u64, name: &str, module: Option<&Module>) -> OpStats {
         num_cores: 1,
         source,
         tf_op: if op_name.is_empty() { None } else { Some(op_name) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xlens_xplane::names;
+
+    /// A host thread's ops, each `(name, start, duration)`, in the file order given.
+    fn profile_of(ops: &[(&str, i64, i64)]) -> OpProfile {
+        let mut b = xlens_xplane::SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let hlo_op = plane.stat_metadata(names::stat::HLO_OP);
+            let program = plane.stat_metadata(names::stat::PROGRAM_ID);
+            let event = plane.event_metadata("thunk");
+            let mut line = plane.line(1, "worker", 0);
+            for &(name, start, duration) in ops {
+                line.event(event, start, duration).stat(hlo_op, name).stat(program, 7u64);
+            }
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        OpProfile::from_host_ops(&HostOps::read(&space).unwrap(), &[])
+    }
+
+    /// Self times settled as a line in nesting order is read equal those of the sorted copy a
+    /// line out of order gets: parents lose their direct children's time, children keep theirs.
+    #[test]
+    fn lines_in_order_nest_as_sorted_copies_do() {
+        let ops = [
+            ("while", 0, 100),
+            ("fusion.1", 0, 30),
+            ("dot", 5, 10),
+            ("fusion.2", 40, 20),
+            ("fusion.1", 70, 30),
+            ("copy", 120, 5),
+        ];
+        let in_order = profile_of(&ops);
+        let mut shuffled = ops;
+        shuffled.reverse();
+        let sorted = profile_of(&shuffled);
+        let facts = |p: &OpProfile| {
+            let mut v: Vec<(String, u64, i64, i64)> =
+                p.ops.iter().map(|o| (o.name.clone(), o.occurrences, o.time.0, o.self_time.0)).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(facts(&in_order), facts(&sorted));
+        assert_eq!(
+            facts(&in_order),
+            [
+                ("copy".to_owned(), 1, 5, 5),
+                ("dot".to_owned(), 1, 10, 10),
+                ("fusion.1".to_owned(), 2, 60, 50),
+                ("fusion.2".to_owned(), 1, 20, 20),
+                ("while".to_owned(), 1, 100, 20),
+            ]
+        );
     }
 }
