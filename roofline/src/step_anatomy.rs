@@ -146,6 +146,9 @@ fn host_anatomy_in_batches(
     for &index in &host_ops.marker_lines {
         let Some(line) = host.lines().get(index) else { continue };
         let mut last_end: Option<Picos> = None;
+        // How many markers start at or before the last event's start: a line's events come by
+        // start, so it steps forward (a start before the last one searches again).
+        let mut k = 0usize;
         for ev in line.events(host) {
             let ev = ev?;
             let (start, end) = (ev.start(), ev.end());
@@ -158,7 +161,12 @@ fn host_anatomy_in_batches(
             }
             // Markers are sorted by start and do not nest: the candidate is the last one that
             // starts at or before the event.
-            let k = markers.partition_point(|&(s, _)| s <= start);
+            if k > 0 && markers[k - 1].0 > start {
+                k = markers.partition_point(|&(s, _)| s <= start);
+            }
+            while markers.get(k).is_some_and(|&(s, _)| s <= start) {
+                k += 1;
+            }
             let inside = k > 0 && end <= markers[k - 1].1;
             if inside && last_end.is_none_or(|last| start >= last) {
                 host_work.push(Interval { start, end, class: TimeClass::Host });
