@@ -10,6 +10,7 @@ mod error;
 mod gpu;
 mod host_ops;
 mod kernel_stats;
+mod matmul_free;
 mod model;
 mod op_profile;
 mod op_profile_cpu;
@@ -33,6 +34,7 @@ pub use gpu::{
 };
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use kernel_stats::{KernelStat, KernelStats};
+pub use matmul_free::{MatmulFreeStretch, MatmulFreeStretches};
 pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, ProgramWork, RooflinePoint,

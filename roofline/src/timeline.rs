@@ -19,6 +19,7 @@ use xlens_xplane::{Picos, Plane, PlaneKind, Space, names};
 
 use crate::anatomy::{PRIORITY, StepAnatomy, TimeClass, class_of};
 use crate::device::{DeviceStatIds, OpMetadata, Span, device_span, op_metadata};
+use crate::matmul_free::{MatmulFreeStretches, StretchWalk};
 use crate::steps::{CoreStepBreakdown, StepSource};
 
 /// Aggregates of one op (one event metadata entry) on one core.
@@ -76,6 +77,9 @@ pub struct CoreTimeline {
     /// off-duty (infeed, outfeed, host send/receive, `megacore fusion`, `async-done`), XProf's
     /// duty-cycle rule.
     pub active: Picos,
+    /// The longest matmul-free stretch of the core's steps (the first core only; `None` on the
+    /// others, and where the line held ops of negative duration).
+    pub matmul_free: Option<MatmulFreeStretches>,
 }
 
 /// Op categories during which the core is not doing its own work (XProf's `IsOffDutyOp`): it
@@ -194,7 +198,10 @@ impl DeviceTimeline {
         let cores: xlens_xplane::Result<Vec<CoreTimeline>> = planes
             .par_iter()
             .zip(markers.par_iter())
-            .map(|(plane, markers)| walk_core(plane, markers, &step_times, source == StepSource::DeviceSteps))
+            .enumerate()
+            .map(|(i, (plane, markers))| {
+                walk_core(plane, markers, &step_times, source == StepSource::DeviceSteps, i == 0)
+            })
             .collect();
         step_names.truncate(step_times.len());
         Ok(DeviceTimeline { cores: cores?, step_times, source, step_names })
@@ -409,6 +416,8 @@ struct Walk<'a> {
     op_end: Picos,
     /// The on-duty interval being merged (ops arrive in start order).
     active_run: Option<(Picos, Picos)>,
+    /// The first core's search for its longest matmul-free stretch.
+    stretch: Option<StretchWalk>,
 }
 
 impl Walk<'_> {
@@ -604,6 +613,7 @@ fn walk_core(
     markers: &[(Picos, Picos)],
     step_times: &[Picos],
     markers_in_span: bool,
+    find_stretch: bool,
 ) -> xlens_xplane::Result<CoreTimeline> {
     let ids = DeviceStatIds::of(plane);
     let meta = op_metadata(plane, &ids);
@@ -628,6 +638,7 @@ fn walk_core(
         ops_after_last_marker: 0,
         modules: Vec::new(),
         active: Picos::ZERO,
+        matmul_free: None,
     };
     if let Some(line) = plane.line_by_name(names::line::XLA_MODULES) {
         for ev in line.events(plane) {
@@ -656,17 +667,30 @@ fn walk_core(
         op_start: None,
         op_end: Picos(i64::MIN),
         active_run: None,
+        stretch: find_stretch.then(|| StretchWalk::new(windows.clone())),
     };
     let fresh = out.clone();
     let mut walk = new_walk(out);
     let feed = |ev: &xlens_xplane::Event<'_>, span: Span, walk: &mut Walk<'_>| {
         let scale = ids.time_scale_multiplier.and_then(|id| ev.stat(id)?.as_f64());
         match plane.event_metadata_position(ev.metadata_id()) {
-            Some(pos) if pos < u32::MAX as usize => walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1)),
+            Some(pos) if pos < u32::MAX as usize => {
+                if let Some(stretch) = &mut walk.stretch {
+                    stretch.op(span.start, span.duration, CLASSES[usize::from(infos[pos].class)]);
+                }
+                walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1))
+            }
             // Dangling metadata: nothing to attribute the time to.
-            _ => walk.advance_to(span.start),
+            _ => {
+                // Still an op of the line for the stretch search, of no category.
+                if let Some(stretch) = &mut walk.stretch {
+                    stretch.op(span.start, span.duration, class_of(""));
+                }
+                walk.advance_to(span.start)
+            }
         }
     };
+    let mut in_order = true;
     if let Some(line) = plane.line_by_name(names::line::XLA_OPS) {
         // One pass when the line is in start order (the usual case); a line that is not is
         // collected, sorted and walked again from scratch.
@@ -686,6 +710,7 @@ fn walk_core(
             last = Some(key);
             feed(&ev, span, &mut walk);
         }
+        in_order = sorted;
         if !sorted {
             walk = new_walk(fresh);
             let mut all = Vec::with_capacity(line.event_count());
@@ -699,7 +724,9 @@ fn walk_core(
             }
         }
     }
+    let stretch = walk.stretch.take();
     let mut out = walk.finish();
+    out.matmul_free = stretch.and_then(|s| s.finish(in_order));
     let mut span = out.op_span;
     for &(s, e) in markers.iter().filter(|_| markers_in_span) {
         span = Some(match span {

@@ -337,31 +337,16 @@ struct Stretch {
 /// On the first core: the stretch between matmuls (or step edges) holding the most vector time.
 fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Stretch> {
     let plane = *host.space().tpu_tensor_cores().first()?;
-    let ordinal = evidence::device_ordinal(plane);
-    // Matmul and vector time as unions, from a streamed walk of the op line (no op is kept).
-    let unions = evidence::class_unions(plane, names::line::XLA_OPS, &[TimeClass::Matmul, TimeClass::Vector])?;
-    let in_order = unions.in_order;
-    let [matmul, vector]: [Vec<(Picos, Picos)>; 2] = unions.unions.try_into().ok()?;
-    let mut best: Option<(Picos, Picos, Picos)> = None;
-    // Steps come in time order, and the gaps within a step too.
-    let mut in_vector = evidence::IntervalCursor::new(&vector);
-    for step in &steps.steps {
-        let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
-        let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
-        let mut cursor = lo;
-        let from = matmul.partition_point(|m| m.1 <= lo);
-        let edges = matmul[from..].iter().take_while(|m| m.0 < hi).map(|m| (m.0.max(lo), m.1.min(hi)));
-        for (s, e) in edges.chain(std::iter::once((hi, hi))) {
-            if s > cursor {
-                let v = in_vector.covered(cursor, s);
-                if best.is_none_or(|b| v > b.2) {
-                    best = Some((cursor, s, v));
-                }
-            }
-            cursor = cursor.max(e);
+    // The device timeline's walk of the first core finds it as it goes (the usual case); a
+    // line it could not answer for is walked here.
+    let found = host.device_timeline().ok().and_then(|t| t.cores.first()).and_then(|c| c.matmul_free);
+    let (start, end, vector_time, in_order) = match found {
+        Some(found) => {
+            let s = found.longest?;
+            (s.start, s.end, s.vector, found.in_order)
         }
-    }
-    let (start, end, vector_time) = best.filter(|b| b.2.0 > 0)?;
+        None => walked_stretch(plane, steps)?,
+    };
     // The first and last vector ops inside the stretch: a second walk, keeping only their names.
     // Ops come by start: the walk ends at the first op that starts after the stretch's end, and
     // on a line seen in order it starts near the stretch.
@@ -393,11 +378,72 @@ fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps
     })
 }
 
+/// [`longest_matmul_free_stretch`]'s search by a walk of the first core's op line of its own:
+/// start, end, vector time and whether the line came in timeline order.
+fn walked_stretch(plane: &xlens_xplane::Plane, steps: &xlens_roofline::Steps) -> Option<(Picos, Picos, Picos, bool)> {
+    let ordinal = evidence::device_ordinal(plane);
+    // Matmul and vector time as unions, from a streamed walk of the op line (no op is kept).
+    let unions = evidence::class_unions(plane, names::line::XLA_OPS, &[TimeClass::Matmul, TimeClass::Vector])?;
+    let in_order = unions.in_order;
+    let [matmul, vector]: [Vec<(Picos, Picos)>; 2] = unions.unions.try_into().ok()?;
+    let mut best: Option<(Picos, Picos, Picos)> = None;
+    // Steps come in time order, and the gaps within a step too.
+    let mut in_vector = evidence::IntervalCursor::new(&vector);
+    for step in &steps.steps {
+        let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
+        let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
+        let mut cursor = lo;
+        let from = matmul.partition_point(|m| m.1 <= lo);
+        let edges = matmul[from..].iter().take_while(|m| m.0 < hi).map(|m| (m.0.max(lo), m.1.min(hi)));
+        for (s, e) in edges.chain(std::iter::once((hi, hi))) {
+            if s > cursor {
+                let v = in_vector.covered(cursor, s);
+                if best.is_none_or(|b| v > b.2) {
+                    best = Some((cursor, s, v));
+                }
+            }
+            cursor = cursor.max(e);
+        }
+    }
+    let (start, end, vector_time) = best.filter(|b| b.2.0 > 0)?;
+    Some((start, end, vector_time, in_order))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::Severity;
     use crate::testing::metric;
     use crate::testing::{report_of, run_on, testdata};
+
+    /// The stretch the device timeline finds while it walks the first core equals the one a
+    /// walk of that core's op line finds on its own, on TPU captures with and without a
+    /// vector-bound stretch and on the synthetic TPU profile of the benchmarks.
+    #[test]
+    fn the_timeline_finds_the_stretch_a_walk_of_the_line_finds() {
+        use xlens_testkit::synth::{SynthSpec, fixture, tpu_profile};
+        let mut profiles: Vec<crate::profile::Profile> = Vec::new();
+        for dir in ["tpu/tpu_vector_bound", "tpu/tpu_vpu_stretch", "tpu/tpu_basic", "tpu/tpu_healthy"] {
+            let session = xlens_xplane::Session::open(&testdata(dir)).unwrap();
+            profiles.push(crate::profile::Profile::from_session(session));
+        }
+        let spec = SynthSpec { steps: 20, ..fixture("tpu_vector_bound").unwrap() };
+        let space = xlens_xplane::Space::parse(tpu_profile(&spec).into()).unwrap();
+        let synthetic = crate::profile::HostProfile::new("synthetic", space);
+        let mut found = 0;
+        for host in profiles.iter().flat_map(|p| p.hosts()).chain(std::iter::once(&synthetic)) {
+            let plane = *host.space().tpu_tensor_cores().first().unwrap();
+            let steps = host.steps().unwrap();
+            let timeline = host.device_timeline().unwrap().cores[0].matmul_free.expect("the first core is searched");
+            let walked = super::walked_stretch(plane, steps);
+            let from_timeline = timeline.longest.map(|s| (s.start, s.end, s.vector));
+            assert_eq!(from_timeline, walked.map(|w| (w.0, w.1, w.2)), "{}", host.name());
+            // A line short enough to be walked whole is not known to be in order by that walk;
+            // the timeline checks every line (either way the names come out the same).
+            assert!(walked.is_none_or(|w| !w.3 || timeline.in_order), "{}", host.name());
+            found += usize::from(walked.is_some());
+        }
+        assert!(found >= 3, "{found}");
+    }
 
     #[test]
     fn finds_a_step_of_loop_fusions_and_reductions() {
