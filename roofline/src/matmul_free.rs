@@ -2,16 +2,17 @@
 //! op line, so that no detector walks the line again for it.
 //!
 //! A stretch is a span of a step between two matrix-unit runs (or a step edge and one) and is
-//! scored by the vector work inside it. The walk feeds each op to an [`InnermostSegments`]
-//! splitter; the segments of the matmul and vector classes are merged into two unions, in time
-//! order, and each step window is scored as soon as no later segment can start inside it. Only
+//! scored by the vector work inside it. The timeline's walk hands over the innermost segments
+//! its nesting stack cuts (what [`crate::InnermostSegments`] gives); those of the matmul and
+//! vector classes are merged into two unions, in time order, and each step window is scored as
+//! soon as the walk has passed its end (no later segment can start inside it). Only
 //! the union intervals that reach the earliest window not yet scored are kept (plus the last,
 //! which a later segment may still extend), so memory follows one step, not the line: a
 //! TensorCore line holds millions of ops, its unions a million intervals or more.
 
 use xlens_xplane::Picos;
 
-use crate::anatomy::{InnermostSegments, Interval, TimeClass};
+use crate::anatomy::TimeClass;
 
 /// The stretch of a core's steps, between matmuls or a step edge and a matmul, that holds the
 /// most vector work (the first such when several tie).
@@ -35,10 +36,9 @@ pub struct MatmulFreeStretches {
     pub in_order: bool,
 }
 
-/// The state of the search, fed the ops of one core in timeline order.
+/// The state of the search, fed the innermost segments of one core's ops in time order.
 #[derive(Debug)]
 pub(crate) struct StretchWalk {
-    segments: InnermostSegments,
     /// Matmul and vector unions from the earliest window not yet scored on.
     matmul: Vec<(Picos, Picos)>,
     vector: Vec<(Picos, Picos)>,
@@ -47,38 +47,48 @@ pub(crate) struct StretchWalk {
     next: usize,
     /// Best so far: start, end, vector time.
     best: Option<(Picos, Picos, Picos)>,
-    /// False once an op with a negative duration was seen: such lines are ordered and cut
-    /// differently by a walk that clamps durations, so the result is not offered.
+    /// False once the walk met an op it segments differently from a walk of the line that
+    /// clamps durations and names ops without metadata (see [`StretchWalk::reject`]): the
+    /// result is then not offered.
     exact: bool,
 }
 
 impl StretchWalk {
     /// A search over these step windows (sorted by start).
     pub(crate) fn new(windows: Vec<(Picos, Picos)>) -> StretchWalk {
-        StretchWalk {
-            segments: InnermostSegments::default(),
-            matmul: Vec::new(),
-            vector: Vec::new(),
-            windows,
-            next: 0,
-            best: None,
-            exact: true,
+        StretchWalk { matmul: Vec::new(), vector: Vec::new(), windows, next: 0, best: None, exact: true }
+    }
+
+    /// The next innermost segment, `[start, end)` run by an op of `class` (time order).
+    #[inline]
+    pub(crate) fn segment(&mut self, start: Picos, end: Picos, class: TimeClass) {
+        let union = match class {
+            TimeClass::Matmul => &mut self.matmul,
+            TimeClass::Vector => &mut self.vector,
+            _ => return,
+        };
+        if start >= end {
+            return;
+        }
+        match union.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => union.push((start, end)),
         }
     }
 
-    /// Feeds the next op (timeline order): its start, duration and class.
+    /// The walk has passed `t`: no later segment starts before it, so the windows that end by
+    /// then are final.
     #[inline]
-    pub(crate) fn op(&mut self, start: Picos, duration: Picos, class: TimeClass) {
-        if duration < Picos::ZERO {
-            self.exact = false;
+    pub(crate) fn advance(&mut self, t: Picos) {
+        if self.windows.get(self.next).is_some_and(|w| w.1 <= t) {
+            self.settle(t);
         }
-        let end = start + duration.max(Picos::ZERO);
-        let (matmul, vector) = (&mut self.matmul, &mut self.vector);
-        self.segments.push(start, end, class, &mut |s| add(matmul, vector, s));
-        // Every segment that starts before `start` is out: windows that end by then are final.
-        if self.windows.get(self.next).is_some_and(|w| w.1 <= start) {
-            self.settle(start);
-        }
+    }
+
+    /// The line holds an op this search would segment differently from a walk of its own (a
+    /// negative duration, or no event metadata): the result is withheld.
+    pub(crate) fn reject(&mut self) {
+        self.exact = false;
     }
 
     /// Scores the windows that end at or before `t`, in order, and drops the union intervals
@@ -110,10 +120,8 @@ impl StretchWalk {
         }
     }
 
-    /// Ends the walk; `None` when the line held ops whose durations were negative.
+    /// Ends the walk (after the last segment); `None` when it was rejected.
     pub(crate) fn finish(mut self, in_order: bool) -> Option<MatmulFreeStretches> {
-        let (matmul, vector) = (&mut self.matmul, &mut self.vector);
-        self.segments.finish(&mut |s| add(matmul, vector, s));
         self.settle(Picos(i64::MAX));
         let longest = self.best.filter(|b| b.2 > Picos::ZERO).map(|(start, end, vector)| MatmulFreeStretch {
             start,
@@ -121,22 +129,6 @@ impl StretchWalk {
             vector,
         });
         self.exact.then_some(MatmulFreeStretches { longest, in_order })
-    }
-}
-
-/// Adds a segment, arriving in time order, to the union of its class.
-fn add(matmul: &mut Vec<(Picos, Picos)>, vector: &mut Vec<(Picos, Picos)>, s: Interval) {
-    let union = match s.class {
-        TimeClass::Matmul => matmul,
-        TimeClass::Vector => vector,
-        _ => return,
-    };
-    if s.start >= s.end {
-        return;
-    }
-    match union.last_mut() {
-        Some(last) if s.start <= last.1 => last.1 = last.1.max(s.end),
-        _ => union.push((s.start, s.end)),
     }
 }
 
@@ -159,12 +151,42 @@ fn covered(intervals: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
 mod tests {
     use super::*;
 
-    fn walk(windows: &[(i64, i64)], ops: &[(i64, i64, TimeClass)]) -> Option<MatmulFreeStretches> {
-        let mut w = StretchWalk::new(windows.iter().map(|&(a, b)| (Picos(a), Picos(b))).collect());
-        for &(start, duration, class) in ops {
-            w.op(Picos(start), Picos(duration), class);
+    /// Ops fed as the timeline feeds them: segmented by a nesting stack, the walk advanced to
+    /// each op's start.
+    struct Feed {
+        walk: StretchWalk,
+        segments: crate::InnermostSegments,
+    }
+
+    impl Feed {
+        fn new(windows: &[(i64, i64)]) -> Feed {
+            let windows = windows.iter().map(|&(a, b)| (Picos(a), Picos(b))).collect();
+            Feed { walk: StretchWalk::new(windows), segments: crate::InnermostSegments::default() }
         }
-        w.finish(true)
+
+        fn op(&mut self, start: i64, duration: i64, class: TimeClass) {
+            if duration < 0 {
+                self.walk.reject();
+            }
+            let walk = &mut self.walk;
+            let (start, end) = (Picos(start), Picos(start + duration.max(0)));
+            self.segments.push(start, end, class, &mut |s| walk.segment(s.start, s.end, s.class));
+            self.walk.advance(start);
+        }
+
+        fn finish(mut self) -> Option<MatmulFreeStretches> {
+            let walk = &mut self.walk;
+            self.segments.finish(&mut |s| walk.segment(s.start, s.end, s.class));
+            self.walk.finish(true)
+        }
+    }
+
+    fn walk(windows: &[(i64, i64)], ops: &[(i64, i64, TimeClass)]) -> Option<MatmulFreeStretches> {
+        let mut feed = Feed::new(windows);
+        for &(start, duration, class) in ops {
+            feed.op(start, duration, class);
+        }
+        feed.finish()
     }
 
     /// Two steps; the second's gap between its matmuls holds the most vector time, including
@@ -190,13 +212,14 @@ mod tests {
     /// Windows scored as the walk goes keep only the union intervals they still need.
     #[test]
     fn memory_follows_the_steps() {
-        let mut w = StretchWalk::new((0..1000).map(|k| (Picos(k * 100), Picos(k * 100 + 100))).collect());
+        let windows: Vec<(i64, i64)> = (0..1000).map(|k| (k * 100, k * 100 + 100)).collect();
+        let mut feed = Feed::new(&windows);
         for k in 0..1000 {
-            w.op(Picos(k * 100), Picos(10), TimeClass::Matmul);
-            w.op(Picos(k * 100 + 20), Picos(30), TimeClass::Vector);
-            assert!(w.matmul.len() <= 2 && w.vector.len() <= 2, "{k}");
+            feed.op(k * 100, 10, TimeClass::Matmul);
+            feed.op(k * 100 + 20, 30, TimeClass::Vector);
+            assert!(feed.walk.matmul.len() <= 2 && feed.walk.vector.len() <= 2, "{k}");
         }
-        let got = w.finish(true).unwrap().longest.unwrap();
+        let got = feed.finish().unwrap().longest.unwrap();
         assert_eq!(got, MatmulFreeStretch { start: Picos(10), end: Picos(100), vector: Picos(30) });
     }
 

@@ -425,6 +425,9 @@ impl Walk<'_> {
     fn op(&mut self, span: Span, meta: usize, time_scale: Option<f64>, occurrences: i64) {
         let (start, end) = (span.start, span.end());
         self.advance_to(start);
+        if let Some(stretch) = &mut self.stretch {
+            stretch.advance(start);
+        }
         self.out.events += 1;
         // Events arrive in start order: the first start is the earliest.
         self.op_start.get_or_insert(start);
@@ -528,6 +531,10 @@ impl Walk<'_> {
     fn emit(&mut self, a: Picos, b: Picos, class: Option<u8>) {
         if a >= b {
             return;
+        }
+        // The innermost segments of the first core, for its stretch search.
+        if let (Some(stretch), Some(class)) = (&mut self.stretch, class) {
+            stretch.segment(a, b, CLASSES[usize::from(class)]);
         }
         // Windows close exactly at op boundaries: process every closing up to `a`.
         while let Some(&Reverse(c)) = self.closing.peek() {
@@ -675,16 +682,16 @@ fn walk_core(
         let scale = ids.time_scale_multiplier.and_then(|id| ev.stat(id)?.as_f64());
         match plane.event_metadata_position(ev.metadata_id()) {
             Some(pos) if pos < u32::MAX as usize => {
-                if let Some(stretch) = &mut walk.stretch {
-                    stretch.op(span.start, span.duration, CLASSES[usize::from(infos[pos].class)]);
+                if let Some(stretch) = walk.stretch.as_mut().filter(|_| span.duration < Picos::ZERO) {
+                    stretch.reject();
                 }
                 walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1))
             }
             // Dangling metadata: nothing to attribute the time to.
             _ => {
-                // Still an op of the line for the stretch search, of no category.
+                // An op the walk does not nest: the stretch search would miss it.
                 if let Some(stretch) = &mut walk.stretch {
-                    stretch.op(span.start, span.duration, class_of(""));
+                    stretch.reject();
                 }
                 walk.advance_to(span.start)
             }
@@ -724,6 +731,8 @@ fn walk_core(
             }
         }
     }
+    // The ops still open end here: their last segments reach the stretch search first.
+    walk.advance_to(Picos(i64::MAX));
     let stretch = walk.stretch.take();
     let mut out = walk.finish();
     out.matmul_free = stretch.and_then(|s| s.finish(in_order));
