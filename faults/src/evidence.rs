@@ -693,6 +693,13 @@ pub(crate) struct DeviceTimeline {
     pub ops: Vec<DeviceOp>,
 }
 
+/// An op's name as the device-op walks give it, from its event metadata: the short form of
+/// its display name, else of its name.
+pub(crate) fn metadata_op_name(metadata: &xlens_xplane::EventMetadata) -> String {
+    let display = metadata.display_name();
+    short_op_name(if display.is_empty() { metadata.name() } else { display }).to_owned()
+}
+
 /// The short name XProf uses for an op: no leading `%`, nothing after ` = `.
 fn short_op_name(name: &str) -> &str {
     let name = name.trim_start_matches('%');

@@ -24,6 +24,9 @@ pub struct MatmulFreeStretch {
     pub end: Picos,
     /// Vector time inside it.
     pub vector: Picos,
+    /// The first and last vector ops (in timeline order) that run wholly inside it, by their
+    /// position in the plane's event metadata; `None` when no vector op fits inside.
+    pub vector_ops: Option<(usize, usize)>,
 }
 
 /// What the walk of a core found: the longest matmul-free stretch of its steps.
@@ -45,8 +48,11 @@ pub(crate) struct StretchWalk {
     /// Step windows, by start; `next` is the first not yet scored.
     windows: Vec<(Picos, Picos)>,
     next: usize,
-    /// Best so far: start, end, vector time.
-    best: Option<(Picos, Picos, Picos)>,
+    /// Best so far: start, end, vector time, and its first and last vector ops.
+    best: Option<(Picos, Picos, Picos, Option<(usize, usize)>)>,
+    /// The vector ops (start, end, event-metadata position) from the start of the earliest
+    /// window not yet scored, in timeline order.
+    vector_ops: Vec<(Picos, Picos, u32)>,
     /// False once the walk met an op it segments differently from a walk of the line that
     /// clamps durations and names ops without metadata (see [`StretchWalk::reject`]): the
     /// result is then not offered.
@@ -56,7 +62,15 @@ pub(crate) struct StretchWalk {
 impl StretchWalk {
     /// A search over these step windows (sorted by start).
     pub(crate) fn new(windows: Vec<(Picos, Picos)>) -> StretchWalk {
-        StretchWalk { matmul: Vec::new(), vector: Vec::new(), windows, next: 0, best: None, exact: true }
+        StretchWalk {
+            matmul: Vec::new(),
+            vector: Vec::new(),
+            windows,
+            next: 0,
+            best: None,
+            vector_ops: Vec::new(),
+            exact: true,
+        }
     }
 
     /// The next innermost segment, `[start, end)` run by an op of `class` (time order).
@@ -76,12 +90,21 @@ impl StretchWalk {
         }
     }
 
-    /// The walk has passed `t`: no later segment starts before it, so the windows that end by
-    /// then are final.
+    /// The next op is a vector op (timeline order), `meta` its event-metadata position.
+    #[inline]
+    pub(crate) fn vector_op(&mut self, start: Picos, end: Picos, meta: usize) {
+        // Only a window not yet scored can take it, and those start no earlier than the next.
+        if self.windows.get(self.next).is_some_and(|w| start >= w.0) {
+            self.vector_ops.push((start, end, meta as u32));
+        }
+    }
+
+    /// The walk has passed `t`: no later segment or op starts before it, so the windows that
+    /// end before then are final (one that ends at `t` may still get an empty op there).
     #[inline]
     pub(crate) fn advance(&mut self, t: Picos) {
-        if self.windows.get(self.next).is_some_and(|w| w.1 <= t) {
-            self.settle(t);
+        if self.windows.get(self.next).is_some_and(|w| w.1 < t) {
+            self.settle(Some(t));
         }
     }
 
@@ -91,16 +114,21 @@ impl StretchWalk {
         self.exact = false;
     }
 
-    /// Scores the windows that end at or before `t`, in order, and drops the union intervals
-    /// that end before the next window.
-    fn settle(&mut self, t: Picos) {
-        while let Some(&(lo, hi)) = self.windows.get(self.next).filter(|w| w.1 <= t) {
+    /// Scores the windows that end before `t` (all of them for `None`), in order, and drops
+    /// the union intervals and vector ops the next window cannot use.
+    fn settle(&mut self, t: Option<Picos>) {
+        while let Some(&(lo, hi)) = self.windows.get(self.next).filter(|w| t.is_none_or(|t| w.1 < t)) {
             self.score(lo, hi);
             self.next += 1;
         }
-        if let Some(&(lo, _)) = self.windows.get(self.next) {
-            prune(&mut self.matmul, lo);
-            prune(&mut self.vector, lo);
+        match self.windows.get(self.next) {
+            Some(&(lo, _)) => {
+                prune(&mut self.matmul, lo);
+                prune(&mut self.vector, lo);
+                let done = self.vector_ops.partition_point(|op| op.0 < lo);
+                self.vector_ops.drain(..done);
+            }
+            None => self.vector_ops.clear(),
         }
     }
 
@@ -113,7 +141,11 @@ impl StretchWalk {
             if s > cursor {
                 let v = covered(&self.vector, cursor, s);
                 if self.best.is_none_or(|b| v > b.2) {
-                    self.best = Some((cursor, s, v));
+                    // Its vector ops: wholly inside, first and last in timeline order.
+                    let mut inside = self.vector_ops.iter().filter(|op| op.0 >= cursor && op.1 <= s);
+                    let first = inside.next().map(|op| op.2 as usize);
+                    let ops = first.map(|f| (f, inside.last().map_or(f, |op| op.2 as usize)));
+                    self.best = Some((cursor, s, v, ops));
                 }
             }
             cursor = cursor.max(e);
@@ -122,12 +154,11 @@ impl StretchWalk {
 
     /// Ends the walk (after the last segment); `None` when it was rejected.
     pub(crate) fn finish(mut self, in_order: bool) -> Option<MatmulFreeStretches> {
-        self.settle(Picos(i64::MAX));
-        let longest = self.best.filter(|b| b.2 > Picos::ZERO).map(|(start, end, vector)| MatmulFreeStretch {
-            start,
-            end,
-            vector,
-        });
+        self.settle(None);
+        let longest = self
+            .best
+            .filter(|b| b.2 > Picos::ZERO)
+            .map(|(start, end, vector, vector_ops)| MatmulFreeStretch { start, end, vector, vector_ops });
         self.exact.then_some(MatmulFreeStretches { longest, in_order })
     }
 }
@@ -156,12 +187,14 @@ mod tests {
     struct Feed {
         walk: StretchWalk,
         segments: crate::InnermostSegments,
+        /// Ops fed so far: the next op's stand-in event-metadata position.
+        fed: usize,
     }
 
     impl Feed {
         fn new(windows: &[(i64, i64)]) -> Feed {
             let windows = windows.iter().map(|&(a, b)| (Picos(a), Picos(b))).collect();
-            Feed { walk: StretchWalk::new(windows), segments: crate::InnermostSegments::default() }
+            Feed { walk: StretchWalk::new(windows), segments: crate::InnermostSegments::default(), fed: 0 }
         }
 
         fn op(&mut self, start: i64, duration: i64, class: TimeClass) {
@@ -172,6 +205,10 @@ mod tests {
             let (start, end) = (Picos(start), Picos(start + duration.max(0)));
             self.segments.push(start, end, class, &mut |s| walk.segment(s.start, s.end, s.class));
             self.walk.advance(start);
+            if class == TimeClass::Vector {
+                self.walk.vector_op(start, end, self.fed);
+            }
+            self.fed += 1;
         }
 
         fn finish(mut self) -> Option<MatmulFreeStretches> {
@@ -205,8 +242,12 @@ mod tests {
             (195, 5, M),
         ];
         let got = walk(&[(0, 100), (100, 200)], &ops).unwrap().longest.unwrap();
-        // After the nested matmul (ends 120): vector 120..140 and 150..195, until the matmul at 195.
-        assert_eq!(got, MatmulFreeStretch { start: Picos(120), end: Picos(195), vector: Picos(65) });
+        // After the nested matmul (ends 120): vector 120..140 and 150..195, until the matmul at 195;
+        // the only vector op wholly inside is the sixth (the first started at 100).
+        assert_eq!(
+            got,
+            MatmulFreeStretch { start: Picos(120), end: Picos(195), vector: Picos(65), vector_ops: Some((5, 5)) }
+        );
     }
 
     /// Windows scored as the walk goes keep only the union intervals they still need.
@@ -220,7 +261,11 @@ mod tests {
             assert!(feed.walk.matmul.len() <= 2 && feed.walk.vector.len() <= 2, "{k}");
         }
         let got = feed.finish().unwrap().longest.unwrap();
-        assert_eq!(got, MatmulFreeStretch { start: Picos(10), end: Picos(100), vector: Picos(30) });
+        assert_eq!(
+            got,
+            MatmulFreeStretch { start: Picos(10), end: Picos(100), vector: Picos(30), vector_ops: Some((1, 1)) }
+        );
+        assert!(feed_ops_kept_bounded());
     }
 
     /// A negative duration makes the result unavailable (a clamping walk reads such lines
@@ -230,5 +275,19 @@ mod tests {
         assert_eq!(walk(&[(0, 100)], &[(0, 10, TimeClass::Matmul), (20, -5, TimeClass::Vector)]), None);
         let none = walk(&[(0, 100)], &[(0, 10, TimeClass::Matmul)]).unwrap();
         assert_eq!(none.longest, None);
+    }
+
+    /// The vector ops kept for naming follow the steps too.
+    fn feed_ops_kept_bounded() -> bool {
+        let windows: Vec<(i64, i64)> = (0..1000).map(|k| (k * 100, k * 100 + 100)).collect();
+        let mut feed = Feed::new(&windows);
+        for k in 0..1000 {
+            feed.op(k * 100, 10, TimeClass::Matmul);
+            feed.op(k * 100 + 20, 30, TimeClass::Vector);
+            if feed.walk.vector_ops.len() > 2 {
+                return false;
+            }
+        }
+        true
     }
 }

@@ -427,6 +427,9 @@ impl Walk<'_> {
         self.advance_to(start);
         if let Some(stretch) = &mut self.stretch {
             stretch.advance(start);
+            if CLASSES[usize::from(self.infos[meta].class)] == TimeClass::Vector {
+                stretch.vector_op(start, end, meta);
+            }
         }
         self.out.events += 1;
         // Events arrive in start order: the first start is the earliest.

@@ -334,53 +334,31 @@ struct Stretch {
     last: String,
 }
 
-/// On the first core: the stretch between matmuls (or step edges) holding the most vector time.
+/// On the first core: the stretch between matmuls (or step edges) holding the most vector time,
+/// with the first and last vector ops inside it.
 fn longest_matmul_free_stretch(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Stretch> {
     let plane = *host.space().tpu_tensor_cores().first()?;
     // The device timeline's walk of the first core finds it as it goes (the usual case); a
     // line it could not answer for is walked here.
     let found = host.device_timeline().ok().and_then(|t| t.cores.first()).and_then(|c| c.matmul_free);
-    let (start, end, vector_time, in_order) = match found {
+    let (start, end, vector, first, last) = match found {
         Some(found) => {
             let s = found.longest?;
-            (s.start, s.end, s.vector, found.in_order)
+            let (first, last) = s.vector_ops?;
+            let name = |at: usize| plane.event_metadata().get(at).map(evidence::metadata_op_name);
+            (s.start, s.end, s.vector, name(first)?, name(last)?)
         }
         None => walked_stretch(plane, steps)?,
     };
-    // The first and last vector ops inside the stretch: a second walk, keeping only their names.
-    // Ops come by start: the walk ends at the first op that starts after the stretch's end, and
-    // on a line seen in order it starts near the stretch.
-    let init = || (None, None);
-    let push = |(first, last): &mut (Option<usize>, Option<usize>),
-                op: &evidence::DeviceOp,
-                infos: &[evidence::DeviceOpInfo]| {
-        if op.start > end {
-            return false;
-        }
-        if op.start >= start && op.end <= end && class_of(&infos[op.info].category) == TimeClass::Vector {
-            first.get_or_insert(op.info);
-            *last = Some(op.info);
-        }
-        true
-    };
-    let ((first, last), infos) = if in_order {
-        DeviceTimeline::walk_in_order_from(plane, names::line::XLA_OPS, start, init, push)?
-    } else {
-        DeviceTimeline::walk_while(plane, names::line::XLA_OPS, init, push)?
-    };
-    Some(Stretch {
-        plane: plane.name().to_owned(),
-        start,
-        duration: end - start,
-        vector: vector_time,
-        first: infos.get(first?)?.name.clone(),
-        last: infos.get(last?)?.name.clone(),
-    })
+    Some(Stretch { plane: plane.name().to_owned(), start, duration: end - start, vector, first, last })
 }
 
-/// [`longest_matmul_free_stretch`]'s search by a walk of the first core's op line of its own:
-/// start, end, vector time and whether the line came in timeline order.
-fn walked_stretch(plane: &xlens_xplane::Plane, steps: &xlens_roofline::Steps) -> Option<(Picos, Picos, Picos, bool)> {
+/// [`longest_matmul_free_stretch`]'s search by walks of the first core's op line of its own:
+/// start, end, vector time, and the names of the first and last vector ops inside.
+fn walked_stretch(
+    plane: &xlens_xplane::Plane,
+    steps: &xlens_roofline::Steps,
+) -> Option<(Picos, Picos, Picos, String, String)> {
     let ordinal = evidence::device_ordinal(plane);
     // Matmul and vector time as unions, from a streamed walk of the op line (no op is kept).
     let unions = evidence::class_unions(plane, names::line::XLA_OPS, &[TimeClass::Matmul, TimeClass::Vector])?;
@@ -406,7 +384,28 @@ fn walked_stretch(plane: &xlens_xplane::Plane, steps: &xlens_roofline::Steps) ->
         }
     }
     let (start, end, vector_time) = best.filter(|b| b.2.0 > 0)?;
-    Some((start, end, vector_time, in_order))
+    // The first and last vector ops inside the stretch: a second walk, keeping only their names.
+    // Ops come by start: the walk ends at the first op that starts after the stretch's end, and
+    // on a line seen in order it starts near the stretch.
+    let init = || (None, None);
+    let push = |(first, last): &mut (Option<usize>, Option<usize>),
+                op: &evidence::DeviceOp,
+                infos: &[evidence::DeviceOpInfo]| {
+        if op.start > end {
+            return false;
+        }
+        if op.start >= start && op.end <= end && class_of(&infos[op.info].category) == TimeClass::Vector {
+            first.get_or_insert(op.info);
+            *last = Some(op.info);
+        }
+        true
+    };
+    let ((first, last), infos) = if in_order {
+        DeviceTimeline::walk_in_order_from(plane, names::line::XLA_OPS, start, init, push)?
+    } else {
+        DeviceTimeline::walk_while(plane, names::line::XLA_OPS, init, push)?
+    };
+    Some((start, end, vector_time, infos.get(first?)?.name.clone(), infos.get(last?)?.name.clone()))
 }
 
 #[cfg(test)]
@@ -434,12 +433,11 @@ mod tests {
             let plane = *host.space().tpu_tensor_cores().first().unwrap();
             let steps = host.steps().unwrap();
             let timeline = host.device_timeline().unwrap().cores[0].matmul_free.expect("the first core is searched");
+            assert!(timeline.in_order, "{}", host.name());
             let walked = super::walked_stretch(plane, steps);
-            let from_timeline = timeline.longest.map(|s| (s.start, s.end, s.vector));
-            assert_eq!(from_timeline, walked.map(|w| (w.0, w.1, w.2)), "{}", host.name());
-            // A line short enough to be walked whole is not known to be in order by that walk;
-            // the timeline checks every line (either way the names come out the same).
-            assert!(walked.is_none_or(|w| !w.3 || timeline.in_order), "{}", host.name());
+            let from_timeline = super::longest_matmul_free_stretch(host, steps)
+                .map(|s| (s.start, s.start + s.duration, s.vector, s.first, s.last));
+            assert_eq!(from_timeline, walked, "{}", host.name());
             found += usize::from(walked.is_some());
         }
         assert!(found >= 3, "{found}");
