@@ -48,8 +48,8 @@ pub(crate) struct StretchWalk {
     /// Step windows, by start; `next` is the first not yet scored.
     windows: Vec<(Picos, Picos)>,
     next: usize,
-    /// Best so far: start, end, vector time, and its first and last vector ops.
-    best: Option<(Picos, Picos, Picos, Option<(usize, usize)>)>,
+    /// Best so far.
+    best: Option<MatmulFreeStretch>,
     /// The vector ops (start, end, event-metadata position) from the start of the earliest
     /// window not yet scored, in timeline order.
     vector_ops: Vec<(Picos, Picos, u32)>,
@@ -140,12 +140,12 @@ impl StretchWalk {
         for (s, e) in edges.chain(std::iter::once((hi, hi))) {
             if s > cursor {
                 let v = covered(&self.vector, cursor, s);
-                if self.best.is_none_or(|b| v > b.2) {
+                if self.best.is_none_or(|b| v > b.vector) {
                     // Its vector ops: wholly inside, first and last in timeline order.
                     let mut inside = self.vector_ops.iter().filter(|op| op.0 >= cursor && op.1 <= s);
                     let first = inside.next().map(|op| op.2 as usize);
-                    let ops = first.map(|f| (f, inside.last().map_or(f, |op| op.2 as usize)));
-                    self.best = Some((cursor, s, v, ops));
+                    let ops = first.map(|f| (f, inside.next_back().map_or(f, |op| op.2 as usize)));
+                    self.best = Some(MatmulFreeStretch { start: cursor, end: s, vector: v, vector_ops: ops });
                 }
             }
             cursor = cursor.max(e);
@@ -155,10 +155,7 @@ impl StretchWalk {
     /// Ends the walk (after the last segment); `None` when it was rejected.
     pub(crate) fn finish(mut self, in_order: bool) -> Option<MatmulFreeStretches> {
         self.settle(None);
-        let longest = self
-            .best
-            .filter(|b| b.2 > Picos::ZERO)
-            .map(|(start, end, vector, vector_ops)| MatmulFreeStretch { start, end, vector, vector_ops });
+        let longest = self.best.filter(|b| b.vector > Picos::ZERO);
         self.exact.then_some(MatmulFreeStretches { longest, in_order })
     }
 }
