@@ -754,8 +754,16 @@ struct LineOps {
 
 fn read_line(job: Job<'_>) -> LineOps {
     let Job { plane, ids, marker, ops: from, events, .. } = job;
+    // Sized once by the events counted when the line was parsed (every event of a GPU stream is
+    // an op, most of a CPU worker thread's are): growing by doubling copied the table and
+    // touched fresh pages at every step. The unused rest is handed back when the line's tables
+    // are joined.
+    let capacity = match from {
+        OpsFrom::None => 0,
+        _ => events.size_hint().1.unwrap_or(0),
+    };
     let mut out = LineOps {
-        ops: Vec::new(),
+        ops: Vec::with_capacity(capacity),
         kernel_time: Vec::new(),
         memsets: BTreeMap::new(),
         interner: Interner::default(),
