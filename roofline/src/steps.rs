@@ -364,8 +364,11 @@ fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Ve
     let mut steps = Vec::new();
     let marker = host.metadata_mask(|m| is_host_step_marker(m.name()));
     let wanted = |index: usize| lines.is_none_or(|l| l.contains(&index));
-    for line in host.lines().iter().filter(|l| !marker.is_empty() && wanted(l.index())) {
-        for ev in line.events(host) {
+    // The markers of one run of a line's events, in order; the run's first error ends it.
+    type Marker = (Picos, Picos, String, Option<i64>);
+    let run_markers = |events: xlens_xplane::EventIter<'_>| -> xlens_xplane::Result<Vec<Marker>> {
+        let mut found = Vec::new();
+        for ev in events {
             let ev = ev?;
             if !marker.contains(&ev) {
                 continue;
@@ -379,7 +382,20 @@ fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Ve
                 .and_then(|id| ev.stat(id))
                 .or_else(|| iter_num.and_then(|id| ev.stat(id)))
                 .and_then(|s| s.as_i64());
-            steps.push((ev.start(), ev.duration(), ev.name().to_owned(), number));
+            found.push((ev.start(), ev.duration(), ev.name().to_owned(), number));
+        }
+        Ok(found)
+    };
+    for line in host.lines().iter().filter(|l| !marker.is_empty() && wanted(l.index())) {
+        // A long marker line (the Python tracer's thread holds a million events) is walked in runs
+        // on every worker; the runs' markers join in order, and the first run's error is the
+        // one a single walk would meet first.
+        use rayon::prelude::*;
+        let runs = line.event_parts(host, rayon::current_num_threads());
+        let found: Vec<xlens_xplane::Result<Vec<Marker>>> =
+            runs.into_par_iter().with_max_len(1).map(run_markers).collect();
+        for run in found {
+            steps.extend(run?);
         }
     }
     steps.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
@@ -639,4 +655,41 @@ pub fn steps_from_timeline(timeline: &crate::DeviceTimeline) -> Vec<Step> {
         steps.push(Step { name, number: k as i64, start, duration, cores });
     }
     steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A marker line long enough to be walked in runs gives the steps one walk gives, in order,
+    /// numbered by their `step_num`.
+    #[test]
+    fn long_marker_lines_walked_in_runs_equal_one_walk() {
+        let mut b = xlens_xplane::SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let root = plane.stat_metadata(names::stat::IS_ROOT);
+            let step_num = plane.stat_metadata(names::stat::STEP_NUM);
+            let step = plane.event_metadata("train_step");
+            let call = plane.event_metadata("$python_call");
+            let mut line = plane.line(1, "python3", 0);
+            for i in 0..200_000i64 {
+                if i % 1000 == 0 {
+                    line.event(step, i * 100, 90_000).stat(root, 1i64).stat(step_num, i / 1000 + 7);
+                }
+                line.event(call, i * 100, 50);
+            }
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        assert!(space.host_threads().unwrap().lines()[0].byte_len() > 2 * xlens_xplane::PART_MIN_BYTES);
+        let walk = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| host_steps(&space, None).unwrap())
+        };
+        let (one, four) = (walk(1), walk(4));
+        assert_eq!(one.len(), 200);
+        assert_eq!(one.first().map(|s| (s.number, s.start)), Some((7, Picos(0))));
+        assert_eq!(one.last().map(|s| s.name.as_str()), Some("train_step 206"));
+        assert_eq!(four, one);
+    }
 }
