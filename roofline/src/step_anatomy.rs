@@ -143,13 +143,14 @@ fn host_anatomy_in_batches(
     let mut host_work: Vec<Interval> = Vec::new();
     // Markers and waits are not work: decided once per metadata entry, not per event.
     let not_work = host.metadata_mask(|m| crate::is_host_step_marker(m.name()) || is_host_wait(m.name()));
-    for &index in &host_ops.marker_lines {
-        let Some(line) = host.lines().get(index) else { continue };
-        let mut last_end: Option<Picos> = None;
+    // The top-level work of a run of a line's events: each event inside a marker that starts at
+    // or after the end of the last one kept (`last_end`, `None` at the line's start).
+    let top_level = |events: xlens_xplane::EventIter<'_>, mut last_end: Option<Picos>| {
+        let mut kept: Vec<Interval> = Vec::new();
         // How many markers start at or before the last event's start: a line's events come by
         // start, so it steps forward (a start before the last one searches again).
         let mut k = 0usize;
-        for ev in line.events(host) {
+        for ev in events {
             let ev = ev?;
             let (start, end) = (ev.start(), ev.end());
             if not_work.contains(&ev) {
@@ -169,9 +170,37 @@ fn host_anatomy_in_batches(
             }
             let inside = k > 0 && end <= markers[k - 1].1;
             if inside && last_end.is_none_or(|last| start >= last) {
-                host_work.push(Interval { start, end, class: TimeClass::Host });
+                kept.push(Interval { start, end, class: TimeClass::Host });
                 last_end = Some(end);
             }
+        }
+        Ok::<_, xlens_xplane::Error>(kept)
+    };
+    for &index in &host_ops.marker_lines {
+        let Some(line) = host.lines().get(index) else { continue };
+        // A long marker line (the Python tracer's thread) is walked in runs on every worker, each
+        // from no event kept; joined in order, a run's events count from the first one that
+        // starts at or after the end of the last event kept before the run. That is what one walk
+        // gives unless an event the run kept before that point reaches past that end (it would
+        // have hidden events one walk keeps): such a run is walked again from the true state.
+        let runs = line.event_parts(host, rayon::current_num_threads());
+        let walked: Vec<xlens_xplane::Result<Vec<Interval>>> =
+            runs.par_iter().with_max_len(1).map(|run| top_level(run.clone(), None)).collect();
+        let mut last_end: Option<Picos> = None;
+        for (run, kept) in runs.iter().zip(walked) {
+            let kept = kept?;
+            let joined = match last_end {
+                None => kept,
+                Some(l) if kept.iter().filter(|i| i.start < l).all(|i| i.end <= l) => {
+                    let from = kept.iter().position(|i| i.start >= l).unwrap_or(kept.len());
+                    kept[from..].to_vec()
+                }
+                Some(l) => top_level(run.clone(), Some(l))?,
+            };
+            if let Some(last) = joined.last() {
+                last_end = Some(last.end);
+            }
+            host_work.extend(joined);
         }
     }
     host_work.sort_by_key(|i| (i.start, i.end));
@@ -219,6 +248,60 @@ fn host_anatomy_in_batches(
 #[cfg(test)]
 mod host_batch_tests {
     use super::*;
+
+    /// A long marker line walked in runs gives the anatomy one walk gives, whatever the cuts:
+    /// host events that reach past a cut (and events that start inside one but end after it,
+    /// which a run walked from nothing kept would keep) are joined as one walk keeps them.
+    #[test]
+    fn marker_lines_walked_in_runs_equal_one_walk() {
+        use xlens_xplane::names;
+        let mut b = xlens_xplane::SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let root = plane.stat_metadata(names::stat::IS_ROOT);
+            let hlo_op = plane.stat_metadata(names::stat::HLO_OP);
+            let program = plane.stat_metadata(names::stat::PROGRAM_ID);
+            let step = plane.event_metadata("train_step");
+            let (call, late, next, op) = (
+                plane.event_metadata("$call"),
+                plane.event_metadata("$late"),
+                plane.event_metadata("$next"),
+                plane.event_metadata("thunk"),
+            );
+            let mut line = plane.line(1, "python3", 0);
+            for k in 0..18_000i64 {
+                let s = k * 10_000;
+                line.event(step, s, 9_000).stat(root, 1i64);
+                // A call with nested calls, one that starts inside it and ends after it (on odd
+                // steps after the nested calls end: a run cut among them keeps it, one walk does
+                // not, so that run is walked again), then the next call, which one walk keeps
+                // only if it starts after the first ends.
+                line.event(call, s + 100, 4_000 + (k % 7) * 100);
+                for i in 0..20 {
+                    line.event(call, s + 200 + i * 150, 100);
+                }
+                line.event(late, s + 3_000 + (k % 2) * 200, 2_000);
+                line.event(next, s + 4_600 + (k % 5) * 200, 1_000);
+                line.event(op, s + 7_000, 500).stat(hlo_op, "fusion.1").stat(program, 1u64);
+            }
+        }
+        let space = xlens_xplane::Space::parse(b.finish().into()).unwrap();
+        assert!(space.host_threads().unwrap().lines()[0].byte_len() > 4 * xlens_xplane::PART_MIN_BYTES);
+        let steps = crate::Steps::from_space(&space).unwrap();
+        let profile = crate::OpProfile::from_host_threads(&space, &[]).unwrap();
+        let ops = crate::HostOps::read(&space).unwrap();
+        assert_eq!(ops.marker_lines, [0]);
+        let anatomy = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| host_anatomy_in_batches(&space, &steps, &profile, &ops, 64).unwrap())
+        };
+        let one = anatomy(1);
+        assert_eq!(one.len(), 18_000);
+        assert!(one.iter().all(|a| a.host > Picos::ZERO));
+        for threads in [2, 3, 4, 5, 7, 8] {
+            assert_eq!(anatomy(threads), one, "{threads} workers");
+        }
+    }
 
     /// Batching steps changes memory, not the result: one step at a time, a few at a time and
     /// all at once give the same anatomy on real CPU captures.
