@@ -540,13 +540,27 @@ pub(crate) fn is_dnn_convolution(target: &str) -> bool {
     target.starts_with("__cudnn$conv")
 }
 
-/// A custom call under the GPU model: a DNN convolution is priced as its convolution, reading
-/// its operands and writing its result (the first output); anything else costs nothing.
+/// A custom call under the GPU model: a DNN convolution is priced as its convolution and a
+/// cuBLAS GEMM as its dot product ([`gemm_lhs_contracting`]), each reading its operands and
+/// writing its result (the first output: not the workspace); anything else costs nothing.
 fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
+    let operands = (0..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(ctx.operand_bytes(instr, i)));
+    if is_cublas_gemm(&instr.raw.custom_call_target) {
+        let (Some(contracting), Some(lhs)) =
+            (gemm_lhs_contracting(&instr.raw.backend_config), ctx.operand_shape(instr, 0))
+        else {
+            return Cost::default();
+        };
+        let width = contracting.iter().fold(1u64, |a, &c| sat(a, dim(lhs, c)));
+        return Cost {
+            flops: sat(2, sat(first_array(&instr.shape).element_count(), width)),
+            transcendentals: 0,
+            bytes_accessed: operands.saturating_add(first_array(&instr.shape).byte_size()),
+        };
+    }
     if !is_dnn_convolution(&instr.raw.custom_call_target) {
         return Cost::default();
     }
-    let operands = (0..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(ctx.operand_bytes(instr, i)));
     let result = first_array(&instr.shape);
     Cost {
         flops: convolution_flops_to(ctx, instr, result),
@@ -555,8 +569,44 @@ fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
     }
 }
 
+/// Whether a custom-call target is a cuBLAS GEMM (legacy cuBLAS or cuBLASLt, the names hipBLASLt
+/// GEMMs also carry on ROCm), which XLA's GPU cost analysis prices as a dot.
+fn is_cublas_gemm(target: &str) -> bool {
+    matches!(target, "__cublas$gemm" | "__cublas$lt$matmul" | "__cublas$lt$matmul$f8")
+}
+
+/// The contracting dimensions of a cuBLAS GEMM's left operand, from its backend config (XLA's
+/// `GpuBackendConfig` as JSON: `gemm_backend_config.dot_dimension_numbers`; none for an empty
+/// config, whose defaults XLA prices as well). `None` when XLA's cost analysis cannot read the
+/// config, which then prices the GEMM at nothing: bytes that are not JSON, or a config naming
+/// `wait_on_operation_queues`, a field of older XLA releases that the one in XProf 2.24 no
+/// longer defines (its JSON reader rejects unknown fields: XProf prices such GEMMs, from older
+/// captures and this project's synthetic profiles, at zero FLOPs and bytes).
+fn gemm_lhs_contracting(config: &[u8]) -> Option<Vec<i64>> {
+    if config.iter().all(u8::is_ascii_whitespace) {
+        return Some(Vec::new());
+    }
+    let value: serde_json::Value = serde_json::from_slice(config).ok()?;
+    let object = value.as_object()?;
+    if object.contains_key("wait_on_operation_queues") {
+        return None;
+    }
+    let dims = object
+        .get("gemm_backend_config")
+        .and_then(|g| g.get("dot_dimension_numbers"))
+        .and_then(|d| d.get("lhs_contracting_dimensions"));
+    match dims {
+        None => Some(Vec::new()),
+        // proto3 JSON writes 64-bit integers as strings.
+        Some(list) => {
+            list.as_array()?.iter().map(|d| d.as_str().and_then(|s| s.parse().ok()).or_else(|| d.as_i64())).collect()
+        }
+    }
+}
+
 /// The HBM bytes of a non-fusion instruction under the GPU model: its bytes, but for a DNN
-/// convolution only its operands (XProf's memory-space breakdown leaves the tuple result out).
+/// convolution or a cuBLAS GEMM with a tuple result only its operands (XProf's memory-space
+/// breakdown leaves the tuple result out).
 fn gpu_hbm_bytes(module: &Module, id: InstrId, cost: &Cost) -> u64 {
     let instr = module.instruction(id);
     if matches!(instr.opcode, Opcode::AllReduce | Opcode::AllReduceStart) {
@@ -564,7 +614,10 @@ fn gpu_hbm_bytes(module: &Module, id: InstrId, cost: &Cost) -> u64 {
             instr.operands.iter().fold(0u64, |a, &o| a.saturating_add(module.instruction(o).shape.byte_size()));
         return cost.bytes_accessed.saturating_add(operands);
     }
-    if instr.opcode == Opcode::CustomCall && is_dnn_convolution(&instr.raw.custom_call_target) {
+    let target = &instr.raw.custom_call_target;
+    if instr.opcode == Opcode::CustomCall
+        && (is_dnn_convolution(target) || (is_cublas_gemm(target) && cost.flops > 0 && instr.shape.is_tuple()))
+    {
         return instr.operands.iter().fold(0u64, |a, &o| a.saturating_add(module.instruction(o).shape.byte_size()));
     }
     cost.bytes_accessed
@@ -714,6 +767,26 @@ fn transpose_is_bitcast(ctx: &Ctx<'_>, instr: &Instruction) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cuBLAS GEMM's contracting dimensions come from its backend config as XLA writes it
+    /// (64-bit integers as strings); a config XProf's XLA cannot read (not JSON, or naming the
+    /// retired `wait_on_operation_queues`) leaves the GEMM unpriced; an empty one prices it
+    /// with XLA's defaults.
+    #[test]
+    fn gemm_backend_configs() {
+        let current = br#"{"operation_queue_id":"0","gemm_backend_config":{"dot_dimension_numbers":
+            {"lhs_contracting_dimensions":["0"],"rhs_contracting_dimensions":["1"]}},"device_type":"X"}"#;
+        assert_eq!(gemm_lhs_contracting(current), Some(vec![0]));
+        let numbers = br#"{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":[1, 2]}}}"#;
+        assert_eq!(gemm_lhs_contracting(numbers), Some(vec![1, 2]));
+        let legacy = br#"{"operation_queue_id":"0","wait_on_operation_queues":[],"gemm_backend_config":
+            {"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"]}}}"#;
+        assert_eq!(gemm_lhs_contracting(legacy), None);
+        assert_eq!(gemm_lhs_contracting(b"selected_algorithm: 7"), None);
+        assert_eq!(gemm_lhs_contracting(b""), Some(Vec::new()));
+        assert!(is_cublas_gemm("__cublas$lt$matmul") && is_cublas_gemm("__cublas$gemm"));
+        assert!(!is_cublas_gemm("__cudnn$convForward") && !is_cublas_gemm("__triton_gemm"));
+    }
 
     #[test]
     fn logs() {

@@ -79,7 +79,10 @@ struct Utilization<'a> {
     point: xlens_roofline::RooflinePoint,
     /// FLOPs of library calls the cost model prices at nothing.
     derived: f64,
-    /// The FLOP utilisation the judgement uses (with `derived`).
+    /// FLOPs the op profile counts for memset kernels that carry a library GEMM's name (XProf
+    /// counts each as an execution of the GEMM).
+    launches: f64,
+    /// The FLOP utilisation the judgement uses (with `derived`, without `launches`).
     judged: f64,
 }
 
@@ -92,13 +95,16 @@ fn utilization(host: &HostProfile) -> Result<Utilization<'_>, Skip> {
     // Library GEMMs and fused attention are invisible to XLA's cost model (XProf's figure
     // leaves them out): the judgement counts them, priced from their shapes.
     let derived = library_flops(host, profile);
+    // A GEMM the cost model prices but whose memset kernels count as executions is priced once
+    // per execution.
+    let launches = memset_flops(host, profile);
     let peak_time = profile.perf_env.map(|e| e.peak_flops_per_s).unwrap_or(0.0) * profile.total_time.as_secs_f64();
-    let judged = if derived > 0.0 && peak_time > 0.0 {
-        point.compute_utilization + derived / peak_time
+    let judged = if (derived > 0.0 || launches > 0.0) && peak_time > 0.0 {
+        (point.compute_utilization + (derived - launches) / peak_time).max(0.0)
     } else {
         point.compute_utilization
     };
-    Ok(Utilization { profile, point, derived, judged })
+    Ok(Utilization { profile, point, derived, launches, judged })
 }
 
 /// The innermost ops' time and how far it is above their rooflines.
@@ -126,7 +132,7 @@ fn measure_ops<'a>(host: &HostProfile, profile: &'a xlens_roofline::OpProfile) -
     let mut unpriced_ms = 0.0;
     for op in &innermost {
         let priced = op.flops > 0.0 || op.bytes.total() > 0.0;
-        match profile.roofline(op) {
+        match profile.roofline(&per_execution(host, op)) {
             Some(p) if priced => headroom_ms += op.self_time.as_ms_f64() * (1.0 - p.efficiency.min(1.0)),
             _ => unpriced_ms += op.self_time.as_ms_f64(),
         }
@@ -150,7 +156,7 @@ fn score(detector: &LowUtilization, host: &HostProfile, ops: &Ops<'_>) -> Score 
 
 /// The evidence: the utilisations, the bound, the headroom, the longest ops, the kernel libraries.
 fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: Impact) -> Vec<Evidence> {
-    let (profile, point, derived, judged) = (u.profile, &u.point, u.derived, u.judged);
+    let (profile, point, derived, launches, judged) = (u.profile, &u.point, u.derived, u.launches, u.judged);
     let (unit, innermost, op_time, unpriced_ms) = (ops.unit, &ops.innermost, ops.op_time, ops.unpriced_ms);
     let pct = |v: f64| 100.0 * v;
     let mut evidence = vec![
@@ -159,12 +165,19 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
         Evidence::metric("roofline efficiency", pct(point.efficiency), "%"),
         Evidence::metric("operational intensity", point.operational_intensity, "FLOP/B"),
     ];
-    if derived > 0.0 {
-        evidence.push(Evidence::metric(
-            "FLOP utilisation with library GEMM and attention calls priced from their shapes",
-            pct(judged),
-            "%",
-        ));
+    let judged_as = match (derived > 0.0, launches > 0.0) {
+        (true, false) => Some("FLOP utilisation with library GEMM and attention calls priced from their shapes"),
+        (false, true) => Some(
+            "FLOP utilisation with each library GEMM counted once per execution (the op profile, as XProf's, \
+             also counts the memset kernel launched before it)",
+        ),
+        (true, true) => {
+            Some("FLOP utilisation with library GEMM and attention calls priced from their shapes, once per execution")
+        }
+        (false, false) => None,
+    };
+    if let Some(name) = judged_as {
+        evidence.push(Evidence::metric(name, pct(judged), "%"));
     }
     let ridge = host.chip().map(|c| c.ridge_point().0).filter(|r| r.is_finite() && *r > 0.0);
     if let Some(ridge) = ridge {
@@ -183,7 +196,7 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
     by_time.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
     for op in by_time.iter().take(5) {
         let share = if op_time > 0.0 { 100.0 * op.self_time.as_ms_f64() / op_time } else { 0.0 };
-        let place = match profile.roofline(op) {
+        let place = match profile.roofline(&per_execution(host, op)) {
             Some(p) if op.flops > 0.0 || op.bytes.total() > 0.0 => format!(
                 "{}-bound at {:.1} % of its roofline, {:.2} FLOP/B",
                 p.bound_by.label(),
@@ -209,10 +222,21 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
 fn describe(detector: &LowUtilization, host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, s: &Score) -> Finding {
     let (point, unit, op_time, unpriced_ms, impact) = (&u.point, ops.unit, ops.op_time, ops.unpriced_ms, s.impact);
     let pct = |v: f64| 100.0 * v;
+    // Where the op profile counts memset launches as GEMM executions, its figure (XProf's) is
+    // not what the program reaches: the judged one leads.
+    let reaches = if u.launches > 0.0 {
+        format!(
+            "{:.1} % of the device's peak FLOP rate per GEMM execution ({:.1} % as the op profile and XProf count \
+             memset launches; ",
+            pct(u.judged),
+            pct(point.compute_utilization)
+        )
+    } else {
+        format!("{:.1} % of the device's peak FLOP rate (", pct(point.compute_utilization))
+    };
     let what = format!(
-        "The program reaches {:.1} % of the device's peak FLOP rate ({:.1} % of its roofline, {}-bound at {:.2} \
+        "The program reaches {reaches}{:.1} % of its roofline, {}-bound at {:.2} \
              FLOP/B){}; running each op at its own roofline would save {:.3} ms per {unit} ({:.1} % of the {unit}).",
-        pct(point.compute_utilization),
         pct(point.efficiency),
         point.bound_by.label(),
         point.operational_intensity,
@@ -242,6 +266,42 @@ fn library_flops(host: &HostProfile, profile: &xlens_roofline::OpProfile) -> f64
             let memsets = host.host_ops().memset_launches(m.program_id(), &o.name);
             let executions = o.occurrences.saturating_sub(memsets);
             Some(m.custom_call_shape_flops(instr.id())? as f64 * executions as f64)
+        })
+        .sum()
+}
+
+/// An op as it ran per execution: a library GEMM whose memset kernels the op profile counts as
+/// executions (they carry its name) has its FLOPs and bytes spread over its real executions, so
+/// its place on its roofline is not raised by the launches that did no GEMM work.
+fn per_execution<'a>(host: &HostProfile, op: &'a OpStats) -> std::borrow::Cow<'a, OpStats> {
+    let memsets = match host.module(op.program_id) {
+        Some(m) if op.flops > 0.0 && op.occurrences > 0 => host.host_ops().memset_launches(m.program_id(), &op.name),
+        _ => 0,
+    };
+    if memsets == 0 {
+        return std::borrow::Cow::Borrowed(op);
+    }
+    let scale = op.occurrences.saturating_sub(memsets) as f64 / op.occurrences as f64;
+    let mut adjusted = op.clone();
+    adjusted.flops *= scale;
+    adjusted.model_flops *= scale;
+    let b = &mut adjusted.bytes;
+    (b.hbm, b.onchip_read, b.onchip_write, b.unattributed) =
+        (b.hbm * scale, b.onchip_read * scale, b.onchip_write * scale, b.unattributed * scale);
+    std::borrow::Cow::Owned(adjusted)
+}
+
+/// FLOPs the op profile counts for memset kernels that carry the name of a library GEMM it
+/// prices (XProf counts each such launch as an execution of the GEMM), over all of them.
+fn memset_flops(host: &HostProfile, profile: &xlens_roofline::OpProfile) -> f64 {
+    profile
+        .ops
+        .iter()
+        .filter(|o| o.flops > 0.0 && o.occurrences > 0)
+        .filter_map(|o| {
+            let m = host.module(o.program_id)?;
+            let memsets = host.host_ops().memset_launches(m.program_id(), &o.name).min(o.occurrences);
+            Some(o.flops * memsets as f64 / o.occurrences as f64)
         })
         .sum()
 }
