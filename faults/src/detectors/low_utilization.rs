@@ -29,7 +29,9 @@ static DOC: DetectorDoc = DetectorDoc {
                hipBLASLt, cuDNN/MIOpen, Triton, Transformer Engine, XLA fusions, NCCL/RCCL).",
     thresholds: "Report when FLOP utilisation is below `status.min_flops_utilization` (default 0.5) on a \
                  profile with device peaks, counting the library GEMM and fused-attention calls that XLA's cost \
-                 model (and so XProf's figure) prices at nothing, derived from their shapes. Impact: the roofline headroom per step. Severity P1 (a symptom: \
+                 model (and so XProf's figure) prices at nothing, derived from their shapes, and each library GEMM \
+                 once per execution (the memset kernel launched before a cuBLAS GEMM carries its name, and the op \
+                 profile, as XProf's, counts it as an execution). Impact: the roofline headroom per step. Severity P1 (a symptom: \
                  the findings that name a cause rank above it); P2 when the headroom is under 2 % of the step.",
     fix: "Follow the bound. HBM-bound (operational intensity below the ridge point): raise the work per byte: \
           let XLA fuse elementwise chains into their producers, keep activations and weights in bf16, make \
