@@ -78,7 +78,7 @@ pub struct CoreTimeline {
     /// duty-cycle rule.
     pub active: Picos,
     /// The longest matmul-free stretch of the core's steps (the first core only; `None` on the
-    /// others, and where the line held ops of negative duration).
+    /// others, and where the line held ops of negative duration or without event metadata).
     pub matmul_free: Option<MatmulFreeStretches>,
 }
 
