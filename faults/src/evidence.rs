@@ -3,6 +3,9 @@
 use xlens_hlo::{InstrId, Module};
 use xlens_xplane::{Event, Picos, Plane, PlaneKind};
 
+// The interval helpers live beside the anatomy's in roofline; the detectors reach them here.
+pub(crate) use xlens_roofline::{covered, merge_in_order};
+
 use crate::finding::Evidence;
 use crate::profile::HostProfile;
 
@@ -600,12 +603,6 @@ pub(crate) fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> 
     out
 }
 
-/// Length of the part of `[lo, hi)` that a sorted, disjoint union covers.
-pub(crate) fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
-    let from = union.partition_point(|&(_, e)| e <= lo);
-    union[from..].iter().take_while(|&&(s, _)| s < hi).map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo))).sum()
-}
-
 /// Indices of the host-thread lines that carry step markers (`train` roots with `_r`): the
 /// threads that run the training loop.
 ///
@@ -966,18 +963,6 @@ pub(crate) fn walk_collectives<C>(
         (None, None) => Vec::new(),
     };
     Some(CollectiveWalk { segments: state.consumer, windows, sync: state.sync, infos, line })
-}
-
-/// Adds `[start, end)` to a union built from spans that arrive by start, merging it into the
-/// last entry when they touch (what [`union`] would make of them, without collecting them).
-pub(crate) fn merge_in_order(union: &mut Vec<(Picos, Picos)>, start: Picos, end: Picos) {
-    if start >= end {
-        return;
-    }
-    match union.last_mut() {
-        Some(last) if start <= last.1 => last.1 = last.1.max(end),
-        _ => union.push((start, end)),
-    }
 }
 
 /// The windows of a plane's `Async XLA Ops` line, when it has events.

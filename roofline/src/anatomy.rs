@@ -75,6 +75,36 @@ pub fn class_of(category: &str) -> TimeClass {
     }
 }
 
+/// Adds `[start, end)` to a union of intervals built from spans that arrive by start: merged
+/// into the last entry when they touch, else appended (the union a sort of every span would
+/// give, without collecting them). Empty spans are left out.
+///
+/// ```
+/// use xlens_roofline::{covered, merge_in_order};
+/// use xlens_xplane::Picos;
+/// let mut union = Vec::new();
+/// for (s, e) in [(0, 10), (5, 20), (20, 25), (30, 40)] {
+///     merge_in_order(&mut union, Picos(s), Picos(e));
+/// }
+/// assert_eq!(union, [(Picos(0), Picos(25)), (Picos(30), Picos(40))]);
+/// assert_eq!(covered(&union, Picos(20), Picos(35)), Picos(10));
+/// ```
+pub fn merge_in_order(union: &mut Vec<(Picos, Picos)>, start: Picos, end: Picos) {
+    if start >= end {
+        return;
+    }
+    match union.last_mut() {
+        Some(last) if start <= last.1 => last.1 = last.1.max(end),
+        _ => union.push((start, end)),
+    }
+}
+
+/// The length of the part of `[lo, hi)` that a sorted, disjoint union of intervals covers.
+pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
+    let from = union.partition_point(|&(_, e)| e <= lo);
+    union[from..].iter().take_while(|&&(s, _)| s < hi).map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo))).sum()
+}
+
 /// A half-open time interval `[start, end)` with a class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interval {

@@ -24,7 +24,10 @@ pub mod units;
 #[cfg(feature = "frames")]
 pub mod frame;
 
-pub use anatomy::{InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, is_collective, partition};
+pub use anatomy::{
+    InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, covered, is_collective, merge_in_order,
+    partition,
+};
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};

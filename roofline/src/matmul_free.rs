@@ -81,13 +81,7 @@ impl StretchWalk {
             TimeClass::Vector => &mut self.vector,
             _ => return,
         };
-        if start >= end {
-            return;
-        }
-        match union.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => union.push((start, end)),
-        }
+        crate::anatomy::merge_in_order(union, start, end);
     }
 
     /// The next op is a vector op (timeline order), `meta` its event-metadata position.
@@ -139,7 +133,7 @@ impl StretchWalk {
         let edges = self.matmul[from..].iter().take_while(|m| m.0 < hi).map(|m| (m.0.max(lo), m.1.min(hi)));
         for (s, e) in edges.chain(std::iter::once((hi, hi))) {
             if s > cursor {
-                let v = covered(&self.vector, cursor, s);
+                let v = crate::anatomy::covered(&self.vector, cursor, s);
                 if self.best.is_none_or(|b| v > b.vector) {
                     // Its vector ops: wholly inside, first and last in timeline order.
                     let mut inside = self.vector_ops.iter().filter(|op| op.0 >= cursor && op.1 <= s);
@@ -167,12 +161,6 @@ fn prune(union: &mut Vec<(Picos, Picos)>, lo: Picos) {
     if done > 0 {
         union.drain(..done);
     }
-}
-
-/// The time of `[lo, hi)` that sorted, disjoint intervals cover.
-fn covered(intervals: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
-    let from = intervals.partition_point(|i| i.1 <= lo);
-    intervals[from..].iter().take_while(|&&(s, _)| s < hi).map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo))).sum()
 }
 
 #[cfg(test)]

@@ -294,18 +294,10 @@ fn per_execution<'a>(host: &HostProfile, op: &'a OpStats) -> std::borrow::Cow<'a
 }
 
 /// FLOPs the op profile counts for memset kernels that carry the name of a library GEMM it
-/// prices (XProf counts each such launch as an execution of the GEMM), over all of them.
+/// prices (XProf counts each such launch as an execution of the GEMM), over all of them: what
+/// [`per_execution`] takes out.
 fn memset_flops(host: &HostProfile, profile: &xlens_roofline::OpProfile) -> f64 {
-    profile
-        .ops
-        .iter()
-        .filter(|o| o.flops > 0.0 && o.occurrences > 0)
-        .filter_map(|o| {
-            let m = host.module(o.program_id)?;
-            let memsets = host.host_ops().memset_launches(m.program_id(), &o.name).min(o.occurrences);
-            Some(o.flops * memsets as f64 / o.occurrences as f64)
-        })
-        .sum()
+    profile.ops.iter().map(|o| o.flops - per_execution(host, o).flops).sum()
 }
 
 fn bound_note(bound: BoundBy, intensity: f64, ridge: Option<f64>) -> String {
