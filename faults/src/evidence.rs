@@ -4,7 +4,7 @@ use xlens_hlo::{InstrId, Module};
 use xlens_xplane::{Event, Picos, Plane, PlaneKind};
 
 // The interval helpers live beside the anatomy's in roofline; the detectors reach them here.
-pub(crate) use xlens_roofline::{covered, merge_in_order};
+pub(crate) use xlens_roofline::{covered, merge_in_order, partition_from};
 
 use crate::finding::Evidence;
 use crate::profile::HostProfile;
@@ -1276,32 +1276,6 @@ impl<'a> IntervalCursor<'a> {
     pub(crate) fn seek(&mut self, t: Picos) -> usize {
         partition_from(self.merged, &mut self.at, |(s, _)| *s <= t)
     }
-}
-
-/// `items.partition_point(before)` (`before` holds for a prefix), found from `*cursor`, the
-/// answer of the previous call on the same items, which it then becomes. Asked in order (times
-/// rising, the usual case) the answer is found by stepping forward from the cursor, one item at
-/// a time for a few and then by a search of the rest for a long stride, so a walk over sorted
-/// queries reads the items once and an unchanged answer costs one test; asked out of order, by a
-/// search from the start.
-#[inline]
-pub(crate) fn partition_from<T>(items: &[T], cursor: &mut usize, before: impl Fn(&T) -> bool) -> usize {
-    /// Items stepped over one by one before the rest is searched.
-    const STEPS: usize = 16;
-    let mut at = (*cursor).min(items.len());
-    if at > 0 && !before(&items[at - 1]) {
-        at = items.partition_point(&before);
-    } else {
-        let near = (at + STEPS).min(items.len());
-        while at < near && before(&items[at]) {
-            at += 1;
-        }
-        if at == near {
-            at += items[at..].partition_point(&before);
-        }
-    }
-    *cursor = at;
-    at
 }
 
 /// Items grouped by device, for ops that come in runs of one device (a line's ops): the list of

@@ -99,6 +99,41 @@ pub fn merge_in_order(union: &mut Vec<(Picos, Picos)>, start: Picos, end: Picos)
     }
 }
 
+/// `items.partition_point(before)` (`before` holds for a prefix), found from `*cursor`, the
+/// answer of the previous call on the same items, which it then becomes. Asked in order (times
+/// rising, the usual case) the answer is found by stepping forward from the cursor, one item at
+/// a time for a few and then by a search of the rest for a long stride, so a walk over sorted
+/// queries reads the items once and an unchanged answer costs one test; asked out of order, by a
+/// search from the start.
+///
+/// ```
+/// use xlens_roofline::partition_from;
+/// let starts = [1, 3, 5, 7, 9];
+/// let mut cursor = 0;
+/// assert_eq!(partition_from(&starts, &mut cursor, |&s| s <= 4), 2);
+/// assert_eq!(partition_from(&starts, &mut cursor, |&s| s <= 8), 4);
+/// assert_eq!(partition_from(&starts, &mut cursor, |&s| s <= 2), 1);
+/// ```
+#[inline]
+pub fn partition_from<T>(items: &[T], cursor: &mut usize, before: impl Fn(&T) -> bool) -> usize {
+    /// Items stepped over one by one before the rest is searched.
+    const STEPS: usize = 16;
+    let mut at = (*cursor).min(items.len());
+    if at > 0 && !before(&items[at - 1]) {
+        at = items.partition_point(&before);
+    } else {
+        let near = (at + STEPS).min(items.len());
+        while at < near && before(&items[at]) {
+            at += 1;
+        }
+        if at == near {
+            at += items[at..].partition_point(&before);
+        }
+    }
+    *cursor = at;
+    at
+}
+
 /// The length of the part of `[lo, hi)` that a sorted, disjoint union of intervals covers.
 pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
     let from = union.partition_point(|&(_, e)| e <= lo);

@@ -147,9 +147,8 @@ fn host_anatomy_in_batches(
     // or after the end of the last one kept (`last_end`, `None` at the line's start).
     let top_level = |events: xlens_xplane::EventIter<'_>, mut last_end: Option<Picos>| {
         let mut kept: Vec<Interval> = Vec::new();
-        // How many markers start at or before the last event's start: a line's events come by
-        // start, so it steps forward (a start before the last one searches again).
-        let mut k = 0usize;
+        // A line's events come by start: each one's marker is found from the last one's.
+        let mut cursor = 0usize;
         for ev in events {
             let ev = ev?;
             let (start, end) = (ev.start(), ev.end());
@@ -162,12 +161,7 @@ fn host_anatomy_in_batches(
             }
             // Markers are sorted by start and do not nest: the candidate is the last one that
             // starts at or before the event.
-            if k > 0 && markers[k - 1].0 > start {
-                k = markers.partition_point(|&(s, _)| s <= start);
-            }
-            while markers.get(k).is_some_and(|&(s, _)| s <= start) {
-                k += 1;
-            }
+            let k = crate::anatomy::partition_from(&markers, &mut cursor, |&(s, _)| s <= start);
             let inside = k > 0 && end <= markers[k - 1].1;
             if inside && last_end.is_none_or(|last| start >= last) {
                 kept.push(Interval { start, end, class: TimeClass::Host });

@@ -145,16 +145,10 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
             reach
         })
         .collect();
-    // `at` is how many windows begin at or before the last start asked: a line's events come by
-    // start, so it steps forward (a start before the last one searches again).
-    let mut at = 0usize;
+    // A line's events come by start: the window is found from the last one's.
+    let mut cursor = 0usize;
     let may_count = |start: Picos| {
-        if at > 0 && windows[at - 1].0 > start {
-            at = windows.partition_point(|&(lo, _)| lo <= start);
-        }
-        while windows.get(at).is_some_and(|&(lo, _)| lo <= start) {
-            at += 1;
-        }
+        let at = evidence::partition_from(&windows, &mut cursor, |&(lo, _)| lo <= start);
         at > 0 && start < reach_by_window[at - 1]
     };
     let (dispatches, mut events) = marker_line_events(host, plane, may_count);
