@@ -366,7 +366,7 @@ fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Ve
     let wanted = |index: usize| lines.is_none_or(|l| l.contains(&index));
     // The markers of one run of a line's events, in order; the run's first error ends it.
     type Marker = (Picos, Picos, String, Option<i64>);
-    let run_markers = |events: xlens_xplane::EventIter<'_>| -> xlens_xplane::Result<Vec<Marker>> {
+    let run_markers = |events: xlens_xplane::IndexingEvents<'_>| -> xlens_xplane::Result<Vec<Marker>> {
         let mut found = Vec::new();
         for ev in events {
             let ev = ev?;
@@ -389,9 +389,10 @@ fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Ve
     for line in host.lines().iter().filter(|l| !marker.is_empty() && wanted(l.index())) {
         // A long marker line (the Python tracer's thread holds a million events) is walked in runs
         // on every worker; the runs' markers join in order, and the first run's error is the
-        // one a single walk would meet first.
+        // one a single walk would meet first. The walk leaves the line's time index behind: the
+        // step anatomy and the input phases then read only parts of the line.
         use rayon::prelude::*;
-        let runs = line.event_parts(host, rayon::current_num_threads());
+        let runs = line.event_parts_indexing(host, rayon::current_num_threads());
         let found: Vec<xlens_xplane::Result<Vec<Marker>>> =
             runs.into_par_iter().with_max_len(1).map(run_markers).collect();
         for run in found {

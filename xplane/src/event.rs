@@ -302,6 +302,42 @@ impl<'a> EventIter<'a> {
         self.metered_to = pos;
     }
 
+    /// The plane position from which the next event is read.
+    pub(crate) fn position(&self) -> usize {
+        self.reader.pos()
+    }
+
+    /// The index in its line of the next event yielded.
+    pub(crate) fn next_index(&self) -> usize {
+        self.index
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    pub(crate) fn plane(&self) -> &'a Plane {
+        self.plane
+    }
+
+    pub(crate) fn line(&self) -> &'a Line {
+        self.line
+    }
+
+    /// Moves forward to the event `index` of the line, read from plane position `pos` (both
+    /// from the line's time index); a position past this iterator's bytes ends it.
+    pub(crate) fn seek(&mut self, pos: usize, index: usize) {
+        if pos >= self.reader.end() {
+            let end = self.reader.end();
+            self.reader.seek(end);
+            self.remaining = 0;
+            return;
+        }
+        self.reader.seek(pos);
+        self.remaining = self.remaining.saturating_sub(index - self.index);
+        self.index = index;
+    }
+
     fn fail(&mut self, e: crate::wire::WireError, pos: usize) -> Error {
         self.done = true;
         wire_error(e, self.plane.location_at(pos)).in_line(self.line.index())

@@ -61,6 +61,7 @@ mod session;
 mod space;
 #[cfg(feature = "stores")]
 pub mod stores;
+mod time_index;
 mod validate;
 mod wire;
 
@@ -79,5 +80,6 @@ pub use session::{
     Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, discover_runs, map_file, open_space,
 };
 pub use space::{Space, WalkMeter};
+pub use time_index::{IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
 pub use validate::validate;
 pub use wire::WireType;

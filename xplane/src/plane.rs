@@ -525,6 +525,9 @@ pub struct Plane {
     meter: crate::WalkMeter,
     /// Stored lines not walked yet.
     unwalked: std::sync::atomic::AtomicUsize,
+    /// Per stored line: its time index, built on the first seek (`None` inside when the line
+    /// cannot have one).
+    pub(crate) time_indexes: Box<[std::sync::OnceLock<Option<crate::time_index::TimeIndex>>]>,
 }
 
 impl fmt::Debug for Plane {
@@ -559,6 +562,23 @@ impl Plane {
             self.unwalked.fetch_sub(1, Relaxed);
         }
         first
+    }
+
+    /// The time index of one of this plane's lines, built on first use; `None` when the line's
+    /// events are not in start order or fail to decode.
+    pub(crate) fn time_index(&self, line: &Line) -> Option<&crate::time_index::TimeIndex> {
+        let at = self.lines.binary_search_by_key(&line.index(), Line::index).ok()?;
+        self.time_indexes.get(at)?.get_or_init(|| crate::time_index::TimeIndex::build(self, line)).as_ref()
+    }
+
+    /// Keeps a line's time index made by walks that indexed it on the way (an index already kept
+    /// stays).
+    pub(crate) fn keep_time_index(&self, line: &Line, index: Option<crate::time_index::TimeIndex>) {
+        if let Ok(at) = self.lines.binary_search_by_key(&line.index(), Line::index)
+            && let Some(cell) = self.time_indexes.get(at)
+        {
+            let _ = cell.set(index);
+        }
     }
 
     /// Adds bytes walked for the first time to the space's meter.
@@ -1034,6 +1054,7 @@ impl PlaneDecoder {
             walked: (0..counts.lines).map(|_| std::sync::atomic::AtomicBool::new(false)).collect(),
             meter: crate::WalkMeter::default(),
             unwalked: std::sync::atomic::AtomicUsize::new(counts.lines),
+            time_indexes: (0..counts.lines).map(|_| std::sync::OnceLock::new()).collect(),
         })
     }
 

@@ -108,6 +108,13 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// Moves forward to `pos`, a position in this reader's buffer at most its end.
+    #[inline]
+    pub(crate) fn seek(&mut self, pos: usize) {
+        debug_assert!(self.pos <= pos && pos <= self.end);
+        self.pos = pos.clamp(self.pos, self.end);
+    }
+
     /// Where this reader stops, in its buffer.
     #[inline]
     pub(crate) fn end(&self) -> usize {

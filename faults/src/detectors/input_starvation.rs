@@ -145,13 +145,7 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
             reach
         })
         .collect();
-    // A line's events come by start: the window is found from the last one's.
-    let mut cursor = 0usize;
-    let may_count = |start: Picos| {
-        let at = evidence::partition_from(&windows, &mut cursor, |&(lo, _)| lo <= start);
-        at > 0 && start < reach_by_window[at - 1]
-    };
-    let (dispatches, mut events) = marker_line_events(host, plane, may_count);
+    let (dispatches, mut events) = marker_line_events(host, plane, &windows, &reach_by_window);
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     let mut first_op_gaps = Vec::new();
     // Each step's input phase, from its start to its first dispatch or op.
@@ -193,27 +187,49 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
     Some(out)
 }
 
-/// The step-marker lines' dispatch starts (sorted) and those of their events other than step
-/// markers whose start `keep` accepts (in line order: the caller sorts them).
+/// The dispatches and the other events of the step-marker lines (step markers aside) that start
+/// inside an input window: the dispatch starts sorted, the events in line order (the caller
+/// sorts them). `windows` are sorted by start and `reach[i]` is the latest end of
+/// `windows[..=i]`, so an event starts inside their union when it starts before the reach of the
+/// last window that starts at or before it. Only a dispatch inside a step's window can end its
+/// input phase (the phase ends at the step's first op otherwise), so the others are not needed.
+/// A line in start order is read around the windows only: its time index skips the rest.
 fn marker_line_events<'a>(
     host: &HostProfile,
     plane: &'a xlens_xplane::Plane,
-    mut keep: impl FnMut(Picos) -> bool,
+    windows: &[(Picos, Picos)],
+    reach: &[Picos],
 ) -> (Vec<Picos>, Vec<xlens_xplane::Event<'a>>) {
-    let markers = evidence::step_marker_lines(host);
-    // Per marker line: dispatch starts and every event (top-level filtering happens per step).
     let mut dispatches: Vec<Picos> = Vec::new();
     let mut events: Vec<xlens_xplane::Event<'a>> = Vec::new();
+    let Some(&(first, _)) = windows.first() else { return (dispatches, events) };
     // Dispatches and step markers, decided once per metadata entry.
     let dispatch = plane.metadata_mask(|m| is_dispatch(m.name()));
     let marker = plane.metadata_mask(|m| xlens_roofline::is_host_step_marker(m.name()));
-    for &index in &markers {
-        let line = &plane.lines()[index];
-        for ev in line.events(plane).map_while(|e| e.ok()) {
-            if dispatch.contains(&ev) {
-                dispatches.push(ev.start());
+    for index in evidence::step_marker_lines(host) {
+        let mut walk = plane.lines()[index].events(plane);
+        walk.skip_to(first);
+        let mut skipped_to = first;
+        // Events come by start: each one's window is found from the last one's.
+        let mut cursor = 0usize;
+        while let Some(Ok(ev)) = walk.next() {
+            let start = ev.start();
+            let at = evidence::partition_from(windows, &mut cursor, |&(lo, _)| lo <= start);
+            if at == 0 || start >= reach[at - 1] {
+                // Outside every window: on to the next one (past the last one, to the line's
+                // end; a line out of start order is read whole, whatever the skip). The events
+                // of the block skipped to ask for the same target, once.
+                let next = windows.get(at).map_or(Picos(i64::MAX), |&(lo, _)| lo);
+                if next > skipped_to {
+                    walk.skip_to(next);
+                    skipped_to = next;
+                }
+                continue;
             }
-            if !marker.contains(&ev) && keep(ev.start()) {
+            if dispatch.contains(&ev) {
+                dispatches.push(start);
+            }
+            if !marker.contains(&ev) {
                 events.push(ev);
             }
         }
@@ -449,9 +465,11 @@ fn describe(
 
 #[cfg(test)]
 mod tests {
+    use super::{is_dispatch, marker_line_events};
+    use crate::evidence;
     use crate::testing::metric;
     use xlens_testkit::synth::{Item, OpSpec, Program, SynthSpec, fixture, tpu_profile};
-    use xlens_xplane::Space;
+    use xlens_xplane::{Picos, Space};
 
     use crate::config::ScanConfig;
     use crate::finding::{Evidence, Severity};
@@ -484,6 +502,45 @@ mod tests {
             })
             .count();
         assert_eq!(loader_events, 3, "{f:#?}");
+    }
+
+    /// The marker lines read around the windows (in skips) give what a walk of every event gives.
+    #[test]
+    fn marker_line_events_read_in_skips_equal_a_whole_walk() {
+        let session = xlens_xplane::Session::open(&testdata("h200/h200_input_starvation")).unwrap();
+        let profile = Profile::from_session(session);
+        let host = &profile.hosts()[0];
+        let plane = host.space().host_threads().unwrap();
+        let steps = host.steps().unwrap();
+        assert!(steps.steps.len() > 10);
+        // Windows of a third of each step, and of a few steps only (long stretches skipped).
+        for every in [1, 7] {
+            let windows: Vec<(Picos, Picos)> =
+                steps.steps.iter().step_by(every).map(|s| (s.start, s.start + Picos(s.duration.0 / 3))).collect();
+            let mut reach = Vec::new();
+            for w in &windows {
+                reach.push(reach.last().map_or(w.1, |&r: &Picos| r.max(w.1)));
+            }
+            let (dispatches, events) = marker_line_events(host, plane, &windows, &reach);
+            let inside = |t: Picos| windows.iter().any(|&(lo, hi)| lo <= t && t < hi);
+            let dispatch = plane.metadata_mask(|m| is_dispatch(m.name()));
+            let marker = plane.metadata_mask(|m| xlens_roofline::is_host_step_marker(m.name()));
+            let (mut want_dispatches, mut want_events) = (Vec::new(), Vec::new());
+            for index in evidence::step_marker_lines(host) {
+                for ev in plane.lines()[index].events(plane).map(Result::unwrap).filter(|e| inside(e.start())) {
+                    if dispatch.contains(&ev) {
+                        want_dispatches.push(ev.start());
+                    }
+                    if !marker.contains(&ev) {
+                        want_events.push((index, ev.index()));
+                    }
+                }
+            }
+            want_dispatches.sort();
+            assert!(!want_events.is_empty());
+            assert_eq!(dispatches, want_dispatches);
+            assert_eq!(events.iter().map(|e| (e.line().index(), e.index())).collect::<Vec<_>>(), want_events);
+        }
     }
 
     #[test]

@@ -1,0 +1,404 @@
+//! A sparse index of a line's events by start time, so that a walk that wants the events of a
+//! few time windows (the input phase at the start of each step, the top-level work inside step
+//! markers) skips the rest of a long line in whole blocks instead of decoding every event.
+//!
+//! Built once per line, on first use, by one walk of the line (in runs on every worker for a
+//! long one); it holds one entry per [`TIME_INDEX_BLOCK_EVENTS`] events, so it costs about a
+//! tenth of a byte per event. Only lines whose events come in start order (XProf sorts them when
+//! it writes a profile) get one: on any other line, or one whose events fail to decode, a seek
+//! does nothing and the walk reads every event, as a plain walk does.
+
+use rayon::prelude::*;
+
+use crate::{Line, Picos, Plane};
+
+/// Events per block of a time index: a seek decodes at most this many events before the one
+/// it looks for.
+pub const TIME_INDEX_BLOCK_EVENTS: usize = 256;
+
+/// Where one block of events starts.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    /// Plane position from which a walk meets the block's first event first.
+    pos: usize,
+    /// The index of that event in its line.
+    index: usize,
+    /// Its start.
+    start: Picos,
+}
+
+/// The blocks of one line whose events are in start order.
+#[derive(Debug)]
+pub(crate) struct TimeIndex {
+    blocks: Vec<Block>,
+}
+
+/// What one run of a line's events gives the index.
+#[derive(Clone, Debug)]
+struct Run {
+    blocks: Vec<Block>,
+    /// The first and last starts of the run's events (`None` for an empty run).
+    span: Option<(Picos, Picos)>,
+}
+
+impl TimeIndex {
+    /// Indexes `line`; `None` when its events are not in start order or one fails to decode.
+    pub(crate) fn build(plane: &Plane, line: &Line) -> Option<TimeIndex> {
+        let runs = line.event_parts(plane, rayon::current_num_threads());
+        TimeIndex::join(runs.into_par_iter().with_max_len(1).map(index_run).collect())
+    }
+
+    /// The index of a line from its runs' parts, in order; `None` when a run could not be
+    /// indexed or the runs are not in start order one after the other.
+    fn join(runs: Vec<Option<Run>>) -> Option<TimeIndex> {
+        let mut blocks = Vec::new();
+        let mut last: Option<Picos> = None;
+        for run in runs {
+            let run = run?;
+            if let Some((first, end)) = run.span {
+                if last.is_some_and(|l| first < l) {
+                    return None;
+                }
+                last = Some(end);
+            }
+            blocks.extend(run.blocks);
+        }
+        Some(TimeIndex { blocks })
+    }
+
+    /// The block from which a walk meets every event that starts at or after `from` (the last
+    /// block whose first event starts before `from`); `None` when that is the line's start.
+    fn block_before(&self, from: Picos) -> Option<&Block> {
+        let after = self.blocks.partition_point(|b| b.start < from);
+        after.checked_sub(1).map(|at| &self.blocks[at])
+    }
+}
+
+/// One run's blocks, one every [`TIME_INDEX_BLOCK_EVENTS`] events from its first; `None` when
+/// its events are out of start order or one fails to decode.
+fn index_run(events: crate::EventIter<'_>) -> Option<Run> {
+    let mut recording = Recording::new(events);
+    for ev in recording.by_ref() {
+        ev.ok()?;
+    }
+    recording.run
+}
+
+/// A walk of a run of events that indexes them as it goes (`run` becomes `None` at the first
+/// event out of start order or that fails to decode).
+struct Recording<'a> {
+    events: crate::EventIter<'a>,
+    run: Option<Run>,
+    /// Events left before the next block starts.
+    in_block: usize,
+}
+
+impl<'a> Recording<'a> {
+    fn new(events: crate::EventIter<'a>) -> Self {
+        Recording { events, run: Some(Run { blocks: Vec::new(), span: None }), in_block: 0 }
+    }
+}
+
+impl<'a> Iterator for Recording<'a> {
+    type Item = crate::Result<crate::Event<'a>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let (pos, index) = (self.events.position(), self.events.next_index());
+        let next = self.events.next();
+        if let Some(run) = &mut self.run {
+            match &next {
+                Some(Ok(ev)) => {
+                    let start = ev.start();
+                    match run.span {
+                        Some((_, last)) if start < last => self.run = None,
+                        Some((first, _)) => run.span = Some((first, start)),
+                        None => run.span = Some((start, start)),
+                    }
+                    if let Some(run) = &mut self.run {
+                        if self.in_block == 0 {
+                            run.blocks.push(Block { pos, index, start });
+                            self.in_block = TIME_INDEX_BLOCK_EVENTS;
+                        }
+                        self.in_block -= 1;
+                    }
+                }
+                Some(Err(_)) => self.run = None,
+                None => {}
+            }
+        }
+        next
+    }
+}
+
+/// The runs of one line whose walks index it ([`Line::event_parts_indexing`]): the last run to
+/// finish joins them and keeps the index in the plane.
+struct Runs {
+    /// Per run: `None` until it finished, then what it gives the index.
+    parts: std::sync::Mutex<Vec<Option<Option<Run>>>>,
+}
+
+/// One run of a line's events, from [`Line::event_parts_indexing`]: its events, as
+/// [`Line::event_parts`] yields them, indexed by start on the way. When every run of the line has
+/// been walked to its end, the line's time index is kept for later skips
+/// ([`crate::EventIter::skip_to`]) without a walk of its own.
+pub struct IndexingEvents<'a> {
+    recording: Recording<'a>,
+    runs: std::sync::Arc<Runs>,
+    slot: usize,
+    finished: bool,
+}
+
+impl std::fmt::Debug for IndexingEvents<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexingEvents").field("events", &self.recording.events).field("slot", &self.slot).finish()
+    }
+}
+
+impl<'a> Iterator for IndexingEvents<'a> {
+    type Item = crate::Result<crate::Event<'a>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = self.recording.next();
+        if next.is_none() {
+            self.finish();
+        }
+        next
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.recording.events.size_hint()
+    }
+}
+
+impl IndexingEvents<'_> {
+    /// Hands this run's part to the line's other runs, once; the last one joins them.
+    #[cold]
+    fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        // `None` (events out of order, or unreadable) leaves the line without an index.
+        let run = self.recording.run.take();
+        let Ok(mut parts) = self.runs.parts.lock() else { return };
+        let Some(slot) = parts.get_mut(self.slot) else { return };
+        *slot = Some(run);
+        if parts.iter().all(Option::is_some) {
+            let runs = std::mem::take(&mut *parts).into_iter().flatten().collect();
+            let (plane, line) = (self.recording.events.plane(), self.recording.events.line());
+            plane.keep_time_index(line, TimeIndex::join(runs));
+        }
+    }
+}
+
+impl Line {
+    /// [`Line::event_parts`] for a walk that reads every event of the line anyway (the host
+    /// steps read every event of the step-marker threads): walked to their ends, the runs leave
+    /// the line's time index behind, so later walks skip in it
+    /// ([`crate::EventIter::skip_to`]) without indexing the line themselves.
+    ///
+    /// ```
+    /// use xlens_xplane::{Picos, Space, SpaceBuilder, TIME_INDEX_BLOCK_EVENTS};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let op = plane.event_metadata("op");
+    ///     let mut line = plane.line(7, "python", 0);
+    ///     for i in 0..100_000 {
+    ///         line.event(op, i * 10, 5);
+    ///     }
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let line = &plane.lines()[0];
+    /// let count: usize = line.event_parts_indexing(plane, 2).into_iter().map(|run| run.count()).sum();
+    /// assert_eq!(count, 100_000);
+    /// let mut events = line.events(plane);
+    /// events.skip_to(Picos(990_000));
+    /// // The last 1,000 events, and at most a block before them.
+    /// assert!(events.count() <= 1_000 + TIME_INDEX_BLOCK_EVENTS);
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    pub fn event_parts_indexing<'a>(&'a self, plane: &'a Plane, parts: usize) -> Vec<IndexingEvents<'a>> {
+        let parts = self.event_parts(plane, parts);
+        let runs = std::sync::Arc::new(Runs { parts: std::sync::Mutex::new(vec![None; parts.len()]) });
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(slot, events)| IndexingEvents {
+                recording: Recording::new(events),
+                runs: runs.clone(),
+                slot,
+                finished: false,
+            })
+            .collect()
+    }
+}
+
+impl<'a> crate::EventIter<'a> {
+    /// Skips ahead, in whole blocks of events, past events that start before `from`: every event
+    /// that starts at or after `from` is still yielded, after at most
+    /// [`TIME_INDEX_BLOCK_EVENTS`] that start before it. Never moves back. On a line whose events
+    /// are not in start order (or fail to decode) it skips nothing, so a walk that filters what
+    /// it is given by start is exact either way. The line is indexed on the first skip.
+    ///
+    /// ```
+    /// use xlens_xplane::{Picos, Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let op = plane.event_metadata("op");
+    ///     let mut line = plane.line(7, "python", 0);
+    ///     for i in 0..100_000 {
+    ///         line.event(op, i * 10, 5);
+    ///     }
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let mut events = plane.lines()[0].events(plane);
+    /// events.skip_to(Picos(500_000));
+    /// let first = events.next().unwrap()?;
+    /// // A block boundary at or before the event that starts at 500,000 ps (event 50,000).
+    /// assert!(first.start() <= Picos(500_000) && first.index() > 49_000);
+    /// let starts: Vec<Picos> = events.map(|e| e.unwrap().start()).collect();
+    /// assert!(starts.contains(&Picos(500_000)) && starts.len() < 51_000);
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    pub fn skip_to(&mut self, from: Picos) {
+        if self.is_done() {
+            return;
+        }
+        let Some(index) = self.plane().time_index(self.line()) else { return };
+        let Some(block) = index.block_before(from) else { return };
+        if block.index > self.next_index() {
+            self.seek(block.pos, block.index);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Space, SpaceBuilder};
+
+    fn space(starts: &[i64]) -> Space {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let op = plane.event_metadata("op");
+            let mut line = plane.line(7, "python", 0);
+            for &s in starts {
+                line.event(op, s, 3);
+            }
+        }
+        Space::parse(b.finish().into()).unwrap()
+    }
+
+    /// The events a walk that skips to `from` yields, filtered to those starting at or after it.
+    fn from(space: &Space, from: i64) -> Vec<usize> {
+        let plane = &space.planes()[0];
+        let mut events = plane.lines()[0].events(plane);
+        events.skip_to(Picos(from));
+        events.map(|e| e.unwrap()).filter(|e| e.start() >= Picos(from)).map(|e| e.index()).collect()
+    }
+
+    #[test]
+    fn skipping_keeps_every_event_at_or_after_the_target() {
+        // Repeated starts straddle block boundaries.
+        let starts: Vec<i64> = (0..5_000).map(|i| i / 7 * 10).collect();
+        let space = space(&starts);
+        for target in [-5, 0, 1, 10, 3_570, 3_571, 7_000, 7_130, 7_140, 100_000] {
+            let want: Vec<usize> = (0..starts.len()).filter(|&i| starts[i] >= target).collect();
+            assert_eq!(from(&space, target), want, "target {target}");
+        }
+    }
+
+    #[test]
+    fn skipping_moves_forward_only_and_in_blocks() {
+        let starts: Vec<i64> = (0..5_000).map(|i| i * 10).collect();
+        let space = space(&starts);
+        let plane = &space.planes()[0];
+        let mut events = plane.lines()[0].events(plane);
+        events.skip_to(Picos(30_000));
+        let at = events.next().unwrap().unwrap().index();
+        assert!(at <= 3_000 && 3_000 - at < TIME_INDEX_BLOCK_EVENTS, "{at}");
+        // Back in time: nothing moves.
+        events.skip_to(Picos(0));
+        assert_eq!(events.next().unwrap().unwrap().index(), at + 1);
+    }
+
+    #[test]
+    fn lines_out_of_start_order_are_walked_whole() {
+        let mut starts: Vec<i64> = (0..5_000).map(|i| i * 10).collect();
+        starts.swap(10, 4_000);
+        let space = space(&starts);
+        let plane = &space.planes()[0];
+        assert!(plane.time_index(&plane.lines()[0]).is_none());
+        let mut events = plane.lines()[0].events(plane);
+        events.skip_to(Picos(45_000));
+        assert_eq!(events.count(), 5_000);
+    }
+
+    #[test]
+    fn runs_of_a_long_line_join_into_one_index() {
+        // Long enough to be indexed in several runs (each at least `PART_MIN_BYTES`).
+        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
+        let space = space(&starts);
+        let plane = &space.planes()[0];
+        let line = &plane.lines()[0];
+        assert!(line.event_parts(plane, 4).len() > 1);
+        for target in [0, 1_234_560, 3_999_990, 4_000_000] {
+            let want: Vec<usize> = (0..starts.len()).filter(|&i| starts[i] >= target).collect();
+            assert_eq!(from(&space, target), want);
+        }
+    }
+
+    /// The indexing runs of a line leave its index behind, and skips in it keep every event.
+    #[test]
+    fn indexing_runs_leave_an_index_behind() {
+        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
+        let space = space(&starts);
+        let plane = &space.planes()[0];
+        let line = &plane.lines()[0];
+        let runs = line.event_parts_indexing(plane, 4);
+        assert!(runs.len() > 1);
+        let walked: usize = runs.into_iter().map(|run| run.count()).sum();
+        assert_eq!(walked, starts.len());
+        let kept = plane.time_indexes[0].get().expect("kept by the runs").as_ref().expect("an index");
+        // A block every `TIME_INDEX_BLOCK_EVENTS` events from each run's first.
+        assert!(kept.blocks.len() >= starts.len() / TIME_INDEX_BLOCK_EVENTS);
+        assert!(
+            kept.blocks
+                .windows(2)
+                .all(|w| w[0].index < w[1].index && w[1].index - w[0].index <= TIME_INDEX_BLOCK_EVENTS)
+        );
+        for target in [0, 1_234_560, 4_000_000] {
+            let want: Vec<usize> = (0..starts.len()).filter(|&i| starts[i] >= target).collect();
+            assert_eq!(from(&space, target), want);
+        }
+    }
+
+    /// Runs not walked to their ends leave nothing (a skip indexes the line itself), and runs of a
+    /// line out of order leave the answer that it has no index.
+    #[test]
+    fn unfinished_or_unordered_runs_leave_no_index() {
+        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
+        let space = space(&starts);
+        let plane = &space.planes()[0];
+        let line = &plane.lines()[0];
+        for mut run in line.event_parts_indexing(plane, 4) {
+            run.next();
+        }
+        assert!(plane.time_indexes[0].get().is_none());
+        assert_eq!(from(&space, 2_000_000).len(), 200_000);
+        let mut starts = starts;
+        starts.swap(5, 350_000);
+        let space = self::space(&starts);
+        let plane = &space.planes()[0];
+        let line = &plane.lines()[0];
+        line.event_parts_indexing(plane, 4).into_iter().for_each(|run| run.for_each(drop));
+        assert!(plane.time_indexes[0].get().is_some_and(Option::is_none));
+    }
+}
