@@ -3,6 +3,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod anatomy;
+mod chain;
 mod chip;
 pub mod chips;
 mod device;
@@ -28,6 +29,7 @@ pub use anatomy::{
     InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, covered, is_collective, merge_in_order,
     partition, partition_from,
 };
+pub use chain::chain_in_runs;
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};

@@ -192,30 +192,7 @@ fn host_anatomy_in_batches(
     };
     for &index in &host_ops.marker_lines {
         let Some(line) = host.lines().get(index) else { continue };
-        // A long marker line is walked in runs on every worker, each from no event kept; joined
-        // in order, a run's events count from the first one that starts at or after the end of
-        // the last event kept before the run. That is what one walk gives unless an event the
-        // run kept before that point reaches past that end (it would have hidden events one walk
-        // keeps): such a run is walked again from the true state.
-        let runs = line.event_parts(host, rayon::current_num_threads());
-        let walked: Vec<xlens_xplane::Result<Vec<Interval>>> =
-            runs.par_iter().with_max_len(1).map(|run| top_level(run.clone(), None)).collect();
-        let mut last_end: Option<Picos> = None;
-        for (run, kept) in runs.iter().zip(walked) {
-            let kept = kept?;
-            let joined = match last_end {
-                None => kept,
-                Some(l) if kept.iter().filter(|i| i.start < l).all(|i| i.end <= l) => {
-                    let from = kept.iter().position(|i| i.start >= l).unwrap_or(kept.len());
-                    kept[from..].to_vec()
-                }
-                Some(l) => top_level(run.clone(), Some(l))?,
-            };
-            if let Some(last) = joined.last() {
-                last_end = Some(last.end);
-            }
-            host_work.extend(joined);
-        }
+        host_work.extend(crate::chain_in_runs(host, line, top_level, |i| (i.start, i.end))?);
     }
     host_work.sort_by_key(|i| (i.start, i.end));
     let longest_work = host_work.iter().map(|i| i.end - i.start).max().unwrap_or_default();

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rayon::prelude::*;
+
 use xlens_roofline::StepSource;
 use xlens_xplane::Picos;
 
@@ -88,23 +90,27 @@ fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Measured<'a
 }
 
 /// The compilations on the host threads of at least `min_compile_ms`, one per compilation.
-fn compile_events(host: &HostProfile, min_compile_ms: f64) -> Vec<xlens_xplane::Event<'_>> {
-    // Outermost compile events per thread (a client compile nests inside the JAX one).
+fn compile_events<'h>(host: &'h HostProfile, min_compile_ms: f64) -> Vec<xlens_xplane::Event<'h>> {
+    // Outermost compile events per thread (a client compile nests inside the JAX one); a long
+    // thread (the Python tracer's) is walked in runs on every worker. The threshold applies
+    // after: a short compile still hides the ones nested in it.
     let mut compiles = Vec::new();
     if let Some(plane) = host.space().host_threads() {
         let compile = plane.metadata_mask(|m| evidence::is_compile_event(m.name()));
-        for line in plane.lines().iter().filter(|_| !compile.is_empty()) {
-            let mut open_until = Picos(i64::MIN);
-            for ev in line.events(plane).map_while(|e| e.ok()) {
-                if !compile.contains(&ev) || ev.start() < open_until {
-                    continue;
-                }
-                open_until = ev.end();
-                if ev.duration().as_ms_f64() >= min_compile_ms {
-                    compiles.push(ev);
-                }
-            }
-        }
+        let lines: Vec<&xlens_xplane::Line> = plane.lines().iter().filter(|_| !compile.is_empty()).collect();
+        let per_line: Vec<Vec<xlens_xplane::Event<'h>>> = lines
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|line| {
+                let in_runs = |run: xlens_xplane::EventIter<'h>, open_until| outermost(run, &compile, open_until);
+                xlens_roofline::chain_in_runs(plane, line, in_runs, |e| (e.start(), e.end())).unwrap_or_else(|_| {
+                    // An unreadable event ends its thread: the compilations before it.
+                    let readable = line.events(plane).take_while(Result::is_ok);
+                    outermost(readable, &compile, None).unwrap_or_default()
+                })
+            })
+            .collect();
+        compiles.extend(per_line.into_iter().flatten().filter(|ev| ev.duration().as_ms_f64() >= min_compile_ms));
     }
     // The JAX-level compile and the client compile it calls run on different threads: events
     // that overlap in time are one compilation (the longest stands for it).
@@ -121,6 +127,24 @@ fn compile_events(host: &HostProfile, min_compile_ms: f64) -> Vec<xlens_xplane::
         }
     }
     merged
+}
+
+/// The compile events of a walk that starts after `open_until`, each outside the last one kept.
+fn outermost<'a>(
+    events: impl Iterator<Item = xlens_xplane::Result<xlens_xplane::Event<'a>>>,
+    compile: &xlens_xplane::MetadataMask,
+    mut open_until: Option<Picos>,
+) -> xlens_xplane::Result<Vec<xlens_xplane::Event<'a>>> {
+    let mut kept = Vec::new();
+    for ev in events {
+        let ev = ev?;
+        if !compile.contains(&ev) || open_until.is_some_and(|end| ev.start() < end) {
+            continue;
+        }
+        open_until = Some(ev.end());
+        kept.push(ev);
+    }
+    Ok(kept)
 }
 
 /// The compilations inside a step and those between two steps (with the step that follows).
@@ -271,6 +295,59 @@ fn describe(detector: &Recompilation, host: &HostProfile, m: &Measured<'_>, s: &
 #[cfg(test)]
 mod tests {
     use crate::testing::{run_on, testdata};
+
+    /// A long thread walked in runs gives the compilations one walk gives: compiles nested in
+    /// others (a short outer one hides a long inner one) and compiles that straddle the cuts.
+    #[test]
+    fn compiles_of_a_long_thread_walked_in_runs_equal_one_walk() {
+        let mut b = xlens_xplane::SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let (jax, client, other) = (
+                plane.event_metadata("backend_compile_and_load"),
+                plane.event_metadata("PjRtCApiClient::CompileAndLoad(jit_f)"),
+                plane.event_metadata("$call"),
+            );
+            let mut line = plane.line(1, "python3", 0);
+            let ms = 1_000_000_000i64;
+            for k in 0..200_000i64 {
+                let s = k * 10 * ms;
+                line.event(other, s, 10);
+                if k % 3 == 0 {
+                    // A 6 ms compile with a 2 ms client compile inside it.
+                    line.event(jax, s + 100, 6 * ms);
+                    line.event(client, s + 200, 2 * ms);
+                }
+                if k % 5 == 1 {
+                    line.event(client, s + 100, ms);
+                }
+                line.event(other, s + 300, 10);
+            }
+        }
+        let profile =
+            crate::profile::Profile::from_space("synth", xlens_xplane::Space::parse(b.finish().into()).unwrap());
+        let host = &profile.hosts()[0];
+        let plane = host.space().host_threads().unwrap();
+        assert!(plane.lines()[0].event_parts(plane, 8).len() > 1);
+        let compile = plane.metadata_mask(|m| crate::evidence::is_compile_event(m.name()));
+        for min_ms in [0.0, 3.0] {
+            let want: Vec<(i64, i64)> = super::outermost(plane.lines()[0].events(plane), &compile, None)
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.duration().as_ms_f64() >= min_ms)
+                .map(|e| (e.start().0, e.end().0))
+                .collect();
+            for threads in [1, 2, 3, 8] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let got: Vec<(i64, i64)> = pool
+                    .install(|| super::compile_events(host, min_ms))
+                    .iter()
+                    .map(|e| (e.start().0, e.end().0))
+                    .collect();
+                assert_eq!(got, want, "{threads} workers, {min_ms} ms");
+            }
+        }
+    }
 
     #[test]
     fn finds_the_retrace_of_a_smaller_last_batch() {
