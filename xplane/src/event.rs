@@ -36,7 +36,8 @@ pub struct Event<'a> {
     metadata_id: EventMetadataId,
     data_value: i64,
     duration_ps: i64,
-    /// The event's body: `plane bytes[body_start..body_end]` (planes are under 4 GiB).
+    /// Where the event's stats are searched from: `plane bytes[body_start..body_end]` is its body
+    /// past the leading fields the decode read in writer order (planes are under 4 GiB).
     body_start: u32,
     body_end: u32,
     index: u32,
@@ -222,6 +223,9 @@ impl<'a> Event<'a> {
             let val_pos = r.pos();
             ev.duration_ps = r.read_varint().map_err(|e| fail(e, val_pos))? as i64;
         }
+        // The stats come after those fields: their walks start here (any field that follows,
+        // in any order, is read below and skipped by them).
+        ev.body_start = r.pos() as u32;
         while !r.is_empty() {
             let tag_pos = r.pos();
             let key = r.read_varint().map_err(|e| fail(e, tag_pos))?;
@@ -735,6 +739,8 @@ pub struct StatIter<'a> {
 impl<'a> StatIter<'a> {
     /// The stats in field `field` of the message `reader` reads (positions are plane offsets).
     pub(crate) fn new(plane: &'a Plane, reader: Reader<'a>, field: u32) -> Self {
+        // Stats are fields 4 (events) and 5 (metadata): their keys take one byte.
+        debug_assert!(field < 16);
         StatIter { plane, reader, field, done: false }
     }
 
@@ -751,13 +757,19 @@ impl<'a> Iterator for StatIter<'a> {
         if self.done {
             return None;
         }
+        // The stats' one-byte key (see [`StatsWhere`]).
+        let key = (self.field << 3 | 2) as u8;
         while !self.reader.is_empty() {
             let tag_pos = self.reader.pos();
-            let (field, wire) = match self.reader.read_tag() {
-                Ok(t) => t,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(wire_error(e, self.plane.location_at(tag_pos))));
+            let (field, wire) = if self.reader.eat(key) {
+                (self.field, WireType::Len)
+            } else {
+                match self.reader.read_tag() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(wire_error(e, self.plane.location_at(tag_pos))));
+                    }
                 }
             };
             let val_pos = self.reader.pos();
@@ -804,15 +816,22 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
         if it.done {
             return None;
         }
+        // The stats' one-byte key (fields 4 and 5, length-delimited): taken without the general
+        // tag decode (any other key takes it).
+        let key = (it.field << 3 | 2) as u8;
         while !it.reader.is_empty() {
             let tag_pos = it.reader.pos();
             let fail = |e, pos: usize, it: &mut StatIter<'a>| {
                 it.done = true;
                 Some(Err(wire_error(e, it.plane.location_at(pos))))
             };
-            let (field, wire) = match it.reader.read_tag() {
-                Ok(t) => t,
-                Err(e) => return fail(e, tag_pos, it),
+            let (field, wire) = if it.reader.eat(key) {
+                (it.field, WireType::Len)
+            } else {
+                match it.reader.read_tag() {
+                    Ok(t) => t,
+                    Err(e) => return fail(e, tag_pos, it),
+                }
             };
             let val_pos = it.reader.pos();
             if field == it.field && wire == WireType::Len {
