@@ -306,6 +306,21 @@ impl<'a> EventIter<'a> {
         self.metered_to = pos;
     }
 
+    /// The events `first..last` of `line`, read from plane positions `range` (a block of its
+    /// index).
+    pub(crate) fn block(
+        plane: &'a Plane,
+        line: &'a Line,
+        range: std::ops::Range<usize>,
+        first: usize,
+        last: usize,
+    ) -> Self {
+        let mut it = EventIter::new_part(plane, line, plane.reader(range), false);
+        it.index = first;
+        it.remaining = last.saturating_sub(first);
+        it
+    }
+
     /// The plane position from which the next event is read.
     pub(crate) fn position(&self) -> usize {
         self.reader.pos()

@@ -80,6 +80,6 @@ pub use session::{
     Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, discover_runs, map_file, open_space,
 };
 pub use space::{Space, WalkMeter};
-pub use time_index::{IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
+pub use time_index::{EventsWhere, IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
 pub use validate::validate;
 pub use wire::WireType;

@@ -564,11 +564,17 @@ impl Plane {
         first
     }
 
-    /// The time index of one of this plane's lines, built on first use; `None` when the line's
-    /// events are not in start order or fail to decode.
+    /// The index of one of this plane's lines, built on first use; `None` when one of the line's
+    /// events fails to decode.
     pub(crate) fn time_index(&self, line: &Line) -> Option<&crate::time_index::TimeIndex> {
         let at = self.lines.binary_search_by_key(&line.index(), Line::index).ok()?;
         self.time_indexes.get(at)?.get_or_init(|| crate::time_index::TimeIndex::build(self, line)).as_ref()
+    }
+
+    /// The index of a line if a walk already made it (none is built here).
+    pub(crate) fn time_index_built(&self, line: &Line) -> Option<&crate::time_index::TimeIndex> {
+        let at = self.lines.binary_search_by_key(&line.index(), Line::index).ok()?;
+        self.time_indexes.get(at)?.get()?.as_ref()
     }
 
     /// Keeps a line's time index made by walks that indexed it on the way (an index already kept
@@ -1393,6 +1399,12 @@ impl MetadataMask {
     #[inline]
     pub fn contains(&self, event: &crate::Event<'_>) -> bool {
         self.any && event.plane().event_metadata_position(event.metadata_id()).is_some_and(|i| self.bits[i])
+    }
+
+    /// True when the metadata entry at `position` in its plane's table passed.
+    #[inline]
+    pub(crate) fn contains_position(&self, position: usize) -> bool {
+        self.any && self.bits.get(position).copied().unwrap_or(false)
     }
 
     /// True when no metadata entry passed (no event can match: a walk can be skipped).

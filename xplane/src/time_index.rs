@@ -1,18 +1,20 @@
-//! A sparse index of a line's events by start time, so that a walk that wants the events of a
-//! few time windows (the input phase at the start of each step, the top-level work inside step
-//! markers) skips the rest of a long line in whole blocks instead of decoding every event.
+//! A sparse index of a line's events, so that a walk that wants the events of a few time windows
+//! (the input phase at the start of each step, the top-level work inside step markers) or of a
+//! few kinds (compile events on the Python tracer's thread) skips the rest of a long line in
+//! whole blocks instead of decoding every event.
 //!
-//! Built once per line, on first use, by one walk of the line (in runs on every worker for a
-//! long one); it holds one entry per [`TIME_INDEX_BLOCK_EVENTS`] events, so it costs about a
-//! tenth of a byte per event. Only lines whose events come in start order (XProf sorts them when
-//! it writes a profile) get one: on any other line, or one whose events fail to decode, a seek
-//! does nothing and the walk reads every event, as a plain walk does.
+//! Built by a walk of the line that reads every event anyway (the host steps' walk of the
+//! step-marker threads, [`Line::event_parts_indexing`]), or on the first skip. It holds, per
+//! [`TIME_INDEX_BLOCK_EVENTS`] events, where the block starts and the event-metadata entries its
+//! events use, so it costs a few bytes per block. Skips by time need the events in start order
+//! (XProf sorts them when it writes a profile): on a line that is not, or whose events fail to
+//! decode, a skip does nothing and the walk reads every event, as a plain walk does.
 
 use rayon::prelude::*;
 
-use crate::{Line, Picos, Plane};
+use crate::{Line, MetadataMask, Picos, Plane};
 
-/// Events per block of a time index: a seek decodes at most this many events before the one
+/// Events per block of a line's index: a skip decodes at most this many events before the one
 /// it looks for.
 pub const TIME_INDEX_BLOCK_EVENTS: usize = 256;
 
@@ -25,57 +27,80 @@ struct Block {
     index: usize,
     /// Its start.
     start: Picos,
+    /// Where the block's metadata entries begin in its index's `metadata`.
+    metadata: usize,
 }
 
-/// The blocks of one line whose events are in start order.
+/// The blocks of one line.
 #[derive(Debug)]
 pub(crate) struct TimeIndex {
     blocks: Vec<Block>,
+    /// Per block (from its `metadata` to the next one's): the event-metadata positions its
+    /// events use, each once.
+    metadata: Vec<u32>,
+    /// Whether the events come in start order (what skips by time need).
+    in_order: bool,
+    /// The plane position where the line's events end.
+    end: usize,
 }
 
 /// What one run of a line's events gives the index.
 #[derive(Clone, Debug)]
 struct Run {
     blocks: Vec<Block>,
+    metadata: Vec<u32>,
     /// The first and last starts of the run's events (`None` for an empty run).
     span: Option<(Picos, Picos)>,
+    in_order: bool,
 }
 
 impl TimeIndex {
-    /// Indexes `line`; `None` when its events are not in start order or one fails to decode.
+    /// Indexes `line`; `None` when one of its events fails to decode.
     pub(crate) fn build(plane: &Plane, line: &Line) -> Option<TimeIndex> {
         let runs = line.event_parts(plane, rayon::current_num_threads());
-        TimeIndex::join(runs.into_par_iter().with_max_len(1).map(index_run).collect())
+        TimeIndex::join(line, runs.into_par_iter().with_max_len(1).map(index_run).collect())
     }
 
     /// The index of a line from its runs' parts, in order; `None` when a run could not be
-    /// indexed or the runs are not in start order one after the other.
-    fn join(runs: Vec<Option<Run>>) -> Option<TimeIndex> {
-        let mut blocks = Vec::new();
+    /// indexed.
+    fn join(line: &Line, runs: Vec<Option<Run>>) -> Option<TimeIndex> {
+        let mut index = TimeIndex { blocks: Vec::new(), metadata: Vec::new(), in_order: true, end: line.body().end };
         let mut last: Option<Picos> = None;
         for run in runs {
             let run = run?;
+            index.in_order &= run.in_order;
             if let Some((first, end)) = run.span {
-                if last.is_some_and(|l| first < l) {
-                    return None;
-                }
+                index.in_order &= last.is_none_or(|l| first >= l);
                 last = Some(end);
             }
-            blocks.extend(run.blocks);
+            let base = index.metadata.len();
+            index.blocks.extend(run.blocks.into_iter().map(|b| Block { metadata: b.metadata + base, ..b }));
+            index.metadata.extend(run.metadata);
         }
-        Some(TimeIndex { blocks })
+        Some(index)
     }
 
     /// The block from which a walk meets every event that starts at or after `from` (the last
-    /// block whose first event starts before `from`); `None` when that is the line's start.
+    /// block whose first event starts before `from`); `None` when that is the line's start or
+    /// the line is not in start order.
     fn block_before(&self, from: Picos) -> Option<&Block> {
+        if !self.in_order {
+            return None;
+        }
         let after = self.blocks.partition_point(|b| b.start < from);
         after.checked_sub(1).map(|at| &self.blocks[at])
+    }
+
+    /// Whether an event of block `at` may pass `mask`.
+    fn block_uses(&self, at: usize, mask: &MetadataMask) -> bool {
+        let from = self.blocks[at].metadata;
+        let to = self.blocks.get(at + 1).map_or(self.metadata.len(), |b| b.metadata);
+        self.metadata[from..to].iter().any(|&p| mask.contains_position(p as usize))
     }
 }
 
 /// One run's blocks, one every [`TIME_INDEX_BLOCK_EVENTS`] events from its first; `None` when
-/// its events are out of start order or one fails to decode.
+/// one of its events fails to decode.
 fn index_run(events: crate::EventIter<'_>) -> Option<Run> {
     let mut recording = Recording::new(events);
     for ev in recording.by_ref() {
@@ -85,17 +110,23 @@ fn index_run(events: crate::EventIter<'_>) -> Option<Run> {
 }
 
 /// A walk of a run of events that indexes them as it goes (`run` becomes `None` at the first
-/// event out of start order or that fails to decode).
+/// event that fails to decode).
 struct Recording<'a> {
     events: crate::EventIter<'a>,
     run: Option<Run>,
     /// Events left before the next block starts.
     in_block: usize,
+    /// The blocks begun so far.
+    block: u32,
+    /// Per event-metadata position: the last block (counted from 1) that noted it.
+    noted: Vec<u32>,
 }
 
 impl<'a> Recording<'a> {
     fn new(events: crate::EventIter<'a>) -> Self {
-        Recording { events, run: Some(Run { blocks: Vec::new(), span: None }), in_block: 0 }
+        let noted = vec![0; events.plane().event_metadata().len()];
+        let run = Run { blocks: Vec::new(), metadata: Vec::new(), span: None, in_order: true };
+        Recording { events, run: Some(run), in_block: 0, block: 0, noted }
     }
 }
 
@@ -106,26 +137,33 @@ impl<'a> Iterator for Recording<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let (pos, index) = (self.events.position(), self.events.next_index());
         let next = self.events.next();
-        if let Some(run) = &mut self.run {
-            match &next {
-                Some(Ok(ev)) => {
-                    let start = ev.start();
-                    match run.span {
-                        Some((_, last)) if start < last => self.run = None,
-                        Some((first, _)) => run.span = Some((first, start)),
-                        None => run.span = Some((start, start)),
+        match (&mut self.run, &next) {
+            (Some(run), Some(Ok(ev))) => {
+                let start = ev.start();
+                run.span = match run.span {
+                    Some((first, last)) => {
+                        run.in_order &= start >= last;
+                        Some((first, start))
                     }
-                    if let Some(run) = &mut self.run {
-                        if self.in_block == 0 {
-                            run.blocks.push(Block { pos, index, start });
-                            self.in_block = TIME_INDEX_BLOCK_EVENTS;
-                        }
-                        self.in_block -= 1;
-                    }
+                    None => Some((start, start)),
+                };
+                if self.in_block == 0 {
+                    run.blocks.push(Block { pos, index, start, metadata: run.metadata.len() });
+                    self.in_block = TIME_INDEX_BLOCK_EVENTS;
+                    self.block += 1;
                 }
-                Some(Err(_)) => self.run = None,
-                None => {}
+                self.in_block -= 1;
+                if let Some(noted) = self.events.plane().event_metadata_position(ev.metadata_id()).and_then(|p| {
+                    let noted = self.noted.get_mut(p)?;
+                    Some((p, noted))
+                }) && *noted.1 != self.block
+                {
+                    *noted.1 = self.block;
+                    run.metadata.push(noted.0 as u32);
+                }
             }
+            (Some(_), Some(Err(_))) => self.run = None,
+            _ => {}
         }
         next
     }
@@ -180,7 +218,7 @@ impl IndexingEvents<'_> {
             return;
         }
         self.finished = true;
-        // `None` (events out of order, or unreadable) leaves the line without an index.
+        // `None` (an unreadable event) leaves the line without an index.
         let run = self.recording.run.take();
         let Ok(mut parts) = self.runs.parts.lock() else { return };
         let Some(slot) = parts.get_mut(self.slot) else { return };
@@ -188,7 +226,7 @@ impl IndexingEvents<'_> {
         if parts.iter().all(Option::is_some) {
             let runs = std::mem::take(&mut *parts).into_iter().flatten().collect();
             let (plane, line) = (self.recording.events.plane(), self.recording.events.line());
-            plane.keep_time_index(line, TimeIndex::join(runs));
+            plane.keep_time_index(line, TimeIndex::join(line, runs));
         }
     }
 }
@@ -234,6 +272,93 @@ impl Line {
                 finished: false,
             })
             .collect()
+    }
+}
+
+/// The events of a line whose metadata passes a mask, in line order ([`Line::events_where`]).
+/// Yields `Err` once on malformed bytes, then stops.
+#[derive(Debug)]
+pub struct EventsWhere<'a, 'm> {
+    plane: &'a Plane,
+    line: &'a Line,
+    mask: &'m MetadataMask,
+    index: Option<&'a TimeIndex>,
+    /// The next block to look at (with an index).
+    next_block: usize,
+    /// The events being read: the current block's, or the whole line's without an index.
+    events: crate::EventIter<'a>,
+    done: bool,
+}
+
+impl<'a> Iterator for EventsWhere<'a, '_> {
+    type Item = crate::Result<crate::Event<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            match self.events.next() {
+                Some(Ok(ev)) if self.mask.contains(&ev) => return Some(Ok(ev)),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                None => {}
+            }
+            // On to the next block that uses one of the mask's entries.
+            let Some(index) = self.index else { break };
+            while self.next_block < index.blocks.len() && !index.block_uses(self.next_block, self.mask) {
+                self.next_block += 1;
+            }
+            let Some(block) = index.blocks.get(self.next_block) else { break };
+            let (end, count) = index
+                .blocks
+                .get(self.next_block + 1)
+                .map_or((index.end, self.line.event_count()), |next| (next.pos, next.index));
+            self.events = crate::EventIter::block(self.plane, self.line, block.pos..end, block.index, count);
+            self.next_block += 1;
+        }
+        self.done = true;
+        None
+    }
+}
+
+impl Line {
+    /// The events of the line whose metadata passes `mask` (one of its plane's), in line order:
+    /// what `events(plane)` filtered by `mask.contains` yields. When a walk has indexed the line
+    /// ([`Line::event_parts_indexing`]), only the blocks of [`TIME_INDEX_BLOCK_EVENTS`] events
+    /// that use one of the mask's entries are read; otherwise every event is.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let (call, compile) = (plane.event_metadata("call"), plane.event_metadata("backend_compile"));
+    ///     let mut line = plane.line(7, "python", 0);
+    ///     for i in 0..100_000 {
+    ///         line.event(if i % 40_000 == 7 { compile } else { call }, i * 10, 5);
+    ///     }
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let line = &plane.lines()[0];
+    /// // A walk that reads the line anyway indexes it; the compile events are then found by
+    /// // reading two blocks of 256 events, not 100,000 events.
+    /// line.event_parts_indexing(plane, 2).into_iter().for_each(|run| run.for_each(drop));
+    /// let compile = plane.metadata_mask(|m| m.name() == "backend_compile");
+    /// let found: Vec<usize> = line.events_where(plane, &compile).map(|e| e.unwrap().index()).collect();
+    /// assert_eq!(found, [7, 40_007, 80_007]);
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    pub fn events_where<'a, 'm>(&'a self, plane: &'a Plane, mask: &'m MetadataMask) -> EventsWhere<'a, 'm> {
+        let index = plane.time_index_built(self);
+        // With an index, the walk starts at the first block that uses the mask (an empty run
+        // of events until then).
+        let events = match index {
+            Some(_) => crate::EventIter::block(plane, self, self.body().start..self.body().start, 0, 0),
+            None => self.events(plane),
+        };
+        EventsWhere { plane, line: self, mask, index, next_block: 0, events, done: mask.is_empty() }
     }
 }
 
@@ -335,7 +460,7 @@ mod tests {
         starts.swap(10, 4_000);
         let space = space(&starts);
         let plane = &space.planes()[0];
-        assert!(plane.time_index(&plane.lines()[0]).is_none());
+        assert!(plane.time_index(&plane.lines()[0]).is_some_and(|i| !i.in_order));
         let mut events = plane.lines()[0].events(plane);
         events.skip_to(Picos(45_000));
         assert_eq!(events.count(), 5_000);
@@ -381,7 +506,7 @@ mod tests {
     }
 
     /// Runs not walked to their ends leave nothing (a skip indexes the line itself), and runs of a
-    /// line out of order leave the answer that it has no index.
+    /// line out of order leave an index that skips nothing by time.
     #[test]
     fn unfinished_or_unordered_runs_leave_no_index() {
         let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
@@ -399,6 +524,55 @@ mod tests {
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         line.event_parts_indexing(plane, 4).into_iter().for_each(|run| run.for_each(drop));
-        assert!(plane.time_indexes[0].get().is_some_and(Option::is_none));
+        assert!(plane.time_indexes[0].get().is_some_and(|i| i.as_ref().is_some_and(|i| !i.in_order)));
+        let mut events = line.events(plane);
+        events.skip_to(Picos(3_000_000));
+        assert_eq!(events.count(), 400_000);
+    }
+
+    /// A space with one long line of calls, other events and, every `every` events, a compile
+    /// (every thousandth event out of start order when `out_of_order`).
+    fn with_compiles(every: usize, out_of_order: bool) -> Space {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let (call, compile, other) =
+                (plane.event_metadata("call"), plane.event_metadata("compile"), plane.event_metadata("other"));
+            let mut line = plane.line(7, "python", 0);
+            for i in 0..300_000usize {
+                let metadata = if i % every == every / 2 {
+                    compile
+                } else if i % 3 == 0 {
+                    other
+                } else {
+                    call
+                };
+                let start = if out_of_order && i % 1_000 == 999 { 0 } else { i as i64 * 10 };
+                line.event(metadata, start, 5);
+            }
+        }
+        Space::parse(b.finish().into()).unwrap()
+    }
+
+    #[test]
+    fn events_where_reads_the_blocks_that_use_the_mask_and_yields_what_a_filter_does() {
+        for (every, out_of_order) in [(1_000, false), (97, false), (5_000, true), (300_001, false)] {
+            let space = with_compiles(every, out_of_order);
+            let plane = &space.planes()[0];
+            let line = &plane.lines()[0];
+            for name in ["compile", "other", "nothing"] {
+                let mask = plane.metadata_mask(|m| m.name() == name);
+                let want: Vec<usize> =
+                    line.events(plane).map(|e| e.unwrap()).filter(|e| mask.contains(e)).map(|e| e.index()).collect();
+                // Before and after a walk indexed the line.
+                let plain: Vec<usize> = line.events_where(plane, &mask).map(|e| e.unwrap().index()).collect();
+                assert_eq!(plain, want, "{every} {name}");
+                if plane.time_index_built(line).is_none() {
+                    line.event_parts_indexing(plane, 3).into_iter().for_each(|run| run.for_each(drop));
+                }
+                let indexed: Vec<usize> = line.events_where(plane, &mask).map(|e| e.unwrap().index()).collect();
+                assert_eq!(indexed, want, "{every} {name} indexed");
+            }
+        }
     }
 }
