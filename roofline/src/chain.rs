@@ -16,41 +16,7 @@ use xlens_xplane::{EventIter, Line, Picos, Plane};
 /// walk keeps): such a run is walked again from the true end. The first error, in line order,
 /// is the one a single walk meets first.
 ///
-/// ```
-/// use xlens_roofline::chain_in_runs;
-/// use xlens_xplane::{Picos, Space, SpaceBuilder};
-/// let mut b = SpaceBuilder::default();
-/// {
-///     let mut plane = b.plane(1, "/host:CPU");
-///     let call = plane.event_metadata("call");
-///     let mut line = plane.line(1, "python", 0);
-///     for k in 0..300_000 {
-///         // A call and one nested in it.
-///         line.event(call, k * 100, 50);
-///         line.event(call, k * 100 + 10, 20);
-///     }
-/// }
-/// let space = Space::parse(b.finish().into())?;
-/// let plane = &space.planes()[0];
-/// let line = &plane.lines()[0];
-/// // The outermost calls.
-/// let outermost = |events: xlens_xplane::EventIter<'_>, mut last_end: Option<Picos>| {
-///     let mut kept = Vec::new();
-///     for ev in events {
-///         let ev = ev?;
-///         if last_end.is_none_or(|end| ev.start() >= end) {
-///             kept.push((ev.start(), ev.end()));
-///             last_end = Some(ev.end());
-///         }
-///     }
-///     Ok(kept)
-/// };
-/// let chain = chain_in_runs(plane, line, outermost, |&span| span)?;
-/// assert_eq!(chain.len(), 300_000);
-/// assert_eq!(chain, outermost(line.events(plane), None)?);
-/// # Ok::<(), xlens_xplane::Error>(())
-/// ```
-pub fn chain_in_runs<'a, T: Send>(
+pub(crate) fn chain_in_runs<'a, T: Send>(
     plane: &'a Plane,
     line: &'a Line,
     walk: impl Fn(EventIter<'a>, Option<Picos>) -> xlens_xplane::Result<Vec<T>> + Sync,
@@ -77,4 +43,52 @@ pub fn chain_in_runs<'a, T: Send>(
         chain.extend(joined);
     }
     Ok(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use xlens_xplane::{Picos, Space, SpaceBuilder};
+
+    /// The outermost events of a walk that starts after `last_end`.
+    fn outermost(
+        events: xlens_xplane::EventIter<'_>,
+        mut last_end: Option<Picos>,
+    ) -> xlens_xplane::Result<Vec<(Picos, Picos)>> {
+        let mut kept = Vec::new();
+        for ev in events {
+            let ev = ev?;
+            if last_end.is_none_or(|end| ev.start() >= end) {
+                kept.push((ev.start(), ev.end()));
+                last_end = Some(ev.end());
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Runs joined give one walk's chain, whatever the workers, with items that reach past the
+    /// cuts (a call every 100 ps with one nested in it, and a long one now and then).
+    #[test]
+    fn runs_joined_equal_one_walk() {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let call = plane.event_metadata("call");
+            let mut line = plane.line(1, "python", 0);
+            for k in 0..300_000 {
+                let long = if k % 10_007 == 0 { 50_000 } else { 50 };
+                line.event(call, k * 100, long);
+                line.event(call, k * 100 + 10, 20);
+            }
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        let plane = &space.planes()[0];
+        let line = &plane.lines()[0];
+        let one = outermost(line.events(plane), None).unwrap();
+        assert!(one.len() > 280_000 && one.len() < 300_000);
+        for threads in [1, 2, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let runs = pool.install(|| super::chain_in_runs(plane, line, outermost, |&span| span)).unwrap();
+            assert_eq!(runs, one, "{threads} workers");
+        }
+    }
 }

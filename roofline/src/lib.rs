@@ -29,7 +29,6 @@ pub use anatomy::{
     InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, covered, is_collective, merge_in_order,
     partition, partition_from,
 };
-pub use chain::chain_in_runs;
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use error::{Error, ErrorKind, Result};

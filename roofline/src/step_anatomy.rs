@@ -192,7 +192,7 @@ fn host_anatomy_in_batches(
     };
     for &index in &host_ops.marker_lines {
         let Some(line) = host.lines().get(index) else { continue };
-        host_work.extend(crate::chain_in_runs(host, line, top_level, |i| (i.start, i.end))?);
+        host_work.extend(crate::chain::chain_in_runs(host, line, top_level, |i| (i.start, i.end))?);
     }
     host_work.sort_by_key(|i| (i.start, i.end));
     let longest_work = host_work.iter().map(|i| i.end - i.start).max().unwrap_or_default();
