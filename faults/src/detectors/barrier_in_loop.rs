@@ -126,8 +126,8 @@ fn sync_episodes<'a>(host: &'a HostProfile) -> Vec<Event<'a>> {
     for index in evidence::step_marker_lines(host) {
         let line = &plane.lines()[index];
         let mut open_until = Picos(i64::MIN);
-        for ev in line.events(plane).map_while(|e| e.ok()) {
-            if sync.contains(&ev) && ev.start() >= open_until {
+        for ev in line.events_where(plane, &sync).map_while(|e| e.ok()) {
+            if ev.start() >= open_until {
                 open_until = ev.end();
                 out.push(ev);
             }

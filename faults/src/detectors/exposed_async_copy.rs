@@ -436,7 +436,7 @@ fn copy_bytes(
         let Some(details) = plane.stat_id(names::stat::MEMCPY_DETAILS) else { continue };
         let is_copy = plane.metadata_mask(|m| copy_kind(m.name()).is_some());
         let mut of_line: Vec<(Picos, u64)> = Vec::new();
-        for ev in line.events(plane).map_while(|e| e.ok()).filter(|e| is_copy.contains(e)) {
+        for ev in line.events_where(plane, &is_copy).map_while(|e| e.ok()) {
             if let Some(b) = ev.stat(details).and_then(|s| s.as_str()).and_then(|d| memcpy_bytes(&d)) {
                 of_line.push((ev.start(), b));
             }

@@ -209,7 +209,7 @@ fn launch_calls(host: &HostProfile) -> Option<(usize, Picos)> {
             continue;
         }
         for line in plane.lines() {
-            for ev in line.events(plane).map_while(|e| e.ok()).filter(|e| mask.contains(e)) {
+            for ev in line.events_where(plane, &mask).map_while(|e| e.ok()) {
                 count += 1;
                 total += ev.duration();
             }
