@@ -780,8 +780,14 @@ fn read_line(job: Job<'_>) -> LineOps {
     // Consecutive ops usually share a context (one program run): remember the last one.
     let mut last: Option<(OpContext, u32)> = None;
     // A full walk of the line: the file pages behind it are released as it goes (a later pass
-    // maps them again).
-    for ev in events {
+    // maps them again). The wanted stats of each event are gathered while it is decoded, in the
+    // one pass over its bytes (a line read for its markers only wants none).
+    let mut events = events;
+    let gather = !matches!(from, OpsFrom::None);
+    let mut stats = xlens_xplane::GatheredStats::new(|id| ids.wants(id));
+    loop {
+        let next = if gather { events.next_gathering(&mut stats) } else { events.next() };
+        let Some(ev) = next else { break };
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
@@ -805,7 +811,7 @@ fn read_line(job: Job<'_>) -> LineOps {
                 if ids.hlo_op.is_none() || !ev.has_stats() {
                     continue;
                 }
-                read_op(&ev, &ids, &mut out.interner, None)
+                read_op(&ev, stats.stats(), &ids, &mut out.interner, None)
             }
             OpsFrom::Stream { device, memsets } => {
                 let at = plane.event_metadata_position(ev.metadata_id());
@@ -816,7 +822,7 @@ fn read_line(job: Job<'_>) -> LineOps {
                     }
                     out.kernel_time[at] += ev.duration();
                 }
-                let read = read_op(&ev, &ids, &mut out.interner, Some((device, at)));
+                let read = read_op(&ev, stats.stats(), &ids, &mut out.interner, Some((device, at)));
                 if let Some((op, context, _)) = &read
                     && !context.in_graph
                     && memsets.contains(&ev)
@@ -916,13 +922,15 @@ impl Interner {
     }
 }
 
-/// One walk of an event's stats. On host threads (`stream` is `None`) an event without an
-/// `hlo_op` is not an op (`None`); on a GPU stream (`stream` is the GPU ordinal and the event
-/// metadata's position in the plane) every event is: a kernel without `hlo_op`, a kernel of a
-/// CUDA graph, or a memory copy, is named by the event itself. The op's context
-/// index is left for the caller to intern; its `hlo_module` stat comes beside it.
+/// An op from an event and its wanted stats (`stats`, gathered as the event was decoded). On
+/// host threads (`stream` is `None`) an event without an `hlo_op` is not an op (`None`); on a GPU
+/// stream (`stream` is the GPU ordinal and the event metadata's position in the plane) every
+/// event is: a kernel without `hlo_op`, a kernel of a CUDA graph, or a memory copy, is named by
+/// the event itself. The op's context index is left for the caller to intern; its `hlo_module`
+/// stat comes beside it.
 fn read_op<'a>(
     ev: &xlens_xplane::Event<'a>,
+    stats: &[xlens_xplane::Stat<'a>],
     ids: &StatIds,
     interner: &mut Interner,
     stream: Option<(i64, Option<usize>)>,
@@ -932,11 +940,10 @@ fn read_op<'a>(
     let mut name = None;
     let mut context = OpContext::default();
     let mut module = None;
-    let wanted = |id: xlens_xplane::StatMetadataId| ids.wants(id);
-    // The walk stops once every wanted stat the plane defines was seen (they come first on
-    // XLA's events, before the trace-context stats).
+    // Once every wanted stat the plane defines was seen, later repeats are not read (as a walk
+    // that stops there would not).
     let mut seen = 0u8;
-    for s in ev.stats_where(wanted).map_while(|s| s.ok()) {
+    for &s in stats {
         let id = Some(s.metadata_id());
         if id == ids.hlo_op {
             seen |= 1;

@@ -190,9 +190,16 @@ impl<'a> Event<'a> {
     }
 
     /// Decodes an event body. `r` reads the body inside the plane's bytes (positions are plane
-    /// offsets).
+    /// offsets). The body of each of the event's stats goes to `stat` as the decode passes it
+    /// (one pass over the event's bytes for walks that want some of its stats).
     #[inline(always)]
-    fn decode(plane: &'a Plane, line: &'a Line, mut r: Reader<'a>, index: usize) -> Result<Self> {
+    fn decode_with(
+        plane: &'a Plane,
+        line: &'a Line,
+        mut r: Reader<'a>,
+        index: usize,
+        stat: &mut impl FnMut(Reader<'a>),
+    ) -> Result<Self> {
         // Plane offsets fit in u32 (checked when the plane is decoded), and so do event indexes
         // (every event takes at least two bytes of its plane).
         let mut ev = Event {
@@ -243,7 +250,7 @@ impl<'a> Event<'a> {
                     ev.data_kind = DataKind::Occurrences;
                 }
                 0x22 => {
-                    r.read_message().map_err(|e| fail(e, val_pos))?;
+                    stat(r.read_message().map_err(|e| fail(e, val_pos))?);
                     ev.has_stats = true;
                 }
                 _ => match split_tag(key).map_err(|e| fail(e, tag_pos))? {
@@ -363,11 +370,23 @@ impl<'a> EventIter<'a> {
     }
 }
 
-impl<'a> Iterator for EventIter<'a> {
-    type Item = Result<Event<'a>>;
+impl<'a> EventIter<'a> {
+    /// The next event, as [`Iterator::next`] gives it, and its stats that `stats` wants, read in
+    /// the same pass over the event's bytes: on events with many stats (GPU kernels carry a
+    /// dozen), a second walk of them costs about as much as the decode.
+    #[inline(always)]
+    pub fn next_gathering<F: FnMut(StatMetadataId) -> bool>(
+        &mut self,
+        stats: &mut GatheredStats<'a, F>,
+    ) -> Option<Result<Event<'a>>> {
+        stats.stats.clear();
+        stats.broken = false;
+        let plane = self.plane;
+        self.next_with(&mut |body| stats.offer(plane, body))
+    }
 
     #[inline(always)]
-    fn next(&mut self) -> Option<Self::Item> {
+    fn next_with(&mut self, stat: &mut impl FnMut(Reader<'a>)) -> Option<Result<Event<'a>>> {
         if self.done {
             return None;
         }
@@ -394,7 +413,7 @@ impl<'a> Iterator for EventIter<'a> {
                 if self.metering && self.reader.pos() - self.metered_to >= METER_STRIDE_BYTES {
                     self.meter();
                 }
-                let ev = Event::decode(self.plane, self.line, body, index);
+                let ev = Event::decode_with(self.plane, self.line, body, index, stat);
                 if ev.is_err() {
                     self.done = true;
                 }
@@ -410,6 +429,15 @@ impl<'a> Iterator for EventIter<'a> {
         }
         None
     }
+}
+
+impl<'a> Iterator for EventIter<'a> {
+    type Item = Result<Event<'a>>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_with(&mut |_| {})
+    }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         if self.done { (0, Some(0)) } else { (0, Some(self.remaining)) }
@@ -417,6 +445,81 @@ impl<'a> Iterator for EventIter<'a> {
 }
 
 impl std::iter::FusedIterator for EventIter<'_> {}
+
+/// The stats of one event that a walk gathers while it decodes the event
+/// ([`EventIter::next_gathering`]): those whose metadata id `wanted` keeps, in the event's order,
+/// as [`Event::stats_where`] yields them up to its first malformed stat.
+///
+/// ```
+/// use xlens_xplane::{GatheredStats, Space, SpaceBuilder};
+/// let mut b = SpaceBuilder::default();
+/// {
+///     let mut plane = b.plane(1, "/device:GPU:0");
+///     let (op, other) = (plane.stat_metadata("hlo_op"), plane.stat_metadata("correlation_id"));
+///     let kernel = plane.event_metadata("fusion");
+///     let mut line = plane.line(1, "Stream #1", 0);
+///     line.event(kernel, 0, 10).stat(other, 7u64).stat(op, "fusion.1");
+/// }
+/// let space = Space::parse(b.finish().into())?;
+/// let plane = &space.planes()[0];
+/// let hlo_op = plane.stat_id("hlo_op").unwrap();
+/// let mut events = plane.lines()[0].events(plane);
+/// let mut gathered = GatheredStats::new(|id| id == hlo_op);
+/// let event = events.next_gathering(&mut gathered).unwrap()?;
+/// assert_eq!(event.name(), "fusion");
+/// let names: Vec<String> = gathered.stats().iter().filter_map(|s| s.as_str().map(|s| s.into_owned())).collect();
+/// assert_eq!(names, ["fusion.1"]);
+/// # Ok::<(), xlens_xplane::Error>(())
+/// ```
+pub struct GatheredStats<'a, F> {
+    wanted: F,
+    stats: Vec<Stat<'a>>,
+    /// A malformed stat was met: the ones after it are not gathered.
+    broken: bool,
+}
+
+impl<F> std::fmt::Debug for GatheredStats<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatheredStats").field("stats", &self.stats).field("broken", &self.broken).finish()
+    }
+}
+
+impl<'a, F: FnMut(StatMetadataId) -> bool> GatheredStats<'a, F> {
+    /// Gathers the stats whose metadata id `wanted` keeps.
+    pub fn new(wanted: F) -> Self {
+        GatheredStats { wanted, stats: Vec::new(), broken: false }
+    }
+
+    /// The last event's stats that were wanted, in its order.
+    pub fn stats(&self) -> &[Stat<'a>] {
+        &self.stats
+    }
+
+    /// Takes one stat body (as [`StatsWhere`] does: the metadata id alone decides, the value is
+    /// decoded only for a wanted stat).
+    #[inline(always)]
+    fn offer(&mut self, plane: &'a Plane, body: Reader<'a>) {
+        if self.broken {
+            return;
+        }
+        let mut peek = body;
+        if peek.eat(0x08) {
+            match peek.read_varint() {
+                Ok(id) if !(self.wanted)(StatMetadataId(id as i64)) => return,
+                Ok(_) => {}
+                Err(_) => {
+                    self.broken = true;
+                    return;
+                }
+            }
+        }
+        match Stat::decode(plane, body) {
+            Ok(stat) if (self.wanted)(stat.metadata_id) => self.stats.push(stat),
+            Ok(_) => {}
+            Err(_) => self.broken = true,
+        }
+    }
+}
 
 /// The events of one line for a pass that reads them once: like [`EventIter`], and every
 /// few megabytes the file pages behind the walk are handed back to the OS, as are the rest of
@@ -456,12 +559,22 @@ impl<'a> ReleasingEvents<'a> {
     }
 }
 
-impl<'a> Iterator for ReleasingEvents<'a> {
-    type Item = Result<Event<'a>>;
-
+impl<'a> ReleasingEvents<'a> {
+    /// [`EventIter::next_gathering`] for a pass that reads the line once.
     #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
-        // Checked every 4096 events; only bytes before the next event are released.
+    pub fn next_gathering<F: FnMut(StatMetadataId) -> bool>(
+        &mut self,
+        stats: &mut GatheredStats<'a, F>,
+    ) -> Option<Result<Event<'a>>> {
+        self.release_behind();
+        let next = self.inner.next_gathering(stats);
+        self.release_rest(next.is_none());
+        next
+    }
+
+    /// Every 4096 events: hands back the bytes before the next event, a chunk at a time.
+    #[inline]
+    fn release_behind(&mut self) {
         self.count = self.count.wrapping_add(1);
         if self.count.is_multiple_of(4096) {
             let at = self.inner.reader.pos();
@@ -470,11 +583,26 @@ impl<'a> Iterator for ReleasingEvents<'a> {
                 self.released = at;
             }
         }
-        let next = self.inner.next();
-        if next.is_none() && self.released < self.end {
+    }
+
+    /// At the line's end: hands back the rest.
+    #[inline]
+    fn release_rest(&mut self, ended: bool) {
+        if ended && self.released < self.end {
             self.inner.plane.release(self.released..self.end);
             self.released = self.end;
         }
+    }
+}
+
+impl<'a> Iterator for ReleasingEvents<'a> {
+    type Item = Result<Event<'a>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.release_behind();
+        let next = self.inner.next();
+        self.release_rest(next.is_none());
         next
     }
 

@@ -525,9 +525,9 @@ pub struct Plane {
     meter: crate::WalkMeter,
     /// Stored lines not walked yet.
     unwalked: std::sync::atomic::AtomicUsize,
-    /// Per stored line: its time index, built on the first seek (`None` inside when the line
-    /// cannot have one).
-    pub(crate) time_indexes: Box<[std::sync::OnceLock<Option<crate::time_index::TimeIndex>>]>,
+    /// Per stored line: its index, once a walk made it or a skip built it (`None` inside when
+    /// the line cannot have one). Boxed: 16 bytes a line until then (see `tests/memory.rs`).
+    pub(crate) time_indexes: Box<[std::sync::OnceLock<Option<Box<crate::time_index::TimeIndex>>>]>,
 }
 
 impl fmt::Debug for Plane {
@@ -568,13 +568,16 @@ impl Plane {
     /// events fails to decode.
     pub(crate) fn time_index(&self, line: &Line) -> Option<&crate::time_index::TimeIndex> {
         let at = self.lines.binary_search_by_key(&line.index(), Line::index).ok()?;
-        self.time_indexes.get(at)?.get_or_init(|| crate::time_index::TimeIndex::build(self, line)).as_ref()
+        self.time_indexes
+            .get(at)?
+            .get_or_init(|| crate::time_index::TimeIndex::build(self, line).map(Box::new))
+            .as_deref()
     }
 
     /// The index of a line if a walk already made it (none is built here).
     pub(crate) fn time_index_built(&self, line: &Line) -> Option<&crate::time_index::TimeIndex> {
         let at = self.lines.binary_search_by_key(&line.index(), Line::index).ok()?;
-        self.time_indexes.get(at)?.get()?.as_ref()
+        self.time_indexes.get(at)?.get()?.as_deref()
     }
 
     /// Keeps a line's time index made by walks that indexed it on the way (an index already kept
@@ -583,7 +586,7 @@ impl Plane {
         if let Ok(at) = self.lines.binary_search_by_key(&line.index(), Line::index)
             && let Some(cell) = self.time_indexes.get(at)
         {
-            let _ = cell.set(index);
+            let _ = cell.set(index.map(Box::new));
         }
     }
 
@@ -1372,6 +1375,8 @@ mod tests {
     fn records_are_small() {
         // What a record costs is what the table budget charges; keep them compact.
         assert_eq!(std::mem::size_of::<Line>(), 72);
+        // A line's index cell, until a walk makes its index.
+        assert_eq!(std::mem::size_of::<std::sync::OnceLock<Option<Box<crate::time_index::TimeIndex>>>>(), 16);
         assert_eq!(std::mem::size_of::<EventMetadata>(), 64);
         assert_eq!(std::mem::size_of::<StatMetadata>(), 32);
     }
