@@ -513,6 +513,18 @@ fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
     }
     let categories: HashMap<(u64, &str), &str> =
         profile.ops.iter().map(|o| ((o.program_id, o.name.as_str()), o.category.as_str())).collect();
+    // Without a collective among the ops (one device), nothing is exposed and there is no
+    // finding: the ops are not walked.
+    if !profile.ops.iter().any(|o| class_of(o.category.as_str()) == TimeClass::CollectiveExposed) {
+        return Ok(Analysis {
+            exposed_per_step: Picos::ZERO,
+            hidden_per_step: Picos::ZERO,
+            core_steps: 0.0,
+            ops: BTreeMap::new(),
+            cpu: !gpu,
+            matmul_per_step: None,
+        });
+    }
     let spans = union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
     let (collectives, compute) = occurrences(host, &categories, &spans, host_plane, gpu);
     let devices: std::collections::BTreeSet<i64> = collectives.keys().chain(compute.keys()).copied().collect();
