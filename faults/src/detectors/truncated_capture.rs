@@ -173,13 +173,18 @@ fn trailing_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps) -> Opt
     };
     let mut per_step = vec![0usize; steps.steps.len()];
     let mut programs: BTreeSet<Option<u64>> = BTreeSet::new();
+    // Consecutive ops mostly share a program: the set is asked only when it changes.
+    let mut last_program = None;
     let (mut inside, mut before) = (Picos::ZERO, Picos::ZERO);
     for (start, duration, program_id) in ops.filter(|o| o.0 < last_end) {
         before += duration;
         if let Some(k) = step_of(start) {
             inside += duration;
             per_step[k] += 1;
-            programs.insert(program_id);
+            if last_program != Some(program_id) {
+                programs.insert(program_id);
+                last_program = Some(program_id);
+            }
         }
     }
     // Steps must hold their own ops (synchronous steps), else work after the last marker is
