@@ -429,15 +429,20 @@ mod tests {
         events.map(|e| e.unwrap()).filter(|e| e.start() >= Picos(from)).map(|e| e.index()).collect()
     }
 
+    /// A skip to each target keeps every event that starts at or after it.
+    fn assert_skips_keep_every_event(space: &Space, starts: &[i64], targets: &[i64]) {
+        for &target in targets {
+            let want: Vec<usize> = (0..starts.len()).filter(|&i| starts[i] >= target).collect();
+            assert_eq!(from(space, target), want, "target {target}");
+        }
+    }
+
     #[test]
     fn skipping_keeps_every_event_at_or_after_the_target() {
         // Repeated starts straddle block boundaries.
         let starts: Vec<i64> = (0..5_000).map(|i| i / 7 * 10).collect();
         let space = space(&starts);
-        for target in [-5, 0, 1, 10, 3_570, 3_571, 7_000, 7_130, 7_140, 100_000] {
-            let want: Vec<usize> = (0..starts.len()).filter(|&i| starts[i] >= target).collect();
-            assert_eq!(from(&space, target), want, "target {target}");
-        }
+        assert_skips_keep_every_event(&space, &starts, &[-5, 0, 1, 10, 3_570, 3_571, 7_000, 7_130, 7_140, 100_000]);
     }
 
     #[test]
@@ -474,10 +479,7 @@ mod tests {
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         assert!(line.event_parts(plane, 4).len() > 1);
-        for target in [0, 1_234_560, 3_999_990, 4_000_000] {
-            let want: Vec<usize> = (0..starts.len()).filter(|&i| starts[i] >= target).collect();
-            assert_eq!(from(&space, target), want);
-        }
+        assert_skips_keep_every_event(&space, &starts, &[0, 1_234_560, 3_999_990, 4_000_000]);
     }
 
     /// The indexing runs of a line leave its index behind, and skips in it keep every event.
@@ -499,16 +501,13 @@ mod tests {
                 .windows(2)
                 .all(|w| w[0].index < w[1].index && w[1].index - w[0].index <= TIME_INDEX_BLOCK_EVENTS)
         );
-        for target in [0, 1_234_560, 4_000_000] {
-            let want: Vec<usize> = (0..starts.len()).filter(|&i| starts[i] >= target).collect();
-            assert_eq!(from(&space, target), want);
-        }
+        assert_skips_keep_every_event(&space, &starts, &[0, 1_234_560, 4_000_000]);
     }
 
     /// Runs not walked to their ends leave nothing (a skip indexes the line itself), and runs of a
     /// line out of order leave an index that skips nothing by time.
     #[test]
-    fn unfinished_or_unordered_runs_leave_no_index() {
+    fn unfinished_runs_leave_no_index_and_unordered_ones_one_that_skips_nothing() {
         let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
         let space = space(&starts);
         let plane = &space.planes()[0];
