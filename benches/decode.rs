@@ -1,6 +1,11 @@
 //! Decode throughput: `decode/<fixture>` parses (metadata tables and line headers, events
 //! counted), `iterate/<fixture>` parses and walks every event, `events/<fixture>` walks every
 //! event of an already parsed space (the event decoder alone). Throughput is input bytes/s.
+//! `line_index/*` walks a 1 M-event Python-tracer-shaped thread: `indexing_walk` reads every
+//! event and leaves the line's index (`Line::event_parts_indexing`, as the host steps do),
+//! `events_where` finds its 1,000 compile events in the indexed line (reading the quarter of its
+//! blocks that hold one), `filtered_walk` finds them by reading every event (what
+//! `events_where` does on a line nobody indexed).
 //!
 //! Fixtures: a real JAX CPU trace from the corpus, and a synthetic ~200 MB TPU-shaped trace
 //! written by the builder (`XLENS_BENCH_SYNTH_MB` overrides its size).
@@ -64,5 +69,49 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// One host-thread plane with a Python-tracer-shaped line: a million calls, every thousandth a
+/// compile event.
+fn python_thread() -> Bytes {
+    let mut b = xlens::xplane::SpaceBuilder::default();
+    {
+        let mut plane = b.plane(1, "/host:CPU");
+        let calls: Vec<_> = (0..64).map(|i| plane.event_metadata(&format!("$train.py:{i} call"))).collect();
+        let compile = plane.event_metadata("backend_compile_and_load");
+        let mut line = plane.line(1, "python3", 0);
+        for i in 0..1_000_000i64 {
+            let metadata = if i % 1_000 == 500 { compile } else { calls[(i % 64) as usize] };
+            line.event(metadata, i * 1_000, 800);
+        }
+    }
+    b.finish().into()
+}
+
+fn line_index(c: &mut Criterion) {
+    let bytes = python_thread();
+    let mut group = c.benchmark_group("line_index");
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.sample_size(10);
+    group.bench_function("indexing_walk", |b| {
+        b.iter(|| {
+            let space = Space::parse(bytes.clone()).expect("decodes");
+            let plane = &space.planes()[0];
+            let line = &plane.lines()[0];
+            black_box(line.event_parts_indexing(plane, 2).into_iter().map(Iterator::count).sum::<usize>())
+        })
+    });
+    let space = Space::parse(bytes.clone()).expect("decodes");
+    let plane = &space.planes()[0];
+    let line = &plane.lines()[0];
+    let compile = plane.metadata_mask(|m| m.name() == "backend_compile_and_load");
+    group.bench_function("filtered_walk", |b| {
+        b.iter(|| black_box(line.events(plane).map_while(Result::ok).filter(|e| compile.contains(e)).count()))
+    });
+    line.event_parts_indexing(plane, 2).into_iter().for_each(|run| run.for_each(drop));
+    group.bench_function("events_where", |b| {
+        b.iter(|| black_box(line.events_where(plane, &compile).map_while(Result::ok).count()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, line_index);
 criterion_main!(benches);
