@@ -4,13 +4,12 @@
 //! whole blocks instead of decoding every event.
 //!
 //! Built by a walk of the line that reads every event anyway (the host steps' walk of the
-//! step-marker threads, [`Line::event_parts_indexing`]), or on the first skip. It holds, per
+//! step-marker threads, [`Line::event_parts_indexing`]), or by the first skip in it, in one walk
+//! on the calling thread. It holds, per
 //! [`TIME_INDEX_BLOCK_EVENTS`] events, where the block starts and the event-metadata entries its
 //! events use, so it costs a few bytes per block. Skips by time need the events in start order
 //! (XProf sorts them when it writes a profile): on a line that is not, or whose events fail to
 //! decode, a skip does nothing and the walk reads every event, as a plain walk does.
-
-use rayon::prelude::*;
 
 use crate::{Line, MetadataMask, Picos, Plane};
 
@@ -55,10 +54,13 @@ struct Run {
 }
 
 impl TimeIndex {
-    /// Indexes `line`; `None` when one of its events fails to decode.
+    /// Indexes `line` in one walk on the calling thread; `None` when one of its events fails to
+    /// decode. It runs inside the line's `OnceLock`: a parallel walk there would let the worker
+    /// take other jobs while it waits, one of which may skip in the same line and re-enter the
+    /// lock, which deadlocks. (The walks that index lines on their way run in parallel outside
+    /// any lock, [`Line::event_parts_indexing`].)
     pub(crate) fn build(plane: &Plane, line: &Line) -> Option<TimeIndex> {
-        let runs = line.event_parts(plane, rayon::current_num_threads());
-        TimeIndex::join(line, runs.into_par_iter().with_max_len(1).map(index_run).collect())
+        TimeIndex::join(line, vec![index_run(line.events(plane))])
     }
 
     /// The index of a line from its runs' parts, in order; `None` when a run could not be
@@ -367,7 +369,8 @@ impl<'a> crate::EventIter<'a> {
     /// that starts at or after `from` is still yielded, after at most
     /// [`TIME_INDEX_BLOCK_EVENTS`] that start before it. Never moves back. On a line whose events
     /// are not in start order (or fail to decode) it skips nothing, so a walk that filters what
-    /// it is given by start is exact either way. The line is indexed on the first skip.
+    /// it is given by start is exact either way. A line no walk indexed is indexed by its first
+    /// skip, in one walk on the calling thread.
     ///
     /// ```
     /// use xlens_xplane::{Picos, Space, SpaceBuilder};
@@ -573,5 +576,30 @@ mod tests {
                 assert_eq!(indexed, want, "{every} {name} indexed");
             }
         }
+    }
+
+    /// Skips in one line nobody indexed, from many jobs of a pool at once: the line is indexed
+    /// once, by one of them, and none waits on itself (a parallel build inside the line's lock
+    /// could take, while it waited, a job that skips in the same line).
+    #[test]
+    fn many_jobs_skipping_in_an_unindexed_line_index_it_once() {
+        use rayon::prelude::*;
+        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
+        let space = space(&starts);
+        let plane = &space.planes()[0];
+        let line = &plane.lines()[0];
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let counts: Vec<usize> = pool.install(|| {
+            (0..64i64)
+                .into_par_iter()
+                .map(|k| {
+                    let mut events = line.events(plane);
+                    events.skip_to(Picos(k * 60_000));
+                    events.map(|e| e.unwrap()).filter(|e| e.start() >= Picos(k * 60_000)).count()
+                })
+                .collect()
+        });
+        assert_eq!(counts, (0..64).map(|k| 400_000 - k as usize * 6_000).collect::<Vec<_>>());
+        assert!(plane.time_indexes[0].get().is_some_and(Option::is_some));
     }
 }
