@@ -1110,6 +1110,10 @@ impl Line {
             return Vec::new();
         }
         let stride = body.len() / parts;
+        // A line a walk indexed is cut at its blocks' starts: nothing is read.
+        if let Some(index) = plane.time_index_built(self) {
+            return index.cuts(body.start, stride, parts);
+        }
         let mut cuts = Vec::with_capacity(parts - 1);
         let mut next = body.start + stride;
         let mut reader = plane.reader(body.clone());
