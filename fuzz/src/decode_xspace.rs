@@ -1,7 +1,9 @@
 //! Fuzz body for the XSpace decoder.
 //!
 //! Invariants: decoding never panics; when everything decodes, the decoded content re-encodes to
-//! bytes that decode to the same content (a stable round trip).
+//! bytes that decode to the same content (a stable round trip); on a line whose events all decode,
+//! the line index's reads (skips by time, events of a kind, stats gathered during the decode) give
+//! what plain walks give.
 
 use bytes::Bytes;
 use prost::Message;
@@ -30,6 +32,7 @@ pub fn run(data: &[u8]) {
                 }
             }
             assert!(count <= line.event_count(), "iterated more events than counted");
+            index_reads_equal_plain_walks(plane, line);
         }
     }
     let Ok(first) = space.to_raw() else {
@@ -46,6 +49,37 @@ pub fn run(data: &[u8]) {
     let second = again.to_raw().expect("re-encoded events decode");
     // Compare encodings, not structs: NaN doubles are equal bit for bit but not by `==`.
     assert_eq!(second.encode_to_vec(), encoded, "round trip is not stable");
+}
+
+/// On a line whose events all decode: the indexed reads give what plain walks give.
+fn index_reads_equal_plain_walks(plane: &xlens_xplane::Plane, line: &xlens_xplane::Line) {
+    let Ok(all) = line.events(plane).collect::<Result<Vec<_>, _>>() else { return };
+    // Every other metadata entry, and every other stat id.
+    let mask = plane.metadata_mask(|m| m.id().0 % 2 == 0);
+    let want: Vec<usize> = all.iter().filter(|e| mask.contains(e)).map(|e| e.index()).collect();
+    let plain: Vec<usize> = line.events_where(plane, &mask).map_while(Result::ok).map(|e| e.index()).collect();
+    assert_eq!(plain, want, "events_where on a line nobody indexed");
+    let walked: usize =
+        line.event_parts_indexing(plane, 3).into_iter().map(|run| run.map_while(Result::ok).count()).sum();
+    assert_eq!(walked, all.len(), "indexing runs yield every event");
+    let indexed: Vec<usize> = line.events_where(plane, &mask).map_while(Result::ok).map(|e| e.index()).collect();
+    assert_eq!(indexed, want, "events_where on an indexed line");
+    for from in all.iter().step_by(all.len() / 4 + 1).map(|e| e.start()) {
+        let mut skipping = line.events(plane);
+        skipping.skip_to(from);
+        let got: Vec<usize> = skipping.map_while(Result::ok).filter(|e| e.start() >= from).map(|e| e.index()).collect();
+        // In start order or not (then the skip does nothing), the same events.
+        let want: Vec<usize> = all.iter().filter(|e| e.start() >= from).map(|e| e.index()).collect();
+        assert_eq!(got, want, "skip_to keeps every event at or after the target");
+    }
+    let wanted = |id: xlens_xplane::StatMetadataId| id.0 % 2 == 1;
+    let mut gathered = xlens_xplane::GatheredStats::new(wanted);
+    let mut events = line.events(plane);
+    while let Some(Ok(event)) = events.next_gathering(&mut gathered) {
+        let walked: Vec<_> = event.stats_where(wanted).map_while(Result::ok).map(|s| s.metadata_id()).collect();
+        let got: Vec<_> = gathered.stats().iter().map(|s| s.metadata_id()).collect();
+        assert_eq!(got, walked, "stats gathered during the decode are the ones a walk finds");
+    }
 }
 
 #[cfg(test)]
