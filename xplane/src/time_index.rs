@@ -441,6 +441,14 @@ mod tests {
         Space::parse(b.finish().into()).unwrap()
     }
 
+    /// A line of 400,000 events 10 ps apart (long enough to be cut into several runs, each at
+    /// least `PART_MIN_BYTES`), and their starts.
+    fn long_line() -> (Vec<i64>, Space) {
+        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
+        let space = space(&starts);
+        (starts, space)
+    }
+
     /// The events a walk that skips to `from` yields, filtered to those starting at or after it.
     fn from(space: &Space, from: i64) -> Vec<usize> {
         let plane = &space.planes()[0];
@@ -493,9 +501,7 @@ mod tests {
 
     #[test]
     fn runs_of_a_long_line_join_into_one_index() {
-        // Long enough to be indexed in several runs (each at least `PART_MIN_BYTES`).
-        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
-        let space = space(&starts);
+        let (starts, space) = long_line();
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         assert!(line.event_parts(plane, 4).len() > 1);
@@ -505,8 +511,7 @@ mod tests {
     /// The indexing runs of a line leave its index behind, and skips in it keep every event.
     #[test]
     fn indexing_runs_leave_an_index_behind() {
-        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
-        let space = space(&starts);
+        let (starts, space) = long_line();
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         let runs = line.event_parts_indexing(plane, 4);
@@ -528,8 +533,7 @@ mod tests {
     /// line out of order leave an index that skips nothing by time.
     #[test]
     fn unfinished_runs_leave_no_index_and_unordered_ones_one_that_skips_nothing() {
-        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
-        let space = space(&starts);
+        let (starts, space) = long_line();
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         for mut run in line.event_parts_indexing(plane, 4) {
@@ -601,8 +605,7 @@ mod tests {
     #[test]
     fn many_jobs_skipping_in_an_unindexed_line_index_it_once() {
         use rayon::prelude::*;
-        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
-        let space = space(&starts);
+        let (_, space) = long_line();
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
@@ -624,8 +627,7 @@ mod tests {
     /// share its bytes about evenly (not its events: later events take more bytes here).
     #[test]
     fn an_indexed_line_is_cut_at_its_blocks() {
-        let starts: Vec<i64> = (0..400_000).map(|i| i * 10).collect();
-        let space = space(&starts);
+        let (starts, space) = long_line();
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         line.event_parts_indexing(plane, 3).into_iter().for_each(|run| run.for_each(drop));
