@@ -763,7 +763,7 @@ struct LineOps {
 }
 
 fn read_line(job: Job<'_>) -> LineOps {
-    let Job { plane, ids, marker, ops: from, events, .. } = job;
+    let Job { plane, ids, marker, ops: from, mut events, .. } = job;
     // Sized once by the events counted when the line was parsed (every event of a GPU stream is
     // an op, most of a CPU worker thread's are): growing by doubling copied the table and
     // touched fresh pages at every step. The unused rest is handed back when the line's tables
@@ -792,7 +792,6 @@ fn read_line(job: Job<'_>) -> LineOps {
     // A full walk of the line: the file pages behind it are released as it goes (a later pass
     // maps them again). The wanted stats of each event are gathered while it is decoded, in the
     // one pass over its bytes (a line read for its markers only wants none).
-    let mut events = events;
     let gather = !matches!(from, OpsFrom::None);
     let mut stats = xlens_xplane::GatheredStats::new(|id| ids.wants(id));
     loop {

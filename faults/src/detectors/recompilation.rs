@@ -105,8 +105,7 @@ fn compile_events<'h>(host: &'h HostProfile, min_compile_ms: f64) -> Vec<xlens_x
             .with_max_len(1)
             .map(|line| {
                 // An unreadable event ends its thread: the compilations before it.
-                let readable = line.events_where(plane, &compile).take_while(Result::is_ok);
-                outermost(readable, &compile, None).unwrap_or_default()
+                outermost(line.events_where(plane, &compile).map_while(Result::ok))
             })
             .collect();
         compiles.extend(per_line.into_iter().flatten().filter(|ev| ev.duration().as_ms_f64() >= min_compile_ms));
@@ -128,23 +127,19 @@ fn compile_events<'h>(host: &'h HostProfile, min_compile_ms: f64) -> Vec<xlens_x
     merged
 }
 
-/// The compile events of a walk that starts after `open_until`, each outside the last one kept
-/// (the events given are compile events, or are skipped as others are).
-fn outermost<'a>(
-    events: impl Iterator<Item = xlens_xplane::Result<xlens_xplane::Event<'a>>>,
-    compile: &xlens_xplane::MetadataMask,
-    mut open_until: Option<Picos>,
-) -> xlens_xplane::Result<Vec<xlens_xplane::Event<'a>>> {
-    let mut kept = Vec::new();
-    for ev in events {
-        let ev = ev?;
-        if !compile.contains(&ev) || open_until.is_some_and(|end| ev.start() < end) {
-            continue;
-        }
-        open_until = Some(ev.end());
-        kept.push(ev);
-    }
-    Ok(kept)
+/// The outermost of a thread's compile events (in line order): each one kept starts at or
+/// after the end of the last one kept.
+fn outermost<'a>(compiles: impl Iterator<Item = xlens_xplane::Event<'a>>) -> Vec<xlens_xplane::Event<'a>> {
+    let mut open_until: Option<Picos> = None;
+    compiles
+        .filter(|ev| {
+            let outside = open_until.is_none_or(|end| ev.start() >= end);
+            if outside {
+                open_until = Some(ev.end());
+            }
+            outside
+        })
+        .collect()
 }
 
 /// The compilations inside a step and those between two steps (with the step that follows).
@@ -331,12 +326,12 @@ mod tests {
         let plane = host.space().host_threads().unwrap();
         let compile = plane.metadata_mask(|m| crate::evidence::is_compile_event(m.name()));
         for min_ms in [0.0, 3.0] {
-            let want: Vec<(i64, i64)> = super::outermost(plane.lines()[0].events(plane), &compile, None)
-                .unwrap()
-                .into_iter()
-                .filter(|e| e.duration().as_ms_f64() >= min_ms)
-                .map(|e| (e.start().0, e.end().0))
-                .collect();
+            let want: Vec<(i64, i64)> =
+                super::outermost(plane.lines()[0].events(plane).map(Result::unwrap).filter(|e| compile.contains(e)))
+                    .into_iter()
+                    .filter(|e| e.duration().as_ms_f64() >= min_ms)
+                    .map(|e| (e.start().0, e.end().0))
+                    .collect();
             assert!(!want.is_empty());
             for threads in [1, 2, 3, 8] {
                 if threads == 3 {
