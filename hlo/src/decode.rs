@@ -6,6 +6,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use prost::Message;
+use rayon::prelude::*;
 
 use crate::collective::{self, Collective, GroupEncoding};
 use crate::cost;
@@ -13,7 +14,7 @@ use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 use crate::graph;
 use crate::ids::{CompId, InstrId};
 use crate::limits::{self, Limit};
-use crate::module::{AliasKind, BufferDonor, Computation, ComputationKind, Instruction, IoAlias, Module};
+use crate::module::{AliasKind, BufferDonor, Computation, ComputationKind, Instruction, IoAlias, Module, NameIndex};
 use crate::opcode::{FusionKind, Opcode};
 use crate::raw;
 use crate::shape::Shape;
@@ -35,18 +36,20 @@ impl Module {
             return Err(Error::new(ErrorKind::EmptyInput, Location::default()));
         }
         let encoded_len = bytes.len();
-        let first_error = match raw::HloProto::decode(bytes.clone()) {
-            Ok(proto) if proto.hlo_module.as_ref().is_some_and(|m| !m.computations.is_empty()) => {
-                return Module::from_proto(proto, encoded_len);
+        // The computations and their instructions are left encoded here, and decoded one by
+        // one (in parallel, straight into the module's arena) when the graph is built.
+        let first_error = match raw::HloProtoEncoded::decode(bytes.clone()) {
+            Ok(raw::HloProtoEncoded { hlo_module: Some(module), buffer_assignment })
+                if !module.computations.is_empty() =>
+            {
+                return build_encoded(module, buffer_assignment, encoded_len);
             }
             Ok(_) => None,
             Err(e) => Some(e),
         };
         // Not an HloProto with a module: maybe a bare HloModuleProto.
-        match raw::HloModuleProto::decode(bytes) {
-            Ok(m) if !m.computations.is_empty() => {
-                Module::from_proto(raw::HloProto { hlo_module: Some(m), buffer_assignment: None }, encoded_len)
-            }
+        match raw::HloModuleProtoEncoded::decode(bytes) {
+            Ok(m) if !m.computations.is_empty() => build_encoded(m, None, encoded_len),
             _ => Err(Error::new(first_error.map_or(ErrorKind::NoModule, ErrorKind::Decode), Location::default())),
         }
     }
@@ -62,28 +65,200 @@ impl Module {
         let raw::HloProto { hlo_module, buffer_assignment } = proto;
         let module = hlo_module.ok_or_else(|| Error::new(ErrorKind::NoModule, Location::default()))?;
         let name = module.name.clone();
-        build(module, buffer_assignment, encoded_len).map_err(|e| e.in_module(&name))
+        let raw::HloModuleProto {
+            name: _,
+            entry_computation_name,
+            computations,
+            host_program_shape,
+            id,
+            entry_computation_id,
+            input_output_alias,
+            stack_frame_index,
+            buffer_donor,
+            device_type,
+            schedule,
+            frontend_attributes: _,
+        } = module;
+        let computations = computations
+            .into_iter()
+            .map(|c| CompParts {
+                name: c.name,
+                id: c.id,
+                root_id: c.root_id,
+                is_fusion: c.is_fusion_computation,
+                execution_thread: c.execution_thread,
+                instructions: c.instructions,
+            })
+            .collect();
+        let parts = ModuleParts {
+            name: name.clone(),
+            entry_computation_name,
+            computations,
+            host_program_shape,
+            id,
+            entry_computation_id,
+            schedule,
+            input_output_alias,
+            stack_frame_index,
+            buffer_donor,
+            device_type,
+        };
+        build(parts, buffer_assignment, encoded_len).map_err(|e| e.in_module(&name))
     }
 }
 
-fn build(
-    module: raw::HloModuleProto,
+/// What the model reads of a module, its instructions decoded (`I` is the proto) or still
+/// encoded (`I` is its bytes).
+struct ModuleParts<I> {
+    name: String,
+    entry_computation_name: String,
+    computations: Vec<CompParts<I>>,
+    host_program_shape: Option<raw::ProgramShapeProto>,
+    id: i64,
+    entry_computation_id: i64,
+    schedule: Option<raw::HloScheduleProto>,
+    input_output_alias: Option<raw::HloInputOutputAliasProto>,
+    stack_frame_index: Option<raw::StackFrameIndexProto>,
+    buffer_donor: Option<raw::HloBufferDonorProto>,
+    device_type: String,
+}
+
+/// What the model reads of a computation.
+struct CompParts<I> {
+    name: String,
+    id: i64,
+    root_id: i64,
+    is_fusion: bool,
+    execution_thread: String,
+    instructions: Vec<I>,
+}
+
+/// An instruction's proto, decoded already or decoded on demand.
+trait InstructionSource: Send {
+    fn into_proto(self) -> std::result::Result<raw::HloInstructionProto, prost::DecodeError>;
+}
+
+impl InstructionSource for raw::HloInstructionProto {
+    fn into_proto(self) -> std::result::Result<raw::HloInstructionProto, prost::DecodeError> {
+        Ok(self)
+    }
+}
+
+impl InstructionSource for Bytes {
+    fn into_proto(self) -> std::result::Result<raw::HloInstructionProto, prost::DecodeError> {
+        raw::HloInstructionProto::decode(self)
+    }
+}
+
+/// Decodes the computations of a module whose computations and instructions are still
+/// encoded, then builds it.
+fn build_encoded(
+    module: raw::HloModuleProtoEncoded,
     buffer_assignment: Option<raw::BufferAssignmentProto>,
     encoded_len: usize,
 ) -> Result<Module> {
-    let raw::HloModuleProto {
+    let raw::HloModuleProtoEncoded {
+        name,
+        entry_computation_name,
+        computations,
+        host_program_shape,
+        id,
+        entry_computation_id,
+        schedule,
+        input_output_alias,
+        stack_frame_index,
+        buffer_donor,
+        device_type,
+    } = module;
+    let in_module = |e: Error| e.in_module(&name);
+    limits::check(Limit::Computations, computations.len() as u64, Location::default).map_err(in_module)?;
+    let computations = computations
+        .into_iter()
+        .map(|bytes| {
+            let c = raw::HloComputationProtoEncoded::decode(bytes)
+                .map_err(|e| Error::new(ErrorKind::Decode(e), Location::default()))?;
+            Ok(CompParts {
+                name: c.name,
+                id: c.id,
+                root_id: c.root_id,
+                is_fusion: c.is_fusion_computation,
+                execution_thread: c.execution_thread,
+                instructions: c.instructions,
+            })
+        })
+        .collect::<Result<Vec<_>>>()
+        .map_err(in_module)?;
+    let parts = ModuleParts {
+        name: name.clone(),
+        entry_computation_name,
+        computations,
+        host_program_shape,
+        id,
+        entry_computation_id,
+        schedule,
+        input_output_alias,
+        stack_frame_index,
+        buffer_donor,
+        device_type,
+    };
+    build(parts, buffer_assignment, encoded_len).map_err(in_module)
+}
+
+/// XLA's 64-bit ids to the arena's: hashbrown's foldhash, seeded per process like std's SipHash
+/// but several times faster on integer keys (a module has tens of thousands).
+type IdMap<V> = hashbrown::HashMap<i64, V>;
+
+/// Instructions converted on one worker before the next takes over (a module of a few hundred
+/// instructions is converted on the calling thread).
+const CONVERT_MIN_LEN: usize = 256;
+
+/// The first failure of a parallel conversion: decode errors first, then by instruction index
+/// (the order a sequential conversion would have met them in).
+type FirstFailure = std::sync::Mutex<Option<((bool, usize), Error)>>;
+
+fn note_failure(first: &FirstFailure, key: (bool, usize), error: Error) {
+    let mut slot = first.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if slot.as_ref().is_none_or(|(k, _)| key < *k) {
+        *slot = Some((key, error));
+    }
+}
+
+/// One instruction from its proto and converted shape: opcode and fusion kind read, the proto
+/// kept. Operands are resolved later, from the proto's ids.
+fn instruction(p: raw::HloInstructionProto, shape: Shape, iid: InstrId, cid: CompId) -> Instruction {
+    let opcode = Opcode::from_name(&p.opcode);
+    let fusion_kind = if opcode == Opcode::Fusion { FusionKind::from_name(&p.fusion_kind) } else { None };
+    Instruction {
+        id: iid,
+        computation: cid,
+        opcode,
+        shape,
+        operands: Vec::new(),
+        control_predecessors: Vec::new(),
+        called: Vec::new(),
+        users: Vec::new(),
+        fusion_kind,
+        raw: p,
+    }
+}
+
+fn build<I: InstructionSource>(
+    module: ModuleParts<I>,
+    buffer_assignment: Option<raw::BufferAssignmentProto>,
+    encoded_len: usize,
+) -> Result<Module> {
+    let ModuleParts {
         name,
         entry_computation_name,
         computations: comp_protos,
         host_program_shape,
         id,
         entry_computation_id,
+        schedule,
         input_output_alias,
         stack_frame_index,
         buffer_donor,
         device_type,
-        schedule,
-        ..
     } = module;
     limits::check(Limit::Computations, comp_protos.len() as u64, Location::default)?;
     let total: usize = comp_protos.iter().map(|c| c.instructions.len()).sum();
@@ -91,7 +266,7 @@ fn build(
     let mut warnings = Vec::new();
 
     // Computations, keyed by their 64-bit ids.
-    let mut comp_ids: HashMap<i64, CompId> = HashMap::with_capacity(comp_protos.len());
+    let mut comp_ids: IdMap<CompId> = IdMap::with_capacity(comp_protos.len());
     let mut computation_by_name: HashMap<String, CompId> = HashMap::with_capacity(comp_protos.len());
     for (ci, c) in comp_protos.iter().enumerate() {
         let cid = CompId(ci as u32);
@@ -101,92 +276,132 @@ fn build(
         computation_by_name.entry(c.name.clone()).or_insert(cid);
     }
 
-    // The instruction arena; operands are resolved in a second pass.
-    let mut instructions: Vec<Instruction> = Vec::with_capacity(total);
+    // The instruction arena, every instruction converted on its own (in parallel for a large
+    // module); operands are resolved in a second pass.
     let mut computations: Vec<Computation> = Vec::with_capacity(comp_protos.len());
-    let mut local_ids: Vec<HashMap<i64, InstrId>> = Vec::with_capacity(comp_protos.len());
-    let mut pending: Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> = Vec::with_capacity(total);
+    let mut jobs: Vec<(CompId, I)> = Vec::with_capacity(total);
     let mut root_ids = Vec::with_capacity(comp_protos.len());
     for (ci, c) in comp_protos.into_iter().enumerate() {
         let cid = CompId(ci as u32);
-        let loc = || Location::default().with_computation(&c.name);
-        let mut ids: HashMap<i64, InstrId> = HashMap::with_capacity(c.instructions.len());
-        let mut members = Vec::with_capacity(c.instructions.len());
-        for mut p in c.instructions {
-            let iid = InstrId(instructions.len() as u32);
-            if ids.insert(p.id, iid).is_some() {
-                return Err(dup("instruction", p.id, loc().with_instruction(&p.name)));
-            }
-            // Moved out of the proto once converted: a module holds tens of thousands.
-            let shape = match p.shape.take() {
-                Some(s) => Shape::from_proto(&s).map_err(|e| relocate(e, loc().with_instruction(&p.name)))?,
-                None => Shape::tuple(Vec::new()),
-            };
-            let opcode = Opcode::from_name(&p.opcode);
-            if opcode == Opcode::Other {
-                warnings.push(Warning {
-                    kind: WarningKind::UnknownOpcode(p.opcode.clone()),
-                    location: loc().with_instruction(&p.name),
-                });
-            }
-            let fusion_kind = if opcode == Opcode::Fusion { FusionKind::from_name(&p.fusion_kind) } else { None };
-            pending.push((
-                std::mem::take(&mut p.operand_ids),
-                std::mem::take(&mut p.control_predecessor_ids),
-                std::mem::take(&mut p.called_computation_ids),
-            ));
-            members.push(iid);
-            instructions.push(Instruction {
-                id: iid,
-                computation: cid,
-                opcode,
-                shape,
-                operands: Vec::new(),
-                control_predecessors: Vec::new(),
-                called: Vec::new(),
-                users: Vec::new(),
-                fusion_kind,
-                raw: p,
-            });
-        }
+        let first = jobs.len() as u32;
+        jobs.extend(c.instructions.into_iter().map(|source| (cid, source)));
         root_ids.push(c.root_id);
         computations.push(Computation {
             id: cid,
             unique_id: c.id,
             name: c.name,
-            instructions: members,
+            instructions: (first..jobs.len() as u32).map(InstrId).collect(),
             order: Vec::new(),
             root: None,
-            is_fusion: c.is_fusion_computation,
+            is_fusion: c.is_fusion,
             callers: Vec::new(),
             kind: ComputationKind::Unreachable,
             execution_thread: c.execution_thread,
         });
+    }
+    let failure: FirstFailure = std::sync::Mutex::new(None);
+    let mut instructions: Vec<Instruction> = Vec::with_capacity(total);
+    jobs.into_par_iter()
+        .with_min_len(CONVERT_MIN_LEN)
+        .enumerate()
+        .map(|(idx, (cid, source))| {
+            let iid = InstrId(idx as u32);
+            let comp_loc = || Location::default().with_computation(&computations[cid.index()].name);
+            let mut proto = match source.into_proto() {
+                Ok(p) => p,
+                Err(e) => {
+                    note_failure(&failure, (false, idx), Error::new(ErrorKind::Decode(e), comp_loc()));
+                    return placeholder(iid, cid, raw::HloInstructionProto::default());
+                }
+            };
+            // Moved out of the proto once converted: a module holds tens of thousands.
+            let shape = match proto.shape.take().map(|s| Shape::from_proto(&s)) {
+                Some(Ok(shape)) => shape,
+                Some(Err(e)) => {
+                    note_failure(&failure, (true, idx), relocate(e, comp_loc().with_instruction(&proto.name)));
+                    return placeholder(iid, cid, proto);
+                }
+                None => Shape::tuple(Vec::new()),
+            };
+            instruction(proto, shape, iid, cid)
+        })
+        .collect_into_vec(&mut instructions);
+    let failure = failure.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // A decode error stops the build before any check; a duplicate id is met before a failed
+    // conversion of the same or a later instruction.
+    let convert_failed_at = match failure {
+        Some(((false, _), e)) => return Err(e),
+        Some(((true, idx), e)) => Some((idx, e)),
+        None => None,
+    };
+    let mut local_ids: Vec<IdMap<InstrId>> = Vec::with_capacity(computations.len());
+    for comp in &computations {
+        let mut ids: IdMap<InstrId> = IdMap::with_capacity(comp.instructions.len());
+        for &iid in &comp.instructions {
+            if convert_failed_at.as_ref().is_some_and(|(idx, _)| *idx < iid.index()) {
+                break;
+            }
+            let p = &instructions[iid.index()].raw;
+            if ids.insert(p.id, iid).is_some() {
+                return Err(dup(
+                    "instruction",
+                    p.id,
+                    Location::default().with_computation(&comp.name).with_instruction(&p.name),
+                ));
+            }
+        }
         local_ids.push(ids);
     }
+    if let Some((_, e)) = convert_failed_at {
+        return Err(e);
+    }
+    for instr in &instructions {
+        if instr.opcode == Opcode::Other {
+            warnings.push(Warning {
+                kind: WarningKind::UnknownOpcode(instr.raw.opcode.clone()),
+                location: Location::default()
+                    .with_computation(&computations[instr.computation.index()].name)
+                    .with_instruction(instr.name()),
+            });
+        }
+    }
 
-    // Resolve operands, control edges, called computations and roots.
-    for (idx, (operand_ids, control_ids, called_ids)) in pending.into_iter().enumerate() {
-        let cid = instructions[idx].computation;
-        let ids = &local_ids[cid.index()];
-        let loc = || {
+    // Resolve operands, control edges and called computations, emptying the proto's id lists.
+    let failure: FirstFailure = std::sync::Mutex::new(None);
+    instructions.par_iter_mut().with_min_len(CONVERT_MIN_LEN).enumerate().for_each(|(idx, instr)| {
+        let ids = &local_ids[instr.computation.index()];
+        let loc = |instr: &Instruction| {
             Location::default()
-                .with_computation(&computations[cid.index()].name)
-                .with_instruction(instructions[idx].name())
+                .with_computation(&computations[instr.computation.index()].name)
+                .with_instruction(instr.name())
         };
-        let resolve = |what: &'static str, v: &[i64]| -> Result<Vec<InstrId>> {
-            v.iter().map(|id| ids.get(id).copied().ok_or_else(|| dangling(what, *id, loc()))).collect()
+        let resolve = |what: &'static str, v: &[i64]| -> std::result::Result<Vec<InstrId>, (&'static str, i64)> {
+            v.iter().map(|id| ids.get(id).copied().ok_or((what, *id))).collect()
         };
-        let operands = resolve("operand id", &operand_ids)?;
-        let control = resolve("control predecessor id", &control_ids)?;
-        let called = called_ids
-            .iter()
-            .map(|id| comp_ids.get(id).copied().ok_or_else(|| dangling("called computation id", *id, loc())))
-            .collect::<Result<Vec<_>>>()?;
-        let instr = &mut instructions[idx];
-        instr.operands = operands;
-        instr.control_predecessors = control;
-        instr.called = called;
+        let resolved = resolve("operand id", &instr.raw.operand_ids).and_then(|operands| {
+            let control = resolve("control predecessor id", &instr.raw.control_predecessor_ids)?;
+            let called = instr
+                .raw
+                .called_computation_ids
+                .iter()
+                .map(|id| comp_ids.get(id).copied().ok_or(("called computation id", *id)))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok((operands, control, called))
+        });
+        match resolved {
+            Ok((operands, control, called)) => {
+                instr.operands = operands;
+                instr.control_predecessors = control;
+                instr.called = called;
+                instr.raw.operand_ids = Vec::new();
+                instr.raw.control_predecessor_ids = Vec::new();
+                instr.raw.called_computation_ids = Vec::new();
+            }
+            Err((what, id)) => note_failure(&failure, (true, idx), dangling(what, id, loc(instr))),
+        }
+    });
+    if let Some((_, e)) = failure.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+        return Err(e);
     }
     for (ci, root_id) in root_ids.into_iter().enumerate() {
         let comp = &mut computations[ci];
@@ -200,12 +415,14 @@ fn build(
     }
 
     // Users, each once per user, in module order.
+    let mut ops = Vec::new();
     for idx in 0..instructions.len() {
         let user = InstrId(idx as u32);
-        let mut ops = instructions[idx].operands.clone();
+        ops.clear();
+        ops.extend_from_slice(&instructions[idx].operands);
         ops.sort_unstable();
         ops.dedup();
-        for op in ops {
+        for &op in &ops {
             instructions[op.index()].users.push(user);
         }
     }
@@ -237,17 +454,12 @@ fn build(
         .collect();
     drop(local_ids);
 
-    let mut by_name: HashMap<String, InstrId> = HashMap::with_capacity(instructions.len());
-    for instr in &instructions {
-        if by_name.contains_key(instr.name()) {
-            warnings.push(Warning {
-                kind: WarningKind::DuplicateName(instr.name().to_owned()),
-                location: Location::default().with_computation(&computations[instr.computation.index()].name),
-            });
-        } else {
-            by_name.insert(instr.name().to_owned(), instr.id);
-        }
-    }
+    let by_name = NameIndex::build(&instructions, |instr| {
+        warnings.push(Warning {
+            kind: WarningKind::DuplicateName(instr.name().to_owned()),
+            location: Location::default().with_computation(&computations[instr.computation.index()].name),
+        })
+    });
 
     for comp in &mut computations {
         comp.order = graph::topological_order(&instructions, &comp.instructions)
@@ -316,6 +528,23 @@ fn build(
     module.warnings.extend(warnings);
     module.warnings.extend(crate::source::check_stack_frames(&module));
     Ok(module)
+}
+
+/// What stands in the arena for an instruction that failed to convert (the build then fails).
+#[cold]
+fn placeholder(id: InstrId, computation: CompId, raw: raw::HloInstructionProto) -> Instruction {
+    Instruction {
+        id,
+        computation,
+        opcode: Opcode::Other,
+        shape: Shape::tuple(Vec::new()),
+        operands: Vec::new(),
+        control_predecessors: Vec::new(),
+        called: Vec::new(),
+        users: Vec::new(),
+        fusion_kind: None,
+        raw,
+    }
 }
 
 #[cold]

@@ -1,6 +1,7 @@
 //! [`Module`]: a decoded HLO module as a graph of computations and instructions.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use crate::collective::Collective;
 use crate::cost_types::Cost;
@@ -319,6 +320,40 @@ pub struct BufferDonor {
     pub parameter_index: Vec<i64>,
 }
 
+/// The instructions by name, over the module's arena: each entry is an instruction id, hashed
+/// by that instruction's name, so no name is copied. On a clash, the first instruction.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NameIndex {
+    table: hashbrown::HashTable<InstrId>,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+impl NameIndex {
+    /// Indexes `instructions` by name; `on_duplicate` hears of each instruction whose name an
+    /// earlier one already holds (it is left out).
+    pub(crate) fn build(instructions: &[Instruction], mut on_duplicate: impl FnMut(&Instruction)) -> NameIndex {
+        let mut index =
+            NameIndex { table: hashbrown::HashTable::with_capacity(instructions.len()), hasher: Default::default() };
+        for instr in instructions {
+            let hash = index.hasher.hash_one(instr.name());
+            let name_of = |id: &InstrId| instructions[id.index()].name();
+            match index.table.entry(hash, |id| name_of(id) == instr.name(), |id| index.hasher.hash_one(name_of(id))) {
+                hashbrown::hash_table::Entry::Occupied(_) => on_duplicate(instr),
+                hashbrown::hash_table::Entry::Vacant(slot) => {
+                    slot.insert(instr.id);
+                }
+            }
+        }
+        index
+    }
+
+    /// The instruction named `name`.
+    pub(crate) fn get(&self, instructions: &[Instruction], name: &str) -> Option<InstrId> {
+        let hash = self.hasher.hash_one(name);
+        self.table.find(hash, |id| instructions[id.index()].name() == name).copied()
+    }
+}
+
 /// A decoded HLO module: computations, an instruction arena with typed ids, the call graph,
 /// per-instruction costs, collectives and aliasing, and the raw buffer assignment.
 ///
@@ -333,7 +368,7 @@ pub struct Module {
     pub(crate) entry: CompId,
     pub(crate) computations: Vec<Computation>,
     pub(crate) instructions: Vec<Instruction>,
-    pub(crate) by_name: HashMap<String, InstrId>,
+    pub(crate) by_name: NameIndex,
     pub(crate) computation_by_name: HashMap<String, CompId>,
     pub(crate) post_order: Vec<CompId>,
     pub(crate) costs: Vec<Cost>,
@@ -429,7 +464,7 @@ impl Module {
     ///
     /// CPU and GPU profile events carry the name as stat `hlo_op`; TPU op events are named by it.
     pub fn instruction_by_name(&self, name: &str) -> Option<&Instruction> {
-        self.by_name.get(name).map(|&i| self.instruction(i))
+        self.by_name.get(&self.instructions, name).map(|i| self.instruction(i))
     }
 
     /// A computation's instructions in the order they run, from the module's schedule (empty
