@@ -196,9 +196,13 @@ fn scan_selects_hosts() {
 
 /// What `xlens scan DIR` writes to its terminal, run in a pseudo-terminal (`script`); `None`
 /// (said on stderr) where util-linux's `script` is missing.
-fn scan_in_a_terminal(dir: &std::path::Path) -> Option<String> {
+fn scan_in_a_terminal(dir: &std::path::Path, tick_ms: u32) -> Option<String> {
     let cmd = format!("{} scan {} > /dev/null", env!("CARGO_BIN_EXE_xlens"), dir.display());
-    let Ok(o) = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output() else {
+    let script = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("XLENS_PROGRESS_TICK_MS", tick_ms.to_string())
+        .output();
+    let Ok(o) = script else {
         eprintln!("`script` (util-linux) is not installed: the pseudo-terminal test did not run");
         return None;
     };
@@ -211,7 +215,7 @@ fn scan_in_a_terminal(dir: &std::path::Path) -> Option<String> {
 #[test]
 fn the_progress_line_in_a_terminal() {
     let dir = common::root().join("testdata/tpu/tpu_straggler_host");
-    let Some(tty) = scan_in_a_terminal(&dir) else { return };
+    let Some(tty) = scan_in_a_terminal(&dir, 200) else { return };
     let clear = xlens::render::PROGRESS_CLEAR;
     assert!(tty.starts_with(&format!("{clear}[{}] 0/2 hosts", " ".repeat(30))), "{tty:?}");
     assert!(tty.contains("reading host"), "{tty:?}");
@@ -444,7 +448,8 @@ fn the_progress_line_moves_inside_one_large_host() {
     let _ = std::fs::remove_dir_all(&dir);
     let o = xlens(&["synth", "--size", "32MB", "--out", &dir.display().to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let Some(tty) = scan_in_a_terminal(&dir) else { return };
+    // Redrawn every millisecond: this host is read in tens of them.
+    let Some(tty) = scan_in_a_terminal(&dir, 1) else { return };
     let inside: Vec<&str> =
         tty.split(xlens::render::PROGRESS_CLEAR).filter(|l| l.contains("0/1 hosts") && !l.contains(" 0.0/")).collect();
     assert!(!inside.is_empty(), "no bytes shown before the host was done: {tty:?}");

@@ -207,12 +207,15 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
         last: Mutex::new(None),
     };
     let scanning = std::sync::atomic::AtomicBool::new(true);
+    // The redraw period: 200 ms, or `XLENS_PROGRESS_TICK_MS` (the tests redraw often enough to
+    // catch a host that is read in tens of milliseconds).
+    let tick_ms = std::env::var("XLENS_PROGRESS_TICK_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let report = std::thread::scope(|s| {
         // Redraws while hosts are read, so the bytes walked inside a large host show.
         let ticker = progress.show.then(|| {
             s.spawn(|| {
                 while scanning.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::thread::park_timeout(std::time::Duration::from_millis(200));
+                    std::thread::park_timeout(std::time::Duration::from_millis(tick_ms));
                     if scanning.load(std::sync::atomic::Ordering::Relaxed) {
                         progress.redraw();
                     }
