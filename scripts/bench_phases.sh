@@ -2,7 +2,7 @@
 # Where a scan's time goes, phase by phase: runs `xlens scan --timings` RUNS times (default 5) on
 # each profile and prints, per phase, the median wall time in ms (a Markdown table for
 # BENCHMARKS.md). Phases: `open` (mapping and parsing the file), the shared analyses
-# (`timeline`, `modules`, `host_ops`, `op_profile`, `steps`, `duty_cycle`, `anatomy`,
+# (`timeline`, `modules`, `host_ops`, `graph_kernels`, `gpu_costs`, `op_profile`, `steps`, `duty_cycle`, `anatomy`,
 # `step_medians`, `chip`), each detector by id, `summary` (the health snapshot), `scan` (the
 # whole scan) and `render`. Phases of 1 ms or less everywhere are left out.
 #

@@ -63,6 +63,10 @@ pub struct HostProfile {
     anatomy: OnceLock<Result<Vec<StepAnatomy>, Shared>>,
     chip: OnceLock<Option<Chip>>,
     host_ops: OnceLock<(HostOps, Option<Shared>)>,
+    /// The op table as [`HostProfile::prepare`] reads it beside the HLO modules, before its
+    /// graph kernels are named: naming them needs the modules, and a worker that waited for
+    /// them inside that read would sit idle instead of helping to decode them.
+    host_ops_read: std::sync::Mutex<Option<(HostOps, Option<xlens_xplane::Error>)>>,
     host_op_order: OnceLock<Vec<u32>>,
     duty_cycle: OnceLock<Option<(Picos, Picos)>>,
     step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<OnceLock<Arc<StepMedians>>>>>,
@@ -83,6 +87,7 @@ impl HostProfile {
             anatomy: OnceLock::new(),
             chip: OnceLock::new(),
             host_ops: OnceLock::new(),
+            host_ops_read: std::sync::Mutex::default(),
             host_op_order: OnceLock::new(),
             duty_cycle: OnceLock::new(),
             step_medians: std::sync::Mutex::default(),
@@ -139,7 +144,12 @@ impl HostProfile {
         // in parallel; the op profile joins them, the steps read the marker threads they found,
         // and the anatomy needs all of them.
         let read_host_ops = || {
-            let _ = self.host_ops();
+            if self.host_ops.get().is_none() {
+                let read = HostOps::read_partial(&self.space);
+                if let Ok(mut slot) = self.host_ops_read.lock() {
+                    *slot = Some(read);
+                }
+            }
         };
         let host_ops: &[Phase<'_>] = if host_run { &[("host_ops", &read_host_ops)] } else { &[] };
         beside(
@@ -148,6 +158,29 @@ impl HostProfile {
             })],
             host_ops,
         );
+        // The kernels of CUDA graphs named by their instructions, now that both are here; on a
+        // GPU profile, the modules' GPU costs (the op profile prices ops with them) beside it.
+        let name_graph_kernels = || {
+            let _ = self.host_ops();
+        };
+        // The programs that ran ops (the op profile prices only theirs).
+        let ran: std::collections::BTreeSet<u64> = {
+            let slot = self.host_ops_read.lock().ok();
+            let read = slot.as_ref().and_then(|s| s.as_ref()).map(|(ops, _)| ops);
+            read.or_else(|| self.host_ops.get().map(|(ops, _)| ops))
+                .map(|ops| ops.contexts.iter().map(|c| c.program_id.unwrap_or(0)).collect())
+                .unwrap_or_default()
+        };
+        let gpu_costs = || {
+            use rayon::prelude::*;
+            let modules: Vec<&Module> =
+                self.modules().iter().filter(|m| m.program_id().is_some_and(|p| ran.contains(&p))).collect();
+            modules.par_iter().with_max_len(1).for_each(|m| m.prepare_gpu_costs());
+        };
+        let graph_kernels: &[Phase<'_>] = if host_run { &[("graph_kernels", &name_graph_kernels)] } else { &[] };
+        let costs: &[Phase<'_>] =
+            if self.device_kind() == DeviceKind::Gpu { &[("gpu_costs", &gpu_costs)] } else { &[] };
+        beside(graph_kernels, costs);
         // The duty cycle (a union of every op, millions on a CPU capture) beside them: the
         // report's health snapshot reads it after the detectors, on one thread.
         beside(
@@ -359,7 +392,8 @@ impl HostProfile {
 
     fn host_ops_and_error(&self) -> &(HostOps, Option<Shared>) {
         self.host_ops.get_or_init(|| {
-            let (mut ops, error) = HostOps::read_partial(&self.space);
+            let read = self.host_ops_read.lock().ok().and_then(|mut slot| slot.take());
+            let (mut ops, error) = read.unwrap_or_else(|| HostOps::read_partial(&self.space));
             // Kernels of CUDA graphs are named by their instructions (which needs the HLO).
             if ops.has_graph_kernels() {
                 ops.attribute_graph_kernels(self.modules());

@@ -152,8 +152,8 @@ pub trait ScanObserver: Sync {
         drop(host);
     }
     /// One phase of a host's scan took `elapsed` (wall time): `open` (mapping and parsing the
-    /// file), a shared analysis (`timeline`, `modules`, `host_ops`, `op_profile`, `steps`,
-    /// `duty_cycle`, `anatomy`, `step_medians`, `chip`), a detector, by its id, or `summary`
+    /// file), a shared analysis (`timeline`, `modules`, `host_ops`, `graph_kernels`, `gpu_costs`,
+    /// `op_profile`, `steps`, `duty_cycle`, `anatomy`, `step_medians`, `chip`), a detector, by its id, or `summary`
     /// (the host's health snapshot after the detectors). Analyses built side by side overlap in
     /// time, and detectors run in parallel, so the phases add up to more than the host's wall
     /// time.

@@ -63,6 +63,12 @@ impl Module {
         self.gpu_costs_and_hbm().1.get(id.index()).copied().unwrap_or_default()
     }
 
+    /// Computes the costs of [`Module::gpu_cost`] now rather than on its first use (to compute
+    /// several modules' side by side).
+    pub fn prepare_gpu_costs(&self) {
+        let _ = self.gpu_costs_and_hbm();
+    }
+
     fn gpu_costs_and_hbm(&self) -> &(Vec<Cost>, Vec<u64>) {
         self.gpu_costs.get_or_init(|| compute_with_hbm(self, CostModel::Gpu))
     }

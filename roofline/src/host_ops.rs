@@ -402,7 +402,7 @@ impl HostOps {
         // Library GEMM kernels, by the schedule: per program, each entry instruction's position
         // and the GEMM custom calls in order.
         let mut schedules: HashMap<u64, Option<GemmSchedule<'_>>> = HashMap::new();
-        let is_library_gemm = |name: &str| crate::gpu::KernelLibrary::of(name).is_gemm();
+        let mut library_gemm = LibraryGemmNames::default();
         for table in lines.iter_mut() {
             let mut by_program_ops: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
             for (i, op) in table.ops.iter().enumerate() {
@@ -443,7 +443,7 @@ impl HostOps {
                         let library: Vec<usize> = order[start..end]
                             .iter()
                             .copied()
-                            .filter(|&i| is_library_gemm(&names[table.ops[i].name as usize]))
+                            .filter(|&i| library_gemm.test(table.ops[i].name, names))
                             .collect();
                         if !library.is_empty() && library.len() == schedule.entry_gemms.len() {
                             for (&i, gemm) in library.iter().zip(&schedule.entry_gemms) {
@@ -465,7 +465,7 @@ impl HostOps {
                         }
                         pending.clear();
                         previous = Some(position);
-                    } else if is_library_gemm(name) {
+                    } else if library_gemm.test(table.ops[i].name, names) {
                         pending.push(i);
                     }
                 }
@@ -1060,6 +1060,22 @@ fn last_scope(name: &str) -> &str {
 /// A program's schedule, as [`HostOps::attribute_graph_kernels`] reads it: where each scheduled
 /// instruction runs (its computation and position there), by name, and each computation's GEMM
 /// custom calls with their positions, in order.
+/// Per interned kernel name: whether a GEMM library launched it, decided once per name rather
+/// than once per op ([`crate::gpu::KernelLibrary::of`] lowercases the name and searches it for
+/// some thirty patterns).
+#[derive(Default)]
+struct LibraryGemmNames(Vec<Option<bool>>);
+
+impl LibraryGemmNames {
+    fn test(&mut self, name: u32, names: &[String]) -> bool {
+        let i = name as usize;
+        if self.0.len() <= i {
+            self.0.resize(names.len().max(i + 1), None);
+        }
+        *self.0[i].get_or_insert_with(|| names.get(i).is_some_and(|n| crate::gpu::KernelLibrary::of(n).is_gemm()))
+    }
+}
+
 struct GemmSchedule<'m> {
     position: HashMap<&'m str, (xlens_hlo::CompId, usize)>,
     gemms: HashMap<xlens_hlo::CompId, Vec<(usize, &'m str)>>,
