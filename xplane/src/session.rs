@@ -135,7 +135,31 @@ fn map(path: &Path) -> Result<memmap2::Mmap> {
     // reads of the lost pages fault (SIGBUS); profiles are written once and then only read, which
     // is the usage this crate documents.
     #[allow(unsafe_code)]
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(e, path))
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(e, path))?;
+    populate(&map);
+    Ok(map)
+}
+
+/// The bytes one worker maps in at a time by [`populate`].
+const POPULATE_CHUNK_BYTES: usize = 4 << 20;
+
+/// Maps the file's pages in (from the page cache, or reading them) on every worker before the
+/// parse, which touches every page of the file anyway: a plane's parse is one sequential pass
+/// that would otherwise take each page fault itself, on one worker (the single stream line of a
+/// GPU capture is most of the file). The pages are the parse's own, so the peak resident size
+/// does not change. Advice the kernel does not know (`MADV_POPULATE_READ` is Linux 5.14+) is
+/// ignored: the parse then faults the pages in as before.
+fn populate(map: &memmap2::Mmap) {
+    use rayon::prelude::*;
+    let chunks = map.len().div_ceil(POPULATE_CHUNK_BYTES);
+    (0..chunks).into_par_iter().with_max_len(1).for_each(|i| {
+        let start = i * POPULATE_CHUNK_BYTES;
+        let len = POPULATE_CHUNK_BYTES.min(map.len() - start);
+        #[cfg(target_os = "linux")]
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, start, len);
+        #[cfg(not(target_os = "linux"))]
+        let _ = (map, start, len);
+    });
 }
 
 /// A decoded host.
