@@ -204,9 +204,11 @@ impl HostOps {
         let mut error = None;
         let mut names = Interner::default();
         let mut contexts: HashMap<OpContext, u32> = HashMap::new();
+        // Each run's ops with the maps of its interned indices to the shared ones.
+        let mut read_runs: Vec<ReadRun> = Vec::new();
         for ((plane, line), read) in places.into_iter().zip(lines) {
             let LineOps {
-                mut ops,
+                ops,
                 kernel_time,
                 memsets,
                 interner,
@@ -240,26 +242,7 @@ impl HostOps {
                         })
                     })
                     .collect();
-                for op in &mut ops {
-                    op.name = name[op.name as usize];
-                    op.context = context[op.context as usize];
-                }
-                // A later run of the line just read joins its table.
-                match out.lines.last_mut() {
-                    Some(table) if table.line == at => {
-                        let added = ops.len();
-                        table.ops.append(&mut ops);
-                        table.ops.shrink_to_fit();
-                        if let Some(end) = out.offsets.last_mut() {
-                            *end += added;
-                        }
-                    }
-                    _ => {
-                        ops.shrink_to_fit();
-                        out.offsets.push(out.offsets[out.offsets.len() - 1] + ops.len());
-                        out.lines.push(LineTable { line: at, ops });
-                    }
-                }
+                read_runs.push(ReadRun { line: at, ops, names: name, contexts: context });
             }
             for (program, module) in modules {
                 out.modules.entry(program).or_insert(module);
@@ -273,6 +256,16 @@ impl HostOps {
             if error.is_none() {
                 error = e;
             }
+        }
+        // Each line's runs joined into its table, in line order.
+        let mut first = 0;
+        while first < read_runs.len() {
+            let line = read_runs[first].line;
+            let end = first + read_runs[first..].iter().take_while(|r| r.line == line).count();
+            let ops = join_runs(&mut read_runs[first..end]);
+            out.offsets.push(out.offsets[out.offsets.len() - 1] + ops.len());
+            out.lines.push(LineTable { line, ops });
+            first = end;
         }
         out.names = names.names;
         (out, error)
@@ -401,22 +394,31 @@ impl HostOps {
 
         // Library GEMM kernels, by the schedule: per program, each entry instruction's position
         // and the GEMM custom calls in order.
-        let mut schedules: HashMap<u64, Option<GemmSchedule<'_>>> = HashMap::new();
+        // Decided per program first: most captures have no scheduled GEMM call, and then no
+        // line's ops are sorted out by program.
+        let schedules: HashMap<u64, GemmSchedule<'_>> = contexts
+            .iter()
+            .filter(|c| c.in_graph)
+            .map(|c| c.program_id.unwrap_or(0))
+            .collect::<std::collections::BTreeSet<u64>>()
+            .into_iter()
+            .filter_map(|program| Some((program, GemmSchedule::of(by_program.get(&program)?)?)))
+            .collect();
+        if schedules.is_empty() {
+            return attributed;
+        }
         let mut library_gemm = LibraryGemmNames::default();
         for table in lines.iter_mut() {
             let mut by_program_ops: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
             for (i, op) in table.ops.iter().enumerate() {
                 let context = contexts[op.context as usize];
-                if context.in_graph {
-                    by_program_ops.entry(context.program_id.unwrap_or(0)).or_default().push(i);
+                let program = context.program_id.unwrap_or(0);
+                if context.in_graph && schedules.contains_key(&program) {
+                    by_program_ops.entry(program).or_default().push(i);
                 }
             }
             for (program, mut order) in by_program_ops {
-                let Some(schedule) = schedules
-                    .entry(program)
-                    .or_insert_with(|| by_program.get(&program).and_then(|m| GemmSchedule::of(m)))
-                    .as_ref()
-                else {
+                let Some(schedule) = schedules.get(&program) else {
                     continue;
                 };
                 order.sort_by_key(|&i| (table.ops[i].start, i));
@@ -663,6 +665,53 @@ pub enum OpSource {
     HostThreads,
     /// Kernels and memory copies of GPU stream lines.
     GpuStreams,
+}
+
+/// One run of a line as read, with the shared interners' indices of its own names and contexts.
+struct ReadRun {
+    line: LineRef,
+    ops: Vec<HostOp>,
+    names: Vec<u32>,
+    contexts: Vec<u32>,
+}
+
+/// Ops a worker rewrites at a time when a line's runs are joined.
+const JOIN_MIN_LEN: usize = 1 << 14;
+
+/// One line's runs as one table, each op's name and context rewritten to the shared indices: in
+/// place for a line read in one run, else gathered on every worker into a table of the line's
+/// size (appending run after run was one worker's copy and page faults, 8 ms of
+/// h200_long_run's 921,000-kernel stream).
+fn join_runs(runs: &mut [ReadRun]) -> Vec<HostOp> {
+    use rayon::prelude::*;
+    let remap = |op: &HostOp, run: &ReadRun| HostOp {
+        name: run.names[op.name as usize],
+        context: run.contexts[op.context as usize],
+        ..*op
+    };
+    if let [run] = runs {
+        let mut ops = std::mem::take(&mut run.ops);
+        ops.par_iter_mut().with_min_len(JOIN_MIN_LEN).for_each(|op| *op = remap(op, run));
+        ops.shrink_to_fit();
+        return ops;
+    }
+    // Where each run's ops start in the table.
+    let mut starts = Vec::with_capacity(runs.len() + 1);
+    starts.push(0);
+    for run in runs.iter() {
+        starts.push(starts[starts.len() - 1] + run.ops.len());
+    }
+    let total = starts[runs.len()];
+    let mut table = Vec::with_capacity(total);
+    (0..total)
+        .into_par_iter()
+        .with_min_len(JOIN_MIN_LEN)
+        .map(|i| {
+            let r = starts.partition_point(|&s| s <= i) - 1;
+            remap(&runs[r].ops[i - starts[r]], &runs[r])
+        })
+        .collect_into_vec(&mut table);
+    table
 }
 
 /// Runs per worker the host-thread and stream lines are cut into, by their bytes.
