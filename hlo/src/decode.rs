@@ -19,6 +19,41 @@ use crate::opcode::{FusionKind, Opcode};
 use crate::raw;
 use crate::shape::Shape;
 
+/// [`CompParts`] from a computation message (`HloComputationProto` or
+/// `HloComputationProtoEncoded`).
+macro_rules! comp_parts {
+    ($c:ident) => {
+        CompParts {
+            name: $c.name,
+            id: $c.id,
+            root_id: $c.root_id,
+            is_fusion: $c.is_fusion_computation,
+            execution_thread: $c.execution_thread,
+            instructions: $c.instructions,
+        }
+    };
+}
+
+/// [`ModuleParts`] from a module message (`HloModuleProto` or `HloModuleProtoEncoded`, whose
+/// fields the model reads are alike) and its computations, already taken out of it.
+macro_rules! module_parts {
+    ($module:ident, $computations:expr) => {
+        ModuleParts {
+            name: $module.name,
+            entry_computation_name: $module.entry_computation_name,
+            computations: $computations,
+            host_program_shape: $module.host_program_shape,
+            id: $module.id,
+            entry_computation_id: $module.entry_computation_id,
+            schedule: $module.schedule,
+            input_output_alias: $module.input_output_alias,
+            stack_frame_index: $module.stack_frame_index,
+            buffer_donor: $module.buffer_donor,
+            device_type: $module.device_type,
+        }
+    };
+}
+
 impl Module {
     /// Decodes a serialized `xla.HloProto` (what profiles and `*.hlo_proto.pb` files hold) and
     /// builds the graph. A bare `HloModuleProto` is accepted too.
@@ -63,46 +98,10 @@ impl Module {
     /// Builds the graph from an already decoded proto. `encoded_len` is informational.
     pub fn from_proto(proto: raw::HloProto, encoded_len: usize) -> Result<Module> {
         let raw::HloProto { hlo_module, buffer_assignment } = proto;
-        let module = hlo_module.ok_or_else(|| Error::new(ErrorKind::NoModule, Location::default()))?;
+        let mut module = hlo_module.ok_or_else(|| Error::new(ErrorKind::NoModule, Location::default()))?;
         let name = module.name.clone();
-        let raw::HloModuleProto {
-            name: _,
-            entry_computation_name,
-            computations,
-            host_program_shape,
-            id,
-            entry_computation_id,
-            input_output_alias,
-            stack_frame_index,
-            buffer_donor,
-            device_type,
-            schedule,
-            frontend_attributes: _,
-        } = module;
-        let computations = computations
-            .into_iter()
-            .map(|c| CompParts {
-                name: c.name,
-                id: c.id,
-                root_id: c.root_id,
-                is_fusion: c.is_fusion_computation,
-                execution_thread: c.execution_thread,
-                instructions: c.instructions,
-            })
-            .collect();
-        let parts = ModuleParts {
-            name: name.clone(),
-            entry_computation_name,
-            computations,
-            host_program_shape,
-            id,
-            entry_computation_id,
-            schedule,
-            input_output_alias,
-            stack_frame_index,
-            buffer_donor,
-            device_type,
-        };
+        let computations = std::mem::take(&mut module.computations).into_iter().map(|c| comp_parts!(c)).collect();
+        let parts = module_parts!(module, computations);
         build(parts, buffer_assignment, encoded_len).map_err(|e| e.in_module(&name))
     }
 }
@@ -153,54 +152,23 @@ impl InstructionSource for Bytes {
 /// Decodes the computations of a module whose computations and instructions are still
 /// encoded, then builds it.
 fn build_encoded(
-    module: raw::HloModuleProtoEncoded,
+    mut module: raw::HloModuleProtoEncoded,
     buffer_assignment: Option<raw::BufferAssignmentProto>,
     encoded_len: usize,
 ) -> Result<Module> {
-    let raw::HloModuleProtoEncoded {
-        name,
-        entry_computation_name,
-        computations,
-        host_program_shape,
-        id,
-        entry_computation_id,
-        schedule,
-        input_output_alias,
-        stack_frame_index,
-        buffer_donor,
-        device_type,
-    } = module;
+    let name = module.name.clone();
     let in_module = |e: Error| e.in_module(&name);
-    limits::check(Limit::Computations, computations.len() as u64, Location::default).map_err(in_module)?;
-    let computations = computations
+    limits::check(Limit::Computations, module.computations.len() as u64, Location::default).map_err(in_module)?;
+    let computations = std::mem::take(&mut module.computations)
         .into_iter()
         .map(|bytes| {
             let c = raw::HloComputationProtoEncoded::decode(bytes)
                 .map_err(|e| Error::new(ErrorKind::Decode(e), Location::default()))?;
-            Ok(CompParts {
-                name: c.name,
-                id: c.id,
-                root_id: c.root_id,
-                is_fusion: c.is_fusion_computation,
-                execution_thread: c.execution_thread,
-                instructions: c.instructions,
-            })
+            Ok(comp_parts!(c))
         })
         .collect::<Result<Vec<_>>>()
         .map_err(in_module)?;
-    let parts = ModuleParts {
-        name: name.clone(),
-        entry_computation_name,
-        computations,
-        host_program_shape,
-        id,
-        entry_computation_id,
-        schedule,
-        input_output_alias,
-        stack_frame_index,
-        buffer_donor,
-        device_type,
-    };
+    let parts = module_parts!(module, computations);
     build(parts, buffer_assignment, encoded_len).map_err(in_module)
 }
 
