@@ -283,7 +283,7 @@ fn build<I: InstructionSource>(
                 }
             };
             // Moved out of the proto once converted: a module holds tens of thousands.
-            let shape = match proto.shape.take().map(|s| Shape::from_proto(&s)) {
+            let shape = match proto.shape.take().map(|s| Shape::from_proto_owned(*s)) {
                 Some(Ok(shape)) => shape,
                 Some(Err(e)) => {
                     note_failure(&failure, (true, idx), relocate(e, comp_loc().with_instruction(&proto.name)));

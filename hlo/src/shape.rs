@@ -216,6 +216,32 @@ impl Tile2D {
     }
 }
 
+/// Checks that `minor_to_major` is empty or a permutation of `0..rank` (the ranks of real
+/// shapes fit a 64-bit mask; larger ones, up to [`limits::MAX_RANK`], use a vector).
+fn check_minor_to_major(rank: usize, minor_to_major: &[i64]) -> Result<()> {
+    let in_rank = |d: i64| usize::try_from(d).ok().filter(|&d| d < rank);
+    let is_permutation = if rank <= 64 {
+        let mut seen = 0u64;
+        minor_to_major.iter().all(|&d| {
+            in_rank(d).is_some_and(|d| {
+                let fresh = seen & (1 << d) == 0;
+                seen |= 1 << d;
+                fresh
+            })
+        })
+    } else {
+        let mut seen = vec![false; rank];
+        minor_to_major.iter().all(|&d| in_rank(d).is_some_and(|d| !std::mem::replace(&mut seen[d], true)))
+    };
+    if !is_permutation {
+        return Err(invalid(format!("minor_to_major {minor_to_major:?} is not a permutation of rank {rank}")));
+    }
+    if !minor_to_major.is_empty() && minor_to_major.len() != rank {
+        return Err(invalid(format!("minor_to_major {minor_to_major:?} does not cover rank {rank}")));
+    }
+    Ok(())
+}
+
 impl Shape {
     /// An array shape without layout (tests and builders).
     ///
@@ -248,48 +274,33 @@ impl Shape {
     /// Converts and validates a proto shape: dimensions must be non-negative, the rank within
     /// [`limits::MAX_RANK`], and `minor_to_major` a permutation of the dimensions.
     pub fn from_proto(proto: &raw::ShapeProto) -> Result<Shape> {
-        let element_type = PrimitiveType::from_proto(proto.element_type);
-        limits::check(Limit::Rank, proto.dimensions.len() as u64, Location::default)?;
-        if let Some(d) = proto.dimensions.iter().find(|d| **d < 0) {
+        Shape::from_proto_owned(proto.clone())
+    }
+
+    /// [`Shape::from_proto`] taking the proto: its vectors become the shape's, not copies (the
+    /// module decode converts a shape per instruction).
+    pub(crate) fn from_proto_owned(proto: raw::ShapeProto) -> Result<Shape> {
+        let raw::ShapeProto { element_type, dimensions, tuple_shapes, layout, is_dynamic_dimension } = proto;
+        let element_type = PrimitiveType::from_proto(element_type);
+        limits::check(Limit::Rank, dimensions.len() as u64, Location::default)?;
+        if let Some(d) = dimensions.iter().find(|d| **d < 0) {
             return Err(invalid(format!("negative dimension {d}")));
         }
-        let tuple = proto.tuple_shapes.iter().map(Shape::from_proto).collect::<Result<Vec<_>>>()?;
-        let layout = match &proto.layout {
+        let tuple = tuple_shapes.into_iter().map(Shape::from_proto_owned).collect::<Result<Vec<_>>>()?;
+        let layout = match layout {
             None => None,
             Some(l) => {
-                let rank = proto.dimensions.len();
-                let mut seen = vec![false; rank];
-                for &d in &l.minor_to_major {
-                    let ok = usize::try_from(d)
-                        .ok()
-                        .filter(|&d| d < rank)
-                        .is_some_and(|d| !std::mem::replace(&mut seen[d], true));
-                    if !ok {
-                        return Err(invalid(format!(
-                            "minor_to_major {:?} is not a permutation of rank {rank}",
-                            l.minor_to_major
-                        )));
-                    }
-                }
-                if !l.minor_to_major.is_empty() && l.minor_to_major.len() != rank {
-                    return Err(invalid(format!("minor_to_major {:?} does not cover rank {rank}", l.minor_to_major)));
-                }
+                check_minor_to_major(dimensions.len(), &l.minor_to_major)?;
                 Some(Layout {
-                    minor_to_major: l.minor_to_major.clone(),
-                    tiles: l.tiles.iter().map(|t| t.dimensions.clone()).collect(),
+                    minor_to_major: l.minor_to_major,
+                    tiles: l.tiles.into_iter().map(|t| t.dimensions).collect(),
                     element_size_in_bits: u64::try_from(l.element_size_in_bits).unwrap_or(0),
                     memory_space: l.memory_space,
                     tail_padding_alignment: u64::try_from(l.tail_padding_alignment_in_elements).unwrap_or(0),
                 })
             }
         };
-        Ok(Shape {
-            element_type,
-            dims: proto.dimensions.clone(),
-            dynamic: proto.is_dynamic_dimension.clone(),
-            tuple,
-            layout,
-        })
+        Ok(Shape { element_type, dims: dimensions, dynamic: is_dynamic_dimension, tuple, layout })
     }
 
     /// The element type ([`PrimitiveType::Tuple`] for tuples).
