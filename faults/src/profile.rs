@@ -139,8 +139,7 @@ impl HostProfile {
             let run = |phases: &[Phase<'_>]| phases.iter().for_each(|(phase, build)| time(phase, build));
             rayon::join(|| run(left), || run(right));
         };
-        let host_run = self.space.tpu_tensor_cores().is_empty();
-        // Then the HLO modules and the host-run ops (one walk of the host threads, CPU profiles)
+        // Then the HLO modules and the op table (one walk of the host threads and GPU streams)
         // in parallel; the op profile joins them, the steps read the marker threads they found,
         // and the anatomy needs all of them.
         let read_host_ops = || {
@@ -151,7 +150,10 @@ impl HostProfile {
                 }
             }
         };
-        let host_ops: &[Phase<'_>] = if host_run { &[("host_ops", &read_host_ops)] } else { &[] };
+        // Every profile's op table is read here, TPU ones too (their detectors ask for its read
+        // errors): built lazily inside a detector, its parallel read would let the building
+        // worker take another detector's job, which asks for the same cell and waits for itself.
+        let host_ops: &[Phase<'_>] = &[("host_ops", &read_host_ops)];
         beside(
             &[("modules", &|| {
                 let _ = self.modules();
@@ -177,7 +179,7 @@ impl HostProfile {
                 self.modules().iter().filter(|m| m.program_id().is_some_and(|p| ran.contains(&p))).collect();
             modules.par_iter().with_max_len(1).for_each(|m| m.prepare_gpu_costs());
         };
-        let graph_kernels: &[Phase<'_>] = if host_run { &[("graph_kernels", &name_graph_kernels)] } else { &[] };
+        let graph_kernels: &[Phase<'_>] = &[("graph_kernels", &name_graph_kernels)];
         let costs: &[Phase<'_>] =
             if self.device_kind() == DeviceKind::Gpu { &[("gpu_costs", &gpu_costs)] } else { &[] };
         beside(graph_kernels, costs);
@@ -522,4 +524,30 @@ type Shared = Arc<Error>;
 /// A filled analysis cell as a result whose error can be shared.
 fn shared<T>(cell: &Result<T, Shared>) -> Result<&T, Shared> {
     cell.as_ref().map_err(Arc::clone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `prepare` builds every shared analysis a detector reads, on TPU, GPU and CPU profiles: a
+    /// cell first built inside a detector could run its parallel read there, and the building
+    /// worker could then take another detector's job that waits on the same cell, for itself.
+    #[test]
+    fn prepare_leaves_no_analysis_for_the_detectors_to_build() {
+        let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        for dir in ["testdata/tpu/tpu_basic", "testdata/gpu/gpu_data_formatting", "testdata/corpus/host_callback"] {
+            let profile = Profile::from_session(Session::open(&root.join(dir)).unwrap());
+            let profile = &profile.hosts()[0];
+            profile.prepare();
+            assert!(profile.host_ops.get().is_some(), "{dir}: the op table");
+            assert!(profile.modules.get().is_some(), "{dir}: the modules");
+            assert!(profile.timeline.get().is_some(), "{dir}: the timeline");
+            assert!(profile.steps.get().is_some(), "{dir}: the steps");
+            assert!(profile.op_profile.get().is_some(), "{dir}: the op profile");
+            assert!(profile.anatomy.get().is_some(), "{dir}: the anatomy");
+            assert!(profile.duty_cycle.get().is_some(), "{dir}: the duty cycle");
+            assert!(profile.chip.get().is_some(), "{dir}: the chip");
+        }
+    }
 }
