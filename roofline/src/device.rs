@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use xlens_xplane::{Event, EventMetadataId, Picos, Plane, StatMetadataId, names};
+use xlens_xplane::{Event, EventMetadataId, Picos, Plane, Stat, StatMetadataId, names};
 
 /// Stat ids of one device plane, resolved once.
 #[derive(Clone, Copy, Debug, Default)]
@@ -79,11 +79,23 @@ pub fn device_timespan(
     offset_id: Option<StatMetadataId>,
     duration_id: Option<StatMetadataId>,
 ) -> (Picos, Picos) {
-    let (mut start, mut duration) = (ev.start(), ev.duration());
     if !ev.has_stats() || (offset_id.is_none() && duration_id.is_none()) {
-        return (start, duration);
+        return (ev.start(), ev.duration());
     }
-    for stat in ev.stats().map_while(|s| s.ok()) {
+    timespan_of_stats(ev, ev.stats().map_while(|s| s.ok()), offset_id, duration_id)
+}
+
+/// [`device_timespan`] from stats already at hand (those a walk gathered while decoding the
+/// event): the last offset and duration stats win.
+#[inline]
+pub(crate) fn timespan_of_stats<'a>(
+    ev: &Event<'a>,
+    stats: impl IntoIterator<Item = Stat<'a>>,
+    offset_id: Option<StatMetadataId>,
+    duration_id: Option<StatMetadataId>,
+) -> (Picos, Picos) {
+    let (mut start, mut duration) = (ev.start(), ev.duration());
+    for stat in stats {
         let id = Some(stat.metadata_id());
         if id == offset_id {
             if let Some(v) = stat.as_i64() {

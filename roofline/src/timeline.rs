@@ -757,33 +757,17 @@ fn walk_core(
 }
 
 /// An op's span on the device clock and its time scale, from the stats gathered as it was
-/// decoded (what [`device_span`] and its `Time Scale Multiplier` stat give: the last offset and
-/// duration stats win, the first time scale).
+/// decoded: what [`device_span`] and the first `Time Scale Multiplier` stat give.
 #[inline]
 fn gathered_span_and_scale(
     ev: &xlens_xplane::Event<'_>,
     stats: &[xlens_xplane::Stat<'_>],
     ids: &DeviceStatIds,
 ) -> (Span, Option<f64>) {
-    let mut span = Span { start: ev.start(), duration: ev.duration() };
-    let mut scale = None;
-    for stat in stats {
-        let id = Some(stat.metadata_id());
-        if id == ids.time_scale_multiplier {
-            if scale.is_none() {
-                scale = Some(stat.as_f64());
-            }
-        } else if id == ids.device_offset_ps {
-            if let Some(v) = stat.as_i64() {
-                span.start = Picos(v);
-            }
-        } else if id == ids.device_duration_ps
-            && let Some(v) = stat.as_i64()
-        {
-            span.duration = Picos(v);
-        }
-    }
-    (span, scale.flatten())
+    let (start, duration) =
+        crate::device::timespan_of_stats(ev, stats.iter().copied(), ids.device_offset_ps, ids.device_duration_ps);
+    let scale = ids.time_scale_multiplier.and_then(|id| stats.iter().find(|s| s.metadata_id() == id)?.as_f64());
+    (Span { start, duration }, scale)
 }
 
 #[cfg(test)]
