@@ -1049,8 +1049,8 @@ impl Line {
     /// The line's events cut into at most `parts` runs of consecutive events of about equal
     /// bytes, in order, so that one long line can be walked on several threads: chained, the
     /// runs yield exactly what [`Line::events`] yields (event indices included). Lines under
-    /// [`PART_MIN_BYTES`] stay whole. Finding the cuts reads each event's tag and length, not the
-    /// event; bytes it cannot read leave the line whole, for the walk to report them.
+    /// [`PART_MIN_BYTES`] stay whole. The cuts come from the parse, which noted where events
+    /// start as it counted them: nothing is read here.
     ///
     /// ```
     /// use xlens_xplane::{Space, SpaceBuilder};
@@ -1104,7 +1104,9 @@ impl Line {
     }
 
     /// Where to cut the line for [`Line::event_parts`]: plane positions of event tags with the
-    /// index of the event there, ascending; empty to keep the line whole.
+    /// index of the event there, ascending; empty to keep the line whole. The cuts are the
+    /// parse's cut points ([`crate::plane::CUT_POINT_BYTES`] apart) nearest after each share's
+    /// end: nothing is read.
     fn cuts(&self, plane: &Plane, parts: usize) -> Vec<(usize, usize)> {
         let body = self.body();
         let parts = parts.min(body.len() / PART_MIN_BYTES);
@@ -1112,29 +1114,15 @@ impl Line {
             return Vec::new();
         }
         let stride = body.len() / parts;
-        // A line a walk indexed is cut at its blocks' starts: nothing is read.
-        if let Some(index) = plane.time_index_built(self) {
-            return index.cuts(body.start, stride, parts);
-        }
-        let mut cuts = Vec::with_capacity(parts - 1);
-        let mut next = body.start + stride;
-        let mut reader = plane.reader(body.clone());
-        let mut index = 0usize;
-        while !reader.is_empty() && cuts.len() < parts - 1 {
-            let at = reader.pos();
-            let Ok(key) = reader.read_varint() else { return Vec::new() };
-            let Ok((field, wire)) = split_tag(key) else { return Vec::new() };
-            if field == 4 && wire == WireType::Len {
-                if at >= next {
-                    cuts.push((at, index));
-                    next = at + stride;
-                }
-                index += 1;
-                if reader.read_message().is_err() {
-                    return Vec::new();
-                }
-            } else if reader.skip(wire).is_err() {
-                return Vec::new();
+        let points = plane.cut_points(self);
+        let mut cuts: Vec<(usize, usize)> = Vec::with_capacity(parts - 1);
+        for k in 1..parts {
+            let at = points.partition_point(|&(pos, _)| (pos as usize) < body.start + k * stride);
+            if let Some(&(pos, index)) = points.get(at)
+                && index > 0
+                && cuts.last().is_none_or(|&(last, _)| last < pos as usize)
+            {
+                cuts.push((pos as usize, index as usize));
             }
         }
         cuts

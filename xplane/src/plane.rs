@@ -528,7 +528,63 @@ pub struct Plane {
     /// Per stored line: its index, once a walk made it or a skip built it (`None` inside when
     /// the line cannot have one). Boxed: 16 bytes a line until then (see `tests/memory.rs`).
     pub(crate) time_indexes: Box<[std::sync::OnceLock<Option<Box<crate::time_index::TimeIndex>>>]>,
+    /// Where long lines can be cut for [`Line::event_parts`], noted by the parse as it counted
+    /// the events: (plane position of an event's tag, the event's index in its line), one
+    /// every [`CUT_POINT_BYTES`] or so of each line, in position order (lines follow each
+    /// other in the plane's bytes).
+    cut_points: Box<[(u32, u32)]>,
+    /// The lines of a host-thread plane of [`NOTE_IDS_MIN_BYTES`] or more, by index, with the
+    /// metadata ids their events use as the parse saw them. Other lines may use any id.
+    line_ids: Box<[(u32, IdBloom)]>,
 }
+
+/// The smallest line whose metadata ids the parse notes: walking a shorter one costs little.
+const NOTE_IDS_MIN_BYTES: usize = 4096;
+
+/// The metadata ids of a line's events, one bit per id modulo 256: a Bloom filter with one
+/// hash, exact for the small dense ids writers give their metadata. Noted by the parse of a
+/// host-thread plane from each event's first field, so that a pass looking for a few kinds of
+/// event (the step markers) can skip the threads that have none without walking them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IdBloom([u64; 4]);
+
+impl IdBloom {
+    const EMPTY: IdBloom = IdBloom([0; 4]);
+    /// Every id possible: what a line whose ids were not all seen holds.
+    const FULL: IdBloom = IdBloom([u64::MAX; 4]);
+
+    /// Adds an id, given by its low 8 bits.
+    #[inline]
+    fn insert(&mut self, low_bits: u8) {
+        self.0[usize::from(low_bits >> 6)] |= 1 << (low_bits & 63);
+    }
+
+    /// Adds the metadata id of an event's body (its bytes inside the event message), or makes
+    /// the filter full when the id is not the body's first field (writers put it first; an
+    /// id elsewhere or a repeated one would take a full decode to find).
+    #[inline]
+    fn insert_event(&mut self, body: &[u8]) {
+        match body {
+            // No field at all: the default id, 0.
+            [] => self.insert(0),
+            // Field 1, varint: the id's low 8 bits are the first byte's 7 and the next byte's
+            // lowest (a one-byte varint has no next byte to take from).
+            [0x08, first, rest @ ..] => {
+                let high = if first & 0x80 != 0 { rest.first().map_or(0, |b| b & 1) << 7 } else { 0 };
+                self.insert((first & 0x7f) | high);
+            }
+            _ => *self = IdBloom::FULL,
+        }
+    }
+
+    fn intersects(&self, other: &IdBloom) -> bool {
+        self.0.iter().zip(other.0).any(|(a, b)| a & b != 0)
+    }
+}
+
+/// The bytes between two cut points of a line ([`Plane`]'s `cut_points`): a quarter of the
+/// smallest run [`Line::event_parts`] makes, so runs come out within a quarter of their share.
+pub(crate) const CUT_POINT_BYTES: usize = crate::event::PART_MIN_BYTES / 4;
 
 impl fmt::Debug for Plane {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -572,6 +628,56 @@ impl Plane {
             .get(at)?
             .get_or_init(|| crate::time_index::TimeIndex::build(self, line).map(Box::new))
             .as_deref()
+    }
+
+    /// Whether some event of `line` may have its metadata in `mask`: false only when the parse
+    /// saw the metadata id of every event of the line (lines of 4 KiB or more of host-thread
+    /// planes, whose events put the id first) and none is one of the mask's, so the line need
+    /// not be walked to know.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/host:CPU");
+    ///     let (step, launch) = (plane.event_metadata("train_step"), plane.event_metadata("cuLaunchKernel"));
+    ///     let mut python = plane.line(1, "python", 0);
+    ///     python.event(step, 0, 10);
+    ///     drop(python);
+    ///     // Lines of 4 KiB or more have their ids noted (shorter ones cost little to walk).
+    ///     let mut launcher = plane.line(2, "launcher", 0);
+    ///     for i in 0..1_000 {
+    ///         launcher.event(launch, i * 10, 1);
+    ///     }
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let steps = plane.metadata_mask(|m| m.name() == "train_step");
+    /// let may: Vec<bool> = plane.lines().iter().map(|l| plane.line_may_use(l, &steps)).collect();
+    /// assert_eq!(may, [true, false]);
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    pub fn line_may_use(&self, line: &Line, mask: &MetadataMask) -> bool {
+        if mask.is_empty() {
+            return false;
+        }
+        let Ok(at) = self.line_ids.binary_search_by_key(&(line.index() as u32), |&(index, _)| index) else {
+            return true;
+        };
+        let ids = self.line_ids[at].1;
+        let mut wanted = IdBloom::EMPTY;
+        for (metadata, _) in self.event_metadata.iter().zip(&mask.bits).filter(|(_, keep)| **keep) {
+            wanted.insert(metadata.id.0 as u8);
+        }
+        ids.intersects(&wanted)
+    }
+
+    /// The cut points of `line` (see the field): those inside its body.
+    pub(crate) fn cut_points(&self, line: &Line) -> &[(u32, u32)] {
+        let body = line.body();
+        let from = self.cut_points.partition_point(|&(pos, _)| (pos as usize) < body.start);
+        let to = self.cut_points.partition_point(|&(pos, _)| (pos as usize) < body.end);
+        &self.cut_points[from..to.max(from)]
     }
 
     /// The index of a line if a walk already made it (none is built here).
@@ -812,6 +918,9 @@ impl Plane {
             names: String::new(),
             shared: Names::default(),
             budget: TableBudget::new(bytes.len(), budget),
+            cut_points: Vec::new(),
+            note_ids: None,
+            line_ids: Vec::new(),
         };
         dec.decode(bytes)
     }
@@ -840,6 +949,13 @@ struct PlaneDecoder {
     /// What the records share: set to `names` at the end.
     shared: Names,
     budget: TableBudget,
+    /// The plane's cut points, line after line (see [`Plane`]'s field).
+    cut_points: Vec<(u32, u32)>,
+    /// Whether the lines' metadata ids are noted (a host-thread plane, decided by its name
+    /// when the first line comes; `None` before).
+    note_ids: Option<bool>,
+    /// The metadata ids of the long lines so far, when noted.
+    line_ids: Vec<(u32, IdBloom)>,
 }
 
 impl PlaneDecoder {
@@ -992,6 +1108,13 @@ impl PlaneDecoder {
                     let body = r.read_len().map_err(|e| self.wire_err(e, val_pos))?;
                     let start = r.pos() - body.len();
                     if !body.is_empty() {
+                        // The name comes before the lines (field order); a plane whose name
+                        // comes later notes no ids.
+                        let kind = || PlaneKind::from_name(&String::from_utf8_lossy(name_raw));
+                        let note = *self.note_ids.get_or_insert_with(|| kind() == PlaneKind::HostThreads);
+                        if note && body.len() >= NOTE_IDS_MIN_BYTES {
+                            self.charge(std::mem::size_of::<(u32, IdBloom)>(), val_pos)?;
+                        }
                         let line = self.decode_line(body, start, line_index)?;
                         lines.push(line);
                     }
@@ -1064,6 +1187,8 @@ impl PlaneDecoder {
             meter: crate::WalkMeter::default(),
             unwalked: std::sync::atomic::AtomicUsize::new(counts.lines),
             time_indexes: (0..counts.lines).map(|_| std::sync::OnceLock::new()).collect(),
+            cut_points: std::mem::take(&mut self.cut_points).into_boxed_slice(),
+            line_ids: std::mem::take(&mut self.line_ids).into_boxed_slice(),
         })
     }
 
@@ -1083,6 +1208,10 @@ impl PlaneDecoder {
         };
         // Under 2^31: every event takes at least two bytes of a plane under 4 GiB.
         let mut event_count = 0usize;
+        // The first event is no cut: the first cut point is the first event a cut's worth in.
+        let mut next_cut = CUT_POINT_BYTES;
+        let note_ids = self.note_ids == Some(true) && body.len() >= NOTE_IDS_MIN_BYTES;
+        let mut ids = IdBloom::EMPTY;
         let err = |this: &Self, e, pos: usize| this.wire_err(e, start + pos).in_line(index);
         while !r.is_empty() {
             let tag_pos = r.pos();
@@ -1090,13 +1219,31 @@ impl PlaneDecoder {
             let val_pos = r.pos();
             match (field, wire) {
                 (4, WireType::Len) => {
-                    r.read_len().map_err(|e| err(self, e, val_pos))?;
+                    if tag_pos >= next_cut {
+                        self.cut_points.push(((start + tag_pos) as u32, event_count as u32));
+                        next_cut = tag_pos + CUT_POINT_BYTES;
+                    }
+                    let event = r.read_len().map_err(|e| err(self, e, val_pos))?;
+                    if note_ids {
+                        ids.insert_event(event);
+                    }
                     event_count += 1;
                     // Events come in long runs: count the rest of the run on their one-byte tag
                     // (field 4, length-delimited) without the general tag match.
-                    while r.eat(0x22) {
+                    loop {
+                        let at = r.pos();
+                        if !r.eat(0x22) {
+                            break;
+                        }
+                        if at >= next_cut {
+                            self.cut_points.push(((start + at) as u32, event_count as u32));
+                            next_cut = at + CUT_POINT_BYTES;
+                        }
                         let len_pos = r.pos();
-                        r.read_message().map_err(|e| err(self, e, len_pos))?;
+                        let event = r.read_len().map_err(|e| err(self, e, len_pos))?;
+                        if note_ids {
+                            ids.insert_event(event);
+                        }
                         event_count += 1;
                     }
                 }
@@ -1120,6 +1267,9 @@ impl PlaneDecoder {
             }
         }
         line.event_count = event_count as u32;
+        if note_ids {
+            self.line_ids.push((index as u32, ids));
+        }
         Ok(line)
     }
 
@@ -1369,6 +1519,58 @@ mod tests {
         assert_eq!(IdIndex::heap_bytes(&ids), 0);
         assert_eq!(get(&sparse, &ids, 1 << 40), Some(2));
         assert_eq!(get(&sparse, &ids, 0), None);
+    }
+
+    /// A line's noted metadata ids never hide an event of a mask: for masks of one entry each
+    /// (ids of one- and two-byte varints, and past the filter's 256 bits), a line the parse says
+    /// cannot use the entry has no such event, and while every id is under 256 the answer is
+    /// exact.
+    #[test]
+    fn noted_line_ids_never_hide_an_event() {
+        let mut b = crate::SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/host:CPU");
+            let ids: Vec<_> = (0..300).map(|i| plane.event_metadata(&format!("m{i}"))).collect();
+            for l in 0..6usize {
+                let mut line = plane.line(l as i64 + 1, &format!("t{l}"), 0);
+                for i in 0..2_000usize {
+                    line.event(ids[l * 37 + i % 20], i as i64 * 10, 5);
+                }
+            }
+        }
+        let space = crate::Space::parse(b.finish().into()).unwrap();
+        let plane = &space.planes()[0];
+        assert!(plane.lines().iter().all(|l| l.byte_len() >= NOTE_IDS_MIN_BYTES));
+        let mut skipped = 0;
+        for m in plane.event_metadata() {
+            let mask = plane.metadata_mask(|x| x.id == m.id);
+            for line in plane.lines() {
+                let uses = line.events(plane).any(|e| mask.contains(&e.unwrap()));
+                let may = plane.line_may_use(line, &mask);
+                assert!(may || !uses, "line {} hides metadata {}", line.index(), m.id.0);
+                if m.id.0 < 256 {
+                    assert_eq!(may, uses, "line {} metadata {}", line.index(), m.id.0);
+                }
+                skipped += usize::from(!may);
+            }
+        }
+        assert!(skipped > 1_000, "{skipped}");
+    }
+
+    /// The filter takes an event's id from its first field, and is full when the id is not there.
+    #[test]
+    fn id_bloom_reads_the_first_field() {
+        let bits =
+            |b: &IdBloom| (0..=255u8).filter(|&i| b.0[usize::from(i >> 6)] >> (i & 63) & 1 == 1).collect::<Vec<_>>();
+        let mut ids = IdBloom::EMPTY;
+        ids.insert_event(&[0x08, 0x05, 0x10, 0x01]);
+        ids.insert_event(&[0x08, 0xC8, 0x01]);
+        ids.insert_event(&[0x08, 0x81, 0x02]);
+        ids.insert_event(&[]);
+        // 5, 200, 257 (as 1) and the default 0.
+        assert_eq!(bits(&ids), [0, 1, 5, 200]);
+        ids.insert_event(&[0x10, 0x01, 0x08, 0x05]);
+        assert_eq!(ids, IdBloom::FULL);
     }
 
     #[test]

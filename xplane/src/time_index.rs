@@ -93,23 +93,6 @@ impl TimeIndex {
         after.checked_sub(1).map(|at| &self.blocks[at])
     }
 
-    /// Cuts for [`Line::event_parts`] from the blocks' starts: the first block at or after each
-    /// of `parts - 1` targets `stride` bytes apart from `start`, as (plane position, event
-    /// index), ascending.
-    pub(crate) fn cuts(&self, start: usize, stride: usize, parts: usize) -> Vec<(usize, usize)> {
-        let mut cuts: Vec<(usize, usize)> = Vec::with_capacity(parts - 1);
-        for k in 1..parts {
-            let at = self.blocks.partition_point(|b| b.pos < start + k * stride);
-            if let Some(b) = self.blocks.get(at)
-                && cuts.last().is_none_or(|&(pos, _)| pos < b.pos)
-                && b.index > 0
-            {
-                cuts.push((b.pos, b.index));
-            }
-        }
-        cuts
-    }
-
     /// Whether an event of block `at` may pass `mask`.
     fn block_uses(&self, at: usize, mask: &MetadataMask) -> bool {
         let from = self.blocks[at].metadata;
@@ -623,24 +606,28 @@ mod tests {
         assert!(plane.time_indexes[0].get().is_some_and(Option::is_some));
     }
 
-    /// An indexed line is cut at its blocks' starts: the runs chain into the line's events and
-    /// share its bytes about evenly (not its events: later events take more bytes here).
+    /// A line is cut at the cut points its parse noted, whether a walk indexed it or not: the
+    /// runs chain into the line's events and share its bytes about evenly (not its events:
+    /// later events take more bytes here), each within a cut point's spacing of its share.
     #[test]
-    fn an_indexed_line_is_cut_at_its_blocks() {
+    fn a_line_is_cut_at_its_parse_cut_points() {
         let (starts, space) = long_line();
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
+        let cuts = |parts| line.event_parts(plane, parts).iter().map(|r| r.position()).collect::<Vec<_>>();
+        let before: Vec<Vec<usize>> = [2, 3, 4, 7].into_iter().map(cuts).collect();
         line.event_parts_indexing(plane, 3).into_iter().for_each(|run| run.for_each(drop));
         assert!(plane.time_index_built(line).is_some());
+        assert_eq!([2, 3, 4, 7].into_iter().map(cuts).collect::<Vec<_>>(), before);
         for parts in [2, 3, 4, 7] {
             let runs = line.event_parts(plane, parts);
             let parts = parts.min(line.byte_len() / crate::PART_MIN_BYTES);
             assert_eq!(runs.len(), parts);
-            // Each run's bytes are its share, give or take a block (under 16 bytes an event here).
+            // Each run's bytes are its share, give or take a cut point's spacing.
             let bounds: Vec<usize> = runs.iter().map(|r| r.position()).chain([line.body().end]).collect();
             let stride = line.byte_len() / parts;
             assert!(
-                bounds.windows(2).all(|w| (w[1] - w[0]).abs_diff(stride) <= 16 * TIME_INDEX_BLOCK_EVENTS),
+                bounds.windows(2).all(|w| (w[1] - w[0]).abs_diff(stride) <= crate::plane::CUT_POINT_BYTES),
                 "{bounds:?}"
             );
             let indices: Vec<usize> = runs.into_iter().flatten().map(|e| e.unwrap().index()).collect();
