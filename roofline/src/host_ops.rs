@@ -166,7 +166,11 @@ impl HostOps {
             // On GPU profiles a host thread without a marker holds nothing the table wants.
             if !matches!(ops, OpsFrom::None) || !marker.is_empty() {
                 let ids = StatIds::of(plane);
-                for line in plane.lines() {
+                // A thread read for its markers only is skipped when the parse saw that none of
+                // its events is one (gpu300: eight launch threads of 281,000 events each).
+                for line in
+                    plane.lines().iter().filter(|l| !matches!(ops, OpsFrom::None) || plane.line_may_use(l, &marker))
+                {
                     wanted.push(Job { plane, line, ids, marker: Some(&marker), ops, events: () });
                 }
             }
@@ -197,10 +201,7 @@ impl HostOps {
         // interned indices are then rewritten in place, in line order, so the result does not
         // depend on scheduling and no table is copied.
         let places: Vec<(&xlens_xplane::Plane, &xlens_xplane::Line)> = jobs.iter().map(|j| (j.plane, j.line)).collect();
-        // One job per task: rayon's default splitting stops at a few jobs per worker, which kept
-        // the runs of one long line (always neighbours in the list) on one worker, one after the
-        // other (h200_long_run read its 921,000-kernel stream on one core of two).
-        let lines: Vec<LineOps> = jobs.into_par_iter().with_max_len(1).map(read_line).collect();
+        let lines = read_longest_first(jobs);
         let mut error = None;
         let mut names = Interner::default();
         let mut contexts: HashMap<OpContext, u32> = HashMap::new();
@@ -712,6 +713,45 @@ fn join_runs(runs: &mut [ReadRun]) -> Vec<HostOp> {
         })
         .collect_into_vec(&mut table);
     table
+}
+
+/// Reads the jobs on every worker, longest first (by events): each worker takes the next job
+/// as it finishes one, so the last jobs to start are the shortest and the workers end
+/// together. The results come in the jobs' order, whatever the schedule.
+///
+/// Rayon's splitting of the list stopped at a few jobs per worker, which kept the runs of one
+/// long line (always neighbours in the list) on one worker, one after the other; one job per
+/// task in list order still let a long job start last and run alone (gpu300: one worker read
+/// the last 20 ms of its streams while the other waited).
+fn read_longest_first(jobs: Vec<Job<'_>>) -> Vec<LineOps> {
+    use rayon::prelude::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut order: Vec<(usize, Job<'_>)> = jobs.into_iter().enumerate().collect();
+    order.sort_by_key(|(_, job)| std::cmp::Reverse(job.events.size_hint().1.unwrap_or(usize::MAX)));
+    let count = order.len();
+    let queue: Vec<Mutex<Option<(usize, Job<'_>)>>> = order.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let next = AtomicUsize::new(0);
+    let workers = rayon::current_num_threads().clamp(1, count.max(1));
+    let mut read: Vec<(usize, LineOps)> = (0..workers)
+        .into_par_iter()
+        .with_max_len(1)
+        .flat_map_iter(|_| {
+            let mut mine = Vec::new();
+            loop {
+                let at = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = queue.get(at) else { break };
+                // Each slot is taken once (the counter hands each position out once).
+                let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some((index, job)) = taken {
+                    mine.push((index, read_line(job)));
+                }
+            }
+            mine
+        })
+        .collect();
+    read.sort_unstable_by_key(|(index, _)| *index);
+    read.into_iter().map(|(_, ops)| ops).collect()
 }
 
 /// Runs per worker the host-thread and stream lines are cut into, by their bytes.
