@@ -462,6 +462,7 @@ mod tests {
 
 /// Splits nested op spans into non-overlapping innermost segments (each instant belongs to the
 /// deepest op covering it). `ops` must be sorted as [`crate::device::nest`] sorts them.
+#[cfg(test)]
 pub(crate) fn innermost_segments(ops: &[(Picos, Picos, TimeClass)]) -> Vec<Interval> {
     let mut out = Vec::with_capacity(ops.len() * 2);
     let mut segments = InnermostSegments::default();
