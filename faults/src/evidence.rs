@@ -4,7 +4,7 @@ use xlens_hlo::{InstrId, Module};
 use xlens_xplane::{Event, Picos, Plane, PlaneKind};
 
 // The interval helpers live beside the anatomy's in roofline; the detectors reach them here.
-pub(crate) use xlens_roofline::{covered, merge_in_order, partition_from};
+pub(crate) use xlens_roofline::{covered, covered_from, merge_in_order, partition_from};
 
 use crate::finding::Evidence;
 use crate::profile::HostProfile;

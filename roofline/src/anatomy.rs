@@ -136,7 +136,27 @@ pub fn partition_from<T>(items: &[T], cursor: &mut usize, before: impl Fn(&T) ->
 
 /// The length of the part of `[lo, hi)` that a sorted, disjoint union of intervals covers.
 pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
-    let from = union.partition_point(|&(_, e)| e <= lo);
+    covered_after(union, union.partition_point(|&(_, e)| e <= lo), lo, hi)
+}
+
+/// [`covered`] for windows asked in order: the first interval that ends after `lo` is found from
+/// `*cursor`, the previous call's (see [`partition_from`]), so a walk over windows in start
+/// order reads the union once.
+///
+/// ```
+/// use xlens_roofline::covered_from;
+/// use xlens_xplane::Picos;
+/// let busy = [(Picos(0), Picos(10)), (Picos(20), Picos(30))];
+/// let mut cursor = 0;
+/// assert_eq!(covered_from(&busy, &mut cursor, Picos(5), Picos(25)), Picos(10));
+/// assert_eq!(covered_from(&busy, &mut cursor, Picos(28), Picos(40)), Picos(2));
+/// ```
+pub fn covered_from(union: &[(Picos, Picos)], cursor: &mut usize, lo: Picos, hi: Picos) -> Picos {
+    covered_after(union, partition_from(union, cursor, |&(_, e)| e <= lo), lo, hi)
+}
+
+/// The part of `[lo, hi)` the intervals of `union` from `from` on cover.
+fn covered_after(union: &[(Picos, Picos)], from: usize, lo: Picos, hi: Picos) -> Picos {
     union[from..].iter().take_while(|&&(s, _)| s < hi).map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo))).sum()
 }
 

@@ -26,8 +26,8 @@ pub mod units;
 pub mod frame;
 
 pub use anatomy::{
-    InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, covered, is_collective, merge_in_order,
-    partition, partition_from,
+    InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, covered, covered_from, is_collective,
+    merge_in_order, partition, partition_from,
 };
 pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};

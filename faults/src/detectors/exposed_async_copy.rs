@@ -374,12 +374,25 @@ fn gpu_copies(host: &HostProfile) -> Copies {
     let mut compute: evidence::ByDevice<(Picos, Picos)> = evidence::ByDevice::default();
     let mut copies: evidence::ByDevice<(xlens_roofline::LineRef, Picos, Picos, u32)> = evidence::ByDevice::default();
     for (at, line_ops) in ops.by_line() {
+        // A stream's kernels come by start: they are merged into runs as they come (the union
+        // taken below is the same), so a device's list holds its busy runs, not every kernel.
+        // An empty or inverted op covers nothing and is left out, as the union leaves it out.
+        let in_order = line_ops.is_sorted_by_key(|op| op.start);
+        let mut run: Option<(i64, Picos, Picos)> = None;
         for op in line_ops {
             let device = ops.context(op).core;
             match kind_of(op) {
                 Some(_) => copies.push(device, (at, op.start, op.end, op.name)),
-                None => compute.push(device, (op.start, op.end)),
+                None if !in_order => compute.push(device, (op.start, op.end)),
+                None => {
+                    if let Some((d, start, end)) = extend_run(&mut run, device, op.start, op.end) {
+                        compute.push(d, (start, end));
+                    }
+                }
             }
+        }
+        if let Some((d, start, end)) = run {
+            compute.push(d, (start, end));
         }
     }
     let (mut compute, copies) = (compute.into_map(), copies.into_map());
@@ -395,12 +408,14 @@ fn gpu_copies(host: &HostProfile) -> Copies {
         // A device's copies come line by line, each line's in file order: its bytes are found
         // by a cursor that moves forward with them.
         let (mut current, mut of_line, mut cursor): (_, &[(Picos, u64)], usize) = (None, &[], 0);
+        // The kernels' runs that cover each copy, found from the last copy's.
+        let mut busy_cursor = 0usize;
         for &(at, start, end, name) in list {
             let Some((plane, line)) = at.resolve(host.space()) else { continue };
             if current != Some(at) {
                 (current, of_line, cursor) = (Some(at), bytes.get(&at).map_or(&[][..], Vec::as_slice), 0);
             }
-            let exposed = (end - start).saturating_sub(covered(&busy, start, end));
+            let exposed = (end - start).saturating_sub(evidence::covered_from(&busy, &mut busy_cursor, start, end));
             let Some(c) = by_name.get_mut(name as usize).map(|slot| slot.get_or_insert_with(CopyTotals::default))
             else {
                 continue;
@@ -420,6 +435,26 @@ fn gpu_copies(host: &HostProfile) -> Copies {
         }
     }
     Copies { by_name: out, devices, exposed: exposed_total }
+}
+
+/// Adds the interval `[start, end)` of `device`, the next by start, to the open run: joined to
+/// it when it overlaps or touches it on the same device, else it opens a new run and the closed
+/// one is returned. Empty and inverted intervals cover nothing and change nothing. The runs'
+/// union is the intervals' union.
+fn extend_run(
+    run: &mut Option<(i64, Picos, Picos)>,
+    device: i64,
+    start: Picos,
+    end: Picos,
+) -> Option<(i64, Picos, Picos)> {
+    match run {
+        _ if end <= start => None,
+        Some((d, _, run_end)) if *d == device && start <= *run_end => {
+            *run_end = (*run_end).max(end);
+            None
+        }
+        _ => run.replace((device, start, end)),
+    }
 }
 
 /// The bytes each copy moved (`memcpy_details`), read from the lines that hold copies only: per
@@ -471,6 +506,40 @@ fn bytes_text(b: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Intervals in start order merged into runs as they come have the union of the intervals:
+    /// overlapping, touching, nested, empty and inverted ones, on one device or alternating two.
+    #[test]
+    fn runs_have_the_union_of_their_intervals() {
+        use proptest::prelude::*;
+        let case = (proptest::collection::vec((0i64..200, -5i64..40, 0i64..2), 0..60), any::<bool>());
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&case, |(mut raw, two_devices)| {
+                raw.sort_by_key(|r| r.0);
+                let spans: Vec<(i64, Picos, Picos)> = raw
+                    .iter()
+                    .map(|&(s, len, d)| (if two_devices { d } else { 0 }, Picos(s), Picos(s + len)))
+                    .collect();
+                for device in [0, 1] {
+                    let mine: Vec<(Picos, Picos)> =
+                        spans.iter().filter(|s| s.0 == device).map(|s| (s.1, s.2)).collect();
+                    let mut runs = Vec::new();
+                    let mut run = None;
+                    for &(d, s, e) in &spans {
+                        if let Some(closed) = extend_run(&mut run, d, s, e) {
+                            runs.push(closed);
+                        }
+                    }
+                    runs.extend(run);
+                    let of_device: Vec<(Picos, Picos)> =
+                        runs.iter().filter(|r| r.0 == device).map(|r| (r.1, r.2)).collect();
+                    prop_assert_eq!(evidence::union(of_device), evidence::union(mine));
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 
     /// The cursor finds what a lookup of the last copy with that start finds: starts asked for
     /// in order (the usual case, long strides included), out of order, repeated, and absent.
