@@ -74,16 +74,25 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
     // Build the shared analyses first (cores in parallel inside): a detector job that found them
     // missing would build them while the other workers wait.
     host.prepare_timed(&|phase, elapsed| observer.timed(host.name(), phase, elapsed));
-    let outcomes: Vec<Result<Vec<Finding>, Skip>> = detectors
-        .par_iter()
-        .with_max_len(1)
-        .map(|d| {
-            let start = std::time::Instant::now();
-            let outcome = run_host(*d, host, config);
-            observer.timed(host.name(), d.id(), start.elapsed());
-            outcome
-        })
-        .collect();
+    // One queue for every worker, the long-running detectors first: the short ones fill in
+    // around them and the workers end together (rayon's split of the list in halves left the
+    // last detector of the registry, launch_bound, to start late and run alone on GPU
+    // profiles). The outcomes stay in registry order.
+    let mut order: Vec<usize> = (0..detectors.len()).collect();
+    order.sort_by_key(|&i| !LONG_RUNNING.contains(&detectors[i].id()));
+    let mut outcomes: Vec<Option<Result<Vec<Finding>, Skip>>> = (0..detectors.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<&mut Option<Result<Vec<Finding>, Skip>>>> = outcomes.iter_mut().map(Some).collect();
+    rayon::scope_fifo(|scope| {
+        for &i in &order {
+            let (Some(slot), Some(d)) = (slots[i].take(), detectors.get(i).copied()) else { continue };
+            scope.spawn_fifo(move |_| {
+                let start = std::time::Instant::now();
+                *slot = Some(run_host(d, host, config));
+                observer.timed(host.name(), d.id(), start.elapsed());
+            });
+        }
+    });
+    let outcomes = outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(Skip::because("not run".to_owned()))));
     let mut findings = Vec::new();
     let mut skips = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
@@ -106,6 +115,11 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
         .collect();
     HostOutcome { findings, skips, summary }
 }
+
+/// The detectors that read every op, kernel or step of a profile (the shared tables, again
+/// line by line): the longest to run, started before the others.
+const LONG_RUNNING: &[&str] =
+    &["launch_bound", "exposed_async_copy", "truncated_capture", "input_starvation", "straggler_core"];
 
 /// Runs every enabled detector over every host (hosts in parallel) and builds the report.
 ///
@@ -691,6 +705,15 @@ fn summary_text(
 mod tests {
     use super::*;
     use crate::finding::{Evidence, Impact};
+
+    /// The detectors started first are registered ones (a renamed detector would silently run
+    /// in registry order again).
+    #[test]
+    fn long_running_detectors_are_registered() {
+        for id in LONG_RUNNING {
+            assert!(DETECTORS.iter().any(|d| d.id() == *id), "{id}");
+        }
+    }
 
     fn finding(host: &str, ms: f64) -> Finding {
         let mut f = Finding::new(
