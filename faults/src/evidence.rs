@@ -294,12 +294,25 @@ fn host_step_medians(
                 if 2 * ran < n {
                     return None;
                 }
-                v.sort_by(f64::total_cmp);
-                let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-                Some((cached.names[i].clone(), median))
+                Some((cached.names[i].clone(), median_of(&mut v)))
             })
             .collect()
     }))
+}
+
+/// The median of `v` (the mean of the two middle values when their count is even; 0 when
+/// empty), reordering it: the middle values are selected rather than sorted, in the total
+/// order, so they are the sort's bit for bit.
+fn median_of(v: &mut [f64]) -> f64 {
+    let n = v.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let (below, &mut middle, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    match below.iter().copied().max_by(f64::total_cmp) {
+        Some(before) if n % 2 == 0 => (before + middle) / 2.0,
+        _ => middle,
+    }
 }
 
 /// The programs the profiled steps ran: modules with op time in the op profile, most op time
@@ -1321,6 +1334,25 @@ impl<T> ByDevice<T> {
 
 #[cfg(test)]
 mod tests {
+    /// The selected median is the sorted one, bit for bit: odd and even counts, repeats, signed
+    /// zeros.
+    #[test]
+    fn median_of_equals_the_sorted_median() {
+        use proptest::prelude::*;
+        let value = prop_oneof![Just(0.0), Just(-0.0), (0u32..50).prop_map(f64::from), -1e3f64..1e3];
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&proptest::collection::vec(value, 1..40), |mut v| {
+                let mut sorted = v.clone();
+                sorted.sort_by(f64::total_cmp);
+                let n = v.len();
+                let want = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+                prop_assert_eq!(super::median_of(&mut v).to_bits(), want.to_bits());
+                Ok(())
+            })
+            .unwrap();
+    }
+
     /// `partition_from` answers as `partition_point` does, whatever the previous answer: queries
     /// in order (short and long strides), out of order, repeated, past either end.
     #[test]
