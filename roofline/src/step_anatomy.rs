@@ -197,10 +197,22 @@ fn host_anatomy_in_batches(
                 let from = thread.first_from(lo.saturating_sub(thread.longest));
                 let to = thread.first_from(hi);
                 let mut segments = InnermostSegments::default();
+                // A thread's segments come by start and do not overlap: one that touches the
+                // last of the same class extends it (the same time covered, fewer to sort).
+                let first = intervals.len();
+                let mut sink = |s: Interval| {
+                    let mine = intervals.len() > first;
+                    match intervals.last_mut() {
+                        Some(last) if mine && last.class == s.class && s.start <= last.end => {
+                            last.end = last.end.max(s.end)
+                        }
+                        _ => intervals.push(s),
+                    }
+                };
                 for op in (from..to).map(|k| thread.at(k)) {
-                    segments.push(op.start, op.end, class_of_op(op), &mut |s| intervals.push(s));
+                    segments.push(op.start, op.end, class_of_op(op), &mut sink);
                 }
-                segments.finish(&mut |s| intervals.push(s));
+                segments.finish(&mut sink);
             }
             let from = host_work.partition_point(|i| i.start < lo.saturating_sub(longest_work));
             let to = host_work.partition_point(|i| i.start < hi);
