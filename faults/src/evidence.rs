@@ -310,7 +310,7 @@ fn median_of(v: &mut [f64]) -> f64 {
     }
     let (below, &mut middle, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
     match below.iter().copied().max_by(f64::total_cmp) {
-        Some(before) if n % 2 == 0 => (before + middle) / 2.0,
+        Some(before) if n.is_multiple_of(2) => (before + middle) / 2.0,
         _ => middle,
     }
 }

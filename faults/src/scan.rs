@@ -80,8 +80,9 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
     // profiles). The outcomes stay in registry order.
     let mut order: Vec<usize> = (0..detectors.len()).collect();
     order.sort_by_key(|&i| !LONG_RUNNING.contains(&detectors[i].id()));
-    let mut outcomes: Vec<Option<Result<Vec<Finding>, Skip>>> = (0..detectors.len()).map(|_| None).collect();
-    let mut slots: Vec<Option<&mut Option<Result<Vec<Finding>, Skip>>>> = outcomes.iter_mut().map(Some).collect();
+    type Outcome = Option<Result<Vec<Finding>, Skip>>;
+    let mut outcomes: Vec<Outcome> = (0..detectors.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<&mut Outcome>> = outcomes.iter_mut().map(Some).collect();
     rayon::scope_fifo(|scope| {
         for &i in &order {
             let (Some(slot), Some(d)) = (slots[i].take(), detectors.get(i).copied()) else { continue };
