@@ -86,6 +86,12 @@ struct Measured {
 
 /// Reads each GPU's kernels inside the steps and the gaps between them.
 fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Measured, Skip> {
+    measure_reading(host, config, true)
+}
+
+/// [`measure`]; `streams_alone`: a GPU whose kernels all come from one stream in order is read
+/// straight from it (else every GPU's kernels are gathered and sorted; the tests compare both).
+fn measure_reading(host: &HostProfile, config: &ScanConfig, streams_alone: bool) -> Result<Measured, Skip> {
     let t = &config.thresholds.launch_bound;
     let ops = host.host_ops();
     if ops.source != OpSource::GpuStreams {
@@ -96,46 +102,78 @@ fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Measured, Skip> {
     let windows = evidence::union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
     let max_gap = Picos((t.max_gap_us * 1e6) as i64);
     let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);
-    // Per GPU: its kernels (not copies) inside the steps, by start.
-    let mut by_device: evidence::ByDevice<(Picos, Picos)> = evidence::ByDevice::default();
     // Copies or kernels, decided once per interned name.
     let is_copy: Vec<bool> = ops.names.iter().map(|n| copy_kind(n).is_some()).collect();
-    for (_, line_ops) in ops.by_line() {
-        let mut in_steps = evidence::IntervalCursor::new(&windows);
-        for op in line_ops {
-            if !is_copy.get(op.name as usize).copied().unwrap_or(false) && in_steps.contains(op.start) {
-                by_device.push(ops.context(op).core, (op.start, op.end));
+    let kernels_of = |line_ops| kernels_in(line_ops, &is_copy, &windows);
+    // First which GPU each line's kernels run on and whether they come in (start, end) order:
+    // a GPU whose kernels are those of one such line (a stream) is read straight from it;
+    // the others' are gathered and sorted. Nothing the size of the kernels is copied for the
+    // first (gpu300: 1.9 million spans, 30 MB of fresh pages).
+    let lines: Vec<&[xlens_roofline::HostOp]> = ops.by_line().map(|(_, line_ops)| line_ops).collect();
+    let mut lines_of: std::collections::BTreeMap<i64, Vec<(usize, bool)>> = std::collections::BTreeMap::new();
+    let mut total = 0usize;
+    for (at, line_ops) in lines.iter().enumerate() {
+        let (mut devices, mut in_order, mut last) = (Vec::<i64>::new(), true, None);
+        for op in kernels_of(line_ops) {
+            total += 1;
+            let device = ops.context(op).core;
+            if !devices.contains(&device) {
+                devices.push(device);
             }
+            in_order &= last.is_none_or(|l| l <= (op.start, op.end));
+            last = Some((op.start, op.end));
+        }
+        // A line of several GPUs is gathered for each of them.
+        let alone = devices.len() == 1 && in_order;
+        for device in devices {
+            lines_of.entry(device).or_default().push((at, alone));
         }
     }
-    let mut by_device = by_device.into_map();
     let (mut launch_idle, mut kernels, mut short) = (Picos::ZERO, 0usize, 0usize);
-    let mut durations: Vec<Picos> = Vec::new();
-    let mut gaps: Vec<Picos> = Vec::new();
-    for spans in by_device.values_mut() {
-        // A GPU's streams come one after the other, each in start order: a stable sort merges
-        // those runs instead of sorting from scratch (equal spans are indistinguishable).
-        spans.sort();
-        let mut busy_until: Option<Picos> = None;
-        for &(s, e) in spans.iter() {
-            kernels += 1;
-            durations.push(e - s);
-            if e - s <= max_kernel {
-                short += 1;
-            }
-            if let Some(b) = busy_until
-                && s > b
-            {
-                let gap = s - b;
-                gaps.push(gap);
-                // A gap shorter than a launch, before a kernel shorter than a launch: the host's pace.
-                if gap <= max_gap && e - s <= max_kernel && evidence::in_intervals(&windows, b) {
-                    launch_idle += gap;
+    let mut durations: Vec<Picos> = Vec::with_capacity(total);
+    let mut gaps: Vec<Picos> = Vec::with_capacity(total);
+    for (&device, of_device) in &lines_of {
+        let mut gather = |spans: &mut dyn Iterator<Item = (Picos, Picos)>| {
+            let mut busy_until: Option<Picos> = None;
+            // The steps that hold each gap's start, found from the last gap's (a GPU's spans
+            // come by start, so `busy_until` only grows).
+            let mut in_steps = evidence::IntervalCursor::new(&windows);
+            for (s, e) in spans {
+                kernels += 1;
+                durations.push(e - s);
+                if e - s <= max_kernel {
+                    short += 1;
                 }
+                if let Some(b) = busy_until
+                    && s > b
+                {
+                    let gap = s - b;
+                    gaps.push(gap);
+                    // A gap shorter than a launch, before a kernel shorter than a launch: the host's pace.
+                    if gap <= max_gap && e - s <= max_kernel && in_steps.contains(b) {
+                        launch_idle += gap;
+                    }
+                }
+                busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
             }
-            busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
+        };
+        match of_device.as_slice() {
+            &[(at, true)] if streams_alone => gather(&mut kernels_of(lines[at]).map(|op| (op.start, op.end))),
+            _ => {
+                let mut spans: Vec<(Picos, Picos)> = of_device
+                    .iter()
+                    .flat_map(|&(at, _)| kernels_of(lines[at]).filter(|op| ops.context(op).core == device))
+                    .map(|op| (op.start, op.end))
+                    .collect();
+                // A GPU's streams come one after the other, each in start order: a stable sort
+                // merges those runs instead of sorting from scratch (equal spans are
+                // indistinguishable).
+                spans.sort();
+                gather(&mut spans.into_iter());
+            }
         }
     }
+    let by_device = lines_of;
     let devices = by_device.len().max(1) as f64;
     let n = steps.steps.len().max(1) as f64;
     for v in [&mut durations, &mut gaps] {
@@ -145,6 +183,18 @@ fn measure(host: &HostProfile, config: &ScanConfig) -> Result<Measured, Skip> {
         }
     }
     Ok(Measured { unit, n, devices, launch_idle, kernels, short, durations, gaps })
+}
+
+/// A line's kernels (not copies) inside the steps (`windows`), in its order.
+fn kernels_in<'a>(
+    line_ops: &'a [xlens_roofline::HostOp],
+    is_copy: &'a [bool],
+    windows: &'a [(Picos, Picos)],
+) -> impl Iterator<Item = &'a xlens_roofline::HostOp> + 'a {
+    let mut in_steps = evidence::IntervalCursor::new(windows);
+    line_ops
+        .iter()
+        .filter(move |op| !is_copy.get(op.name as usize).copied().unwrap_or(false) && in_steps.contains(op.start))
 }
 
 /// The idle in launch gaps per step; `None` when under the threshold share of the step.
@@ -216,4 +266,42 @@ fn launch_calls(host: &HostProfile) -> Option<(usize, Picos)> {
         }
     }
     (count > 0).then(|| (count, Picos(total.0 / count as i64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GPU read straight from its one stream measures what its kernels gathered and sorted
+    /// measure: the fixtures, and the launch-bound one with its kernels spread over two streams
+    /// of each of two GPUs (gathered then, from two lines each).
+    #[test]
+    fn streams_read_alone_measure_what_gathered_kernels_measure() {
+        use xlens_testkit::gpu::{GpuSpec, gpu_fixture, gpu_profile};
+        let mut two_streams = gpu_fixture("gpu_launch_bound").unwrap();
+        two_streams.devices = 2;
+        for (i, k) in two_streams.program.kernels.iter_mut().enumerate() {
+            k.stream += (i % 2) as i64;
+        }
+        let specs: Vec<GpuSpec> = ["gpu_healthy", "gpu_launch_bound", "gpu_exposed_collective", "gpu_memcpy_stall"]
+            .into_iter()
+            .filter_map(gpu_fixture)
+            .chain([two_streams])
+            .collect();
+        let config = ScanConfig::default();
+        for spec in specs {
+            let space = xlens_xplane::Space::parse(gpu_profile(&spec).into()).unwrap();
+            let host = HostProfile::new("gpu", space);
+            let (Ok(alone), Ok(gathered)) =
+                (measure_reading(&host, &config, true), measure_reading(&host, &config, false))
+            else {
+                panic!("no measure for seed {}", spec.seed);
+            };
+            let key = |m: &Measured| {
+                (m.kernels, m.short, m.launch_idle, m.devices, median(&m.durations), median(&m.gaps), m.gaps.len())
+            };
+            assert!(alone.kernels > 0);
+            assert_eq!(key(&alone), key(&gathered), "seed {}", spec.seed);
+        }
+    }
 }
