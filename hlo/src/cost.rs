@@ -41,7 +41,6 @@
 //! - everything else as above.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 pub use crate::cost_types::{Cost, CostModel};
@@ -88,14 +87,14 @@ pub(crate) fn compute_with_hbm(module: &Module, model: CostModel) -> (Vec<Cost>,
         model,
         costs: vec![Cost::default(); module.instructions.len()],
         totals: vec![Cost::default(); module.computations.len()],
-        bodies: RefCell::new(HashMap::new()),
-        reads: RefCell::new(HashMap::new()),
+        bodies: RefCell::new(vec![None; module.computations.len()]),
+        reads: RefCell::new(vec![None; module.instructions.len()]),
         elementwise_bodies: if model == CostModel::Gpu {
             crate::cost_gpu::elementwise_bodies(module)
         } else {
             Vec::new()
         },
-        fusion_hbm: RefCell::new(HashMap::new()),
+        fusion_hbm: RefCell::new(vec![None; module.instructions.len()]),
     };
     for &c in &module.post_order {
         let comp = module.computation(c);
@@ -110,8 +109,8 @@ pub(crate) fn compute_with_hbm(module: &Module, model: CostModel) -> (Vec<Cost>,
     let hbm = (0..module.instructions.len())
         .map(|i| {
             let id = module.instructions[i].id;
-            match ctx.fusion_hbm.borrow().get(&id) {
-                Some(&h) => h,
+            match ctx.fusion_hbm.borrow()[i] {
+                Some(h) => h,
                 None if model == CostModel::Gpu => gpu_hbm_bytes(module, id, &ctx.costs[i]),
                 None => ctx.costs[i].bytes_accessed,
             }
@@ -125,19 +124,27 @@ struct Ctx<'m> {
     model: CostModel,
     costs: Vec<Cost>,
     totals: Vec<Cost>,
-    /// Per fusion body: its parameters by number, and the bytes of its large constants.
-    bodies: RefCell<HashMap<CompId, Rc<Body>>>,
-    /// Bytes read through each fused parameter (memoized: bodies can be shared).
-    reads: RefCell<HashMap<InstrId, u64>>,
+    /// Per fusion body (by computation): its parameters by number, and the bytes of its large
+    /// constants, once computed. Dense vectors by arena id, not hash maps: every instruction asks.
+    bodies: RefCell<Vec<Option<Rc<Body>>>>,
+    /// Bytes read through each fused parameter, by instruction (memoized: bodies can be shared).
+    reads: RefCell<Vec<Option<u64>>>,
     /// GPU model: per computation, whether its body is all elementwise.
     elementwise_bodies: Vec<bool>,
-    /// GPU model: the HBM bytes of each fusion.
-    fusion_hbm: RefCell<HashMap<InstrId, u64>>,
+    /// GPU model: the HBM bytes of each fusion, by instruction.
+    fusion_hbm: RefCell<Vec<Option<u64>>>,
 }
 
 struct Body {
-    params: HashMap<u64, InstrId>,
+    /// Each parameter number's first parameter instruction, sorted by number.
+    params: Vec<(u64, InstrId)>,
     constant_bytes: u64,
+}
+
+impl Body {
+    fn param(&self, number: u64) -> Option<InstrId> {
+        self.params.binary_search_by_key(&number, |&(n, _)| n).ok().map(|k| self.params[k].1)
+    }
 }
 
 fn sat(a: u64, b: u64) -> u64 {
@@ -288,7 +295,7 @@ impl<'m> Ctx<'m> {
                 let bodies = &self.elementwise_bodies;
                 let elementwise = |c: CompId| bodies.get(c.index()).copied().unwrap_or(false);
                 let f = crate::cost_gpu::fusion_cost(self.module, instr, &self.costs, &elementwise);
-                self.fusion_hbm.borrow_mut().insert(instr.id, f.hbm_bytes);
+                self.fusion_hbm.borrow_mut()[instr.id.index()] = Some(f.hbm_bytes);
                 cost = f.cost;
             }
             Opcode::Concatenate if self.model == CostModel::Gpu => {
@@ -349,7 +356,7 @@ impl<'m> Ctx<'m> {
         let body_info = self.body(body);
         bytes = bytes.saturating_add(body_info.constant_bytes);
         for k in 0..instr.operands.len() as u64 {
-            if let Some(&p) = body_info.params.get(&k) {
+            if let Some(p) = body_info.param(k) {
                 bytes = bytes.saturating_add(self.parameter_read_bytes(p));
             }
         }
@@ -358,16 +365,16 @@ impl<'m> Ctx<'m> {
 
     /// The parameters and large constants of a fusion body, computed once per body.
     fn body(&self, comp: CompId) -> Rc<Body> {
-        if let Some(b) = self.bodies.borrow().get(&comp) {
+        if let Some(b) = &self.bodies.borrow()[comp.index()] {
             return Rc::clone(b);
         }
-        let mut params = HashMap::new();
+        let mut params = Vec::new();
         let mut constant_bytes = 0u64;
         for &i in &self.module.computation(comp).instructions {
             let b = self.instr(i);
             match b.opcode {
                 Opcode::Parameter => {
-                    params.entry(b.raw.parameter_number.max(0) as u64).or_insert(i);
+                    params.push((b.raw.parameter_number.max(0) as u64, i));
                 }
                 // Constants of more than one element are read from memory.
                 Opcode::Constant if b.shape.element_count() > 1 => {
@@ -376,19 +383,23 @@ impl<'m> Ctx<'m> {
                 _ => {}
             }
         }
+        // Stable: of parameters sharing a number, the first in the body stays first (and is
+        // the one kept).
+        params.sort_by_key(|&(n, _)| n);
+        params.dedup_by_key(|&mut (n, _)| n);
         let body = Rc::new(Body { params, constant_bytes });
-        self.bodies.borrow_mut().insert(comp, Rc::clone(&body));
+        self.bodies.borrow_mut()[comp.index()] = Some(Rc::clone(&body));
         body
     }
 
     /// Bytes a fused parameter (or a get-tuple-element of one) is read, as its users read it.
     /// Recursion follows nested fusions down the (acyclic, depth-limited) call graph.
     fn parameter_read_bytes(&self, param: InstrId) -> u64 {
-        if let Some(&v) = self.reads.borrow().get(&param) {
+        if let Some(v) = self.reads.borrow()[param.index()] {
             return v;
         }
         let v = self.parameter_read_bytes_uncached(param);
-        self.reads.borrow_mut().insert(param, v);
+        self.reads.borrow_mut()[param.index()] = Some(v);
         v
     }
 
@@ -419,7 +430,7 @@ impl<'m> Ctx<'m> {
                     if let Some(&nested) = user.called.first() {
                         let body = self.body(nested);
                         for (k, _) in user.operands.iter().enumerate().filter(|(_, o)| **o == param) {
-                            if let Some(&inner) = body.params.get(&(k as u64)) {
+                            if let Some(inner) = body.param(k as u64) {
                                 sum = sum.saturating_add(self.parameter_read_bytes(inner));
                             }
                         }
