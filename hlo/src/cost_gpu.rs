@@ -18,7 +18,8 @@
 //! rounded to the nearest byte), summed in single precision; the HBM figure XProf reports is the
 //! exact integer sum of outputs and parameter reads, without constants.
 
-use std::collections::HashMap;
+// Per-fusion maps of arena ids, looked up, never iterated: foldhash, not SipHash.
+use hashbrown::HashMap;
 
 use crate::cost_types::Cost;
 use crate::ids::{CompId, InstrId};

@@ -8,7 +8,10 @@
 //! is the heap peak. Allocations with an indefinite lifetime (entry parameters, possibly-live
 //! outputs, constants, thread-local buffers) are outside the simulation and add to it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// Keyed by XLA's ids and never iterated in an order that matters: foldhash, not SipHash.
+use hashbrown::HashMap;
 
 use crate::error::{Error, ErrorKind, Location, Result};
 use crate::ids::InstrId;
