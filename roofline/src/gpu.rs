@@ -462,7 +462,19 @@ pub const MEMCPY_D2H: &str = "memcpy device-to-host";
 /// assert_eq!(xlens_roofline::memcpy_bytes("size:6144 dest:4 async:1"), Some(6144));
 /// ```
 pub fn memcpy_bytes(details: &str) -> Option<u64> {
-    details.split_whitespace().find_map(|t| t.strip_prefix("size:")).and_then(|v| v.parse().ok())
+    // The first whitespace-separated token that starts with `size:`, found by a substring
+    // search (the size is usually the third token, after the memory kinds) rather than by
+    // splitting the string: an occurrence counts where a token starts, at 0 or after whitespace.
+    let mut from = 0;
+    while let Some(found) = details[from..].find("size:") {
+        let at = from + found;
+        if details[..at].chars().next_back().is_none_or(char::is_whitespace) {
+            let value = &details[at + "size:".len()..];
+            return value.split(char::is_whitespace).next().and_then(|v| v.parse().ok());
+        }
+        from = at + "size:".len();
+    }
+    None
 }
 
 /// The op-profile category of a GPU event that no HLO instruction names: a memory copy by its
@@ -523,6 +535,37 @@ pub fn gpu_flops_per_cycle_per_sm(major: u32, minor: u32) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The search finds what splitting on whitespace and taking the first `size:` token finds:
+    /// strings of `size:`, digits, letters, colons and ASCII and Unicode whitespace.
+    #[test]
+    fn memcpy_bytes_reads_the_first_size_token() {
+        use proptest::prelude::*;
+        fn by_tokens(details: &str) -> Option<u64> {
+            details.split_whitespace().find_map(|t| t.strip_prefix("size:")).and_then(|v| v.parse().ok())
+        }
+        let piece = prop_oneof![
+            Just("size:".to_owned()),
+            Just("kind_src:pinned".to_owned()),
+            Just(" ".to_owned()),
+            Just("\t".to_owned()),
+            Just("\u{2003}".to_owned()),
+            Just(":".to_owned()),
+            Just("x".to_owned()),
+            (0u64..100_000).prop_map(|n| n.to_string()),
+        ];
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&proptest::collection::vec(piece, 0..12), |pieces| {
+                let details = pieces.concat();
+                prop_assert_eq!(memcpy_bytes(&details), by_tokens(&details), "{:?}", details);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(memcpy_bytes("kind_src:pinned kind_dst:device size:8388608 dest:0 async:1"), Some(8388608));
+        assert_eq!(memcpy_bytes("xsize:1 size:2"), Some(2));
+        assert_eq!(memcpy_bytes("size:x size:2"), None);
+    }
 
     #[test]
     fn mfma_tiles_need_three_groups_after_an_underscore() {
