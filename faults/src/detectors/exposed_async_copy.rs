@@ -472,7 +472,9 @@ fn copy_bytes(
         let is_copy = plane.metadata_mask(|m| copy_kind(m.name()).is_some());
         let mut of_line: Vec<(Picos, u64)> = Vec::new();
         for ev in line.events_where(plane, &is_copy).map_while(|e| e.ok()) {
-            if let Some(b) = ev.stat(details).and_then(|s| s.as_str()).and_then(|d| memcpy_bytes(&d)) {
+            // Only the details stat is decoded (the others are stepped over by their id).
+            let stat = ev.stats_where(|id| id == details).next().and_then(|s| s.ok());
+            if let Some(b) = stat.and_then(|s| s.as_str()).and_then(|d| memcpy_bytes(&d)) {
                 of_line.push((ev.start(), b));
             }
         }
