@@ -101,7 +101,7 @@ fn entry(plane: &Plane, meta: &xlens_xplane::EventMetadata) -> Result<Option<Hlo
 /// ```
 pub fn modules_from_space(space: &Space) -> (Vec<Module>, Vec<Warning>) {
     let (entries, mut warnings) = hlo_protos(space);
-    let decoded: Vec<crate::Result<Module>> = entries.par_iter().with_max_len(1).map(HloProtoEntry::decode).collect();
+    let decoded = decode_largest_first(&entries);
     let mut modules = Vec::with_capacity(decoded.len());
     for (entry, result) in entries.iter().zip(decoded) {
         match result {
@@ -115,6 +115,19 @@ pub fn modules_from_space(space: &Space) -> (Vec<Module>, Vec<Warning>) {
     (modules, warnings)
 }
 
+/// Decodes every entry in parallel, the largest protos first, and returns the results in the
+/// entries' order. A module's build ends in steps that run on one worker (its name index, the
+/// topological orders, the costs); begun last, the largest module ran them alone while the other
+/// workers had nothing left (a profile's main program is often listed after its small helpers).
+fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>> {
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(entries[i].bytes.len()));
+    let mut decoded: Vec<(usize, crate::Result<Module>)> =
+        order.par_iter().with_max_len(1).map(|&i| (i, entries[i].decode())).collect();
+    decoded.sort_unstable_by_key(|(i, _)| *i);
+    decoded.into_iter().map(|(_, m)| m).collect()
+}
+
 /// The modules of every host of a session: a program id seen on several hosts is decoded once
 /// (from the first host, in host order). Sorted by program id then name.
 pub fn modules_from_session(session: &Session) -> (Vec<Module>, Vec<Warning>) {
@@ -126,7 +139,7 @@ pub fn modules_from_session(session: &Session) -> (Vec<Module>, Vec<Warning>) {
         warnings.extend(w);
         let fresh: Vec<HloProtoEntry> =
             entries.into_iter().filter(|e| seen.insert((e.program_id, e.name.clone()))).collect();
-        let decoded: Vec<crate::Result<Module>> = fresh.par_iter().with_max_len(1).map(HloProtoEntry::decode).collect();
+        let decoded = decode_largest_first(&fresh);
         for (entry, result) in fresh.iter().zip(decoded) {
             match result {
                 Ok(m) => modules.push(m),
@@ -207,6 +220,52 @@ pub fn profile_cost_checks(space: &Space, module: &Module) -> Vec<CostCheck> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Modules decoded largest first come back in the entries' order, each with its own
+    /// program id, whatever the sizes (one entry that fails to decode keeps its place).
+    #[test]
+    fn modules_decoded_largest_first_keep_the_entries_order() {
+        use prost::Message;
+        let module = |name: &str, ops: usize| {
+            let mut b = crate::testing::HloBuilder::new(name);
+            let mut main = b.computation("main");
+            let mut last = main.param("p", 0, crate::testing::shape(crate::shape::PrimitiveType::F32, &[4]));
+            for k in 0..ops {
+                last = main.op(
+                    &format!("negate.{k}"),
+                    "negate",
+                    crate::testing::shape(crate::shape::PrimitiveType::F32, &[4]),
+                    &[last],
+                );
+            }
+            main.finish(last);
+            Bytes::from(b.finish("main").encode_to_vec())
+        };
+        let sizes = [1usize, 40, 3, 0, 90, 7];
+        let mut entries: Vec<HloProtoEntry> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| HloProtoEntry {
+                name: format!("jit_{k}({k})"),
+                program_id: k as u64,
+                bytes: module(&format!("jit_{k}"), n),
+                legacy: false,
+            })
+            .collect();
+        entries[2].bytes = Bytes::from_static(b"\xff\xff");
+        let decoded = decode_largest_first(&entries);
+        assert_eq!(decoded.len(), sizes.len());
+        for (k, result) in decoded.iter().enumerate() {
+            match result {
+                Ok(m) => {
+                    assert_ne!(k, 2);
+                    assert_eq!(m.program_id(), Some(k as u64));
+                    assert_eq!(m.instructions().len(), sizes[k] + 1);
+                }
+                Err(_) => assert_eq!(k, 2),
+            }
+        }
+    }
 
     #[test]
     fn program_id_from_name() {
