@@ -560,8 +560,11 @@ impl IdBloom {
     }
 
     /// Adds the metadata id of an event's body (its bytes inside the event message), or makes
-    /// the filter full when the id is not the body's first field (writers put it first; an
-    /// id elsewhere or a repeated one would take a full decode to find).
+    /// the filter full when the id is not the body's first field (writers put it first). Only
+    /// the first field is read: an event that repeats the id field further on, which no writer
+    /// emits and whose decode keeps the last, is noted by its first. Stepping over every field
+    /// of every event to catch that tripled the parse of a host plane (`long_run` open 19 ->
+    /// 87 ms), so the rule stays with the first field.
     #[inline]
     fn insert_event(&mut self, body: &[u8]) {
         match body {
@@ -632,8 +635,8 @@ impl Plane {
 
     /// Whether some event of `line` may have its metadata in `mask`: false only when the parse
     /// saw the metadata id of every event of the line (lines of 4 KiB or more of host-thread
-    /// planes, whose events put the id first) and none is one of the mask's, so the line need
-    /// not be walked to know.
+    /// planes, whose events put the id first; an id field repeated later in an event is not
+    /// seen) and none is one of the mask's, so the line need not be walked to know.
     ///
     /// ```
     /// use xlens_xplane::{Space, SpaceBuilder};
