@@ -716,42 +716,25 @@ fn join_runs(runs: &mut [ReadRun]) -> Vec<HostOp> {
 }
 
 /// Reads the jobs on every worker, longest first (by events): each worker takes the next job
-/// as it finishes one, so the last jobs to start are the shortest and the workers end
-/// together. The results come in the jobs' order, whatever the schedule.
+/// from one queue as it finishes one, so the last jobs to start are the shortest and the
+/// workers end together. The results come in the jobs' order, whatever the schedule.
 ///
 /// Rayon's splitting of the list stopped at a few jobs per worker, which kept the runs of one
 /// long line (always neighbours in the list) on one worker, one after the other; one job per
 /// task in list order still let a long job start last and run alone (gpu300: one worker read
 /// the last 20 ms of its streams while the other waited).
 fn read_longest_first(jobs: Vec<Job<'_>>) -> Vec<LineOps> {
-    use rayon::prelude::*;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let mut order: Vec<(usize, Job<'_>)> = jobs.into_iter().enumerate().collect();
-    order.sort_by_key(|(_, job)| std::cmp::Reverse(job.events.size_hint().1.unwrap_or(usize::MAX)));
-    let count = order.len();
-    let queue: Vec<Mutex<Option<(usize, Job<'_>)>>> = order.into_iter().map(|j| Mutex::new(Some(j))).collect();
-    let next = AtomicUsize::new(0);
-    let workers = rayon::current_num_threads().clamp(1, count.max(1));
-    let mut read: Vec<(usize, LineOps)> = (0..workers)
-        .into_par_iter()
-        .with_max_len(1)
-        .flat_map_iter(|_| {
-            let mut mine = Vec::new();
-            loop {
-                let at = next.fetch_add(1, Ordering::Relaxed);
-                let Some(slot) = queue.get(at) else { break };
-                // Each slot is taken once (the counter hands each position out once).
-                let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some((index, job)) = taken {
-                    mine.push((index, read_line(job)));
-                }
-            }
-            mine
-        })
-        .collect();
-    read.sort_unstable_by_key(|(index, _)| *index);
-    read.into_iter().map(|(_, ops)| ops).collect()
+    let mut read: Vec<Option<LineOps>> = jobs.iter().map(|_| None).collect();
+    let mut queue: Vec<(&mut Option<LineOps>, Job<'_>)> = read.iter_mut().zip(jobs).collect();
+    queue.sort_by_key(|(_, job)| std::cmp::Reverse(job.events.size_hint().1.unwrap_or(usize::MAX)));
+    // Spawned in that order, taken in that order (FIFO) by whichever worker is free.
+    rayon::scope_fifo(|scope| {
+        for (slot, job) in queue {
+            scope.spawn_fifo(move |_| *slot = Some(read_line(job)));
+        }
+    });
+    // The scope returns once every job has filled its slot.
+    read.into_iter().flatten().collect()
 }
 
 /// Runs per worker the host-thread and stream lines are cut into, by their bytes.
