@@ -78,14 +78,12 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
     // around them and the workers end together (rayon's split of the list in halves left the
     // last detector of the registry, launch_bound, to start late and run alone on GPU
     // profiles). The outcomes stay in registry order.
-    let mut order: Vec<usize> = (0..detectors.len()).collect();
-    order.sort_by_key(|&i| !LONG_RUNNING.contains(&detectors[i].id()));
     type Outcome = Option<Result<Vec<Finding>, Skip>>;
-    let mut outcomes: Vec<Outcome> = (0..detectors.len()).map(|_| None).collect();
-    let mut slots: Vec<Option<&mut Outcome>> = outcomes.iter_mut().map(Some).collect();
+    let mut outcomes: Vec<Outcome> = detectors.iter().map(|_| None).collect();
+    let mut queue: Vec<(&mut Outcome, &dyn Detector)> = outcomes.iter_mut().zip(detectors.iter().copied()).collect();
+    queue.sort_by_key(|(_, d)| !LONG_RUNNING.contains(&d.id()));
     rayon::scope_fifo(|scope| {
-        for &i in &order {
-            let (Some(slot), Some(d)) = (slots[i].take(), detectors.get(i).copied()) else { continue };
+        for (slot, d) in queue {
             scope.spawn_fifo(move |_| {
                 let start = std::time::Instant::now();
                 *slot = Some(run_host(d, host, config));
@@ -93,7 +91,8 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
             });
         }
     });
-    let outcomes = outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(Skip::because("not run".to_owned()))));
+    // The scope returns once every detector has filled its slot.
+    let outcomes: Vec<Result<Vec<Finding>, Skip>> = outcomes.into_iter().flatten().collect();
     let mut findings = Vec::new();
     let mut skips = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {

@@ -6,7 +6,6 @@
 //! is the program id, else the metadata id.
 
 use bytes::Bytes;
-use rayon::prelude::*;
 use xlens_xplane::{Plane, Session, Space, names};
 
 use crate::cost::Cost;
@@ -120,12 +119,18 @@ pub fn modules_from_space(space: &Space) -> (Vec<Module>, Vec<Warning>) {
 /// topological orders, the costs); begun last, the largest module ran them alone while the other
 /// workers had nothing left (a profile's main program is often listed after its small helpers).
 fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>> {
-    let mut order: Vec<usize> = (0..entries.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(entries[i].bytes.len()));
-    let mut decoded: Vec<(usize, crate::Result<Module>)> =
-        order.par_iter().with_max_len(1).map(|&i| (i, entries[i].decode())).collect();
-    decoded.sort_unstable_by_key(|(i, _)| *i);
-    decoded.into_iter().map(|(_, m)| m).collect()
+    let mut decoded: Vec<Option<crate::Result<Module>>> = entries.iter().map(|_| None).collect();
+    let mut queue: Vec<(&mut Option<crate::Result<Module>>, &HloProtoEntry)> =
+        decoded.iter_mut().zip(entries).collect();
+    queue.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.bytes.len()));
+    // Spawned in that order, taken in that order (FIFO) by whichever worker is free.
+    rayon::scope_fifo(|scope| {
+        for (slot, entry) in queue {
+            scope.spawn_fifo(move |_| *slot = Some(entry.decode()));
+        }
+    });
+    // The scope returns once every entry has filled its slot.
+    decoded.into_iter().flatten().collect()
 }
 
 /// The modules of every host of a session: a program id seen on several hosts is decoded once
