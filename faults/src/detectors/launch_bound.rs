@@ -173,8 +173,7 @@ fn measure_reading(host: &HostProfile, config: &ScanConfig, streams_alone: bool)
             }
         }
     }
-    let by_device = lines_of;
-    let devices = by_device.len().max(1) as f64;
+    let devices = lines_of.len().max(1) as f64;
     let n = steps.steps.len().max(1) as f64;
     for v in [&mut durations, &mut gaps] {
         if !v.is_empty() {
