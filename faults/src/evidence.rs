@@ -303,7 +303,7 @@ fn host_step_medians(
 /// The median of `v` (the mean of the two middle values when their count is even; 0 when
 /// empty), reordering it: the middle values are selected rather than sorted, in the total
 /// order, so they are the sort's bit for bit.
-fn median_of(v: &mut [f64]) -> f64 {
+pub(crate) fn median_of(v: &mut [f64]) -> f64 {
     let n = v.len();
     if n == 0 {
         return 0.0;

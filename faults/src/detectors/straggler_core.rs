@@ -66,16 +66,6 @@ impl CoreStats {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => 0.0,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
 impl Detector for StragglerCore {
     fn id(&self) -> &'static str {
         "straggler_core"
@@ -172,7 +162,7 @@ struct Score<'c> {
 fn score<'c>(host: &HostProfile, cores: &'c BTreeMap<u32, CoreStats>, config: &ScanConfig) -> Option<Score<'c>> {
     let t = &config.thresholds.straggler_core;
     let mut means: Vec<f64> = cores.values().map(|c| c.mean(compute).0 as f64).collect();
-    let med = median(&mut means);
+    let med = evidence::median_of(&mut means);
     let (&slow, slow_stats) =
         cores.iter().max_by(|a, b| a.1.mean(compute).cmp(&b.1.mean(compute)).then(b.0.cmp(a.0)))?;
     let slow_compute = slow_stats.mean(compute).0 as f64;
@@ -331,9 +321,9 @@ fn score_session<'a>(hosts: &[HostCompute<'a>], config: &ScanConfig) -> Option<S
     // The straggler against the other hosts (with two hosts, the median of both would
     // halve the gap).
     let others: Vec<&(&str, f64, f64)> = hosts.iter().filter(|h| h.0 != name).collect();
-    let med = median(&mut others.iter().map(|h| h.1).collect::<Vec<_>>());
-    let med_step = median(&mut others.iter().map(|h| h.2).collect::<Vec<_>>());
-    let mad = median(&mut others.iter().map(|h| (h.1 - med).abs()).collect::<Vec<_>>());
+    let med = evidence::median_of(&mut others.iter().map(|h| h.1).collect::<Vec<_>>());
+    let med_step = evidence::median_of(&mut others.iter().map(|h| h.2).collect::<Vec<_>>());
+    let mad = evidence::median_of(&mut others.iter().map(|h| (h.1 - med).abs()).collect::<Vec<_>>());
     let scale = mad.max(0.01 * med);
     if med <= 0.0 || scale <= 0.0 {
         return None;
