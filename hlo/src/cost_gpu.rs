@@ -129,7 +129,7 @@ pub(crate) fn fusion_cost(
     }
     let mut params: Vec<&Instruction> =
         comp.instructions.iter().map(|&id| instr(id)).filter(|i| i.opcode == Opcode::Parameter).collect();
-    params.sort_by_key(|p| p.raw.parameter_number);
+    params.sort_by_key(|p| p.attrs.parameter_number);
     let read_once = |id: InstrId, size: u64| -> u64 {
         let u = util.get(&id).copied().unwrap_or(0.0).min(1.0);
         (size as f32 * u).round() as u64
@@ -242,7 +242,7 @@ pub(crate) fn elementwise_bodies(module: &Module) -> Vec<bool> {
 /// an inner dimension whose first operand is not a multiple of 32 wide (the unaligned copy).
 pub(crate) fn concatenate_flops(module: &Module, instr: &Instruction) -> u64 {
     let elements = instr.shape.element_count();
-    let dim = instr.raw.dimensions.first().copied().unwrap_or(0);
+    let dim = instr.attrs.dimensions.first().copied().unwrap_or(0);
     let first = instr.operands.first().map(|&o| &module.instruction(o).shape);
     let unaligned = dim > 0
         && first.and_then(|s| usize::try_from(dim).ok().and_then(|d| s.dims().get(d))).is_some_and(|&w| w % 32 != 0);

@@ -14,10 +14,13 @@ use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 use crate::graph;
 use crate::ids::{CompId, InstrId};
 use crate::limits::{self, Limit};
-use crate::module::{AliasKind, BufferDonor, Computation, ComputationKind, Instruction, IoAlias, Module, NameIndex};
-use crate::opcode::{FusionKind, Opcode};
+use crate::module::{
+    AliasKind, Attrs, BufferDonor, Computation, ComputationKind, Instruction, IoAlias, Module, NameIndex,
+};
+use crate::opcode::Opcode;
 use crate::raw;
 use crate::shape::Shape;
+use crate::wire;
 
 /// [`CompParts`] from a computation message (`HloComputationProto` or
 /// `HloComputationProtoEncoded`).
@@ -132,20 +135,52 @@ struct CompParts<I> {
     instructions: Vec<I>,
 }
 
-/// An instruction's proto, decoded already or decoded on demand.
+/// An instruction's proto, decoded already or still encoded.
 trait InstructionSource: Send {
-    fn into_proto(self) -> std::result::Result<raw::HloInstructionProto, prost::DecodeError>;
+    /// What the model reads of the instruction, and the proto kept for [`Instruction::raw`].
+    fn read(self) -> std::result::Result<Read, prost::DecodeError>;
+}
+
+/// One instruction as read from its source, before its shape is converted.
+struct Read {
+    fields: wire::Fields,
+    encoded: Bytes,
+    full: Option<Box<raw::HloInstructionProto>>,
+}
+
+impl Read {
+    /// From a decoded proto, which is kept whole.
+    fn from_proto(p: raw::HloInstructionProto, encoded: Bytes) -> Read {
+        let mut attrs = Attrs::from_proto(&p);
+        let (opcode, fusion_kind) = wire::opcode_and_kind(&p.opcode, &p.fusion_kind, &mut attrs);
+        let fields = wire::Fields {
+            attrs,
+            opcode,
+            fusion_kind,
+            shape: p.shape.as_deref().cloned(),
+            links: wire::Links {
+                operand_ids: wire::Ids::Values(p.operand_ids.clone()),
+                control_predecessor_ids: wire::Ids::Values(p.control_predecessor_ids.clone()),
+                called_computation_ids: wire::Ids::Values(p.called_computation_ids.clone()),
+            },
+        };
+        Read { fields, encoded, full: Some(Box::new(p)) }
+    }
 }
 
 impl InstructionSource for raw::HloInstructionProto {
-    fn into_proto(self) -> std::result::Result<raw::HloInstructionProto, prost::DecodeError> {
-        Ok(self)
+    fn read(self) -> std::result::Result<Read, prost::DecodeError> {
+        Ok(Read::from_proto(self, Bytes::new()))
     }
 }
 
 impl InstructionSource for Bytes {
-    fn into_proto(self) -> std::result::Result<raw::HloInstructionProto, prost::DecodeError> {
-        raw::HloInstructionProto::decode(self)
+    fn read(self) -> std::result::Result<Read, prost::DecodeError> {
+        match wire::instruction(&self) {
+            Some(fields) => Ok(Read { fields, encoded: self, full: None }),
+            // What the fast path leaves to prost: an error, or a message it decodes.
+            None => raw::HloInstructionProto::decode(self.clone()).map(|p| Read::from_proto(p, self)),
+        }
     }
 }
 
@@ -191,23 +226,25 @@ fn note_failure(first: &FirstFailure, key: (bool, usize), error: Error) {
     }
 }
 
-/// One instruction from its proto and converted shape: opcode and fusion kind read, the proto
-/// kept. Operands are resolved later, from the proto's ids.
-fn instruction(p: raw::HloInstructionProto, shape: Shape, iid: InstrId, cid: CompId) -> Instruction {
-    let opcode = Opcode::from_name(&p.opcode);
-    let fusion_kind = if opcode == Opcode::Fusion { FusionKind::from_name(&p.fusion_kind) } else { None };
-    Instruction {
+/// One instruction from what was read of it and its converted shape. Operands are resolved
+/// later, from the ids returned beside it.
+fn instruction(read: Read, shape: Shape, iid: InstrId, cid: CompId) -> (Instruction, wire::Links) {
+    let Read { fields, encoded, full } = read;
+    let instr = Instruction {
         id: iid,
         computation: cid,
-        opcode,
+        opcode: fields.opcode,
         shape,
         operands: Vec::new(),
         control_predecessors: Vec::new(),
         called: Vec::new(),
         users: Vec::new(),
-        fusion_kind,
-        raw: p,
-    }
+        fusion_kind: fields.fusion_kind,
+        attrs: fields.attrs,
+        encoded,
+        full: full.map(std::sync::OnceLock::from).unwrap_or_default(),
+    };
+    (instr, fields.links)
 }
 
 fn build<I: InstructionSource>(
@@ -269,31 +306,35 @@ fn build<I: InstructionSource>(
     }
     let failure: FirstFailure = std::sync::Mutex::new(None);
     let mut instructions: Vec<Instruction> = Vec::with_capacity(total);
+    let mut links: Vec<wire::Links> = Vec::with_capacity(total);
     jobs.into_par_iter()
         .with_min_len(CONVERT_MIN_LEN)
         .enumerate()
         .map(|(idx, (cid, source))| {
             let iid = InstrId(idx as u32);
             let comp_loc = || Location::default().with_computation(&computations[cid.index()].name);
-            let mut proto = match source.into_proto() {
-                Ok(p) => p,
+            let mut read = match source.read() {
+                Ok(read) => read,
                 Err(e) => {
                     note_failure(&failure, (false, idx), Error::new(ErrorKind::Decode(e), comp_loc()));
-                    return placeholder(iid, cid, raw::HloInstructionProto::default());
+                    return placeholder(iid, cid, Attrs::default());
                 }
             };
-            // Moved out of the proto once converted: a module holds tens of thousands.
-            let shape = match proto.shape.take().map(|s| Shape::from_proto_owned(*s)) {
+            let shape = match read.fields.shape.take().map(Shape::from_proto_owned) {
                 Some(Ok(shape)) => shape,
                 Some(Err(e)) => {
-                    note_failure(&failure, (true, idx), relocate(e, comp_loc().with_instruction(&proto.name)));
-                    return placeholder(iid, cid, proto);
+                    note_failure(
+                        &failure,
+                        (true, idx),
+                        relocate(e, comp_loc().with_instruction(read.fields.attrs.name.as_ref())),
+                    );
+                    return placeholder(iid, cid, read.fields.attrs);
                 }
                 None => Shape::tuple(Vec::new()),
             };
-            instruction(proto, shape, iid, cid)
+            instruction(read, shape, iid, cid)
         })
-        .collect_into_vec(&mut instructions);
+        .unzip_into_vecs(&mut instructions, &mut links);
     let failure = failure.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
     // A decode error stops the build before any check; a duplicate id is met before a failed
     // conversion of the same or a later instruction.
@@ -309,12 +350,12 @@ fn build<I: InstructionSource>(
             if convert_failed_at.as_ref().is_some_and(|(idx, _)| *idx < iid.index()) {
                 break;
             }
-            let p = &instructions[iid.index()].raw;
-            if ids.insert(p.id, iid).is_some() {
+            let a = &instructions[iid.index()].attrs;
+            if ids.insert(a.unique_id, iid).is_some() {
                 return Err(dup(
                     "instruction",
-                    p.id,
-                    Location::default().with_computation(&comp.name).with_instruction(&p.name),
+                    a.unique_id,
+                    Location::default().with_computation(&comp.name).with_instruction(&*a.name),
                 ));
             }
         }
@@ -326,7 +367,7 @@ fn build<I: InstructionSource>(
     for instr in &instructions {
         if instr.opcode == Opcode::Other {
             warnings.push(Warning {
-                kind: WarningKind::UnknownOpcode(instr.raw.opcode.clone()),
+                kind: WarningKind::UnknownOpcode(instr.opcode_name().to_owned()),
                 location: Location::default()
                     .with_computation(&computations[instr.computation.index()].name)
                     .with_instruction(instr.name()),
@@ -334,40 +375,44 @@ fn build<I: InstructionSource>(
         }
     }
 
-    // Resolve operands, control edges and called computations, emptying the proto's id lists.
+    // Resolve operands, control edges and called computations.
     let failure: FirstFailure = std::sync::Mutex::new(None);
-    instructions.par_iter_mut().with_min_len(CONVERT_MIN_LEN).enumerate().for_each(|(idx, instr)| {
-        let ids = &local_ids[instr.computation.index()];
-        let loc = |instr: &Instruction| {
-            Location::default()
-                .with_computation(&computations[instr.computation.index()].name)
-                .with_instruction(instr.name())
-        };
-        let resolve = |what: &'static str, v: &[i64]| -> std::result::Result<Vec<InstrId>, (&'static str, i64)> {
-            v.iter().map(|id| ids.get(id).copied().ok_or((what, *id))).collect()
-        };
-        let resolved = resolve("operand id", &instr.raw.operand_ids).and_then(|operands| {
-            let control = resolve("control predecessor id", &instr.raw.control_predecessor_ids)?;
-            let called = instr
-                .raw
-                .called_computation_ids
-                .iter()
-                .map(|id| comp_ids.get(id).copied().ok_or(("called computation id", *id)))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            Ok((operands, control, called))
-        });
-        match resolved {
-            Ok((operands, control, called)) => {
-                instr.operands = operands;
-                instr.control_predecessors = control;
-                instr.called = called;
-                instr.raw.operand_ids = Vec::new();
-                instr.raw.control_predecessor_ids = Vec::new();
-                instr.raw.called_computation_ids = Vec::new();
+    instructions.par_iter_mut().zip(links).with_min_len(CONVERT_MIN_LEN).enumerate().for_each(
+        |(idx, (instr, links))| {
+            let ids = &local_ids[instr.computation.index()];
+            let loc = |instr: &Instruction| {
+                Location::default()
+                    .with_computation(&computations[instr.computation.index()].name)
+                    .with_instruction(instr.name())
+            };
+            let encoded = &instr.encoded;
+            let resolve =
+                |what: &'static str, v: &wire::Ids| -> std::result::Result<Vec<InstrId>, (&'static str, i64)> {
+                    let mut out = Vec::with_capacity(v.len(encoded));
+                    for id in v.values(encoded) {
+                        out.push(ids.get(&id).copied().ok_or((what, id))?);
+                    }
+                    Ok(out)
+                };
+            let resolved = resolve("operand id", &links.operand_ids).and_then(|operands| {
+                let control = resolve("control predecessor id", &links.control_predecessor_ids)?;
+                let called = links
+                    .called_computation_ids
+                    .values(encoded)
+                    .map(|id| comp_ids.get(&id).copied().ok_or(("called computation id", id)))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                Ok((operands, control, called))
+            });
+            match resolved {
+                Ok((operands, control, called)) => {
+                    instr.operands = operands;
+                    instr.control_predecessors = control;
+                    instr.called = called;
+                }
+                Err((what, id)) => note_failure(&failure, (true, idx), dangling(what, id, loc(instr))),
             }
-            Err((what, id)) => note_failure(&failure, (true, idx), dangling(what, id, loc(instr))),
-        }
-    });
+        },
+    );
     if let Some((_, e)) = failure.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
         return Err(e);
     }
@@ -491,7 +536,7 @@ fn build<I: InstructionSource>(
     };
     module.elementwise = graph::elementwise(&module);
     module.costs = cost::compute(&module, cost::CostModel::Xla);
-    let (collectives, warnings) = collectives(&module);
+    let (collectives, warnings) = collectives(&module)?;
     module.collectives = collectives;
     module.warnings.extend(warnings);
     module.warnings.extend(crate::source::check_stack_frames(&module));
@@ -500,8 +545,8 @@ fn build<I: InstructionSource>(
 
 /// What stands in the arena for an instruction that failed to convert (the build then fails).
 #[cold]
-fn placeholder(id: InstrId, computation: CompId, raw: raw::HloInstructionProto) -> Instruction {
-    Instruction {
+fn placeholder(id: InstrId, computation: CompId, attrs: Attrs) -> (Instruction, wire::Links) {
+    let instr = Instruction {
         id,
         computation,
         opcode: Opcode::Other,
@@ -511,8 +556,11 @@ fn placeholder(id: InstrId, computation: CompId, raw: raw::HloInstructionProto) 
         called: Vec::new(),
         users: Vec::new(),
         fusion_kind: None,
-        raw,
-    }
+        attrs,
+        encoded: Bytes::new(),
+        full: std::sync::OnceLock::new(),
+    };
+    (instr, wire::Links::default())
 }
 
 #[cold]
@@ -529,15 +577,19 @@ fn relocate(e: Error, location: Location) -> Error {
     e.at(location)
 }
 
-/// Collectives of a module and warnings for groups that could not be expanded.
-fn collectives(module: &Module) -> (Vec<Collective>, Vec<Warning>) {
+/// Collectives of a module and warnings for groups that could not be expanded. Their groups are
+/// in the part of the proto the model reads on demand, so a collective whose proto does not
+/// decode fails the build, as any instruction did before the fast path.
+fn collectives(module: &Module) -> Result<(Vec<Collective>, Vec<Warning>)> {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for instr in module.instructions() {
         if !instr.opcode().is_collective() {
             continue;
         }
-        let raw = instr.raw();
+        let raw = instr.raw().map_err(|e| {
+            relocate(e, Location::default().with_computation(module.computation(instr.computation()).name()))
+        })?;
         let (groups, encoding) = match collective::replica_groups(raw) {
             Ok(v) => v,
             Err(why) => {
@@ -560,5 +612,5 @@ fn collectives(module: &Module) -> (Vec<Collective>, Vec<Warning>) {
             source_target_pairs: raw.source_target_pairs.iter().map(|p| (p.source, p.target)).collect(),
         });
     }
-    (out, warnings)
+    Ok((out, warnings))
 }

@@ -65,6 +65,7 @@ mod source;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod text;
+mod wire;
 
 #[cfg(feature = "frames")]
 pub mod frame;

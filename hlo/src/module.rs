@@ -2,10 +2,14 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use prost::Message;
 
 use crate::collective::Collective;
 use crate::cost_types::Cost;
-use crate::error::Warning;
+use crate::error::{Error, ErrorKind, Location, Result, Warning};
 use crate::ids::{CompId, InstrId, UniqueId};
 use crate::opcode::{FusionKind, OpClass, Opcode};
 use crate::raw;
@@ -56,7 +60,65 @@ impl ComputationKind {
     }
 }
 
-/// One instruction: its opcode, shape, operands and users, and the proto it came from.
+/// What the model keeps of an instruction's proto, for every instruction (the rest of the proto
+/// is decoded when [`Instruction::raw`] asks for it).
+#[derive(Debug, Default)]
+pub(crate) struct Attrs {
+    pub(crate) unique_id: i64,
+    pub(crate) name: Box<str>,
+    /// The opcode's spelling when it is not a known one (empty otherwise).
+    pub(crate) unknown_opcode: Box<str>,
+    pub(crate) op_name: Box<str>,
+    pub(crate) op_type: Box<str>,
+    pub(crate) stack_frame_id: i32,
+    pub(crate) is_host_transfer: bool,
+    pub(crate) parameter_number: i64,
+    pub(crate) tuple_index: i64,
+    pub(crate) channel_id: i64,
+    pub(crate) feature_group_count: i64,
+    pub(crate) batch_group_count: i64,
+    pub(crate) dimensions: Vec<i64>,
+    pub(crate) fft_length: Vec<i64>,
+    pub(crate) custom_call_target: Box<str>,
+    pub(crate) comparison_direction: Box<str>,
+    /// A window into the module's bytes (never a copy).
+    pub(crate) backend_config: Bytes,
+    pub(crate) window: Option<Box<raw::Window>>,
+    pub(crate) convolution_dimension_numbers: Option<Box<raw::ConvolutionDimensionNumbers>>,
+    pub(crate) dot_dimension_numbers: Option<Box<raw::DotDimensionNumbers>>,
+}
+
+impl Attrs {
+    /// The attributes of an already decoded proto (copied: the proto itself is kept whole).
+    pub(crate) fn from_proto(p: &raw::HloInstructionProto) -> Attrs {
+        let metadata = p.metadata.as_ref();
+        Attrs {
+            unique_id: p.id,
+            name: p.name.as_str().into(),
+            unknown_opcode: Box::default(),
+            op_name: metadata.map_or("", |m| m.op_name.as_str()).into(),
+            op_type: metadata.map_or("", |m| m.op_type.as_str()).into(),
+            stack_frame_id: metadata.map_or(0, |m| m.stack_frame_id),
+            is_host_transfer: p.is_host_transfer,
+            parameter_number: p.parameter_number,
+            tuple_index: p.tuple_index,
+            channel_id: p.channel_id,
+            feature_group_count: p.feature_group_count,
+            batch_group_count: p.batch_group_count,
+            dimensions: p.dimensions.clone(),
+            fft_length: p.fft_length.clone(),
+            custom_call_target: p.custom_call_target.as_str().into(),
+            comparison_direction: p.comparison_direction.as_str().into(),
+            backend_config: p.backend_config.clone(),
+            window: p.window.clone(),
+            convolution_dimension_numbers: p.convolution_dimension_numbers.clone(),
+            dot_dimension_numbers: p.dot_dimension_numbers.clone(),
+        }
+    }
+}
+
+/// One instruction: its opcode, shape, operands and users, the attributes the model reads, and
+/// the bytes of the proto it came from.
 #[derive(Debug)]
 pub struct Instruction {
     pub(crate) id: InstrId,
@@ -68,7 +130,12 @@ pub struct Instruction {
     pub(crate) called: Vec<CompId>,
     pub(crate) users: Vec<InstrId>,
     pub(crate) fusion_kind: Option<FusionKind>,
-    pub(crate) raw: raw::HloInstructionProto,
+    pub(crate) attrs: Attrs,
+    /// The encoded `HloInstructionProto` (a window into the module's bytes; empty when the
+    /// module was built from decoded protos, whose instructions are kept in `full`).
+    pub(crate) encoded: Bytes,
+    /// The whole proto, decoded from `encoded` on first use.
+    pub(crate) full: OnceLock<Box<raw::HloInstructionProto>>,
 }
 
 impl Instruction {
@@ -79,12 +146,12 @@ impl Instruction {
 
     /// The id XLA stored (`HloInstructionProto.id`).
     pub fn unique_id(&self) -> UniqueId {
-        UniqueId(self.raw.id)
+        UniqueId(self.attrs.unique_id)
     }
 
     /// The instruction name, unique in its module (e.g. `"fusion.12"`, `"dot.3"`).
     pub fn name(&self) -> &str {
-        &self.raw.name
+        &self.attrs.name
     }
 
     /// The opcode ([`Opcode::Other`] when unknown; see [`Instruction::opcode_name`]).
@@ -94,7 +161,7 @@ impl Instruction {
 
     /// The opcode string as stored (`"all-reduce-start"`).
     pub fn opcode_name(&self) -> &str {
-        &self.raw.opcode
+        if self.opcode == Opcode::Other { &self.attrs.unknown_opcode } else { self.opcode.as_str() }
     }
 
     /// The result shape.
@@ -135,70 +202,88 @@ impl Instruction {
 
     /// The framework name scope, e.g. `"jit(train_step)/jvp(mlp)/dot_general"` (empty if unset).
     pub fn op_name(&self) -> &str {
-        self.raw.metadata.as_ref().map_or("", |m| m.op_name.as_str())
+        &self.attrs.op_name
     }
 
     /// The framework op type (often empty for JAX).
     pub fn op_type(&self) -> &str {
-        self.raw.metadata.as_ref().map_or("", |m| m.op_type.as_str())
+        &self.attrs.op_type
     }
 
     /// The `stack_frame_id` of the metadata (1-based; 0 when unset).
     pub fn stack_frame_id(&self) -> i32 {
-        self.raw.metadata.as_ref().map_or(0, |m| m.stack_frame_id)
+        self.attrs.stack_frame_id
     }
 
     /// The parameter number of a `parameter`.
     pub fn parameter_number(&self) -> Option<u64> {
-        (self.opcode == Opcode::Parameter).then(|| self.raw.parameter_number.max(0) as u64)
+        (self.opcode == Opcode::Parameter).then(|| self.attrs.parameter_number.max(0) as u64)
     }
 
     /// The tuple index of a `get-tuple-element`.
     pub fn tuple_index(&self) -> Option<u64> {
-        (self.opcode == Opcode::GetTupleElement).then(|| self.raw.tuple_index.max(0) as u64)
+        (self.opcode == Opcode::GetTupleElement).then(|| self.attrs.tuple_index.max(0) as u64)
     }
 
     /// The `dimensions` attribute (broadcast, reduce, transpose, reverse, concatenate, ...).
     pub fn dimensions(&self) -> &[i64] {
-        &self.raw.dimensions
+        &self.attrs.dimensions
     }
 
     /// The channel id, when positive (non-positive means none).
     pub fn channel_id(&self) -> Option<i64> {
-        (self.raw.channel_id > 0).then_some(self.raw.channel_id)
+        (self.attrs.channel_id > 0).then_some(self.attrs.channel_id)
     }
 
     /// The target of a `custom-call`.
     pub fn custom_call_target(&self) -> Option<&str> {
-        (self.opcode == Opcode::CustomCall).then_some(self.raw.custom_call_target.as_str())
+        (self.opcode == Opcode::CustomCall).then_some(&*self.attrs.custom_call_target)
     }
 
     /// The dimension numbers of a `dot`.
     pub fn dot_dimension_numbers(&self) -> Option<&raw::DotDimensionNumbers> {
-        self.raw.dot_dimension_numbers.as_deref()
+        self.attrs.dot_dimension_numbers.as_deref()
     }
 
     /// The dimension numbers of a `convolution`.
     pub fn convolution_dimension_numbers(&self) -> Option<&raw::ConvolutionDimensionNumbers> {
-        self.raw.convolution_dimension_numbers.as_deref()
+        self.attrs.convolution_dimension_numbers.as_deref()
     }
 
     /// The window of a `convolution`, `reduce-window` or `select-and-scatter`.
     pub fn window(&self) -> Option<&raw::Window> {
-        self.raw.window.as_deref()
+        self.attrs.window.as_deref()
     }
 
     /// The comparison direction of a `compare` (`"LT"`, `"EQ"`, ...).
     pub fn comparison_direction(&self) -> Option<&str> {
-        (self.opcode == Opcode::Compare).then_some(self.raw.comparison_direction.as_str())
+        (self.opcode == Opcode::Compare).then_some(&*self.attrs.comparison_direction)
     }
 
-    /// The proto this instruction was built from, for fields the model does not expose. The
-    /// fields the model has converted are moved out of it, so they read as empty here: `shape`
-    /// (see [`Instruction::shape`]), `operand_ids`, `control_predecessor_ids` and
-    /// `called_computation_ids` (see [`Instruction::operands`] and its siblings).
-    pub fn raw(&self) -> &raw::HloInstructionProto {
-        &self.raw
+    /// True for a `send`, `recv` or their `-done` that moves data to or from the host
+    /// (`is_host_transfer`).
+    pub fn is_host_transfer(&self) -> bool {
+        self.attrs.is_host_transfer
+    }
+
+    /// The whole proto this instruction was built from, for fields the model does not expose.
+    /// It is decoded from the module's bytes on first use and kept; the error is a field the
+    /// model does not read that does not decode.
+    ///
+    /// ```
+    /// use xlens_hlo::{Module, testing};
+    /// let module = Module::decode(testing::tiny_module_bytes().into())?;
+    /// let dot = module.instruction_by_name("dot.1").unwrap();
+    /// assert_eq!(dot.raw()?.metadata.as_ref().map(|m| m.stack_frame_id), Some(2));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn raw(&self) -> Result<&raw::HloInstructionProto> {
+        if let Some(full) = self.full.get() {
+            return Ok(full);
+        }
+        let full = raw::HloInstructionProto::decode(self.encoded.clone())
+            .map_err(|e| Error::new(ErrorKind::Decode(e), Location::default().with_instruction(self.name())))?;
+        Ok(self.full.get_or_init(|| Box::new(full)))
     }
 
     /// True when the name marks an XLA rematerialization (`.remat` in the name, facts §4.2), or
@@ -601,7 +686,7 @@ impl Module {
             .map(|&i| self.instruction(i))
             .filter(|i| i.opcode == Opcode::Parameter)
             .collect();
-        params.sort_by_key(|i| i.raw.parameter_number);
+        params.sort_by_key(|i| i.attrs.parameter_number);
         params
     }
 

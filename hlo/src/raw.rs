@@ -2,7 +2,8 @@
 //!
 //! Generated at build time from `proto/hlo.proto`, which declares only the fields this crate reads
 //! (unknown fields are skipped when decoding). [`crate::Module`] is built from these; callers who
-//! need a field the model does not expose can read it from [`crate::Instruction::raw`],
+//! need a field the model does not expose can read it from [`crate::Instruction::raw`] (decoded
+//! from the instruction's bytes on first use),
 //! [`crate::Module::buffer_assignment`] or [`crate::Module::stack_frame_index`]. Their shape
 //! follows the schema file and may change with it. Rarely set message fields of
 //! `HloInstructionProto` are boxed to keep an instruction small. `HloProtoEncoded`,

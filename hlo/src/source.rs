@@ -65,16 +65,21 @@ impl Module {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn source(&self, id: InstrId) -> Option<SourceLocation<'_>> {
-        let meta = self.instruction(id).raw().metadata.as_ref()?;
-        if !meta.source_file.is_empty() {
-            return Some(SourceLocation {
-                file: &meta.source_file,
-                line: u32::try_from(meta.source_line).unwrap_or(0),
-                column: u32::try_from(meta.source_column).unwrap_or(0),
-                function: None,
-            });
+        // The metadata's file and line are in the part of the proto decoded on demand; when that
+        // part does not decode, the stack frame (always read) still answers.
+        let instr = self.instruction(id);
+        if let Ok(raw) = instr.raw() {
+            let meta = raw.metadata.as_ref()?;
+            if !meta.source_file.is_empty() {
+                return Some(SourceLocation {
+                    file: &meta.source_file,
+                    line: u32::try_from(meta.source_line).unwrap_or(0),
+                    column: u32::try_from(meta.source_column).unwrap_or(0),
+                    function: None,
+                });
+            }
         }
-        let frame = get(&self.stack_frames.stack_frames, meta.stack_frame_id)?;
+        let frame = get(&self.stack_frames.stack_frames, instr.stack_frame_id())?;
         frame_location(&self.stack_frames, frame)
     }
 

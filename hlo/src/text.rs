@@ -31,7 +31,9 @@ impl Module {
     /// ```
     pub fn instruction_text(&self, id: InstrId) -> String {
         let i = self.instruction(id);
-        let raw = i.raw();
+        // Slices' bounds are in the part of the proto decoded on demand (left out when it does
+        // not decode).
+        let raw = i.raw().ok();
         let mut s = String::new();
         if self.is_root(id) {
             s.push_str("ROOT ");
@@ -46,7 +48,7 @@ impl Module {
         s.push(')');
         match i.opcode() {
             Opcode::GetTupleElement => {
-                let _ = write!(s, ", index={}", raw.tuple_index);
+                let _ = write!(s, ", index={}", i.attrs.tuple_index);
             }
             Opcode::Fusion => {
                 if let Some(k) = i.fusion_kind() {
@@ -54,7 +56,7 @@ impl Module {
                 }
             }
             Opcode::Compare => {
-                let _ = write!(s, ", direction={}", raw.comparison_direction);
+                let _ = write!(s, ", direction={}", i.attrs.comparison_direction);
             }
             _ => {}
         }
@@ -72,10 +74,10 @@ impl Module {
                 | Opcode::Sort
                 | Opcode::Iota
         );
-        if dims_attr && (!raw.dimensions.is_empty() || i.opcode() == Opcode::Broadcast) {
-            let _ = write!(s, ", dimensions={{{}}}", list(&raw.dimensions));
+        if dims_attr && (!i.dimensions().is_empty() || i.opcode() == Opcode::Broadcast) {
+            let _ = write!(s, ", dimensions={{{}}}", list(i.dimensions()));
         }
-        if !raw.slice_dimensions.is_empty() {
+        if let Some(raw) = raw.filter(|raw| !raw.slice_dimensions.is_empty()) {
             let parts: Vec<String> = raw
                 .slice_dimensions
                 .iter()
@@ -89,10 +91,10 @@ impl Module {
                 .collect();
             let _ = write!(s, ", slice={{{}}}", parts.join(", "));
         }
-        if !raw.dynamic_slice_sizes.is_empty() {
+        if let Some(raw) = raw.filter(|raw| !raw.dynamic_slice_sizes.is_empty()) {
             let _ = write!(s, ", dynamic_slice_sizes={{{}}}", list(&raw.dynamic_slice_sizes));
         }
-        if let Some(d) = &raw.dot_dimension_numbers {
+        if let Some(d) = i.dot_dimension_numbers() {
             if !d.lhs_batch_dimensions.is_empty() {
                 let _ = write!(s, ", lhs_batch_dims={{{}}}", list(&d.lhs_batch_dimensions));
             }
@@ -102,7 +104,7 @@ impl Module {
             }
             let _ = write!(s, ", rhs_contracting_dims={{{}}}", list(&d.rhs_contracting_dimensions));
         }
-        if let Some(w) = &raw.window
+        if let Some(w) = i.window()
             && !w.dimensions.is_empty()
         {
             let sizes: Vec<String> = w.dimensions.iter().map(|d| d.size.to_string()).collect();

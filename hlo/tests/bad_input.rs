@@ -163,3 +163,70 @@ fn random_bytes_never_panic() {
         let _ = (m.cost(i.id()), m.instruction_text(i.id()), i.shape().tpu_padded_bytes(), m.source(i.id()));
     }
 }
+
+/// `proto` encoded with the instruction named `target` given a `sharding` field (40) that does
+/// not decode: a key cut short.
+fn with_bad_sharding(proto: raw::HloProto, target: &str) -> Vec<u8> {
+    let module = proto.hlo_module.unwrap();
+    let computations = module
+        .computations
+        .iter()
+        .map(|c| {
+            let instructions = c
+                .instructions
+                .iter()
+                .map(|i| {
+                    let mut bytes = i.encode_to_vec();
+                    if i.name == target {
+                        bytes.extend([0xc2, 0x02, 0x01, 0xff]);
+                    }
+                    bytes.into()
+                })
+                .collect();
+            raw::HloComputationProtoEncoded {
+                name: c.name.clone(),
+                instructions,
+                id: c.id,
+                root_id: c.root_id,
+                is_fusion_computation: c.is_fusion_computation,
+                execution_thread: c.execution_thread.clone(),
+            }
+            .encode_to_vec()
+            .into()
+        })
+        .collect();
+    let encoded = raw::HloModuleProtoEncoded {
+        name: module.name,
+        entry_computation_name: module.entry_computation_name,
+        computations,
+        id: module.id,
+        entry_computation_id: module.entry_computation_id,
+        ..Default::default()
+    };
+    raw::HloProtoEncoded { hlo_module: Some(encoded), buffer_assignment: None }.encode_to_vec()
+}
+
+#[test]
+fn a_malformed_field_the_model_does_not_read_fails_only_where_it_is_read() {
+    let build = |op: &str| {
+        let mut b = HloBuilder::new("m");
+        let mut main = b.computation("main");
+        let x = main.param("x", 0, shape(PrimitiveType::F32, &[4]));
+        let y = main.op("y", op, shape(PrimitiveType::F32, &[4]), &[x]);
+        main.finish(y);
+        b.finish("main")
+    };
+    // On an elementwise op, the model builds; the whole proto, asked for, is the error.
+    let module = Module::decode(with_bad_sharding(build("negate"), "y").into()).expect("the model's fields decode");
+    let y = module.instruction_by_name("y").unwrap();
+    assert_eq!((y.opcode_name(), y.operands().len()), ("negate", 1));
+    let err = y.raw().unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Decode(_)), "{err}");
+    assert!(err.to_string().contains("instruction y"), "{err}");
+    assert!(module.instruction_by_name("x").unwrap().raw().is_ok());
+    assert!(module.source(y.id()).is_none());
+    assert!(module.instruction_text(y.id()).starts_with("ROOT y = f32[4]"));
+    // A collective's groups are read from the whole proto when the module is built.
+    let err = Module::decode(with_bad_sharding(build("all-reduce"), "y").into()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Decode(_)), "{err}");
+}

@@ -63,7 +63,7 @@ fn callback_instructions(host: &HostProfile) -> BTreeMap<(u64, String), Callback
         for instr in module.instructions() {
             let callback = match instr.opcode() {
                 Opcode::CustomCall => instr.custom_call_target().is_some_and(is_callback_target),
-                Opcode::Send | Opcode::Recv | Opcode::SendDone | Opcode::RecvDone => instr.raw().is_host_transfer,
+                Opcode::Send | Opcode::Recv | Opcode::SendDone | Opcode::RecvDone => instr.is_host_transfer(),
                 _ => false,
             };
             if callback {

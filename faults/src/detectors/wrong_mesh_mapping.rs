@@ -167,9 +167,16 @@ fn timed_name(module: &Module, id: InstrId) -> &str {
     }
 }
 
+/// A parameter's sharding; `None` when it has none, or when the part of its proto the model
+/// reads on demand does not decode (then no sharding tells).
+fn sharding(p: &xlens_hlo::Instruction) -> Option<&xlens_hlo::raw::OpSharding> {
+    p.raw().ok()?.sharding.as_deref()
+}
+
 /// The mesh as named axes, when some collective uses mesh-axes groups (field 93).
 fn named_mesh(module: &Module, collectives: &[&Collective]) -> Option<Vec<(String, i64)>> {
-    collectives.iter().find_map(|c| match &module.instruction(c.instruction).raw().replica_group_list {
+    // A collective's proto always decodes: the module's build read its groups from it.
+    collectives.iter().find_map(|c| match &module.instruction(c.instruction).raw().ok()?.replica_group_list {
         Some(ReplicaGroupList::MeshAxesReplicaGroupList(m)) => {
             m.mesh.as_ref().map(|mesh| mesh.axes.iter().map(|a| (a.name.clone(), a.size)).collect())
         }
@@ -269,8 +276,7 @@ impl InnerBlock {
             return None;
         }
         let params = module.entry_parameters();
-        let verdicts: Vec<Option<bool>> =
-            params.iter().map(|p| partitioned_along(p.raw().sharding.as_deref(), b)).collect();
+        let verdicts: Vec<Option<bool>> = params.iter().map(|p| partitioned_along(sharding(p), b)).collect();
         let split = verdicts.iter().filter(|v| **v == Some(true)).count();
         let replicated = verdicts.iter().filter(|v| **v == Some(false)).count();
         // The inner axis splits some input without communicating (independent work, not
@@ -305,14 +311,12 @@ fn collective_patterns(
 fn replicated_parameter(module: &Module, b: i64) -> Vec<Evidence> {
     let params = module.entry_parameters();
     let replicated_params: Vec<&&xlens_hlo::Instruction> =
-        params.iter().filter(|p| partitioned_along(p.raw().sharding.as_deref(), b) == Some(false)).collect();
-    let shown = replicated_params
-        .iter()
-        .find(|p| p.raw().sharding.as_ref().is_some_and(|s| s.r#type == 3))
-        .or(replicated_params.first());
+        params.iter().filter(|p| partitioned_along(sharding(p), b) == Some(false)).collect();
+    let shown =
+        replicated_params.iter().find(|p| sharding(p).is_some_and(|s| s.r#type == 3)).or(replicated_params.first());
     let mut evidence = Vec::new();
     if let Some(p) = shown {
-        if let Some(s) = p.raw().sharding.as_ref().filter(|s| s.r#type == 3) {
+        if let Some(s) = sharding(p).filter(|s| s.r#type == 3) {
             evidence.push(Evidence::note(format!(
                 "{} ({}) is tiled {:?} over the devices{}: every block of {b} holds the same tile",
                 p.name(),

@@ -1,0 +1,602 @@
+//! The fast path of the instruction decode: the fields the model keeps, read straight from an
+//! `HloInstructionProto`'s bytes.
+//!
+//! prost's decode of the whole message allocates a dozen strings and vectors per instruction
+//! (the metadata's source file, scheduling name, ...), most of which nothing reads; a module has
+//! thousands of instructions and a small profile spends most of its scan here. This reader walks
+//! the message once and keeps only [`Attrs`], the shape and the id lists. It is exact where it
+//! answers: a field read here reads as prost would read it (last value wins for a scalar or a
+//! string, a repeated field appends, a message field merges). On anything it does not expect (a
+//! wire type that does not match the field, a group, an over-long varint, bad UTF-8) it answers
+//! `None`, and the caller decodes the message with prost instead, which either succeeds or
+//! reports the error it always did. The full message is then decoded again only when a caller
+//! asks for it ([`crate::Instruction::raw`]).
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::module::Attrs;
+use crate::opcode::{FusionKind, Opcode};
+use crate::raw;
+
+/// The instruction fields read as numbers.
+mod field {
+    pub(super) const NAME: u64 = 1;
+    pub(super) const OPCODE: u64 = 2;
+    pub(super) const SHAPE: u64 = 3;
+    pub(super) const METADATA: u64 = 7;
+    pub(super) const PARAMETER_NUMBER: u64 = 9;
+    pub(super) const FUSION_KIND: u64 = 11;
+    pub(super) const TUPLE_INDEX: u64 = 13;
+    pub(super) const DIMENSIONS: u64 = 14;
+    pub(super) const WINDOW: u64 = 15;
+    pub(super) const CONVOLUTION_DIMENSION_NUMBERS: u64 = 16;
+    pub(super) const CHANNEL_ID: u64 = 26;
+    pub(super) const CUSTOM_CALL_TARGET: u64 = 28;
+    pub(super) const DOT_DIMENSION_NUMBERS: u64 = 30;
+    pub(super) const FFT_LENGTH: u64 = 32;
+    pub(super) const ID: u64 = 35;
+    pub(super) const OPERAND_IDS: u64 = 36;
+    pub(super) const CONTROL_PREDECESSOR_IDS: u64 = 37;
+    pub(super) const CALLED_COMPUTATION_IDS: u64 = 38;
+    pub(super) const BACKEND_CONFIG: u64 = 43;
+    pub(super) const IS_HOST_TRANSFER: u64 = 47;
+    pub(super) const FEATURE_GROUP_COUNT: u64 = 50;
+    pub(super) const BATCH_GROUP_COUNT: u64 = 58;
+    pub(super) const COMPARISON_DIRECTION: u64 = 63;
+    /// `OpMetadata` fields.
+    pub(super) const OP_TYPE: u64 = 1;
+    pub(super) const OP_NAME: u64 = 2;
+    pub(super) const STACK_FRAME_ID: u64 = 15;
+}
+
+const VARINT: u64 = 0;
+const FIXED64: u64 = 1;
+const LEN: u64 = 2;
+const FIXED32: u64 = 5;
+
+/// The ids an instruction names, resolved to the arena's ids once every instruction is in.
+#[derive(Debug, Default)]
+pub(crate) struct Links {
+    pub(crate) operand_ids: Ids,
+    pub(crate) control_predecessor_ids: Ids,
+    pub(crate) called_computation_ids: Ids,
+}
+
+/// A repeated int64 field: where it lies packed in the instruction's bytes when it came as one
+/// packed run (what XLA writes, read again when resolved, so nothing is allocated), else its
+/// values.
+#[derive(Debug, Clone)]
+pub(crate) enum Ids {
+    Packed(std::ops::Range<usize>),
+    Values(Vec<i64>),
+}
+
+impl Default for Ids {
+    fn default() -> Self {
+        Ids::Packed(0..0)
+    }
+}
+
+impl Ids {
+    /// The values, reading a packed run from `encoded` (the bytes it was found in, whose
+    /// varints were checked then).
+    pub(crate) fn values<'a>(&'a self, encoded: &'a [u8]) -> impl Iterator<Item = i64> + 'a {
+        let (packed, values) = match self {
+            Ids::Packed(range) => (Some(Reader::new(&encoded[range.clone()])), &[][..]),
+            Ids::Values(v) => (None, v.as_slice()),
+        };
+        let packed = packed.into_iter().flat_map(|mut r| std::iter::from_fn(move || r.varint().map(|v| v as i64)));
+        packed.chain(values.iter().copied())
+    }
+
+    /// How many values [`Ids::values`] yields.
+    pub(crate) fn len(&self, encoded: &[u8]) -> usize {
+        match self {
+            Ids::Packed(range) => encoded[range.clone()].iter().filter(|&&b| b < 0x80).count(),
+            Ids::Values(v) => v.len(),
+        }
+    }
+
+    /// Adds one occurrence of the field.
+    fn read(&mut self, r: &mut Reader<'_>, wire: u64) -> Option<()> {
+        if wire == LEN && matches!(self, Ids::Packed(range) if range.start == range.end) {
+            let range = r.len_delimited()?;
+            let mut packed = Reader::new(&r.buf[range.clone()]);
+            while !packed.done() {
+                packed.varint()?;
+            }
+            *self = Ids::Packed(range);
+            return Some(());
+        }
+        let mut values = match std::mem::take(self) {
+            Ids::Packed(range) => Reader::new(&r.buf[range]).packed_values()?,
+            Ids::Values(v) => v,
+        };
+        let read = r.repeated_int64(wire, &mut values);
+        *self = Ids::Values(values);
+        read
+    }
+}
+
+/// What the fast path read of one instruction.
+#[derive(Debug)]
+pub(crate) struct Fields {
+    pub(crate) attrs: Attrs,
+    pub(crate) opcode: Opcode,
+    pub(crate) fusion_kind: Option<FusionKind>,
+    pub(crate) shape: Option<raw::ShapeProto>,
+    pub(crate) links: Links,
+}
+
+/// A cursor over one message's bytes.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn done(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    /// A varint of at most ten bytes whose value fits 64 bits (prost's rule).
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for i in 0..10 {
+            let byte = *self.buf.get(self.pos)?;
+            self.pos += 1;
+            if i == 9 && byte > 1 {
+                return None;
+            }
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    /// A field key as (field number, wire type); `None` for what prost rejects (field 0, a
+    /// field number over 32 bits) and for groups, which this reader does not skip.
+    fn key(&mut self) -> Option<(u64, u64)> {
+        let key = self.varint()?;
+        let (number, wire) = (key >> 3, key & 7);
+        (number != 0 && number <= u64::from(u32::MAX >> 3) && matches!(wire, VARINT | FIXED64 | LEN | FIXED32))
+            .then_some((number, wire))
+    }
+
+    /// A length-delimited payload, as its range in the buffer.
+    fn len_delimited(&mut self) -> Option<std::ops::Range<usize>> {
+        let len = usize::try_from(self.varint()?).ok()?;
+        let start = self.pos;
+        let end = start.checked_add(len).filter(|&end| end <= self.buf.len())?;
+        self.pos = end;
+        Some(start..end)
+    }
+
+    fn skip(&mut self, wire: u64) -> Option<()> {
+        match wire {
+            VARINT => self.varint().map(drop),
+            LEN => self.len_delimited().map(drop),
+            FIXED64 | FIXED32 => {
+                let width = if wire == FIXED64 { 8 } else { 4 };
+                self.pos = self.pos.checked_add(width).filter(|&end| end <= self.buf.len())?;
+                Some(())
+            }
+            _ => None,
+        }
+    }
+
+    fn int64(&mut self, wire: u64) -> Option<i64> {
+        (wire == VARINT).then(|| self.varint()).flatten().map(|v| v as i64)
+    }
+
+    fn string(&mut self, wire: u64) -> Option<&'a str> {
+        if wire != LEN {
+            return None;
+        }
+        let range = self.len_delimited()?;
+        std::str::from_utf8(&self.buf[range]).ok()
+    }
+
+    fn message(&mut self, wire: u64) -> Option<&'a [u8]> {
+        if wire != LEN {
+            return None;
+        }
+        let range = self.len_delimited()?;
+        Some(&self.buf[range])
+    }
+
+    /// A repeated int64, packed or not, appended to `out`.
+    fn repeated_int64(&mut self, wire: u64, out: &mut Vec<i64>) -> Option<()> {
+        match wire {
+            VARINT => out.push(self.varint()? as i64),
+            LEN => {
+                let range = self.len_delimited()?;
+                let mut packed = Reader::new(&self.buf[range]);
+                if out.is_empty() {
+                    *out = packed.packed_values()?;
+                } else {
+                    out.extend(packed.packed_values()?);
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// The rest of the buffer as packed varints, allocated once: a varint's last byte is the one
+    /// byte of it below 0x80.
+    fn packed_values(&mut self) -> Option<Vec<i64>> {
+        let rest = &self.buf[self.pos..];
+        let mut out = Vec::with_capacity(rest.iter().filter(|&&b| b < 0x80).count());
+        while !self.done() {
+            out.push(self.varint()? as i64);
+        }
+        Some(out)
+    }
+}
+
+/// A sub-message merged into `slot` as prost merges a repeated occurrence of a message field.
+fn merge_message<M: Message + Default>(slot: &mut Option<M>, bytes: &[u8]) -> Option<()> {
+    slot.get_or_insert_with(M::default).merge(bytes).ok()
+}
+
+/// [`merge_message`] for a field the instruction keeps boxed.
+fn merge_boxed<M: Message + Default>(slot: &mut Option<Box<M>>, bytes: &[u8]) -> Option<()> {
+    slot.get_or_insert_with(Box::default).merge(bytes).ok()
+}
+
+/// The metadata's op type, op name and stack frame, merged into `attrs`.
+fn metadata(bytes: &[u8], attrs: &mut Attrs) -> Option<()> {
+    let mut r = Reader::new(bytes);
+    while !r.done() {
+        let (number, wire) = r.key()?;
+        match number {
+            field::OP_TYPE => attrs.op_type = r.string(wire)?.into(),
+            field::OP_NAME => attrs.op_name = r.string(wire)?.into(),
+            field::STACK_FRAME_ID => attrs.stack_frame_id = r.int64(wire)? as i32,
+            // The source file and line, ...: read by whoever asks for the whole proto.
+            _ => r.skip(wire)?,
+        }
+    }
+    Some(())
+}
+
+/// The fields the model keeps of one encoded `HloInstructionProto`; `None` when the bytes hold
+/// anything this reader leaves to prost.
+pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
+    let mut out = Fields {
+        attrs: Attrs::default(),
+        opcode: Opcode::Other,
+        fusion_kind: None,
+        shape: None,
+        links: Links::default(),
+    };
+    let (mut opcode, mut fusion_kind) = ("", "");
+    let mut r = Reader::new(encoded);
+    while !r.done() {
+        let (number, wire) = r.key()?;
+        let a = &mut out.attrs;
+        match number {
+            field::NAME => a.name = r.string(wire)?.into(),
+            field::OPCODE => opcode = r.string(wire)?,
+            field::SHAPE => merge_message(&mut out.shape, r.message(wire)?)?,
+            field::METADATA => metadata(r.message(wire)?, a)?,
+            field::PARAMETER_NUMBER => a.parameter_number = r.int64(wire)?,
+            field::FUSION_KIND => fusion_kind = r.string(wire)?,
+            field::TUPLE_INDEX => a.tuple_index = r.int64(wire)?,
+            field::DIMENSIONS => r.repeated_int64(wire, &mut a.dimensions)?,
+            field::WINDOW => merge_boxed(&mut a.window, r.message(wire)?)?,
+            field::CONVOLUTION_DIMENSION_NUMBERS => {
+                merge_boxed(&mut a.convolution_dimension_numbers, r.message(wire)?)?
+            }
+            field::CHANNEL_ID => a.channel_id = r.int64(wire)?,
+            field::CUSTOM_CALL_TARGET => a.custom_call_target = r.string(wire)?.into(),
+            field::DOT_DIMENSION_NUMBERS => merge_boxed(&mut a.dot_dimension_numbers, r.message(wire)?)?,
+            field::FFT_LENGTH => r.repeated_int64(wire, &mut a.fft_length)?,
+            field::ID => a.unique_id = r.int64(wire)?,
+            field::OPERAND_IDS => out.links.operand_ids.read(&mut r, wire)?,
+            field::CONTROL_PREDECESSOR_IDS => out.links.control_predecessor_ids.read(&mut r, wire)?,
+            field::CALLED_COMPUTATION_IDS => out.links.called_computation_ids.read(&mut r, wire)?,
+            field::BACKEND_CONFIG => {
+                if wire != LEN {
+                    return None;
+                }
+                let range = r.len_delimited()?;
+                a.backend_config = encoded.slice(range);
+            }
+            field::IS_HOST_TRANSFER => a.is_host_transfer = r.int64(wire)? != 0,
+            field::FEATURE_GROUP_COUNT => a.feature_group_count = r.int64(wire)?,
+            field::BATCH_GROUP_COUNT => a.batch_group_count = r.int64(wire)?,
+            field::COMPARISON_DIRECTION => a.comparison_direction = r.string(wire)?.into(),
+            _ => r.skip(wire)?,
+        }
+    }
+    (out.opcode, out.fusion_kind) = opcode_and_kind(opcode, fusion_kind, &mut out.attrs);
+    Some(out)
+}
+
+/// The opcode and a fusion's kind from their spellings; an unknown opcode's spelling is kept.
+pub(crate) fn opcode_and_kind(opcode: &str, fusion_kind: &str, attrs: &mut Attrs) -> (Opcode, Option<FusionKind>) {
+    let code = Opcode::from_name(opcode);
+    if code == Opcode::Other {
+        attrs.unknown_opcode = opcode.into();
+    }
+    (code, if code == Opcode::Fusion { FusionKind::from_name(fusion_kind) } else { None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What [`instruction`] keeps, read from a prost-decoded proto instead.
+    fn from_prost(p: raw::HloInstructionProto) -> Fields {
+        let metadata = p.metadata.unwrap_or_default();
+        let mut fields = Fields {
+            attrs: Attrs {
+                unique_id: p.id,
+                name: p.name.into(),
+                op_name: metadata.op_name.into(),
+                op_type: metadata.op_type.into(),
+                stack_frame_id: metadata.stack_frame_id,
+                is_host_transfer: p.is_host_transfer,
+                parameter_number: p.parameter_number,
+                tuple_index: p.tuple_index,
+                channel_id: p.channel_id,
+                feature_group_count: p.feature_group_count,
+                batch_group_count: p.batch_group_count,
+                dimensions: p.dimensions,
+                fft_length: p.fft_length,
+                custom_call_target: p.custom_call_target.into(),
+                comparison_direction: p.comparison_direction.into(),
+                backend_config: p.backend_config,
+                window: p.window,
+                convolution_dimension_numbers: p.convolution_dimension_numbers,
+                dot_dimension_numbers: p.dot_dimension_numbers,
+                ..Default::default()
+            },
+            opcode: Opcode::Other,
+            fusion_kind: None,
+            shape: p.shape.map(|s| *s),
+            links: Links {
+                operand_ids: Ids::Values(p.operand_ids),
+                control_predecessor_ids: Ids::Values(p.control_predecessor_ids),
+                called_computation_ids: Ids::Values(p.called_computation_ids),
+            },
+        };
+        (fields.opcode, fields.fusion_kind) = opcode_and_kind(&p.opcode, &p.fusion_kind, &mut fields.attrs);
+        fields
+    }
+
+    fn encode_varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    /// One field of an instruction, written by hand: any number (known or not), any wire type
+    /// (matching or not), and payloads that are sometimes valid messages, sometimes not.
+    fn arb_field() -> impl Strategy<Value = Vec<u8>> {
+        let known = prop::sample::select(vec![
+            1u64, 2, 3, 7, 9, 11, 13, 14, 15, 16, 26, 28, 30, 32, 35, 36, 37, 38, 43, 47, 50, 58, 63,
+        ]);
+        let number = prop_oneof![4 => known, 1 => 1u64..100];
+        let payload = prop_oneof![
+            // Valid sub-messages and strings.
+            prop::collection::vec(any::<u8>().prop_map(|b| b & 0x7f), 0..12),
+            Just(raw::ShapeProto { element_type: 11, dimensions: vec![8, 128], ..Default::default() }.encode_to_vec()),
+            Just(
+                raw::OpMetadata {
+                    op_name: "jit(f)/dot".into(),
+                    stack_frame_id: 3,
+                    source_file: "a.py".into(),
+                    ..Default::default()
+                }
+                .encode_to_vec()
+            ),
+            Just(
+                raw::DotDimensionNumbers { lhs_contracting_dimensions: vec![1], ..Default::default() }.encode_to_vec()
+            ),
+            // Anything, UTF-8 or not.
+            prop::collection::vec(any::<u8>(), 0..12),
+        ];
+        let wire = prop::sample::select(vec![VARINT, FIXED64, LEN, FIXED32, 3, 4]);
+        (number, prop::bool::weighted(0.9), wire, any::<u64>(), payload).prop_map(
+            |(number, right, wire, value, payload)| {
+                // Mostly the wire type the field is declared with, so that whole messages decode.
+                let wire = if right { right_wire(number).unwrap_or(wire) } else { wire };
+                let mut out = Vec::new();
+                encode_varint(number << 3 | wire, &mut out);
+                match wire {
+                    VARINT => encode_varint(value, &mut out),
+                    FIXED64 => out.extend_from_slice(&value.to_le_bytes()),
+                    FIXED32 => out.extend_from_slice(&value.to_le_bytes()[..4]),
+                    LEN => {
+                        encode_varint(payload.len() as u64, &mut out);
+                        out.extend_from_slice(&payload);
+                    }
+                    _ => {}
+                }
+                out
+            },
+        )
+    }
+
+    /// The wire type prost expects for a known instruction field (a repeated int64 also takes
+    /// `LEN`, packed).
+    fn right_wire(number: u64) -> Option<u64> {
+        match number {
+            1 | 2 | 3 | 7 | 11 | 14 | 15 | 16 | 28 | 30 | 32 | 36 | 37 | 38 | 43 | 63 => Some(LEN),
+            9 | 13 | 26 | 35 | 47 | 50 | 58 => Some(VARINT),
+            _ => None,
+        }
+    }
+
+    /// The same fields, the id lists compared by value (`a` read from `encoded`).
+    fn same(a: &Fields, encoded: &[u8], b: &Fields) -> bool {
+        let ids = |f: &Fields, bytes: &[u8]| -> [Vec<i64>; 3] {
+            let l = &f.links;
+            [&l.operand_ids, &l.control_predecessor_ids, &l.called_computation_ids].map(|i| i.values(bytes).collect())
+        };
+        let text = |f: &Fields| format!("{:?} {:?} {:?} {:?}", f.attrs, f.opcode, f.fusion_kind, f.shape);
+        text(a) == text(b) && ids(a, encoded) == ids(b, &[])
+    }
+
+    proptest! {
+        /// Where the fast path answers on a message prost decodes, it reads what prost reads.
+        /// (Where prost fails on a field the fast path skips, the fast path still answers: the
+        /// error is met by whoever asks for the whole proto.)
+        #[test]
+        fn fast_path_reads_what_prost_reads(fields in prop::collection::vec(arb_field(), 0..12), cut in any::<prop::sample::Index>()) {
+            let mut bytes: Vec<u8> = fields.concat();
+            // Sometimes a message cut short.
+            if cut.index(4) == 0 && !bytes.is_empty() {
+                bytes.truncate(cut.index(bytes.len()));
+            }
+            let bytes = Bytes::from(bytes);
+            let fast = instruction(&bytes);
+            if let (Ok(p), Some(fast)) = (raw::HloInstructionProto::decode(bytes.clone()), fast) {
+                prop_assert!(same(&fast, &bytes, &from_prost(p)), "{fast:?}");
+            }
+        }
+    }
+
+    /// A well-formed instruction with any of the fields the fast path reads set (and some it
+    /// skips: source file, slices, sharding, replica groups).
+    fn arb_instruction() -> impl Strategy<Value = raw::HloInstructionProto> {
+        let text = "[a-z_.()/]{0,12}";
+        let ids = prop::collection::vec(-3i64..1_000_000, 0..4);
+        (
+            (text, prop::sample::select(vec!["fusion", "dot", "custom-call", "compare", "frobnicate", ""]), text, text),
+            (any::<i32>(), text, any::<i64>(), any::<i64>(), any::<i64>(), any::<bool>()),
+            (ids.clone(), ids.clone(), ids.clone(), ids.clone(), ids),
+            (prop::option::of(prop::collection::vec(0i64..64, 0..4)), any::<bool>(), text, text),
+        )
+            .prop_map(
+                |(
+                    (name, opcode, op_name, kind),
+                    (frame, file, id, channel, number, host),
+                    lists,
+                    (shape, rare, target, direction),
+                )| {
+                    let (operands, control, called, dims, fft) = lists;
+                    raw::HloInstructionProto {
+                        name,
+                        opcode: opcode.into(),
+                        shape: shape.map(|d| {
+                            Box::new(raw::ShapeProto { element_type: 11, dimensions: d, ..Default::default() })
+                        }),
+                        metadata: Some(raw::OpMetadata {
+                            op_name,
+                            op_type: kind.clone(),
+                            source_file: file,
+                            stack_frame_id: frame,
+                            ..Default::default()
+                        }),
+                        fusion_kind: kind,
+                        id,
+                        channel_id: channel,
+                        parameter_number: number,
+                        tuple_index: number / 3,
+                        feature_group_count: number / 5,
+                        batch_group_count: number / 7,
+                        is_host_transfer: host,
+                        operand_ids: operands,
+                        control_predecessor_ids: control,
+                        called_computation_ids: called,
+                        dimensions: dims,
+                        fft_length: fft,
+                        custom_call_target: target,
+                        comparison_direction: direction,
+                        backend_config: Bytes::from(if rare { b"{}".to_vec() } else { Vec::new() }),
+                        dot_dimension_numbers: rare.then(|| {
+                            Box::new(raw::DotDimensionNumbers {
+                                lhs_contracting_dimensions: vec![1],
+                                ..Default::default()
+                            })
+                        }),
+                        window: rare.then(|| {
+                            Box::new(raw::Window {
+                                dimensions: vec![raw::WindowDimension { size: 3, ..Default::default() }],
+                            })
+                        }),
+                        convolution_dimension_numbers: rare.then(|| {
+                            Box::new(raw::ConvolutionDimensionNumbers {
+                                input_batch_dimension: 1,
+                                ..Default::default()
+                            })
+                        }),
+                        slice_dimensions: if rare {
+                            vec![raw::hlo_instruction_proto::SliceDimensions { start: 0, limit: 4, stride: 1 }]
+                        } else {
+                            Vec::new()
+                        },
+                        replica_groups: if rare {
+                            vec![raw::ReplicaGroup { replica_ids: vec![0, 1] }]
+                        } else {
+                            Vec::new()
+                        },
+                        ..Default::default()
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// Well-formed instructions, one or two of them concatenated (which protobuf reads as one
+        /// message, the second's scalars winning, lists appended, messages merged): the fast path
+        /// answers, and reads what prost reads.
+        #[test]
+        fn fast_path_reads_well_formed_instructions(a in arb_instruction(), b in prop::option::of(arb_instruction())) {
+            let mut bytes = a.encode_to_vec();
+            if let Some(b) = b {
+                bytes.extend(b.encode_to_vec());
+            }
+            let bytes = Bytes::from(bytes);
+            let fast = instruction(&bytes);
+            prop_assert!(fast.is_some());
+            let p = raw::HloInstructionProto::decode(bytes.clone()).expect("a well-formed instruction decodes");
+            prop_assert!(same(&fast.unwrap(), &bytes, &from_prost(p)));
+        }
+    }
+
+    #[test]
+    fn a_real_instruction_reads_alike() {
+        let p = raw::HloInstructionProto {
+            name: "fusion.3".into(),
+            opcode: "fusion".into(),
+            shape: Some(Box::new(raw::ShapeProto { element_type: 11, dimensions: vec![4, 8], ..Default::default() })),
+            metadata: Some(raw::OpMetadata {
+                op_type: "dot_general".into(),
+                op_name: "jit(train)/dot".into(),
+                source_file: "/home/me/train.py".into(),
+                source_line: 12,
+                stack_frame_id: 7,
+                ..Default::default()
+            }),
+            fusion_kind: "kOutput".into(),
+            dimensions: vec![1, 0],
+            id: 42,
+            operand_ids: vec![40, 41],
+            called_computation_ids: vec![5],
+            backend_config: Bytes::from_static(b"{\"x\":1}"),
+            channel_id: 3,
+            ..Default::default()
+        };
+        let bytes = Bytes::from(p.encode_to_vec());
+        let fast = instruction(&bytes).expect("the fast path reads a well-formed instruction");
+        assert!(same(&fast, &bytes, &from_prost(p)));
+        assert_eq!(&*fast.attrs.op_name, "jit(train)/dot");
+        assert!(matches!(fast.links.operand_ids, Ids::Packed(_)), "read in place");
+        assert_eq!(fast.links.operand_ids.values(&bytes).collect::<Vec<_>>(), [40, 41]);
+    }
+}
