@@ -522,6 +522,7 @@ fn build<I: InstructionSource>(
         post_order,
         costs: Vec::new(),
         gpu_costs: std::sync::OnceLock::new(),
+        hbm_stats: std::sync::OnceLock::new(),
         elementwise: Vec::new(),
         collectives: Vec::new(),
         aliases,

@@ -105,8 +105,15 @@ struct Buffer {
 impl Module {
     /// Static memory of device memory (color 0); `Ok(None)` when the proto has no buffer
     /// assignment.
+    ///
+    /// Several detectors and the report ask for it: the first answer is kept (a failed replay
+    /// is replayed again, and fails again, on each call).
     pub fn hbm_memory_stats(&self) -> Result<Option<MemoryStats>> {
-        self.memory_stats(0)
+        if let Some(stats) = self.hbm_stats.get() {
+            return Ok(stats.clone());
+        }
+        let stats = self.memory_stats(0)?;
+        Ok(self.hbm_stats.get_or_init(|| stats).clone())
     }
 
     /// Static memory of one color of the buffer assignment; `Ok(None)` when the proto has none.
@@ -118,8 +125,11 @@ impl Module {
         let unique: HashMap<i64, InstrId> = self.instructions().iter().map(|i| (i.unique_id().0, i.id())).collect();
         let logical: HashMap<i64, &raw::LogicalBufferProto> = ba.logical_buffers.iter().map(|b| (b.id, b)).collect();
 
-        // Logical buffers that are assigned to an allocation, as the memory viewer keys them.
-        let mut buffers: HashMap<i64, Buffer> = HashMap::new();
+        // Logical buffers that are assigned to an allocation, as the memory viewer keys them. The
+        // table is sized once: grown by doubling, its discarded tables would touch fresh pages
+        // several times its size.
+        let assigned = ba.buffer_allocations.iter().map(|a| a.assigned.len()).sum::<usize>();
+        let mut buffers: HashMap<i64, Buffer> = HashMap::with_capacity(assigned.min(ba.logical_buffers.len()));
         for (ai, a) in ba.buffer_allocations.iter().enumerate() {
             for assigned in &a.assigned {
                 let Some(lb) = logical.get(&assigned.logical_buffer_id) else { continue };
@@ -269,7 +279,7 @@ fn replay(
     buffers: &mut HashMap<i64, Buffer>,
     stop: Option<usize>,
 ) -> std::result::Result<Replay, String> {
-    let mut heap = Heap { bytes: 0, unpadded: 0, seq: 0, seq_of: HashMap::new() };
+    let mut heap = Heap { bytes: 0, unpadded: 0, seq: 0, seq_of: HashMap::with_capacity(buffers.len()) };
     let mut out = Replay { peak: 0, peak_unpadded: 0, position: 0, live: BTreeMap::new() };
     for (position, event) in trace.events.iter().enumerate() {
         if stop.is_some_and(|s| position > s) {

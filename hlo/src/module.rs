@@ -460,6 +460,8 @@ pub struct Module {
     /// Costs under XLA's GPU cost analysis and their HBM bytes, computed on first use (GPU
     /// profiles only).
     pub(crate) gpu_costs: std::sync::OnceLock<(Vec<Cost>, Vec<u64>)>,
+    /// [`Module::hbm_memory_stats`], once replayed.
+    pub(crate) hbm_stats: OnceLock<Option<crate::memory::MemoryStats>>,
     pub(crate) elementwise: Vec<bool>,
     pub(crate) collectives: Vec<Collective>,
     pub(crate) aliases: Vec<IoAlias>,
