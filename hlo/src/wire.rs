@@ -230,6 +230,23 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
+    /// A repeated bool, packed or not, appended to `out` (a varint each, true when not zero).
+    fn repeated_bool(&mut self, wire: u64, out: &mut Vec<bool>) -> Option<()> {
+        match wire {
+            VARINT => out.push(self.varint()? != 0),
+            LEN => {
+                let range = self.len_delimited()?;
+                let mut packed = Reader::new(&self.buf[range]);
+                out.reserve_exact(packed.buf.iter().filter(|&&b| b < 0x80).count());
+                while !packed.done() {
+                    out.push(packed.varint()? != 0);
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
     /// The rest of the buffer as packed varints, allocated once: a varint's last byte is the one
     /// byte of it below 0x80.
     fn packed_values(&mut self) -> Option<Vec<i64>> {
@@ -250,6 +267,62 @@ fn merge_message<M: Message + Default>(slot: &mut Option<M>, bytes: &[u8]) -> Op
 /// [`merge_message`] for a field the instruction keeps boxed.
 fn merge_boxed<M: Message + Default>(slot: &mut Option<Box<M>>, bytes: &[u8]) -> Option<()> {
     slot.get_or_insert_with(Box::default).merge(bytes).ok()
+}
+
+/// How deep [`shape`] follows tuples before it leaves a shape to prost (whose own limit, 100
+/// nested messages, then answers).
+const MAX_SHAPE_DEPTH: usize = 16;
+
+/// An encoded `ShapeProto`, read with every list allocated once at its size (prost grows them
+/// one element at a time); `None` for anything left to prost.
+fn shape(bytes: &[u8], depth: usize) -> Option<raw::ShapeProto> {
+    if depth > MAX_SHAPE_DEPTH {
+        return None;
+    }
+    let mut out = raw::ShapeProto::default();
+    let mut r = Reader::new(bytes);
+    while !r.done() {
+        let (number, wire) = r.key()?;
+        match number {
+            2 => out.element_type = r.int64(wire)? as i32,
+            3 => r.repeated_int64(wire, &mut out.dimensions)?,
+            4 => out.tuple_shapes.push(shape(r.message(wire)?, depth + 1)?),
+            // A repeated layout would merge: left to prost.
+            5 if out.layout.is_none() => out.layout = Some(layout(r.message(wire)?)?),
+            5 => return None,
+            6 => r.repeated_bool(wire, &mut out.is_dynamic_dimension)?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Some(out)
+}
+
+/// An encoded `LayoutProto` (see [`shape`]).
+fn layout(bytes: &[u8]) -> Option<raw::LayoutProto> {
+    let mut out = raw::LayoutProto::default();
+    let mut r = Reader::new(bytes);
+    while !r.done() {
+        let (number, wire) = r.key()?;
+        match number {
+            1 => r.repeated_int64(wire, &mut out.minor_to_major)?,
+            6 => {
+                let mut tile = raw::TileProto::default();
+                let mut t = Reader::new(r.message(wire)?);
+                while !t.done() {
+                    match t.key()? {
+                        (1, wire) => t.repeated_int64(wire, &mut tile.dimensions)?,
+                        (_, wire) => t.skip(wire)?,
+                    }
+                }
+                out.tiles.push(tile);
+            }
+            7 => out.element_size_in_bits = r.int64(wire)?,
+            8 => out.memory_space = r.int64(wire)?,
+            16 => out.tail_padding_alignment_in_elements = r.int64(wire)?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Some(out)
 }
 
 /// The metadata's op type, op name and stack frame, merged into `attrs`.
@@ -286,7 +359,16 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
         match number {
             field::NAME => a.name = r.string(wire)?.into(),
             field::OPCODE => opcode = r.string(wire)?,
-            field::SHAPE => merge_message(&mut out.shape, r.message(wire)?)?,
+            field::SHAPE => {
+                let bytes = r.message(wire)?;
+                match &out.shape {
+                    None => {
+                        out.shape = Some(shape(bytes, 0).map_or_else(|| raw::ShapeProto::decode(bytes).ok(), Some)?)
+                    }
+                    // A second occurrence merges into the first, as prost does.
+                    Some(_) => merge_message(&mut out.shape, bytes)?,
+                }
+            }
             field::METADATA => metadata(r.message(wire)?, a)?,
             field::PARAMETER_NUMBER => a.parameter_number = r.int64(wire)?,
             field::FUSION_KIND => fusion_kind = r.string(wire)?,
@@ -394,6 +476,7 @@ mod tests {
             // Valid sub-messages and strings.
             prop::collection::vec(any::<u8>().prop_map(|b| b & 0x7f), 0..12),
             Just(raw::ShapeProto { element_type: 11, dimensions: vec![8, 128], ..Default::default() }.encode_to_vec()),
+            Just(arb_shape_of(vec![8, 128, 3], true).encode_to_vec()),
             Just(
                 raw::OpMetadata {
                     op_name: "jit(f)/dot".into(),
@@ -492,9 +575,7 @@ mod tests {
                     raw::HloInstructionProto {
                         name,
                         opcode: opcode.into(),
-                        shape: shape.map(|d| {
-                            Box::new(raw::ShapeProto { element_type: 11, dimensions: d, ..Default::default() })
-                        }),
+                        shape: shape.map(|d| Box::new(arb_shape_of(d, rare))),
                         metadata: Some(raw::OpMetadata {
                             op_name,
                             op_type: kind.clone(),
@@ -549,6 +630,33 @@ mod tests {
                     }
                 },
             )
+    }
+
+    /// A shape of these dimensions: with a layout, dynamic flags and a tiled tuple element when
+    /// `rich`.
+    fn arb_shape_of(dims: Vec<i64>, rich: bool) -> raw::ShapeProto {
+        let array = raw::ShapeProto {
+            element_type: 11,
+            is_dynamic_dimension: dims.iter().map(|&d| rich && d % 2 == 1).collect(),
+            layout: Some(raw::LayoutProto {
+                minor_to_major: (0..dims.len() as i64).rev().collect(),
+                tiles: if rich { vec![raw::TileProto { dimensions: vec![8, 128] }] } else { Vec::new() },
+                element_size_in_bits: if rich { 4 } else { 0 },
+                memory_space: i64::from(rich),
+                tail_padding_alignment_in_elements: 0,
+            }),
+            dimensions: dims,
+            ..Default::default()
+        };
+        if rich {
+            raw::ShapeProto {
+                element_type: 13,
+                tuple_shapes: vec![array.clone(), raw::ShapeProto { element_type: 1, ..Default::default() }],
+                ..Default::default()
+            }
+        } else {
+            array
+        }
     }
 
     proptest! {
