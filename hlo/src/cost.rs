@@ -248,7 +248,8 @@ impl<'m> Ctx<'m> {
             }
             Opcode::Fft => {
                 let real = self.operand_shape(instr, 0).map(first_array).map_or(0, Shape::element_count);
-                let log_factors = instr.attrs.fft_length.iter().fold(1u64, |a, &d| sat(a, log2_floor(d.max(0) as u64)));
+                let log_factors =
+                    instr.attrs.fft_length().iter().fold(1u64, |a, &d| sat(a, log2_floor(d.max(0) as u64)));
                 cost.flops = sat(sat(2 * 4, log_factors), real);
             }
             Opcode::TriangularSolve => {
@@ -562,9 +563,9 @@ pub(crate) fn is_dnn_convolution(target: &str) -> bool {
 /// writing its result (the first output: not the workspace); anything else costs nothing.
 fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
     let operands = (0..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(ctx.operand_bytes(instr, i)));
-    if is_cublas_gemm(&instr.attrs.custom_call_target) {
+    if is_cublas_gemm(instr.attrs.custom_call_target()) {
         let (Some(contracting), Some(lhs)) =
-            (gemm_lhs_contracting(&instr.attrs.backend_config), ctx.operand_shape(instr, 0))
+            (gemm_lhs_contracting(instr.attrs.backend_config()), ctx.operand_shape(instr, 0))
         else {
             return Cost::default();
         };
@@ -575,7 +576,7 @@ fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
             bytes_accessed: operands.saturating_add(first_array(&instr.shape).byte_size()),
         };
     }
-    if !is_dnn_convolution(&instr.attrs.custom_call_target) {
+    if !is_dnn_convolution(instr.attrs.custom_call_target()) {
         return Cost::default();
     }
     let result = first_array(&instr.shape);
@@ -631,7 +632,7 @@ fn gpu_hbm_bytes(module: &Module, id: InstrId, cost: &Cost) -> u64 {
             instr.operands.iter().fold(0u64, |a, &o| a.saturating_add(module.instruction(o).shape.byte_size()));
         return cost.bytes_accessed.saturating_add(operands);
     }
-    let target = &instr.attrs.custom_call_target;
+    let target = instr.attrs.custom_call_target();
     if instr.opcode == Opcode::CustomCall
         && (is_dnn_convolution(target) || (is_cublas_gemm(target) && cost.flops > 0 && instr.shape.is_tuple()))
     {
@@ -664,14 +665,13 @@ fn dot_flops(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
     let Some(lhs) = ctx.operand_shape(instr, 0) else { return 0 };
     let width = instr
         .attrs
-        .dot_dimension_numbers
-        .as_ref()
+        .dot_dimension_numbers()
         .map_or(1, |d| d.lhs_contracting_dimensions.iter().fold(1u64, |a, &c| sat(a, dim(lhs, c))));
     sat(2, sat(instr.shape.element_count(), width))
 }
 
 fn window_elements(instr: &Instruction) -> u64 {
-    instr.attrs.window.as_ref().map_or(1, |w| w.dimensions.iter().fold(1u64, |a, d| sat(a, d.size.max(0) as u64)))
+    instr.attrs.window().map_or(1, |w| w.dimensions.iter().fold(1u64, |a, d| sat(a, d.size.max(0) as u64)))
 }
 
 fn reduce_window_count(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
@@ -679,7 +679,7 @@ fn reduce_window_count(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
     let output = out_shape.element_count();
     let mut window = window_elements(instr);
     let mut count = sat(window.saturating_sub(1), output);
-    if let Some(w) = &instr.attrs.window {
+    if let Some(w) = instr.attrs.window() {
         let reduced = w.dimensions.iter().filter(|d| d.size != 1).count();
         let padded = w.dimensions.iter().filter(|d| d.padding_low != 0 || d.padding_high != 0).count();
         if reduced == 1 && padded == 1 && instr.shape.is_array() {
@@ -712,13 +712,13 @@ fn convolution_flops(ctx: &Ctx<'_>, instr: &Instruction) -> u64 {
 /// result inside a custom call's tuple).
 fn convolution_flops_to(ctx: &Ctx<'_>, instr: &Instruction, out: &Shape) -> u64 {
     let (Some(lhs), Some(rhs)) = (ctx.operand_shape(instr, 0), ctx.operand_shape(instr, 1)) else { return 0 };
-    let Some(dn) = instr.attrs.convolution_dimension_numbers.as_ref() else { return 0 };
+    let Some(dn) = instr.attrs.convolution_dimension_numbers() else { return 0 };
     let input_feature = dim(lhs, dn.input_feature_dimension);
     let output_feature = dim(out, dn.output_feature_dimension);
     let batch = dim(lhs, dn.input_batch_dimension);
-    let fgc = (instr.attrs.feature_group_count.max(1)) as u64;
-    let bgc = (instr.attrs.batch_group_count.max(1)) as u64;
-    let window = instr.attrs.window.as_ref().map(|w| w.dimensions.as_slice()).unwrap_or(&[]);
+    let fgc = (instr.attrs.feature_group_count().max(1)) as u64;
+    let bgc = (instr.attrs.batch_group_count().max(1)) as u64;
+    let window = instr.attrs.window().map(|w| w.dimensions.as_slice()).unwrap_or(&[]);
     let mut positions = 1u64;
     for (s, wd) in window.iter().enumerate() {
         let k = dn.kernel_spatial_dimensions.get(s).map_or(1, |&d| dim(rhs, d)) as i64;

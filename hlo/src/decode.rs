@@ -153,6 +153,7 @@ impl Read {
     fn from_proto(p: raw::HloInstructionProto, encoded: Bytes) -> Read {
         let mut attrs = Attrs::from_proto(&p);
         let (opcode, fusion_kind) = wire::opcode_and_kind(&p.opcode, &p.fusion_kind, &mut attrs);
+        attrs.settle();
         let fields = wire::Fields {
             attrs,
             opcode,
@@ -235,9 +236,9 @@ fn instruction(read: Read, shape: Shape, iid: InstrId, cid: CompId) -> (Instruct
         computation: cid,
         opcode: fields.opcode,
         shape,
-        operands: Vec::new(),
-        control_predecessors: Vec::new(),
-        called: Vec::new(),
+        operands: Box::default(),
+        control_predecessors: Box::default(),
+        called: Box::default(),
         users: Vec::new(),
         fusion_kind: fields.fusion_kind,
         attrs: fields.attrs,
@@ -386,21 +387,22 @@ fn build<I: InstructionSource>(
                     .with_instruction(instr.name())
             };
             let encoded = &instr.encoded;
-            let resolve =
-                |what: &'static str, v: &wire::Ids| -> std::result::Result<Vec<InstrId>, (&'static str, i64)> {
-                    let mut out = Vec::with_capacity(v.len(encoded));
-                    for id in v.values(encoded) {
-                        out.push(ids.get(&id).copied().ok_or((what, id))?);
-                    }
-                    Ok(out)
-                };
-            let resolved = resolve("operand id", &links.operand_ids).and_then(|operands| {
-                let control = resolve("control predecessor id", &links.control_predecessor_ids)?;
-                let called = links
-                    .called_computation_ids
-                    .values(encoded)
-                    .map(|id| comp_ids.get(&id).copied().ok_or(("called computation id", id)))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
+            // Each list allocated at its size once (a boxed slice: an instruction holds three).
+            fn resolve<T: Copy>(
+                what: &'static str,
+                v: &wire::Ids,
+                encoded: &[u8],
+                map: &IdMap<T>,
+            ) -> std::result::Result<Box<[T]>, (&'static str, i64)> {
+                let mut out = Vec::with_capacity(v.len(encoded));
+                for id in v.values(encoded) {
+                    out.push(map.get(&id).copied().ok_or((what, id))?);
+                }
+                Ok(out.into_boxed_slice())
+            }
+            let resolved = resolve("operand id", &links.operand_ids, encoded, ids).and_then(|operands| {
+                let control = resolve("control predecessor id", &links.control_predecessor_ids, encoded, ids)?;
+                let called = resolve("called computation id", &links.called_computation_ids, encoded, &comp_ids)?;
                 Ok((operands, control, called))
             });
             match resolved {
@@ -552,9 +554,9 @@ fn placeholder(id: InstrId, computation: CompId, attrs: Attrs) -> (Instruction, 
         computation,
         opcode: Opcode::Other,
         shape: Shape::tuple(Vec::new()),
-        operands: Vec::new(),
-        control_predecessors: Vec::new(),
-        called: Vec::new(),
+        operands: Box::default(),
+        control_predecessors: Box::default(),
+        called: Box::default(),
         users: Vec::new(),
         fusion_kind: None,
         attrs,

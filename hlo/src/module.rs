@@ -61,23 +61,31 @@ impl ComputationKind {
 }
 
 /// What the model keeps of an instruction's proto, for every instruction (the rest of the proto
-/// is decoded when [`Instruction::raw`] asks for it).
-#[derive(Debug, Default)]
+/// is decoded when [`Instruction::raw`] asks for it). Fields few instructions set are in
+/// [`Rare`], allocated only for those.
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Attrs {
     pub(crate) unique_id: i64,
     pub(crate) name: Box<str>,
-    /// The opcode's spelling when it is not a known one (empty otherwise).
-    pub(crate) unknown_opcode: Box<str>,
     pub(crate) op_name: Box<str>,
     pub(crate) op_type: Box<str>,
     pub(crate) stack_frame_id: i32,
-    pub(crate) is_host_transfer: bool,
     pub(crate) parameter_number: i64,
     pub(crate) tuple_index: i64,
+    pub(crate) dimensions: Vec<i64>,
+    pub(crate) rare: Option<Box<Rare>>,
+}
+
+/// The attributes of custom calls, convolutions, dots, compares, collectives and fusions (their
+/// backend config): set on a minority of instructions, so kept out of line.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Rare {
+    /// The opcode's spelling when it is not a known one.
+    pub(crate) unknown_opcode: Box<str>,
+    pub(crate) is_host_transfer: bool,
     pub(crate) channel_id: i64,
     pub(crate) feature_group_count: i64,
     pub(crate) batch_group_count: i64,
-    pub(crate) dimensions: Vec<i64>,
     pub(crate) fft_length: Vec<i64>,
     pub(crate) custom_call_target: Box<str>,
     pub(crate) comparison_direction: Box<str>,
@@ -89,31 +97,100 @@ pub(crate) struct Attrs {
 }
 
 impl Attrs {
+    /// The rare attributes, allocated on first write.
+    pub(crate) fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the rare part when every field of it is unset (written with its default value),
+    /// so that an instruction reads the same however its proto spelled its defaults.
+    pub(crate) fn settle(&mut self) {
+        if self.rare.as_deref().is_some_and(|r| *r == Rare::default()) {
+            self.rare = None;
+        }
+    }
+
     /// The attributes of an already decoded proto (copied: the proto itself is kept whole).
     pub(crate) fn from_proto(p: &raw::HloInstructionProto) -> Attrs {
         let metadata = p.metadata.as_ref();
-        Attrs {
+        let mut attrs = Attrs {
             unique_id: p.id,
             name: p.name.as_str().into(),
-            unknown_opcode: Box::default(),
             op_name: metadata.map_or("", |m| m.op_name.as_str()).into(),
             op_type: metadata.map_or("", |m| m.op_type.as_str()).into(),
             stack_frame_id: metadata.map_or(0, |m| m.stack_frame_id),
-            is_host_transfer: p.is_host_transfer,
             parameter_number: p.parameter_number,
             tuple_index: p.tuple_index,
-            channel_id: p.channel_id,
-            feature_group_count: p.feature_group_count,
-            batch_group_count: p.batch_group_count,
             dimensions: p.dimensions.clone(),
-            fft_length: p.fft_length.clone(),
-            custom_call_target: p.custom_call_target.as_str().into(),
-            comparison_direction: p.comparison_direction.as_str().into(),
-            backend_config: p.backend_config.clone(),
-            window: p.window.clone(),
-            convolution_dimension_numbers: p.convolution_dimension_numbers.clone(),
-            dot_dimension_numbers: p.dot_dimension_numbers.clone(),
-        }
+            rare: Some(Box::new(Rare {
+                unknown_opcode: Box::default(),
+                is_host_transfer: p.is_host_transfer,
+                channel_id: p.channel_id,
+                feature_group_count: p.feature_group_count,
+                batch_group_count: p.batch_group_count,
+                fft_length: p.fft_length.clone(),
+                custom_call_target: p.custom_call_target.as_str().into(),
+                comparison_direction: p.comparison_direction.as_str().into(),
+                backend_config: p.backend_config.clone(),
+                window: p.window.clone(),
+                convolution_dimension_numbers: p.convolution_dimension_numbers.clone(),
+                dot_dimension_numbers: p.dot_dimension_numbers.clone(),
+            })),
+        };
+        attrs.settle();
+        attrs
+    }
+
+    fn rare(&self) -> Option<&Rare> {
+        self.rare.as_deref()
+    }
+
+    pub(crate) fn channel_id(&self) -> i64 {
+        self.rare().map_or(0, |r| r.channel_id)
+    }
+
+    pub(crate) fn feature_group_count(&self) -> i64 {
+        self.rare().map_or(0, |r| r.feature_group_count)
+    }
+
+    pub(crate) fn batch_group_count(&self) -> i64 {
+        self.rare().map_or(0, |r| r.batch_group_count)
+    }
+
+    pub(crate) fn fft_length(&self) -> &[i64] {
+        self.rare().map_or(&[], |r| &r.fft_length)
+    }
+
+    pub(crate) fn custom_call_target(&self) -> &str {
+        self.rare().map_or("", |r| &r.custom_call_target)
+    }
+
+    pub(crate) fn comparison_direction(&self) -> &str {
+        self.rare().map_or("", |r| &r.comparison_direction)
+    }
+
+    pub(crate) fn unknown_opcode(&self) -> &str {
+        self.rare().map_or("", |r| &r.unknown_opcode)
+    }
+
+    pub(crate) fn backend_config(&self) -> &[u8] {
+        self.rare().map_or(&[], |r| &r.backend_config)
+    }
+
+    pub(crate) fn window(&self) -> Option<&raw::Window> {
+        self.rare().and_then(|r| r.window.as_deref())
+    }
+
+    pub(crate) fn convolution_dimension_numbers(&self) -> Option<&raw::ConvolutionDimensionNumbers> {
+        self.rare().and_then(|r| r.convolution_dimension_numbers.as_deref())
+    }
+
+    pub(crate) fn dot_dimension_numbers(&self) -> Option<&raw::DotDimensionNumbers> {
+        self.rare().and_then(|r| r.dot_dimension_numbers.as_deref())
+    }
+
+    pub(crate) fn is_host_transfer(&self) -> bool {
+        self.rare().is_some_and(|r| r.is_host_transfer)
     }
 }
 
@@ -125,9 +202,9 @@ pub struct Instruction {
     pub(crate) computation: CompId,
     pub(crate) opcode: Opcode,
     pub(crate) shape: Shape,
-    pub(crate) operands: Vec<InstrId>,
-    pub(crate) control_predecessors: Vec<InstrId>,
-    pub(crate) called: Vec<CompId>,
+    pub(crate) operands: Box<[InstrId]>,
+    pub(crate) control_predecessors: Box<[InstrId]>,
+    pub(crate) called: Box<[CompId]>,
     pub(crate) users: Vec<InstrId>,
     pub(crate) fusion_kind: Option<FusionKind>,
     pub(crate) attrs: Attrs,
@@ -161,7 +238,7 @@ impl Instruction {
 
     /// The opcode string as stored (`"all-reduce-start"`).
     pub fn opcode_name(&self) -> &str {
-        if self.opcode == Opcode::Other { &self.attrs.unknown_opcode } else { self.opcode.as_str() }
+        if self.opcode == Opcode::Other { self.attrs.unknown_opcode() } else { self.opcode.as_str() }
     }
 
     /// The result shape.
@@ -232,38 +309,39 @@ impl Instruction {
 
     /// The channel id, when positive (non-positive means none).
     pub fn channel_id(&self) -> Option<i64> {
-        (self.attrs.channel_id > 0).then_some(self.attrs.channel_id)
+        let id = self.attrs.channel_id();
+        (id > 0).then_some(id)
     }
 
     /// The target of a `custom-call`.
     pub fn custom_call_target(&self) -> Option<&str> {
-        (self.opcode == Opcode::CustomCall).then_some(&*self.attrs.custom_call_target)
+        (self.opcode == Opcode::CustomCall).then(|| self.attrs.custom_call_target())
     }
 
     /// The dimension numbers of a `dot`.
     pub fn dot_dimension_numbers(&self) -> Option<&raw::DotDimensionNumbers> {
-        self.attrs.dot_dimension_numbers.as_deref()
+        self.attrs.dot_dimension_numbers()
     }
 
     /// The dimension numbers of a `convolution`.
     pub fn convolution_dimension_numbers(&self) -> Option<&raw::ConvolutionDimensionNumbers> {
-        self.attrs.convolution_dimension_numbers.as_deref()
+        self.attrs.convolution_dimension_numbers()
     }
 
     /// The window of a `convolution`, `reduce-window` or `select-and-scatter`.
     pub fn window(&self) -> Option<&raw::Window> {
-        self.attrs.window.as_deref()
+        self.attrs.window()
     }
 
     /// The comparison direction of a `compare` (`"LT"`, `"EQ"`, ...).
     pub fn comparison_direction(&self) -> Option<&str> {
-        (self.opcode == Opcode::Compare).then_some(&*self.attrs.comparison_direction)
+        (self.opcode == Opcode::Compare).then(|| self.attrs.comparison_direction())
     }
 
     /// True for a `send`, `recv` or their `-done` that moves data to or from the host
     /// (`is_host_transfer`).
     pub fn is_host_transfer(&self) -> bool {
-        self.attrs.is_host_transfer
+        self.attrs.is_host_transfer()
     }
 
     /// The whole proto this instruction was built from, for fields the model does not expose.

@@ -56,7 +56,7 @@ impl Module {
                 }
             }
             Opcode::Compare => {
-                let _ = write!(s, ", direction={}", i.attrs.comparison_direction);
+                let _ = write!(s, ", direction={}", i.attrs.comparison_direction());
             }
             _ => {}
         }

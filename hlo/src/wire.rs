@@ -374,14 +374,14 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
             field::FUSION_KIND => fusion_kind = r.string(wire)?,
             field::TUPLE_INDEX => a.tuple_index = r.int64(wire)?,
             field::DIMENSIONS => r.repeated_int64(wire, &mut a.dimensions)?,
-            field::WINDOW => merge_boxed(&mut a.window, r.message(wire)?)?,
+            field::WINDOW => merge_boxed(&mut a.rare_mut().window, r.message(wire)?)?,
             field::CONVOLUTION_DIMENSION_NUMBERS => {
-                merge_boxed(&mut a.convolution_dimension_numbers, r.message(wire)?)?
+                merge_boxed(&mut a.rare_mut().convolution_dimension_numbers, r.message(wire)?)?
             }
-            field::CHANNEL_ID => a.channel_id = r.int64(wire)?,
-            field::CUSTOM_CALL_TARGET => a.custom_call_target = r.string(wire)?.into(),
-            field::DOT_DIMENSION_NUMBERS => merge_boxed(&mut a.dot_dimension_numbers, r.message(wire)?)?,
-            field::FFT_LENGTH => r.repeated_int64(wire, &mut a.fft_length)?,
+            field::CHANNEL_ID => a.rare_mut().channel_id = r.int64(wire)?,
+            field::CUSTOM_CALL_TARGET => a.rare_mut().custom_call_target = r.string(wire)?.into(),
+            field::DOT_DIMENSION_NUMBERS => merge_boxed(&mut a.rare_mut().dot_dimension_numbers, r.message(wire)?)?,
+            field::FFT_LENGTH => r.repeated_int64(wire, &mut a.rare_mut().fft_length)?,
             field::ID => a.unique_id = r.int64(wire)?,
             field::OPERAND_IDS => out.links.operand_ids.read(&mut r, wire)?,
             field::CONTROL_PREDECESSOR_IDS => out.links.control_predecessor_ids.read(&mut r, wire)?,
@@ -391,16 +391,17 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
                     return None;
                 }
                 let range = r.len_delimited()?;
-                a.backend_config = encoded.slice(range);
+                a.rare_mut().backend_config = encoded.slice(range);
             }
-            field::IS_HOST_TRANSFER => a.is_host_transfer = r.int64(wire)? != 0,
-            field::FEATURE_GROUP_COUNT => a.feature_group_count = r.int64(wire)?,
-            field::BATCH_GROUP_COUNT => a.batch_group_count = r.int64(wire)?,
-            field::COMPARISON_DIRECTION => a.comparison_direction = r.string(wire)?.into(),
+            field::IS_HOST_TRANSFER => a.rare_mut().is_host_transfer = r.int64(wire)? != 0,
+            field::FEATURE_GROUP_COUNT => a.rare_mut().feature_group_count = r.int64(wire)?,
+            field::BATCH_GROUP_COUNT => a.rare_mut().batch_group_count = r.int64(wire)?,
+            field::COMPARISON_DIRECTION => a.rare_mut().comparison_direction = r.string(wire)?.into(),
             _ => r.skip(wire)?,
         }
     }
     (out.opcode, out.fusion_kind) = opcode_and_kind(opcode, fusion_kind, &mut out.attrs);
+    out.attrs.settle();
     Some(out)
 }
 
@@ -408,7 +409,7 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
 pub(crate) fn opcode_and_kind(opcode: &str, fusion_kind: &str, attrs: &mut Attrs) -> (Opcode, Option<FusionKind>) {
     let code = Opcode::from_name(opcode);
     if code == Opcode::Other {
-        attrs.unknown_opcode = opcode.into();
+        attrs.rare_mut().unknown_opcode = opcode.into();
     }
     (code, if code == Opcode::Fusion { FusionKind::from_name(fusion_kind) } else { None })
 }
@@ -420,30 +421,8 @@ mod tests {
 
     /// What [`instruction`] keeps, read from a prost-decoded proto instead.
     fn from_prost(p: raw::HloInstructionProto) -> Fields {
-        let metadata = p.metadata.unwrap_or_default();
         let mut fields = Fields {
-            attrs: Attrs {
-                unique_id: p.id,
-                name: p.name.into(),
-                op_name: metadata.op_name.into(),
-                op_type: metadata.op_type.into(),
-                stack_frame_id: metadata.stack_frame_id,
-                is_host_transfer: p.is_host_transfer,
-                parameter_number: p.parameter_number,
-                tuple_index: p.tuple_index,
-                channel_id: p.channel_id,
-                feature_group_count: p.feature_group_count,
-                batch_group_count: p.batch_group_count,
-                dimensions: p.dimensions,
-                fft_length: p.fft_length,
-                custom_call_target: p.custom_call_target.into(),
-                comparison_direction: p.comparison_direction.into(),
-                backend_config: p.backend_config,
-                window: p.window,
-                convolution_dimension_numbers: p.convolution_dimension_numbers,
-                dot_dimension_numbers: p.dot_dimension_numbers,
-                ..Default::default()
-            },
+            attrs: Attrs::from_proto(&p),
             opcode: Opcode::Other,
             fusion_kind: None,
             shape: p.shape.map(|s| *s),
@@ -454,6 +433,7 @@ mod tests {
             },
         };
         (fields.opcode, fields.fusion_kind) = opcode_and_kind(&p.opcode, &p.fusion_kind, &mut fields.attrs);
+        fields.attrs.settle();
         fields
     }
 
@@ -704,6 +684,7 @@ mod tests {
         let fast = instruction(&bytes).expect("the fast path reads a well-formed instruction");
         assert!(same(&fast, &bytes, &from_prost(p)));
         assert_eq!(&*fast.attrs.op_name, "jit(train)/dot");
+        assert_eq!(fast.attrs.backend_config(), b"{\"x\":1}");
         assert!(matches!(fast.links.operand_ids, Ids::Packed(_)), "read in place");
         assert_eq!(fast.links.operand_ids.values(&bytes).collect::<Vec<_>>(), [40, 41]);
     }
