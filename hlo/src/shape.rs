@@ -300,7 +300,9 @@ impl Shape {
                 })
             }
         };
-        Ok(Shape { element_type, dims: dimensions, dynamic: is_dynamic_dimension, tuple, layout })
+        // No dynamic dimension reads as no flags: XLA writes one `false` per dimension.
+        let dynamic = if is_dynamic_dimension.contains(&true) { is_dynamic_dimension } else { Vec::new() };
+        Ok(Shape { element_type, dims: dimensions, dynamic, tuple, layout })
     }
 
     /// The element type ([`PrimitiveType::Tuple`] for tuples).

@@ -230,16 +230,32 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
-    /// A repeated bool, packed or not, appended to `out` (a varint each, true when not zero).
-    fn repeated_bool(&mut self, wire: u64, out: &mut Vec<bool>) -> Option<()> {
+    /// A shape's `is_dynamic_dimension` (a repeated bool, packed or not, a varint each, true when
+    /// not zero) appended to `out`; a run of only `false` flags is not kept when `out` is empty,
+    /// as the shape keeps no flags when no dimension is dynamic ([`Shape::from_proto_owned`]).
+    ///
+    /// [`Shape::from_proto_owned`]: crate::shape::Shape
+    fn dynamic_flags(&mut self, wire: u64, out: &mut Vec<bool>) -> Option<()> {
         match wire {
-            VARINT => out.push(self.varint()? != 0),
+            VARINT => {
+                let flag = self.varint()? != 0;
+                if flag || !out.is_empty() {
+                    out.push(flag);
+                }
+            }
             LEN => {
                 let range = self.len_delimited()?;
                 let mut packed = Reader::new(&self.buf[range]);
-                out.reserve_exact(packed.buf.iter().filter(|&&b| b < 0x80).count());
+                let mut any = !out.is_empty();
                 while !packed.done() {
-                    out.push(packed.varint()? != 0);
+                    any |= packed.varint()? != 0;
+                }
+                if any {
+                    packed.pos = 0;
+                    out.reserve_exact(packed.buf.iter().filter(|&&b| b < 0x80).count());
+                    while !packed.done() {
+                        out.push(packed.varint()? != 0);
+                    }
                 }
             }
             _ => return None,
@@ -290,7 +306,7 @@ fn shape(bytes: &[u8], depth: usize) -> Option<raw::ShapeProto> {
             // A repeated layout would merge: left to prost.
             5 if out.layout.is_none() => out.layout = Some(layout(r.message(wire)?)?),
             5 => return None,
-            6 => r.repeated_bool(wire, &mut out.is_dynamic_dimension)?,
+            6 => r.dynamic_flags(wire, &mut out.is_dynamic_dimension)?,
             _ => r.skip(wire)?,
         }
     }
@@ -510,7 +526,9 @@ mod tests {
             let l = &f.links;
             [&l.operand_ids, &l.control_predecessor_ids, &l.called_computation_ids].map(|i| i.values(bytes).collect())
         };
-        let text = |f: &Fields| format!("{:?} {:?} {:?} {:?}", f.attrs, f.opcode, f.fusion_kind, f.shape);
+        // Shapes compared as the model keeps them.
+        let shape = |f: &Fields| f.shape.clone().map(crate::shape::Shape::from_proto_owned);
+        let text = |f: &Fields| format!("{:?} {:?} {:?} {:?}", f.attrs, f.opcode, f.fusion_kind, shape(f));
         text(a) == text(b) && ids(a, encoded) == ids(b, &[])
     }
 
