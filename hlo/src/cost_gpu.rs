@@ -19,7 +19,6 @@
 //! exact integer sum of outputs and parameter reads, without constants.
 
 // Per-fusion maps of arena ids, looked up, never iterated: foldhash, not SipHash.
-use hashbrown::HashMap;
 
 use crate::cost_types::Cost;
 use crate::ids::{CompId, InstrId};
@@ -85,37 +84,41 @@ pub(crate) fn fusion_cost(
         hbm = hbm.saturating_add(size);
     }
 
-    // Utilizations, from the root to the parameters.
+    // Utilizations, from the root to the parameters, in vectors indexed by position in the body
+    // (a computation's instructions are a contiguous run of the arena, and operands are always
+    // of the same computation).
+    let local = Local::of(comp);
     let order = reverse_post_order(module, body);
-    let mut roots: HashMap<InstrId, Vec<InstrId>> = HashMap::new();
-    let mut root_util: HashMap<InstrId, f32> = HashMap::new();
-    let mut util: HashMap<InstrId, f32> = HashMap::new();
-    roots.insert(root, vec![root]);
-    root_util.insert(root, 1.0);
+    let mut roots: Vec<Vec<InstrId>> = vec![Vec::new(); local.len];
+    let mut root_util: Vec<f32> = vec![0.0; local.len];
+    let mut util: Vec<f32> = vec![0.0; local.len];
+    roots[local.at(root)] = vec![root];
+    root_util[local.at(root)] = 1.0;
     let mut flops = 0f32;
     for &id in &order {
         let i = instr(id);
-        let own_roots = roots.get(&id).cloned().unwrap_or_default();
-        let u = own_roots.iter().fold(0f32, |acc, r| acc + root_util.get(r).copied().unwrap_or(0.0));
-        util.insert(id, u);
+        // Users come before their operands in this order: nothing adds to an instruction's
+        // roots once it is reached.
+        let own_roots = std::mem::take(&mut roots[local.at(id)]);
+        let u = own_roots.iter().fold(0f32, |acc, &r| acc + root_util[local.at(r)]);
+        util[local.at(id)] = u;
         flops += u * costs[id.index()].flops as f32;
         for (k, &o) in i.operands.iter().enumerate() {
+            let entry = &mut roots[local.at(o)];
             if passes_through(module, i, instr(o), elementwise_body) {
-                let entry = roots.entry(o).or_default();
                 for r in &own_roots {
                     if !entry.contains(r) {
                         entry.push(*r);
                     }
                 }
             } else {
-                let entry = roots.entry(o).or_default();
                 if !entry.contains(&o) {
                     entry.push(o);
                 }
                 let read = u * operand_utilization(module, i, k, &no_read);
                 let elements = instr(o).shape.element_count_recursive();
                 let add = if elements == 0 { 0.0 } else { (read * elements as f32).ceil() / elements as f32 };
-                *root_util.entry(o).or_default() += add;
+                root_util[local.at(o)] += add;
             }
         }
     }
@@ -124,14 +127,14 @@ pub(crate) fn fusion_cost(
     for &id in &comp.instructions {
         let c = instr(id);
         if c.opcode == Opcode::Constant && c.shape.element_count() > 1 {
-            bytes += c.shape.byte_size() as f32 * util.get(&id).copied().unwrap_or(0.0).min(1.0);
+            bytes += c.shape.byte_size() as f32 * util[local.at(id)].min(1.0);
         }
     }
     let mut params: Vec<&Instruction> =
         comp.instructions.iter().map(|&id| instr(id)).filter(|i| i.opcode == Opcode::Parameter).collect();
     params.sort_by_key(|p| p.attrs.parameter_number);
     let read_once = |id: InstrId, size: u64| -> u64 {
-        let u = util.get(&id).copied().unwrap_or(0.0).min(1.0);
+        let u = util[local.at(id)].min(1.0);
         (size as f32 * u).round() as u64
     };
     for p in params {
@@ -151,25 +154,50 @@ pub(crate) fn fusion_cost(
     FusionCost { cost: Cost { flops: flops as u64, transcendentals: 0, bytes_accessed: bytes as u64 }, hbm_bytes: hbm }
 }
 
+/// A computation's instructions by their position in it: they are a contiguous run of the
+/// module's arena (`decode::build` lays each computation out in one piece).
+struct Local {
+    base: usize,
+    len: usize,
+}
+
+impl Local {
+    fn of(comp: &crate::module::Computation) -> Local {
+        let base = comp.instructions.first().map_or(0, |i| i.index());
+        debug_assert!(comp.instructions.iter().enumerate().all(|(k, i)| i.index() == base + k));
+        Local { base, len: comp.instructions.len() }
+    }
+
+    /// The position of one of the computation's instructions (operands are always of the same
+    /// computation).
+    fn at(&self, id: InstrId) -> usize {
+        id.index() - self.base
+    }
+}
+
 /// The body's instructions in the reverse of XLA's post order: a depth-first walk from every
 /// instruction without users, in instruction order, visiting operands first to last.
 fn reverse_post_order(module: &Module, body: CompId) -> Vec<InstrId> {
+    const UNSEEN: u8 = 0;
+    const OPEN: u8 = 1;
+    const DONE: u8 = 2;
     let comp = module.computation(body);
+    let local = Local::of(comp);
     let mut post: Vec<InstrId> = Vec::with_capacity(comp.instructions.len());
-    let mut done: HashMap<InstrId, bool> = HashMap::new();
+    let mut state = vec![UNSEEN; local.len];
+    let mut stack = Vec::new();
     for &top in comp.instructions.iter().filter(|&&i| module.instruction(i).users.is_empty()) {
-        let mut stack = vec![top];
+        stack.push(top);
         while let Some(&id) = stack.last() {
-            match done.get(&id) {
-                Some(_) => {
-                    stack.pop();
-                    if done.insert(id, true) == Some(false) {
-                        post.push(id);
-                    }
-                }
-                None => {
-                    done.insert(id, false);
-                    stack.extend(module.instruction(id).operands.iter().rev());
+            let seen = &mut state[local.at(id)];
+            if *seen == UNSEEN {
+                *seen = OPEN;
+                stack.extend(module.instruction(id).operands.iter().rev());
+            } else {
+                stack.pop();
+                if *seen == OPEN {
+                    *seen = DONE;
+                    post.push(id);
                 }
             }
         }
