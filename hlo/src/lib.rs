@@ -77,7 +77,8 @@ pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use ids::{CompId, InstrId, UniqueId};
 pub use memory::{MemoryStats, PeakBuffer};
 pub use module::{
-    AliasKind, BufferDonor, Computation, ComputationKind, Fusion, Instruction, IoAlias, Module, gpu_kernel_name,
+    AliasKind, BufferDonor, Computation, ComputationKind, Fusion, Instruction, IoAlias, Module, gpu_kernel_char,
+    gpu_kernel_name,
 };
 pub use opcode::{FusionKind, OpClass, Opcode};
 pub use profile::{

@@ -860,7 +860,12 @@ pub struct Fusion<'m> {
 /// ASCII letter, digit or `_` becomes `_` (`fusion.480` → `fusion_480`,
 /// `input_reduce_fusion.9` → `input_reduce_fusion_9`).
 pub fn gpu_kernel_name(instruction: &str) -> String {
-    instruction.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
+    instruction.chars().map(gpu_kernel_char).collect()
+}
+
+/// One character of [`gpu_kernel_name`]: itself when ASCII alphanumeric or `_`, else `_`.
+pub fn gpu_kernel_char(c: char) -> char {
+    if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }
 }
 
 #[cfg(test)]

@@ -20,7 +20,11 @@
 //! interned as one [`OpContext`]), and each line's ops stay in the table its reader filled,
 //! so no merged copy is ever made.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// foldhash, not SipHash: these maps intern names and contexts per event and name kernels per op;
+// none is iterated.
+use hashbrown::HashMap;
 
 use xlens_xplane::{Picos, Space, names};
 
@@ -363,8 +367,8 @@ impl HostOps {
         // Kernels XLA emitted, by name: decided once per (context, kernel name), in a slot per
         // kernel name of each context (0: undecided, else the name's index plus one, times two,
         // plus one when an instruction named it).
-        let mut kernels: HashMap<u64, HashMap<String, xlens_hlo::InstrId>> = HashMap::new();
         let kernel_names = names.len();
+        let kernels = kernels_by_instruction(lines, contexts, names, &by_program);
         let mut decided: Vec<Vec<u64>> = vec![Vec::new(); contexts.len()];
         for table in lines.iter_mut() {
             for op in &mut table.ops {
@@ -379,10 +383,9 @@ impl HostOps {
                 let slot = &mut slots[op.name as usize];
                 if *slot == 0 {
                     let program = context.program_id.unwrap_or(0);
-                    let instruction = by_program.get(&program).and_then(|module| {
-                        let by_kernel = kernels.entry(program).or_insert_with(|| module.instructions_by_kernel_name());
-                        by_kernel.get(&names[op.name as usize]).map(|&id| module.instruction(id).name())
-                    });
+                    let instruction = kernels
+                        .get(&program)
+                        .and_then(|(module, found)| Some(module.instruction(found[op.name as usize]?).name()));
                     *slot = match instruction {
                         Some(name) => (u64::from(intern(name, names)) + 1) << 1 | 1,
                         None => (u64::from(op.name) + 1) << 1,
@@ -459,9 +462,16 @@ impl HostOps {
                 // Then the rest by their neighbours.
                 let mut previous: Option<(xlens_hlo::CompId, usize)> = None;
                 let mut pending: Vec<usize> = Vec::new();
+                // Each name's scheduled position, looked up once per name rather than per op.
+                let mut positions: Vec<Option<Option<(xlens_hlo::CompId, usize)>>> = Vec::new();
                 for i in order {
-                    let name = names[table.ops[i].name as usize].as_str();
-                    if let Some(&position) = schedule.position.get(name) {
+                    let name = table.ops[i].name as usize;
+                    if positions.len() <= name {
+                        positions.resize(names.len().max(name + 1), None);
+                    }
+                    let position =
+                        *positions[name].get_or_insert_with(|| schedule.position.get(names[name].as_str()).copied());
+                    if let Some(position) = position {
                         for (op, gemm) in schedule.matching(previous, Some(position), pending.len()) {
                             table.ops[pending[op]].name = intern(gemm, names);
                             attributed += 1;
@@ -1135,6 +1145,51 @@ fn last_scope(name: &str) -> &str {
 /// Per interned kernel name: whether a GEMM library launched it, decided once per name rather
 /// than once per op ([`crate::gpu::KernelLibrary::of`] lowercases the name and searches it for
 /// some thirty patterns).
+/// For each program whose CUDA-graph kernels are to be named, the first instruction (in arena
+/// order) whose kernel name ([`xlens_hlo::gpu_kernel_name`]) is each kernel name the program's
+/// ops carry, by name index: one pass over the module's instructions for the names asked, not a
+/// map of every instruction's kernel name.
+fn kernels_by_instruction<'m>(
+    lines: &[LineTable],
+    contexts: &[OpContext],
+    names: &[String],
+    by_program: &HashMap<u64, &'m xlens_hlo::Module>,
+) -> HashMap<u64, (&'m xlens_hlo::Module, Vec<Option<xlens_hlo::InstrId>>)> {
+    let mut asked: BTreeMap<u64, Vec<bool>> = BTreeMap::new();
+    for table in lines {
+        for op in &table.ops {
+            let context = contexts[op.context as usize];
+            if context.in_graph {
+                let slots = asked.entry(context.program_id.unwrap_or(0)).or_insert_with(|| vec![false; names.len()]);
+                slots[op.name as usize] = true;
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    let mut kernel = String::new();
+    for (program, slots) in asked {
+        let Some(&module) = by_program.get(&program) else { continue };
+        let wanted: HashMap<&str, usize> =
+            slots.iter().enumerate().filter(|&(_, &asked)| asked).map(|(i, _)| (names[i].as_str(), i)).collect();
+        let mut found: Vec<Option<xlens_hlo::InstrId>> = vec![None; names.len()];
+        for instruction in module.instructions() {
+            kernel.clear();
+            kernel.extend(instruction.name().chars().map(xlens_hlo::gpu_kernel_char));
+            if let Some(&i) = wanted.get(kernel.as_str()) {
+                found[i].get_or_insert(instruction.id());
+            }
+        }
+        // A name listed twice is named alike at each of its indices.
+        for (i, _) in slots.iter().enumerate().filter(|&(_, &asked)| asked) {
+            if found[i].is_none() {
+                found[i] = wanted.get(names[i].as_str()).and_then(|&j| found[j]);
+            }
+        }
+        out.insert(program, (module, found));
+    }
+    out
+}
+
 #[derive(Default)]
 struct LibraryGemmNames(Vec<Option<bool>>);
 
