@@ -65,19 +65,28 @@ impl Module {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn source(&self, id: InstrId) -> Option<SourceLocation<'_>> {
-        // The metadata's file and line are in the part of the proto decoded on demand; when that
-        // part does not decode, the stack frame (always read) still answers.
+        // The metadata's file and line are read in place from the instruction's bytes (or from
+        // the whole proto, decoded on demand, when the bytes hold something that reader leaves to
+        // prost); when neither reads, the stack frame (always kept) still answers.
         let instr = self.instruction(id);
-        if let Ok(raw) = instr.raw() {
-            let meta = raw.metadata.as_ref()?;
-            if !meta.source_file.is_empty() {
+        let in_place = if instr.encoded.is_empty() { None } else { crate::wire::source(&instr.encoded) };
+        let meta = match in_place {
+            Some(meta) => Ok(meta),
+            None => instr
+                .raw()
+                .map(|raw| raw.metadata.as_ref().map(|m| (m.source_file.as_str(), m.source_line, m.source_column))),
+        };
+        match meta {
+            Ok(None) => return None,
+            Ok(Some((file, line, column))) if !file.is_empty() => {
                 return Some(SourceLocation {
-                    file: &meta.source_file,
-                    line: u32::try_from(meta.source_line).unwrap_or(0),
-                    column: u32::try_from(meta.source_column).unwrap_or(0),
+                    file,
+                    line: u32::try_from(line).unwrap_or(0),
+                    column: u32::try_from(column).unwrap_or(0),
                     function: None,
                 });
             }
+            _ => {}
         }
         let frame = get(&self.stack_frames.stack_frames, instr.stack_frame_id())?;
         frame_location(&self.stack_frames, frame)

@@ -31,9 +31,13 @@ impl Module {
     /// ```
     pub fn instruction_text(&self, id: InstrId) -> String {
         let i = self.instruction(id);
-        // Slices' bounds are in the part of the proto decoded on demand (left out when it does
-        // not decode).
-        let raw = i.raw().ok();
+        // Slices' bounds are in the part of the proto decoded on demand, which is decoded only
+        // for an instruction that has them (and left out when it does not decode).
+        const SLICE_DIMENSIONS: u64 = 17;
+        const DYNAMIC_SLICE_SIZES: u64 = 20;
+        let has_slices = i.encoded.is_empty()
+            || crate::wire::has_any(&i.encoded, &[SLICE_DIMENSIONS, DYNAMIC_SLICE_SIZES]).unwrap_or(true);
+        let raw = if has_slices { i.raw().ok() } else { None };
         let mut s = String::new();
         if self.is_root(id) {
             s.push_str("ROOT ");

@@ -421,6 +421,49 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
     Some(out)
 }
 
+/// Whether an instruction's bytes hold any of these fields, found without decoding them; `None`
+/// when the bytes hold anything this reader leaves to prost.
+pub(crate) fn has_any(encoded: &[u8], fields: &[u64]) -> Option<bool> {
+    let mut r = Reader::new(encoded);
+    let mut found = false;
+    while !r.done() {
+        let (number, wire) = r.key()?;
+        found |= fields.contains(&number);
+        r.skip(wire)?;
+    }
+    Some(found)
+}
+
+/// The metadata's source file, line and column, read in place from an instruction's bytes (a
+/// repeated metadata merges: the last value of each wins, as prost reads it): `Some(None)` when
+/// the instruction has no metadata, `None` when the bytes hold anything this reader leaves to
+/// prost (a bad wire type, a file name that is not UTF-8).
+pub(crate) fn source(encoded: &[u8]) -> Option<Option<(&str, i32, i32)>> {
+    const SOURCE_FILE: u64 = 3;
+    const SOURCE_LINE: u64 = 4;
+    const SOURCE_COLUMN: u64 = 18;
+    let mut out: Option<(&str, i32, i32)> = None;
+    let mut r = Reader::new(encoded);
+    while !r.done() {
+        let (number, wire) = r.key()?;
+        if number != field::METADATA {
+            r.skip(wire)?;
+            continue;
+        }
+        let source = out.get_or_insert(("", 0, 0));
+        let mut m = Reader::new(r.message(wire)?);
+        while !m.done() {
+            match m.key()? {
+                (SOURCE_FILE, wire) => source.0 = m.string(wire)?,
+                (SOURCE_LINE, wire) => source.1 = m.int64(wire)? as i32,
+                (SOURCE_COLUMN, wire) => source.2 = m.int64(wire)? as i32,
+                (_, wire) => m.skip(wire)?,
+            }
+        }
+    }
+    Some(out)
+}
+
 /// The opcode and a fusion's kind from their spellings; an unknown opcode's spelling is kept.
 pub(crate) fn opcode_and_kind(opcode: &str, fusion_kind: &str, attrs: &mut Attrs) -> (Opcode, Option<FusionKind>) {
     let code = Opcode::from_name(opcode);
@@ -578,6 +621,8 @@ mod tests {
                             op_name,
                             op_type: kind.clone(),
                             source_file: file,
+                            source_line: frame / 3,
+                            source_column: frame % 7,
                             stack_frame_id: frame,
                             ..Default::default()
                         }),
@@ -672,6 +717,33 @@ mod tests {
             prop_assert!(fast.is_some());
             let p = raw::HloInstructionProto::decode(bytes.clone()).expect("a well-formed instruction decodes");
             prop_assert!(same(&fast.unwrap(), &bytes, &from_prost(p)));
+        }
+    }
+
+    proptest! {
+        /// The in-place reads of the source and of which fields are present agree with prost's
+        /// decode wherever they answer, and answer on every well-formed instruction.
+        #[test]
+        fn in_place_reads_agree_with_prost(a in arb_instruction(), slices in any::<bool>(), fields in prop::collection::vec(arb_field(), 0..4)) {
+            let mut a = a;
+            if slices {
+                a.dynamic_slice_sizes = vec![4];
+            }
+            let well_formed = a.encode_to_vec();
+            prop_assert!(source(&well_formed).is_some());
+            prop_assert!(has_any(&well_formed, &[17, 20]).is_some());
+            let mut bytes = well_formed;
+            bytes.extend(fields.concat());
+            if let Ok(p) = raw::HloInstructionProto::decode(&bytes[..]) {
+                if let Some(found) = source(&bytes) {
+                    let expected = p.metadata.as_ref().map(|m| (m.source_file.as_str(), m.source_line, m.source_column));
+                    prop_assert_eq!(found, expected);
+                }
+                if let Some(found) = has_any(&bytes, &[17, 20]) {
+                    // Present fields may be empty; non-empty ones are always found.
+                    prop_assert!(found || (p.slice_dimensions.is_empty() && p.dynamic_slice_sizes.is_empty()));
+                }
+            }
         }
     }
 
