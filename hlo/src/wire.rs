@@ -14,6 +14,7 @@
 
 use bytes::Bytes;
 use prost::Message;
+use xlens_xplane::wire::{self, WireType};
 
 use crate::module::Attrs;
 use crate::opcode::{FusionKind, Opcode};
@@ -129,67 +130,58 @@ pub(crate) struct Fields {
     pub(crate) links: Links,
 }
 
-/// A cursor over one message's bytes.
+/// A cursor over one message's bytes: `xlens_xplane`'s wire reader (the XSpace decoder's), with
+/// this reader's answer to anything unexpected, `None`, and payloads as ranges of `buf`.
 struct Reader<'a> {
     buf: &'a [u8],
-    pos: usize,
+    inner: wire::Reader<'a>,
 }
 
 impl<'a> Reader<'a> {
     fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
+        Reader { buf, inner: wire::Reader::new(buf) }
     }
 
     fn done(&self) -> bool {
-        self.pos >= self.buf.len()
+        self.inner.is_empty()
     }
 
     /// A varint of at most ten bytes whose value fits 64 bits (prost's rule).
     fn varint(&mut self) -> Option<u64> {
-        let mut value = 0u64;
-        for i in 0..10 {
-            let byte = *self.buf.get(self.pos)?;
-            self.pos += 1;
-            if i == 9 && byte > 1 {
-                return None;
-            }
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte < 0x80 {
-                return Some(value);
-            }
-        }
-        None
+        self.inner.read_varint().ok()
     }
 
     /// A field key as (field number, wire type); `None` for what prost rejects (field 0, a
-    /// field number over 32 bits) and for groups, which this reader does not skip.
+    /// field number over 32 bits, wire types 6 and 7) and for groups, which this reader does
+    /// not skip.
     fn key(&mut self) -> Option<(u64, u64)> {
-        let key = self.varint()?;
-        let (number, wire) = (key >> 3, key & 7);
-        (number != 0 && number <= u64::from(u32::MAX >> 3) && matches!(wire, VARINT | FIXED64 | LEN | FIXED32))
-            .then_some((number, wire))
+        let (number, wire) = self.inner.read_tag().ok()?;
+        let wire = match wire {
+            WireType::Varint => VARINT,
+            WireType::Fixed64 => FIXED64,
+            WireType::Len => LEN,
+            WireType::Fixed32 => FIXED32,
+            WireType::StartGroup | WireType::EndGroup => return None,
+        };
+        Some((u64::from(number), wire))
     }
 
     /// A length-delimited payload, as its range in the buffer.
     fn len_delimited(&mut self) -> Option<std::ops::Range<usize>> {
-        let len = usize::try_from(self.varint()?).ok()?;
-        let start = self.pos;
-        let end = start.checked_add(len).filter(|&end| end <= self.buf.len())?;
-        self.pos = end;
-        Some(start..end)
+        let payload = self.inner.read_len().ok()?;
+        let end = self.inner.pos();
+        Some(end - payload.len()..end)
     }
 
     fn skip(&mut self, wire: u64) -> Option<()> {
-        match wire {
-            VARINT => self.varint().map(drop),
-            LEN => self.len_delimited().map(drop),
-            FIXED64 | FIXED32 => {
-                let width = if wire == FIXED64 { 8 } else { 4 };
-                self.pos = self.pos.checked_add(width).filter(|&end| end <= self.buf.len())?;
-                Some(())
-            }
-            _ => None,
-        }
+        let wire = match wire {
+            VARINT => WireType::Varint,
+            FIXED64 => WireType::Fixed64,
+            LEN => WireType::Len,
+            FIXED32 => WireType::Fixed32,
+            _ => return None,
+        };
+        self.inner.skip(wire).ok()
     }
 
     fn int64(&mut self, wire: u64) -> Option<i64> {
@@ -245,14 +237,15 @@ impl<'a> Reader<'a> {
             }
             LEN => {
                 let range = self.len_delimited()?;
-                let mut packed = Reader::new(&self.buf[range]);
+                let bytes = &self.buf[range];
+                let mut packed = Reader::new(bytes);
                 let mut any = !out.is_empty();
                 while !packed.done() {
                     any |= packed.varint()? != 0;
                 }
                 if any {
-                    packed.pos = 0;
-                    out.reserve_exact(packed.buf.iter().filter(|&&b| b < 0x80).count());
+                    let mut packed = Reader::new(bytes);
+                    out.reserve_exact(bytes.iter().filter(|&&b| b < 0x80).count());
                     while !packed.done() {
                         out.push(packed.varint()? != 0);
                     }
@@ -266,7 +259,7 @@ impl<'a> Reader<'a> {
     /// The rest of the buffer as packed varints, allocated once: a varint's last byte is the one
     /// byte of it below 0x80.
     fn packed_values(&mut self) -> Option<Vec<i64>> {
-        let rest = &self.buf[self.pos..];
+        let rest = &self.buf[self.inner.pos()..];
         let mut out = Vec::with_capacity(rest.iter().filter(|&&b| b < 0x80).count());
         while !self.done() {
             out.push(self.varint()? as i64);

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use xlens_xplane::wire::{Reader, WireType};
 use xlens_xplane::{Event, EventMetadataId, Picos, Plane, Stat, StatMetadataId, names};
 
 /// Stat ids of one device plane, resolved once.
@@ -188,19 +189,18 @@ const OPERATION_WRITE: u64 = 2;
 /// Malformed bytes give `None`.
 pub(crate) fn parse_memory_breakdown(bytes: &[u8]) -> Option<MemoryBytes> {
     let mut out = MemoryBytes::default();
-    let mut outer = Cursor(bytes);
-    while !outer.0.is_empty() {
-        let (field, wire) = outer.tag()?;
-        if field == 1 && wire == 2 {
-            let mut entry = Cursor(outer.len_delimited()?);
+    let mut outer = Reader::new(bytes);
+    while !outer.is_empty() {
+        let (field, wire) = outer.read_tag().ok()?;
+        if field == 1 && wire == WireType::Len {
+            let mut entry = Reader::new(outer.read_len().ok()?);
             let (mut kind, mut space, mut n) = (0u64, 0u64, 0u64);
-            while !entry.0.is_empty() {
-                let (f, w) = entry.tag()?;
-                match (f, w) {
-                    (1, 0) => kind = entry.varint()?,
-                    (2, 0) => space = entry.varint()?,
-                    (3, 0) => n = entry.varint()?,
-                    _ => entry.skip(w)?,
+            while !entry.is_empty() {
+                match entry.read_tag().ok()? {
+                    (1, WireType::Varint) => kind = entry.read_varint().ok()?,
+                    (2, WireType::Varint) => space = entry.read_varint().ok()?,
+                    (3, WireType::Varint) => n = entry.read_varint().ok()?,
+                    (_, w) => entry.skip(w).ok()?,
                 }
             }
             let n = n as f64;
@@ -212,61 +212,10 @@ pub(crate) fn parse_memory_breakdown(bytes: &[u8]) -> Option<MemoryBytes> {
                 out.onchip_read += n;
             }
         } else {
-            outer.skip(wire)?;
+            outer.skip(wire).ok()?;
         }
     }
     Some(out)
-}
-
-/// A tiny protobuf cursor for the few serialized stats we read.
-struct Cursor<'a>(&'a [u8]);
-
-impl<'a> Cursor<'a> {
-    fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let (&b, rest) = self.0.split_first()?;
-            self.0 = rest;
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    fn tag(&mut self) -> Option<(u64, u64)> {
-        let key = self.varint()?;
-        Some((key >> 3, key & 7))
-    }
-
-    fn len_delimited(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.varint()?).ok()?;
-        if n > self.0.len() {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn skip(&mut self, wire: u64) -> Option<()> {
-        match wire {
-            0 => self.varint().map(drop),
-            1 => self.advance(8),
-            2 => self.len_delimited().map(drop),
-            5 => self.advance(4),
-            _ => None,
-        }
-    }
-
-    fn advance(&mut self, n: usize) -> Option<()> {
-        if n > self.0.len() {
-            return None;
-        }
-        self.0 = &self.0[n..];
-        Some(())
-    }
 }
 
 /// Reads the op facts of every event metadata of a plane that has them, keyed by metadata id.

@@ -63,7 +63,7 @@ mod space;
 pub mod stores;
 mod time_index;
 mod validate;
-mod wire;
+pub mod wire;
 
 #[cfg(feature = "frames")]
 pub mod frame;
@@ -83,4 +83,3 @@ pub use session::{
 pub use space::{Space, WalkMeter};
 pub use time_index::{EventsWhere, IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
 pub use validate::validate;
-pub use wire::WireType;

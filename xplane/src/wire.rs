@@ -6,6 +6,21 @@
 //!
 //! Every length read from the input is checked against the bytes that remain before it is used,
 //! so no allocation or slice can be driven past the end of the input by a hostile length field.
+//!
+//! The crates above read the few protobuf messages they meet outside the XSpace (an HLO
+//! instruction's fields, a serialized stat) with the same [`Reader`].
+//!
+//! ```
+//! use xlens_xplane::wire::{Reader, WireType};
+//! // Field 1 = 150 (varint), field 2 = "hi".
+//! let bytes = [0x08, 0x96, 0x01, 0x12, 0x02, b'h', b'i'];
+//! let mut r = Reader::new(&bytes);
+//! assert_eq!(r.read_tag(), Ok((1, WireType::Varint)));
+//! assert_eq!(r.read_varint(), Ok(150));
+//! assert_eq!(r.read_tag(), Ok((2, WireType::Len)));
+//! assert_eq!(r.read_len(), Ok(&b"hi"[..]));
+//! assert!(r.is_empty());
+//! ```
 
 /// The wire type of a protobuf field (the low 3 bits of a tag).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +67,7 @@ impl WireType {
 
 /// What went wrong at the wire level. The caller adds the location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WireError {
+pub enum WireError {
     /// The input ended inside a value.
     Truncated,
     /// A varint ran over 10 bytes.
@@ -64,7 +79,8 @@ pub(crate) enum WireError {
 }
 
 impl WireError {
-    pub(crate) fn describe(self) -> &'static str {
+    /// What went wrong, for error messages.
+    pub fn describe(self) -> &'static str {
         match self {
             WireError::Truncated => "input ends inside a field",
             WireError::VarintOverflow => "varint longer than 10 bytes",
@@ -81,15 +97,16 @@ impl WireError {
 /// the bytes after it, so short messages such as events decode their last varint as fast as
 /// the others.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
     end: usize,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader over the whole of `buf`.
     #[inline]
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
+    pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0, end: buf.len() }
     }
 
@@ -104,7 +121,7 @@ impl<'a> Reader<'a> {
     /// Position in this reader's buffer (for a reader from [`Reader::read_message`], the
     /// parent's buffer).
     #[inline]
-    pub(crate) fn pos(&self) -> usize {
+    pub fn pos(&self) -> usize {
         self.pos
     }
 
@@ -121,8 +138,9 @@ impl<'a> Reader<'a> {
         self.end
     }
 
+    /// Whether every byte up to the end has been read.
     #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.pos >= self.end
     }
 
@@ -144,8 +162,9 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Reads a varint of at most ten bytes whose value fits 64 bits.
     #[inline(always)]
-    pub(crate) fn read_varint(&mut self) -> Result<u64, WireError> {
+    pub fn read_varint(&mut self) -> Result<u64, WireError> {
         // Fast path: one byte (ids, small offsets, tags).
         match self.buf.get(self.pos) {
             Some(&b) if b < 0x80 && self.pos < self.end => {
@@ -209,13 +228,13 @@ impl<'a> Reader<'a> {
 
     /// Reads a field tag: `(field number, wire type)`.
     #[inline]
-    pub(crate) fn read_tag(&mut self) -> Result<(u32, WireType), WireError> {
+    pub fn read_tag(&mut self) -> Result<(u32, WireType), WireError> {
         split_tag(self.read_varint()?)
     }
 
     /// Reads a length-delimited value and returns its bytes (a sub-slice, never a copy).
     #[inline]
-    pub(crate) fn read_len(&mut self) -> Result<&'a [u8], WireError> {
+    pub fn read_len(&mut self) -> Result<&'a [u8], WireError> {
         let message = self.read_message()?;
         Ok(message.rest())
     }
@@ -256,7 +275,7 @@ impl<'a> Reader<'a> {
 
     /// Skips a value of the given wire type.
     #[inline]
-    pub(crate) fn skip(&mut self, wire: WireType) -> Result<(), WireError> {
+    pub fn skip(&mut self, wire: WireType) -> Result<(), WireError> {
         match wire {
             WireType::Varint => self.read_varint().map(drop),
             WireType::Fixed64 => self.skip_n(8),
