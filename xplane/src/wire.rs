@@ -242,7 +242,7 @@ impl<'a> Reader<'a> {
     /// Reads a length-delimited value as a reader over it, sharing this reader's buffer (so
     /// positions stay relative to it).
     #[inline]
-    pub(crate) fn read_message(&mut self) -> Result<Reader<'a>, WireError> {
+    pub fn read_message(&mut self) -> Result<Reader<'a>, WireError> {
         let len = self.read_varint()?;
         let remaining = self.end - self.pos;
         if len > remaining as u64 {
