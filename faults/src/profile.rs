@@ -179,25 +179,28 @@ impl HostProfile {
                 self.modules().iter().filter(|m| m.program_id().is_some_and(|p| ran.contains(&p))).collect();
             modules.par_iter().with_max_len(1).for_each(|m| m.prepare_gpu_costs());
         };
-        let graph_kernels: &[Phase<'_>] = &[("graph_kernels", &name_graph_kernels)];
-        let costs: &[Phase<'_>] =
-            if self.device_kind() == DeviceKind::Gpu { &[("gpu_costs", &gpu_costs)] } else { &[] };
-        beside(graph_kernels, costs);
-        // The duty cycle (a union of every op, millions on a CPU capture) beside them: the
-        // report's health snapshot reads it after the detectors, on one thread.
-        beside(
-            &[("op_profile", &|| {
-                let _ = self.op_profile();
-            })],
-            &[
-                ("steps", &|| {
-                    let _ = self.steps();
-                }),
-                ("duty_cycle", &|| {
-                    let _ = self.duty_cycle();
-                }),
-            ],
-        );
+        // Two chains side by side: the op profile waits for the GPU costs it prices ops with,
+        // and the steps and the duty cycle (a union of every op, millions on a CPU capture; the
+        // report's health snapshot reads it after the detectors, on one thread) wait for the
+        // named kernels. Paired phase by phase instead, a long steps phase (a Python tracer
+        // thread of many markers) ran after the GPU costs rather than beside them.
+        let op_profile = || {
+            let _ = self.op_profile();
+        };
+        let steps = || {
+            let _ = self.steps();
+        };
+        let duty_cycle = || {
+            let _ = self.duty_cycle();
+        };
+        let host_chain: &[Phase<'_>] =
+            &[("graph_kernels", &name_graph_kernels), ("steps", &steps), ("duty_cycle", &duty_cycle)];
+        let device_chain: &[Phase<'_>] = if self.device_kind() == DeviceKind::Gpu {
+            &[("gpu_costs", &gpu_costs), ("op_profile", &op_profile)]
+        } else {
+            &[("op_profile", &op_profile)]
+        };
+        beside(host_chain, device_chain);
         // The per-step op medians of the step programs (host-thread ops) beside the anatomy: six
         // detectors read them, and one would compute them while the others wait.
         beside(
