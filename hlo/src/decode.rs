@@ -151,20 +151,7 @@ struct Read {
 impl Read {
     /// From a decoded proto, which is kept whole.
     fn from_proto(p: raw::HloInstructionProto, encoded: Bytes) -> Read {
-        let mut attrs = Attrs::from_proto(&p);
-        let (opcode, fusion_kind) = wire::opcode_and_kind(&p.opcode, &p.fusion_kind, &mut attrs);
-        attrs.settle();
-        let fields = wire::Fields {
-            attrs,
-            opcode,
-            fusion_kind,
-            shape: p.shape.as_deref().cloned(),
-            links: wire::Links {
-                operand_ids: wire::Ids::Values(p.operand_ids.clone()),
-                control_predecessor_ids: wire::Ids::Values(p.control_predecessor_ids.clone()),
-                called_computation_ids: wire::Ids::Values(p.called_computation_ids.clone()),
-            },
-        };
+        let fields = wire::Fields::from_proto(&p);
         Read { fields, encoded, full: Some(Box::new(p)) }
     }
 }

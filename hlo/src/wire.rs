@@ -130,6 +130,27 @@ pub(crate) struct Fields {
     pub(crate) links: Links,
 }
 
+impl Fields {
+    /// What [`instruction`] keeps, from an already decoded proto (copied: the caller keeps the
+    /// proto whole). The fast path reads the same values from the bytes (proptests below).
+    pub(crate) fn from_proto(p: &raw::HloInstructionProto) -> Fields {
+        let mut attrs = Attrs::from_proto(p);
+        let (opcode, fusion_kind) = opcode_and_kind(&p.opcode, &p.fusion_kind, &mut attrs);
+        attrs.settle();
+        Fields {
+            attrs,
+            opcode,
+            fusion_kind,
+            shape: p.shape.as_deref().cloned(),
+            links: Links {
+                operand_ids: Ids::Values(p.operand_ids.clone()),
+                control_predecessor_ids: Ids::Values(p.control_predecessor_ids.clone()),
+                called_computation_ids: Ids::Values(p.called_computation_ids.clone()),
+            },
+        }
+    }
+}
+
 /// A cursor over one message's bytes: `xlens_xplane`'s wire reader (the XSpace decoder's), with
 /// this reader's answer to anything unexpected, `None`, and payloads as ranges of `buf`.
 struct Reader<'a> {
@@ -471,24 +492,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// What [`instruction`] keeps, read from a prost-decoded proto instead.
-    fn from_prost(p: raw::HloInstructionProto) -> Fields {
-        let mut fields = Fields {
-            attrs: Attrs::from_proto(&p),
-            opcode: Opcode::Other,
-            fusion_kind: None,
-            shape: p.shape.map(|s| *s),
-            links: Links {
-                operand_ids: Ids::Values(p.operand_ids),
-                control_predecessor_ids: Ids::Values(p.control_predecessor_ids),
-                called_computation_ids: Ids::Values(p.called_computation_ids),
-            },
-        };
-        (fields.opcode, fields.fusion_kind) = opcode_and_kind(&p.opcode, &p.fusion_kind, &mut fields.attrs);
-        fields.attrs.settle();
-        fields
-    }
-
     fn encode_varint(mut v: u64, out: &mut Vec<u8>) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);
@@ -582,7 +585,7 @@ mod tests {
             let bytes = Bytes::from(bytes);
             let fast = instruction(&bytes);
             if let (Ok(p), Some(fast)) = (raw::HloInstructionProto::decode(bytes.clone()), fast) {
-                prop_assert!(same(&fast, &bytes, &from_prost(p)), "{fast:?}");
+                prop_assert!(same(&fast, &bytes, &Fields::from_proto(&p)), "{fast:?}");
             }
         }
     }
@@ -709,7 +712,7 @@ mod tests {
             let fast = instruction(&bytes);
             prop_assert!(fast.is_some());
             let p = raw::HloInstructionProto::decode(bytes.clone()).expect("a well-formed instruction decodes");
-            prop_assert!(same(&fast.unwrap(), &bytes, &from_prost(p)));
+            prop_assert!(same(&fast.unwrap(), &bytes, &Fields::from_proto(&p)));
         }
     }
 
@@ -765,7 +768,7 @@ mod tests {
         };
         let bytes = Bytes::from(p.encode_to_vec());
         let fast = instruction(&bytes).expect("the fast path reads a well-formed instruction");
-        assert!(same(&fast, &bytes, &from_prost(p)));
+        assert!(same(&fast, &bytes, &Fields::from_proto(&p)));
         assert_eq!(&*fast.attrs.op_name, "jit(train)/dot");
         assert_eq!(fast.attrs.backend_config(), b"{\"x\":1}");
         assert!(matches!(fast.links.operand_ids, Ids::Packed(_)), "read in place");

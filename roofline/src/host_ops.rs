@@ -1169,6 +1169,7 @@ fn kernels_by_instruction<'m>(
     let mut kernel = String::new();
     for (program, slots) in asked {
         let Some(&module) = by_program.get(&program) else { continue };
+        // The names are interned (each string at one index), so a name's index is its key.
         let wanted: HashMap<&str, usize> =
             slots.iter().enumerate().filter(|&(_, &asked)| asked).map(|(i, _)| (names[i].as_str(), i)).collect();
         let mut found: Vec<Option<xlens_hlo::InstrId>> = vec![None; names.len()];
@@ -1177,12 +1178,6 @@ fn kernels_by_instruction<'m>(
             kernel.extend(instruction.name().chars().map(xlens_hlo::gpu_kernel_char));
             if let Some(&i) = wanted.get(kernel.as_str()) {
                 found[i].get_or_insert(instruction.id());
-            }
-        }
-        // A name listed twice is named alike at each of its indices.
-        for (i, _) in slots.iter().enumerate().filter(|&(_, &asked)| asked) {
-            if found[i].is_none() {
-                found[i] = wanted.get(names[i].as_str()).and_then(|&j| found[j]);
             }
         }
         out.insert(program, (module, found));
