@@ -16,6 +16,16 @@ pub(crate) fn topological_order(instructions: &[Instruction], members: &[InstrId
     let Some(&first) = members.first() else { return Ok(Vec::new()) };
     let base = first.index();
     let pos = |id: InstrId| id.index() - base;
+    // XLA writes each computation in dependency order: when every edge points backwards, the
+    // proto order is the answer (the smallest-position-first order Kahn's algorithm below
+    // returns), found without building the graph.
+    let in_order = members.iter().enumerate().all(|(i, &m)| {
+        let instr = &instructions[m.index()];
+        instr.operands.iter().chain(&instr.control_predecessors).all(|&p| pos(p) < i)
+    });
+    if in_order {
+        return Ok(members.to_vec());
+    }
     let mut indegree = vec![0usize; n];
     let mut successors: Vec<Vec<usize>> = vec![Vec::new(); n];
     for &m in members {

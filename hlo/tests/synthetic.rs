@@ -224,6 +224,56 @@ fn topological_order_fixes_an_out_of_order_proto_and_users_are_unique() {
     assert_eq!(m.neighborhood(x.id(), 2).len(), 3);
 }
 
+proptest::proptest! {
+    /// Any DAG in any proto order: the order is the one that always takes the ready instruction
+    /// earliest in the proto (so a proto already in dependency order keeps it).
+    #[test]
+    fn topological_order_is_the_earliest_ready_first_order(
+        edges in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..3), 1..12),
+        shuffle in proptest::prelude::any::<bool>(),
+        seed in proptest::prelude::any::<u64>(),
+    ) {
+        let mut b = HloBuilder::new("m");
+        let mut main = b.computation("main");
+        let mut ids = vec![main.param("p0", 0, f32_(&[4]))];
+        let mut preds: Vec<Vec<usize>> = vec![Vec::new()];
+        for (i, ops) in edges.iter().enumerate() {
+            let ops: Vec<usize> = ops.iter().map(|ix| ix.index(ids.len())).collect();
+            let operand_ids: Vec<i64> = ops.iter().map(|&o| ids[o]).collect();
+            ids.push(main.op(&format!("n{i}"), "add", f32_(&[4]), &operand_ids));
+            preds.push(ops);
+        }
+        main.finish(*ids.last().unwrap());
+        let mut proto = b.finish("main");
+        // The proto's order: as built, or a permutation of it.
+        let n = ids.len();
+        let mut perm: Vec<usize> = (0..n).collect();
+        if shuffle {
+            let mut x = seed | 1;
+            for i in (1..n).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                perm.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+        }
+        let comp = &mut proto.hlo_module.as_mut().unwrap().computations[0];
+        let built = std::mem::take(&mut comp.instructions);
+        comp.instructions = perm.iter().map(|&i| built[i].clone()).collect();
+        let m = Module::from_proto(proto, 0).unwrap();
+        // The reference: repeatedly take the earliest proto position whose operands are out.
+        let mut done = vec![false; n];
+        let mut expected = Vec::new();
+        while expected.len() < n {
+            let next = (0..n).find(|&pos| !done[perm[pos]] && preds[perm[pos]].iter().all(|&o| done[o])).unwrap();
+            done[perm[next]] = true;
+            expected.push(if perm[next] == 0 { "p0".to_owned() } else { format!("n{}", perm[next] - 1) });
+        }
+        let names: Vec<&str> = m.entry().topological_order().iter().map(|&i| m.instruction(i).name()).collect();
+        proptest::prop_assert_eq!(names, expected);
+    }
+}
+
 fn error_of(proto: raw::HloProto) -> ErrorKind {
     match Module::decode(proto.encode_to_vec().into()) {
         Ok(_) => panic!("expected an error"),
