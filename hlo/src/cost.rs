@@ -40,8 +40,9 @@
 //!   (`cost_gpu`); a concatenate costs 6 FLOPs per element (400 when unaligned);
 //! - everything else as above.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
 
 pub use crate::cost_types::{Cost, CostModel};
 use crate::ids::{CompId, InstrId};
@@ -87,21 +88,35 @@ pub(crate) fn compute_with_hbm(module: &Module, model: CostModel) -> (Vec<Cost>,
         model,
         costs: vec![Cost::default(); module.instructions.len()],
         totals: vec![Cost::default(); module.computations.len()],
-        bodies: RefCell::new(vec![None; module.computations.len()]),
-        reads: RefCell::new(vec![None; module.instructions.len()]),
+        bodies: std::iter::repeat_with(OnceLock::new).take(module.computations.len()).collect(),
+        reads: std::iter::repeat_with(OnceLock::new).take(module.instructions.len()).collect(),
         elementwise_bodies: if model == CostModel::Gpu {
             crate::cost_gpu::elementwise_bodies(module)
         } else {
             Vec::new()
         },
-        fusion_hbm: RefCell::new(vec![None; module.instructions.len()]),
     };
+    let mut fusion_hbm: Vec<Option<u64>> = vec![None; module.instructions.len()];
+    let mut priced: Vec<(Cost, Option<u64>)> = Vec::new();
     for &c in &module.post_order {
         let comp = module.computation(c);
+        // An instruction's cost reads its operands' shapes and its callees' costs, never another
+        // cost of its own computation: a large computation (a program's entry, a loop body) is
+        // priced in parallel, in its order, and the result equals the serial one.
+        priced.clear();
+        if comp.order.len() >= PARALLEL_MIN_INSTRUCTIONS {
+            comp.order
+                .par_iter()
+                .with_min_len(PARALLEL_CHUNK)
+                .map(|&i| ctx.instruction(i))
+                .collect_into_vec(&mut priced);
+        } else {
+            priced.extend(comp.order.iter().map(|&i| ctx.instruction(i)));
+        }
         let mut total = Cost::default();
-        for &i in &comp.order {
-            let cost = ctx.instruction(i);
+        for (&i, &(cost, hbm)) in comp.order.iter().zip(&priced) {
             ctx.costs[i.index()] = cost;
+            fusion_hbm[i.index()] = hbm;
             total += cost;
         }
         ctx.totals[c.index()] = total;
@@ -109,7 +124,7 @@ pub(crate) fn compute_with_hbm(module: &Module, model: CostModel) -> (Vec<Cost>,
     let hbm = (0..module.instructions.len())
         .map(|i| {
             let id = module.instructions[i].id;
-            match ctx.fusion_hbm.borrow()[i] {
+            match fusion_hbm[i] {
                 Some(h) => h,
                 None if model == CostModel::Gpu => gpu_hbm_bytes(module, id, &ctx.costs[i]),
                 None => ctx.costs[i].bytes_accessed,
@@ -119,6 +134,12 @@ pub(crate) fn compute_with_hbm(module: &Module, model: CostModel) -> (Vec<Cost>,
     (ctx.costs, hbm)
 }
 
+/// Computations of fewer instructions are priced on the calling thread.
+const PARALLEL_MIN_INSTRUCTIONS: usize = 128;
+
+/// Instructions priced on one worker before another may take over.
+const PARALLEL_CHUNK: usize = 32;
+
 struct Ctx<'m> {
     module: &'m Module,
     model: CostModel,
@@ -126,13 +147,11 @@ struct Ctx<'m> {
     totals: Vec<Cost>,
     /// Per fusion body (by computation): its parameters by number, and the bytes of its large
     /// constants, once computed. Dense vectors by arena id, not hash maps: every instruction asks.
-    bodies: RefCell<Vec<Option<Rc<Body>>>>,
+    bodies: Vec<OnceLock<Body>>,
     /// Bytes read through each fused parameter, by instruction (memoized: bodies can be shared).
-    reads: RefCell<Vec<Option<u64>>>,
+    reads: Vec<OnceLock<u64>>,
     /// GPU model: per computation, whether its body is all elementwise.
     elementwise_bodies: Vec<bool>,
-    /// GPU model: the HBM bytes of each fusion, by instruction.
-    fusion_hbm: RefCell<Vec<Option<u64>>>,
 }
 
 struct Body {
@@ -168,8 +187,10 @@ impl<'m> Ctx<'m> {
         comp.map_or(Cost::default(), |c| self.totals[c.index()])
     }
 
-    fn instruction(&self, id: InstrId) -> Cost {
+    /// The cost of one instruction and, for a fusion under the GPU model, its HBM bytes.
+    fn instruction(&self, id: InstrId) -> (Cost, Option<u64>) {
         let instr = self.instr(id);
+        let mut fusion_hbm = None;
         let out = instr.shape.byte_size();
         let operands_bytes =
             (0..instr.operands.len()).fold(0u64, |acc, i| acc.saturating_add(self.operand_bytes(instr, i)));
@@ -296,7 +317,7 @@ impl<'m> Ctx<'m> {
                 let bodies = &self.elementwise_bodies;
                 let elementwise = |c: CompId| bodies.get(c.index()).copied().unwrap_or(false);
                 let f = crate::cost_gpu::fusion_cost(self.module, instr, &self.costs, &elementwise);
-                self.fusion_hbm.borrow_mut()[instr.id.index()] = Some(f.hbm_bytes);
+                fusion_hbm = Some(f.hbm_bytes);
                 cost = f.cost;
             }
             Opcode::Concatenate if self.model == CostModel::Gpu => {
@@ -324,7 +345,7 @@ impl<'m> Ctx<'m> {
             }
             _ => {}
         }
-        cost
+        (cost, fusion_hbm)
     }
 
     /// A fusion: the body's arithmetic, the bytes its fused parameters' users read, its outputs.
@@ -364,10 +385,12 @@ impl<'m> Ctx<'m> {
         Cost { flops: total.flops, transcendentals: total.transcendentals, bytes_accessed: bytes }
     }
 
-    /// The parameters and large constants of a fusion body, computed once per body.
-    fn body(&self, comp: CompId) -> Rc<Body> {
-        if let Some(b) = &self.bodies.borrow()[comp.index()] {
-            return Rc::clone(b);
+    /// The parameters and large constants of a fusion body, computed once per body (or by each
+    /// worker that asks first at the same time: the same value, whichever is kept).
+    fn body(&self, comp: CompId) -> &Body {
+        let cell = &self.bodies[comp.index()];
+        if let Some(b) = cell.get() {
+            return b;
         }
         let mut params = Vec::new();
         let mut constant_bytes = 0u64;
@@ -388,20 +411,20 @@ impl<'m> Ctx<'m> {
         // the one kept).
         params.sort_by_key(|&(n, _)| n);
         params.dedup_by_key(|&mut (n, _)| n);
-        let body = Rc::new(Body { params, constant_bytes });
-        self.bodies.borrow_mut()[comp.index()] = Some(Rc::clone(&body));
-        body
+        cell.get_or_init(|| Body { params, constant_bytes })
     }
 
     /// Bytes a fused parameter (or a get-tuple-element of one) is read, as its users read it.
     /// Recursion follows nested fusions down the (acyclic, depth-limited) call graph.
     fn parameter_read_bytes(&self, param: InstrId) -> u64 {
-        if let Some(v) = self.reads.borrow()[param.index()] {
+        let cell = &self.reads[param.index()];
+        if let Some(&v) = cell.get() {
             return v;
         }
+        // Not `get_or_init` around the recursion: two workers pricing fusions that share a
+        // body may both compute it (the same value), and neither waits on the other.
         let v = self.parameter_read_bytes_uncached(param);
-        self.reads.borrow_mut()[param.index()] = Some(v);
-        v
+        *cell.get_or_init(|| v)
     }
 
     fn parameter_read_bytes_uncached(&self, param: InstrId) -> u64 {

@@ -448,3 +448,36 @@ fn mesh_groups_with_an_iota_device_order_match_the_capture() {
     }
     assert_eq!(iota_ordered, 3, "the three W1 gathers list their devices as a transposed iota");
 }
+
+/// The costs of a large computation are priced in parallel: on one worker and on four, every
+/// instruction of every module (the H200 GPU captures' included, whose fusions and cuBLAS GEMMs
+/// the GPU model prices) gets the same XLA cost, GPU cost and HBM bytes.
+#[test]
+fn costs_priced_in_parallel_equal_the_serial_ones() {
+    let mut dirs = profile_dirs();
+    if let Ok(entries) = std::fs::read_dir(testdata().join("h200")) {
+        dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.join("vm.xplane.pb").is_file()));
+    }
+    let pool = |n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap();
+    let (one, four) = (pool(1), pool(4));
+    let mut large = 0;
+    for dir in &dirs {
+        let priced = |p: &rayon::ThreadPool| {
+            p.install(|| {
+                modules(dir)
+                    .iter()
+                    .map(|m| {
+                        m.prepare_gpu_costs();
+                        m.instructions()
+                            .iter()
+                            .map(|i| (m.cost(i.id()), m.gpu_cost(i.id()), m.gpu_hbm_bytes(i.id())))
+                            .collect()
+                    })
+                    .collect::<Vec<Vec<_>>>()
+            })
+        };
+        assert_eq!(priced(&one), priced(&four), "{}", dir.display());
+        large += modules(dir).iter().filter(|m| m.computations().iter().any(|c| c.instructions().len() >= 128)).count();
+    }
+    assert!(large >= 10, "only {large} modules have a computation large enough to be priced in parallel");
+}
