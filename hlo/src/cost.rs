@@ -582,13 +582,13 @@ pub(crate) fn is_dnn_convolution(target: &str) -> bool {
 }
 
 /// A custom call under the GPU model: a DNN convolution is priced as its convolution and a
-/// cuBLAS GEMM as its dot product ([`gemm_lhs_contracting`]), each reading its operands and
+/// cuBLAS GEMM as its dot product ((`backend_config`)), each reading its operands and
 /// writing its result (the first output: not the workspace); anything else costs nothing.
 fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
     let operands = (0..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(ctx.operand_bytes(instr, i)));
     if is_cublas_gemm(instr.attrs.custom_call_target()) {
         let (Some(contracting), Some(lhs)) =
-            (gemm_lhs_contracting(instr.attrs.backend_config()), ctx.operand_shape(instr, 0))
+            (crate::backend_config::gemm_lhs_contracting(instr.attrs.backend_config()), ctx.operand_shape(instr, 0))
         else {
             return Cost::default();
         };
@@ -614,35 +614,6 @@ fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
 /// GEMMs also carry on ROCm), which XLA's GPU cost analysis prices as a dot.
 fn is_cublas_gemm(target: &str) -> bool {
     matches!(target, "__cublas$gemm" | "__cublas$lt$matmul" | "__cublas$lt$matmul$f8")
-}
-
-/// The contracting dimensions of a cuBLAS GEMM's left operand, from its backend config (XLA's
-/// `GpuBackendConfig` as JSON: `gemm_backend_config.dot_dimension_numbers`; none for an empty
-/// config, whose defaults XLA prices as well). `None` when XLA's cost analysis cannot read the
-/// config, which then prices the GEMM at nothing: bytes that are not JSON, or a config naming
-/// `wait_on_operation_queues`, a field of older XLA releases that the one in XProf 2.24 no
-/// longer defines (its JSON reader rejects unknown fields: XProf prices such GEMMs, from older
-/// captures and this project's synthetic profiles, at zero FLOPs and bytes).
-fn gemm_lhs_contracting(config: &[u8]) -> Option<Vec<i64>> {
-    if config.iter().all(u8::is_ascii_whitespace) {
-        return Some(Vec::new());
-    }
-    let value: serde_json::Value = serde_json::from_slice(config).ok()?;
-    let object = value.as_object()?;
-    if object.contains_key("wait_on_operation_queues") {
-        return None;
-    }
-    let dims = object
-        .get("gemm_backend_config")
-        .and_then(|g| g.get("dot_dimension_numbers"))
-        .and_then(|d| d.get("lhs_contracting_dimensions"));
-    match dims {
-        None => Some(Vec::new()),
-        // proto3 JSON writes 64-bit integers as strings.
-        Some(list) => {
-            list.as_array()?.iter().map(|d| d.as_str().and_then(|s| s.parse().ok()).or_else(|| d.as_i64())).collect()
-        }
-    }
 }
 
 /// The HBM bytes of a non-fusion instruction under the GPU model: its bytes, but for a DNN
@@ -807,6 +778,7 @@ fn transpose_is_bitcast(ctx: &Ctx<'_>, instr: &Instruction) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend_config::gemm_lhs_contracting;
 
     /// A cuBLAS GEMM's contracting dimensions come from its backend config as XLA writes it
     /// (64-bit integers as strings); a config XProf's XLA cannot read (not JSON, or naming the

@@ -42,6 +42,7 @@
 //! ```
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+mod backend_config;
 mod collective;
 pub mod cost;
 mod cost_gpu;
