@@ -1,7 +1,6 @@
 //! [`Space`]: one decoded `*.xplane.pb` (one host).
 
 use bytes::Bytes;
-use rayon::prelude::*;
 
 use crate::error::check_limit;
 use crate::error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
@@ -145,7 +144,20 @@ impl Space {
             Plane::decode(bytes.slice(start..start + len), index, start as u64, budget).map_err(|e| e.in_plane(index))
         };
         let planes: Result<Vec<Plane>> = if encoded_len >= PARALLEL_DECODE_MIN_BYTES && plane_windows.len() > 1 {
-            plane_windows.par_iter().with_max_len(1).enumerate().map(decode).collect()
+            // The largest planes first, each taken by whichever worker is free: split in file
+            // order, eight device planes and a host plane went five to one worker and four to
+            // the other, and the second sat idle for a plane's decode.
+            let mut slots: Vec<Option<Result<Plane>>> = plane_windows.iter().map(|_| None).collect();
+            let mut queue: Vec<(&mut Option<Result<Plane>>, usize)> = slots.iter_mut().zip(0..).collect();
+            queue.sort_by_key(|&(_, index)| (std::cmp::Reverse(plane_windows[index].1), index));
+            rayon::scope_fifo(|scope| {
+                for (slot, index) in queue {
+                    let (decode, window) = (&decode, &plane_windows[index]);
+                    scope.spawn_fifo(move |_| *slot = Some(decode((index, window))));
+                }
+            });
+            // The first failure in file order, as a sequential parse meets it.
+            slots.into_iter().flatten().collect()
         } else {
             plane_windows.iter().enumerate().map(decode).collect()
         };
@@ -332,5 +344,35 @@ mod tests {
                 panic!("{}: {e}", file.display());
             }
         }
+    }
+
+    /// A space large enough to decode its planes in parallel (largest first): the planes come
+    /// back in file order, and of several planes that fail, the first in the file is reported,
+    /// as a sequential parse would.
+    #[test]
+    fn planes_decoded_largest_first_keep_file_order_and_first_failure() {
+        let sizes = [20_000usize, 70_000, 150_000, 150_000, 5_000, 90_000];
+        let mut b = crate::SpaceBuilder::default();
+        for (p, &n) in sizes.iter().enumerate() {
+            let mut plane = b.plane(p as i64 + 1, &format!("/device:TPU:{p}"));
+            let op = plane.event_metadata("fusion");
+            let mut line = plane.line(1, "XLA Ops", 0);
+            for k in 0..n as i64 {
+                line.event(op, k * 10, 5);
+            }
+        }
+        let bytes = Bytes::from(b.finish());
+        assert!(bytes.len() >= PARALLEL_DECODE_MIN_BYTES, "{} bytes", bytes.len());
+        let space = Space::parse(bytes.clone()).unwrap();
+        let names: Vec<String> = space.planes().iter().map(|p| p.name().to_owned()).collect();
+        let expected: Vec<String> = (0..sizes.len()).map(|p| format!("/device:TPU:{p}")).collect();
+        assert_eq!(names, expected);
+        let counts: Vec<usize> = space.planes().iter().map(|p| p.lines()[0].event_count()).collect();
+        assert_eq!(counts, sizes);
+        // Planes of more than 60,000 events fail their table budget: 1, 2, 3 and 5 (2 and 3, the
+        // largest, are decoded first).
+        let budget = |len: usize, _| if len > 60_000 * 8 { 1 } else { u64::MAX };
+        let e = Space::parse_with_budget(bytes, budget).unwrap_err();
+        assert_eq!(e.location().plane, Some(1), "{e}");
     }
 }
