@@ -109,6 +109,56 @@ impl Module {
     }
 }
 
+/// A module's proto read as far as its parts: the module with its computations still encoded,
+/// and the encoded occurrences of its buffer assignment, which are decoded apart
+/// ([`decode_assignment`]) so that a large program's assignment (a third of its decode) is read
+/// on another worker while its instructions are converted.
+pub(crate) struct Parts {
+    module: raw::HloModuleProtoEncoded,
+    encoded_len: usize,
+}
+
+impl Parts {
+    /// The parts of an `HloProto` with a module of computations; `None` for anything else,
+    /// which [`Module::decode`] reads (or fails on) as it always does.
+    pub(crate) fn read(bytes: &Bytes) -> Option<(Parts, Vec<Bytes>)> {
+        match raw::HloProtoParts::decode(bytes.clone()) {
+            Ok(raw::HloProtoParts { hlo_module: Some(module), buffer_assignment })
+                if !module.computations.is_empty() =>
+            {
+                Some((Parts { module, encoded_len: bytes.len() }, buffer_assignment))
+            }
+            _ => None,
+        }
+    }
+
+    /// Builds the module, without its buffer assignment (set it with
+    /// [`Module::set_buffer_assignment`]).
+    pub(crate) fn build(self) -> Result<Module> {
+        build_encoded(self.module, None, self.encoded_len)
+    }
+}
+
+/// A buffer assignment from its encoded occurrences, merged in order (as prost merges a message
+/// field that occurs more than once); `Ok(None)` when there is none.
+pub(crate) fn decode_assignment(
+    occurrences: &[Bytes],
+) -> std::result::Result<Option<raw::BufferAssignmentProto>, prost::DecodeError> {
+    let Some((first, rest)) = occurrences.split_first() else { return Ok(None) };
+    let mut assignment = raw::BufferAssignmentProto::decode(first.clone())?;
+    for more in rest {
+        assignment.merge(more.clone())?;
+    }
+    Ok(Some(assignment))
+}
+
+impl Module {
+    /// Gives a module built from [`Parts`] its buffer assignment.
+    pub(crate) fn set_buffer_assignment(&mut self, assignment: Option<raw::BufferAssignmentProto>) {
+        self.buffer_assignment = assignment;
+    }
+}
+
 /// What the model reads of a module, its instructions decoded (`I` is the proto) or still
 /// encoded (`I` is its bytes).
 struct ModuleParts<I> {

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use xlens_xplane::{Plane, Session, Space, names};
 
 use crate::cost::Cost;
+use crate::decode::{Parts, decode_assignment};
 use crate::error::{Location, Warning, WarningKind};
 use crate::ids::InstrId;
 use crate::module::Module;
@@ -29,9 +30,12 @@ pub struct HloProtoEntry {
 impl HloProtoEntry {
     /// Decodes the proto and builds its module, tagged with the program id.
     pub fn decode(&self) -> crate::Result<Module> {
-        Module::decode(self.bytes.clone())
-            .map(|m| m.with_program_id(self.program_id, self.name.clone()))
-            .map_err(|e| e.in_module(&self.name))
+        self.tagged(Module::decode(self.bytes.clone()))
+    }
+
+    /// A module built from this entry, tagged with its program id (an error with its name).
+    fn tagged(&self, built: crate::Result<Module>) -> crate::Result<Module> {
+        built.map(|m| m.with_program_id(self.program_id, self.name.clone())).map_err(|e| e.in_module(&self.name))
     }
 }
 
@@ -118,20 +122,59 @@ pub fn modules_from_space(space: &Space) -> (Vec<Module>, Vec<Warning>) {
 /// entries' order. A module's build ends in steps that run on one worker (its name index, the
 /// topological orders, the costs); begun last, the largest module ran them alone while the other
 /// workers had nothing left (a profile's main program is often listed after its small helpers).
+/// A large entry is two jobs: its module and, right behind it in the queue, its buffer
+/// assignment (read on one worker before the instructions, it held up the largest module while
+/// the next free worker took the small ones).
 fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>> {
-    let mut decoded: Vec<Option<crate::Result<Module>>> = entries.iter().map(|_| None).collect();
-    let mut queue: Vec<(&mut Option<crate::Result<Module>>, &HloProtoEntry)> =
-        decoded.iter_mut().zip(entries).collect();
-    queue.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.bytes.len()));
+    type Assignment = std::result::Result<Option<crate::raw::BufferAssignmentProto>, prost::DecodeError>;
+    struct Slot<'a> {
+        entry: &'a HloProtoEntry,
+        module: Option<crate::Result<Module>>,
+        assignment: Option<Assignment>,
+        parts: Option<(Parts, Vec<Bytes>)>,
+    }
+    let mut slots: Vec<Slot<'_>> = entries
+        .iter()
+        .map(|entry| Slot {
+            entry,
+            module: None,
+            assignment: None,
+            parts: if entry.bytes.len() >= SPLIT_MIN_BYTES { Parts::read(&entry.bytes) } else { None },
+        })
+        .collect();
+    let mut queue: Vec<&mut Slot<'_>> = slots.iter_mut().collect();
+    queue.sort_by_key(|slot| std::cmp::Reverse(slot.entry.bytes.len()));
     // Spawned in that order, taken in that order (FIFO) by whichever worker is free.
     rayon::scope_fifo(|scope| {
-        for (slot, entry) in queue {
-            scope.spawn_fifo(move |_| *slot = Some(entry.decode()));
+        for slot in queue {
+            let Slot { entry, module, assignment, parts } = slot;
+            match parts.take() {
+                Some((parts, occurrences)) => {
+                    scope.spawn_fifo(move |_| *module = Some(parts.build()));
+                    scope.spawn_fifo(move |_| *assignment = Some(decode_assignment(&occurrences)));
+                }
+                None => scope.spawn_fifo(move |_| *module = Some(entry.decode())),
+            }
         }
     });
-    // The scope returns once every entry has filled its slot.
-    decoded.into_iter().flatten().collect()
+    // The scope returns once every job has filled its slot.
+    slots
+        .into_iter()
+        .map(|slot| match (slot.module, slot.assignment) {
+            (Some(built), Some(Ok(assignment))) => slot.entry.tagged(built.map(|mut m| {
+                m.set_buffer_assignment(assignment);
+                m
+            })),
+            (Some(whole), None) => whole,
+            // An assignment that does not decode fails the whole proto: read as a whole again
+            // for the same error. (A job that did not run cannot happen: the scope waits.)
+            (Some(_), Some(Err(_))) | (None, _) => slot.entry.decode(),
+        })
+        .collect()
 }
+
+/// Protos of at least this size are read as two jobs (module, buffer assignment).
+const SPLIT_MIN_BYTES: usize = 64 << 10;
 
 /// The modules of every host of a session: a program id seen on several hosts is decoded once
 /// (from the first host, in host order). Sorted by program id then name.
@@ -278,5 +321,51 @@ mod tests {
         assert_eq!(trailing_program_id("jit_f(a)(1)"), Some(1));
         assert_eq!(trailing_program_id("jit_f"), None);
         assert_eq!(trailing_program_id("jit_f(x)"), None);
+    }
+
+    /// A large proto is read as two jobs (its module, its buffer assignment): the modules equal
+    /// those read whole, assignment included; a second occurrence of the assignment merges into
+    /// the first as it does read whole; an assignment that does not decode gives the whole
+    /// read's error.
+    #[test]
+    fn large_protos_read_in_two_jobs_equal_the_whole_read() {
+        use prost::Message;
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/h200/h200_train_bf16/vm.xplane.pb");
+        let space = xlens_xplane::open_space(std::path::Path::new(path)).unwrap();
+        let (entries, _) = hlo_protos(&space);
+        let large: Vec<&HloProtoEntry> = entries.iter().filter(|e| e.bytes.len() >= SPLIT_MIN_BYTES).collect();
+        assert!(!large.is_empty() && large.iter().all(|e| Parts::read(&e.bytes).is_some()));
+        let same = |a: &crate::Result<Module>, b: &crate::Result<Module>| match (a, b) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.buffer_assignment(), b.buffer_assignment());
+                assert_eq!(a.memory_stats(0).ok(), b.memory_stats(0).ok());
+                assert_eq!(a.instructions().len(), b.instructions().len());
+                assert_eq!(a.display_name(), b.display_name());
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => panic!("{:?} against {:?}", a.as_ref().err(), b.as_ref().err()),
+        };
+        for (split, whole) in decode_largest_first(&entries).iter().zip(&entries) {
+            same(split, &whole.decode());
+        }
+        // The largest entry with a second assignment appended (one more logical buffer), then
+        // with one that does not decode.
+        let entry = large.iter().max_by_key(|e| e.bytes.len()).unwrap();
+        let extra = crate::raw::BufferAssignmentProto {
+            logical_buffers: vec![crate::raw::LogicalBufferProto { id: 999_999, size: 4096, ..Default::default() }],
+            ..Default::default()
+        };
+        let field = |payload: &[u8]| {
+            let mut out = entry.bytes.to_vec();
+            prost::encoding::encode_key(3, prost::encoding::WireType::LengthDelimited, &mut out);
+            prost::encoding::encode_varint(payload.len() as u64, &mut out);
+            out.extend_from_slice(payload);
+            Bytes::from(out)
+        };
+        for bytes in [field(&extra.encode_to_vec()), field(&[0x0a, 0x05, 0xff])] {
+            let changed = HloProtoEntry { bytes, ..(*entry).clone() };
+            let split = decode_largest_first(std::slice::from_ref(&changed));
+            same(&split[0], &changed.decode());
+        }
     }
 }
