@@ -144,9 +144,23 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
         .collect();
     let mut queue: Vec<&mut Slot<'_>> = slots.iter_mut().collect();
     queue.sort_by_key(|slot| std::cmp::Reverse(slot.entry.bytes.len()));
-    // Spawned in that order, taken in that order (FIFO) by whichever worker is free.
+    // Spawned in that order, taken in that order (FIFO) by whichever worker is free. Small
+    // protos go in batches: one job each, a worker spent longer taking the next job from the
+    // other's queue than decoding a module of a few instructions.
     rayon::scope_fifo(|scope| {
+        let mut batch: Vec<&mut Slot<'_>> = Vec::new();
+        let mut batch_bytes = 0;
         for slot in queue {
+            if slot.parts.is_none() && slot.entry.bytes.len() < BATCH_BYTES {
+                batch_bytes += slot.entry.bytes.len();
+                batch.push(slot);
+                if batch_bytes >= BATCH_BYTES {
+                    let full = std::mem::take(&mut batch);
+                    batch_bytes = 0;
+                    scope.spawn_fifo(move |_| full.into_iter().for_each(|s| s.module = Some(s.entry.decode())));
+                }
+                continue;
+            }
             let Slot { entry, module, assignment, parts } = slot;
             match parts.take() {
                 Some((parts, occurrences)) => {
@@ -155,6 +169,9 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
                 }
                 None => scope.spawn_fifo(move |_| *module = Some(entry.decode())),
             }
+        }
+        if !batch.is_empty() {
+            scope.spawn_fifo(move |_| batch.into_iter().for_each(|s| s.module = Some(s.entry.decode())));
         }
     });
     // The scope returns once every job has filled its slot.
@@ -175,6 +192,9 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
 
 /// Protos of at least this size are read as two jobs (module, buffer assignment).
 const SPLIT_MIN_BYTES: usize = 64 << 10;
+
+/// Protos smaller than this are decoded in batches of about this many bytes, one job each.
+const BATCH_BYTES: usize = 16 << 10;
 
 /// The modules of every host of a session: a program id seen on several hosts is decoded once
 /// (from the first host, in host order). Sorted by program id then name.
@@ -289,7 +309,8 @@ mod tests {
             main.finish(last);
             Bytes::from(b.finish("main").encode_to_vec())
         };
-        let sizes = [1usize, 40, 3, 0, 90, 7];
+        // Single jobs and batches of small protos (under `BATCH_BYTES`) of several sizes.
+        let sizes = [1usize, 40, 3, 0, 90, 7, 900, 300, 250, 400, 120, 5];
         let mut entries: Vec<HloProtoEntry> = sizes
             .iter()
             .enumerate()
