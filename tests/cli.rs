@@ -73,6 +73,7 @@ fn scan_times_each_phase() {
         "op_profile",
         "steps",
         "anatomy",
+        "memory",
         "recompilation",
         "host_callback_stall",
         "scan",

@@ -193,8 +193,19 @@ impl HostProfile {
         let duty_cycle = || {
             let _ = self.duty_cycle();
         };
-        let host_chain: &[Phase<'_>] =
-            &[("graph_kernels", &name_graph_kernels), ("steps", &steps), ("duty_cycle", &duty_cycle)];
+        // Every program's HBM replay (the memory detector and the report's snapshot read them)
+        // at the end of the host chain, which is the shorter one on GPU profiles.
+        let memory = || {
+            for module in self.modules() {
+                let _ = module.hbm_memory_stats();
+            }
+        };
+        let host_chain: &[Phase<'_>] = &[
+            ("graph_kernels", &name_graph_kernels),
+            ("steps", &steps),
+            ("duty_cycle", &duty_cycle),
+            ("memory", &memory),
+        ];
         let device_chain: &[Phase<'_>] = if self.device_kind() == DeviceKind::Gpu {
             &[("gpu_costs", &gpu_costs), ("op_profile", &op_profile)]
         } else {
