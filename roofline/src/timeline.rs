@@ -420,8 +420,12 @@ struct Walk<'a> {
     stretch: Option<StretchWalk>,
 }
 
+// The per-event steps (`op`, `advance_to`, `close_top`, `emit`) are inlined into the op line's
+// loop: as calls (about two `emit`s an op, each saving and restoring six registers) they were
+// 6 % of the walk on tpu300.
 impl Walk<'_> {
     /// Accounts one op event. `time_scale` is the event's DVFS multiplier, when it has one.
+    #[inline(always)]
     fn op(&mut self, span: Span, meta: usize, time_scale: Option<f64>, occurrences: i64) {
         let (start, end) = (span.start, span.end());
         self.advance_to(start);
@@ -497,6 +501,7 @@ impl Walk<'_> {
     }
 
     /// Closes every op that ends at or before `t` and accounts the time up to `t`.
+    #[inline(always)]
     fn advance_to(&mut self, t: Picos) {
         while let Some(top) = self.stack.last() {
             if top.end > t {
@@ -514,6 +519,7 @@ impl Walk<'_> {
         self.cursor = self.cursor.max(t);
     }
 
+    #[inline(always)]
     fn close_top(&mut self) {
         let Some(op) = self.stack.pop() else { return };
         let duration = op.end - op.start;
@@ -531,6 +537,7 @@ impl Walk<'_> {
 
     /// Accounts `[a, b)`, run by an op of class `class` (the innermost) or by nothing, to the
     /// step windows.
+    #[inline(always)]
     fn emit(&mut self, a: Picos, b: Picos, class: Option<u8>) {
         if a >= b {
             return;
