@@ -582,8 +582,9 @@ pub(crate) fn is_dnn_convolution(target: &str) -> bool {
 }
 
 /// A custom call under the GPU model: a DNN convolution is priced as its convolution and a
-/// cuBLAS GEMM as its dot product ((`backend_config`)), each reading its operands and
-/// writing its result (the first output: not the workspace); anything else costs nothing.
+/// cuBLAS GEMM as its dot product (over the contracting dimensions of its backend config), each
+/// reading its operands and writing its result (the first output: not the workspace); anything
+/// else costs nothing.
 fn gpu_custom_call(ctx: &Ctx<'_>, instr: &Instruction) -> Cost {
     let operands = (0..instr.operands.len()).fold(0u64, |a, i| a.saturating_add(ctx.operand_bytes(instr, i)));
     if is_cublas_gemm(instr.attrs.custom_call_target()) {

@@ -147,17 +147,21 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
     // Spawned in that order, taken in that order (FIFO) by whichever worker is free. Small
     // protos go in batches: one job each, a worker spent longer taking the next job from the
     // other's queue than decoding a module of a few instructions.
+    fn decode_all(batch: Vec<&mut Slot<'_>>) {
+        batch.into_iter().for_each(|slot| slot.module = Some(slot.entry.decode()));
+    }
     rayon::scope_fifo(|scope| {
         let mut batch: Vec<&mut Slot<'_>> = Vec::new();
         let mut batch_bytes = 0;
         for slot in queue {
-            if slot.parts.is_none() && slot.entry.bytes.len() < BATCH_BYTES {
+            // (A proto this small is never split: see `SPLIT_MIN_BYTES`.)
+            if slot.entry.bytes.len() < BATCH_BYTES {
                 batch_bytes += slot.entry.bytes.len();
                 batch.push(slot);
                 if batch_bytes >= BATCH_BYTES {
                     let full = std::mem::take(&mut batch);
                     batch_bytes = 0;
-                    scope.spawn_fifo(move |_| full.into_iter().for_each(|s| s.module = Some(s.entry.decode())));
+                    scope.spawn_fifo(move |_| decode_all(full));
                 }
                 continue;
             }
@@ -171,7 +175,7 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
             }
         }
         if !batch.is_empty() {
-            scope.spawn_fifo(move |_| batch.into_iter().for_each(|s| s.module = Some(s.entry.decode())));
+            scope.spawn_fifo(move |_| decode_all(batch));
         }
     });
     // The scope returns once every job has filled its slot.
@@ -195,6 +199,9 @@ const SPLIT_MIN_BYTES: usize = 64 << 10;
 
 /// Protos smaller than this are decoded in batches of about this many bytes, one job each.
 const BATCH_BYTES: usize = 16 << 10;
+
+// A batched proto is never one that is split in two jobs.
+const _: () = assert!(BATCH_BYTES <= SPLIT_MIN_BYTES);
 
 /// The modules of every host of a session: a program id seen on several hosts is decoded once
 /// (from the first host, in host order). Sorted by program id then name.
