@@ -285,7 +285,16 @@ pub struct EventIter<'a> {
     metering: bool,
     /// The reader position up to which bytes were metered.
     metered_to: usize,
+    /// Events to read the general way before trying [`Reader::read_plain_event`] again: after
+    /// an event that is not plain (most events of host and GPU lines carry stats), the next
+    /// few are not tried, so such lines pay for one failed try in [`PLAIN_RETRY`] events. (A
+    /// line's fields before its events are not events: failing on them skips nothing.)
+    plain_skip: u8,
 }
+
+/// Events read the general way after one that is not plain, before the plain read is tried
+/// again.
+const PLAIN_RETRY: u8 = 16;
 
 /// Bytes a metering walk reads between two additions to the meter.
 const METER_STRIDE_BYTES: usize = 1 << 18;
@@ -295,14 +304,24 @@ impl<'a> EventIter<'a> {
     pub(crate) fn new(plane: &'a Plane, line: &'a Line, reader: Reader<'a>) -> Self {
         let metering = plane.first_walk(line.index());
         let metered_to = reader.pos();
-        EventIter { plane, line, reader, index: 0, remaining: line.event_count(), done: false, metering, metered_to }
+        EventIter {
+            plane,
+            line,
+            reader,
+            index: 0,
+            remaining: line.event_count(),
+            done: false,
+            metering,
+            metered_to,
+            plain_skip: 0,
+        }
     }
 
     /// A run of the events of `line` (see [`Line::event_parts`]); the caller sets where its event
     /// indices start and how many events it holds.
     fn new_part(plane: &'a Plane, line: &'a Line, reader: Reader<'a>, metering: bool) -> Self {
         let metered_to = reader.pos();
-        EventIter { plane, line, reader, index: 0, remaining: 0, done: false, metering, metered_to }
+        EventIter { plane, line, reader, index: 0, remaining: 0, done: false, metering, metered_to, plain_skip: 0 }
     }
 
     /// Adds the bytes read since the last addition to the meter.
@@ -390,6 +409,32 @@ impl<'a> EventIter<'a> {
         if self.done {
             return None;
         }
+        // Where the plain read was tried and failed, if it was.
+        let mut tried_at = None;
+        if self.plain_skip > 0 {
+            self.plain_skip -= 1;
+        } else if let Some(plain) = self.reader.read_plain_event() {
+            let index = self.index;
+            self.index += 1;
+            self.remaining = self.remaining.saturating_sub(1);
+            if self.metering && self.reader.pos() - self.metered_to >= METER_STRIDE_BYTES {
+                self.meter();
+            }
+            return Some(Ok(Event {
+                plane: self.plane,
+                line: self.line,
+                metadata_id: EventMetadataId(plain.metadata_id as i64),
+                data_value: plain.offset as i64,
+                duration_ps: plain.duration as i64,
+                body_start: plain.body.1 as u32,
+                body_end: plain.body.1 as u32,
+                index: index as u32,
+                data_kind: DataKind::Offset,
+                has_stats: false,
+            }));
+        } else {
+            tried_at = Some(self.reader.pos());
+        }
         while !self.reader.is_empty() {
             let tag_pos = self.reader.pos();
             let (field, wire) = match self.reader.read_varint() {
@@ -403,6 +448,9 @@ impl<'a> EventIter<'a> {
             };
             let val_pos = self.reader.pos();
             if field == 4 && wire == WireType::Len {
+                if tried_at == Some(tag_pos) {
+                    self.plain_skip = PLAIN_RETRY - 1;
+                }
                 let body = match self.reader.read_message() {
                     Ok(b) => b,
                     Err(e) => return Some(Err(self.fail(e, val_pos))),

@@ -145,6 +145,164 @@ proptest! {
     }
 }
 
+/// A varint-field value of every encoded length around the plain-event read's limits (one to
+/// eight bytes, nine and ten), zero (not encoded at all) and negatives.
+fn sized_value() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        Just(0i64),
+        1i64..128,
+        128i64..(1 << 14),
+        (1i64 << 35)..(1i64 << 49),
+        (1i64 << 49)..(1i64 << 56),
+        (1i64 << 55)..(1i64 << 57),
+        any::<i64>(),
+    ]
+}
+
+/// Op-line events: mostly the plain shape (metadata id, offset, duration; no stats), among
+/// events with stats, occurrences or no data.
+fn op_event() -> impl Strategy<Value = XEvent> {
+    let data = prop_oneof![
+        8 => sized_value().prop_map(|v| Some(x_event::Data::OffsetPs(v))),
+        1 => Just(None),
+        1 => sized_value().prop_map(|v| Some(x_event::Data::NumOccurrences(v))),
+    ];
+    let stats = prop_oneof![8 => Just(Vec::new()), 1 => proptest::collection::vec(stat(), 1..3)];
+    (sized_value(), data, sized_value(), stats).prop_map(|(metadata_id, data, duration_ps, stats)| XEvent {
+        metadata_id,
+        data,
+        duration_ps,
+        stats,
+    })
+}
+
+/// Planes of several op lines, so that the last events of a line sit just before the next
+/// line's bytes, and the plane's last events at the end of the input.
+fn op_plane() -> impl Strategy<Value = XPlane> {
+    let line = (any::<i64>(), proptest::collection::vec(op_event(), 0..40)).prop_map(|(timestamp_ns, events)| XLine {
+        id: 1,
+        name: "XLA Ops".into(),
+        timestamp_ns: timestamp_ns >> 20,
+        events,
+        ..XLine::default()
+    });
+    proptest::collection::vec(line, 1..4).prop_map(|lines| XPlane {
+        id: 1,
+        name: "/device:TPU:0".into(),
+        lines,
+        ..XPlane::default()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The plain-event read (three varint fields, nothing else) and the general one read op
+    /// lines as prost does, whatever each event's shape.
+    #[test]
+    fn op_line_events_decode_like_prost(planes in proptest::collection::vec(op_plane(), 1..3)) {
+        let x = XSpace { planes, ..XSpace::default() };
+        let space = Space::parse(Bytes::from(x.encode_to_vec())).expect("valid encoding decodes");
+        prop_assert_eq!(space.to_raw().expect("events decode"), x);
+    }
+}
+
+#[test]
+fn plain_looking_events_with_more_fields_decode_like_prost() {
+    // Events that start like the plain shape but are not: a repeated duration (the last wins),
+    // fields out of order, a stat after the three fields, a length that ends inside the third
+    // field, and an occurrences field; between plain events, each at the end of its line.
+    let plain = |out: &mut Vec<u8>, id: u64, offset: u64, duration: u64| {
+        let mut event = Vec::new();
+        varint_field(&mut event, 1, id);
+        varint_field(&mut event, 2, offset);
+        varint_field(&mut event, 3, duration);
+        len_field(out, 4, &event);
+    };
+    let odd: Vec<Vec<u8>> = vec![
+        [0x08, 0x05, 0x10, 0x80, 0x01, 0x18, 0x09, 0x18, 0x0a].to_vec(),
+        [0x10, 0x80, 0x01, 0x08, 0x05, 0x18, 0x09].to_vec(),
+        [0x08, 0x05, 0x10, 0x80, 0x01, 0x18, 0x09, 0x22, 0x02, 0x08, 0x01].to_vec(),
+        [0x08, 0x05, 0x10, 0x80, 0x01, 0x18, 0x09, 0x28, 0x03].to_vec(),
+        [0x08, 0x05, 0x18, 0x09, 0x10, 0x80, 0x01].to_vec(),
+    ];
+    let mut plane = Vec::new();
+    len_field(&mut plane, 2, b"/device:TPU:0");
+    for body in &odd {
+        let mut line = Vec::new();
+        len_field(&mut line, 2, b"XLA Ops");
+        plain(&mut line, 3, 1 << 40, 1 << 20);
+        len_field(&mut line, 4, body);
+        len_field(&mut plane, 3, &line);
+        let mut line = Vec::new();
+        len_field(&mut line, 2, b"XLA Ops");
+        len_field(&mut line, 4, body);
+        plain(&mut line, 7, 1 << 41, 1 << 21);
+        len_field(&mut plane, 3, &line);
+    }
+    // A length that ends inside the third field: the general read's error, at the same place.
+    let mut line = Vec::new();
+    len_field(&mut line, 2, b"XLA Ops");
+    plain(&mut line, 3, 1 << 40, 1 << 20);
+    line.extend_from_slice(&[0x22, 0x07, 0x08, 0x05, 0x10, 0x80, 0x01, 0x18, 0x89]);
+    let mut bad_plane = plane.clone();
+    len_field(&mut bad_plane, 3, &line);
+    let mut bytes = Vec::new();
+    len_field(&mut bytes, 1, &plane);
+    let by_prost = XSpace::decode(bytes.as_slice()).unwrap();
+    let space = Space::parse(Bytes::from(bytes)).unwrap();
+    assert_eq!(space.to_raw().unwrap(), by_prost);
+    let durations: Vec<i64> =
+        by_prost.planes[0].lines.iter().flat_map(|l| l.events.iter().map(|e| e.duration_ps)).collect();
+    assert_eq!(durations[..4], [1 << 20, 10, 10, 1 << 21]);
+
+    // Malformed events of the plain shape whose varints do not end within eight bytes: as the
+    // general read, an error (an invalid tag after a nine-byte metadata id; a duration that runs
+    // to the event's end), never values.
+    let continued = [0x81u8; 8];
+    let mut bad_id = vec![0x08];
+    bad_id.extend_from_slice(&continued);
+    bad_id.extend_from_slice(&[0x10, 0x01, 0x18, 0x01]);
+    let mut bad_offset = vec![0x08, 0x05, 0x10];
+    bad_offset.extend_from_slice(&continued);
+    bad_offset.extend_from_slice(&[0x18, 0x18]);
+    let mut bad_duration = vec![0x08, 0x05, 0x10, 0x01, 0x18];
+    bad_duration.extend_from_slice(&continued);
+    for body in [&bad_id, &bad_offset, &bad_duration] {
+        let mut line = Vec::new();
+        len_field(&mut line, 2, b"XLA Ops");
+        // A plain event first (the event after a line's other fields is read the general way),
+        // and more after it (the plain read looks at 40 bytes from the event's start).
+        plain(&mut line, 3, 1 << 40, 1 << 20);
+        len_field(&mut line, 4, body);
+        for _ in 0..4 {
+            plain(&mut line, 7, 1 << 41, 1 << 21);
+        }
+        let mut plane = Vec::new();
+        len_field(&mut plane, 3, &line);
+        let mut bytes = Vec::new();
+        len_field(&mut bytes, 1, &plane);
+        assert!(XSpace::decode(bytes.as_slice()).is_err());
+        let space = Space::parse(Bytes::from(bytes)).unwrap();
+        let plane = &space.planes()[0];
+        let events: Vec<_> = plane.lines()[0].events(plane).collect();
+        assert_eq!(events.len(), 2, "{body:02x?}: {events:?}");
+        assert!(events[0].is_ok() && events[1].is_err(), "{body:02x?}: {events:?}");
+    }
+
+    let mut bytes = Vec::new();
+    len_field(&mut bytes, 1, &bad_plane);
+    assert!(XSpace::decode(bytes.as_slice()).is_err());
+    let space = Space::parse(Bytes::from(bytes)).unwrap();
+    let plane = &space.planes()[0];
+    let line = plane.lines().last().unwrap();
+    let events: Vec<_> = line.events(plane).collect();
+    assert_eq!(events.len(), 2);
+    assert!(events[0].is_ok());
+    let err = events[1].as_ref().unwrap_err().to_string();
+    assert!(err.contains("ends inside a field") && err.contains("event #1"), "{err}");
+}
+
 #[test]
 fn builder_output_is_what_prost_reads() {
     let mut b = SpaceBuilder::default();
