@@ -88,7 +88,7 @@ pub fn device_timespan(
 
 /// [`device_timespan`] from stats already at hand (those a walk gathered while decoding the
 /// event): the last offset and duration stats win.
-#[inline]
+#[inline(always)]
 pub(crate) fn timespan_of_stats<'a>(
     ev: &Event<'a>,
     stats: impl IntoIterator<Item = Stat<'a>>,
