@@ -871,7 +871,7 @@ impl<'a> Stat<'a> {
     }
 
     /// Decodes one XStat message body; `r` reads it inside the plane's bytes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode(plane: &'a Plane, mut r: Reader<'a>) -> Result<Self> {
         let mut stat = Stat { plane, metadata_id: StatMetadataId(0), raw: RawValue::None };
         // Writers emit the metadata id, then one value: take that shape first, with predictable
