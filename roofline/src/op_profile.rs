@@ -268,42 +268,57 @@ impl OpProfile {
 
     /// Builds the op profile from an already walked device timeline of `space`.
     pub fn from_timeline(space: &Space, timeline: &DeviceTimeline) -> OpProfile {
+        use rayon::prelude::*;
+        // Per core, in parallel (each reads its plane's op metadata): ops keyed by (program_id,
+        // symbol_id), events missing either dropped; its time; its programs. Merged below in
+        // core order, as one pass over the cores would.
+        let per_core: Vec<Option<(BTreeMap<(u64, u64), OpStats>, Picos, BTreeMap<u64, String>)>> = timeline
+            .cores
+            .par_iter()
+            .with_max_len(1)
+            .map(|core| {
+                let plane = space.planes().get(core.plane_index)?;
+                let ids = DeviceStatIds::of(plane);
+                let meta = op_metadata(plane, &ids);
+                let mut by_key: BTreeMap<(u64, u64), OpStats> = BTreeMap::new();
+                for (pos, agg) in core.ops.iter().enumerate() {
+                    if agg.occurrences == 0 {
+                        continue;
+                    }
+                    let Some(m) = plane.event_metadata().get(pos).and_then(|e| meta.get(&e.id())) else { continue };
+                    let (Some(program_id), Some(symbol_id)) = (m.program_id, m.symbol_id) else { continue };
+                    if symbol_id == 0 {
+                        continue;
+                    }
+                    let entry = by_key.entry((program_id, symbol_id)).or_insert_with(|| empty_stats(program_id, m));
+                    let n = agg.occurrences as f64;
+                    entry.occurrences += agg.occurrences;
+                    entry.time += agg.time;
+                    entry.self_time += agg.self_time;
+                    entry.normalized_time += agg.normalized_time;
+                    entry.flops += m.flops * n;
+                    entry.model_flops += if m.model_flops > 0.0 { m.model_flops * n } else { m.flops * n };
+                    entry.bytes.add(&m.memory.scaled(n));
+                }
+                let op_time: Picos = by_key.values().map(|o| o.self_time).sum();
+                let span = core.span.map_or(Picos::ZERO, |(a, b)| b - a);
+                let mut programs: BTreeMap<u64, String> = BTreeMap::new();
+                for &(_, _, pos) in &core.modules {
+                    let Some(name) = plane.event_metadata().get(pos).map(|m| m.name()) else { continue };
+                    if let Some(id) = program_id_of_module_name(name) {
+                        programs.entry(id).or_insert_with(|| name.to_owned());
+                    }
+                }
+                Some((by_key, span.max(op_time), programs))
+            })
+            .collect();
         let mut combined: BTreeMap<(u64, String), OpStats> = BTreeMap::new();
         let mut total_time = Picos::ZERO;
         let mut programs = BTreeMap::new();
-        for core in &timeline.cores {
-            let Some(plane) = space.planes().get(core.plane_index) else { continue };
-            let ids = DeviceStatIds::of(plane);
-            let meta = op_metadata(plane, &ids);
-            // Per core: ops keyed by (program_id, symbol_id); events missing either are dropped.
-            let mut by_key: BTreeMap<(u64, u64), OpStats> = BTreeMap::new();
-            for (pos, agg) in core.ops.iter().enumerate() {
-                if agg.occurrences == 0 {
-                    continue;
-                }
-                let Some(m) = plane.event_metadata().get(pos).and_then(|e| meta.get(&e.id())) else { continue };
-                let (Some(program_id), Some(symbol_id)) = (m.program_id, m.symbol_id) else { continue };
-                if symbol_id == 0 {
-                    continue;
-                }
-                let entry = by_key.entry((program_id, symbol_id)).or_insert_with(|| empty_stats(program_id, m));
-                let n = agg.occurrences as f64;
-                entry.occurrences += agg.occurrences;
-                entry.time += agg.time;
-                entry.self_time += agg.self_time;
-                entry.normalized_time += agg.normalized_time;
-                entry.flops += m.flops * n;
-                entry.model_flops += if m.model_flops > 0.0 { m.model_flops * n } else { m.flops * n };
-                entry.bytes.add(&m.memory.scaled(n));
-            }
-            let op_time: Picos = by_key.values().map(|o| o.self_time).sum();
-            let span = core.span.map_or(Picos::ZERO, |(a, b)| b - a);
-            total_time += span.max(op_time);
-            for &(_, _, pos) in &core.modules {
-                let Some(name) = plane.event_metadata().get(pos).map(|m| m.name()) else { continue };
-                if let Some(id) = program_id_of_module_name(name) {
-                    programs.entry(id).or_insert_with(|| name.to_owned());
-                }
+        for (by_key, time, core_programs) in per_core.into_iter().flatten() {
+            total_time += time;
+            for (id, name) in core_programs {
+                programs.entry(id).or_insert(name);
             }
             for op in by_key.into_values() {
                 match combined.entry((op.program_id, op.name.clone())) {
