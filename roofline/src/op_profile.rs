@@ -248,6 +248,14 @@ pub struct OpProfile {
     pub idle_time: Picos,
 }
 
+/// One core's part of the TPU op profile ([`OpProfile::from_timeline`]): its ops keyed by
+/// (program, symbol), its time, and the programs its module events name.
+struct CoreTable {
+    ops: BTreeMap<(u64, u64), OpStats>,
+    time: Picos,
+    programs: BTreeMap<u64, String>,
+}
+
 impl OpProfile {
     /// Builds the op profile of the TPU TensorCores of a space (empty when it has none).
     ///
@@ -272,7 +280,7 @@ impl OpProfile {
         // Per core, in parallel (each reads its plane's op metadata): ops keyed by (program_id,
         // symbol_id), events missing either dropped; its time; its programs. Merged below in
         // core order, as one pass over the cores would.
-        let per_core: Vec<Option<(BTreeMap<(u64, u64), OpStats>, Picos, BTreeMap<u64, String>)>> = timeline
+        let per_core: Vec<Option<CoreTable>> = timeline
             .cores
             .par_iter()
             .with_max_len(1)
@@ -309,13 +317,13 @@ impl OpProfile {
                         programs.entry(id).or_insert_with(|| name.to_owned());
                     }
                 }
-                Some((by_key, span.max(op_time), programs))
+                Some(CoreTable { ops: by_key, time: span.max(op_time), programs })
             })
             .collect();
         let mut combined: BTreeMap<(u64, String), OpStats> = BTreeMap::new();
         let mut total_time = Picos::ZERO;
         let mut programs = BTreeMap::new();
-        for (by_key, time, core_programs) in per_core.into_iter().flatten() {
+        for CoreTable { ops: by_key, time, programs: core_programs } in per_core.into_iter().flatten() {
             total_time += time;
             for (id, name) in core_programs {
                 programs.entry(id).or_insert(name);
