@@ -94,14 +94,14 @@ impl WireError {
 /// three keys, three eight-byte varints) read as eight-byte words from any of its positions.
 const PLAIN_WINDOW: usize = 40;
 
-/// An event read by [`Reader::read_plain_event`]: its three varint fields and the body's
-/// positions in the reader's buffer.
+/// An event read by [`Reader::read_plain_event`]: its three varint fields and where it ends in
+/// the reader's buffer (where the stats of a general read would start).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PlainEvent {
     pub(crate) metadata_id: u64,
     pub(crate) offset: u64,
     pub(crate) duration: u64,
-    pub(crate) body: (usize, usize),
+    pub(crate) end: usize,
 }
 
 /// The varint at `at` of `window` as the multi-byte fast path reads it: its value, its length
@@ -266,9 +266,8 @@ impl<'a> Reader<'a> {
         }
         // The next event's position from the length byte alone (equal to `body_end` here), so
         // the next decode need not wait for this one's fields.
-        let at = self.pos;
         self.pos += 2 + len;
-        Some(PlainEvent { metadata_id, offset, duration, body: (at + 2, self.pos) })
+        Some(PlainEvent { metadata_id, offset, duration, end: self.pos })
     }
 
     /// The general case: byte by byte, near the end of the buffer or for 9- and 10-byte varints.
