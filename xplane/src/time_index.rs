@@ -412,9 +412,15 @@ mod tests {
     use crate::{Space, SpaceBuilder};
 
     fn space(starts: &[i64]) -> Space {
+        space_on("/host:CPU", starts)
+    }
+
+    /// [`space`] with the line on a plane named `plane_name` (a device plane's lines are parsed
+    /// without noting their ids, on their events' tag and length bytes alone).
+    fn space_on(plane_name: &str, starts: &[i64]) -> Space {
         let mut b = SpaceBuilder::default();
         {
-            let mut plane = b.plane(1, "/host:CPU");
+            let mut plane = b.plane(1, plane_name);
             let op = plane.event_metadata("op");
             let mut line = plane.line(7, "python", 0);
             for &s in starts {
@@ -612,6 +618,13 @@ mod tests {
     #[test]
     fn a_line_is_cut_at_its_parse_cut_points() {
         let (starts, space) = long_line();
+        assert_cut_at_parse_cut_points(&starts, &space);
+        let device = space_on("/device:TPU:0", &starts);
+        assert_eq!(device.planes()[0].kind(), crate::PlaneKind::TpuTensorCore { ordinal: 0 });
+        assert_cut_at_parse_cut_points(&starts, &device);
+    }
+
+    fn assert_cut_at_parse_cut_points(starts: &[i64], space: &Space) {
         let plane = &space.planes()[0];
         let line = &plane.lines()[0];
         let cuts = |parts| line.event_parts(plane, parts).iter().map(|r| r.position()).collect::<Vec<_>>();

@@ -303,6 +303,39 @@ fn plain_looking_events_with_more_fields_decode_like_prost() {
     assert!(err.contains("ends inside a field") && err.contains("event #1"), "{err}");
 }
 
+/// A device plane's op line is counted on its events' tag and length bytes alone: an event
+/// whose length runs past its line (by one byte, into the next line's bytes) is an error there,
+/// as prost finds, not an event.
+#[test]
+fn an_op_line_event_past_its_line_fails_the_parse() {
+    let plain = |out: &mut Vec<u8>, id: u64| {
+        let mut event = Vec::new();
+        varint_field(&mut event, 1, id);
+        varint_field(&mut event, 2, 1 << 40);
+        varint_field(&mut event, 3, 1 << 20);
+        len_field(out, 4, &event);
+    };
+    let mut line = Vec::new();
+    len_field(&mut line, 2, b"XLA Ops");
+    for id in 1..6 {
+        plain(&mut line, id);
+    }
+    let mut cut = line.clone();
+    // The last event's length says one byte more than the line holds.
+    let last_len = cut.len() - 14;
+    assert_eq!(cut[last_len], 13);
+    cut[last_len] = 14;
+    let mut plane = Vec::new();
+    len_field(&mut plane, 2, b"/device:TPU:0");
+    len_field(&mut plane, 3, &cut);
+    len_field(&mut plane, 3, &line);
+    let mut bytes = Vec::new();
+    len_field(&mut bytes, 1, &plane);
+    assert!(XSpace::decode(bytes.as_slice()).is_err());
+    let err = Space::parse(Bytes::from(bytes)).expect_err("a truncated event fails the parse").to_string();
+    assert!(err.contains("ends inside a field"), "{err}");
+}
+
 #[test]
 fn builder_output_is_what_prost_reads() {
     let mut b = SpaceBuilder::default();
