@@ -81,7 +81,7 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
     type Outcome = Option<Result<Vec<Finding>, Skip>>;
     let mut outcomes: Vec<Outcome> = detectors.iter().map(|_| None).collect();
     let mut queue: Vec<(&mut Outcome, &dyn Detector)> = outcomes.iter_mut().zip(detectors.iter().copied()).collect();
-    queue.sort_by_key(|(_, d)| !LONG_RUNNING.contains(&d.id()));
+    queue.sort_by_key(|(_, d)| LONG_RUNNING.iter().position(|&id| id == d.id()).unwrap_or(LONG_RUNNING.len()));
     rayon::scope_fifo(|scope| {
         for (slot, d) in queue {
             scope.spawn_fifo(move |_| {
@@ -117,9 +117,12 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
 }
 
 /// The detectors that read every op, kernel or step of a profile (the shared tables, again
-/// line by line): the longest to run, started before the others.
+/// line by line): the longest to run, started before the others, in this order, longest first
+/// where they all run (gpu300: 36, 31, 22 and 11 ms; in registry order, the 11 ms one went
+/// before the 22 ms one and one worker ended 10 ms after the other). Detectors that do not
+/// apply to a profile return at once, so the order costs the others nothing.
 const LONG_RUNNING: &[&str] =
-    &["launch_bound", "exposed_async_copy", "truncated_capture", "input_starvation", "straggler_core"];
+    &["exposed_async_copy", "launch_bound", "truncated_capture", "input_starvation", "straggler_core"];
 
 /// Runs every enabled detector over every host (hosts in parallel) and builds the report.
 ///
