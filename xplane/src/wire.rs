@@ -236,7 +236,8 @@ impl<'a> Reader<'a> {
     /// Reads the next field when it is the commonest shape of an event: field 4 (one-byte key
     /// and length) holding exactly fields 1, 2 and 3 in that order, each a varint of at most
     /// eight bytes, and nothing else (no stats, no occurrences). Returns `None`, reading
-    /// nothing, for anything else (then the general decode reads the field).
+    /// nothing, for anything else, and within 40 bytes of the buffer's end (then the general
+    /// decode reads the field).
     ///
     /// Events of this shape are most of a TPU op line. Every check is done on a 40-byte window
     /// from the current position, without a branch per field: one test at the end decides.
