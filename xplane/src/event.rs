@@ -324,6 +324,18 @@ impl<'a> EventIter<'a> {
         EventIter { plane, line, reader, index: 0, remaining: 0, done: false, metering, metered_to, plain_skip: 0 }
     }
 
+    /// Counts an event just read and returns its index in the line; meters the bytes read.
+    #[inline(always)]
+    fn took_event(&mut self) -> usize {
+        let index = self.index;
+        self.index += 1;
+        self.remaining = self.remaining.saturating_sub(1);
+        if self.metering && self.reader.pos() - self.metered_to >= METER_STRIDE_BYTES {
+            self.meter();
+        }
+        index
+    }
+
     /// Adds the bytes read since the last addition to the meter.
     #[cold]
     fn meter(&mut self) {
@@ -414,12 +426,7 @@ impl<'a> EventIter<'a> {
         if self.plain_skip > 0 {
             self.plain_skip -= 1;
         } else if let Some(plain) = self.reader.read_plain_event() {
-            let index = self.index;
-            self.index += 1;
-            self.remaining = self.remaining.saturating_sub(1);
-            if self.metering && self.reader.pos() - self.metered_to >= METER_STRIDE_BYTES {
-                self.meter();
-            }
+            let index = self.took_event();
             return Some(Ok(Event {
                 plane: self.plane,
                 line: self.line,
@@ -455,12 +462,7 @@ impl<'a> EventIter<'a> {
                     Ok(b) => b,
                     Err(e) => return Some(Err(self.fail(e, val_pos))),
                 };
-                let index = self.index;
-                self.index += 1;
-                self.remaining = self.remaining.saturating_sub(1);
-                if self.metering && self.reader.pos() - self.metered_to >= METER_STRIDE_BYTES {
-                    self.meter();
-                }
+                let index = self.took_event();
                 let ev = Event::decode_with(self.plane, self.line, body, index, stat);
                 if ev.is_err() {
                     self.done = true;

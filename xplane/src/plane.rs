@@ -1234,17 +1234,18 @@ impl PlaneDecoder {
                     // Events come in long runs: count the rest of the run on their one-byte tag
                     // (field 4, length-delimited) without the general tag match.
                     loop {
-                        if !note_ids {
-                            // Events of under 128 bytes (a TPU op line's) on the tag and length
-                            // bytes alone; the loop below takes any other.
-                            let cut_points = &mut self.cut_points;
-                            event_count += r.skip_short_run(0x22, |at, run_index| {
-                                if at >= next_cut {
-                                    cut_points.push(((start + at) as u32, (event_count + run_index) as u32));
-                                    next_cut = at + CUT_POINT_BYTES;
-                                }
-                            });
-                        }
+                        // Events of under 128 bytes (a TPU op line's, most host events) on
+                        // the tag and length bytes alone; the lines below take any other.
+                        let cut_points = &mut self.cut_points;
+                        event_count += r.skip_short_run(0x22, |at, run_index, event| {
+                            if at >= next_cut {
+                                cut_points.push(((start + at) as u32, (event_count + run_index) as u32));
+                                next_cut = at + CUT_POINT_BYTES;
+                            }
+                            if note_ids {
+                                ids.insert_event(event);
+                            }
+                        });
                         let at = r.pos();
                         if !r.eat(0x22) {
                             break;

@@ -273,19 +273,19 @@ impl<'a> Reader<'a> {
 
     /// Skips a run of length-delimited fields whose key is the one byte `key` and whose length
     /// is one byte (under 128), each wholly before the end; calls `each` with each field's
-    /// position and its index in the run, and returns how many it skipped. Stops, reading
+    /// position, its index in the run and its value, and returns how many it skipped. Stops, reading
     /// nothing more, at the first field that is not such (another key, a longer length, one
     /// that runs past the end), which the caller then reads the general way.
     #[inline]
-    pub(crate) fn skip_short_run(&mut self, key: u8, mut each: impl FnMut(usize, usize)) -> usize {
-        let buf = &self.buf[..self.end];
+    pub(crate) fn skip_short_run(&mut self, key: u8, mut each: impl FnMut(usize, usize, &'a [u8])) -> usize {
+        let buf: &'a [u8] = &self.buf[..self.end];
         let (mut pos, mut count) = (self.pos, 0);
         while let (Some(&k), Some(&len)) = (buf.get(pos), buf.get(pos + 1)) {
             let next = pos + 2 + usize::from(len);
             if k != key || len >= 0x80 || next > buf.len() {
                 break;
             }
-            each(pos, count);
+            each(pos, count, &buf[pos + 2..next]);
             count += 1;
             pos = next;
         }
