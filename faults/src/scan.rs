@@ -78,21 +78,16 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
     // around them and the workers end together (rayon's split of the list in halves left the
     // last detector of the registry, launch_bound, to start late and run alone on GPU
     // profiles). The outcomes stay in registry order.
-    type Outcome = Option<Result<Vec<Finding>, Skip>>;
-    let mut outcomes: Vec<Outcome> = detectors.iter().map(|_| None).collect();
-    let mut queue: Vec<(&mut Outcome, &dyn Detector)> = outcomes.iter_mut().zip(detectors.iter().copied()).collect();
-    queue.sort_by_key(|(_, d)| LONG_RUNNING.iter().position(|&id| id == d.id()).unwrap_or(LONG_RUNNING.len()));
-    rayon::scope_fifo(|scope| {
-        for (slot, d) in queue {
-            scope.spawn_fifo(move |_| {
-                let start = std::time::Instant::now();
-                *slot = Some(run_host(d, host, config));
-                observer.timed(host.name(), d.id(), start.elapsed());
-            });
-        }
-    });
-    // The scope returns once every detector has filled its slot.
-    let outcomes: Vec<Result<Vec<Finding>, Skip>> = outcomes.into_iter().flatten().collect();
+    let outcomes: Vec<Result<Vec<Finding>, Skip>> = xlens_xplane::queue::in_priority_order(
+        &detectors,
+        |_, d| LONG_RUNNING.iter().position(|&id| id == d.id()).unwrap_or(LONG_RUNNING.len()),
+        |_, &d| {
+            let start = std::time::Instant::now();
+            let outcome = run_host(d, host, config);
+            observer.timed(host.name(), d.id(), start.elapsed());
+            outcome
+        },
+    );
     let mut findings = Vec::new();
     let mut skips = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {

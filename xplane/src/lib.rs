@@ -52,6 +52,7 @@ mod inventory;
 pub mod limits;
 pub mod names;
 mod plane;
+pub mod queue;
 #[cfg(feature = "raw")]
 pub mod raw;
 #[cfg(feature = "http")]

@@ -147,17 +147,10 @@ impl Space {
             // The largest planes first, each taken by whichever worker is free: split in file
             // order, eight device planes and a host plane went five to one worker and four to
             // the other, and the second sat idle for a plane's decode.
-            let mut slots: Vec<Option<Result<Plane>>> = plane_windows.iter().map(|_| None).collect();
-            let mut queue: Vec<(&mut Option<Result<Plane>>, usize)> = slots.iter_mut().zip(0..).collect();
-            queue.sort_by_key(|&(_, index)| (std::cmp::Reverse(plane_windows[index].1), index));
-            rayon::scope_fifo(|scope| {
-                for (slot, index) in queue {
-                    let (decode, window) = (&decode, &plane_windows[index]);
-                    scope.spawn_fifo(move |_| *slot = Some(decode((index, window))));
-                }
-            });
-            // The first failure in file order, as a sequential parse meets it.
-            slots.into_iter().flatten().collect()
+            crate::queue::in_priority_order(&plane_windows, |_, w| std::cmp::Reverse(w.1), |i, w| decode((i, w)))
+                .into_iter()
+                // The first failure in file order, as a sequential parse meets it.
+                .collect()
         } else {
             plane_windows.iter().enumerate().map(decode).collect()
         };
