@@ -198,7 +198,7 @@ impl<'a> Event<'a> {
         line: &'a Line,
         mut r: Reader<'a>,
         index: usize,
-        stat: &mut impl FnMut(Reader<'a>),
+        stats: &mut impl StatSink<'a>,
     ) -> Result<Self> {
         // Plane offsets fit in u32 (checked when the plane is decoded), and so do event indexes
         // (every event takes at least two bytes of its plane).
@@ -233,6 +233,7 @@ impl<'a> Event<'a> {
         // The stats come after those fields: their walks start here (any field that follows,
         // in any order, is read below and skipped by them).
         ev.body_start = r.pos() as u32;
+        ev.has_stats = !r.is_empty() && skim_stats(&mut r, stats);
         while !r.is_empty() {
             let tag_pos = r.pos();
             let key = r.read_varint().map_err(|e| fail(e, tag_pos))?;
@@ -250,7 +251,7 @@ impl<'a> Event<'a> {
                     ev.data_kind = DataKind::Occurrences;
                 }
                 0x22 => {
-                    stat(r.read_message().map_err(|e| fail(e, val_pos))?);
+                    stats.take(r.read_message().map_err(|e| fail(e, val_pos))?);
                     ev.has_stats = true;
                 }
                 _ => match split_tag(key).map_err(|e| fail(e, tag_pos))? {
@@ -268,6 +269,24 @@ impl<'a> Event<'a> {
         }
         Ok(ev)
     }
+}
+
+/// Reads the stats of the usual shape at the reader's position (see
+/// [`Reader::read_small_stat`]), sending the wanted ones to `stats` and skipping the others
+/// unread, up to the first field of another shape; returns whether it read any.
+///
+/// Kept out of line: inlined into the event walk, it slowed the stat-free events of TPU op lines
+/// (tpu300's timeline, 6 %); a GPU kernel's dozen stats pay one call.
+#[inline(never)]
+fn skim_stats<'a>(r: &mut Reader<'a>, stats: &mut impl StatSink<'a>) -> bool {
+    let mut any = false;
+    while let Some((id, body)) = r.read_small_stat() {
+        any = true;
+        if stats.wants(StatMetadataId(i64::from(id))) {
+            stats.take(body);
+        }
+    }
+    any
 }
 
 /// Iterator over the events of a line. Yields `Err` once on malformed bytes, then stops.
@@ -413,11 +432,11 @@ impl<'a> EventIter<'a> {
         stats.stats.clear();
         stats.broken = false;
         let plane = self.plane;
-        self.next_with(&mut |body| stats.offer(plane, body))
+        self.next_with(&mut Gathering { plane, stats })
     }
 
     #[inline(always)]
-    fn next_with(&mut self, stat: &mut impl FnMut(Reader<'a>)) -> Option<Result<Event<'a>>> {
+    fn next_with(&mut self, stats: &mut impl StatSink<'a>) -> Option<Result<Event<'a>>> {
         if self.done {
             return None;
         }
@@ -463,7 +482,7 @@ impl<'a> EventIter<'a> {
                     Err(e) => return Some(Err(self.fail(e, val_pos))),
                 };
                 let index = self.took_event();
-                let ev = Event::decode_with(self.plane, self.line, body, index, stat);
+                let ev = Event::decode_with(self.plane, self.line, body, index, stats);
                 if ev.is_err() {
                     self.done = true;
                 }
@@ -486,7 +505,7 @@ impl<'a> Iterator for EventIter<'a> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_with(&mut |_| {})
+        self.next_with(&mut NoStats)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -495,6 +514,46 @@ impl<'a> Iterator for EventIter<'a> {
 }
 
 impl std::iter::FusedIterator for EventIter<'_> {}
+
+/// Where an event's decode sends its stats, as it passes them.
+trait StatSink<'a> {
+    /// Whether the stat with this metadata id is wanted (asked where the id is read cheaply,
+    /// before the body): `false` skips the body.
+    fn wants(&mut self, id: StatMetadataId) -> bool;
+    /// One stat body, whole: the metadata id (when present) is read from it again.
+    fn take(&mut self, body: Reader<'a>);
+}
+
+/// A walk that wants none of the events' stats.
+struct NoStats;
+
+impl<'a> StatSink<'a> for NoStats {
+    #[inline(always)]
+    fn wants(&mut self, _: StatMetadataId) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn take(&mut self, _: Reader<'a>) {}
+}
+
+/// A walk that gathers the wanted stats into a [`GatheredStats`].
+struct Gathering<'s, 'a, F> {
+    plane: &'a Plane,
+    stats: &'s mut GatheredStats<'a, F>,
+}
+
+impl<'a, F: FnMut(StatMetadataId) -> bool> StatSink<'a> for Gathering<'_, 'a, F> {
+    #[inline(always)]
+    fn wants(&mut self, id: StatMetadataId) -> bool {
+        (self.stats.wanted)(id)
+    }
+
+    #[inline(always)]
+    fn take(&mut self, body: Reader<'a>) {
+        self.stats.offer(self.plane, body)
+    }
+}
 
 /// The stats of one event that a walk gathers while it decodes the event
 /// ([`EventIter::next_gathering`]): those whose metadata id `wanted` keeps, in the event's order,
@@ -550,22 +609,50 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> GatheredStats<'a, F> {
     /// helper returning `Result<Option<Stat>>` for both made the op-table read 6 % slower
     /// (h200_long_run, one worker, 123 -> 130 ms).
     #[inline(always)]
-    fn offer(&mut self, plane: &'a Plane, body: Reader<'a>) {
+    fn offer(&mut self, plane: &'a Plane, mut peek: Reader<'a>) {
         if self.broken {
             return;
         }
-        let mut peek = body;
+        // The body is read in place and rewound for the general decode (a copy of the reader
+        // kept aside was stored as words and read back whole: a stall on every wanted stat).
+        let start = peek.pos();
         if peek.eat(0x08) {
             match peek.read_varint() {
                 Ok(id) if !(self.wanted)(StatMetadataId(id as i64)) => return,
-                Ok(_) => {}
+                Ok(id) => {
+                    // The shape writers emit (the id, then one varint, string or double value,
+                    // nothing after): the stat is written straight into its slot. Built whole by
+                    // `Stat::decode` and then copied, its value was read back before its two
+                    // halves had left the store buffer (gpu300's stream read, 20 % of it).
+                    let metadata_id = StatMetadataId(id as i64);
+                    let raw = if peek.eat(0x38) {
+                        peek.read_varint().ok().map(RawValue::Ref)
+                    } else if peek.eat(0x18) {
+                        peek.read_varint().ok().map(RawValue::Uint)
+                    } else if peek.eat(0x20) {
+                        peek.read_varint().ok().map(|v| RawValue::Int(v as i64))
+                    } else if peek.eat(0x2a) {
+                        peek.read_len().ok().map(RawValue::Str)
+                    } else if peek.eat(0x11) {
+                        peek.read_fixed64().ok().map(|v| RawValue::Double(f64::from_bits(v)))
+                    } else {
+                        None
+                    };
+                    if let Some(raw) = raw
+                        && peek.is_empty()
+                    {
+                        self.stats.push(Stat { plane, metadata_id, raw });
+                        return;
+                    }
+                }
                 Err(_) => {
                     self.broken = true;
                     return;
                 }
             }
         }
-        match Stat::decode(plane, body) {
+        peek.rewind(start);
+        match Stat::decode(plane, peek) {
             Ok(stat) if (self.wanted)(stat.metadata_id) => self.stats.push(stat),
             Ok(_) => {}
             Err(_) => self.broken = true,
@@ -613,7 +700,7 @@ impl<'a> ReleasingEvents<'a> {
 
 impl<'a> ReleasingEvents<'a> {
     /// [`EventIter::next_gathering`] for a pass that reads the line once.
-    #[inline]
+    #[inline(always)]
     pub fn next_gathering<F: FnMut(StatMetadataId) -> bool>(
         &mut self,
         stats: &mut GatheredStats<'a, F>,

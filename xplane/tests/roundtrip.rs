@@ -207,6 +207,84 @@ proptest! {
     }
 }
 
+/// Stats as GPU kernels carry them: many per event, ids small or not, values of every kind
+/// (strings long enough for two-byte lengths among them).
+fn kernel_stat() -> impl Strategy<Value = XStat> {
+    let value = prop_oneof![
+        1 => Just(None),
+        1 => (-1e300f64..1e300).prop_map(|v| Some(x_stat::Value::DoubleValue(v))),
+        2 => sized_value().prop_map(|v| Some(x_stat::Value::Uint64Value(v as u64))),
+        2 => sized_value().prop_map(|v| Some(x_stat::Value::Int64Value(v))),
+        2 => "[a-z_.]{0,200}".prop_map(|v| Some(x_stat::Value::StrValue(v))),
+        1 => proptest::collection::vec(any::<u8>(), 0..4).prop_map(|v| Some(x_stat::Value::BytesValue(Bytes::from(v)))),
+        3 => sized_value().prop_map(|v| Some(x_stat::Value::RefValue(v as u64))),
+    ];
+    (prop_oneof![6 => 0i64..140, 1 => any::<i64>()], value)
+        .prop_map(|(metadata_id, value)| XStat { metadata_id, value })
+}
+
+fn kernel_plane() -> impl Strategy<Value = XPlane> {
+    let event = (sized_value(), sized_value(), proptest::collection::vec(kernel_stat(), 0..14)).prop_map(
+        |(metadata_id, offset, stats)| XEvent {
+            metadata_id,
+            data: Some(x_event::Data::OffsetPs(offset)),
+            duration_ps: 1,
+            stats,
+        },
+    );
+    proptest::collection::vec(proptest::collection::vec(event, 0..12), 1..3).prop_map(|lines| XPlane {
+        id: 1,
+        name: "/device:GPU:0".into(),
+        lines: lines
+            .into_iter()
+            .enumerate()
+            .map(|(i, events)| XLine { id: i as i64 + 1, name: format!("Stream #{i}"), events, ..XLine::default() })
+            .collect(),
+        ..XPlane::default()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A walk that gathers some stats while it decodes the events (every stat's id read first,
+    /// the wanted ones decoded) finds exactly the wanted stats of a full decode, in order, on
+    /// the line's one-pass walk too.
+    #[test]
+    fn gathered_stats_are_the_wanted_stats_of_a_full_decode(plane in kernel_plane(), modulus in 1i64..6) {
+        let x = XSpace { planes: vec![plane], ..XSpace::default() };
+        let space = Space::parse(Bytes::from(x.encode_to_vec())).expect("valid encoding decodes");
+        let plane = &space.planes()[0];
+        let wanted = |id: StatMetadataId| id.0.rem_euclid(modulus) == 0;
+        for line in plane.lines() {
+            let mut gathered = xlens_xplane::GatheredStats::new(wanted);
+            let mut events = line.events(plane);
+            let mut releasing_gathered = xlens_xplane::GatheredStats::new(wanted);
+            let mut releasing = line.events_releasing(plane);
+            let mut seen = 0;
+            while let Some(ev) = events.next_gathering(&mut gathered) {
+                let ev = ev.expect("event decodes");
+                let all: Vec<_> = ev
+                    .stats()
+                    .map(|s| s.expect("stat decodes"))
+                    .filter(|s| wanted(s.metadata_id()))
+                    .map(|s| (s.metadata_id(), s.value()))
+                    .collect();
+                let got: Vec<_> = gathered.stats().iter().map(|s| (s.metadata_id(), s.value())).collect();
+                prop_assert_eq!(&got, &all);
+                prop_assert_eq!(ev.has_stats(), ev.stats().next().is_some());
+                let again = releasing.next_gathering(&mut releasing_gathered).expect("same events").expect("decodes");
+                prop_assert_eq!(again.start(), ev.start());
+                let got: Vec<_> = releasing_gathered.stats().iter().map(|s| (s.metadata_id(), s.value())).collect();
+                prop_assert_eq!(&got, &all);
+                seen += 1;
+            }
+            prop_assert!(releasing.next_gathering(&mut releasing_gathered).is_none());
+            prop_assert_eq!(seen, line.event_count());
+        }
+    }
+}
+
 #[test]
 fn plain_looking_events_with_more_fields_decode_like_prost() {
     // Events that start like the plain shape but are not: a repeated duration (the last wins),
