@@ -461,6 +461,36 @@ pub(crate) fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'
     })
 }
 
+/// Host-run ops picked from the op table (each with its line, in table order) as
+/// [`op_spans_where`] gives them: in time order (the order of `host_op_spans`: by start, longer
+/// first, then core; ties in table order).
+pub(crate) fn picked_host_op_spans<'a>(
+    host: &'a HostProfile,
+    mut picked: Vec<(xlens_roofline::LineRef, &'a xlens_roofline::HostOp)>,
+) -> Vec<OpSpan<'a>> {
+    let ops = host.host_ops();
+    picked.sort_by_key(|(_, op)| (op.start, std::cmp::Reverse(op.end), ops.context(op).core));
+    let space = host.space();
+    picked
+        .into_iter()
+        .filter_map(|(at, op)| {
+            let (plane, line) = at.resolve(space)?;
+            let context = ops.context(op);
+            Some(OpSpan {
+                start: op.start,
+                end: op.end,
+                name: std::borrow::Cow::Borrowed(ops.name(op)),
+                program_id: context.program_id,
+                run_id: context.run_id,
+                core: context.core,
+                category: None,
+                plane: plane.name(),
+                line: line.name(),
+            })
+        })
+        .collect()
+}
+
 /// Every op event of a host, sorted by start (longest first at equal starts): the `XLA Ops`
 /// lines of the TPU TensorCores when there are any, else the `hlo_op` events of the host threads,
 /// that pass two filters: `keep_op(category, name)`, decided once
@@ -475,31 +505,14 @@ pub(crate) fn op_spans_where<'a>(
     let mut out = Vec::new();
     let cores = host.space().tpu_tensor_cores();
     if cores.is_empty() {
-        // The kept ops only, put in time order (the order of `host_op_spans`: by start, longer
-        // first, then core; ties in table order), without sorting the whole table.
-        let ops = host.host_ops();
-        let mut picked: Vec<(xlens_roofline::LineRef, &xlens_roofline::HostOp)> = ops
+        // The kept ops only, put in time order without sorting the whole table.
+        let picked: Vec<(xlens_roofline::LineRef, &xlens_roofline::HostOp)> = host
+            .host_ops()
             .by_line()
             .flat_map(|(at, line_ops)| line_ops.iter().map(move |op| (at, op)))
             .filter(|(_, op)| keep_span(op.start, op.end))
             .collect();
-        picked.sort_by_key(|(_, op)| (op.start, std::cmp::Reverse(op.end), ops.context(op).core));
-        let space = host.space();
-        out.extend(picked.into_iter().filter_map(|(at, op)| {
-            let (plane, line) = at.resolve(space)?;
-            let context = ops.context(op);
-            Some(OpSpan {
-                start: op.start,
-                end: op.end,
-                name: std::borrow::Cow::Borrowed(ops.name(op)),
-                program_id: context.program_id,
-                run_id: context.run_id,
-                core: context.core,
-                category: None,
-                plane: plane.name(),
-                line: line.name(),
-            })
-        }));
+        out = picked_host_op_spans(host, picked);
     } else {
         for plane in cores {
             let core = match plane.kind() {

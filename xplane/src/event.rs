@@ -1102,6 +1102,21 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
         // tag decode (any other key takes it).
         let key = (it.field << 3 | 2) as u8;
         while !it.reader.is_empty() {
+            // A stat of the usual shape (one-byte length and id): skipped on its id alone.
+            if let Some((id, body)) = it.reader.read_small_stat_of(key) {
+                if !(self.wanted)(StatMetadataId(i64::from(id))) {
+                    continue;
+                }
+                let stat = Stat::decode(it.plane, body);
+                if stat.is_err() {
+                    it.done = true;
+                    return Some(stat);
+                }
+                if stat.as_ref().is_ok_and(|s| (self.wanted)(s.metadata_id)) {
+                    return Some(stat);
+                }
+                continue;
+            }
             let tag_pos = it.reader.pos();
             let fail = |e, pos: usize, it: &mut StatIter<'a>| {
                 it.done = true;

@@ -249,10 +249,17 @@ impl<'a> Reader<'a> {
     /// kernel's dozen) cost a compare and a jump, not a key, a length and an id read in turn.
     #[inline(always)]
     pub(crate) fn read_small_stat(&mut self) -> Option<(u8, Reader<'a>)> {
+        self.read_small_stat_of(0x22)
+    }
+
+    /// [`Reader::read_small_stat`] for stats under the one-byte key `stat_key` (0x22 in events,
+    /// 0x2a in metadata).
+    #[inline(always)]
+    pub(crate) fn read_small_stat_of(&mut self, stat_key: u8) -> Option<(u8, Reader<'a>)> {
         let &[key, len, id_key, id] = self.buf.get(self.pos..self.pos + 4)?.first_chunk::<4>()?;
         let len = usize::from(len);
         // A length of at least two keeps the id inside the body; within this reader's end.
-        let ok = (key == 0x22) & (len < 0x80) & (len >= 2) & (id_key == 0x08) & (id < 0x80);
+        let ok = (key == stat_key) & (len < 0x80) & (len >= 2) & (id_key == 0x08) & (id < 0x80);
         if !ok || len + 2 > self.end.saturating_sub(self.pos) {
             return None;
         }

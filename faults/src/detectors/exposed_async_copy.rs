@@ -464,17 +464,34 @@ fn copy_bytes(
     copies: &BTreeMap<i64, Vec<(xlens_roofline::LineRef, Picos, Picos, u32)>>,
 ) -> BTreeMap<xlens_roofline::LineRef, Vec<(Picos, u64)>> {
     let mut out = BTreeMap::new();
-    let lines: std::collections::BTreeSet<xlens_roofline::LineRef> =
-        copies.values().flat_map(|l| l.iter().map(|c| c.0)).collect();
+    // A device's copies come line by line: its lines are the changes of line along its list
+    // (a set built from every copy took a fifth of the detector on gpu300's 173,000 copies).
+    let mut lines: Vec<xlens_roofline::LineRef> = Vec::new();
+    for list in copies.values() {
+        for c in list {
+            if lines.last() != Some(&c.0) {
+                lines.push(c.0);
+            }
+        }
+    }
+    lines.sort();
+    lines.dedup();
     for at in lines {
         let Some((plane, line)) = at.resolve(host.space()) else { continue };
         let Some(details) = plane.stat_id(names::stat::MEMCPY_DETAILS) else { continue };
         let is_copy = plane.metadata_mask(|m| copy_kind(m.name()).is_some());
         let mut of_line: Vec<(Picos, u64)> = Vec::new();
+        // Details kept by reference (stat metadata) are read once per reference.
+        let mut by_ref: std::collections::HashMap<u64, Option<u64>> = std::collections::HashMap::new();
         for ev in line.events_where(plane, &is_copy).map_while(|e| e.ok()) {
             // Only the details stat is decoded (the others are stepped over by their id).
-            let stat = ev.stats_where(|id| id == details).next().and_then(|s| s.ok());
-            if let Some(b) = stat.and_then(|s| s.as_str()).and_then(|d| memcpy_bytes(&d)) {
+            let Some(stat) = ev.stats_where(|id| id == details).next().and_then(|s| s.ok()) else { continue };
+            let read = |s: xlens_xplane::Stat<'_>| s.as_str().and_then(|d| memcpy_bytes(&d));
+            let bytes = match stat.ref_id() {
+                Some(r) => *by_ref.entry(r).or_insert_with(|| read(stat)),
+                None => read(stat),
+            };
+            if let Some(b) = bytes {
                 of_line.push((ev.start(), b));
             }
         }

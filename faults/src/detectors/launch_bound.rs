@@ -105,23 +105,33 @@ fn measure_reading(host: &HostProfile, config: &ScanConfig, streams_alone: bool)
     // Copies or kernels, decided once per interned name.
     let is_copy: Vec<bool> = ops.names.iter().map(|n| copy_kind(n).is_some()).collect();
     let kernels_of = |line_ops| kernels_in(line_ops, &is_copy, &windows);
-    // First which GPU each line's kernels run on and whether they come in (start, end) order:
-    // a GPU whose kernels are those of one such line (a stream) is read straight from it;
-    // the others' are gathered and sorted. Nothing the size of the kernels is copied for the
-    // first (gpu300: 1.9 million spans, 30 MB of fresh pages).
+    // Which GPU each line's kernels run on and whether they come in (start, end) order: a GPU
+    // whose kernels are those of one such line (a stream) is read straight from it; the others'
+    // are gathered and sorted. Each line is walked once on the guess that it is such a stream,
+    // its GPU's only one (gpu300's eight: a second walk of 1.9 million kernels took a fifth of
+    // the detector); a profile where the guess fails is gathered again below.
     let lines: Vec<&[xlens_roofline::HostOp]> = ops.by_line().map(|(_, line_ops)| line_ops).collect();
     let mut lines_of: std::collections::BTreeMap<i64, Vec<(usize, bool)>> = std::collections::BTreeMap::new();
+    // (Room for every op reserved, not touched: pages are taken as kernels are pushed.)
+    let mut guessed = Gather::new(max_gap, max_kernel, ops.len());
     let mut total = 0usize;
     for (at, line_ops) in lines.iter().enumerate() {
         let (mut devices, mut in_order, mut last) = (Vec::<i64>::new(), true, None);
+        // Consecutive kernels mostly share a context: its device is looked up when it changes.
+        let mut last_context = None;
+        let mut stream = guessed.stream(&windows);
         for op in kernels_of(line_ops) {
             total += 1;
-            let device = ops.context(op).core;
-            if !devices.contains(&device) {
-                devices.push(device);
+            if last_context != Some(op.context) {
+                last_context = Some(op.context);
+                let device = ops.context(op).core;
+                if !devices.contains(&device) {
+                    devices.push(device);
+                }
             }
             in_order &= last.is_none_or(|l| l <= (op.start, op.end));
             last = Some((op.start, op.end));
+            stream.span(op.start, op.end);
         }
         // A line of several GPUs is gathered for each of them.
         let alone = devices.len() == 1 && in_order;
@@ -129,50 +139,32 @@ fn measure_reading(host: &HostProfile, config: &ScanConfig, streams_alone: bool)
             lines_of.entry(device).or_default().push((at, alone));
         }
     }
-    let (mut launch_idle, mut kernels, mut short) = (Picos::ZERO, 0usize, 0usize);
-    let mut durations: Vec<Picos> = Vec::with_capacity(total);
-    let mut gaps: Vec<Picos> = Vec::with_capacity(total);
-    for (&device, of_device) in &lines_of {
-        let mut gather = |spans: &mut dyn Iterator<Item = (Picos, Picos)>| {
-            let mut busy_until: Option<Picos> = None;
-            // The steps that hold each gap's start, found from the last gap's (a GPU's spans
-            // come by start, so `busy_until` only grows).
-            let mut in_steps = evidence::IntervalCursor::new(&windows);
-            for (s, e) in spans {
-                kernels += 1;
-                durations.push(e - s);
-                if e - s <= max_kernel {
-                    short += 1;
+    let guess_held = streams_alone && lines_of.values().all(|of| matches!(of.as_slice(), [(_, true)]));
+    let gathered = if guess_held {
+        guessed
+    } else {
+        let mut all = Gather::new(max_gap, max_kernel, total);
+        for (&device, of_device) in &lines_of {
+            let mut stream = all.stream(&windows);
+            match of_device.as_slice() {
+                &[(at, true)] if streams_alone => kernels_of(lines[at]).for_each(|op| stream.span(op.start, op.end)),
+                _ => {
+                    let mut spans: Vec<(Picos, Picos)> = of_device
+                        .iter()
+                        .flat_map(|&(at, _)| kernels_of(lines[at]).filter(|op| ops.context(op).core == device))
+                        .map(|op| (op.start, op.end))
+                        .collect();
+                    // A GPU's streams come one after the other, each in start order: a stable
+                    // sort merges those runs instead of sorting from scratch (equal spans are
+                    // indistinguishable).
+                    spans.sort();
+                    spans.into_iter().for_each(|(s, e)| stream.span(s, e));
                 }
-                if let Some(b) = busy_until
-                    && s > b
-                {
-                    let gap = s - b;
-                    gaps.push(gap);
-                    // A gap shorter than a launch, before a kernel shorter than a launch: the host's pace.
-                    if gap <= max_gap && e - s <= max_kernel && in_steps.contains(b) {
-                        launch_idle += gap;
-                    }
-                }
-                busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
-            }
-        };
-        match of_device.as_slice() {
-            &[(at, true)] if streams_alone => gather(&mut kernels_of(lines[at]).map(|op| (op.start, op.end))),
-            _ => {
-                let mut spans: Vec<(Picos, Picos)> = of_device
-                    .iter()
-                    .flat_map(|&(at, _)| kernels_of(lines[at]).filter(|op| ops.context(op).core == device))
-                    .map(|op| (op.start, op.end))
-                    .collect();
-                // A GPU's streams come one after the other, each in start order: a stable sort
-                // merges those runs instead of sorting from scratch (equal spans are
-                // indistinguishable).
-                spans.sort();
-                gather(&mut spans.into_iter());
             }
         }
-    }
+        all
+    };
+    let Gather { launch_idle, kernels, short, mut durations, mut gaps, .. } = gathered;
     let devices = lines_of.len().max(1) as f64;
     let n = steps.steps.len().max(1) as f64;
     for v in [&mut durations, &mut gaps] {
@@ -182,6 +174,67 @@ fn measure_reading(host: &HostProfile, config: &ScanConfig, streams_alone: bool)
         }
     }
     Ok(Measured { unit, n, devices, launch_idle, kernels, short, durations, gaps })
+}
+
+/// What [`measure`] adds up over the GPUs' kernels.
+struct Gather {
+    max_gap: Picos,
+    max_kernel: Picos,
+    launch_idle: Picos,
+    kernels: usize,
+    short: usize,
+    durations: Vec<Picos>,
+    gaps: Vec<Picos>,
+}
+
+impl Gather {
+    fn new(max_gap: Picos, max_kernel: Picos, capacity: usize) -> Gather {
+        Gather {
+            max_gap,
+            max_kernel,
+            launch_idle: Picos::ZERO,
+            kernels: 0,
+            short: 0,
+            durations: Vec::with_capacity(capacity),
+            gaps: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// One GPU's kernels, to be given in start order.
+    fn stream<'g>(&'g mut self, windows: &'g [(Picos, Picos)]) -> Stream<'g> {
+        Stream { gather: self, busy_until: None, in_steps: evidence::IntervalCursor::new(windows) }
+    }
+}
+
+/// One GPU's kernels added to a [`Gather`] as they come, by start.
+struct Stream<'g> {
+    gather: &'g mut Gather,
+    busy_until: Option<Picos>,
+    /// The steps that hold each gap's start, found from the last gap's (a GPU's spans come by
+    /// start, so `busy_until` only grows).
+    in_steps: evidence::IntervalCursor<'g>,
+}
+
+impl Stream<'_> {
+    fn span(&mut self, s: Picos, e: Picos) {
+        let g = &mut *self.gather;
+        g.kernels += 1;
+        g.durations.push(e - s);
+        if e - s <= g.max_kernel {
+            g.short += 1;
+        }
+        if let Some(b) = self.busy_until
+            && s > b
+        {
+            let gap = s - b;
+            g.gaps.push(gap);
+            // A gap shorter than a launch, before a kernel shorter than a launch: the host's pace.
+            if gap <= g.max_gap && e - s <= g.max_kernel && self.in_steps.contains(b) {
+                g.launch_idle += gap;
+            }
+        }
+        self.busy_until = Some(self.busy_until.map_or(e, |b| b.max(e)));
+    }
 }
 
 /// A line's kernels (not copies) inside the steps (`windows`), in its order.

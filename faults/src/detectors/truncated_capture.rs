@@ -158,12 +158,36 @@ struct Trailing<'h> {
     ops: Vec<OpSpan<'h>>,
 }
 
-/// Counts the ops of each step and finds the step programs' ops after the last one; `None` when
-/// the steps do not hold their own ops or the trailing ops make a complete step.
-fn trailing_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps) -> Option<Trailing<'h>> {
-    let last_end = steps.steps.last()?.end();
+/// What the signals of host-run ops ask of the op table, gathered in one walk of it (a walk per
+/// question, four in all, took 19 ms of gpu300's two million kernels).
+struct HostWalk<'h> {
+    /// Ops that end after the capture stop, and ops that start at or after the last step's end,
+    /// each with its line, in table order.
+    late: Vec<(xlens_roofline::LineRef, &'h xlens_roofline::HostOp)>,
+    after: Vec<(xlens_roofline::LineRef, &'h xlens_roofline::HostOp)>,
+    /// Of the ops that start before the last step's end: the ops of each step, the programs of
+    /// those inside a step, and their time inside steps and in all.
+    per_step: Vec<usize>,
+    programs: BTreeSet<Option<u64>>,
+    inside: Picos,
+    before: Picos,
+    /// Each device's last op end.
+    last_op: BTreeMap<i64, Picos>,
+}
+
+/// Walks the op table once for [`HostWalk`]; `window` is the capture's length, when known.
+fn walk_host_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps, window: Option<Picos>) -> HostWalk<'h> {
     let host_ops = host.host_ops();
-    let ops = host_ops.iter().map(|o| (o.start, o.end.saturating_sub(o.start), host_ops.context(o).program_id));
+    let last_end = steps.steps.last().map_or(Picos(i64::MIN), |s| s.end());
+    let mut walk = HostWalk {
+        late: Vec::new(),
+        after: Vec::new(),
+        per_step: vec![0usize; steps.steps.len()],
+        programs: BTreeSet::new(),
+        inside: Picos::ZERO,
+        before: Picos::ZERO,
+        last_op: BTreeMap::new(),
+    };
     // The steps that start at or before `at` are `steps[..k]`; ops of a line come by start, so
     // `k` moves on from the previous op's instead of being searched for every op.
     let mut k = 0usize;
@@ -171,31 +195,59 @@ fn trailing_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps) -> Opt
         let k = evidence::partition_from(&steps.steps, &mut k, |s| s.start <= at);
         (k > 0 && at < steps.steps[k - 1].end()).then(|| k - 1)
     };
-    let mut per_step = vec![0usize; steps.steps.len()];
-    let mut programs: BTreeSet<Option<u64>> = BTreeSet::new();
-    // Consecutive ops mostly share a program: the set is asked only when it changes.
-    let mut last_program = None;
-    let (mut inside, mut before) = (Picos::ZERO, Picos::ZERO);
-    for (start, duration, program_id) in ops.filter(|o| o.0 < last_end) {
-        before += duration;
-        if let Some(k) = step_of(start) {
-            inside += duration;
-            per_step[k] += 1;
-            if last_program != Some(program_id) {
-                programs.insert(program_id);
-                last_program = Some(program_id);
+    // Consecutive ops mostly share a context (one program run): the program is looked up, and
+    // the set asked, only when the context changes.
+    let mut last_context = None;
+    for (at, ops) in host_ops.by_line() {
+        for op in ops {
+            if window.is_some_and(|w| op.end > w) {
+                walk.late.push((at, op));
+            }
+            if op.start >= last_end {
+                walk.after.push((at, op));
+                continue;
+            }
+            let duration = op.end.saturating_sub(op.start);
+            walk.before += duration;
+            if let Some(k) = step_of(op.start) {
+                walk.inside += duration;
+                walk.per_step[k] += 1;
+                if last_context != Some(op.context) {
+                    walk.programs.insert(host_ops.context(op).program_id);
+                    last_context = Some(op.context);
+                }
             }
         }
+        // A line's ops are one device's in runs: the map is touched once per run.
+        let same_core = |a: &xlens_roofline::HostOp, b: &xlens_roofline::HostOp| {
+            a.context == b.context || host_ops.context(a).core == host_ops.context(b).core
+        };
+        for run in ops.chunk_by(same_core) {
+            let run_end = run.iter().map(|o| o.end).max().unwrap_or_default();
+            let end = walk.last_op.entry(host_ops.context(&run[0]).core).or_insert(run_end);
+            *end = (*end).max(run_end);
+        }
     }
+    walk
+}
+
+/// From the ops of each step, the step programs' ops after the last one; `None` when the steps
+/// do not hold their own ops or the trailing ops make a complete step.
+fn trailing_ops<'h>(
+    host: &'h HostProfile,
+    steps: &xlens_roofline::Steps,
+    walk: &mut HostWalk<'h>,
+) -> Option<Trailing<'h>> {
+    let last_end = steps.steps.last()?.end();
     // Steps must hold their own ops (synchronous steps), else work after the last marker is
     // just the asynchronous tail of dispatch.
-    if before.0 <= 0 || (inside.0 as f64) < 0.95 * before.0 as f64 {
+    if walk.before.0 <= 0 || (walk.inside.0 as f64) < 0.95 * walk.before.0 as f64 {
         return None;
     }
-    per_step.sort_unstable();
-    let full = per_step[per_step.len() / 2];
-    let after = evidence::op_spans_where(host, |_, _| true, |start, _| start >= last_end);
-    let trailing: Vec<OpSpan<'h>> = after.into_iter().filter(|o| programs.contains(&o.program_id)).collect();
+    walk.per_step.sort_unstable();
+    let full = walk.per_step[walk.per_step.len() / 2];
+    let after = evidence::picked_host_op_spans(host, std::mem::take(&mut walk.after));
+    let trailing: Vec<OpSpan<'h>> = after.into_iter().filter(|o| walk.programs.contains(&o.program_id)).collect();
     if trailing.is_empty() || trailing.len() >= full {
         return None;
     }
@@ -204,8 +256,12 @@ fn trailing_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps) -> Opt
 
 /// Ops of the step programs after the last step marker, fewer than a complete step's (host-run
 /// ops; only those after the marker are materialised).
-fn trailing_partial_step(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Signal> {
-    let Trailing { last_end, full, ops: trailing } = trailing_ops(host, steps)?;
+fn trailing_partial_step<'h>(
+    host: &'h HostProfile,
+    steps: &xlens_roofline::Steps,
+    walk: &mut HostWalk<'h>,
+) -> Option<Signal> {
+    let Trailing { last_end, full, ops: trailing } = trailing_ops(host, steps, walk)?;
     let first = trailing.first()?;
     let last = trailing.iter().max_by_key(|o| (o.end, o.start))?;
     let names: BTreeSet<String> = trailing
@@ -371,24 +427,12 @@ fn lost_signals(lost: &Lost<'_>, min_dropped_events: u64) -> Vec<Signal> {
 /// Host-run ops: ops past the capture stop, a trailing partial step and lagging cores.
 fn host_step_signals(host: &HostProfile, steps: &xlens_roofline::Steps, median_step: Picos, lag: f64) -> Vec<Signal> {
     let mut signals = Vec::new();
-    // Host-run ops: only the ops past the stop are materialised.
-    let late = match capture_window(host) {
-        Some(w) => evidence::op_spans_where(host, |_, _| true, |_, end| end > w),
-        None => Vec::new(),
-    };
+    let mut walk = walk_host_ops(host, steps, capture_window(host));
+    // Only the ops past the stop are materialised.
+    let late = evidence::picked_host_op_spans(host, std::mem::take(&mut walk.late));
     signals.extend(past_the_stop(host, steps, &late));
-    signals.extend(trailing_partial_step(host, steps));
-    let mut last_op: BTreeMap<i64, Picos> = BTreeMap::new();
-    let host_ops = host.host_ops();
-    // A line's ops are one device's in runs: the map is touched once per run.
-    for (_, ops) in host_ops.by_line() {
-        for run in ops.chunk_by(|a, b| host_ops.context(a).core == host_ops.context(b).core) {
-            let run_end = run.iter().map(|o| o.end).max().unwrap_or_default();
-            let end = last_op.entry(host_ops.context(&run[0]).core).or_insert(run_end);
-            *end = (*end).max(run_end);
-        }
-    }
-    signals.extend(lagging_cores(host, &last_op, median_step, lag));
+    signals.extend(trailing_partial_step(host, steps, &mut walk));
+    signals.extend(lagging_cores(host, &walk.last_op, median_step, lag));
     signals
 }
 
