@@ -259,7 +259,7 @@ impl<'a> Reader<'a> {
         let &[key, len, id_key, id] = self.buf.get(self.pos..self.pos + 4)?.first_chunk::<4>()?;
         let len = usize::from(len);
         // A length of at least two keeps the id inside the body; within this reader's end.
-        let ok = (key == stat_key) & (len < 0x80) & (len >= 2) & (id_key == 0x08) & (id < 0x80);
+        let ok = (key == stat_key) & (2..0x80).contains(&len) & (id_key == 0x08) & (id < 0x80);
         if !ok || len + 2 > self.end.saturating_sub(self.pos) {
             return None;
         }
