@@ -445,19 +445,29 @@ pub(crate) fn host_op_spans(host: &HostProfile) -> impl Iterator<Item = OpSpan<'
     let order = host.host_op_order();
     order.iter().filter_map(move |&i| {
         let (at, op) = cached.get(i as usize)?;
-        let (plane, line) = at.resolve(space)?;
-        let context = cached.context(op);
-        Some(OpSpan {
-            start: op.start,
-            end: op.end,
-            name: std::borrow::Cow::Borrowed(cached.name(op)),
-            program_id: context.program_id,
-            run_id: context.run_id,
-            core: context.core,
-            category: None,
-            plane: plane.name(),
-            line: line.name(),
-        })
+        host_op_span(space, cached, at, op)
+    })
+}
+
+/// The span of an op of a host's op table (`None` when its line is not in `space`).
+fn host_op_span<'a>(
+    space: &'a xlens_xplane::Space,
+    ops: &'a xlens_roofline::HostOps,
+    at: xlens_roofline::LineRef,
+    op: &xlens_roofline::HostOp,
+) -> Option<OpSpan<'a>> {
+    let (plane, line) = at.resolve(space)?;
+    let context = ops.context(op);
+    Some(OpSpan {
+        start: op.start,
+        end: op.end,
+        name: std::borrow::Cow::Borrowed(ops.name(op)),
+        program_id: context.program_id,
+        run_id: context.run_id,
+        core: context.core,
+        category: None,
+        plane: plane.name(),
+        line: line.name(),
     })
 }
 
@@ -471,24 +481,7 @@ pub(crate) fn picked_host_op_spans<'a>(
     let ops = host.host_ops();
     picked.sort_by_key(|(_, op)| (op.start, std::cmp::Reverse(op.end), ops.context(op).core));
     let space = host.space();
-    picked
-        .into_iter()
-        .filter_map(|(at, op)| {
-            let (plane, line) = at.resolve(space)?;
-            let context = ops.context(op);
-            Some(OpSpan {
-                start: op.start,
-                end: op.end,
-                name: std::borrow::Cow::Borrowed(ops.name(op)),
-                program_id: context.program_id,
-                run_id: context.run_id,
-                core: context.core,
-                category: None,
-                plane: plane.name(),
-                line: line.name(),
-            })
-        })
-        .collect()
+    picked.into_iter().filter_map(|(at, op)| host_op_span(space, ops, at, op)).collect()
 }
 
 /// Every op event of a host, sorted by start (longest first at equal starts): the `XLA Ops`

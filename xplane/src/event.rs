@@ -1089,6 +1089,25 @@ pub struct StatsWhere<'a, F> {
     wanted: F,
 }
 
+/// Decodes a stat body whose first id was wanted: the stat when its (last) id is wanted too, or
+/// its error (which ends the walk); `None` to go on.
+#[inline(always)]
+fn decode_wanted<'a>(
+    it: &mut StatIter<'a>,
+    wanted: &mut impl FnMut(StatMetadataId) -> bool,
+    body: Reader<'a>,
+) -> Option<Result<Stat<'a>>> {
+    let stat = Stat::decode(it.plane, body);
+    match &stat {
+        Err(_) => {
+            it.done = true;
+            Some(stat)
+        }
+        Ok(s) if wanted(s.metadata_id) => Some(stat),
+        Ok(_) => None,
+    }
+}
+
 impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
     type Item = Result<Stat<'a>>;
 
@@ -1104,16 +1123,10 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
         while !it.reader.is_empty() {
             // A stat of the usual shape (one-byte length and id): skipped on its id alone.
             if let Some((id, body)) = it.reader.read_small_stat_of(key) {
-                if !(self.wanted)(StatMetadataId(i64::from(id))) {
-                    continue;
-                }
-                let stat = Stat::decode(it.plane, body);
-                if stat.is_err() {
-                    it.done = true;
-                    return Some(stat);
-                }
-                if stat.as_ref().is_ok_and(|s| (self.wanted)(s.metadata_id)) {
-                    return Some(stat);
+                if (self.wanted)(StatMetadataId(i64::from(id)))
+                    && let Some(found) = decode_wanted(it, &mut self.wanted, body)
+                {
+                    return Some(found);
                 }
                 continue;
             }
@@ -1146,13 +1159,8 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
                         Err(e) => return fail(e, val_pos, it),
                     }
                 }
-                let stat = Stat::decode(it.plane, body);
-                if stat.is_err() {
-                    it.done = true;
-                    return Some(stat);
-                }
-                if stat.as_ref().is_ok_and(|s| (self.wanted)(s.metadata_id)) {
-                    return Some(stat);
+                if let Some(found) = decode_wanted(it, &mut self.wanted, body) {
+                    return Some(found);
                 }
                 continue;
             }
