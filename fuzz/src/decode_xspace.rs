@@ -88,9 +88,11 @@ mod tests {
     use crate::{Rng, mutate};
 
     fn seeds() -> Vec<Vec<u8>> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata");
         let mut out = Vec::new();
-        for name in ["data_formatting_baseline", "clean"] {
+        // Two JAX CPU captures and a real H200 one (GPU kernels of a dozen stats each, which the
+        // event walks skim).
+        for name in ["corpus/data_formatting_baseline", "corpus/clean", "h200/h200_train_bf16"] {
             out.push(std::fs::read(dir.join(name).join("vm.xplane.pb")).expect("seed trace"));
         }
         out
