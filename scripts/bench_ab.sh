@@ -20,6 +20,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 median() { sort -n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'; }
 
+# run BIN PROFILE: "wall_s peak_kb" of one scan, the wall time to the microsecond (/usr/bin/time's
+# own is in centiseconds: a 5 ms scan of a small real capture read as 0.00 or 0.01 s, and a
+# regression there could not show).
+run() {
+  local t0 t1
+  t0=$EPOCHREALTIME
+  /usr/bin/time -o "$tmp/peak" -f '%M' "$1" scan "$2" --quiet >/dev/null
+  t1=$EPOCHREALTIME
+  tail -n 1 "$tmp/peak" | awk -v t0="$t0" -v t1="$t1" '{ printf "%.6f %s\n", t1 - t0, $1 }'
+}
+
 echo "| profile | size (MB) | threads | before (s) | after (s) | before MB/s | after MB/s | after / before | peak RSS after (MiB) | RSS / size |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for arg in "$@"; do
@@ -35,14 +46,14 @@ for arg in "$@"; do
   : >"$tmp/a"
   : >"$tmp/b"
   for _ in $(seq "$RUNS"); do
-    /usr/bin/time -a -o "$tmp/a" -f '%e %M' "$before" scan "$path" --quiet >/dev/null
-    /usr/bin/time -a -o "$tmp/b" -f '%e %M' "$after" scan "$path" --quiet >/dev/null
+    run "$before" "$path" >>"$tmp/a"
+    run "$after" "$path" >>"$tmp/b"
   done
   a=$(median <"$tmp/a")
   b=$(median <"$tmp/b")
   awk -v name="$name" -v bytes="$bytes" -v t="${THREADS:-$(nproc)}" -v a="$a" -v b="$b" 'BEGIN {
     split(a, x, " "); split(b, y, " "); mb = bytes / 1e6
-    printf "| %s | %.1f | %s | %.2f | %.2f | %.0f | %.0f | %.2f%s | %d | %.2f |\n",
+    printf "| %s | %.1f | %s | %.4f | %.4f | %.0f | %.0f | %.2f%s | %d | %.2f |\n",
       name, mb, t, x[1], y[1], mb / x[1], mb / y[1], y[1] / x[1], (y[1] > 1.1 * x[1] ? " REGRESSION" : ""),
       y[2] / 1024, y[2] * 1024 / bytes
   }' | tee -a "$tmp/rows"
