@@ -624,24 +624,10 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> GatheredStats<'a, F> {
                     // nothing after): the stat is written straight into its slot. Built whole by
                     // `Stat::decode` and then copied, its value was read back before its two
                     // halves had left the store buffer (gpu300's stream read, 20 % of it).
-                    let metadata_id = StatMetadataId(id as i64);
-                    let raw = if peek.eat(0x38) {
-                        peek.read_varint().ok().map(RawValue::Ref)
-                    } else if peek.eat(0x18) {
-                        peek.read_varint().ok().map(RawValue::Uint)
-                    } else if peek.eat(0x20) {
-                        peek.read_varint().ok().map(|v| RawValue::Int(v as i64))
-                    } else if peek.eat(0x2a) {
-                        peek.read_len().ok().map(RawValue::Str)
-                    } else if peek.eat(0x11) {
-                        peek.read_fixed64().ok().map(|v| RawValue::Double(f64::from_bits(v)))
-                    } else {
-                        None
-                    };
-                    if let Some(raw) = raw
+                    if let Ok(Some(raw)) = usual_value(&mut peek)
                         && peek.is_empty()
                     {
-                        self.stats.push(Stat { plane, metadata_id, raw });
+                        self.stats.push(Stat { plane, metadata_id: StatMetadataId(id as i64), raw });
                         return;
                     }
                 }
@@ -969,14 +955,8 @@ impl<'a> Stat<'a> {
             if r.eat(0x08) {
                 stat.metadata_id = StatMetadataId(r.read_varint()? as i64);
             }
-            if r.eat(0x38) {
-                stat.raw = RawValue::Ref(r.read_varint()?);
-            } else if r.eat(0x2a) {
-                stat.raw = RawValue::Str(r.read_len()?);
-            } else if r.eat(0x20) {
-                stat.raw = RawValue::Int(r.read_varint()? as i64);
-            } else if r.eat(0x18) {
-                stat.raw = RawValue::Uint(r.read_varint()?);
+            if let Some(raw) = usual_value(r)? {
+                stat.raw = raw;
             }
             Ok(())
         };
@@ -1006,6 +986,27 @@ impl<'a> Stat<'a> {
         }
         Ok(stat)
     }
+}
+
+/// The value field of a stat body as writers emit it, right after the metadata id: one
+/// `ref_value`, `str_value`, `int64_value`, `uint64_value` or `double_value`; `Ok(None)`, reading
+/// nothing, for anything else (the general decode reads it). Shared by [`Stat::decode`] and the
+/// stats a walk gathers ([`GatheredStats`]).
+#[inline(always)]
+fn usual_value<'a>(r: &mut Reader<'a>) -> std::result::Result<Option<RawValue<'a>>, WireError> {
+    Ok(Some(if r.eat(0x38) {
+        RawValue::Ref(r.read_varint()?)
+    } else if r.eat(0x2a) {
+        RawValue::Str(r.read_len()?)
+    } else if r.eat(0x20) {
+        RawValue::Int(r.read_varint()? as i64)
+    } else if r.eat(0x18) {
+        RawValue::Uint(r.read_varint()?)
+    } else if r.eat(0x11) {
+        RawValue::Double(f64::from_bits(r.read_fixed64()?))
+    } else {
+        return Ok(None);
+    }))
 }
 
 /// Iterator over the stats in a message body (an event's field 4, or a metadata's field 5).

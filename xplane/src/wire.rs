@@ -117,12 +117,18 @@ fn window_varint(window: &[u8; PLAIN_WINDOW], at: usize) -> (u64, usize, bool) {
     let stops = !word & 0x8080_8080_8080_8080;
     // 1..=8 bytes (8 also when no byte ends it: then `ok` is false).
     let len = ((stops.trailing_zeros() + 1) / 8).clamp(1, 8);
+    (gather_groups(word, len), len as usize, stops != 0)
+}
+
+/// The value of a varint of `len` bytes (1 to 8) at the low end of `word` (little-endian): its
+/// 7-bit groups gathered without a per-byte loop.
+#[inline(always)]
+fn gather_groups(word: u64, len: u32) -> u64 {
     let used = word & (u64::MAX >> (64 - 8 * len));
     let x = used & 0x7f7f_7f7f_7f7f_7f7f;
     let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
     let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-    let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
-    (x, len as usize, stops != 0)
+    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
 }
 
 /// A cursor over a protobuf message body: the bytes `buf[pos..end]`.
@@ -228,13 +234,8 @@ impl<'a> Reader<'a> {
             let stops = !word & 0x8080_8080_8080_8080;
             let len = (stops.trailing_zeros() + 1) / 8;
             if stops != 0 && self.pos + len as usize <= self.end {
-                let used = word & (u64::MAX >> (64 - 8 * len));
-                let x = used & 0x7f7f_7f7f_7f7f_7f7f;
-                let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
-                let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-                let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
                 self.pos += len as usize;
-                return Ok(x);
+                return Ok(gather_groups(word, len));
             }
         }
         self.read_varint_bytewise()
