@@ -378,8 +378,9 @@ fn op_infos(plane: &Plane, meta: &HashMap<xlens_xplane::EventMetadataId, OpMetad
 
 /// An op on the nesting stack.
 struct Open {
-    start: Picos,
     end: Picos,
+    /// `end` minus the op's start (not its recorded duration where the end saturated).
+    duration: Picos,
     child_time: Picos,
     /// Event-metadata position.
     meta: u32,
@@ -403,7 +404,13 @@ struct Walk<'a> {
     stack: Vec<Open>,
     cursor: Picos,
     marker_cursor: usize,
+    /// The marker at the cursor (`(i64::MAX, i64::MAX)` past the last), so the per-op test
+    /// reads no slice.
+    marker: (Picos, Picos),
     window_cursor: usize,
+    /// The window at the cursor and the start of the next (`i64::MAX` past the last).
+    window: (Picos, Picos),
+    next_window_start: Picos,
     /// Per async key: starts not yet matched by a done.
     open_starts: Vec<u32>,
     active_windows: i64,
@@ -448,13 +455,10 @@ impl Walk<'_> {
             None => span.duration,
         };
         // The step whose marker the op overlaps (ops arrive in start order).
-        while self.marker_cursor < self.markers.len() && self.markers[self.marker_cursor].1 <= start {
-            self.marker_cursor += 1;
+        if self.marker.1 <= start {
+            self.next_marker(start);
         }
-        let step = match self.markers.get(self.marker_cursor) {
-            Some(&(ms, _)) if end > ms => Some(self.marker_cursor),
-            _ => None,
-        };
+        let step = (end > self.marker.0).then_some(self.marker_cursor);
         if start >= self.last_marker_end {
             self.out.ops_after_last_marker += 1;
         }
@@ -489,8 +493,8 @@ impl Walk<'_> {
             }
         }
         self.stack.push(Open {
-            start,
             end,
+            duration: end - start,
             child_time: Picos::ZERO,
             meta: meta as u32,
             step: step.map_or(NO_STEP, |k| k as u32),
@@ -522,7 +526,7 @@ impl Walk<'_> {
     #[inline(always)]
     fn close_top(&mut self) {
         let Some(op) = self.stack.pop() else { return };
-        let duration = op.end - op.start;
+        let duration = op.duration;
         let self_time = duration.saturating_sub(op.child_time);
         self.out.ops[op.meta as usize].self_time += self_time;
         if let Some(parent) = self.stack.last_mut()
@@ -533,6 +537,24 @@ impl Walk<'_> {
         if let Some(acc) = self.acc.get_mut(op.step as usize) {
             acc.family[usize::from(op.family)] += self_time;
         }
+    }
+
+    /// Moves the marker cursor past the markers that end at or before `t`.
+    #[inline(never)]
+    fn next_marker(&mut self, t: Picos) {
+        while self.marker_cursor < self.markers.len() && self.markers[self.marker_cursor].1 <= t {
+            self.marker_cursor += 1;
+        }
+        self.marker = self.markers.get(self.marker_cursor).copied().unwrap_or((Picos(i64::MAX), Picos(i64::MAX)));
+    }
+
+    /// Moves the window cursor past the windows that end at or before `t`.
+    #[inline(never)]
+    fn next_window(&mut self, t: Picos) {
+        while self.window_cursor < self.windows.len() && self.windows[self.window_cursor].1 <= t {
+            self.window_cursor += 1;
+        }
+        (self.window, self.next_window_start) = window_at(&self.windows, self.window_cursor);
     }
 
     /// Accounts `[a, b)`, run by an op of class `class` (the innermost) or by nothing, to the
@@ -559,16 +581,16 @@ impl Walk<'_> {
             // Idle time outside async windows: the step's idle, derived in `finish`.
             return;
         }
-        while self.window_cursor < self.windows.len() && self.windows[self.window_cursor].1 <= a {
-            self.window_cursor += 1;
+        if self.window.1 <= a {
+            self.next_window(a);
         }
         // The usual case: the segment lies inside the window the cursor is at and before the
         // next (windows overlap when another core's step took longer).
-        if let (Some(&(lo, hi)), Some(acc)) =
-            (self.windows.get(self.window_cursor), self.acc.get_mut(self.window_cursor))
-            && lo <= a
+        let (lo, hi) = self.window;
+        if lo <= a
             && b <= hi
-            && self.windows.get(self.window_cursor + 1).is_none_or(|next| next.0 >= b)
+            && self.next_window_start >= b
+            && let Some(acc) = self.acc.get_mut(self.window_cursor)
         {
             account(acc, b - a, class, open);
             return;
@@ -622,6 +644,12 @@ impl Walk<'_> {
         }
         self.out
     }
+}
+
+/// The window at `k` and the start of the next, `i64::MAX` where there is none.
+fn window_at(windows: &[(Picos, Picos)], k: usize) -> ((Picos, Picos), Picos) {
+    const NONE: Picos = Picos(i64::MAX);
+    (windows.get(k).copied().unwrap_or((NONE, NONE)), windows.get(k + 1).map_or(NONE, |w| w.0))
 }
 
 /// Accounts `len` of a segment run by an op of class `class` (or by nothing) to a step window;
@@ -700,7 +728,10 @@ fn walk_core(
         stack: Vec::new(),
         cursor: Picos(i64::MIN),
         marker_cursor: 0,
+        marker: markers.first().copied().unwrap_or((Picos(i64::MAX), Picos(i64::MAX))),
         window_cursor: 0,
+        window: window_at(&windows, 0).0,
+        next_window_start: window_at(&windows, 0).1,
         open_starts: vec![0; async_keys],
         active_windows: 0,
         closing: BinaryHeap::new(),
@@ -872,6 +903,37 @@ mod tests {
         let idle: Vec<Picos> = core.steps.iter().map(|s| s.anatomy.idle).collect();
         // Windows [0, 150) and [100, 200): the op's 30 ps are busy time in each.
         assert_eq!(idle, [Picos(120), Picos(70)]);
+    }
+
+    /// Ops before the first marker, between two, across the end of one and after the last:
+    /// each is counted in the step whose marker it overlaps, or in none, and only the window
+    /// part of an op that crosses a window's end is busy time of that step.
+    #[test]
+    fn ops_around_and_past_the_markers_count_in_the_steps_they_overlap() {
+        use xlens_xplane::{Space, SpaceBuilder};
+        let mut b = SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/device:TPU:0");
+            let step = plane.event_metadata("1");
+            let op = plane.event_metadata("fusion.1");
+            {
+                let mut line = plane.line(1, "Steps", 0);
+                line.event(step, 100, 100);
+                line.event(step, 300, 100);
+            }
+            let mut line = plane.line(2, "XLA Ops", 0);
+            for (start, duration) in [(50, 10), (150, 20), (250, 10), (390, 30), (450, 10)] {
+                line.event(op, start, duration);
+            }
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        let timeline = DeviceTimeline::build(&space).unwrap();
+        let core = &timeline.cores[0];
+        assert_eq!(core.events, 5);
+        let steps: Vec<(u32, Option<Picos>, Picos)> =
+            core.steps.iter().map(|s| (s.ops, s.first_op, s.anatomy.idle)).collect();
+        assert_eq!(steps, [(1, Some(Picos(150)), Picos(80)), (1, Some(Picos(390)), Picos(90))]);
+        assert_eq!(core.ops_after_last_marker, 1);
     }
 
     #[test]
