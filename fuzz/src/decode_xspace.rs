@@ -80,6 +80,23 @@ fn index_reads_equal_plain_walks(plane: &xlens_xplane::Plane, line: &xlens_xplan
         let got: Vec<_> = gathered.stats().iter().map(|s| s.metadata_id()).collect();
         assert_eq!(got, walked, "stats gathered during the decode are the ones a walk finds");
     }
+    // Runs of bare events between general reads: the same events, in order.
+    let mut releasing = line.events_releasing(plane);
+    let mut run = [xlens_xplane::BareEvent::default(); 5];
+    let mut seen = Vec::new();
+    loop {
+        let n = releasing.next_bare_run(&mut run);
+        seen.extend(run[..n].iter().map(|b| (b.metadata_id, b.start, b.duration)));
+        if n == run.len() {
+            continue;
+        }
+        match releasing.next() {
+            Some(Ok(e)) => seen.push((e.metadata_id(), e.start(), e.duration())),
+            _ => break,
+        }
+    }
+    let want: Vec<_> = all.iter().map(|e| (e.metadata_id(), e.start(), e.duration())).collect();
+    assert_eq!(seen, want, "bare runs and general reads give the events in order");
 }
 
 #[cfg(test)]

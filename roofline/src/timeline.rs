@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use rayon::prelude::*;
-use xlens_xplane::{Picos, Plane, PlaneKind, Space, names};
+use xlens_xplane::{BareEvent, EventMetadataId, Picos, Plane, PlaneKind, Space, names};
 
 use crate::anatomy::{PRIORITY, StepAnatomy, TimeClass, class_of};
 use crate::device::{DeviceStatIds, OpMetadata, Span, device_span, op_metadata};
@@ -744,13 +744,14 @@ fn walk_core(
     };
     let fresh = out.clone();
     let mut walk = new_walk(out);
-    let feed = |ev: &xlens_xplane::Event<'_>, span: Span, scale: Option<f64>, walk: &mut Walk<'_>| {
-        match plane.event_metadata_position(ev.metadata_id()) {
+    // An op: its metadata id, span on the device clock, time scale and occurrences.
+    let feed = |id: EventMetadataId, span: Span, scale: Option<f64>, occurrences: i64, walk: &mut Walk<'_>| {
+        match plane.event_metadata_position(id) {
             Some(pos) if pos < u32::MAX as usize => {
                 if let Some(stretch) = walk.stretch.as_mut().filter(|_| span.duration < Picos::ZERO) {
                     stretch.reject();
                 }
-                walk.op(span, pos, scale, ev.num_occurrences().unwrap_or(1))
+                walk.op(span, pos, scale, occurrences)
             }
             // Dangling metadata: nothing to attribute the time to.
             _ => {
@@ -777,7 +778,25 @@ fn walk_core(
         let read = [ids.time_scale_multiplier, ids.device_offset_ps, ids.device_duration_ps];
         let mut stats = xlens_xplane::GatheredStats::new(|id| read.contains(&Some(id)));
         let mut events = line.events_releasing(plane);
-        while let Some(ev) = events.next_gathering(&mut stats) {
+        // Runs of bare events (no stats: most of an op line) are read without an `Event` built
+        // for each; the general read takes the event after a run.
+        let mut run = [BareEvent::default(); 64];
+        'walk: loop {
+            let bare = events.next_bare_run(&mut run);
+            for op in &run[..bare] {
+                let span = Span { start: op.start, duration: op.duration };
+                let key = (span.start, Reverse(span.duration));
+                if last.is_some_and(|l| key < l) {
+                    sorted = false;
+                    break 'walk;
+                }
+                last = Some(key);
+                feed(op.metadata_id, span, None, 1, &mut walk);
+            }
+            if bare == run.len() {
+                continue;
+            }
+            let Some(ev) = events.next_gathering(&mut stats) else { break };
             let ev = ev?;
             let (span, scale) = gathered_span_and_scale(&ev, stats.stats(), &ids);
             let key = (span.start, Reverse(span.duration));
@@ -786,7 +805,7 @@ fn walk_core(
                 break;
             }
             last = Some(key);
-            feed(&ev, span, scale, &mut walk);
+            feed(ev.metadata_id(), span, scale, ev.num_occurrences().unwrap_or(1), &mut walk);
         }
         in_order = sorted;
         if !sorted {
@@ -799,7 +818,7 @@ fn walk_core(
             all.sort_by(|a, b| a.0.start.cmp(&b.0.start).then(b.0.duration.cmp(&a.0.duration)));
             for (span, ev) in &all {
                 let scale = ids.time_scale_multiplier.and_then(|id| ev.stat(id)?.as_f64());
-                feed(ev, *span, scale, &mut walk);
+                feed(ev.metadata_id(), *span, scale, ev.num_occurrences().unwrap_or(1), &mut walk);
             }
         }
     }

@@ -420,7 +420,44 @@ impl<'a> EventIter<'a> {
     }
 }
 
+/// An event of the bare shape: a metadata id, an offset and a duration, and nothing else (no
+/// stats, no occurrences): most events of a TPU op line. Read in runs by
+/// [`ReleasingEvents::next_bare_run`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BareEvent {
+    /// The event-metadata id.
+    pub metadata_id: EventMetadataId,
+    /// Absolute start, as [`Event::start`] gives it.
+    pub start: Picos,
+    /// The duration as recorded.
+    pub duration: Picos,
+}
+
 impl<'a> EventIter<'a> {
+    /// Reads the run of bare events that comes next into `out`, as many as fit, and returns how
+    /// many it read: fewer than fit when the next event is not bare or the line ended (the
+    /// general read tells the two apart). They are the events [`Iterator::next`] would give, in
+    /// order, without building an [`Event`] for each.
+    #[inline(always)]
+    fn next_bare_run(&mut self, out: &mut [BareEvent]) -> usize {
+        if self.done || self.plain_skip > 0 {
+            return 0;
+        }
+        let base = self.line.timestamp_ns().saturating_mul(1000);
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            let Some(plain) = self.reader.read_plain_event() else { break };
+            self.took_event();
+            *slot = BareEvent {
+                metadata_id: EventMetadataId(plain.metadata_id as i64),
+                start: Picos(base.saturating_add(plain.offset as i64)),
+                duration: Picos(plain.duration as i64),
+            };
+            n += 1;
+        }
+        n
+    }
+
     /// The next event, as [`Iterator::next`] gives it, and its stats that `stats` wants, read in
     /// the same pass over the event's bytes: on events with many stats (GPU kernels carry a
     /// dozen), a second walk of them costs about as much as the decode.
@@ -697,16 +734,71 @@ impl<'a> ReleasingEvents<'a> {
         next
     }
 
+    /// Reads the run of bare events that comes next into `out`, as many as fit, and returns how
+    /// many it read. The events read are the ones `next` would give, in order, without an
+    /// [`Event`] built for each: a walk of a TPU op line reads most of its events this way.
+    /// Fewer than fit are read where the next event is not bare, where the fast read cannot
+    /// take it (the line's fields before its events, the last bytes of the plane) and at the
+    /// line's end: [`next_gathering`](Self::next_gathering) or [`Iterator::next`] then reads the
+    /// next event, or gives `None` at the end.
+    ///
+    /// ```
+    /// use xlens_xplane::{BareEvent, Space, SpaceBuilder};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/device:TPU:0");
+    ///     let (op, flops) = (plane.event_metadata("fusion.1"), plane.stat_metadata("flops"));
+    ///     let mut line = plane.line(1, "XLA Ops", 0);
+    ///     for k in 0..100 {
+    ///         line.event(op, 10 * k, 5);
+    ///     }
+    ///     line.event(op, 1_000, 5).stat(flops, 7i64);
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let mut events = plane.lines()[0].events_releasing(plane);
+    /// let (mut run, mut bare, mut general) = ([BareEvent::default(); 16], 0, 0);
+    /// loop {
+    ///     let n = events.next_bare_run(&mut run);
+    ///     bare += n;
+    ///     if n == run.len() {
+    ///         continue;
+    ///     }
+    ///     match events.next() {
+    ///         Some(ev) => general += usize::from(ev?.has_stats()),
+    ///         None => break,
+    ///     }
+    /// }
+    /// assert!(bare >= 90 && general == 1);
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    #[inline(always)]
+    pub fn next_bare_run(&mut self, out: &mut [BareEvent]) -> usize {
+        let n = self.inner.next_bare_run(out);
+        self.count = self.count.wrapping_add(n as u32);
+        if n > 0 {
+            self.release_due();
+        }
+        n
+    }
+
+    /// Hands back the bytes before the next event, a chunk at a time, when a chunk's worth was
+    /// read since the last release.
+    #[inline]
+    fn release_due(&mut self) {
+        let at = self.inner.reader.pos();
+        if at - self.released >= crate::residency::RELEASE_CHUNK_BYTES {
+            self.inner.plane.release(self.released..at);
+            self.released = at;
+        }
+    }
+
     /// Every 4096 events: hands back the bytes before the next event, a chunk at a time.
     #[inline]
     fn release_behind(&mut self) {
         self.count = self.count.wrapping_add(1);
         if self.count.is_multiple_of(4096) {
-            let at = self.inner.reader.pos();
-            if at - self.released >= crate::residency::RELEASE_CHUNK_BYTES {
-                self.inner.plane.release(self.released..at);
-                self.released = at;
-            }
+            self.release_due();
         }
     }
 

@@ -72,7 +72,7 @@ pub mod frame;
 pub use builder::{BuildValue, EventBuilder, LineBuilder, LineHeader, PlaneBuilder, SpaceBuilder};
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use event::{
-    Event, EventData, EventIter, GatheredStats, PART_MIN_BYTES, PlaneStats, ReleasingEvents, Stat, StatIter, StatValue,
+    BareEvent, Event, EventData, EventIter, GatheredStats, PART_MIN_BYTES, PlaneStats, ReleasingEvents, Stat, StatIter, StatValue,
     StatsWhere,
 };
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};

@@ -207,6 +207,52 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Runs of bare events, each followed by one general read, give a line's events in order:
+    /// the ones `next` gives, and as bare events only those with an offset and neither stats
+    /// nor occurrences.
+    #[test]
+    fn bare_runs_and_general_reads_give_the_events_in_order(
+        planes in proptest::collection::vec(op_plane(), 1..3),
+        run_len in 1usize..70,
+    ) {
+        let x = XSpace { planes, ..XSpace::default() };
+        let space = Space::parse(Bytes::from(x.encode_to_vec())).expect("valid encoding decodes");
+        for plane in space.planes() {
+            for line in plane.lines() {
+                let expected: Vec<_> = line
+                    .events(plane)
+                    .map(|e| e.expect("event decodes"))
+                    .map(|e| (e.metadata_id(), e.start(), e.duration(), e.has_stats(), e.data()))
+                    .collect();
+                let mut got = Vec::new();
+                let mut events = line.events_releasing(plane);
+                let mut run = vec![xlens_xplane::BareEvent::default(); run_len];
+                loop {
+                    let n = events.next_bare_run(&mut run);
+                    for bare in &run[..n] {
+                        let data = xlens_xplane::EventData::Offset(bare.start.0 - line.timestamp_ns() * 1000);
+                        got.push((bare.metadata_id, bare.start, bare.duration, false, data));
+                    }
+                    if n == run_len {
+                        continue;
+                    }
+                    match events.next() {
+                        Some(e) => {
+                            let e = e.expect("event decodes");
+                            got.push((e.metadata_id(), e.start(), e.duration(), e.has_stats(), e.data()));
+                        }
+                        None => break,
+                    }
+                }
+                prop_assert_eq!(got, expected);
+            }
+        }
+    }
+}
+
 /// Stats as GPU kernels carry them: many per event, ids small or not, values of every kind
 /// (strings long enough for two-byte lengths among them).
 fn kernel_stat() -> impl Strategy<Value = XStat> {
