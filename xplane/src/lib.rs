@@ -72,8 +72,8 @@ pub mod frame;
 pub use builder::{BuildValue, EventBuilder, LineBuilder, LineHeader, PlaneBuilder, SpaceBuilder};
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use event::{
-    BareEvent, Event, EventData, EventIter, GatheredStats, PART_MIN_BYTES, PlaneStats, ReleasingEvents, Stat, StatIter, StatValue,
-    StatsWhere,
+    BareEvent, Event, EventData, EventIter, GatheredStats, PART_MIN_BYTES, PlaneStats, ReleasingEvents, Stat, StatIter,
+    StatValue, StatsWhere,
 };
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
