@@ -773,7 +773,9 @@ fn walk_core(
     if let Some(line) = plane.line_by_name(names::line::XLA_OPS) {
         // One pass when the line is in start order (the usual case); a line that is not is
         // collected, sorted and walked again from scratch.
-        let mut last: Option<(Picos, Reverse<Picos>)> = None;
+        // The last op's place in start order (starts first, longer first); at first, before
+        // every op's.
+        let mut last = (Picos(i64::MIN), Reverse(Picos(i64::MAX)));
         let mut sorted = true;
         // The op line's file pages are handed back behind the walk: on a device-only snapshot
         // they are nearly all of the file, and the few detectors that walk a line again map its
@@ -792,11 +794,11 @@ fn walk_core(
             for op in &run[..bare] {
                 let span = Span { start: op.start, duration: op.duration };
                 let key = (span.start, Reverse(span.duration));
-                if last.is_some_and(|l| key < l) {
+                if key < last {
                     sorted = false;
                     break 'walk;
                 }
-                last = Some(key);
+                last = key;
                 walk.feed(plane, op.metadata_id, span, None, 1);
             }
             if bare == run.len() {
@@ -806,11 +808,11 @@ fn walk_core(
             let ev = ev?;
             let (span, scale) = gathered_span_and_scale(&ev, stats.stats(), &ids);
             let key = (span.start, Reverse(span.duration));
-            if last.is_some_and(|l| key < l) {
+            if key < last {
                 sorted = false;
                 break;
             }
-            last = Some(key);
+            last = key;
             feed(ev.metadata_id(), span, scale, ev.num_occurrences().unwrap_or(1), &mut walk);
         }
         in_order = sorted;

@@ -346,9 +346,16 @@ impl<'a> EventIter<'a> {
     /// Counts an event just read and returns its index in the line; meters the bytes read.
     #[inline(always)]
     fn took_event(&mut self) -> usize {
+        self.took_events(1)
+    }
+
+    /// Counts `n` events just read and returns the first one's index in the line; meters the
+    /// bytes read.
+    #[inline(always)]
+    fn took_events(&mut self, n: usize) -> usize {
         let index = self.index;
-        self.index += 1;
-        self.remaining = self.remaining.saturating_sub(1);
+        self.index += n;
+        self.remaining = self.remaining.saturating_sub(n);
         if self.metering && self.reader.pos() - self.metered_to >= METER_STRIDE_BYTES {
             self.meter();
         }
@@ -447,7 +454,6 @@ impl<'a> EventIter<'a> {
         let mut n = 0;
         for slot in out.iter_mut() {
             let Some(plain) = self.reader.read_plain_event() else { break };
-            self.took_event();
             *slot = BareEvent {
                 metadata_id: EventMetadataId(plain.metadata_id as i64),
                 start: Picos(base.saturating_add(plain.offset as i64)),
@@ -455,6 +461,7 @@ impl<'a> EventIter<'a> {
             };
             n += 1;
         }
+        self.took_events(n);
         n
     }
 
