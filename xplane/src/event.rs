@@ -441,10 +441,8 @@ pub struct BareEvent {
 }
 
 impl<'a> EventIter<'a> {
-    /// Reads the run of bare events that comes next into `out`, as many as fit, and returns how
-    /// many it read: fewer than fit when the next event is not bare or the line ended (the
-    /// general read tells the two apart). They are the events [`Iterator::next`] would give, in
-    /// order, without building an [`Event`] for each.
+    /// [`ReleasingEvents::next_bare_run`] without the page hand-back: the run of bare events
+    /// that comes next, read into `out` on the plain read, and how many it read.
     #[inline(always)]
     fn next_bare_run(&mut self, out: &mut [BareEvent]) -> usize {
         if self.done || self.plain_skip > 0 {
