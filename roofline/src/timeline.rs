@@ -566,7 +566,7 @@ impl Walk<'_> {
         while self.marker_cursor < self.markers.len() && self.markers[self.marker_cursor].1 <= t {
             self.marker_cursor += 1;
         }
-        self.marker = self.markers.get(self.marker_cursor).copied().unwrap_or((Picos(i64::MAX), Picos(i64::MAX)));
+        self.marker = marker_at(self.markers, self.marker_cursor);
     }
 
     /// Moves the window cursor past the windows that end at or before `t`.
@@ -667,10 +667,17 @@ impl Walk<'_> {
     }
 }
 
+/// Where a marker or window cursor is past the last: a span that nothing reaches.
+const PAST_THE_LAST: Picos = Picos(i64::MAX);
+
+/// The marker at `k`, `(i64::MAX, i64::MAX)` where there is none.
+fn marker_at(markers: &[(Picos, Picos)], k: usize) -> (Picos, Picos) {
+    markers.get(k).copied().unwrap_or((PAST_THE_LAST, PAST_THE_LAST))
+}
+
 /// The window at `k` and the start of the next, `i64::MAX` where there is none.
 fn window_at(windows: &[(Picos, Picos)], k: usize) -> ((Picos, Picos), Picos) {
-    const NONE: Picos = Picos(i64::MAX);
-    (windows.get(k).copied().unwrap_or((NONE, NONE)), windows.get(k + 1).map_or(NONE, |w| w.0))
+    (marker_at(windows, k), windows.get(k + 1).map_or(PAST_THE_LAST, |w| w.0))
 }
 
 /// Accounts `len` of a segment run by an op of class `class` (or by nothing) to a step window;
@@ -749,7 +756,7 @@ fn walk_core(
         stack: Vec::new(),
         cursor: Picos(i64::MIN),
         marker_cursor: 0,
-        marker: markers.first().copied().unwrap_or((Picos(i64::MAX), Picos(i64::MAX))),
+        marker: marker_at(markers, 0),
         window_cursor: 0,
         window: window_at(&windows, 0).0,
         next_window_start: window_at(&windows, 0).1,
