@@ -130,7 +130,7 @@ impl<'a> Event<'a> {
     /// Absolute start: `line.timestamp_ns * 1000 + offset_ps`.
     #[inline]
     pub fn start(&self) -> Picos {
-        Picos(self.line.timestamp_ns().saturating_mul(1000).saturating_add(self.offset_ps()))
+        self.line.start().saturating_add(Picos(self.offset_ps()))
     }
 
     /// Absolute end: start plus duration.
@@ -448,13 +448,13 @@ impl<'a> EventIter<'a> {
         if self.done || self.plain_skip > 0 {
             return 0;
         }
-        let base = self.line.timestamp_ns().saturating_mul(1000);
+        let base = self.line.start();
         let mut n = 0;
         for slot in out.iter_mut() {
             let Some(plain) = self.reader.read_plain_event() else { break };
             *slot = BareEvent {
                 metadata_id: EventMetadataId(plain.metadata_id as i64),
-                start: Picos(base.saturating_add(plain.offset as i64)),
+                start: base.saturating_add(Picos(plain.offset as i64)),
                 duration: Picos(plain.duration as i64),
             };
             n += 1;

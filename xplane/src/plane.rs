@@ -411,7 +411,8 @@ impl Line {
         self.timestamp_ns
     }
 
-    /// Start of the line in picoseconds.
+    /// Start of the line in picoseconds (saturating): events' starts are offsets from it.
+    #[inline]
     pub fn start(&self) -> Picos {
         Picos::from_ns(self.timestamp_ns)
     }
