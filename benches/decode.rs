@@ -1,6 +1,9 @@
 //! Decode throughput: `decode/<fixture>` parses (metadata tables and line headers, events
 //! counted), `iterate/<fixture>` parses and walks every event, `events/<fixture>` walks every
-//! event of an already parsed space (the event decoder alone). Throughput is input bytes/s.
+//! event of an already parsed space (the event decoder alone), and `bare_runs/<fixture>` reads
+//! the same events as the TPU timeline reads its op lines, in runs of bare events
+//! (`ReleasingEvents::next_bare_run`) with the general read between: the floor under the walk's
+//! cost per op. Throughput is input bytes/s.
 //! `line_index/*` walks a 1 M-event Python-tracer-shaped thread: `indexing_walk` reads every
 //! event and leaves the line's index (`Line::event_parts_indexing`, as the host steps do),
 //! `events_where` finds its 1,000 compile events in the indexed line (reading the quarter of its
@@ -15,8 +18,13 @@ use std::path::Path;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use xlens::xplane::Space;
+use xlens::xplane::{BareEvent, Space};
 use xlens_testkit::synth;
+
+/// Folds the fields of an event that a walk uses into a checksum, so that none is left unread.
+fn fold(acc: u64, start: i64, metadata_id: i64, duration: i64) -> u64 {
+    acc.wrapping_add(start as u64 ^ metadata_id as u64 ^ duration as u64)
+}
 
 fn iterate_all(space: &Space) -> u64 {
     let mut acc = 0u64;
@@ -24,7 +32,32 @@ fn iterate_all(space: &Space) -> u64 {
         for line in plane.lines() {
             for ev in line.events(plane) {
                 let ev = ev.expect("event decodes");
-                acc = acc.wrapping_add(ev.start().0 as u64 ^ ev.metadata_id().0 as u64);
+                acc = fold(acc, ev.start().0, ev.metadata_id().0, ev.duration().0);
+            }
+        }
+    }
+    acc
+}
+
+/// Every event of every line, read in runs of bare events with the general read for the event
+/// after a run, as the TPU walk reads its op lines.
+fn read_bare_runs(space: &Space) -> u64 {
+    let mut acc = 0u64;
+    let mut run = [BareEvent::default(); 64];
+    for plane in space.planes() {
+        for line in plane.lines() {
+            let mut events = line.events_releasing(plane);
+            loop {
+                let n = events.next_bare_run(&mut run);
+                for op in &run[..n] {
+                    acc = fold(acc, op.start.0, op.metadata_id.0, op.duration.0);
+                }
+                if n == run.len() {
+                    continue;
+                }
+                let Some(ev) = events.next() else { break };
+                let ev = ev.expect("event decodes");
+                acc = fold(acc, ev.start().0, ev.metadata_id().0, ev.duration().0);
             }
         }
     }
@@ -65,6 +98,13 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         group.sample_size(10);
         group.bench_function(&name, |b| b.iter(|| black_box(iterate_all(&space))));
+        group.finish();
+
+        assert_eq!(read_bare_runs(&space), iterate_all(&space), "both reads see the same events");
+        let mut group = c.benchmark_group("bare_runs");
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.sample_size(10);
+        group.bench_function(&name, |b| b.iter(|| black_box(read_bare_runs(&space))));
         group.finish();
     }
 }
