@@ -86,8 +86,13 @@ fn huge_page_heap() {
     {
         const HEAP_BLOCK_BYTES: usize = 64 << 20;
         const HUGE_PAGE_BYTES: usize = 2 << 20;
-        let block: Vec<u8> = std::hint::black_box(Vec::with_capacity(GROW_BYTES));
-        let at = block.as_ptr() as usize;
+        // Where the block cannot be had (a strict overcommit limit), the heap keeps small pages.
+        let mut block: Vec<u8> = Vec::new();
+        if block.try_reserve_exact(GROW_BYTES).is_err() {
+            drop(std::hint::black_box(Box::new(0u8)));
+            return;
+        }
+        let at = std::hint::black_box(block.as_ptr()) as usize;
         // SAFETY: `sbrk(0)` only reads the program break. The advice is given on a range of
         // this process's own address space; `MADV_HUGEPAGE` and `MADV_COLLAPSE` change how
         // memory is backed, never what it holds, and fail harmlessly on a range that is not
