@@ -79,11 +79,12 @@ fn start_workers() {
 /// not found, advice the kernel does not know, and huge pages it cannot find all leave the
 /// small pages, and the advice never changes what memory holds.
 fn huge_page_heap() {
-    /// Large enough to grow the heap over several 2 MiB ranges, under the 32 MiB mmap threshold
-    /// set by [`keep_freed_memory`] so that it comes from the heap; freed at once, never written.
-    const GROW_BYTES: usize = 16 << 20;
     #[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
     {
+        /// Large enough to grow the heap over several 2 MiB ranges, under the 32 MiB mmap
+        /// threshold set by [`keep_freed_memory`] so that it comes from the heap; freed at once,
+        /// never written.
+        const GROW_BYTES: usize = 16 << 20;
         const HEAP_BLOCK_BYTES: usize = 64 << 20;
         const HUGE_PAGE_BYTES: usize = 2 << 20;
         // Where the block cannot be had (a strict overcommit limit), the heap keeps small pages.

@@ -748,6 +748,7 @@ fn walk_core(
         }
         out.modules.sort();
     }
+    let (first_window, after_first_window) = window_at(&windows, 0);
     let new_walk = |out: CoreTimeline| Walk {
         infos: &infos,
         markers,
@@ -758,8 +759,8 @@ fn walk_core(
         marker_cursor: 0,
         marker: marker_at(markers, 0),
         window_cursor: 0,
-        window: window_at(&windows, 0).0,
-        next_window_start: window_at(&windows, 0).1,
+        window: first_window,
+        next_window_start: after_first_window,
         open_starts: vec![0; async_keys],
         active_windows: 0,
         closing: BinaryHeap::new(),
@@ -912,24 +913,31 @@ mod tests {
         assert_eq!(seen, 7);
     }
 
+    /// Adds TensorCore `core` with `Steps` markers and `XLA Ops` events, each `(start, duration)`.
+    fn tpu_core(b: &mut xlens_xplane::SpaceBuilder, core: i64, steps: &[(i64, i64)], ops: &[(i64, i64)]) {
+        let mut plane = b.plane(core + 1, &format!("/device:TPU:{core}"));
+        let step = plane.event_metadata("1");
+        let op = plane.event_metadata("fusion.1");
+        {
+            let mut line = plane.line(1, "Steps", 0);
+            for &(start, duration) in steps {
+                line.event(step, start, duration);
+            }
+        }
+        let mut line = plane.line(2, "XLA Ops", 0);
+        for &(start, duration) in ops {
+            line.event(op, start, duration);
+        }
+    }
+
     /// A core's step windows take the longest core's step time, so they overlap when another
     /// core's step took longer: an op in the overlap counts in both steps.
     #[test]
     fn an_op_where_step_windows_overlap_counts_in_both() {
         use xlens_xplane::{Space, SpaceBuilder};
         let mut b = SpaceBuilder::default();
-        for (core, steps) in [(0, [(0, 100), (100, 100)]), (1, [(0, 150), (150, 100)])] {
-            let mut plane = b.plane(core + 1, &format!("/device:TPU:{core}"));
-            let step = plane.event_metadata("1");
-            let op = plane.event_metadata("fusion.1");
-            {
-                let mut line = plane.line(1, "Steps", 0);
-                for (start, duration) in steps {
-                    line.event(step, start, duration);
-                }
-            }
-            plane.line(2, "XLA Ops", 0).event(op, 110, 30);
-        }
+        tpu_core(&mut b, 0, &[(0, 100), (100, 100)], &[(110, 30)]);
+        tpu_core(&mut b, 1, &[(0, 150), (150, 100)], &[(110, 30)]);
         let space = Space::parse(b.finish().into()).unwrap();
         let timeline = DeviceTimeline::build(&space).unwrap();
         assert_eq!(timeline.step_times, [Picos(150), Picos(100)]);
@@ -946,20 +954,7 @@ mod tests {
     fn ops_around_and_past_the_markers_count_in_the_steps_they_overlap() {
         use xlens_xplane::{Space, SpaceBuilder};
         let mut b = SpaceBuilder::default();
-        {
-            let mut plane = b.plane(1, "/device:TPU:0");
-            let step = plane.event_metadata("1");
-            let op = plane.event_metadata("fusion.1");
-            {
-                let mut line = plane.line(1, "Steps", 0);
-                line.event(step, 100, 100);
-                line.event(step, 300, 100);
-            }
-            let mut line = plane.line(2, "XLA Ops", 0);
-            for (start, duration) in [(50, 10), (150, 20), (250, 10), (390, 30), (450, 10)] {
-                line.event(op, start, duration);
-            }
-        }
+        tpu_core(&mut b, 0, &[(100, 100), (300, 100)], &[(50, 10), (150, 20), (250, 10), (390, 30), (450, 10)]);
         let space = Space::parse(b.finish().into()).unwrap();
         let timeline = DeviceTimeline::build(&space).unwrap();
         let core = &timeline.cores[0];
