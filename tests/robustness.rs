@@ -263,6 +263,45 @@ fn every_host_gets_its_own_partition() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Host names whose percent-encoded partition folder would pass the file-name limit (255 bytes)
+/// keep their frames: the folder gets a short unique name, `host_name` the exact one.
+#[test]
+fn hosts_with_long_encoded_names_keep_their_frames() {
+    let dir = scratch("long_names");
+    let bytes = tpu_basic();
+    // 120 and 121 bytes of file name, 240 and 243 bytes percent-encoded; 80 two-byte characters,
+    // 480 bytes encoded.
+    let names = ["a:".repeat(60), format!("{}x", "a:".repeat(60)), "\u{e9}".repeat(80)];
+    for n in &names {
+        std::fs::write(dir.join(format!("{n}.xplane.pb")), &bytes).unwrap();
+    }
+    let profile = Profile::from_session(Session::open(&dir).unwrap());
+    let report = scan(&profile, &ScanConfig::default());
+    assert_eq!(report.profile.hosts.len(), 3);
+    let out = dir.join("frames");
+    xlens::faults::frame::write_parquet(&profile, &report, &out).unwrap();
+    let folders: std::collections::BTreeSet<String> = std::fs::read_dir(out.join("metrics"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f != "host=_session")
+        .collect();
+    assert_eq!(folders.len(), 3, "{folders:?}");
+    for f in &folders {
+        assert!(f.len() <= "host=".len() + xlens::faults::frame::MAX_PARTITION_VALUE_BYTES, "{f}");
+    }
+    // Every host's rows are there, under its exact name, in the folder its name maps to.
+    let mut seen = std::collections::BTreeSet::new();
+    for file in parquet_files(&out.join("metrics")) {
+        let df = read_parquet(&file);
+        let host = df.column("host_name").unwrap().str().unwrap().get(0).unwrap().to_owned();
+        let folder = file.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(folder, format!("host={}", xlens::faults::frame::partition_value(&host)));
+        seen.insert(host);
+    }
+    assert_eq!(seen, names.iter().cloned().collect());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Op names carrying ESC, CR and LF cannot retitle the terminal or forge a report line.
 #[test]
 fn control_characters_in_names_are_escaped_in_text() {

@@ -206,16 +206,32 @@ pub fn metrics_frame(host: &HostProfile) -> Result<DataFrame, FrameError> {
     ])
 }
 
+/// The longest partition value [`partition_value`] writes, in bytes: `host=` and the value must
+/// fit a file name (255 bytes on Linux, macOS and Windows file systems), with room to spare for
+/// file systems and tools that count differently.
+pub const MAX_PARTITION_VALUE_BYTES: usize = 200;
+
 /// A host name as a Hive partition value: bytes outside `[A-Za-z0-9_-]` (and a `.` that starts
 /// the name, so no value is `.` or `..`) percent-encoded, `%XX`, as Hive escapes partition
 /// values. The encoding is injective: `a:b` is `a%3Ab` and `a;b` is `a%3Bb`.
 ///
+/// An encoded name longer than [`MAX_PARTITION_VALUE_BYTES`] would make a folder name the file
+/// system refuses ("File name too long"), and that host's frames would be lost: such a name is
+/// cut to its first bytes (whole `%XX` escapes only) and ends in `~` and 16 hex digits of a hash
+/// of the whole name. `~` is escaped in every other value, so a short name never equals the
+/// encoding of another host; the exact name is in each file's `host_name` column.
+///
 /// ```
-/// use xlens_faults::frame::partition_value;
+/// use xlens_faults::frame::{MAX_PARTITION_VALUE_BYTES, partition_value};
 /// assert_eq!(partition_value("host0.example.com"), "host0.example.com");
 /// assert_eq!(partition_value("a:b"), "a%3Ab");
 /// assert_eq!(partition_value(".."), "%2E.");
 /// assert_eq!(partition_value("50%"), "50%25");
+/// let long = "h".repeat(300);
+/// let short = partition_value(&long);
+/// assert_eq!(short.len(), MAX_PARTITION_VALUE_BYTES);
+/// assert!(short.starts_with("hhh") && short.as_bytes()[MAX_PARTITION_VALUE_BYTES - 17] == b'~');
+/// assert_ne!(short, partition_value(&"h".repeat(301)));
 /// ```
 pub fn partition_value(host: &str) -> String {
     let mut out = String::with_capacity(host.len());
@@ -226,7 +242,23 @@ pub fn partition_value(host: &str) -> String {
             out.push_str(&format!("%{b:02X}"));
         }
     }
-    out
+    if out.len() <= MAX_PARTITION_VALUE_BYTES {
+        return out;
+    }
+    // `~` and 16 hex digits of the hash follow the kept prefix.
+    let mut keep = MAX_PARTITION_VALUE_BYTES - 17;
+    // Never cut inside an escape: a `%` in the last two kept bytes starts one.
+    if let Some(p) = out.as_bytes()[keep.saturating_sub(2)..keep].iter().position(|&b| b == b'%') {
+        keep = keep - 2 + p;
+    }
+    out.truncate(keep);
+    format!("{out}~{:016x}", fnv1a_64(host.as_bytes()))
+}
+
+/// FNV-1a, 64 bits: a hash fixed by its definition (the same on every platform, release and
+/// run), so that a host's shortened partition name is stable.
+fn fnv1a_64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A Parquet dataset under one directory, written by one scan: every file is
