@@ -14,11 +14,9 @@
 //! Exit code: 0; 1 on an error (one line on stderr; every output is still attempted); 3 when
 //! `--fail-on` is given and a finding is at that severity or worse, or the status is `INCOMPLETE`.
 //!
-//! The same arguments as `xlens scan` (one declaration, `examples/support/cli.rs`): `--help`
+//! The same arguments as `xlens scan` (one declaration, `src/cli/commands.rs`): `--help`
 //! lists every flag and the exit codes; a usage mistake is one line on stderr and exit 2.
 
-mod support;
-
 fn main() -> std::process::ExitCode {
-    support::cli::example::<support::cli::ScanCmd>("fault_scan")
+    xlens::cli::example::<xlens::cli::ScanCmd>("fault_scan")
 }

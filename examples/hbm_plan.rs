@@ -7,9 +7,7 @@
 //! "per_chip_bytes","min_chips","fits",...}` (an array with several chips); `--help` lists the flags;
 //! `--generations` prints the Llama-2 table across every catalogue chip at 80%.
 
-mod support;
-
 fn main() -> std::process::ExitCode {
     let args = std::env::args().skip(1).collect();
-    support::cli::words("hbm_plan", args, xlens::args::HBM_PLAN_USAGE, support::jobs::plan, true)
+    xlens::cli::words("hbm_plan", args, xlens::args::HBM_PLAN_USAGE, xlens::cli::plan, true)
 }

@@ -9,11 +9,9 @@
 //! "static_shared_bytes","dynamic_shared_bytes","block":[x,y,z],"grid":[x,y,z],"occupancy_pct",
 //! "uses_tensor_cores","host"}]}`.
 //!
-//! The same arguments as `xlens kernels` (one declaration, `examples/support/cli.rs`): `--help`
+//! The same arguments as `xlens kernels` (one declaration, `src/cli/commands.rs`): `--help`
 //! lists every flag and the exit codes; a usage mistake is one line on stderr and exit 2.
 
-mod support;
-
 fn main() -> std::process::ExitCode {
-    support::cli::example::<support::cli::KernelsCmd>("kernel_stats")
+    xlens::cli::example::<xlens::cli::KernelsCmd>("kernel_stats")
 }

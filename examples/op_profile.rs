@@ -4,11 +4,9 @@
 //! PATH is a `*.xplane.pb`, a session directory or a logdir. `--json` prints one document for the
 //! session, `{"hosts":[{"host",...}]}`; text prints a section per host, in host order.
 //!
-//! The same arguments as `xlens ops` (one declaration, `examples/support/cli.rs`): `--help`
+//! The same arguments as `xlens ops` (one declaration, `src/cli/commands.rs`): `--help`
 //! lists every flag and the exit codes; a usage mistake is one line on stderr and exit 2.
 
-mod support;
-
 fn main() -> std::process::ExitCode {
-    support::cli::example::<support::cli::OpsCmd>("op_profile")
+    xlens::cli::example::<xlens::cli::OpsCmd>("op_profile")
 }

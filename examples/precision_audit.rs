@@ -3,9 +3,7 @@
 //!
 //! `cargo run --release --example precision_audit -- [--m 1024 --k 1024 --n 1024] [--json]`
 
-mod support;
-
 fn main() -> std::process::ExitCode {
     let args = std::env::args().skip(1).collect();
-    support::cli::words("precision_audit", args, xlens::args::PRECISION_AUDIT_USAGE, support::jobs::audit, false)
+    xlens::cli::words("precision_audit", args, xlens::args::PRECISION_AUDIT_USAGE, xlens::cli::audit, false)
 }

@@ -11,10 +11,8 @@
 //! Exit code: 0; 1 on an error; 2 on a usage mistake; 4 when `--fail-on-regression PCT` is given
 //! and the step time regressed by more than PCT % with its interval excluding zero.
 //!
-//! The same arguments as `xlens diff` (one declaration, `examples/support/cli.rs`).
-
-mod support;
+//! The same arguments as `xlens diff` (one declaration, `src/cli/commands.rs`).
 
 fn main() -> std::process::ExitCode {
-    support::cli::example::<support::cli::DiffCmd>("profile_diff")
+    xlens::cli::example::<xlens::cli::DiffCmd>("profile_diff")
 }

@@ -14,11 +14,9 @@
 //! per TensorCore and `MegaScale:` DCN transfers on the host, so every device detector runs its
 //! full path.
 //!
-//! The same arguments as `xlens synth` (one declaration, `examples/support/cli.rs`): `--help`
+//! The same arguments as `xlens synth` (one declaration, `src/cli/commands.rs`): `--help`
 //! lists every flag and the exit codes; a usage mistake is one line on stderr and exit 2.
 
-mod support;
-
 fn main() -> std::process::ExitCode {
-    support::cli::example::<support::cli::SynthCmd>("synth_profile")
+    xlens::cli::example::<xlens::cli::SynthCmd>("synth_profile")
 }

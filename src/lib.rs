@@ -19,5 +19,7 @@ pub use xlens_roofline as roofline;
 pub use xlens_xplane as xplane;
 
 pub mod args;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod documents;
 pub mod render;

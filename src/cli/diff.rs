@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::faults::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
+use crate::faults::frame::Dataset;
+use crate::faults::{Report, ScanConfig, StepRange, scan_session};
+use crate::xplane::discover;
 use anyhow::{Context, bail};
-use xlens::faults::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
-use xlens::faults::frame::Dataset;
-use xlens::faults::{Report, ScanConfig, StepRange, scan_session};
-use xlens::xplane::discover;
 
 /// What to compare and what to write.
 pub(crate) struct DiffArgs {

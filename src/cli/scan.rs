@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use xlens::faults::frame::Dataset;
-use xlens::faults::{
+use crate::faults::frame::Dataset;
+use crate::faults::{
     HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, render, scan_session_observed,
 };
-use xlens::xplane::{HostSource, WalkMeter, discover};
+use crate::xplane::{HostSource, WalkMeter, discover};
+use anyhow::{Context, bail};
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
 pub(crate) const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/host_callback");
@@ -40,7 +40,7 @@ pub(crate) struct ScanArgs {
     pub(crate) config: ScanConfig,
 }
 
-/// The progress of a scan, redrawn on stderr (see [`xlens::render::progress_line`]) when a host
+/// The progress of a scan, redrawn on stderr (see [`crate::render::progress_line`]) when a host
 /// starts, is decoded and ends, and every 200 ms while hosts are read: the bar counts the bytes
 /// of the hosts done plus, for each host being read, the bytes of its events walked so far, so
 /// a single large host moves it too.
@@ -69,7 +69,7 @@ impl ProgressState {
 }
 
 impl Progress {
-    fn new(show: bool, source: &xlens::xplane::SessionSource) -> Progress {
+    fn new(show: bool, source: &crate::xplane::SessionSource) -> Progress {
         let bytes_total = source.hosts.iter().map(|h| file_len(&h.path)).sum();
         let p = Progress { show, total: source.hosts.len(), bytes_total, state: Mutex::default() };
         p.redraw();
@@ -86,7 +86,7 @@ impl Progress {
         }
         let state = self.state();
         let working: Vec<&str> = state.working.iter().map(|(h, _, _)| h.as_str()).collect();
-        let line = xlens::render::progress_line(state.done, self.total, state.bytes(), self.bytes_total, &working);
+        let line = crate::render::progress_line(state.done, self.total, state.bytes(), self.bytes_total, &working);
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(line.as_bytes());
         let _ = err.flush();
@@ -96,7 +96,7 @@ impl Progress {
     fn clear(&self) {
         if self.show {
             let mut err = std::io::stderr().lock();
-            let _ = err.write_all(xlens::render::PROGRESS_CLEAR.as_bytes());
+            let _ = err.write_all(crate::render::PROGRESS_CLEAR.as_bytes());
             let _ = err.flush();
         }
     }
@@ -253,7 +253,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
     if let Some(timings) = observer.timings {
         let mut rows = timings.into_inner().unwrap_or_else(|p| p.into_inner());
         rows.push((String::new(), "render".to_owned(), rendering.elapsed()));
-        eprint!("{}", xlens::render::timings_text(&rows));
+        eprint!("{}", crate::render::timings_text(&rows));
     }
     super::emit(&text)?;
     // The last host is left to the process's exit (see `Observer::last`).

@@ -3,19 +3,19 @@
 
 use std::path::Path;
 
-use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
-use xlens::budget::{Budget, Plan, generations_table};
-use xlens::hlo::{Module, module_hosts, modules_from_session};
-use xlens::render::budget::{
+use crate::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
+use crate::budget::{Budget, Plan, generations_table};
+use crate::hlo::{Module, module_hosts, modules_from_session};
+use crate::render::budget::{
     fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
-use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
-use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_text};
-use xlens::render::op_profile::{analyze, op_profile_text};
-use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
-use xlens::render::{HostInventory, inventory_text};
-use xlens::roofline::{ChipSpec, FlopsPerByte, KernelStats};
-use xlens::xplane::{Session, inventory};
+use crate::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
+use crate::render::kernel_stats::{HostKernelStats, kernel_stats_text};
+use crate::render::op_profile::{analyze, op_profile_text};
+use crate::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
+use crate::render::{HostInventory, inventory_text};
+use crate::roofline::{ChipSpec, FlopsPerByte, KernelStats};
+use crate::xplane::{Session, inventory};
 
 use super::emit;
 
@@ -26,7 +26,7 @@ fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
 /// Steps, the op profile and the step anatomy of every host.
 pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
     if json {
-        return emit_json(&xlens::documents::op_profile(path)?);
+        return emit_json(&crate::documents::op_profile(path)?);
     }
     let session = Session::open(path)?;
     let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
@@ -54,7 +54,7 @@ pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
 /// Planes, lines and event counts of every host.
 pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
     if json {
-        return emit_json(&xlens::documents::planes(path)?);
+        return emit_json(&crate::documents::planes(path)?);
     }
     let session = Session::open(path)?;
     let hosts = session
@@ -68,7 +68,7 @@ pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
 /// GPU kernels of every host: launches, durations, launch shapes.
 pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Result<()> {
     if json {
-        return emit_json(&xlens::documents::kernels(path, top).map_err(|e| anyhow::anyhow!(e))?);
+        return emit_json(&crate::documents::kernels(path, top).map_err(|e| anyhow::anyhow!(e))?);
     }
     let session = Session::open(path)?;
     let mut hosts = Vec::new();
@@ -92,11 +92,11 @@ pub(crate) fn roofline(chips: &[&'static ChipSpec], json: bool, intensity: Optio
 }
 
 /// `hbm_plan`'s words: plans, or the table across generations (`--generations`).
-pub(crate) fn plan(args: Vec<String>) -> anyhow::Result<()> {
+pub fn plan(args: Vec<String>) -> anyhow::Result<()> {
     if args == ["--generations"] {
         return emit(&fit_pivot_text(&generations_table(Budget::default())?));
     }
-    let cli = xlens::args::HbmPlanArgs::parse(args)?;
+    let cli = crate::args::HbmPlanArgs::parse(args)?;
     let plans = cli.requests().iter().map(Plan::new).collect::<Result<Vec<_>, _>>()?;
     match (cli.json, plans.as_slice()) {
         (true, [one]) => emit_json(&hbm_plan_json(one)),
@@ -107,8 +107,8 @@ pub(crate) fn plan(args: Vec<String>) -> anyhow::Result<()> {
 }
 
 /// `precision_audit`'s words: BF16 / INT8 errors of matmuls and accumulation drift.
-pub(crate) fn audit(args: Vec<String>) -> anyhow::Result<()> {
-    let cli = xlens::args::PrecisionArgs::parse(args)?;
+pub fn audit(args: Vec<String>) -> anyhow::Result<()> {
+    let cli = crate::args::PrecisionArgs::parse(args)?;
     let mut audits = audit_matmul(&cli.spec, &Scheme::ALL)?;
     if let Some(outliers) = cli.outlier_spec() {
         audits.extend(audit_matmul(&outliers, &Scheme::ALL)?);

@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::faults::runs::{RunSummary, capture_time, compare_runs, runs_text};
+use crate::faults::{ScanConfig, scan_session};
+use crate::xplane::{SessionSource, discover_runs};
 use anyhow::Context;
 use rayon::prelude::*;
-use xlens::faults::runs::{RunSummary, capture_time, compare_runs, runs_text};
-use xlens::faults::{ScanConfig, scan_session};
-use xlens::xplane::{SessionSource, discover_runs};
 
 use super::emit;
 

@@ -6,14 +6,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::faults::{DETECTORS, ScanConfig, Severity, StepRange};
+use crate::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
 use clap::{ArgMatches, Args, FromArgMatches, ValueEnum};
-use xlens::faults::{DETECTORS, ScanConfig, Severity, StepRange};
-use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
 
 use super::scan::{SAMPLE, ScanArgs};
 
 /// The exit codes, as every `--help` lists them.
-pub(crate) const EXIT_CODES: &str = "\
+pub const EXIT_CODES: &str = "\
 Exit codes:
   0  the command ran (whatever the verdict, unless --fail-on is given)
   1  an error: the profile or an output could not be read or written (one line on stderr)
@@ -23,13 +23,13 @@ Exit codes:
      excluding zero";
 
 /// A parsed command line that runs its job.
-pub(crate) trait Job: Args + FromArgMatches {
+pub trait Job: Args + FromArgMatches {
     /// Runs the job; the exit code follows [`EXIT_CODES`].
     fn run(self) -> ExitCode;
 }
 
 /// An example's `main`: parses `std::env::args` as `name`'s arguments and runs the job.
-pub(crate) fn example<T: Job>(name: &'static str) -> ExitCode {
+pub fn example<T: Job>(name: &'static str) -> ExitCode {
     let command = T::augment_args(clap::Command::new(name).version(env!("CARGO_PKG_VERSION")).after_help(EXIT_CODES));
     match command.try_get_matches().and_then(|m: ArgMatches| T::from_arg_matches(&m)) {
         Ok(job) => job.run(),
@@ -39,7 +39,7 @@ pub(crate) fn example<T: Job>(name: &'static str) -> ExitCode {
 
 /// `--help` and `--version` as clap prints them (exit 0); a usage mistake as one line (clap's
 /// message without its usage block), exit 2.
-pub(crate) fn usage_error(e: &clap::Error, name: &str) -> ExitCode {
+pub fn usage_error(e: &clap::Error, name: &str) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -60,7 +60,7 @@ pub(crate) fn usage_error(e: &clap::Error, name: &str) -> ExitCode {
 }
 
 /// Text or JSON on stdout.
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Format {
     /// The text report.
     Text,
@@ -69,9 +69,9 @@ pub(crate) enum Format {
 }
 
 /// Scan a profile (a `*.xplane.pb`, a session directory or a logdir) and report its faults.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct ScanCmd {
+pub struct ScanCmd {
     /// The profile: a `*.xplane.pb`, a session directory or a logdir [default: the bundled sample]
     path: Option<PathBuf>,
     /// The report on stdout [default: text, or the config file's output.format].
@@ -138,7 +138,7 @@ pub(crate) struct ScanCmd {
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct ConfigFile {
     detectors: DetectorsSection,
-    thresholds: xlens::faults::Thresholds,
+    thresholds: crate::faults::Thresholds,
     output: OutputSection,
 }
 
@@ -241,7 +241,7 @@ impl Job for ScanCmd {
         let file = match config_file(self.config.as_deref()) {
             Ok(file) => file,
             Err(e) => {
-                eprintln!("{}", xlens::render::error_line(e.as_ref()));
+                eprintln!("{}", crate::render::error_line(e.as_ref()));
                 return ExitCode::from(2);
             }
         };
@@ -256,9 +256,9 @@ impl Job for ScanCmd {
 }
 
 /// Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct OpsCmd {
+pub struct OpsCmd {
     /// The profile: a `*.xplane.pb`, a session directory or a logdir.
     path: PathBuf,
     /// One JSON document for the session.
@@ -276,9 +276,9 @@ impl Job for OpsCmd {
 }
 
 /// The HLO modules: sizes, opcodes, FLOPs, memory, aliasing, collectives.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct HloCmd {
+pub struct HloCmd {
     /// A profile (file, session directory, logdir) or a `*.hlo_proto.pb`.
     path: PathBuf,
     /// One JSON document for the session.
@@ -293,9 +293,9 @@ impl Job for HloCmd {
 }
 
 /// Planes, lines and event counts of every host.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct InventoryCmd {
+pub struct InventoryCmd {
     /// The profile: a `*.xplane.pb`, a session directory or a logdir.
     path: PathBuf,
     /// One JSON document for the session.
@@ -310,9 +310,9 @@ impl Job for InventoryCmd {
 }
 
 /// GPU kernels: launches, durations, grid and block, tensor cores.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct KernelsCmd {
+pub struct KernelsCmd {
     /// The profile: a `*.xplane.pb`, a session directory or a logdir.
     path: PathBuf,
     /// One JSON document for the session.
@@ -330,9 +330,9 @@ impl Job for KernelsCmd {
 }
 
 /// The chip catalogue's rooflines and ridge points.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct RooflineCmd {
+pub struct RooflineCmd {
     /// Only these chips (repeatable; names as in the catalogue or a device type).
     #[arg(long = "chip", value_name = "CHIP", value_parser = parse_chip)]
     chips: Vec<&'static ChipSpec>,
@@ -355,9 +355,9 @@ impl Job for RooflineCmd {
 
 /// Write synthetic TPU- or GPU-shaped profiles (deterministic for the seed) for benchmarks and
 /// scale tests.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct SynthCmd {
+pub struct SynthCmd {
     /// The logdir to write: `DIR/plugins/profile/synthetic/<host>.xplane.pb` (with `--fixture`:
     /// `DIR/host0.xplane.pb`).
     #[arg(long, value_name = "DIR")]
@@ -414,9 +414,9 @@ impl Job for SynthCmd {
 /// List every run of a logdir: capture time, hosts, size, verdict, step time (and its change from
 /// the run before), top finding. Runs are scanned in parallel; each summary is cached outside the
 /// logdir, keyed by its files' path, size and modification time.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct RunsCmd {
+pub struct RunsCmd {
     /// The logdir (`LOGDIR/plugins/profile/RUN/*.xplane.pb`).
     logdir: PathBuf,
     /// A JSON array of the run summaries.
@@ -441,9 +441,9 @@ impl Job for RunsCmd {
 /// Watch a logdir: scan each new run once its files stop changing and print its summary as one
 /// JSON line (the fields of `xlens runs --json`, with the step time's change from the run before,
 /// for alerting when a run regresses).
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct WatchCmd {
+pub struct WatchCmd {
     /// The logdir (`LOGDIR/plugins/profile/RUN/*.xplane.pb`).
     logdir: PathBuf,
     /// Seconds between two looks at the logdir.
@@ -486,9 +486,9 @@ impl Job for WatchCmd {
 /// Compare two runs: did the change help? The verdict (IMPROVED, REGRESSED, NEUTRAL or
 /// INCOMPARABLE) rests on a 95 % bootstrap interval of the step time's change over steps; ops are
 /// matched across recompiled programs; findings are resolved, new or persisting.
-#[derive(Args)]
+#[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
-pub(crate) struct DiffCmd {
+pub struct DiffCmd {
     /// The base run: a `*.xplane.pb`, a session directory, a logdir, or a saved
     /// `xlens scan --format json` report.
     base: PathBuf,
@@ -549,7 +549,7 @@ impl Job for DiffCmd {
             out: self.out,
             fail_on_regression: self.fail_on_regression,
             steps: self.steps,
-            config: xlens::faults::diff::DiffConfig { min_change_pct: self.min_change },
+            config: crate::faults::diff::DiffConfig { min_change_pct: self.min_change },
         };
         let mut tripped = false;
         let code = super::run(|| {
@@ -562,7 +562,7 @@ impl Job for DiffCmd {
 
 /// Runs `plan` or `audit` on the words of their example: `--help` prints the example's usage and
 /// `--version` the version; a word the parser refuses is a usage mistake (exit 2).
-pub(crate) fn words(
+pub fn words(
     name: &str,
     args: Vec<String>,
     usage: &str,
@@ -580,15 +580,15 @@ pub(crate) fn words(
     match job(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e)
-            if e.downcast_ref::<xlens::budget::Error>().is_some_and(|b| {
-                matches!(b.kind(), xlens::budget::ErrorKind::Parse { .. } | xlens::budget::ErrorKind::Unknown { .. })
+            if e.downcast_ref::<crate::budget::Error>().is_some_and(|b| {
+                matches!(b.kind(), crate::budget::ErrorKind::Parse { .. } | crate::budget::ErrorKind::Unknown { .. })
             }) =>
         {
-            eprintln!("{} (see {name} --help)", xlens::render::error_line(e.as_ref()));
+            eprintln!("{} (see {name} --help)", crate::render::error_line(e.as_ref()));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("{}", xlens::render::error_line(e.as_ref()));
+            eprintln!("{}", crate::render::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

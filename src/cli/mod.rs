@@ -1,30 +1,119 @@
-//! What every example shares: errors end the command with one clean line on stderr (never a
-//! backtrace, whatever `RUST_BACKTRACE` says) and exit status 1.
+//! The `xlens` command line and the examples' command lines, as a library module (feature
+//! `cli`): `src/main.rs` and each example are one call into it ([`main`], [`example`]), so every
+//! program parses with the same clap declarations and runs the same job code.
+//!
+//! Errors end the command with one clean line on stderr (never a backtrace, whatever
+//! `RUST_BACKTRACE` says) and exit status 1; usage mistakes exit 2 ([`EXIT_CODES`]).
 
-#[allow(dead_code)]
-pub(crate) mod cli;
-#[allow(dead_code)]
-pub(crate) mod diff;
-#[allow(dead_code)]
-pub(crate) mod jobs;
-#[allow(dead_code)]
-pub(crate) mod runs;
-#[allow(dead_code)]
-pub(crate) mod scan;
-#[allow(dead_code)]
-pub(crate) mod synth;
+mod commands;
+mod diff;
+mod jobs;
+mod runs;
+mod scan;
+mod synth;
 
-use std::io::Write;
+pub use commands::{
+    DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
+    WatchCmd, example, usage_error, words,
+};
+pub use jobs::{audit, plan};
+
 use std::process::ExitCode;
 
-/// Runs an example's body; an error prints [`xlens::render::error_line`] and exits with 1.
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// Offline analysis of XProf profiles: what is wrong with a training or inference step, with
+/// evidence and a fix.
+#[derive(Parser)]
+#[command(name = "xlens", version, propagate_version = true, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Scan a profile (a `*.xplane.pb`, a session directory or a logdir) and report its faults.
+    Scan(ScanCmd),
+    /// Compare two runs (profiles or saved JSON reports): a verdict that respects noise, the
+    /// categories and ops that moved, findings resolved, new and persisting.
+    Diff(DiffCmd),
+    /// Every run of a logdir: capture time, hosts, size, verdict, step time and its change, top
+    /// finding (runs scanned in parallel, summaries cached outside the logdir).
+    Runs(RunsCmd),
+    /// Scan each new run of a logdir as it lands; one JSON line per run.
+    Watch(WatchCmd),
+    /// Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
+    Ops(OpsCmd),
+    /// The HLO modules: opcodes, FLOPs, aliasing, collectives.
+    Hlo(HloCmd),
+    /// Planes, lines and event counts of every host.
+    Inventory(InventoryCmd),
+    /// GPU kernels: launches, durations, grid and block, tensor cores.
+    Kernels(KernelsCmd),
+    /// The chip catalogue's rooflines and ridge points.
+    Roofline(RooflineCmd),
+    /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch
+    /// (the flags of `hbm_plan`; `xlens plan --help` lists them).
+    #[command(disable_help_flag = true)]
+    Plan {
+        /// `hbm_plan`'s flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// BF16 / INT8 errors of matmuls and accumulation drift (the flags of `precision_audit`).
+    #[command(disable_help_flag = true)]
+    Audit {
+        /// `precision_audit`'s flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Write synthetic TPU- or GPU-shaped profiles for benchmarks and scale tests.
+    Synth(SynthCmd),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The `xlens` program: parses `std::env::args` and runs the subcommand; the exit code follows
+/// [`EXIT_CODES`].
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e, "xlens"),
+    };
+    match cli.command {
+        Command::Scan(cmd) => cmd.run(),
+        Command::Diff(cmd) => cmd.run(),
+        Command::Runs(cmd) => cmd.run(),
+        Command::Watch(cmd) => cmd.run(),
+        Command::Ops(cmd) => cmd.run(),
+        Command::Hlo(cmd) => cmd.run(),
+        Command::Inventory(cmd) => cmd.run(),
+        Command::Kernels(cmd) => cmd.run(),
+        Command::Roofline(cmd) => cmd.run(),
+        Command::Synth(cmd) => cmd.run(),
+        Command::Plan { args } => words("xlens plan", args, crate::args::HBM_PLAN_USAGE, jobs::plan, true),
+        Command::Audit { args } => words("xlens audit", args, crate::args::PRECISION_AUDIT_USAGE, jobs::audit, false),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "xlens", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+use std::io::Write;
+
+/// Runs an example's body; an error prints [`crate::render::error_line`] and exits with 1.
 pub(crate) fn run(body: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     keep_freed_memory();
     start_workers();
     match body() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}", xlens::render::error_line(e.as_ref()));
+            eprintln!("{}", crate::render::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }
@@ -117,7 +206,6 @@ fn huge_page_heap() {
 
 /// Writes `text` to stdout; a closed pipe (`fault_scan … | head`) ends the output quietly
 /// instead of panicking.
-#[allow(dead_code)]
 pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
