@@ -8,6 +8,5 @@
 //! `--generations` prints the Llama-2 table across every catalogue chip at 80%.
 
 fn main() -> std::process::ExitCode {
-    let args = std::env::args().skip(1).collect();
-    xlens::cli::words("hbm_plan", args, xlens::args::HBM_PLAN_USAGE, xlens::cli::plan, true)
+    xlens::cli::example::<xlens::args::PlanFlags>("hbm_plan")
 }

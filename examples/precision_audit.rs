@@ -4,6 +4,5 @@
 //! `cargo run --release --example precision_audit -- [--m 1024 --k 1024 --n 1024] [--json]`
 
 fn main() -> std::process::ExitCode {
-    let args = std::env::args().skip(1).collect();
-    xlens::cli::words("precision_audit", args, xlens::args::PRECISION_AUDIT_USAGE, xlens::cli::audit, false)
+    xlens::cli::example::<xlens::args::AuditFlags>("precision_audit")
 }

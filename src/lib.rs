@@ -18,6 +18,7 @@ pub use xlens_hlo as hlo;
 pub use xlens_roofline as roofline;
 pub use xlens_xplane as xplane;
 
+#[cfg(feature = "args")]
 pub mod args;
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -107,6 +107,28 @@ fn completions_for_every_shell() {
         let o = xlens(&["completions", shell]);
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("scan"), "{shell}");
+        // `plan` and `audit` are declared with clap like every subcommand: their flags complete.
+        for flag in ["params", "kv-dtype", "generations", "outlier-scale", "trials"] {
+            assert!(stdout(&o).contains(flag), "{shell}: {flag}");
+        }
+    }
+}
+
+/// `plan` and `audit` follow every subcommand's exit codes: a bad value or a missing model is a
+/// usage mistake (one line naming the flag, exit 2), never help with exit 0.
+#[test]
+fn plan_and_audit_usage_mistakes_exit_2() {
+    for (args, needle) in [
+        (&["plan"][..], "a model is needed"),
+        (&["plan", "--params", "7B", "--chip", "v9"], "'--chip <CHIP>'"),
+        (&["plan", "--params", "-7B"], "params must be positive"),
+        (&["audit", "--trials", "0"], "'--trials <T>'"),
+        (&["audit", "--bogus"], "'--bogus'"),
+    ] {
+        let o = xlens(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
 }
 

@@ -125,7 +125,7 @@ fn errors_are_one_clean_line_even_with_backtraces_on() {
         ("kernel_stats", &["--top"], "error: a value is required for '--top <TOP>'", 2),
         ("hlo_ops", &[], "error: the following required arguments were not provided", 2),
         ("synth_profile", &["--out", "/tmp/x", "--size", "12XB"], "error: invalid value '12XB' for '--size", 2),
-        ("hbm_plan", &["--bogus"], "error: unknown flag \"--bogus\"", 2),
+        ("hbm_plan", &["--bogus"], "error: unexpected argument '--bogus' found (see hbm_plan --help)", 2),
     ];
     for (name, args, prefix, code) in cases {
         let out = std::process::Command::new(examples.join(name))

@@ -108,7 +108,7 @@ fn bad_arguments_are_typed_errors() {
         ("--params 7B --chip tpu9", "unknown chip \"tpu9\""),
         ("--params 7B --recipe fp64", "unknown recipe"),
         ("--params 7B --budget 1.5", "budget fraction must be in (0, 1]"),
-        ("--params 7B --frobnicate", "unknown flag"),
+        ("--params 7B --frobnicate", "unexpected argument '--frobnicate'"),
         ("--model llama2-7b --layers 0", "layers must be at least 1"),
         ("--chip v5e", "params"),
     ] {

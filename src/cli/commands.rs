@@ -26,13 +26,21 @@ Exit codes:
 pub trait Job: Args + FromArgMatches {
     /// Runs the job; the exit code follows [`EXIT_CODES`].
     fn run(self) -> ExitCode;
+
+    /// Runs the job as the program or subcommand `name` (which its messages name).
+    fn run_as(self, _name: &str) -> ExitCode
+    where
+        Self: Sized,
+    {
+        self.run()
+    }
 }
 
 /// An example's `main`: parses `std::env::args` as `name`'s arguments and runs the job.
 pub fn example<T: Job>(name: &'static str) -> ExitCode {
     let command = T::augment_args(clap::Command::new(name).version(env!("CARGO_PKG_VERSION")).after_help(EXIT_CODES));
     match command.try_get_matches().and_then(|m: ArgMatches| T::from_arg_matches(&m)) {
-        Ok(job) => job.run(),
+        Ok(job) => job.run_as(name),
         Err(e) => usage_error(&e, name),
     }
 }
@@ -560,30 +568,33 @@ impl Job for DiffCmd {
     }
 }
 
-/// Runs `plan` or `audit` on the words of their example: `--help` prints the example's usage and
-/// `--version` the version; a word the parser refuses is a usage mistake (exit 2).
-pub fn words(
-    name: &str,
-    args: Vec<String>,
-    usage: &str,
-    job: fn(Vec<String>) -> anyhow::Result<()>,
-    empty_is_help: bool,
-) -> ExitCode {
-    if (empty_is_help && args.is_empty()) || args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{usage}");
-        return ExitCode::SUCCESS;
+impl Job for crate::args::PlanFlags {
+    fn run(self) -> ExitCode {
+        self.run_as("hbm_plan")
     }
-    if args.iter().any(|a| a == "-V" || a == "--version") {
-        println!("{name} {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
+
+    fn run_as(self, name: &str) -> ExitCode {
+        flags_job(name, || super::jobs::plan(self))
     }
-    match job(args) {
+}
+
+impl Job for crate::args::AuditFlags {
+    fn run(self) -> ExitCode {
+        self.run_as("precision_audit")
+    }
+
+    fn run_as(self, name: &str) -> ExitCode {
+        flags_job(name, || super::jobs::audit(self))
+    }
+}
+
+/// Runs `plan` or `audit`: flags that parse but do not make a model (a size of zero, no model at
+/// all) are a usage mistake like any flag clap refuses (exit 2, pointing at `name --help`); a plan
+/// that cannot be made is an error (exit 1).
+fn flags_job(name: &str, job: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
+    match job() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e)
-            if e.downcast_ref::<crate::budget::Error>().is_some_and(|b| {
-                matches!(b.kind(), crate::budget::ErrorKind::Parse { .. } | crate::budget::ErrorKind::Unknown { .. })
-            }) =>
-        {
+        Err(e) if e.downcast_ref::<crate::args::ArgsError>().is_some() => {
             eprintln!("{} (see {name} --help)", crate::render::error_line(e.as_ref()));
             ExitCode::from(2)
         }

@@ -91,12 +91,12 @@ pub(crate) fn roofline(chips: &[&'static ChipSpec], json: bool, intensity: Optio
     Ok(())
 }
 
-/// `hbm_plan`'s words: plans, or the table across generations (`--generations`).
-pub fn plan(args: Vec<String>) -> anyhow::Result<()> {
-    if args == ["--generations"] {
+/// `hbm_plan`: plans, or the table across generations (`--generations`).
+pub(crate) fn plan(flags: crate::args::PlanFlags) -> anyhow::Result<()> {
+    if flags.generations {
         return emit(&fit_pivot_text(&generations_table(Budget::default())?));
     }
-    let cli = crate::args::HbmPlanArgs::parse(args)?;
+    let cli = crate::args::HbmPlanArgs::from_flags(flags)?;
     let plans = cli.requests().iter().map(Plan::new).collect::<Result<Vec<_>, _>>()?;
     match (cli.json, plans.as_slice()) {
         (true, [one]) => emit_json(&hbm_plan_json(one)),
@@ -106,9 +106,9 @@ pub fn plan(args: Vec<String>) -> anyhow::Result<()> {
     }
 }
 
-/// `precision_audit`'s words: BF16 / INT8 errors of matmuls and accumulation drift.
-pub fn audit(args: Vec<String>) -> anyhow::Result<()> {
-    let cli = crate::args::PrecisionArgs::parse(args)?;
+/// `precision_audit`: BF16 / INT8 errors of matmuls and accumulation drift.
+pub(crate) fn audit(flags: crate::args::AuditFlags) -> anyhow::Result<()> {
+    let cli = crate::args::PrecisionArgs::from_flags(flags);
     let mut audits = audit_matmul(&cli.spec, &Scheme::ALL)?;
     if let Some(outliers) = cli.outlier_spec() {
         audits.extend(audit_matmul(&outliers, &Scheme::ALL)?);

@@ -14,9 +14,8 @@ mod synth;
 
 pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
-    WatchCmd, example, usage_error, words,
+    WatchCmd, example, usage_error,
 };
-pub use jobs::{audit, plan};
 
 use std::process::ExitCode;
 
@@ -53,21 +52,10 @@ enum Command {
     Kernels(KernelsCmd),
     /// The chip catalogue's rooflines and ridge points.
     Roofline(RooflineCmd),
-    /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch
-    /// (the flags of `hbm_plan`; `xlens plan --help` lists them).
-    #[command(disable_help_flag = true)]
-    Plan {
-        /// `hbm_plan`'s flags.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
-    /// BF16 / INT8 errors of matmuls and accumulation drift (the flags of `precision_audit`).
-    #[command(disable_help_flag = true)]
-    Audit {
-        /// `precision_audit`'s flags.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
+    /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch.
+    Plan(crate::args::PlanFlags),
+    /// BF16 / INT8 errors of matmuls and accumulation drift.
+    Audit(crate::args::AuditFlags),
     /// Write synthetic TPU- or GPU-shaped profiles for benchmarks and scale tests.
     Synth(SynthCmd),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
@@ -95,8 +83,8 @@ pub fn main() -> ExitCode {
         Command::Kernels(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
-        Command::Plan { args } => words("xlens plan", args, crate::args::HBM_PLAN_USAGE, jobs::plan, true),
-        Command::Audit { args } => words("xlens audit", args, crate::args::PRECISION_AUDIT_USAGE, jobs::audit, false),
+        Command::Plan(cmd) => cmd.run_as("xlens plan"),
+        Command::Audit(cmd) => cmd.run_as("xlens audit"),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "xlens", &mut std::io::stdout());
             ExitCode::SUCCESS
