@@ -241,7 +241,7 @@ impl Job for ScanCmd {
         let file = match config_file(self.config.as_deref()) {
             Ok(file) => file,
             Err(e) => {
-                eprintln!("{}", xlens::render::error_line(e.as_ref()));
+                eprintln!("{}", xlens::report::tables::error_line(e.as_ref()));
                 return ExitCode::from(2);
             }
         };
@@ -549,7 +549,7 @@ impl Job for DiffCmd {
             out: self.out,
             fail_on_regression: self.fail_on_regression,
             steps: self.steps,
-            config: xlens::faults::diff::DiffConfig { min_change_pct: self.min_change },
+            config: xlens::report::diff::DiffConfig { min_change_pct: self.min_change },
         };
         let mut tripped = false;
         let code = super::run(|| {
@@ -584,11 +584,11 @@ pub(crate) fn words(
                 matches!(b.kind(), xlens::budget::ErrorKind::Parse { .. } | xlens::budget::ErrorKind::Unknown { .. })
             }) =>
         {
-            eprintln!("{} (see {name} --help)", xlens::render::error_line(e.as_ref()));
+            eprintln!("{} (see {name} --help)", xlens::report::tables::error_line(e.as_ref()));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("{}", xlens::render::error_line(e.as_ref()));
+            eprintln!("{}", xlens::report::tables::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use xlens::faults::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
-use xlens::faults::frame::Dataset;
 use xlens::faults::{Report, ScanConfig, StepRange, scan_session};
+use xlens::report::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
+use xlens::report::frame::Dataset;
 use xlens::xplane::discover;
 
 /// What to compare and what to write.

@@ -6,14 +6,14 @@ use std::path::Path;
 use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
 use xlens::budget::{Budget, Plan, generations_table};
 use xlens::hlo::{Module, module_hosts, modules_from_session};
-use xlens::render::budget::{
+use xlens::report::tables::budget::{
     fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
-use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
-use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_text};
-use xlens::render::op_profile::{analyze, op_profile_text};
-use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
-use xlens::render::{HostInventory, inventory_text};
+use xlens::report::tables::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
+use xlens::report::tables::kernel_stats::{HostKernelStats, kernel_stats_text};
+use xlens::report::tables::op_profile::{analyze, op_profile_text};
+use xlens::report::tables::roofline::{intensity_text, roofline_table_json, roofline_table_text};
+use xlens::report::tables::{HostInventory, inventory_text};
 use xlens::roofline::{ChipSpec, FlopsPerByte, KernelStats};
 use xlens::xplane::{Session, inventory};
 

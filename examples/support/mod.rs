@@ -17,14 +17,14 @@ pub(crate) mod synth;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Runs an example's body; an error prints [`xlens::render::error_line`] and exits with 1.
+/// Runs an example's body; an error prints [`xlens::report::tables::error_line`] and exits with 1.
 pub(crate) fn run(body: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     keep_freed_memory();
     start_workers();
     match body() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}", xlens::render::error_line(e.as_ref()));
+            eprintln!("{}", xlens::report::tables::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

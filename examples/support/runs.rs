@@ -9,8 +9,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context;
 use rayon::prelude::*;
-use xlens::faults::runs::{RunSummary, capture_time, compare_runs, runs_text};
 use xlens::faults::{ScanConfig, scan_session};
+use xlens::report::runs::{RunSummary, capture_time, compare_runs, runs_text};
 use xlens::xplane::{SessionSource, discover_runs};
 
 use super::emit;

@@ -7,10 +7,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use xlens::faults::frame::Dataset;
-use xlens::faults::{
-    HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, render, scan_session_observed,
-};
+use xlens::faults::{HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, scan_session_observed};
+use xlens::report::frame::Dataset;
+use xlens::report::render;
 use xlens::xplane::{HostSource, WalkMeter, discover};
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
@@ -40,7 +39,7 @@ pub(crate) struct ScanArgs {
     pub(crate) config: ScanConfig,
 }
 
-/// The progress of a scan, redrawn on stderr (see [`xlens::render::progress_line`]) when a host
+/// The progress of a scan, redrawn on stderr (see [`xlens::report::tables::progress_line`]) when a host
 /// starts, is decoded and ends, and every 200 ms while hosts are read: the bar counts the bytes
 /// of the hosts done plus, for each host being read, the bytes of its events walked so far, so
 /// a single large host moves it too.
@@ -86,7 +85,8 @@ impl Progress {
         }
         let state = self.state();
         let working: Vec<&str> = state.working.iter().map(|(h, _, _)| h.as_str()).collect();
-        let line = xlens::render::progress_line(state.done, self.total, state.bytes(), self.bytes_total, &working);
+        let line =
+            xlens::report::tables::progress_line(state.done, self.total, state.bytes(), self.bytes_total, &working);
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(line.as_bytes());
         let _ = err.flush();
@@ -96,7 +96,7 @@ impl Progress {
     fn clear(&self) {
         if self.show {
             let mut err = std::io::stderr().lock();
-            let _ = err.write_all(xlens::render::PROGRESS_CLEAR.as_bytes());
+            let _ = err.write_all(xlens::report::tables::PROGRESS_CLEAR.as_bytes());
             let _ = err.flush();
         }
     }
@@ -253,7 +253,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
     if let Some(timings) = observer.timings {
         let mut rows = timings.into_inner().unwrap_or_else(|p| p.into_inner());
         rows.push((String::new(), "render".to_owned(), rendering.elapsed()));
-        eprint!("{}", xlens::render::timings_text(&rows));
+        eprint!("{}", xlens::report::tables::timings_text(&rows));
     }
     super::emit(&text)?;
     // The last host is left to the process's exit (see `Observer::last`).
