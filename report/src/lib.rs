@@ -22,7 +22,7 @@
 //! assert!(text.contains("recompilation"));
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod diff;

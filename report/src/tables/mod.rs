@@ -1,4 +1,6 @@
-//! Renderings shared by the examples: JSON values and text, golden-tested in `tests/`.
+//! What the commands other than `scan` print (op profile, kernel stats, HLO ops, roofline, budget
+//! plans and audits, inventory), and the scan's progress line, timings and error line: JSON
+//! values and text, golden-tested in the facade's `tests/`.
 //!
 //! Examples stay thin: they parse arguments, call the library and print what these functions
 //! return. Nothing here prints.
