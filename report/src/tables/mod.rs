@@ -14,6 +14,8 @@ pub mod roofline;
 use serde_json::{Value, json};
 use xlens_xplane::{PlaneInventory, SpaceSummary};
 
+use crate::render::printable;
+
 /// The progress line a scan redraws on stderr: the bar by bytes of the host files read, the hosts
 /// done, and the hosts being worked on (the first, and how many more). It starts before the
 /// first host is read and is cleared by [`PROGRESS_CLEAR`] when the scan ends.
@@ -112,8 +114,6 @@ pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
     }
     format!("error: {}", parts.join(": "))
 }
-
-pub use crate::render::{clip, printable};
 
 /// Appends one line of a text output, its control characters escaped ([`printable`]): names
 /// from a profile cannot move the cursor, retitle the terminal or forge a line.
