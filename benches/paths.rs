@@ -12,7 +12,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use xlens::faults::{Profile, ScanConfig, render, scan};
+use xlens::faults::{Profile, ScanConfig, scan};
+use xlens::report::render;
 use xlens::xplane::Space;
 use xlens_testkit::synth::{self, Program, SynthSpec};
 

@@ -8,7 +8,7 @@
 //! Hosts are scanned in parallel and streamed (each is unmapped once scanned); a progress bar goes
 //! to stderr when it is a terminal, unless `--quiet`. `--out DIR` writes every table as Parquet,
 //! partitioned by host (`DIR/<table>/host=<host>/part-<scan>.parquet`, see
-//! `xlens::faults::frame::Dataset`; concurrent scans into one DIR add files, never overwrite).
+//! `xlens::report::frame::Dataset`; concurrent scans into one DIR add files, never overwrite).
 //! A host file that cannot be read is listed in the report (`skipped_hosts`) and the others are
 //! analysed; the status is then `INCOMPLETE`.
 //! Exit code: 0; 1 on an error (one line on stderr; every output is still attempted); 3 when

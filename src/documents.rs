@@ -6,10 +6,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::hlo::{Module, module_hosts, modules_from_session};
-use crate::render::hlo::{ModuleHosts, hlo_ops_json};
-use crate::render::kernel_stats::{HostKernelStats, kernel_stats_json};
-use crate::render::op_profile::{analyze, op_profile_session_json};
-use crate::render::{HostInventory, inventory_json};
+use crate::report::tables::hlo::{ModuleHosts, hlo_ops_json};
+use crate::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json};
+use crate::report::tables::op_profile::{analyze, op_profile_session_json};
+use crate::report::tables::{HostInventory, inventory_json};
 use crate::roofline::KernelStats;
 use crate::xplane::{Session, inventory};
 

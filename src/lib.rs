@@ -9,12 +9,14 @@
 //! | [`roofline`] | `xlens-roofline` | chips, roofline, steps, op profile |
 //! | [`budget`] | `xlens-budget` | HBM planning, precision audits |
 //! | [`faults`] | `xlens-faults` | fault detectors and the scan report |
+//! | [`report`] | `xlens-report` | text, JSON, HTML, the diff, run summaries, tables, frames |
 //!
 //! The main job is the `fault_scan` example: `cargo run --release --example fault_scan -- PATH`.
 
 pub use xlens_budget as budget;
 pub use xlens_faults as faults;
 pub use xlens_hlo as hlo;
+pub use xlens_report as report;
 pub use xlens_roofline as roofline;
 pub use xlens_xplane as xplane;
 
@@ -23,4 +25,3 @@ pub mod args;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod documents;
-pub mod render;

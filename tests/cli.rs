@@ -239,7 +239,7 @@ fn scan_in_a_terminal(dir: &std::path::Path, tick_ms: u32) -> Option<String> {
 fn the_progress_line_in_a_terminal() {
     let dir = common::root().join("testdata/tpu/tpu_straggler_host");
     let Some(tty) = scan_in_a_terminal(&dir, 200) else { return };
-    let clear = xlens::render::PROGRESS_CLEAR;
+    let clear = xlens::report::tables::PROGRESS_CLEAR;
     assert!(tty.starts_with(&format!("{clear}[{}] 0/2 hosts", " ".repeat(30))), "{tty:?}");
     assert!(tty.contains("reading host"), "{tty:?}");
     assert!(tty.contains("] 2/2 hosts"), "{tty:?}");
@@ -352,7 +352,7 @@ fn scan_selects_steps() {
         xlens::faults::ScanConfig { steps: Some(xlens::faults::StepRange { first: 3, last: 5 }), ..Default::default() };
     let profile = xlens::faults::Profile::from_session(xlens::xplane::Session::open(&dir).unwrap());
     let report = xlens::faults::scan(&profile, &config);
-    assert_eq!(xlens::faults::render::json(&report) + "\n", stdout(&o), "scan(Profile) = the session scan");
+    assert_eq!(xlens::report::render::json(&report) + "\n", stdout(&o), "scan(Profile) = the session scan");
     let o = xlens(&["scan", &path, "-q", "--steps", "100.."]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).starts_with("error: no step in 100..: it has steps 0..7"), "{}", stderr(&o));
@@ -473,8 +473,10 @@ fn the_progress_line_moves_inside_one_large_host() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // Redrawn every millisecond: this host is read in tens of them.
     let Some(tty) = scan_in_a_terminal(&dir, 1) else { return };
-    let inside: Vec<&str> =
-        tty.split(xlens::render::PROGRESS_CLEAR).filter(|l| l.contains("0/1 hosts") && !l.contains(" 0.0/")).collect();
+    let inside: Vec<&str> = tty
+        .split(xlens::report::tables::PROGRESS_CLEAR)
+        .filter(|l| l.contains("0/1 hosts") && !l.contains(" 0.0/"))
+        .collect();
     assert!(!inside.is_empty(), "no bytes shown before the host was done: {tty:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -4,9 +4,10 @@
 mod common;
 
 use xlens::faults::{
-    HostOutcome, HostProfile, ScanConfig, ScanObserver, StepRange, combine, render, scan_host, scan_session,
+    HostOutcome, HostProfile, ScanConfig, ScanObserver, StepRange, combine, scan_host, scan_session,
     scan_session_observed,
 };
+use xlens::report::render;
 
 /// Every labelled profile with several hosts.
 fn sessions() -> Vec<String> {

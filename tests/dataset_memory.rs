@@ -8,8 +8,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use xlens::faults::frame::Dataset;
 use xlens::faults::{ScanConfig, scan_session};
+use xlens::report::frame::Dataset;
 use xlens::xplane::discover;
 use xlens_testkit::synth;
 

@@ -7,8 +7,9 @@ mod common;
 
 use std::process::Command;
 
-use xlens::faults::diff::{DiffConfig, Verdict, diff};
-use xlens::faults::{Report, ScanConfig, render, scan_session};
+use xlens::faults::{Report, ScanConfig, scan_session};
+use xlens::report::diff::{DiffConfig, Verdict, diff};
+use xlens::report::render;
 
 fn report(rel: &str) -> Report {
     let source = xlens::xplane::discover(&common::root().join(rel)).unwrap();
@@ -176,7 +177,7 @@ fn the_cli_takes_a_saved_baseline_and_gates_regressions() {
 /// longer beyond noise (its finding still is new).
 #[test]
 fn repeated_runs_put_run_to_run_noise_into_the_interval() {
-    use xlens::faults::diff::{Repeats, diff_with_repeats};
+    use xlens::report::diff::{Repeats, diff_with_repeats};
     let base = report("testdata/real/barrier_in_loop_baseline");
     let rerun = report("testdata/real/barrier_in_loop_baseline_rerun");
     let one = diff(&base, &rerun, &DiffConfig::default());

@@ -7,7 +7,8 @@ use common::*;
 
 use std::path::Path;
 
-use xlens::faults::{Profile, Report, ScanConfig, render, scan};
+use xlens::faults::{Profile, Report, ScanConfig, scan};
+use xlens::report::render;
 use xlens::xplane::Session;
 
 fn report(dir: &Path) -> Report {
@@ -108,7 +109,7 @@ fn fault_scan_is_silent_on_stderr_when_it_is_not_a_terminal() {
     let out = std::process::Command::new(&example).arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), xlens::faults::render::text(&report(&dir)));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), xlens::report::render::text(&report(&dir)));
 }
 
 /// Bad input ends every example with one clean line and status 1, a usage mistake with one line
@@ -143,7 +144,7 @@ fn errors_are_one_clean_line_even_with_backtraces_on() {
 
 #[test]
 fn the_progress_line_fills_with_the_bytes_read() {
-    use xlens::render::{PROGRESS_CLEAR, progress_line};
+    use xlens::report::tables::{PROGRESS_CLEAR, progress_line};
     let empty = format!("{PROGRESS_CLEAR}[{}] 0/4 hosts  0.0/4.0 MiB", " ".repeat(30));
     assert_eq!(progress_line(0, 4, 0, 4 << 20, &[]), empty);
     assert!(progress_line(1, 4, 1 << 20, 4 << 20, &["h"]).contains(&format!(

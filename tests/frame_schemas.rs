@@ -8,7 +8,8 @@ mod common;
 use std::fmt::Write as _;
 
 use polars::prelude::{DataFrame, DataType};
-use xlens::faults::{HostProfile, Profile, ScanConfig, frame as faults_frame, scan};
+use xlens::faults::{HostProfile, Profile, ScanConfig, scan};
+use xlens::report::frame as report_frame;
 use xlens::xplane::{Session, frame as xplane_frame, inventory};
 
 /// Words of a column name that name a unit (`step_time_ms_mean`, `bytes_per_param`, `flop_per_s`).
@@ -119,13 +120,13 @@ fn frame_schemas_are_documented_and_carry_units() {
     describe(&mut out, "op_profile", &xlens::roofline::frame::op_profile_frame(ops).unwrap(), &mut bad);
     describe(&mut out, "categories", &xlens::roofline::frame::categories_frame(ops).unwrap(), &mut bad);
     let report = scan(&profile, &ScanConfig::default());
-    describe(&mut out, "findings", &faults_frame::findings_frame(&report).unwrap(), &mut bad);
-    describe(&mut out, "evidence", &faults_frame::evidence_frame(&report).unwrap(), &mut bad);
-    describe(&mut out, "hosts", &faults_frame::hosts_frame(&report).unwrap(), &mut bad);
-    describe(&mut out, "skipped", &faults_frame::skipped_frame(&report).unwrap(), &mut bad);
-    describe(&mut out, "metrics", &faults_frame::metrics_frame(host).unwrap(), &mut bad);
-    let d = xlens::faults::diff::diff(&report, &report, &xlens::faults::diff::DiffConfig::default());
-    for (table, df) in faults_frame::diff_frames(&d).unwrap() {
+    describe(&mut out, "findings", &report_frame::findings_frame(&report).unwrap(), &mut bad);
+    describe(&mut out, "evidence", &report_frame::evidence_frame(&report).unwrap(), &mut bad);
+    describe(&mut out, "hosts", &report_frame::hosts_frame(&report).unwrap(), &mut bad);
+    describe(&mut out, "skipped", &report_frame::skipped_frame(&report).unwrap(), &mut bad);
+    describe(&mut out, "metrics", &report_frame::metrics_frame(host).unwrap(), &mut bad);
+    let d = xlens::report::diff::diff(&report, &report, &xlens::report::diff::DiffConfig::default());
+    for (table, df) in report_frame::diff_frames(&d).unwrap() {
         describe(&mut out, table, &df, &mut bad);
     }
     describe(&mut out, "budget_plans", &xlens::budget::frame::plans_frame(&[]).unwrap(), &mut bad);

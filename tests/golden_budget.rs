@@ -10,10 +10,10 @@ use serde_json::Value;
 use xlens::args::{HbmPlanArgs, PrecisionArgs};
 use xlens::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
 use xlens::budget::{Budget, Plan, generations_table};
-use xlens::render::budget::{
+use xlens::report::tables::budget::{
     fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
-use xlens::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
+use xlens::report::tables::roofline::{intensity_text, roofline_table_json, roofline_table_text};
 use xlens::roofline::{ChipSpec, FlopsPerByte, chips::CATALOGUE};
 
 fn pretty(v: &Value) -> String {

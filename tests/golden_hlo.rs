@@ -7,7 +7,7 @@ mod common;
 use common::*;
 
 use xlens::hlo::{module_hosts, modules_from_session};
-use xlens::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
+use xlens::report::tables::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
 use xlens::xplane::Session;
 
 fn modules(trace: &str) -> (Vec<xlens::hlo::Module>, ModuleHosts) {

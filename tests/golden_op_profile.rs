@@ -4,10 +4,10 @@ mod common;
 
 use common::*;
 
-use xlens::render::op_profile::{analyze, op_profile_json, op_profile_session_json, op_profile_text};
+use xlens::report::tables::op_profile::{analyze, op_profile_json, op_profile_session_json, op_profile_text};
 use xlens::xplane::Session;
 
-fn analysis(rel: &str) -> xlens::render::op_profile::HostOpProfile {
+fn analysis(rel: &str) -> xlens::report::tables::op_profile::HostOpProfile {
     let session = Session::open(&root().join(rel)).unwrap();
     let host = &session.hosts()[0];
     analyze(host.name(), host.space()).unwrap()

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use xlens::faults::{Profile, Report, ScanConfig, StepSeries, render, scan};
+use xlens::faults::{Profile, Report, ScanConfig, StepSeries, scan};
+use xlens::report::render;
 use xlens::xplane::Session;
 
 /// Desktop and phone widths (CSS px).
@@ -285,7 +286,7 @@ fn the_diff_page_fits_desktop_and_phone_widths() {
     let Some(chromium) = browser() else { return };
     let dir = scratch("diff");
     let (base, new) = (report("testdata/real/barrier_in_loop_baseline"), report("testdata/real/barrier_in_loop"));
-    let d = xlens::faults::diff::diff(&base, &new, &xlens::faults::diff::DiffConfig::default());
-    check_layout(&chromium, &dir, "diff", &xlens::faults::diff::html(&d));
+    let d = xlens::report::diff::diff(&base, &new, &xlens::report::diff::DiffConfig::default());
+    check_layout(&chromium, &dir, "diff", &xlens::report::diff::html(&d));
     let _ = std::fs::remove_dir_all(&dir);
 }

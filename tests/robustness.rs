@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use xlens::faults::{HostProfile, Profile, ScanConfig, Scope, Status, render, scan};
+use xlens::faults::{HostProfile, Profile, ScanConfig, Scope, Status, scan};
+use xlens::report::render;
 use xlens::xplane::{Session, Space};
 use xlens_testkit::synth::{self, Item, OpSpec, Program, SynthSpec};
 
@@ -240,7 +241,7 @@ fn every_host_gets_its_own_partition() {
     assert_eq!(hosts, [".xplane.pb", "_session", "a:b", "a;b"]);
     assert!(report.findings.iter().filter(|f| f.scope == Scope::Host).all(|f| !f.host.is_empty()));
     let out = dir.join("frames");
-    xlens::faults::frame::write_parquet(&profile, &report, &out).unwrap();
+    xlens::report::frame::write_parquet(&profile, &report, &out).unwrap();
     let partitions: Vec<String> = std::fs::read_dir(out.join("metrics"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -257,7 +258,7 @@ fn every_host_gets_its_own_partition() {
         let host = df.column("host_name").unwrap().str().unwrap().get(0).map(str::to_owned);
         if let Some(host) = host {
             let folder = file.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
-            assert_eq!(folder, format!("host={}", xlens::faults::frame::partition_value(&host)));
+            assert_eq!(folder, format!("host={}", xlens::report::frame::partition_value(&host)));
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -279,7 +280,7 @@ fn hosts_with_long_encoded_names_keep_their_frames() {
     let report = scan(&profile, &ScanConfig::default());
     assert_eq!(report.profile.hosts.len(), 3);
     let out = dir.join("frames");
-    xlens::faults::frame::write_parquet(&profile, &report, &out).unwrap();
+    xlens::report::frame::write_parquet(&profile, &report, &out).unwrap();
     let folders: std::collections::BTreeSet<String> = std::fs::read_dir(out.join("metrics"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -287,7 +288,7 @@ fn hosts_with_long_encoded_names_keep_their_frames() {
         .collect();
     assert_eq!(folders.len(), 3, "{folders:?}");
     for f in &folders {
-        assert!(f.len() <= "host=".len() + xlens::faults::frame::MAX_PARTITION_VALUE_BYTES, "{f}");
+        assert!(f.len() <= "host=".len() + xlens::report::frame::MAX_PARTITION_VALUE_BYTES, "{f}");
     }
     // Every host's rows are there, under its exact name, in the folder its name maps to.
     let mut seen = std::collections::BTreeSet::new();
@@ -295,7 +296,7 @@ fn hosts_with_long_encoded_names_keep_their_frames() {
         let df = read_parquet(&file);
         let host = df.column("host_name").unwrap().str().unwrap().get(0).unwrap().to_owned();
         let folder = file.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
-        assert_eq!(folder, format!("host={}", xlens::faults::frame::partition_value(&host)));
+        assert_eq!(folder, format!("host={}", xlens::report::frame::partition_value(&host)));
         seen.insert(host);
     }
     assert_eq!(seen, names.iter().cloned().collect());

@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use xlens::faults::{Profile, SESSION_HOST, ScanConfig, Scope, render, scan, scan_session};
+use xlens::faults::{Profile, SESSION_HOST, ScanConfig, Scope, scan, scan_session};
+use xlens::report::render;
 use xlens::xplane::{Session, discover};
 use xlens_testkit::synth;
 
@@ -101,7 +102,7 @@ fn read_parquet(path: &std::path::Path) -> polars::prelude::DataFrame {
 /// `scan_session` or held in memory.
 #[test]
 fn parquet_partitions_form_one_table_per_kind() {
-    use xlens::faults::frame::{Dataset, write_parquet};
+    use xlens::report::frame::{Dataset, write_parquet};
     let dir = session_dir("parquet");
     let streamed_dir = dir.join("frames-streamed");
     let held_dir = dir.join("frames-held");
@@ -222,7 +223,7 @@ fn two_host_sessions_equal_xprofs_overview() {
 /// file: a one-host scan has no `_session` partition.
 #[test]
 fn one_host_scans_write_only_their_own_partitions() {
-    use xlens::faults::frame::write_parquet;
+    use xlens::report::frame::write_parquet;
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/clean");
     let out = std::env::temp_dir().join(format!("xlens-one-host-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);

@@ -150,8 +150,17 @@ impl fmt::Display for Evidence {
     }
 }
 
-/// A number with a sensible amount of digits for text output.
-pub(crate) fn fmt_value(v: f64) -> String {
+/// A number with a sensible amount of digits for text output: whole numbers without decimals,
+/// one decimal from 100 on, else three. Finding text and [`Evidence`]'s `Display` use it, and so
+/// do the renderers, so that a figure reads the same everywhere.
+///
+/// ```
+/// use xlens_faults::fmt_value;
+/// assert_eq!(fmt_value(42.0), "42");
+/// assert_eq!(fmt_value(123.456), "123.5");
+/// assert_eq!(fmt_value(1.23456), "1.235");
+/// ```
+pub fn fmt_value(v: f64) -> String {
     if v == v.trunc() && v.abs() < 1e15 {
         format!("{v:.0}")
     } else if v.abs() >= 100.0 {

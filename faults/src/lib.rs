@@ -16,8 +16,7 @@
 //! let report = scan(&profile, &ScanConfig::default());
 //! assert_eq!(report.status, Status::NeedsAttention);
 //! assert!(report.findings.iter().any(|f| f.id == "recompilation"));
-//! let text = xlens_faults::render::text(&report);
-//! assert!(text.starts_with("NEEDS_ATTENTION"));
+//! assert!(report.summary.starts_with("NEEDS_ATTENTION"));
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(clippy::print_stdout, clippy::print_stderr)]
@@ -26,25 +25,19 @@ pub mod comparison;
 pub mod config;
 mod detector;
 mod detectors;
-pub mod diff;
 mod evidence;
 mod finding;
 mod profile;
 mod registry;
-pub mod render;
 mod report;
-pub mod runs;
 mod scan;
-
-#[cfg(feature = "frames")]
-pub mod frame;
 
 #[cfg(test)]
 pub(crate) mod testing;
 
 pub use config::{ScanConfig, StatusThresholds, StepRange, Thresholds};
 pub use detector::{Detector, DetectorDoc, Need, Skip};
-pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity};
+pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity, fmt_value};
 pub use profile::{HostProfile, Profile, StepMedians, select_steps};
 pub use registry::{DETECTORS, catalogue_markdown, detector};
 pub use report::{

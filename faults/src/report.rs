@@ -406,14 +406,15 @@ pub struct HostRow {
 }
 
 impl Report {
-    /// A report saved as JSON ([`crate::render::json`]), e.g. the baseline of a diff.
+    /// A report saved as JSON (what `xlens_report::render::json` writes: the report's serde
+    /// form), e.g. the baseline of a diff.
     ///
     /// ```
-    /// use xlens_faults::{Profile, ScanConfig, Report, render, scan};
+    /// use xlens_faults::{Profile, ScanConfig, Report, scan};
     /// use xlens_testkit::synth::{fixture, tpu_profile};
     /// let space = xlens_xplane::Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
     /// let report = scan(&Profile::from_space("host0", space), &ScanConfig::default());
-    /// let saved = Report::from_json(&render::json(&report))?;
+    /// let saved = Report::from_json(&serde_json::to_string_pretty(&report)?)?;
     /// assert_eq!((saved.status, &saved.findings), (report.status, &report.findings));
     /// assert_eq!(saved.comparison, report.comparison);
     /// Ok::<(), Box<dyn std::error::Error>>(())

@@ -6,7 +6,8 @@
 //! row per skipped detector and at least a row per finding.
 
 use bytes::Bytes;
-use xlens_faults::{HostProfile, Profile, Report, ScanConfig, frame, render, scan};
+use xlens_faults::{HostProfile, Profile, Report, ScanConfig, scan};
+use xlens_report::{frame, render};
 use xlens_xplane::Space;
 
 /// Whether [`run`] asserts that the text report holds no control character but `'\n'`.

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use xlens::faults::diff::{DiffConfig, Repeats, diff_with_repeats};
-use xlens::faults::frame::Dataset;
-use xlens::faults::{Report, ScanConfig, StepRange, Thresholds, render, scan_session};
+use xlens::faults::{Report, ScanConfig, StepRange, Thresholds, scan_session};
+use xlens::report::diff::{DiffConfig, Repeats, diff_with_repeats};
+use xlens::report::frame::Dataset;
+use xlens::report::render;
 
 create_exception!(_xlens, XlensError, PyException, "An xlens error: the message names the file and place.");
 
@@ -137,8 +138,8 @@ fn diff(
 /// The HTML page of a diff given as its JSON.
 #[pyfunction]
 fn diff_html(diff_json: &str) -> PyResult<String> {
-    let d: xlens::faults::diff::Diff = serde_json::from_str(diff_json).map_err(error)?;
-    Ok(xlens::faults::diff::html(&d))
+    let d: xlens::report::diff::Diff = serde_json::from_str(diff_json).map_err(error)?;
+    Ok(xlens::report::diff::html(&d))
 }
 
 /// `op_profile --json`.
@@ -173,7 +174,7 @@ fn plan(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
         let cli = xlens::args::HbmPlanArgs::parse(args).map_err(error)?;
         let plans =
             cli.requests().iter().map(xlens::budget::Plan::new).collect::<Result<Vec<_>, _>>().map_err(error)?;
-        let docs: Vec<serde_json::Value> = plans.iter().map(xlens::render::budget::hbm_plan_json).collect();
+        let docs: Vec<serde_json::Value> = plans.iter().map(xlens::report::tables::budget::hbm_plan_json).collect();
         Ok(match docs.as_slice() {
             [one] => one.to_string(),
             _ => serde_json::Value::Array(docs).to_string(),

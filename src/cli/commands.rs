@@ -249,7 +249,7 @@ impl Job for ScanCmd {
         let file = match config_file(self.config.as_deref()) {
             Ok(file) => file,
             Err(e) => {
-                eprintln!("{}", crate::render::error_line(e.as_ref()));
+                eprintln!("{}", crate::report::tables::error_line(e.as_ref()));
                 return ExitCode::from(2);
             }
         };
@@ -557,7 +557,7 @@ impl Job for DiffCmd {
             out: self.out,
             fail_on_regression: self.fail_on_regression,
             steps: self.steps,
-            config: crate::faults::diff::DiffConfig { min_change_pct: self.min_change },
+            config: crate::report::diff::DiffConfig { min_change_pct: self.min_change },
         };
         let mut tripped = false;
         let code = super::run(|| {
@@ -595,11 +595,11 @@ fn flags_job(name: &str, job: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     match job() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<crate::args::ArgsError>().is_some() => {
-            eprintln!("{} (see {name} --help)", crate::render::error_line(e.as_ref()));
+            eprintln!("{} (see {name} --help)", crate::report::tables::error_line(e.as_ref()));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("{}", crate::render::error_line(e.as_ref()));
+            eprintln!("{}", crate::report::tables::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::faults::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
-use crate::faults::frame::Dataset;
 use crate::faults::{Report, ScanConfig, StepRange, scan_session};
+use crate::report::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
+use crate::report::frame::Dataset;
 use crate::xplane::discover;
 use anyhow::{Context, bail};
 

@@ -6,14 +6,14 @@ use std::path::Path;
 use crate::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
 use crate::budget::{Budget, Plan, generations_table};
 use crate::hlo::{Module, module_hosts, modules_from_session};
-use crate::render::budget::{
+use crate::report::tables::budget::{
     fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
-use crate::render::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
-use crate::render::kernel_stats::{HostKernelStats, kernel_stats_text};
-use crate::render::op_profile::{analyze, op_profile_text};
-use crate::render::roofline::{intensity_text, roofline_table_json, roofline_table_text};
-use crate::render::{HostInventory, inventory_text};
+use crate::report::tables::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
+use crate::report::tables::kernel_stats::{HostKernelStats, kernel_stats_text};
+use crate::report::tables::op_profile::{analyze, op_profile_text};
+use crate::report::tables::roofline::{intensity_text, roofline_table_json, roofline_table_text};
+use crate::report::tables::{HostInventory, inventory_text};
 use crate::roofline::{ChipSpec, FlopsPerByte, KernelStats};
 use crate::xplane::{Session, inventory};
 

@@ -94,14 +94,14 @@ pub fn main() -> ExitCode {
 
 use std::io::Write;
 
-/// Runs an example's body; an error prints [`crate::render::error_line`] and exits with 1.
+/// Runs an example's body; an error prints [`crate::report::tables::error_line`] and exits with 1.
 pub(crate) fn run(body: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     keep_freed_memory();
     start_workers();
     match body() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}", crate::render::error_line(e.as_ref()));
+            eprintln!("{}", crate::report::tables::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

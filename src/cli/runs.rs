@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::faults::runs::{RunSummary, capture_time, compare_runs, runs_text};
 use crate::faults::{ScanConfig, scan_session};
+use crate::report::runs::{RunSummary, capture_time, compare_runs, runs_text};
 use crate::xplane::{SessionSource, discover_runs};
 use anyhow::Context;
 use rayon::prelude::*;

@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::faults::frame::Dataset;
-use crate::faults::{
-    HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, render, scan_session_observed,
-};
+use crate::faults::{HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, scan_session_observed};
+use crate::report::frame::Dataset;
+use crate::report::render;
 use crate::xplane::{HostSource, WalkMeter, discover};
 use anyhow::{Context, bail};
 
@@ -40,7 +39,7 @@ pub(crate) struct ScanArgs {
     pub(crate) config: ScanConfig,
 }
 
-/// The progress of a scan, redrawn on stderr (see [`crate::render::progress_line`]) when a host
+/// The progress of a scan, redrawn on stderr (see [`crate::report::tables::progress_line`]) when a host
 /// starts, is decoded and ends, and every 200 ms while hosts are read: the bar counts the bytes
 /// of the hosts done plus, for each host being read, the bytes of its events walked so far, so
 /// a single large host moves it too.
@@ -86,7 +85,8 @@ impl Progress {
         }
         let state = self.state();
         let working: Vec<&str> = state.working.iter().map(|(h, _, _)| h.as_str()).collect();
-        let line = crate::render::progress_line(state.done, self.total, state.bytes(), self.bytes_total, &working);
+        let line =
+            crate::report::tables::progress_line(state.done, self.total, state.bytes(), self.bytes_total, &working);
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(line.as_bytes());
         let _ = err.flush();
@@ -96,7 +96,7 @@ impl Progress {
     fn clear(&self) {
         if self.show {
             let mut err = std::io::stderr().lock();
-            let _ = err.write_all(crate::render::PROGRESS_CLEAR.as_bytes());
+            let _ = err.write_all(crate::report::tables::PROGRESS_CLEAR.as_bytes());
             let _ = err.flush();
         }
     }
@@ -253,7 +253,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
     if let Some(timings) = observer.timings {
         let mut rows = timings.into_inner().unwrap_or_else(|p| p.into_inner());
         rows.push((String::new(), "render".to_owned(), rendering.elapsed()));
-        eprint!("{}", crate::render::timings_text(&rows));
+        eprint!("{}", crate::report::tables::timings_text(&rows));
     }
     super::emit(&text)?;
     // The last host is left to the process's exit (see `Observer::last`).

@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 
 use super::format::{decade_label, escape, si};
-use super::html::{Layout, both};
+use super::layout::{Layout, both};
 use crate::render::clip;
-use crate::report::{Charts, Roof, RooflineDot};
+use xlens_faults::{Charts, Roof, RooflineDot};
 
 /// Line colours of the memory roofs, in [`Charts::memory_roofs`] order (HBM first).
 pub(super) const ROOF_COLORS: [&str; 4] = ["#c62828", "#8e44ad", "#00897b", "#6d4c41"];

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use crate::profile::{HostProfile, Profile};
-use crate::report::{Report, host_metrics};
+use xlens_faults::{
+    Evidence, Finding, HostProfile, HostRow, Impact, Profile, Report, Scope, Severity, Skipped, host_metrics,
+};
 
 /// A frame that could not be built, or a dataset file that could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -45,9 +46,9 @@ fn frame(columns: Vec<Column>) -> Result<DataFrame, FrameError> {
 /// One row of the findings table: a finding on one of its hosts (or on the session).
 struct FindingRow<'a> {
     host: &'a str,
-    finding: &'a crate::Finding,
-    severity: crate::Severity,
-    impact: crate::Impact,
+    finding: &'a Finding,
+    severity: Severity,
+    impact: Impact,
 }
 
 /// A row per finding and host it was found on (with that host's severity and impact); one row
@@ -55,7 +56,7 @@ struct FindingRow<'a> {
 fn finding_rows(report: &Report) -> Vec<FindingRow<'_>> {
     let mut rows = Vec::new();
     for f in &report.findings {
-        if f.scope == crate::Scope::Session || f.hosts.is_empty() {
+        if f.scope == Scope::Session || f.hosts.is_empty() {
             rows.push(FindingRow { host: &f.host, finding: f, severity: f.severity, impact: f.impact });
         } else {
             rows.extend(f.hosts.iter().map(|h| FindingRow {
@@ -74,11 +75,11 @@ fn findings_df(rows: &[&FindingRow<'_>], with_host: bool) -> Result<DataFrame, F
     if with_host {
         columns.push(Column::new("host".into(), rows.iter().map(|r| r.host).collect::<Vec<_>>()));
     }
-    let f = |g: fn(&crate::Finding) -> &str| rows.iter().map(|r| g(r.finding)).collect::<Vec<_>>();
+    let f = |g: fn(&Finding) -> &str| rows.iter().map(|r| g(r.finding)).collect::<Vec<_>>();
     columns.extend([
         Column::new("id".into(), f(|x| x.id.as_str())),
         Column::new("severity".into(), rows.iter().map(|r| r.severity.as_str()).collect::<Vec<_>>()),
-        Column::new("scope".into(), f(|x| if x.scope == crate::Scope::Session { "session" } else { "host" })),
+        Column::new("scope".into(), f(|x| if x.scope == Scope::Session { "session" } else { "host" })),
         Column::new("title".into(), f(|x| x.title.as_str())),
         Column::new("what".into(), f(|x| x.what.as_str())),
         Column::new("ms_per_step".into(), rows.iter().map(|r| r.impact.ms_per_step).collect::<Vec<_>>()),
@@ -97,7 +98,7 @@ pub fn findings_frame(report: &Report) -> Result<DataFrame, FrameError> {
     findings_df(&rows.iter().collect::<Vec<_>>(), true)
 }
 
-fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFrame, FrameError> {
+fn evidence_df(findings: &[&Finding], with_host: bool) -> Result<DataFrame, FrameError> {
     let mut host = Vec::new();
     let mut id = Vec::new();
     let mut index = Vec::new();
@@ -110,16 +111,14 @@ fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFram
             id.push(f.id.clone());
             index.push(i as u32);
             kind.push(match e {
-                crate::Evidence::Metric { .. } => "metric",
-                crate::Evidence::Event { .. } => "event",
-                crate::Evidence::Instruction { .. } => "instruction",
-                crate::Evidence::Note { .. } => "note",
+                Evidence::Metric { .. } => "metric",
+                Evidence::Event { .. } => "event",
+                Evidence::Instruction { .. } => "instruction",
+                Evidence::Note { .. } => "note",
             });
             // A metric's figure stays a number with its unit, as in the JSON.
             let (n, v, u) = match e {
-                crate::Evidence::Metric { name, value, unit } => {
-                    (Some(name.as_str()), Some(*value), Some(unit.as_str()))
-                }
+                Evidence::Metric { name, value, unit } => (Some(name.as_str()), Some(*value), Some(unit.as_str())),
                 _ => (None, None, None),
             };
             name.push(n);
@@ -158,8 +157,8 @@ pub fn hosts_frame(report: &Report) -> Result<DataFrame, FrameError> {
     hosts_df(&report.hosts, true)
 }
 
-fn hosts_df(h: &[crate::HostRow], with_host: bool) -> Result<DataFrame, FrameError> {
-    let opt = |g: fn(&crate::HostRow) -> Option<f64>| h.iter().map(g).collect::<Vec<_>>();
+fn hosts_df(h: &[HostRow], with_host: bool) -> Result<DataFrame, FrameError> {
+    let opt = |g: fn(&HostRow) -> Option<f64>| h.iter().map(g).collect::<Vec<_>>();
     let mut columns = Vec::new();
     if with_host {
         columns.push(Column::new("host".into(), h.iter().map(|r| r.host.as_str()).collect::<Vec<_>>()));
@@ -184,7 +183,7 @@ pub fn skipped_frame(report: &Report) -> Result<DataFrame, FrameError> {
     skipped_df(&report.skipped)
 }
 
-fn skipped_df(skipped: &[crate::Skipped]) -> Result<DataFrame, FrameError> {
+fn skipped_df(skipped: &[Skipped]) -> Result<DataFrame, FrameError> {
     frame(vec![
         Column::new("id".into(), skipped.iter().map(|s| s.id.as_str()).collect::<Vec<_>>()),
         Column::new("reason".into(), skipped.iter().map(|s| s.reason.as_str()).collect::<Vec<_>>()),
@@ -222,7 +221,7 @@ pub const MAX_PARTITION_VALUE_BYTES: usize = 200;
 /// encoding of another host; the exact name is in each file's `host_name` column.
 ///
 /// ```
-/// use xlens_faults::frame::{MAX_PARTITION_VALUE_BYTES, partition_value};
+/// use xlens_report::frame::{MAX_PARTITION_VALUE_BYTES, partition_value};
 /// assert_eq!(partition_value("host0.example.com"), "host0.example.com");
 /// assert_eq!(partition_value("a:b"), "a%3Ab");
 /// assert_eq!(partition_value(".."), "%2E.");
@@ -335,7 +334,7 @@ impl Dataset {
     /// Writes one host's tables: its metrics, steps, anatomy, op profile, categories and the
     /// detectors that could not run on it. Called while the host is still open, so sessions
     /// can stream hosts; the findings come with the report ([`Dataset::write_report`]).
-    pub fn write_host(&self, host: &HostProfile, skipped: &[crate::Skipped]) -> Result<Vec<PathBuf>, FrameError> {
+    pub fn write_host(&self, host: &HostProfile, skipped: &[Skipped]) -> Result<Vec<PathBuf>, FrameError> {
         let name = Some(host.name());
         let mut written = Vec::new();
         written.push(self.write(&mut metrics_frame(host)?, "metrics", name)?);
@@ -365,7 +364,7 @@ impl Dataset {
             report.hosts.iter().map(|h| (h.host.as_str(), Vec::new())).collect();
         let mut session_rows = Vec::new();
         for r in &rows {
-            if r.finding.scope == crate::Scope::Session {
+            if r.finding.scope == Scope::Session {
                 session_rows.push(r);
             } else {
                 by_host.entry(r.host).or_default().push(r);
@@ -374,11 +373,11 @@ impl Dataset {
         for (host, rows) in &by_host {
             written.push(self.write(&mut findings_df(rows, false)?, "findings", Some(host))?);
         }
-        let mut evidence: std::collections::BTreeMap<&str, Vec<&crate::Finding>> =
+        let mut evidence: std::collections::BTreeMap<&str, Vec<&Finding>> =
             by_host.keys().map(|&h| (h, Vec::new())).collect();
         let mut session_evidence = Vec::new();
         for f in &report.findings {
-            if f.scope == crate::Scope::Session {
+            if f.scope == Scope::Session {
                 session_evidence.push(f);
             } else {
                 evidence.entry(f.host.as_str()).or_default().push(f);
@@ -449,11 +448,10 @@ pub fn diff_frames(d: &crate::diff::Diff) -> Result<Vec<(&'static str, DataFrame
         Column::new("delta_ms_per_step".into(), o.iter().map(|x| x.delta_ms_per_step).collect::<Vec<_>>()),
     ])?;
     let f = &d.findings;
-    let rows: Vec<(&str, &crate::Finding)> =
-        [("resolved", &f.resolved), ("new", &f.new), ("persisting", &f.persisting)]
-            .into_iter()
-            .flat_map(|(change, list)| list.iter().map(move |x| (change, x)))
-            .collect();
+    let rows: Vec<(&str, &Finding)> = [("resolved", &f.resolved), ("new", &f.new), ("persisting", &f.persisting)]
+        .into_iter()
+        .flat_map(|(change, list)| list.iter().map(move |x| (change, x)))
+        .collect();
     let findings = frame(vec![
         Column::new("change".into(), rows.iter().map(|r| r.0).collect::<Vec<_>>()),
         Column::new("id".into(), rows.iter().map(|r| r.1.id.as_str()).collect::<Vec<_>>()),

@@ -1,5 +1,5 @@
 //! What the `hbm_plan` and `precision_audit` examples print: plans, fit tables and precision
-//! audits, as text and JSON (their arguments are [`crate::args`]'s).
+//! audits, as text and JSON (their arguments are the facade's `xlens::args`).
 
 use std::fmt::Write as _;
 

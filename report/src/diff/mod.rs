@@ -28,9 +28,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::comparison::{OpTime, program_name};
-use crate::finding::Finding;
-use crate::report::{Report, Status};
+use xlens_faults::comparison::{OpTime, program_name};
+use xlens_faults::{Finding, Report, Status};
 
 pub use render::{html, text};
 
@@ -263,7 +262,7 @@ impl Diff {
 /// Compares two reports (scans of two runs, or saved JSON reports).
 ///
 /// ```
-/// use xlens_faults::diff::{DiffConfig, Verdict, diff};
+/// use xlens_report::diff::{DiffConfig, Verdict, diff};
 /// use xlens_faults::{Profile, ScanConfig, scan};
 /// use xlens_testkit::synth::{fixture, tpu_profile};
 /// let space = xlens_xplane::Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use super::clip;
 use super::format::{escape, linear_ticks, tick_label};
-use super::html::{Layout, both};
-use crate::report::{ANATOMY_CLASSES, StepBar, StepSeries};
+use super::layout::{Layout, both};
+use xlens_faults::{ANATOMY_CLASSES, StepBar, StepSeries};
 
 /// Fill colours of the anatomy classes, in [`ANATOMY_CLASSES`] order.
 pub(super) const ANATOMY_COLORS: [&str; ANATOMY_CLASSES.len()] =

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::render::clip;
-use crate::report::Report;
+use xlens_faults::Report;
 
 /// One run of a logdir, summarised (a line of `xlens runs`, a JSON line of `xlens watch`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -89,7 +89,7 @@ pub fn compare_runs(runs: &mut [RunSummary]) {
 /// newest host file's modification time (seconds since the Unix epoch), else `unknown`.
 ///
 /// ```
-/// use xlens_faults::runs::capture_time;
+/// use xlens_report::runs::capture_time;
 /// assert_eq!(capture_time("2026_03_01_09_15_42", None), "2026-03-01 09:15:42");
 /// assert_eq!(capture_time("my-run", Some(0)), "1970-01-01 00:00:00");
 /// assert_eq!(capture_time("my-run", None), "unknown");

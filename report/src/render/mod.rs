@@ -4,13 +4,13 @@
 
 mod format;
 mod html;
+mod layout;
 mod roofline_chart;
 mod step_chart;
 
 pub use html::html;
 
-use crate::finding::{Finding, Scope, fmt_value};
-use crate::report::{HostRow, Metrics, Report};
+use xlens_faults::{Finding, HostRow, Metrics, Report, Scope, fmt_value};
 
 fn opt(v: Option<f64>, unit: &str) -> String {
     match v {
@@ -23,7 +23,7 @@ fn opt(v: Option<f64>, unit: &str) -> String {
 /// (kernel names of C++ libraries run to thousands of characters).
 ///
 /// ```
-/// use xlens_faults::render::clip;
+/// use xlens_report::render::clip;
 /// assert_eq!(clip("void ck_tile::kentry<...>", 10), "void ck_t…");
 /// assert_eq!(clip("fusion.3", 10), "fusion.3");
 /// ```
@@ -40,7 +40,7 @@ pub fn clip(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
 /// terminal or forge a report line.
 ///
 /// ```
-/// use xlens_faults::render::printable;
+/// use xlens_report::render::printable;
 /// assert_eq!(printable("fusion.1"), "fusion.1");
 /// assert_eq!(printable("a\u{1b}]0;pwned\u{7}\n[P0] x"), "a\\u{1b}]0;pwned\\u{7}\\u{a}[P0] x");
 /// ```

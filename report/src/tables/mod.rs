@@ -1,4 +1,6 @@
-//! Renderings shared by the examples: JSON values and text, golden-tested in `tests/`.
+//! What the commands other than `scan` print (op profile, kernel stats, HLO ops, roofline, budget
+//! plans and audits, inventory), and the scan's progress line, timings and error line: JSON
+//! values and text, golden-tested in the facade's `tests/`.
 //!
 //! Examples stay thin: they parse arguments, call the library and print what these functions
 //! return. Nothing here prints.
@@ -12,14 +14,16 @@ pub mod roofline;
 use serde_json::{Value, json};
 use xlens_xplane::{PlaneInventory, SpaceSummary};
 
+use crate::render::printable;
+
 /// The progress line a scan redraws on stderr: the bar by bytes of the host files read, the hosts
 /// done, and the hosts being worked on (the first, and how many more). It starts before the
 /// first host is read and is cleared by [`PROGRESS_CLEAR`] when the scan ends.
 ///
 /// ```
-/// let line = xlens::render::progress_line(1, 4, 3 << 30, 6 << 30, &["host0002", "host0003"]);
+/// let line = xlens_report::tables::progress_line(1, 4, 3 << 30, 6 << 30, &["host0002", "host0003"]);
 /// assert_eq!(line, "\r\x1b[2K[===============               ] 1/4 hosts  3.0/6.0 GiB  reading host0002 +1");
-/// let start = xlens::render::progress_line(0, 1, 0, 2 << 20, &[]);
+/// let start = xlens_report::tables::progress_line(0, 1, 0, 2 << 20, &[]);
 /// assert!(start.ends_with("0/1 hosts  0.0/2.0 MiB"));
 /// ```
 pub fn progress_line(done: usize, total: usize, bytes_done: u64, bytes_total: u64, working: &[&str]) -> String {
@@ -60,7 +64,7 @@ pub fn progress_line(done: usize, total: usize, bytes_done: u64, bytes_total: u6
 ///     ("h0".to_string(), "timeline".to_string(), Duration::from_millis(10)),
 ///     (String::new(), "render".to_string(), Duration::from_millis(1)),
 /// ];
-/// let text = xlens::render::timings_text(&rows);
+/// let text = xlens_report::tables::timings_text(&rows);
 /// let lines: Vec<&str> = text.lines().collect();
 /// assert_eq!(lines[0], "h0");
 /// assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["open", "30.0", "ms", "75.0", "%"]);
@@ -96,7 +100,7 @@ pub const PROGRESS_CLEAR: &str = "\r\x1b[2K";
 ///
 /// ```
 /// let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file\nor directory");
-/// assert_eq!(xlens::render::error_line(&io), "error: no such file or directory");
+/// assert_eq!(xlens_report::tables::error_line(&io), "error: no such file or directory");
 /// ```
 pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
@@ -110,8 +114,6 @@ pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
     }
     format!("error: {}", parts.join(": "))
 }
-
-pub use xlens_faults::render::{clip, printable};
 
 /// Appends one line of a text output, its control characters escaped ([`printable`]): names
 /// from a profile cannot move the cursor, retitle the terminal or forge a line.
