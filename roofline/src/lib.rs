@@ -5,9 +5,7 @@
 mod anatomy;
 mod chain;
 mod chip;
-pub mod chips;
 mod device;
-mod error;
 mod gpu;
 mod host_ops;
 mod kernel_stats;
@@ -16,11 +14,20 @@ mod model;
 mod op_profile;
 mod op_profile_cpu;
 mod perf_env;
-mod spec;
 mod step_anatomy;
 mod steps;
 mod timeline;
-pub mod units;
+
+/// The chip catalogue: one [`ChipSpec`] per chip, each with its public source (from
+/// `xlens-chips`, re-exported at its old path).
+pub mod chips {
+    pub use xlens_chips::catalogue::*;
+}
+/// Unit newtypes: FLOPs, FLOP/s, bytes, bytes/s and arithmetic intensity (from `xlens-chips`,
+/// re-exported at its old path).
+pub mod units {
+    pub use xlens_chips::units::*;
+}
 
 #[cfg(feature = "frames")]
 pub mod frame;
@@ -29,9 +36,8 @@ pub use anatomy::{
     InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, covered, covered_from, is_collective,
     merge_in_order, partition, partition_from,
 };
-pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
+pub use chip::{Chip, ChipSpecRoofline, PeakSource, Peaks, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
-pub use error::{Error, ErrorKind, Result};
 pub use gpu::{
     CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,
     unattributed_category, uses_tensor_cores,
@@ -39,7 +45,7 @@ pub use gpu::{
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use matmul_free::{MatmulFreeStretch, MatmulFreeStretches};
-pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
+pub use model::{Analysis, Bound, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, ProgramWork, RooflinePoint,
     program_id_of_module_name, roofline_point,
@@ -52,4 +58,7 @@ pub use steps::{
     TpuStepSummary, is_host_step_marker, steps_from_timeline,
 };
 pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OFF_DUTY_CATEGORIES, OpAggregate};
-pub use units::{Bytes, BytesPerSec, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB};
+pub use xlens_chips::{
+    Bytes, BytesPerSec, ChipSpec, Error, ErrorKind, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB, MemoryKind, OnChip,
+    OnChipMemory, Result, Vendor,
+};
