@@ -26,6 +26,7 @@
 //! assert_eq!(plan.min_chips, Some(3));
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod check;

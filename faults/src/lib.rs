@@ -20,6 +20,7 @@
 //! assert!(text.starts_with("NEEDS_ATTENTION"));
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod comparison;

@@ -40,6 +40,7 @@
 //! assert_eq!(module.xla_category(dot.id()), "dot");
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod backend_config;

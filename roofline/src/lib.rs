@@ -1,5 +1,35 @@
 //! Chip catalogue, roofline math, steps, op profile and step anatomy, for TPU, GPU and CPU
 //! profiles.
+//!
+//! - **Chips.** [`ChipSpec`] and the [`chips`] catalogue (from `xlens-chips`, re-exported here);
+//!   [`Chip`] is the effective chip of a profile, with per-core peaks read from its device plane
+//!   ([`Chip::from_space`]) or the catalogue.
+//! - **Roofline.** [`Roofline`] says what bounds a piece of [`Work`] and how close it runs to
+//!   its roof, as XProf's roofline model does.
+//! - **Steps, op profile, anatomy.** [`Steps`], [`OpProfile`] and [`StepAnatomy`] read a
+//!   profile's step markers, per-op statistics and where each step's time goes.
+//!
+//! ```
+//! use xlens_roofline::{Bound, Bytes, Chip, Flops, Work};
+//! use xlens_xplane::Picos;
+//!
+//! // One TensorCore of a TPU v4: half the chip's 275 TFLOP/s and 1200 GB/s.
+//! let core = Chip::by_name("v4")?;
+//! assert_eq!(core.peaks().flops.tflops(), 137.5);
+//! // 1 ms of work moving 0.3 GB (300 of the core's 600 GB/s) at 20% of peak FLOP/s:
+//! // HBM-bound, at 50% of its roof.
+//! let work = Work {
+//!     flops: Flops(0.2 * 137.5e12 * 1e-3),
+//!     hbm_bytes: Bytes(300_000_000),
+//!     time: Picos(1_000_000_000),
+//!     ..Work::default()
+//! };
+//! let a = core.roofline().analyze(&work);
+//! assert_eq!(a.bound, Some(Bound::Hbm));
+//! assert!((a.efficiency - 0.5).abs() < 1e-9);
+//! Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod anatomy;
