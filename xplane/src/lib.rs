@@ -53,6 +53,8 @@ mod inventory;
 pub mod limits;
 pub mod names;
 mod plane;
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub mod queue;
 #[cfg(feature = "raw")]
 pub mod raw;
@@ -65,6 +67,8 @@ mod space;
 pub mod stores;
 mod time_index;
 mod validate;
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub mod wire;
 
 #[cfg(feature = "frames")]
