@@ -51,3 +51,8 @@ pub use plan::{
     Budget, FitRow, Footprint, MAX_BATCH, MAX_CHIPS, Model, Plan, PlanRequest, Sharding, State, Workload, fit_table,
     footprint, max_batch, min_chips,
 };
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -27,3 +27,8 @@ pub use catalogue::CATALOGUE;
 pub use error::{Error, ErrorKind, Result};
 pub use spec::{ChipSpec, MemoryKind, OnChip, OnChipMemory, Vendor};
 pub use units::{Bytes, BytesPerSec, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB};
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -57,3 +57,8 @@ pub use scan::{
     sort_findings,
 };
 pub use xlens_roofline::{HostOp, HostOps, OpContext};
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -88,3 +88,8 @@ pub use profile::{
 };
 pub use shape::{Layout, POINTER_SIZE, PrimitiveType, Shape, TPU_LANES, Tile2D};
 pub use source::SourceLocation;
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
