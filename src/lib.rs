@@ -12,6 +12,26 @@
 //! | [`report`] | `xlens-report` | text, JSON, HTML, the diff, run summaries, tables, frames |
 //!
 //! The main job is the `fault_scan` example: `cargo run --release --example fault_scan -- PATH`.
+//!
+//! ```
+//! use xlens::roofline::{Bytes, Chip};
+//! use xlens::xplane::{Space, SpaceBuilder, names::stat};
+//!
+//! // A TPU v5e profile that records only its device type, written and read back.
+//! let mut b = SpaceBuilder::default();
+//! {
+//!     let mut tpu = b.plane(1, "/device:TPU:0");
+//!     let ty = tpu.stat_metadata(stat::DEVICE_TYPE_STRING);
+//!     tpu.stat(ty, "TPU v5 Lite");
+//! }
+//! let space = Space::parse(b.finish().into())?;
+//! // Its chip: the peaks the profile lacks come from the catalogue.
+//! let chip = Chip::from_space(&space)?;
+//! assert_eq!(chip.name(), "TPU v5e");
+//! assert_eq!(chip.hbm_capacity(), Some(Bytes::from_gib(16)));
+//! Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
 
 pub use xlens_budget as budget;
 pub use xlens_faults as faults;

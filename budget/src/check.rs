@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use xlens_roofline::Bytes;
+use xlens_chips::Bytes;
 
 use crate::plan::Plan;
 
@@ -90,7 +90,7 @@ pub const DEFAULT_TOLERANCE: f64 = 0.10;
 ///
 /// ```
 /// use xlens_budget::{Budget, MemorySource, Model, Optimizer, Plan, PlanRequest, ProfileMemory, Recipe, Verdict, Workload, check_plan};
-/// use xlens_roofline::{Bytes, ChipSpec};
+/// use xlens_chips::{Bytes, ChipSpec};
 /// let plan = Plan::new(&PlanRequest {
 ///     model: Model::from_params(1_000_000_000)?,
 ///     workload: Workload::train(Recipe::Fp32, Optimizer::Adam, 1024, 1),

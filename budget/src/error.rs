@@ -57,7 +57,7 @@ pub enum ErrorKind {
     Matrix(String),
     /// The chip catalogue does not know a chip.
     #[error(transparent)]
-    Chip(xlens_roofline::Error),
+    Chip(xlens_chips::Error),
     /// Building a DataFrame failed.
     #[error("building a frame failed: {0}")]
     Frame(String),
@@ -104,8 +104,8 @@ impl From<ErrorKind> for Error {
     }
 }
 
-impl From<xlens_roofline::Error> for Error {
-    fn from(e: xlens_roofline::Error) -> Self {
+impl From<xlens_chips::Error> for Error {
+    fn from(e: xlens_chips::Error) -> Self {
         Error::new(ErrorKind::Chip(e))
     }
 }

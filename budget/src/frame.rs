@@ -44,7 +44,7 @@ fn plan_columns(labels: Vec<String>, chips: Vec<&str>, plans: &[&Plan]) -> Vec<C
 ///
 /// ```
 /// use xlens_budget::{Budget, Model, Optimizer, Plan, PlanRequest, Recipe, Workload, frame};
-/// use xlens_roofline::ChipSpec;
+/// use xlens_chips::ChipSpec;
 /// let plan = Plan::new(&PlanRequest {
 ///     model: Model::from_params(7_000_000_000)?,
 ///     workload: Workload::train(Recipe::Fp32, Optimizer::Adam, 2048, 1),

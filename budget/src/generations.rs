@@ -1,7 +1,7 @@
 //! The seed table of the README: the fewest chips of each catalogue chip for Llama-2 training
 //! and serving, across recipes.
 
-use xlens_roofline::{ChipSpec, chips::CATALOGUE};
+use xlens_chips::{CATALOGUE, ChipSpec};
 
 use crate::dtype::{DType, Optimizer, Recipe};
 use crate::error::Result;

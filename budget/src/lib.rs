@@ -7,12 +7,12 @@
 //!
 //! - **Bytes, not guesses.** Every size is a checked `u64`; zero or negative sizes and models
 //!   too large for 64 bits are typed errors ([`Error`]), never wrapped numbers.
-//! - **Chips from the catalogue.** Capacities come from [`xlens_roofline::chips`] (binary GiB).
+//! - **Chips from the catalogue.** Capacities come from [`xlens_chips::catalogue`] (binary GiB).
 //! - **Reproducible audits.** Random operands come from a seeded generator in this crate.
 //!
 //! ```
 //! use xlens_budget::{Budget, DType, Model, Plan, PlanRequest, Transformer, Workload};
-//! use xlens_roofline::ChipSpec;
+//! use xlens_chips::ChipSpec;
 //! // Serving Llama-2-7B in bf16 with 8 sequences of 4096 tokens: 13.5 GB of weights and a
 //! // 16 GiB KV cache do not fit one v5e (16 GiB at 80%), but fit 3.
 //! let plan = Plan::new(&PlanRequest {
@@ -26,6 +26,7 @@
 //! assert_eq!(plan.min_chips, Some(3));
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod check;
@@ -50,3 +51,8 @@ pub use plan::{
     Budget, FitRow, Footprint, MAX_BATCH, MAX_CHIPS, Model, Plan, PlanRequest, Sharding, State, Workload, fit_table,
     footprint, max_batch, min_chips,
 };
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

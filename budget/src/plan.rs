@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use xlens_roofline::{Bytes, ChipSpec};
+use xlens_chips::{Bytes, ChipSpec};
 
 use crate::dtype::{DType, Optimizer, Recipe, StateBytes};
 use crate::error::{Error, ErrorKind, Result, add, mul, positive};
@@ -291,7 +291,7 @@ pub struct PlanRequest {
 ///
 /// ```
 /// use xlens_budget::{Budget, Model, Optimizer, Plan, PlanRequest, Recipe, Workload};
-/// use xlens_roofline::ChipSpec;
+/// use xlens_chips::ChipSpec;
 /// // 7B parameters, Adam, mixed bf16: 112 GB of state; v5e at 80% of 16 GiB holds 12.8 GiB.
 /// let req = PlanRequest {
 ///     model: Model::from_params(7_000_000_000)?,
@@ -470,7 +470,7 @@ pub struct FitRow {
 ///
 /// ```
 /// use xlens_budget::{Attention, Budget, Model, Optimizer, Recipe, Remat, Transformer, Workload, fit_table};
-/// use xlens_roofline::ChipSpec;
+/// use xlens_chips::ChipSpec;
 /// let model = Model::from_shape(Transformer::llama2_7b())?;
 /// let chips = ["v5e", "v5p", "v6e"].map(|c| ChipSpec::by_name(c).unwrap());
 /// let train = Workload::train(Recipe::MixedBf16, Optimizer::Adam, 4096, 16)

@@ -3,7 +3,7 @@
 
 use xlens_budget::precision::{AuditSpec, Distribution, Scheme, accumulation_drift, audit_matmul};
 use xlens_budget::{Budget, Model, Optimizer, Recipe, Workload, fit_table, frame};
-use xlens_roofline::ChipSpec;
+use xlens_chips::ChipSpec;
 
 #[test]
 fn every_table_has_a_frame() {

@@ -6,7 +6,7 @@ use xlens_budget::{
     ProfileMemory, Recipe, Remat, Sharding, StateBytes, Transformer, Verdict, Workload, check_plan, fit_table,
     footprint, max_batch, parse,
 };
-use xlens_roofline::{Bytes, ChipSpec};
+use xlens_chips::{Bytes, ChipSpec};
 
 fn chip(id: &str) -> &'static ChipSpec {
     ChipSpec::by_name(id).unwrap()

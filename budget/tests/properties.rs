@@ -6,7 +6,7 @@ use xlens_budget::{
     Attention, Budget, DType, Model, Optimizer, Plan, PlanRequest, Recipe, Remat, Sharding, StateBytes, Transformer,
     Workload, footprint, max_batch, min_chips,
 };
-use xlens_roofline::{Bytes, ChipSpec};
+use xlens_chips::{Bytes, ChipSpec};
 
 fn shape() -> impl Strategy<Value = Transformer> {
     (1u64..48, 1u64..16, prop_oneof![Just(64u64), Just(128)], 0u32..4, 1u64..5, any::<bool>(), 0u64..100_000).prop_map(
@@ -113,7 +113,7 @@ proptest! {
 
     #[test]
     fn min_chips_is_the_threshold(m in model(), w in workload(), chip in 0usize..10, budget in 0.5..1.0f64) {
-        let spec = &xlens_roofline::chips::CATALOGUE[chip];
+        let spec = &xlens_chips::CATALOGUE[chip];
         let usable = Budget::new(budget).unwrap().usable(spec.hbm_capacity);
         if let Some(n) = min_chips(&m, &w, usable).unwrap() {
             prop_assert!(footprint(&m, &w, &w.default_sharding(n)).unwrap().total() <= usable);
@@ -145,7 +145,7 @@ fn catalogue_capacities_order_min_chips() {
     // The same model needs fewer chips on chips with more HBM.
     let model = Model::from_params(70_000_000_000).unwrap();
     let w = Workload::train(Recipe::MixedBf16, Optimizer::Adam, 2048, 1);
-    let mut by_capacity: Vec<_> = xlens_roofline::chips::CATALOGUE.iter().collect();
+    let mut by_capacity: Vec<_> = xlens_chips::CATALOGUE.iter().collect();
     by_capacity.sort_by_key(|c| c.hbm_capacity);
     let mins: Vec<u64> = by_capacity
         .iter()

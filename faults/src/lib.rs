@@ -19,6 +19,7 @@
 //! assert!(report.summary.starts_with("NEEDS_ATTENTION"));
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod comparison;
@@ -49,3 +50,8 @@ pub use scan::{
     sort_findings,
 };
 pub use xlens_roofline::{HostOp, HostOps, OpContext};
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -40,6 +40,7 @@
 //! assert_eq!(module.xla_category(dot.id()), "dot");
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod backend_config;
@@ -87,3 +88,8 @@ pub use profile::{
 };
 pub use shape::{Layout, POINTER_SIZE, PrimitiveType, Shape, TPU_LANES, Tile2D};
 pub use source::SourceLocation;
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -35,3 +35,7 @@ pub mod frame;
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,21 +1,20 @@
 //! Chips: the catalogue entry type [`ChipSpec`], and the effective [`Chip`] of a profile.
 //!
-//! A [`ChipSpec`] holds public datasheet figures for a whole chip (see [`crate::chips`]). A
-//! [`Chip`] holds the peaks an analysis divides by, **per core** as XProf does: TPU device
-//! planes carry per-TensorCore capability stats (`peak_teraflops_per_second`,
+//! A [`ChipSpec`] holds public datasheet figures for a whole chip (see [`crate::chips`], from
+//! `xlens-chips`). A [`Chip`] holds the peaks an analysis divides by, **per core** as XProf
+//! does: TPU device planes carry per-TensorCore capability stats (`peak_teraflops_per_second`,
 //! `peak_hbm_bw_gigabytes_per_second`, ...), and when a profile carries them they win over the
 //! catalogue. Missing stats fall back to the catalogue entry named by the plane's
 //! `device_type_string`, divided by the chip's TensorCore count.
 
+use xlens_chips::{
+    Bytes, BytesPerSec, ChipSpec, Error, ErrorKind, FlopsPerByte, FlopsPerSec, MemoryKind, OnChip, Result,
+};
 use xlens_xplane::names::stat::{self, capability};
 use xlens_xplane::{Plane, Space};
 
-use crate::chips::CATALOGUE;
-use crate::error::{Error, ErrorKind, Result};
 pub use crate::gpu::gpu_flops_per_cycle_per_sm;
-use crate::model::{OnChip, Roofline};
-pub use crate::spec::{ChipSpec, MemoryKind, OnChipMemory, Vendor};
-use crate::units::{Bytes, BytesPerSec, FlopsPerByte, FlopsPerSec};
+use crate::model::Roofline;
 
 /// Where a [`Chip`]'s peak figure came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,61 +80,22 @@ pub struct Chip {
     hbm_source: PeakSource,
 }
 
-impl ChipSpec {
-    /// Finds a chip by id, name or alias, case-insensitively and ignoring spaces, `-` and `_`;
-    /// a trailing `-<chips>` count as in accelerator types (`v5litepod-16`, `v5p-128`) is ignored.
-    ///
-    /// ```
-    /// use xlens_roofline::ChipSpec;
-    /// assert_eq!(ChipSpec::by_name("TPU v5 Lite")?.id, "v5e");
-    /// assert_eq!(ChipSpec::by_name("v5litepod-16")?.id, "v5e");
-    /// assert_eq!(ChipSpec::by_name("NVIDIA H100 80GB HBM3")?.id, "h100");
-    /// assert!(ChipSpec::by_name("TPU v9").unwrap_err().is_unknown_chip());
-    /// Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn by_name(name: &str) -> Result<&'static ChipSpec> {
-        ChipSpec::lookup(name).ok_or_else(|| {
-            Error::new(ErrorKind::UnknownChip {
-                name: name.to_owned(),
-                known: CATALOGUE.iter().map(|c| c.id).collect::<Vec<_>>().join(", "),
-            })
-        })
-    }
-
-    /// Like [`by_name`](Self::by_name), `None` when unknown.
-    pub fn lookup(name: &str) -> Option<&'static ChipSpec> {
-        let key = normalize(name);
-        if key.is_empty() {
-            return None;
-        }
-        let find = |key: &str| {
-            CATALOGUE.iter().find(|c| {
-                normalize(c.id) == key || normalize(c.name) == key || c.aliases.iter().any(|a| normalize(a) == key)
-            })
-        };
-        if let Some(c) = find(&key) {
-            return Some(c);
-        }
-        // Accelerator types end in a chip or core count: `v5p-128`, `v5litepod-16`.
-        let trimmed = name.trim();
-        let (head, tail) = trimmed.rsplit_once('-')?;
-        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) { find(&normalize(head)) } else { None }
-    }
-
-    /// The chip's ridge point at bf16 peak: peak FLOP/s ÷ HBM bytes/s.
-    ///
-    /// ```
-    /// use xlens_roofline::ChipSpec;
-    /// let v5e = ChipSpec::by_name("v5e")?;
-    /// assert!((v5e.ridge_bf16().get() - 240.54).abs() < 0.01); // 197e12 / 819e9
-    /// Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn ridge_bf16(&self) -> FlopsPerByte {
-        FlopsPerByte(self.peak_bf16.per_s() / self.hbm_bandwidth.bytes_per_s())
-    }
-
+/// The bf16 roofline of a catalogue chip: an extension of [`ChipSpec`], which lives in
+/// `xlens-chips` (a crate without the decoder) while [`Roofline`] lives here.
+pub trait ChipSpecRoofline {
     /// The per-chip bf16 roofline with the on-chip memories whose bandwidths are public.
-    pub fn roofline(&self) -> Roofline {
+    ///
+    /// ```
+    /// use xlens_roofline::{ChipSpec, ChipSpecRoofline};
+    /// let v5e = ChipSpec::by_name("v5e")?.roofline();
+    /// assert_eq!(v5e.ridge_point(), ChipSpec::by_name("v5e")?.ridge_bf16());
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn roofline(&self) -> Roofline;
+}
+
+impl ChipSpecRoofline for ChipSpec {
+    fn roofline(&self) -> Roofline {
         let mut r = Roofline::from_parts(self.peak_bf16, self.hbm_bandwidth);
         for m in self.on_chip {
             if let Some((read, write)) = m.kind.roofline_resources() {
@@ -148,11 +108,6 @@ impl ChipSpec {
             }
         }
         r
-    }
-
-    /// The on-chip memory of this kind, if listed.
-    pub fn on_chip_memory(&self, kind: MemoryKind) -> Option<&OnChipMemory> {
-        self.on_chip.iter().find(|m| m.kind == kind)
     }
 }
 
@@ -350,11 +305,6 @@ impl Chip {
     }
 }
 
-/// Lower-case, without spaces, `-`, `_` or `.`.
-fn normalize(name: &str) -> String {
-    name.chars().filter(|c| !matches!(c, ' ' | '-' | '_' | '.')).flat_map(char::to_lowercase).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,11 +315,5 @@ mod tests {
         assert_eq!(gpu_flops_per_cycle_per_sm(8, 7), Some(1024.0)); // 8.6
         assert_eq!(gpu_flops_per_cycle_per_sm(12, 0), Some(8192.0)); // 10.0
         assert_eq!(gpu_flops_per_cycle_per_sm(1, 0), None);
-    }
-
-    #[test]
-    fn normalize_ignores_case_and_separators() {
-        assert_eq!(normalize("TPU v5 Lite"), "tpuv5lite");
-        assert_eq!(normalize("A100-SXM4_80GB"), "a100sxm480gb");
     }
 }

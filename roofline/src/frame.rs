@@ -5,8 +5,8 @@
 
 use polars::prelude::*;
 
-use crate::chip::ChipSpec;
-use crate::error::{Error, ErrorKind, Result};
+use crate::ChipSpec;
+use crate::{Error, ErrorKind, Result};
 
 /// Builds a frame from columns of equal length (the one place that calls the constructor).
 fn frame(columns: Vec<Column>) -> Result<DataFrame> {

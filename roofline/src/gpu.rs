@@ -7,10 +7,9 @@
 //! units (bf16 and fp8 are not used for the peak); shared memory (NVIDIA) or LDS (AMD) bandwidth
 //! is cores × bytes per cycle × clock; HBM bandwidth is the `memory_bandwidth` stat.
 
+use xlens_chips::Vendor;
 use xlens_xplane::Plane;
 use xlens_xplane::names::stat::capability as cap;
-
-use crate::spec::Vendor;
 
 /// What a GPU plane's capability stats say about its device.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use xlens_xplane::{Picos, PlaneKind, Space, names};
 
-use crate::chip::Vendor;
+use crate::Vendor;
 use crate::gpu::{GpuCaps, KernelDetails, uses_tensor_cores};
 
 /// One kernel (name, HLO op and launch configuration) over all its launches.

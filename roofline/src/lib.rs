@@ -1,13 +1,41 @@
 //! Chip catalogue, roofline math, steps, op profile and step anatomy, for TPU, GPU and CPU
 //! profiles.
+//!
+//! - **Chips.** [`ChipSpec`] and the [`chips`] catalogue (from `xlens-chips`, re-exported here);
+//!   [`Chip`] is the effective chip of a profile, with per-core peaks read from its device plane
+//!   ([`Chip::from_space`]) or the catalogue.
+//! - **Roofline.** [`Roofline`] says what bounds a piece of [`Work`] and how close it runs to
+//!   its roof, as XProf's roofline model does.
+//! - **Steps, op profile, anatomy.** [`Steps`], [`OpProfile`] and [`StepAnatomy`] read a
+//!   profile's step markers, per-op statistics and where each step's time goes.
+//!
+//! ```
+//! use xlens_roofline::{Bound, Bytes, Chip, Flops, Work};
+//! use xlens_xplane::Picos;
+//!
+//! // One TensorCore of a TPU v4: half the chip's 275 TFLOP/s and 1200 GB/s.
+//! let core = Chip::by_name("v4")?;
+//! assert_eq!(core.peaks().flops.tflops(), 137.5);
+//! // 1 ms of work moving 0.3 GB (300 of the core's 600 GB/s) at 20% of peak FLOP/s:
+//! // HBM-bound, at 50% of its roof.
+//! let work = Work {
+//!     flops: Flops(0.2 * 137.5e12 * 1e-3),
+//!     hbm_bytes: Bytes(300_000_000),
+//!     time: Picos(1_000_000_000),
+//!     ..Work::default()
+//! };
+//! let a = core.roofline().analyze(&work);
+//! assert_eq!(a.bound, Some(Bound::Hbm));
+//! assert!((a.efficiency - 0.5).abs() < 1e-9);
+//! Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod anatomy;
 mod chain;
 mod chip;
-pub mod chips;
 mod device;
-mod error;
 mod gpu;
 mod host_ops;
 mod kernel_stats;
@@ -16,11 +44,20 @@ mod model;
 mod op_profile;
 mod op_profile_cpu;
 mod perf_env;
-mod spec;
 mod step_anatomy;
 mod steps;
 mod timeline;
-pub mod units;
+
+/// The chip catalogue: one [`ChipSpec`] per chip, each with its public source (from
+/// `xlens-chips`, re-exported at its old path).
+pub mod chips {
+    pub use xlens_chips::catalogue::*;
+}
+/// Unit newtypes: FLOPs, FLOP/s, bytes, bytes/s and arithmetic intensity (from `xlens-chips`,
+/// re-exported at its old path).
+pub mod units {
+    pub use xlens_chips::units::*;
+}
 
 #[cfg(feature = "frames")]
 pub mod frame;
@@ -29,9 +66,8 @@ pub use anatomy::{
     InnermostSegments, Interval, PRIORITY, StepAnatomy, TimeClass, class_of, covered, covered_from, is_collective,
     merge_in_order, partition, partition_from,
 };
-pub use chip::{Chip, ChipSpec, MemoryKind, OnChipMemory, PeakSource, Peaks, Vendor, gpu_flops_per_cycle_per_sm};
+pub use chip::{Chip, ChipSpecRoofline, PeakSource, Peaks, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
-pub use error::{Error, ErrorKind, Result};
 pub use gpu::{
     CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,
     unattributed_category, uses_tensor_cores,
@@ -39,7 +75,7 @@ pub use gpu::{
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use matmul_free::{MatmulFreeStretch, MatmulFreeStretches};
-pub use model::{Analysis, Bound, OnChip, Roofline, Work, arithmetic_intensity};
+pub use model::{Analysis, Bound, Roofline, Work, arithmetic_intensity};
 pub use op_profile::{
     BoundBy, CATEGORIES_WITH_INNER_OPS, IDLE, OpProfile, OpStats, ProgramWork, RooflinePoint,
     program_id_of_module_name, roofline_point,
@@ -52,4 +88,12 @@ pub use steps::{
     TpuStepSummary, is_host_step_marker, steps_from_timeline,
 };
 pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OFF_DUTY_CATEGORIES, OpAggregate};
-pub use units::{Bytes, BytesPerSec, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB};
+pub use xlens_chips::{
+    Bytes, BytesPerSec, ChipSpec, Error, ErrorKind, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB, MemoryKind, OnChip,
+    OnChipMemory, Result, Vendor,
+};
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

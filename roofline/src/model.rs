@@ -14,7 +14,7 @@
 //!   when intensity > ridge.
 //!
 //! ```
-//! use xlens_roofline::{Bound, ChipSpec, FlopsPerByte};
+//! use xlens_roofline::{Bound, ChipSpec, ChipSpecRoofline, FlopsPerByte};
 //! let v5e = ChipSpec::by_name("v5e")?.roofline();
 //! assert!((v5e.ridge_point().get() - 240.5).abs() < 0.05);
 //! // Intensity 170 FLOP/B is under the ridge: bandwidth-bound, at 170 × 819e9 FLOP/s.
@@ -25,42 +25,8 @@
 
 use std::fmt;
 
+use xlens_chips::{Bytes, BytesPerSec, Error, Flops, FlopsPerByte, FlopsPerSec, OnChip, Result};
 use xlens_xplane::Picos;
-
-use crate::error::{Error, Result};
-use crate::units::{Bytes, BytesPerSec, Flops, FlopsPerByte, FlopsPerSec};
-
-/// An on-chip memory resource that can bound work (XProf's `bound_by` names beyond HBM).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OnChip {
-    /// TPU CMEM reads.
-    CmemRead,
-    /// TPU CMEM writes.
-    CmemWrite,
-    /// TPU VMEM reads.
-    VmemRead,
-    /// TPU VMEM writes.
-    VmemWrite,
-    /// GPU shared memory / L1 reads.
-    SramRead,
-    /// GPU shared memory / L1 writes.
-    SramWrite,
-}
-
-impl OnChip {
-    /// XProf's label: `"CMEM Read"`, `"CMEM Write"`, `"VMEM Read"`, `"VMEM Write"`,
-    /// `"Shm/L1 Read"`, `"Shm/L1 Write"`.
-    pub fn label(self) -> &'static str {
-        match self {
-            OnChip::CmemRead => "CMEM Read",
-            OnChip::CmemWrite => "CMEM Write",
-            OnChip::VmemRead => "VMEM Read",
-            OnChip::VmemWrite => "VMEM Write",
-            OnChip::SramRead => "Shm/L1 Read",
-            OnChip::SramWrite => "Shm/L1 Write",
-        }
-    }
-}
 
 /// What bounds a piece of work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -243,7 +209,7 @@ impl Roofline {
     /// efficiency = that largest utilisation.
     ///
     /// ```
-    /// use xlens_roofline::{Bound, Bytes, ChipSpec, Flops, Work};
+    /// use xlens_roofline::{Bound, Bytes, ChipSpec, ChipSpecRoofline, Flops, Work};
     /// use xlens_xplane::Picos;
     /// let v5e = ChipSpec::by_name("v5e")?.roofline();
     /// // 170 FLOP/B, running at 60% of HBM bandwidth for 1 ms.

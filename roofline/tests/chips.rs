@@ -3,8 +3,8 @@
 
 use xlens_roofline::chips::CATALOGUE;
 use xlens_roofline::{
-    Bound, Bytes, BytesPerSec, Chip, ChipSpec, Flops, FlopsPerByte, FlopsPerSec, OnChip, PeakSource, Roofline, Vendor,
-    Work,
+    Bound, Bytes, BytesPerSec, Chip, ChipSpec, ChipSpecRoofline, Flops, FlopsPerByte, FlopsPerSec, OnChip, PeakSource,
+    Roofline, Vendor, Work,
 };
 use xlens_xplane::names::stat::{self, capability as cap};
 use xlens_xplane::{BuildValue, Picos, Space, SpaceBuilder};

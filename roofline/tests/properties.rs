@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use xlens_roofline::chips::CATALOGUE;
 use xlens_roofline::{
-    Bound, Bytes, BytesPerSec, Flops, FlopsPerByte, FlopsPerSec, Roofline, Work, arithmetic_intensity,
+    Bound, Bytes, BytesPerSec, ChipSpecRoofline, Flops, FlopsPerByte, FlopsPerSec, Roofline, Work, arithmetic_intensity,
 };
 use xlens_xplane::Picos;
 

@@ -54,3 +54,8 @@ pub(crate) fn donated_aliases(
     }
     raw::HloInputOutputAliasProto { entries }
 }
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

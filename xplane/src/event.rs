@@ -430,6 +430,8 @@ impl<'a> EventIter<'a> {
 /// An event of the bare shape: a metadata id, an offset and a duration, and nothing else (no
 /// stats, no occurrences): most events of a TPU op line. Read in runs by
 /// [`ReleasingEvents::next_bare_run`].
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BareEvent {
     /// The event-metadata id.
@@ -466,6 +468,8 @@ impl<'a> EventIter<'a> {
     /// The next event, as [`Iterator::next`] gives it, and its stats that `stats` wants, read in
     /// the same pass over the event's bytes: on events with many stats (GPU kernels carry a
     /// dozen), a second walk of them costs about as much as the decode.
+    // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+    #[doc(hidden)]
     #[inline(always)]
     pub fn next_gathering<F: FnMut(StatMetadataId) -> bool>(
         &mut self,
@@ -622,6 +626,8 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> StatSink<'a> for Gathering<'_, 'a, F>
 /// assert_eq!(names, ["fusion.1"]);
 /// # Ok::<(), xlens_xplane::Error>(())
 /// ```
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub struct GatheredStats<'a, F> {
     wanted: F,
     stats: Vec<Stat<'a>>,
@@ -711,6 +717,8 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> GatheredStats<'a, F> {
 /// assert_eq!(line.events_releasing(plane).count(), line.events(plane).count());
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 #[derive(Debug)]
 pub struct ReleasingEvents<'a> {
     inner: EventIter<'a>,
@@ -1300,6 +1308,8 @@ impl Line {
 
     /// Like [`Line::events`], for a pass that reads the line once: the file pages behind the walk
     /// are released as it goes (see [`crate::ReleasingEvents`]).
+    // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+    #[doc(hidden)]
     pub fn events_releasing<'a>(&'a self, plane: &'a Plane) -> crate::ReleasingEvents<'a> {
         crate::ReleasingEvents::new(self.events(plane), self.body())
     }
@@ -1351,6 +1361,8 @@ impl Line {
 
     /// [`Line::event_parts`], each run releasing the file pages behind it as it goes (see
     /// [`crate::ReleasingEvents`]).
+    // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+    #[doc(hidden)]
     pub fn event_parts_releasing<'a>(&'a self, plane: &'a Plane, parts: usize) -> Vec<crate::ReleasingEvents<'a>> {
         self.event_parts(plane, parts)
             .into_iter()
@@ -1389,6 +1401,8 @@ impl Line {
 
 /// The fewest bytes of a run of [`Line::event_parts`]: cutting smaller lines costs more than
 /// walking them on one thread.
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub const PART_MIN_BYTES: usize = 1 << 20;
 
 impl Plane {

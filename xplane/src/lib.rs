@@ -40,6 +40,7 @@
 //! }
 //! Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod builder;
@@ -52,6 +53,8 @@ mod inventory;
 pub mod limits;
 pub mod names;
 mod plane;
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub mod queue;
 #[cfg(feature = "raw")]
 pub mod raw;
@@ -64,6 +67,8 @@ mod space;
 pub mod stores;
 mod time_index;
 mod validate;
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub mod wire;
 
 #[cfg(feature = "frames")]
@@ -84,3 +89,8 @@ pub use session::{
 pub use space::{Space, WalkMeter};
 pub use time_index::{EventsWhere, IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
 pub use validate::validate;
+
+// The README's example, run as a doctest so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -56,6 +56,8 @@ pub struct Space {
 /// assert_eq!(meter.bytes(), once, "a second walk is not counted again");
 /// Ok::<(), xlens_xplane::Error>(())
 /// ```
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 #[derive(Clone, Debug, Default)]
 pub struct WalkMeter(std::sync::Arc<std::sync::atomic::AtomicU64>);
 
@@ -188,6 +190,8 @@ impl Space {
     }
 
     /// A handle on the count of event bytes walked so far (see [`WalkMeter`]).
+    // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+    #[doc(hidden)]
     pub fn walk_meter(&self) -> WalkMeter {
         self.meter.clone()
     }

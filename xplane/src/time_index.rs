@@ -15,6 +15,8 @@ use crate::{Line, MetadataMask, Picos, Plane};
 
 /// Events per block of a line's index: a skip decodes at most this many events before the one
 /// it looks for.
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub const TIME_INDEX_BLOCK_EVENTS: usize = 256;
 
 /// Where one block of events starts.
@@ -182,6 +184,8 @@ struct Runs {
 /// [`Line::event_parts`] yields them, indexed by start on the way. When every run of the line has
 /// been walked to its end, the line's time index is kept for later skips
 /// ([`crate::EventIter::skip_to`]) without a walk of its own.
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
 pub struct IndexingEvents<'a> {
     recording: Recording<'a>,
     runs: std::sync::Arc<Runs>,
@@ -261,6 +265,8 @@ impl Line {
     /// assert!(events.count() <= 1_000 + TIME_INDEX_BLOCK_EVENTS);
     /// # Ok::<(), xlens_xplane::Error>(())
     /// ```
+    // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+    #[doc(hidden)]
     pub fn event_parts_indexing<'a>(&'a self, plane: &'a Plane, parts: usize) -> Vec<IndexingEvents<'a>> {
         let parts = self.event_parts(plane, parts);
         let runs = std::sync::Arc::new(Runs { parts: std::sync::Mutex::new(vec![None; parts.len()]) });

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
-use xlens_roofline::{ChipSpec, FlopsPerByte};
+use xlens_roofline::{ChipSpec, ChipSpecRoofline, FlopsPerByte};
 
 /// A ridge point rounded to 0.1 FLOP/byte, as printed.
 fn ridge(c: &ChipSpec) -> f64 {

@@ -6,11 +6,11 @@
 //! NVLink, Infinity Fabric). TPU fp32 peaks are left out: TPUs run f32 matmuls as several bf16
 //! passes and publish no f32 peak.
 //!
-//! Profiles win over this table: [`crate::Chip::from_device_plane`] uses the plane's capability
-//! stats when present.
+//! Profiles win over this table: `xlens_roofline::Chip::from_device_plane` uses the plane's
+//! capability stats when present.
 //!
 //! ```
-//! use xlens_roofline::chips::CATALOGUE;
+//! use xlens_chips::catalogue::CATALOGUE;
 //! let ids: Vec<_> = CATALOGUE.iter().map(|c| c.id).collect();
 //! assert_eq!(ids, ["v4", "v5e", "v5p", "v6e", "v7", "a100", "h100", "h200", "b200", "mi300x"]);
 //! ```

@@ -1,8 +1,42 @@
-//! What the chip catalogue records about a chip: its vendor, memories and peaks (the catalogue
-//! itself is `chips.rs`; `chip.rs` finds chips and reads peaks from profiles).
+//! What the chip catalogue records about a chip: its vendor, memories and peaks, and how a chip is
+//! found by name (the catalogue itself is `catalogue.rs`; `xlens-roofline` reads peaks from
+//! profiles).
 
-use crate::model::OnChip;
-use crate::units::{Bytes, BytesPerSec, FlopsPerSec};
+use crate::catalogue::CATALOGUE;
+use crate::error::{Error, ErrorKind, Result};
+use crate::units::{Bytes, BytesPerSec, FlopsPerByte, FlopsPerSec};
+
+/// An on-chip memory resource that can bound work (XProf's `bound_by` names beyond HBM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OnChip {
+    /// TPU CMEM reads.
+    CmemRead,
+    /// TPU CMEM writes.
+    CmemWrite,
+    /// TPU VMEM reads.
+    VmemRead,
+    /// TPU VMEM writes.
+    VmemWrite,
+    /// GPU shared memory / L1 reads.
+    SramRead,
+    /// GPU shared memory / L1 writes.
+    SramWrite,
+}
+
+impl OnChip {
+    /// XProf's label: `"CMEM Read"`, `"CMEM Write"`, `"VMEM Read"`, `"VMEM Write"`,
+    /// `"Shm/L1 Read"`, `"Shm/L1 Write"`.
+    pub fn label(self) -> &'static str {
+        match self {
+            OnChip::CmemRead => "CMEM Read",
+            OnChip::CmemWrite => "CMEM Write",
+            OnChip::VmemRead => "VMEM Read",
+            OnChip::VmemWrite => "VMEM Write",
+            OnChip::SramRead => "Shm/L1 Read",
+            OnChip::SramWrite => "Shm/L1 Write",
+        }
+    }
+}
 
 /// Who makes a chip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,7 +116,7 @@ pub struct OnChipMemory {
     pub write_bandwidth: Option<BytesPerSec>,
 }
 
-/// Public datasheet figures of one chip; the catalogue ([`crate::chips::CATALOGUE`]) holds one
+/// Public datasheet figures of one chip; the catalogue ([`crate::catalogue::CATALOGUE`]) holds one
 /// per supported chip, each with its source.
 ///
 /// Rates are **dense** (no structured sparsity) and **per chip**. Bandwidths are decimal
@@ -126,4 +160,79 @@ pub struct ChipSpec {
     pub dcn_bandwidth: Option<BytesPerSec>,
     /// Where the figures come from.
     pub source: &'static str,
+}
+
+impl ChipSpec {
+    /// Finds a chip by id, name or alias, case-insensitively and ignoring spaces, `-` and `_`;
+    /// a trailing `-<chips>` count as in accelerator types (`v5litepod-16`, `v5p-128`) is ignored.
+    ///
+    /// ```
+    /// use xlens_chips::ChipSpec;
+    /// assert_eq!(ChipSpec::by_name("TPU v5 Lite")?.id, "v5e");
+    /// assert_eq!(ChipSpec::by_name("v5litepod-16")?.id, "v5e");
+    /// assert_eq!(ChipSpec::by_name("NVIDIA H100 80GB HBM3")?.id, "h100");
+    /// assert!(ChipSpec::by_name("TPU v9").unwrap_err().is_unknown_chip());
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn by_name(name: &str) -> Result<&'static ChipSpec> {
+        ChipSpec::lookup(name).ok_or_else(|| {
+            Error::new(ErrorKind::UnknownChip {
+                name: name.to_owned(),
+                known: CATALOGUE.iter().map(|c| c.id).collect::<Vec<_>>().join(", "),
+            })
+        })
+    }
+
+    /// Like [`by_name`](Self::by_name), `None` when unknown.
+    pub fn lookup(name: &str) -> Option<&'static ChipSpec> {
+        let key = normalize(name);
+        if key.is_empty() {
+            return None;
+        }
+        let find = |key: &str| {
+            CATALOGUE.iter().find(|c| {
+                normalize(c.id) == key || normalize(c.name) == key || c.aliases.iter().any(|a| normalize(a) == key)
+            })
+        };
+        if let Some(c) = find(&key) {
+            return Some(c);
+        }
+        // Accelerator types end in a chip or core count: `v5p-128`, `v5litepod-16`.
+        let trimmed = name.trim();
+        let (head, tail) = trimmed.rsplit_once('-')?;
+        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) { find(&normalize(head)) } else { None }
+    }
+
+    /// The chip's ridge point at bf16 peak: peak FLOP/s ÷ HBM bytes/s.
+    ///
+    /// ```
+    /// use xlens_chips::ChipSpec;
+    /// let v5e = ChipSpec::by_name("v5e")?;
+    /// assert!((v5e.ridge_bf16().get() - 240.54).abs() < 0.01); // 197e12 / 819e9
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ridge_bf16(&self) -> FlopsPerByte {
+        FlopsPerByte(self.peak_bf16.per_s() / self.hbm_bandwidth.bytes_per_s())
+    }
+
+    /// The on-chip memory of this kind, if listed.
+    pub fn on_chip_memory(&self, kind: MemoryKind) -> Option<&OnChipMemory> {
+        self.on_chip.iter().find(|m| m.kind == kind)
+    }
+}
+
+/// Lower-case, without spaces, `-`, `_` or `.`.
+fn normalize(name: &str) -> String {
+    name.chars().filter(|c| !matches!(c, ' ' | '-' | '_' | '.')).flat_map(char::to_lowercase).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_ignores_case_and_separators() {
+        assert_eq!(normalize("TPU v5 Lite"), "tpuv5lite");
+        assert_eq!(normalize("A100-SXM4_80GB"), "a100sxm480gb");
+    }
 }

@@ -1,4 +1,5 @@
-//! The crate's error type.
+//! The error type shared by this crate and `xlens-roofline` (which re-exports it): one type, so
+//! a chip lookup and a roofline analysis fail alike.
 
 use std::fmt;
 
@@ -35,18 +36,24 @@ pub enum ErrorKind {
     Frame(String),
 }
 
-/// An error from this crate: an unknown chip, missing peaks or an invalid rate.
+/// An error from the chip catalogue or the roofline crate: an unknown chip, missing peaks or an
+/// invalid rate.
 #[derive(Clone, PartialEq)]
 pub struct Error(Box<ErrorKind>);
 
 impl Error {
+    /// An error of this kind. For the workspace's crates (`xlens-roofline` builds its errors
+    /// with it), not a stable API.
+    #[doc(hidden)]
     #[cold]
-    pub(crate) fn new(kind: ErrorKind) -> Self {
+    pub fn new(kind: ErrorKind) -> Self {
         Error(Box::new(kind))
     }
 
+    /// A [`ErrorKind::NotPositive`] error. For the workspace's crates, not a stable API.
+    #[doc(hidden)]
     #[cold]
-    pub(crate) fn not_positive(what: &'static str, value: f64) -> Self {
+    pub fn not_positive(what: &'static str, value: f64) -> Self {
         Error::new(ErrorKind::NotPositive { what, value })
     }
 

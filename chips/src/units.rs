@@ -8,7 +8,7 @@
 //! capacities with [`Bytes::from_gib`].
 //!
 //! ```
-//! use xlens_roofline::{Bytes, BytesPerSec, FlopsPerSec};
+//! use xlens_chips::{Bytes, BytesPerSec, FlopsPerSec};
 //! let bw = BytesPerSec::from_gb_per_s(819.0);
 //! assert_eq!(bw.bytes_per_s(), 819e9);
 //! assert!((bw.gib_per_s() - 762.75).abs() < 0.01);
