@@ -11,8 +11,8 @@ use xlens::faults::diff::{DiffConfig, Verdict, diff};
 use xlens::faults::{Report, ScanConfig, render, scan_session};
 
 fn report(rel: &str) -> Report {
-    let source = xlens::xplane::discover(&common::root().join(rel)).unwrap();
-    scan_session(&source, &ScanConfig::default(), &|_, _| {}).unwrap()
+    let source = xlens_testkit::discover(&common::root().join(rel));
+    scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &|_, _| {}).unwrap()
 }
 
 fn ids(list: &[xlens::faults::Finding]) -> Vec<&str> {

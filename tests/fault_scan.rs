@@ -8,10 +8,9 @@ use common::*;
 use std::path::Path;
 
 use xlens::faults::{Profile, Report, ScanConfig, render, scan};
-use xlens::xplane::Session;
 
 fn report(dir: &Path) -> Report {
-    let session = Session::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let session = xlens_testkit::open_session(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     scan(&Profile::from_session(session), &ScanConfig::default())
 }
 

@@ -16,7 +16,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use xlens::faults::{Profile, Report, ScanConfig, StepSeries, render, scan};
-use xlens::xplane::Session;
 
 /// Desktop and phone widths (CSS px).
 const WIDTHS: [u32; 2] = [1400, 420];
@@ -212,7 +211,7 @@ fn file_url(path: &Path) -> String {
 
 fn report(rel: &str) -> Report {
     let dir = root().join(rel);
-    let session = Session::open(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     scan(&Profile::from_session(session), &ScanConfig::default())
 }
 

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use xlens::faults::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
 use xlens::faults::frame::Dataset;
 use xlens::faults::{Report, ScanConfig, StepRange, scan_session};
-use xlens::xplane::discover;
+use xlens::source::{Location, discover};
 
 /// What to compare and what to write.
 pub(crate) struct DiffArgs {
@@ -47,9 +47,9 @@ fn report_of(path: &Path, steps: Option<StepRange>) -> anyhow::Result<Report> {
         }
         return Ok(report);
     }
-    let source = discover(path).with_context(|| format!("opening {}", path.display()))?;
+    let run = discover(&Location::from(path)).with_context(|| format!("opening {}", path.display()))?;
     let config = ScanConfig { steps, ..ScanConfig::default() };
-    Ok(scan_session(&source, &config, &|_, _| {})?)
+    Ok(scan_session(run.run, &run.hosts, &config, &|_, _| {})?)
 }
 
 /// Compares, writes every output asked for, prints the diff. `Ok(true)` when
