@@ -52,7 +52,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function(&name, |b| b.iter(|| black_box(module.hbm_memory_stats().expect("replays"))));
     group.finish();
 
-    let session = xlens_testkit::open_session(&Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(&trace))
+    let session = xlens_testkit::open_session(Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(&trace))
         .expect("opens");
     let space = session.hosts()[0].space();
     let mut group = c.benchmark_group("hlo_profile");

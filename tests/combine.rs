@@ -17,7 +17,7 @@ fn sessions() -> Vec<String> {
         .unwrap()
         .iter()
         .map(|p| p["profile"].as_str().unwrap().to_owned())
-        .filter(|rel| xlens_testkit::discover(&common::root().join("testdata").join(rel)).hosts.len() > 1)
+        .filter(|rel| xlens_testkit::discover(common::root().join("testdata").join(rel)).hosts.len() > 1)
         .collect()
 }
 
@@ -80,7 +80,7 @@ fn combining_host_records_equals_the_session_scan() {
 #[test]
 fn records_round_trip_exactly() {
     for rel in sessions() {
-        let source = xlens_testkit::discover(&common::root().join("testdata").join(&rel));
+        let source = xlens_testkit::discover(common::root().join("testdata").join(&rel));
         for h in &source.hosts {
             let outcome = scan_host(&HostProfile::new(h.host.clone(), h.open().unwrap()), &ScanConfig::default());
             let back: HostOutcome = serde_json::from_str(&serde_json::to_string(&outcome).unwrap()).unwrap();
@@ -108,7 +108,7 @@ fn an_observer_may_keep_the_hosts_it_is_handed() {
         }
     }
     for rel in sessions() {
-        let source = xlens_testkit::discover(&common::root().join("testdata").join(&rel));
+        let source = xlens_testkit::discover(common::root().join("testdata").join(&rel));
         let keep = Keep { finished: Default::default(), kept: Default::default() };
         let report = scan_session_observed(source.run.clone(), &source.hosts, &ScanConfig::default(), &keep).unwrap();
         assert_eq!(

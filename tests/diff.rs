@@ -11,7 +11,7 @@ use xlens::faults::diff::{DiffConfig, Verdict, diff};
 use xlens::faults::{Report, ScanConfig, render, scan_session};
 
 fn report(rel: &str) -> Report {
-    let source = xlens_testkit::discover(&common::root().join(rel));
+    let source = xlens_testkit::discover(common::root().join(rel));
     scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &|_, _| {}).unwrap()
 }
 

@@ -199,7 +199,7 @@ fn the_v6e_host_offload_capture_is_a_p0_exposed_async_copy() {
 fn kernel_stats_equal_xprof() {
     let h200 = H200.iter().filter(|h| h.3 != Xprof::Equal).map(|h| h.0);
     for name in all().chain(h200).filter(|n| !n.starts_with("tpu")) {
-        let session = xlens_testkit::open_session(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let stats = KernelStats::read(session.hosts()[0].space()).unwrap();
         let x = xprof(name, "get_kernel_stats");
         let by_name = stats.by_name();
@@ -235,7 +235,7 @@ fn kernel_stats_equal_xprof() {
 #[test]
 fn gpu_op_profile_equals_xprof() {
     for name in all().filter(|n| n.starts_with("amd") || n.starts_with("gpu")) {
-        let session = xlens_testkit::open_session(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         let profile = host.op_profile().unwrap();
@@ -307,7 +307,7 @@ fn gpu_fault_signatures_are_found_and_clean_twins_stay_clean() {
 fn program_roofline_records_equal_xprof() {
     const GIB: f64 = (1u64 << 30) as f64;
     for name in all() {
-        let session = xlens_testkit::open_session(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         let profile = host.op_profile().unwrap();
@@ -384,7 +384,7 @@ fn h200_stepless_inference_is_cut_into_its_forward_calls() {
 #[test]
 fn kernels_of_cuda_graphs_are_named_by_their_instructions() {
     for (name, _, _, _) in H200.iter().filter(|h| h.3 == Xprof::Graphs) {
-        let session = xlens_testkit::open_session(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         assert!(host.host_ops().has_graph_kernels(), "{name}");
@@ -412,7 +412,7 @@ fn kernels_of_cuda_graphs_are_named_by_their_instructions() {
         assert!(priced > 0, "{name}: no instruction-named op is priced");
     }
     // cuBLAS kernels are named by their GEMM custom calls where the schedule pins them.
-    let session = xlens_testkit::open_session(&dir("h200_train_bf16")).unwrap();
+    let session = xlens_testkit::open_session(dir("h200_train_bf16")).unwrap();
     let host = session.into_hosts().into_iter().next().unwrap();
     let host = HostProfile::new(host.name().to_owned(), host.into_space());
     let profile = host.op_profile().unwrap();
@@ -437,7 +437,7 @@ fn cuda_graph_kernels_are_attributed_as_xprof_attributes_the_same_program_withou
     // One program, traced twice in one session: with CUDA graphs (XLA's default) and without
     // (every kernel named by its instruction, which XProf and xlens read alike).
     let ops = |name: &str| {
-        let session = xlens_testkit::open_session(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         host.op_profile().unwrap().clone()
@@ -505,7 +505,7 @@ fn cublas_gemms_are_priced_as_xprof_prices_them() {
         }
     }
     assert!(gemms.len() > 50, "{}", gemms.len());
-    let session = xlens_testkit::open_session(&dir(name)).unwrap();
+    let session = xlens_testkit::open_session(dir(name)).unwrap();
     let host = session.into_hosts().into_iter().next().unwrap();
     let host = HostProfile::new(host.name().to_owned(), host.into_space());
     let profile = host.op_profile().unwrap();

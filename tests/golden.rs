@@ -45,7 +45,7 @@ fn output_is_identical_from_run_to_run() {
 #[test]
 fn kernel_stats_outputs() {
     use xlens::render::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
-    let session = xlens_testkit::open_session(&root().join("testdata/field/amd_te_fused_attn")).unwrap();
+    let session = xlens_testkit::open_session(root().join("testdata/field/amd_te_fused_attn")).unwrap();
     let hosts: Vec<HostKernelStats> = session
         .hosts()
         .iter()

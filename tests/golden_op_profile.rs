@@ -7,7 +7,7 @@ use common::*;
 use xlens::render::op_profile::{analyze, op_profile_json, op_profile_session_json, op_profile_text};
 
 fn analysis(rel: &str) -> xlens::render::op_profile::HostOpProfile {
-    let session = xlens_testkit::open_session(&root().join(rel)).unwrap();
+    let session = xlens_testkit::open_session(root().join(rel)).unwrap();
     let host = &session.hosts()[0];
     analyze(host.name(), host.space()).unwrap()
 }
@@ -62,7 +62,7 @@ fn a_session_is_one_document_naming_its_hosts() {
     for (rel, expected) in
         [("testdata/tpu/tpu_straggler_host", &["host0", "host1"][..]), ("testdata/corpus/clean", &["vm"])]
     {
-        let session = xlens_testkit::open_session(&root().join(rel)).unwrap();
+        let session = xlens_testkit::open_session(root().join(rel)).unwrap();
         let hosts: Vec<_> = session.hosts().iter().map(|h| analyze(h.name(), h.space()).unwrap()).collect();
         let doc = op_profile_session_json(&hosts);
         let names: Vec<&str> = doc["hosts"].as_array().unwrap().iter().map(|h| h["host"].as_str().unwrap()).collect();

@@ -525,7 +525,7 @@ mod tests {
     }
 
     fn open(dir: &str) -> Space {
-        let mut hosts = xlens_testkit::open_session(&testdata(dir)).unwrap().into_hosts();
+        let mut hosts = xlens_testkit::open_session(testdata(dir)).unwrap().into_hosts();
         hosts.remove(0).into_space()
     }
 

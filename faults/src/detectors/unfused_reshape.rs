@@ -273,7 +273,7 @@ mod tests {
     fn with_threshold(dir: &str, pct: f64) -> Vec<Finding> {
         let mut config = ScanConfig::only("unfused_reshape");
         config.thresholds.unfused_reshape.min_pct_of_step = pct;
-        let profile = Profile::from_session(xlens_testkit::open_session(&testdata(dir)).unwrap());
+        let profile = Profile::from_session(xlens_testkit::open_session(testdata(dir)).unwrap());
         let report = scan(&profile, &config);
         assert!(report.skipped.is_empty(), "{report:#?}");
         report.findings
