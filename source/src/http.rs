@@ -29,7 +29,7 @@ impl Source for Http {
         at(location, discover_url(&location.to_string()))
     }
 
-    /// The whole file, read in ranged GETs ([`fetch`]).
+    /// The whole file, read in ranged GETs of [`CHUNK_BYTES`] ([`fetch_chunked`]).
     fn open(&self, location: &Location) -> crate::Result<Bytes> {
         at(location, fetch(&location.to_string()))
     }
