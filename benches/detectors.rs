@@ -14,7 +14,7 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use xlens::faults::{DETECTORS, Detector, Findings, HostSummary, Profile, ScanConfig};
-use xlens::xplane::{Session, Space};
+use xlens::xplane::Space;
 use xlens_testkit::synth::{self, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec};
 
 /// Builds every shared analysis once, outside the timed loop, and the hosts' summaries that
@@ -44,7 +44,7 @@ fn run_detector(detector: &dyn Detector, profile: &Profile, summaries: &[HostSum
 
 fn real() -> Profile {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/recompilation");
-    Profile::from_session(Session::open(&dir).expect("corpus trace opens"))
+    Profile::from_session(xlens_testkit::open_session(&dir).expect("corpus trace opens"))
 }
 
 fn synthetic(mb: u64) -> Profile {

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use xlens::hlo::{HloProtoEntry, Module, hlo_protos, modules_from_space};
-use xlens::xplane::Session;
 
 /// The largest HLO proto among the committed profiles, with the trace it came from.
 fn largest() -> (String, HloProtoEntry) {
@@ -20,7 +19,7 @@ fn largest() -> (String, HloProtoEntry) {
             if !path.join("vm.xplane.pb").is_file() {
                 continue;
             }
-            let session = Session::open(&path).expect("profile opens");
+            let session = xlens_testkit::open_session(&path).expect("profile opens");
             let (entries, _) = hlo_protos(session.hosts()[0].space());
             for e in entries {
                 if best.as_ref().is_none_or(|(_, b)| e.bytes.len() > b.bytes.len()) {
@@ -53,7 +52,8 @@ fn bench(c: &mut Criterion) {
     group.bench_function(&name, |b| b.iter(|| black_box(module.hbm_memory_stats().expect("replays"))));
     group.finish();
 
-    let session = Session::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(&trace)).expect("opens");
+    let session = xlens_testkit::open_session(Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(&trace))
+        .expect("opens");
     let space = session.hosts()[0].space();
     let mut group = c.benchmark_group("hlo_profile");
     group.sample_size(20);

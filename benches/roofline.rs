@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/recompilation");
-    let session = xlens::xplane::Session::open(&dir).expect("corpus trace");
+    let session = xlens_testkit::open_session(&dir).expect("corpus trace");
     let space = session.hosts()[0].space();
     let (modules, _) = xlens::hlo::modules_from_space(space);
     let steps = Steps::from_space(space).expect("steps");

@@ -5,6 +5,7 @@
 //! | module | crate | what |
 //! |---|---|---|
 //! | [`xplane`] | `xlens-xplane` | decoding XSpace (`*.xplane.pb`), sessions, frames, writer |
+//! | [`source`] | `xlens-source` | finding and opening profiles: paths, logdirs, HTTP(S), object stores |
 //! | [`hlo`] | `xlens-hlo` | the HLO module graph, shapes, costs |
 //! | [`roofline`] | `xlens-roofline` | chips, roofline, steps, op profile |
 //! | [`budget`] | `xlens-budget` | HBM planning, precision audits |
@@ -38,6 +39,7 @@ pub use xlens_faults as faults;
 pub use xlens_hlo as hlo;
 pub use xlens_report as report;
 pub use xlens_roofline as roofline;
+pub use xlens_source as source;
 pub use xlens_xplane as xplane;
 
 #[cfg(feature = "args")]

@@ -350,7 +350,7 @@ fn scan_selects_steps() {
     assert!(all["profile"].get("step_range").is_none(), "absent unless asked");
     let config =
         xlens::faults::ScanConfig { steps: Some(xlens::faults::StepRange { first: 3, last: 5 }), ..Default::default() };
-    let profile = xlens::faults::Profile::from_session(xlens::xplane::Session::open(&dir).unwrap());
+    let profile = xlens::faults::Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
     let report = xlens::faults::scan(&profile, &config);
     assert_eq!(xlens::report::render::json(&report) + "\n", stdout(&o), "scan(Profile) = the session scan");
     let o = xlens(&["scan", &path, "-q", "--steps", "100.."]);

@@ -18,11 +18,11 @@ fn sessions() -> Vec<String> {
         .unwrap()
         .iter()
         .map(|p| p["profile"].as_str().unwrap().to_owned())
-        .filter(|rel| xlens::xplane::discover(&common::root().join("testdata").join(rel)).unwrap().hosts.len() > 1)
+        .filter(|rel| xlens_testkit::discover(common::root().join("testdata").join(rel)).hosts.len() > 1)
         .collect()
 }
 
-fn combined(source: &xlens::xplane::SessionSource, config: &ScanConfig) -> xlens::faults::Report {
+fn combined(source: &xlens::source::Run, config: &ScanConfig) -> xlens::faults::Report {
     let records: Vec<String> = source
         .hosts
         .iter()
@@ -61,11 +61,11 @@ fn combining_host_records_equals_the_session_scan() {
     dirs.push(synthetic.clone());
     for dir in &dirs {
         let rel = dir.display();
-        let source = xlens::xplane::discover(dir).unwrap();
+        let source = xlens_testkit::discover(dir);
         for config in
             [ScanConfig::default(), ScanConfig { steps: Some(StepRange { first: 1, last: 3 }), ..Default::default() }]
         {
-            let whole = scan_session(&source, &config, &|_, _| {}).unwrap();
+            let whole = scan_session(source.run.clone(), &source.hosts, &config, &|_, _| {}).unwrap();
             let parts = combined(&source, &config);
             assert_eq!(render::json(&parts), render::json(&whole), "{rel}");
             assert_eq!(render::text(&parts), render::text(&whole), "{rel}");
@@ -81,7 +81,7 @@ fn combining_host_records_equals_the_session_scan() {
 #[test]
 fn records_round_trip_exactly() {
     for rel in sessions() {
-        let source = xlens::xplane::discover(&common::root().join("testdata").join(&rel)).unwrap();
+        let source = xlens_testkit::discover(common::root().join("testdata").join(&rel));
         for h in &source.hosts {
             let outcome = scan_host(&HostProfile::new(h.host.clone(), h.open().unwrap()), &ScanConfig::default());
             let back: HostOutcome = serde_json::from_str(&serde_json::to_string(&outcome).unwrap()).unwrap();
@@ -109,12 +109,12 @@ fn an_observer_may_keep_the_hosts_it_is_handed() {
         }
     }
     for rel in sessions() {
-        let source = xlens::xplane::discover(&common::root().join("testdata").join(&rel)).unwrap();
+        let source = xlens_testkit::discover(common::root().join("testdata").join(&rel));
         let keep = Keep { finished: Default::default(), kept: Default::default() };
-        let report = scan_session_observed(&source, &ScanConfig::default(), &keep).unwrap();
+        let report = scan_session_observed(source.run.clone(), &source.hosts, &ScanConfig::default(), &keep).unwrap();
         assert_eq!(
             render::json(&report),
-            render::json(&scan_session(&source, &ScanConfig::default(), &|_, _| {}).unwrap())
+            render::json(&scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &|_, _| {}).unwrap())
         );
         let mut kept: Vec<String> = keep.kept.lock().unwrap().iter().map(|h| h.name().to_owned()).collect();
         kept.sort();

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use xlens::faults::{ScanConfig, scan_session};
 use xlens::report::frame::Dataset;
-use xlens::xplane::discover;
 use xlens_testkit::synth;
 
 struct Counting;
@@ -55,14 +54,14 @@ fn session(dir: &Path, hosts: u32) {
 
 /// Scans `dir` writing every host's frames into `out` as they are scanned; the peak heap.
 fn peak_heap_of_scan(dir: &Path, out: &Path) -> usize {
-    let source = discover(dir).unwrap();
+    let source = xlens_testkit::discover(dir);
     let dataset = Dataset::new(out);
     let base = CURRENT.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     let visit = |host: &xlens::faults::HostProfile, outcome: &xlens::faults::HostOutcome| {
         dataset.write_host(host, &outcome.summary.skipped).unwrap();
     };
-    let report = scan_session(&source, &ScanConfig::default(), &visit).unwrap();
+    let report = scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &visit).unwrap();
     dataset.write_report(&report).unwrap();
     drop(report);
     PEAK.load(Ordering::Relaxed).saturating_sub(base)

@@ -7,7 +7,6 @@
 use std::fmt::Write as _;
 
 use xlens::faults::{DETECTORS, Finding, Profile, ScanConfig, scan};
-use xlens::xplane::Session;
 
 mod common;
 
@@ -94,7 +93,7 @@ fn detector_findings_match_their_snapshots() {
     let _guard = settings.bind_to_scope();
     for case in CASES {
         let dir = common::root().join("testdata").join(case.profile);
-        let session = Session::open(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let mut config = ScanConfig::only(case.detector);
         (case.tweak)(&mut config);
         let report = scan(&Profile::from_session(session), &config);

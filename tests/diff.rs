@@ -12,8 +12,8 @@ use xlens::report::diff::{DiffConfig, Verdict, diff};
 use xlens::report::render;
 
 fn report(rel: &str) -> Report {
-    let source = xlens::xplane::discover(&common::root().join(rel)).unwrap();
-    scan_session(&source, &ScanConfig::default(), &|_, _| {}).unwrap()
+    let source = xlens_testkit::discover(common::root().join(rel));
+    scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &|_, _| {}).unwrap()
 }
 
 fn ids(list: &[xlens::faults::Finding]) -> Vec<&str> {

@@ -9,10 +9,9 @@ use std::path::Path;
 
 use xlens::faults::{Profile, Report, ScanConfig, scan};
 use xlens::report::render;
-use xlens::xplane::Session;
 
 fn report(dir: &Path) -> Report {
-    let session = Session::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let session = xlens_testkit::open_session(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     scan(&Profile::from_session(session), &ScanConfig::default())
 }
 

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use xlens::faults::{HostProfile, Profile, Report, ScanConfig, Status, scan};
 use xlens::roofline::KernelStats;
-use xlens::xplane::Session;
 
 /// Every field capture.
 const CAPTURES: &[&str] = &[
@@ -112,7 +111,7 @@ fn pct(v: &Value) -> f64 {
 }
 
 fn report(path: &Path) -> Report {
-    scan(&Profile::from_session(Session::open(path).unwrap()), &ScanConfig::default())
+    scan(&Profile::from_session(xlens_testkit::open_session(path).unwrap()), &ScanConfig::default())
 }
 
 /// XProf prints percentages with two decimals: ours must round to the same value (±0.005).
@@ -200,7 +199,7 @@ fn the_v6e_host_offload_capture_is_a_p0_exposed_async_copy() {
 fn kernel_stats_equal_xprof() {
     let h200 = H200.iter().filter(|h| h.3 != Xprof::Equal).map(|h| h.0);
     for name in all().chain(h200).filter(|n| !n.starts_with("tpu")) {
-        let session = Session::open(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let stats = KernelStats::read(session.hosts()[0].space()).unwrap();
         let x = xprof(name, "get_kernel_stats");
         let by_name = stats.by_name();
@@ -236,7 +235,7 @@ fn kernel_stats_equal_xprof() {
 #[test]
 fn gpu_op_profile_equals_xprof() {
     for name in all().filter(|n| n.starts_with("amd") || n.starts_with("gpu")) {
-        let session = Session::open(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         let profile = host.op_profile().unwrap();
@@ -308,7 +307,7 @@ fn gpu_fault_signatures_are_found_and_clean_twins_stay_clean() {
 fn program_roofline_records_equal_xprof() {
     const GIB: f64 = (1u64 << 30) as f64;
     for name in all() {
-        let session = Session::open(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         let profile = host.op_profile().unwrap();
@@ -385,7 +384,7 @@ fn h200_stepless_inference_is_cut_into_its_forward_calls() {
 #[test]
 fn kernels_of_cuda_graphs_are_named_by_their_instructions() {
     for (name, _, _, _) in H200.iter().filter(|h| h.3 == Xprof::Graphs) {
-        let session = Session::open(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         assert!(host.host_ops().has_graph_kernels(), "{name}");
@@ -413,7 +412,7 @@ fn kernels_of_cuda_graphs_are_named_by_their_instructions() {
         assert!(priced > 0, "{name}: no instruction-named op is priced");
     }
     // cuBLAS kernels are named by their GEMM custom calls where the schedule pins them.
-    let session = Session::open(&dir("h200_train_bf16")).unwrap();
+    let session = xlens_testkit::open_session(dir("h200_train_bf16")).unwrap();
     let host = session.into_hosts().into_iter().next().unwrap();
     let host = HostProfile::new(host.name().to_owned(), host.into_space());
     let profile = host.op_profile().unwrap();
@@ -438,7 +437,7 @@ fn cuda_graph_kernels_are_attributed_as_xprof_attributes_the_same_program_withou
     // One program, traced twice in one session: with CUDA graphs (XLA's default) and without
     // (every kernel named by its instruction, which XProf and xlens read alike).
     let ops = |name: &str| {
-        let session = Session::open(&dir(name)).unwrap();
+        let session = xlens_testkit::open_session(dir(name)).unwrap();
         let host = session.into_hosts().into_iter().next().unwrap();
         let host = HostProfile::new(host.name().to_owned(), host.into_space());
         host.op_profile().unwrap().clone()
@@ -506,7 +505,7 @@ fn cublas_gemms_are_priced_as_xprof_prices_them() {
         }
     }
     assert!(gemms.len() > 50, "{}", gemms.len());
-    let session = Session::open(&dir(name)).unwrap();
+    let session = xlens_testkit::open_session(dir(name)).unwrap();
     let host = session.into_hosts().into_iter().next().unwrap();
     let host = HostProfile::new(host.name().to_owned(), host.into_space());
     let profile = host.op_profile().unwrap();

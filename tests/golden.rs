@@ -11,7 +11,7 @@ use xlens::report::tables::{HostInventory, inventory_json, inventory_text, summa
 use xlens::xplane::{Session, inventory, summarize};
 
 fn hosts(dir: &Path) -> (Session, Vec<HostInventory>) {
-    let session = Session::open(dir).unwrap();
+    let session = xlens_testkit::open_session(dir).unwrap();
     let hosts = session
         .hosts()
         .iter()
@@ -45,7 +45,7 @@ fn output_is_identical_from_run_to_run() {
 #[test]
 fn kernel_stats_outputs() {
     use xlens::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
-    let session = Session::open(&root().join("testdata/field/amd_te_fused_attn")).unwrap();
+    let session = xlens_testkit::open_session(root().join("testdata/field/amd_te_fused_attn")).unwrap();
     let hosts: Vec<HostKernelStats> = session
         .hosts()
         .iter()

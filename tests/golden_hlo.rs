@@ -8,10 +8,9 @@ use common::*;
 
 use xlens::hlo::{module_hosts, modules_from_session};
 use xlens::report::tables::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
-use xlens::xplane::Session;
 
 fn modules(trace: &str) -> (Vec<xlens::hlo::Module>, ModuleHosts) {
-    let session = Session::open(&root().join("testdata").join(trace)).unwrap();
+    let session = xlens_testkit::open_session(root().join("testdata").join(trace)).unwrap();
     let (modules, warnings) = modules_from_session(&session);
     assert!(warnings.is_empty(), "{warnings:?}");
     (modules, module_hosts(&session))

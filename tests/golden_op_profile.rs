@@ -5,10 +5,9 @@ mod common;
 use common::*;
 
 use xlens::report::tables::op_profile::{analyze, op_profile_json, op_profile_session_json, op_profile_text};
-use xlens::xplane::Session;
 
 fn analysis(rel: &str) -> xlens::report::tables::op_profile::HostOpProfile {
-    let session = Session::open(&root().join(rel)).unwrap();
+    let session = xlens_testkit::open_session(root().join(rel)).unwrap();
     let host = &session.hosts()[0];
     analyze(host.name(), host.space()).unwrap()
 }
@@ -63,7 +62,7 @@ fn a_session_is_one_document_naming_its_hosts() {
     for (rel, expected) in
         [("testdata/tpu/tpu_straggler_host", &["host0", "host1"][..]), ("testdata/corpus/clean", &["vm"])]
     {
-        let session = Session::open(&root().join(rel)).unwrap();
+        let session = xlens_testkit::open_session(root().join(rel)).unwrap();
         let hosts: Vec<_> = session.hosts().iter().map(|h| analyze(h.name(), h.space()).unwrap()).collect();
         let doc = op_profile_session_json(&hosts);
         let names: Vec<&str> = doc["hosts"].as_array().unwrap().iter().map(|h| h["host"].as_str().unwrap()).collect();

@@ -123,7 +123,7 @@ fn files_arrive_in_ranged_chunks_and_errors_are_clear() {
     let rel = "plugins/profile/2026_12_03_10_00_00/host0.xplane.pb";
     let local = std::fs::read(dir.join(rel)).unwrap();
     let before = ranged.load(Ordering::Relaxed);
-    let bytes = xlens::xplane::remote::fetch_chunked(&format!("{base}/{rel}"), 64 << 10).unwrap();
+    let bytes = xlens::source::http::fetch_chunked(&format!("{base}/{rel}"), 64 << 10).unwrap();
     assert_eq!(&bytes[..], &local[..]);
     let chunks = ranged.load(Ordering::Relaxed) - before;
     assert_eq!(chunks as u64, (local.len() as u64).div_ceil(64 << 10), "one request per 64 KiB");

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use xlens::faults::{Profile, Report, ScanConfig, StepSeries, scan};
 use xlens::report::render;
-use xlens::xplane::Session;
 
 /// Desktop and phone widths (CSS px).
 const WIDTHS: [u32; 2] = [1400, 420];
@@ -213,7 +212,7 @@ fn file_url(path: &Path) -> String {
 
 fn report(rel: &str) -> Report {
     let dir = root().join(rel);
-    let session = Session::open(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     scan(&Profile::from_session(session), &ScanConfig::default())
 }
 

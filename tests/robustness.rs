@@ -9,7 +9,7 @@ use std::process::Command;
 use common::*;
 use xlens::faults::{HostProfile, Profile, ScanConfig, Scope, Status, scan};
 use xlens::report::render;
-use xlens::xplane::{Session, Space};
+use xlens::xplane::Space;
 use xlens_testkit::synth::{self, Item, OpSpec, Program, SynthSpec};
 
 /// The `fault_scan` example `cargo test` built beside the test binaries.
@@ -210,7 +210,7 @@ fn errors_found_after_the_parse_name_their_file() {
     let dir = scratch("lazy-errors");
     std::fs::write(dir.join("good.xplane.pb"), &bytes).unwrap();
     std::fs::write(dir.join("damaged.xplane.pb"), &damaged).unwrap();
-    let source = xlens::xplane::discover(&dir).unwrap();
+    let source = xlens_testkit::discover(&dir);
     let space = source.hosts.iter().find(|h| h.host == "damaged").unwrap().open().unwrap();
     let error = full_decode(&space).unwrap();
     assert!(error.contains(&dir.join("damaged.xplane.pb").display().to_string()), "{error}");
@@ -234,7 +234,7 @@ fn every_host_gets_its_own_partition() {
     for n in names {
         std::fs::write(dir.join(format!("{n}.xplane.pb")), &bytes).unwrap();
     }
-    let profile = Profile::from_session(Session::open(&dir).unwrap());
+    let profile = Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
     let report = scan(&profile, &ScanConfig::default());
     let mut hosts: Vec<&str> = report.profile.hosts.iter().map(String::as_str).collect();
     hosts.sort_unstable();
@@ -276,7 +276,7 @@ fn hosts_with_long_encoded_names_keep_their_frames() {
     for n in &names {
         std::fs::write(dir.join(format!("{n}.xplane.pb")), &bytes).unwrap();
     }
-    let profile = Profile::from_session(Session::open(&dir).unwrap());
+    let profile = Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
     let report = scan(&profile, &ScanConfig::default());
     assert_eq!(report.profile.hosts.len(), 3);
     let out = dir.join("frames");

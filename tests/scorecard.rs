@@ -13,7 +13,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use xlens::faults::{DETECTORS, Profile, ScanConfig, Severity, Status, scan};
-use xlens::xplane::Session;
 
 /// One labelled profile.
 struct Label {
@@ -116,7 +115,7 @@ fn scorecard(scores: &BTreeMap<&str, Score>, labels: &[Label]) -> String {
 
 /// The ids a scan reports at P0/P1 and at any severity, and its verdict.
 fn scanned(dir: &Path) -> (BTreeSet<String>, BTreeSet<String>, Status) {
-    let report = scan(&Profile::from_session(Session::open(dir).unwrap()), &ScanConfig::default());
+    let report = scan(&Profile::from_session(xlens_testkit::open_session(dir).unwrap()), &ScanConfig::default());
     let serious = report.findings.iter().filter(|f| f.severity <= Severity::P1).map(|f| f.id.clone()).collect();
     let all = report.findings.iter().map(|f| f.id.clone()).collect();
     (serious, all, report.status)

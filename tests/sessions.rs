@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use xlens::faults::{Profile, SESSION_HOST, ScanConfig, Scope, scan, scan_session};
 use xlens::report::render;
-use xlens::xplane::{Session, discover};
 use xlens_testkit::synth;
 
 /// Writes a 4-host TPU session in which host `host0002` runs 40 % slower (a host straggler).
@@ -30,13 +29,13 @@ fn session_dir(name: &str) -> PathBuf {
 #[test]
 fn parallel_streamed_and_serial_scans_agree() {
     let dir = session_dir("agree");
-    let source = discover(&dir).unwrap();
+    let source = xlens_testkit::discover(&dir);
     assert_eq!(source.hosts.len(), 4);
     let config = ScanConfig::default();
-    let streamed = scan_session(&source, &config, &|_, _| {}).unwrap();
+    let streamed = scan_session(source.run.clone(), &source.hosts, &config, &|_, _| {}).unwrap();
     let serial_pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-    let serial = serial_pool.install(|| scan_session(&source, &config, &|_, _| {}).unwrap());
-    let held = scan(&Profile::from_session(Session::open(&dir).unwrap()), &config);
+    let serial = serial_pool.install(|| scan_session(source.run.clone(), &source.hosts, &config, &|_, _| {}).unwrap());
+    let held = scan(&Profile::from_session(xlens_testkit::open_session(&dir).unwrap()), &config);
     assert_eq!(render::json(&streamed), render::json(&serial));
     assert_eq!(render::json(&streamed), render::json(&held));
     assert_eq!(render::text(&streamed), render::text(&serial));
@@ -53,10 +52,12 @@ fn parallel_streamed_and_serial_scans_agree() {
 #[test]
 fn every_host_is_visited_once() {
     let dir = session_dir("visit");
-    let source = discover(&dir).unwrap();
+    let source = xlens_testkit::discover(&dir);
     let seen = std::sync::Mutex::new(Vec::new());
-    scan_session(&source, &ScanConfig::default(), &|host, _| seen.lock().unwrap().push(host.name().to_owned()))
-        .unwrap();
+    scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &|host, _| {
+        seen.lock().unwrap().push(host.name().to_owned())
+    })
+    .unwrap();
     let mut seen = seen.into_inner().unwrap();
     seen.sort();
     assert_eq!(seen, ["host0000", "host0001", "host0002", "host0003"]);
@@ -106,15 +107,15 @@ fn parquet_partitions_form_one_table_per_kind() {
     let dir = session_dir("parquet");
     let streamed_dir = dir.join("frames-streamed");
     let held_dir = dir.join("frames-held");
-    let source = discover(&dir).unwrap();
+    let source = xlens_testkit::discover(&dir);
     let config = ScanConfig::default();
     let dataset = Dataset::new(&streamed_dir);
-    let streamed = scan_session(&source, &config, &|host, outcome| {
+    let streamed = scan_session(source.run.clone(), &source.hosts, &config, &|host, outcome| {
         dataset.write_host(host, &outcome.summary.skipped).unwrap();
     })
     .unwrap();
     dataset.write_report(&streamed).unwrap();
-    let profile = Profile::from_session(Session::open(&dir).unwrap());
+    let profile = Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
     let held = scan(&profile, &config);
     write_parquet(&profile, &held, &held_dir).unwrap();
 
@@ -193,7 +194,8 @@ fn two_host_sessions_equal_xprofs_overview() {
     let num = |v: &serde_json::Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
     for name in ["tpu_straggler_host", "tpu_two_hosts_clean"] {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/tpu").join(name);
-        let r = scan_session(&discover(&dir).unwrap(), &ScanConfig::default(), &|_, _| {}).unwrap();
+        let run = xlens_testkit::discover(&dir);
+        let r = scan_session(run.run, &run.hosts, &ScanConfig::default(), &|_, _| {}).unwrap();
         let doc: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("xprof/get_overview.json")).unwrap()).unwrap();
         let p = &doc["output"]["performance_summary"];
@@ -227,7 +229,7 @@ fn one_host_scans_write_only_their_own_partitions() {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/clean");
     let out = std::env::temp_dir().join(format!("xlens-one-host-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let profile = Profile::from_session(Session::open(&src).unwrap());
+    let profile = Profile::from_session(xlens_testkit::open_session(&src).unwrap());
     let report = scan(&profile, &ScanConfig::default());
     write_parquet(&profile, &report, &out).unwrap();
     for (table, parts) in partitions(&out) {
@@ -249,7 +251,8 @@ fn a_fault_on_several_hosts_is_one_finding_listing_them() {
         let spec = synth::SynthSpec { seed: 7 + u64::from(h), ..synth::fixture("tpu_basic").unwrap() };
         std::fs::write(run.join(format!("host{h}.xplane.pb")), synth::tpu_profile(&spec)).unwrap();
     }
-    let r = scan_session(&discover(&dir).unwrap(), &ScanConfig::default(), &|_, _| {}).unwrap();
+    let run = xlens_testkit::discover(&dir);
+    let r = scan_session(run.run, &run.hosts, &ScanConfig::default(), &|_, _| {}).unwrap();
     let f = r.findings.iter().find(|f| f.id == "exposed_collective").expect("exposed_collective");
     assert_eq!(r.findings.iter().filter(|f| f.id == "exposed_collective").count(), 1);
     assert_eq!(f.scope, Scope::Host);

@@ -12,7 +12,7 @@
 //! use xlens_xplane::Session;
 //!
 //! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/corpus/recompilation");
-//! let profile = Profile::from_session(Session::open(dir.as_ref())?);
+//! let profile = Profile::from_session(xlens_testkit::open_session(dir)?);
 //! let report = scan(&profile, &ScanConfig::default());
 //! assert_eq!(report.status, Status::NeedsAttention);
 //! assert!(report.findings.iter().any(|f| f.id == "recompilation"));

@@ -551,7 +551,7 @@ mod tests {
     fn prepare_leaves_no_analysis_for_the_detectors_to_build() {
         let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
         for dir in ["testdata/tpu/tpu_basic", "testdata/gpu/gpu_data_formatting", "testdata/corpus/host_callback"] {
-            let profile = Profile::from_session(Session::open(&root.join(dir)).unwrap());
+            let profile = Profile::from_session(xlens_testkit::open_session(root.join(dir)).unwrap());
             let profile = &profile.hosts()[0];
             profile.prepare();
             assert!(profile.host_ops.get().is_some(), "{dir}: the op table");

@@ -1,8 +1,10 @@
 //! `scan`: run every detector over a profile and build the [`Report`].
 
+use std::path::Path;
+
 use rayon::prelude::*;
 use xlens_roofline::ProgramWork;
-use xlens_xplane::Picos;
+use xlens_xplane::{HostInput, Picos};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, Skip};
@@ -150,10 +152,10 @@ fn skipped_host(host: &str, file: &str, e: &xlens_xplane::Error) -> SkippedHost 
 /// (for a progress line, or to write each host's frames before the host is dropped).
 pub trait ScanObserver: Sync {
     /// A host file begins to be read.
-    fn started(&self, _host: &xlens_xplane::HostSource) {}
+    fn started(&self, _host: &dyn HostInput) {}
     /// The host file is decoded; `meter` counts the bytes of its events walked so far (the
     /// detectors' first pass over them), for progress inside one large host.
-    fn opened(&self, _host: &xlens_xplane::HostSource, _meter: &xlens_xplane::WalkMeter) {}
+    fn opened(&self, _host: &dyn HostInput, _meter: &xlens_xplane::WalkMeter) {}
     /// The host is scanned; it is handed to [`ScanObserver::release`] once this returns.
     fn finished(&self, _host: &HostProfile, _outcome: &HostOutcome) {}
     /// Takes each host once it is scanned and reported. The default drops it at once, so that
@@ -186,39 +188,41 @@ impl ScanObserver for Visit<'_> {
     }
 }
 
-/// Scans the hosts of a session one by one as they are opened, in parallel, keeping only each
-/// host's findings and summary: at most as many hosts are mapped at once as there are worker
+/// Scans the hosts of a session (run `run`) one by one as they are opened, in parallel, keeping
+/// only each host's findings and summary: at most as many hosts are mapped at once as there are worker
 /// threads, so a session of many large hosts scans in bounded memory. `visit` sees each host
 /// with its findings before it is dropped (to write per-host frames); it is called from worker
 /// threads in any order.
-pub fn scan_session(
-    source: &xlens_xplane::SessionSource,
+pub fn scan_session<H: HostInput>(
+    run: Option<String>,
+    hosts: &[H],
     config: &ScanConfig,
     visit: &(dyn Fn(&HostProfile, &HostOutcome) + Sync),
 ) -> Result<Report, xlens_xplane::Error> {
-    scan_session_observed(source, config, &Visit(visit))
+    scan_session_observed(run, hosts, config, &Visit(visit))
 }
 
 /// [`scan_session`], telling `observer` when each host starts, is decoded and is scanned.
-pub fn scan_session_observed(
-    source: &xlens_xplane::SessionSource,
+pub fn scan_session_observed<H: HostInput>(
+    run: Option<String>,
+    hosts: &[H],
     config: &ScanConfig,
     observer: &dyn ScanObserver,
 ) -> Result<Report, xlens_xplane::Error> {
-    let opened: Vec<Result<HostOutcome, (SkippedHost, xlens_xplane::Error)>> = source
-        .hosts
+    let opened: Vec<Result<HostOutcome, (SkippedHost, xlens_xplane::Error)>> = hosts
         .par_iter()
         .map(|h| {
             observer.started(h);
-            let skip = |e: xlens_xplane::Error| (skipped_host(&h.host, &h.path.display().to_string(), &e), e);
+            let file = h.display();
+            let skip = |e: xlens_xplane::Error| (skipped_host(h.host(), &file, &e), e);
             let start = std::time::Instant::now();
             let mut space = h.open().map_err(skip)?;
             if let Some(range) = config.steps {
-                space = select_steps(&space, range, Some(&h.path)).map_err(skip)?;
+                space = select_steps(&space, range, Some(h.path().unwrap_or(Path::new(&file)))).map_err(skip)?;
             }
-            observer.timed(&h.host, "open", start.elapsed());
+            observer.timed(h.host(), "open", start.elapsed());
             observer.opened(h, &space.walk_meter());
-            let host = HostProfile::new(h.host.clone(), space);
+            let host = HostProfile::new(h.host().to_owned(), space);
             let outcome = scan_host_observed(&host, config, observer);
             observer.finished(&host, &outcome);
             observer.release(host);
@@ -243,7 +247,7 @@ pub fn scan_session_observed(
     {
         return Err(e);
     }
-    Ok(finish(source.run.clone(), outcomes, skipped_hosts, config))
+    Ok(finish(run, outcomes, skipped_hosts, config))
 }
 
 /// The session report of hosts scanned apart (on other machines, by [`scan_host`]): their
@@ -253,17 +257,18 @@ pub fn scan_session_observed(
 /// ```
 /// use xlens_faults::{HostOutcome, HostProfile, ScanConfig, combine, scan_host, scan_session};
 /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/tpu/tpu_straggler_host");
-/// let source = xlens_xplane::discover(std::path::Path::new(dir))?;
+/// // The run's host files, as `xlens_source::discover` finds them.
+/// let run = xlens_testkit::discover(dir);
 /// let config = ScanConfig::default();
 /// // Each host on its own worker, its outcome shipped as JSON.
-/// let records: Vec<String> = source.hosts.iter().map(|h| {
+/// let records: Vec<String> = run.hosts.iter().map(|h| {
 ///     let host = HostProfile::new(h.host.clone(), h.open().unwrap());
 ///     serde_json::to_string(&scan_host(&host, &config)).unwrap()
 /// }).collect();
 /// let outcomes: Vec<HostOutcome> = records.iter().map(|r| serde_json::from_str(r).unwrap()).collect();
-/// let report = combine(source.run.clone(), outcomes, Vec::new(), &config);
-/// let whole = scan_session(&source, &config, &|_, _| {})?;
-/// assert_eq!(serde_json::to_string(&report)?, serde_json::to_string(&whole)?);
+/// let report = combine(run.run.clone(), outcomes, Vec::new(), &config);
+/// let scanned = scan_session(run.run.clone(), &run.hosts, &config, &|_, _| {})?;
+/// assert_eq!(serde_json::to_string(&report)?, serde_json::to_string(&scanned)?);
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn combine(

@@ -2,8 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use xlens_xplane::Session;
-
 use crate::config::ScanConfig;
 use crate::finding::{Evidence, Finding};
 use crate::profile::Profile;
@@ -17,7 +15,7 @@ pub(crate) fn testdata(rel: &str) -> PathBuf {
 
 /// Scans a profile directory with one detector only.
 pub(crate) fn report_of(id: &str, dir: &Path) -> Report {
-    let session = Session::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let session = xlens_testkit::open_session(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let profile = Profile::from_session(session);
     scan(&profile, &ScanConfig::only(id))
 }

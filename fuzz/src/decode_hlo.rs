@@ -81,7 +81,7 @@ mod tests {
         let mut out = vec![xlens_hlo::testing::tiny_module_bytes()];
         for (trace, name) in [("real/sharded_donation", "jit_train_step(8)"), ("real/barrier_in_loop", "jit_layer(4)")]
         {
-            let session = xlens_xplane::Session::open(&dir.join(trace)).expect("seed trace");
+            let session = xlens_testkit::open_session(dir.join(trace)).expect("seed trace");
             let (entries, _) = xlens_hlo::hlo_protos(session.hosts()[0].space());
             let entry = entries.into_iter().find(|e| e.name == name).expect("seed module");
             out.push(entry.bytes.to_vec());

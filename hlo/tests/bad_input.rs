@@ -8,9 +8,9 @@ use xlens_hlo::{ErrorKind, Module, PrimitiveType, limits, modules_from_space};
 use xlens_xplane::{Space, SpaceBuilder, names};
 
 fn real_proto() -> Vec<u8> {
-    let session = xlens_xplane::Session::open(
+    let session = xlens_source::open_session(&xlens_source::Location::from(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/real/sharded_donation"),
-    )
+    ))
     .unwrap();
     let (entries, _) = xlens_hlo::hlo_protos(session.hosts()[0].space());
     entries.iter().find(|e| e.name == "jit_train_step(8)").unwrap().bytes.to_vec()

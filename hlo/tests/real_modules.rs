@@ -391,7 +391,7 @@ fn categories_fusions_neighborhoods_and_text_on_a_real_module() {
 #[test]
 fn standalone_hlo_proto_files_decode_the_same() {
     let dir = testdata().join("real/sharded_donation");
-    let session = xlens_xplane::Session::open(&dir).unwrap();
+    let session = xlens_source::open_session(&xlens_source::Location::from(&dir)).unwrap();
     let (entries, _) = xlens_hlo::hlo_protos(session.hosts()[0].space());
     let entry = entries.iter().find(|e| e.name == "jit_train_step(8)").unwrap();
     let tmp = std::env::temp_dir().join(format!("xlens-hlo-{}.hlo_proto.pb", std::process::id()));

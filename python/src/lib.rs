@@ -11,6 +11,7 @@ use xlens::faults::{Report, ScanConfig, StepRange, Thresholds, scan_session};
 use xlens::report::diff::{DiffConfig, Repeats, diff_with_repeats};
 use xlens::report::frame::Dataset;
 use xlens::report::render;
+use xlens::source::Location;
 
 create_exception!(_xlens, XlensError, PyException, "An xlens error: the message names the file and place.");
 
@@ -79,7 +80,7 @@ fn scan(
 ) -> PyResult<NativeReport> {
     let config = scan_config(config_json.as_deref(), steps.as_deref())?;
     py.detach(move || {
-        let mut source = xlens::xplane::discover(&path).map_err(error)?;
+        let mut source = xlens::source::discover(&Location::from(&path)).map_err(error)?;
         if let Some(hosts) = hosts {
             if let Some(missing) = hosts.iter().find(|h| !source.hosts.iter().any(|s| &s.host == *h)) {
                 let known: Vec<&str> = source.hosts.iter().map(|s| s.host.as_str()).collect();
@@ -96,7 +97,7 @@ fn scan(
                 failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
             }
         };
-        let report = scan_session(&source, &config, &visit).map_err(error)?;
+        let report = scan_session(source.run, &source.hosts, &config, &visit).map_err(error)?;
         if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(error(format!("writing the frames: {e}")));
         }
@@ -198,8 +199,8 @@ type RunHosts = (Option<String>, Vec<(String, String)>);
 /// run, on disk or over HTTP(S)).
 #[pyfunction]
 fn discover(path: PathBuf) -> PyResult<RunHosts> {
-    let source = xlens::xplane::discover(&path).map_err(error)?;
-    Ok((source.run, source.hosts.into_iter().map(|h| (h.host, h.path.display().to_string())).collect()))
+    let source = xlens::source::discover(&Location::from(&path)).map_err(error)?;
+    Ok((source.run, source.hosts.into_iter().map(|h| (h.host, h.location.to_string())).collect()))
 }
 
 /// Scans one host file (on a worker) and returns its record as JSON; the host's tables go to
@@ -216,7 +217,7 @@ fn scan_host_record(
 ) -> PyResult<String> {
     let config = scan_config(config_json.as_deref(), steps.as_deref())?;
     py.detach(move || {
-        let source = xlens::xplane::HostSource { host: host.clone(), path: path.clone() };
+        let source = xlens::source::HostFile { host: host.clone(), location: Location::from(&path) };
         let opened = source.open().and_then(|space| match config.steps {
             Some(range) => xlens::faults::select_steps(&space, range, Some(&path)),
             None => Ok(space),

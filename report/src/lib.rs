@@ -12,10 +12,9 @@
 //!
 //! ```
 //! use xlens_faults::{Profile, ScanConfig, scan};
-//! use xlens_xplane::Session;
 //!
 //! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/corpus/recompilation");
-//! let profile = Profile::from_session(Session::open(dir.as_ref())?);
+//! let profile = Profile::from_session(xlens_testkit::open_session(dir)?);
 //! let report = scan(&profile, &ScanConfig::default());
 //! let text = xlens_report::render::text(&report);
 //! assert!(text.starts_with("NEEDS_ATTENTION"));

@@ -88,7 +88,7 @@ struct LineTable {
 /// use xlens_xplane::Session;
 /// use xlens_roofline::HostOps;
 /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/corpus/clean");
-/// let session = Session::open(dir.as_ref())?;
+/// let session = xlens_testkit::open_session(dir)?;
 /// let ops = HostOps::read(session.hosts()[0].space())?;
 /// assert!(!ops.is_empty());
 /// let first = ops.iter().next().unwrap();
@@ -284,7 +284,7 @@ impl HostOps {
     /// use xlens_xplane::Session;
     /// use xlens_roofline::{HostOps, KernelStats};
     /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/gpu/gpu_healthy");
-    /// let session = Session::open(dir.as_ref())?;
+    /// let session = xlens_testkit::open_session(dir)?;
     /// let space = session.hosts()[0].space();
     /// let times = HostOps::read(space)?.kernel_times(space);
     /// // The totals of XProf's kernel stats, per kernel name.
@@ -1271,7 +1271,6 @@ impl<'m> GemmSchedule<'m> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xlens_xplane::Session;
 
     /// A line long enough to be cut into runs reads the same on one worker and on several: the
     /// runs join into one table per line, in event order, names and contexts interned once.
@@ -1318,7 +1317,7 @@ mod tests {
     fn matches_a_plain_walk() {
         for name in ["corpus/clean", "real/debug_print", "real/sharded_collectives"] {
             let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(name);
-            let session = Session::open(&dir).unwrap();
+            let session = xlens_testkit::open_session(&dir).unwrap();
             let space = session.hosts()[0].space();
             let plane = space.host_threads().unwrap();
             let hlo_op = plane.stat_id(names::stat::HLO_OP).unwrap();

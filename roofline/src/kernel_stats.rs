@@ -71,7 +71,7 @@ impl KernelStats {
     /// use xlens_xplane::Session;
     /// use xlens_roofline::KernelStats;
     /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/field/amd_te_fused_attn");
-    /// let session = Session::open(dir.as_ref())?;
+    /// let session = xlens_testkit::open_session(dir)?;
     /// let stats = KernelStats::read(session.hosts()[0].space())?;
     /// let gemm = stats.kernels.iter().find(|k| k.kernel_name == "gemm_fusion_dot.kd").unwrap();
     /// assert_eq!((gemm.hlo_op.as_deref(), gemm.occurrences), (Some("gemm_fusion_dot"), 5));

@@ -80,7 +80,7 @@ impl OpProfile {
     /// use xlens_xplane::Session;
     /// use xlens_roofline::OpProfile;
     /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/corpus/clean");
-    /// let session = Session::open(dir.as_ref())?;
+    /// let session = xlens_testkit::open_session(dir)?;
     /// let space = session.hosts()[0].space();
     /// let (modules, _) = xlens_hlo::modules_from_space(space);
     /// let profile = OpProfile::from_host_threads(space, &modules)?;

@@ -51,7 +51,7 @@ fn is_host_wait(name: &str) -> bool {
 /// use xlens_xplane::Session;
 /// use xlens_roofline::{OpProfile, Steps, host_anatomy};
 /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/real/input_starvation");
-/// let session = Session::open(dir.as_ref())?;
+/// let session = xlens_testkit::open_session(dir)?;
 /// let space = session.hosts()[0].space();
 /// let (modules, _) = xlens_hlo::modules_from_space(space);
 /// let profile = OpProfile::from_host_threads(space, &modules)?;
@@ -392,7 +392,7 @@ mod host_batch_tests {
     fn host_anatomy_does_not_depend_on_the_batch() {
         for name in ["corpus/clean", "real/input_starvation", "real/debug_print", "real/sharded_collectives"] {
             let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(name);
-            let session = xlens_xplane::Session::open(&dir).unwrap();
+            let session = xlens_testkit::open_session(&dir).unwrap();
             let space = session.hosts()[0].space();
             let (modules, _) = xlens_hlo::modules_from_space(space);
             let profile = crate::OpProfile::from_host_threads(space, &modules).unwrap();

@@ -5,12 +5,12 @@ mod common;
 
 use common::tpu_fixture_dirs;
 use xlens_roofline::{OpProfile, Steps, TimeClass, class_of, tpu_anatomy};
-use xlens_xplane::{Picos, Session};
+use xlens_xplane::Picos;
 
 #[test]
 fn tpu_anatomy_sums_to_step_time_and_matches_op_self_times() {
     for dir in tpu_fixture_dirs() {
-        let session = Session::open(&dir).unwrap();
+        let session = xlens_testkit::open_session(&dir).unwrap();
         let space = session.hosts()[0].space();
         let steps = Steps::from_space(space).unwrap();
         let anatomy = tpu_anatomy(space, &steps).unwrap();

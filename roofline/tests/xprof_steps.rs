@@ -5,10 +5,10 @@ mod common;
 
 use common::{table_rows, testdata, tpu_fixture_dirs, xprof_json};
 use xlens_roofline::{StepSource, Steps};
-use xlens_xplane::{Picos, Session};
+use xlens_xplane::Picos;
 
 fn steps(dir: &std::path::Path) -> Steps {
-    let session = Session::open(dir).unwrap();
+    let session = xlens_testkit::open_session(dir).unwrap();
     Steps::from_space(session.hosts()[0].space()).unwrap()
 }
 

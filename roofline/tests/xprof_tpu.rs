@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use common::{close, table_rows, tpu_fixture_dirs, xprof_json};
 use xlens_roofline::{IDLE, OpProfile};
-use xlens_xplane::{Picos, Session};
+use xlens_xplane::Picos;
 
 fn profile(dir: &std::path::Path) -> OpProfile {
-    let session = Session::open(dir).unwrap();
+    let session = xlens_testkit::open_session(dir).unwrap();
     OpProfile::from_tpu(session.hosts()[0].space()).unwrap()
 }
 

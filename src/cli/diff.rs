@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::faults::{Report, ScanConfig, StepRange, scan_session};
 use crate::report::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
 use crate::report::frame::Dataset;
-use crate::xplane::discover;
+use crate::source::{Location, discover};
 use anyhow::{Context, bail};
 
 /// What to compare and what to write.
@@ -47,9 +47,9 @@ fn report_of(path: &Path, steps: Option<StepRange>) -> anyhow::Result<Report> {
         }
         return Ok(report);
     }
-    let source = discover(path).with_context(|| format!("opening {}", path.display()))?;
+    let run = discover(&Location::from(path)).with_context(|| format!("opening {}", path.display()))?;
     let config = ScanConfig { steps, ..ScanConfig::default() };
-    Ok(scan_session(&source, &config, &|_, _| {})?)
+    Ok(scan_session(run.run, &run.hosts, &config, &|_, _| {})?)
 }
 
 /// Compares, writes every output asked for, prints the diff. `Ok(true)` when

@@ -15,7 +15,8 @@ use crate::report::tables::op_profile::{analyze, op_profile_text};
 use crate::report::tables::roofline::{intensity_text, roofline_table_json, roofline_table_text};
 use crate::report::tables::{HostInventory, inventory_text};
 use crate::roofline::{ChipSpec, FlopsPerByte, KernelStats};
-use crate::xplane::{Session, inventory};
+use crate::source::{Location, open_session};
+use crate::xplane::inventory;
 
 use super::emit;
 
@@ -28,7 +29,7 @@ pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
     if json {
         return emit_json(&crate::documents::op_profile(path)?);
     }
-    let session = Session::open(path)?;
+    let session = open_session(&Location::from(path))?;
     let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
     for analysis in &analyses {
         emit(&op_profile_text(analysis, top))?;
@@ -41,7 +42,7 @@ pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
     let (modules, hosts) = if path.to_string_lossy().ends_with(".hlo_proto.pb") {
         (vec![Module::open(path)?], ModuleHosts::new())
     } else {
-        let session = Session::open(path)?;
+        let session = open_session(&Location::from(path))?;
         let (modules, warnings) = modules_from_session(&session);
         for w in warnings {
             eprintln!("warning: {w}");
@@ -56,7 +57,7 @@ pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
     if json {
         return emit_json(&crate::documents::planes(path)?);
     }
-    let session = Session::open(path)?;
+    let session = open_session(&Location::from(path))?;
     let hosts = session
         .hosts()
         .iter()
@@ -70,7 +71,7 @@ pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Re
     if json {
         return emit_json(&crate::documents::kernels(path, top).map_err(|e| anyhow::anyhow!(e))?);
     }
-    let session = Session::open(path)?;
+    let session = open_session(&Location::from(path))?;
     let mut hosts = Vec::new();
     for host in session.hosts() {
         hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });

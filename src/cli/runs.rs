@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::faults::{ScanConfig, scan_session};
 use crate::report::runs::{RunSummary, capture_time, compare_runs, runs_text};
-use crate::xplane::{SessionSource, discover_runs};
+use crate::source::{Location, Run, discover_runs};
 use anyhow::Context;
 use rayon::prelude::*;
 
@@ -29,15 +29,16 @@ pub(crate) fn cache_dir(flag: Option<PathBuf>, no_cache: bool) -> Option<PathBuf
 }
 
 /// The identity of a run's files: each host file's absolute path, size and modification time.
-fn identity(source: &SessionSource) -> Vec<(PathBuf, u64, u128)> {
+fn identity(source: &Run) -> Vec<(PathBuf, u64, u128)> {
     source
         .hosts
         .iter()
         .map(|h| {
-            let meta = std::fs::metadata(&h.path).ok();
+            let file = h.location.local_path().map_or_else(|| PathBuf::from(h.location.to_string()), Path::to_path_buf);
+            let meta = std::fs::metadata(&file).ok();
             let modified =
                 meta.as_ref().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(UNIX_EPOCH).ok());
-            let path = std::fs::canonicalize(&h.path).unwrap_or_else(|_| h.path.clone());
+            let path = std::fs::canonicalize(&file).unwrap_or(file);
             (path, meta.map_or(0, |m| m.len()), modified.map_or(0, |d| d.as_nanos()))
         })
         .collect()
@@ -62,7 +63,7 @@ fn cache_file(dir: &Path, identity: &[(PathBuf, u64, u128)]) -> PathBuf {
 
 /// Scans one run (or reads its cached summary) and summarises it. A run that cannot be scanned
 /// is a summary with status `ERROR`; a cache that cannot be read or written is skipped.
-pub(crate) fn summarize(source: &SessionSource, cache: Option<&Path>) -> RunSummary {
+pub(crate) fn summarize(source: &Run, cache: Option<&Path>) -> RunSummary {
     let id = identity(source);
     let file = cache.map(|dir| cache_file(dir, &id));
     if let Some(cached) = file.as_ref().and_then(|f| std::fs::read(f).ok())
@@ -74,7 +75,7 @@ pub(crate) fn summarize(source: &SessionSource, cache: Option<&Path>) -> RunSumm
     let size_bytes = id.iter().map(|(_, len, _)| len).sum();
     let newest_s = id.iter().map(|(_, _, m)| (m / 1_000_000_000) as i64).max();
     let captured = capture_time(&run, newest_s.filter(|s| *s > 0));
-    let summary = match scan_session(source, &ScanConfig::default(), &|_, _| {}) {
+    let summary = match scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &|_, _| {}) {
         Ok(report) => RunSummary::of(&run, captured, size_bytes, &report),
         Err(e) => {
             let error = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
@@ -102,7 +103,9 @@ fn store(file: &Path, summary: &RunSummary) {
 
 /// `xlens runs`: every run of the logdir, oldest first, with its change from the run before.
 pub(crate) fn runs(logdir: &Path, json: bool, cache: Option<&Path>) -> anyhow::Result<()> {
-    let sources = discover_runs(logdir).with_context(|| format!("opening {}", logdir.display()))?;
+    // Runs are on disk: their summaries are cached by the files' sizes and modification times.
+    let sources = discover_runs(&Location::Local(logdir.to_path_buf()))
+        .with_context(|| format!("opening {}", logdir.display()))?;
     if sources.is_empty() {
         anyhow::bail!("no runs with *.xplane.pb files in {}", logdir.display());
     }
@@ -128,7 +131,8 @@ pub(crate) struct Watch {
 /// `xlens watch`: one JSON line per run as it lands (once its files stop changing between two
 /// looks), with the step time's change from the run reported before it.
 pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
-    let look = || discover_runs(&w.logdir).with_context(|| format!("opening {}", w.logdir.display()));
+    let look =
+        || discover_runs(&Location::Local(w.logdir.clone())).with_context(|| format!("opening {}", w.logdir.display()));
     let mut seen = BTreeSet::new();
     let mut previous: Option<RunSummary> = None;
     if !w.existing {

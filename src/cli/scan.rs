@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use crate::faults::{HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, scan_session_observed};
 use crate::report::frame::Dataset;
 use crate::report::render;
-use crate::xplane::{HostSource, WalkMeter, discover};
+use crate::source::{Location, discover};
+use crate::xplane::{HostInput, WalkMeter};
 use anyhow::{Context, bail};
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
@@ -68,8 +69,8 @@ impl ProgressState {
 }
 
 impl Progress {
-    fn new(show: bool, source: &crate::xplane::SessionSource) -> Progress {
-        let bytes_total = source.hosts.iter().map(|h| file_len(&h.path)).sum();
+    fn new(show: bool, source: &crate::source::Run) -> Progress {
+        let bytes_total = source.hosts.iter().map(|h| file_len(h.location.local_path())).sum();
         let p = Progress { show, total: source.hosts.len(), bytes_total, state: Mutex::default() };
         p.redraw();
         p
@@ -102,8 +103,9 @@ impl Progress {
     }
 }
 
-fn file_len(path: &std::path::Path) -> u64 {
-    std::fs::metadata(path).map_or(0, |m| m.len())
+/// A local host file's size (0 for a remote one: its bytes are not known before they come).
+fn file_len(path: Option<&std::path::Path>) -> u64 {
+    path.and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len())
 }
 
 /// The scan's observer: the progress line, and each host's frames written before it is dropped.
@@ -126,13 +128,13 @@ impl ScanObserver for Observer<'_> {
         }
     }
 
-    fn started(&self, host: &HostSource) {
-        self.progress.state().working.push((host.host.clone(), file_len(&host.path), None));
+    fn started(&self, host: &dyn HostInput) {
+        self.progress.state().working.push((host.host().to_owned(), file_len(host.path()), None));
         self.progress.redraw();
     }
 
-    fn opened(&self, host: &HostSource, meter: &WalkMeter) {
-        if let Some(w) = self.progress.state().working.iter_mut().find(|(h, _, _)| *h == host.host) {
+    fn opened(&self, host: &dyn HostInput, meter: &WalkMeter) {
+        if let Some(w) = self.progress.state().working.iter_mut().find(|(h, _, _)| h == host.host()) {
             w.2 = Some(meter.clone());
         }
     }
@@ -189,7 +191,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
         Some(run) => run_dir(&args.path, run)?,
         None => args.path.clone(),
     };
-    let mut source = discover(&path).with_context(|| format!("opening {}", path.display()))?;
+    let mut source = discover(&Location::from(&path)).with_context(|| format!("opening {}", path.display()))?;
     if !args.hosts.is_empty() {
         if let Some(missing) = args.hosts.iter().find(|h| !source.hosts.iter().any(|s| &s.host == *h)) {
             let known: Vec<&str> = source.hosts.iter().map(|s| s.host.as_str()).collect();
@@ -223,7 +225,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
             })
         });
         let scanning_since = Instant::now();
-        let report = scan_session_observed(&source, &args.config, &observer);
+        let report = scan_session_observed(source.run.clone(), &source.hosts, &args.config, &observer);
         observer.timed("", "scan", scanning_since.elapsed());
         scanning.store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = ticker {

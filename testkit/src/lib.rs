@@ -27,6 +27,22 @@ pub mod rewrite;
 pub mod synth;
 pub mod tpu;
 
+/// The host files of the run at `dir` (a file, run directory or logdir), found by
+/// [`xlens_source::discover`]; panics, naming `dir`, when there is none.
+pub fn discover(dir: impl AsRef<std::path::Path>) -> xlens_source::Run {
+    let dir = dir.as_ref();
+    xlens_source::discover(&xlens_source::Location::Local(dir.to_path_buf()))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+}
+
+/// Opens the run at `dir` (a file, run directory or logdir) with [`xlens_source::open_session`]:
+/// the tests' way to a decoded [`xlens_xplane::Session`] of a directory of `testdata`.
+/// Errors are the decoder's (they name the file).
+pub fn open_session(dir: impl AsRef<std::path::Path>) -> xlens_xplane::Result<xlens_xplane::Session> {
+    xlens_source::open_session(&xlens_source::Location::Local(dir.as_ref().to_path_buf()))
+        .map_err(xlens_source::Error::into_error)
+}
+
 pub use gpu::{GPU_FIXTURES, GpuSpec, gpu_fixture, gpu_profile, write_gpu_fixture};
 pub use tpu::{TPU_SESSIONS, tpu_session, tpu_session_ground_truth, write_tpu_session};
 

@@ -170,13 +170,16 @@ struct Inner {
 }
 
 impl Error {
+    /// An error of `kind` at `location` (for code that reads profiles from elsewhere, such as
+    /// `xlens-source`, and reports its failures as this crate does).
     #[cold]
-    pub(crate) fn new(kind: ErrorKind, location: Location) -> Self {
+    pub fn new(kind: ErrorKind, location: Location) -> Self {
         Error(Box::new(Inner { kind, location }))
     }
 
+    /// An [`ErrorKind::Io`] failure reading `path` (a file, or the name of what was read).
     #[cold]
-    pub(crate) fn io(err: std::io::Error, path: &Path) -> Self {
+    pub fn io(err: std::io::Error, path: &Path) -> Self {
         Error::new(ErrorKind::Io(err), Location::default().with_file(path))
     }
 
@@ -210,8 +213,8 @@ impl Error {
         matches!(self.0.kind, ErrorKind::ZeroByteProfile)
     }
 
-    /// Adds the file to the location.
-    pub(crate) fn in_file(mut self, file: &Path) -> Self {
+    /// The same error, located in `file` (a decode error of bytes read from elsewhere, named).
+    pub fn in_file(mut self, file: &Path) -> Self {
         self.0.location.file = Some(file.to_path_buf());
         self
     }

@@ -6,12 +6,12 @@
 //!
 //! - **Lazy and linear.** [`Space::parse`] reads metadata tables and line headers in one pass;
 //!   events are decoded only while iterated ([`Line::events`]) as borrowed [`Event`] views, so a
-//!   profile costs its size in memory (memory-mapped by [`Session::open`]) plus small tables.
+//!   profile costs its size in memory (memory-mapped by [`open_space`]) plus small tables.
 //! - **Safe on any input.** Every length is checked against the bytes that remain; counts are
 //!   capped by [`limits`]; errors are typed and carry their [`Location`] (file, plane, line,
 //!   event, byte offset). Odd but decodable data becomes a [`Warning`] ([`validate`]).
-//! - **Sessions.** [`Session::open`] takes a file, a run directory or a logdir and decodes hosts
-//!   in parallel.
+//! - **Sessions.** [`Session::open_hosts`] decodes the hosts of a run in parallel; finding them
+//!   (a file, a run directory, a logdir, a URL) is the `xlens-source` crate's job.
 //! - **Frames.** [`frame`] turns inventories, events and plane stats into polars DataFrames.
 //! - **Writing.** [`SpaceBuilder`] writes valid XSpace bytes for tests and synthetic profiles.
 //!
@@ -58,13 +58,9 @@ mod plane;
 pub mod queue;
 #[cfg(feature = "raw")]
 pub mod raw;
-#[cfg(feature = "http")]
-pub mod remote;
 mod residency;
 mod session;
 mod space;
-#[cfg(feature = "stores")]
-pub mod stores;
 mod time_index;
 mod validate;
 // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
@@ -83,9 +79,7 @@ pub use event::{
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
 pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, StatMetadata};
-pub use session::{
-    Host, HostSource, Session, SessionSource, XPLANE_SUFFIX, discover, discover_runs, map_file, open_space,
-};
+pub use session::{Host, HostInput, Session, XPLANE_SUFFIX, map_file, open_space};
 pub use space::{Space, WalkMeter};
 pub use time_index::{EventsWhere, IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
 pub use validate::validate;

@@ -1,12 +1,9 @@
-//! Sessions: the host files of one profiling run, found from a file, a run directory or a logdir.
+//! Sessions: the decoded hosts of one profiling run, and the mapping of a host file.
 //!
-//! `jax.profiler.trace(logdir)` writes `logdir/plugins/profile/<run>/<host>.xplane.pb`, one file
-//! per host. [`discover`] accepts any of those levels:
-//!
-//! - a single `*.xplane.pb` file;
-//! - a session (run) directory holding one or more `*.xplane.pb` files;
-//! - a logdir (or its `plugins/profile` directory): the newest run is picked, where newest means
-//!   the greatest run name, because runs are named by their start time (`2026_12_02_11_27_35`).
+//! Finding the host files of a run (a file, a run directory, a logdir, a URL) is the `xlens-source`
+//! crate's job; this module opens what it is given: [`open_space`] maps and decodes one file, a
+//! [`HostInput`] is a host not yet opened (from wherever it comes), and [`Session::open_hosts`]
+//! decodes a run's hosts in parallel.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -23,81 +20,35 @@ use crate::space::Space;
 /// File name suffix of XSpace host files.
 pub const XPLANE_SUFFIX: &str = ".xplane.pb";
 
-/// One host file of a session, not yet opened.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostSource {
-    /// Host name: the file name without `.xplane.pb`.
-    pub host: String,
-    /// Path of the file.
-    pub path: PathBuf,
+/// A host of a run, not yet opened: a local file, or bytes somewhere else that `xlens-source`
+/// knows how to read. Scans take hosts through this trait so that they open each one when a
+/// worker is free for it, without knowing where the bytes come from.
+pub trait HostInput: Sync {
+    /// The host name (the file name without [`XPLANE_SUFFIX`]).
+    fn host(&self) -> &str;
+    /// The file or URL, as messages and reports name it.
+    fn display(&self) -> String;
+    /// The local file, when the host is one.
+    fn path(&self) -> Option<&Path> {
+        None
+    }
+    /// Reads and decodes the host (a local file is memory-mapped, see [`open_space`]).
+    fn open(&self) -> Result<Space>;
 }
 
-impl HostSource {
-    /// Maps and decodes the host file.
-    pub fn open(&self) -> Result<Space> {
-        #[cfg(feature = "stores")]
-        if crate::stores::is_store_url(&self.path) {
-            let url = self.path.to_string_lossy();
-            return Space::parse(crate::stores::fetch_store(&url)?).map_err(|e| e.in_file(&self.path));
-        }
-        #[cfg(feature = "http")]
-        if crate::remote::is_url(&self.path) {
-            let url = self.path.to_string_lossy();
-            return Space::parse(crate::remote::fetch(&url)?).map_err(|e| e.in_file(&self.path));
-        }
-        open_space(&self.path)
+impl<T: HostInput + ?Sized> HostInput for &T {
+    fn host(&self) -> &str {
+        (**self).host()
     }
-}
-
-/// The host files of one run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionSource {
-    /// The run name (the session directory's name), when the input was a directory.
-    pub run: Option<String>,
-    /// The host files, sorted by host name.
-    pub hosts: Vec<HostSource>,
-}
-
-/// Finds the host files behind a file, a session directory or a logdir.
-pub fn discover(path: &Path) -> Result<SessionSource> {
-    #[cfg(feature = "stores")]
-    if crate::stores::is_store_url(path) {
-        return crate::stores::discover_store(&path.to_string_lossy());
+    fn display(&self) -> String {
+        (**self).display()
     }
-    #[cfg(feature = "http")]
-    if crate::remote::is_url(path) {
-        return crate::remote::discover_url(&path.to_string_lossy());
+    fn path(&self) -> Option<&Path> {
+        (**self).path()
     }
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(e, path))?;
-    if meta.is_file() {
-        return Ok(SessionSource { run: None, hosts: vec![host_source(path)] });
+    fn open(&self) -> Result<Space> {
+        (**self).open()
     }
-    let hosts = host_files(path)?;
-    if !hosts.is_empty() {
-        return Ok(SessionSource { run: dir_name(path), hosts });
-    }
-    // A logdir: the newest run (run names are capture times, so the last in name order).
-    discover_runs(path)?.pop().ok_or_else(|| Error::new(ErrorKind::NoProfiles, Location::default().with_file(path)))
-}
-
-/// Every run of a logdir (`<logdir>/plugins/profile/<run>`, or the `plugins/profile` directory
-/// itself) that holds host files, in name order (XProf names runs by capture time, so oldest
-/// first); a session directory is its one run. Empty when there is none.
-pub fn discover_runs(path: &Path) -> Result<Vec<SessionSource>> {
-    let hosts = host_files(path)?;
-    if !hosts.is_empty() {
-        return Ok(vec![SessionSource { run: dir_name(path), hosts }]);
-    }
-    let profile_dir = path.join("plugins").join("profile");
-    let runs_dir = if profile_dir.is_dir() { profile_dir } else { path.to_path_buf() };
-    let mut sources = Vec::new();
-    for run in read_dir_sorted(&runs_dir)?.into_iter().filter(|p| p.is_dir()) {
-        let hosts = host_files(&run)?;
-        if !hosts.is_empty() {
-            sources.push(SessionSource { run: dir_name(&run), hosts });
-        }
-    }
-    Ok(sources)
 }
 
 /// Memory-maps and decodes one host file.
@@ -205,21 +156,14 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a file, session directory or logdir (see [`discover`]); hosts are decoded in parallel.
-    pub fn open(path: &Path) -> Result<Session> {
-        let source = discover(path)?;
-        Session::open_source(&source)
-    }
-
-    /// Opens the hosts of a discovered session, in parallel. The order is the source's.
-    pub fn open_source(source: &SessionSource) -> Result<Session> {
-        check_limit(Limit::HostsPerSession, source.hosts.len(), Location::default)?;
-        let hosts: Result<Vec<Host>> = source
-            .hosts
+    /// Opens the hosts of one run, in parallel. The order is the slice's.
+    pub fn open_hosts<H: HostInput>(run: Option<String>, hosts: &[H]) -> Result<Session> {
+        check_limit(Limit::HostsPerSession, hosts.len(), Location::default)?;
+        let hosts: Result<Vec<Host>> = hosts
             .par_iter()
-            .map(|h| Ok(Host { name: h.host.clone(), path: Some(h.path.clone()), space: h.open()? }))
+            .map(|h| Ok(Host { name: h.host().to_owned(), path: h.path().map(Path::to_path_buf), space: h.open()? }))
             .collect();
-        Ok(Session { run: source.run.clone(), hosts: hosts? })
+        Ok(Session { run, hosts: hosts? })
     }
 
     /// A session of in-memory hosts.
@@ -241,39 +185,4 @@ impl Session {
     pub fn into_hosts(self) -> Vec<Host> {
         self.hosts
     }
-}
-
-fn host_source(path: &Path) -> HostSource {
-    let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    // A file named just `.xplane.pb` keeps its whole name: every file has a host name.
-    let host = match file_name.strip_suffix(XPLANE_SUFFIX) {
-        Some(stem) if !stem.is_empty() => stem.to_owned(),
-        _ => file_name.clone(),
-    };
-    HostSource { host, path: path.to_path_buf() }
-}
-
-fn dir_name(path: &Path) -> Option<String> {
-    let canonical = path.canonicalize().ok()?;
-    canonical.file_name().map(|f| f.to_string_lossy().into_owned())
-}
-
-fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(e, dir))?;
-    let mut paths = Vec::new();
-    for entry in entries {
-        paths.push(entry.map_err(|e| Error::io(e, dir))?.path());
-    }
-    paths.sort();
-    Ok(paths)
-}
-
-fn host_files(dir: &Path) -> Result<Vec<HostSource>> {
-    let hosts: Vec<HostSource> = read_dir_sorted(dir)?
-        .into_iter()
-        .filter(|p| p.is_file() && p.file_name().is_some_and(|f| f.to_string_lossy().ends_with(XPLANE_SUFFIX)))
-        .map(|p| host_source(&p))
-        .collect();
-    check_limit(Limit::HostsPerSession, hosts.len(), || Location::default().with_file(dir))?;
-    Ok(hosts)
 }

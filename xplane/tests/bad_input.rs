@@ -3,7 +3,7 @@
 mod common;
 
 use bytes::Bytes;
-use xlens_xplane::{ErrorKind, EventMetadataId, Session, Space, SpaceBuilder, StatMetadataId, WarningKind, validate};
+use xlens_xplane::{ErrorKind, EventMetadataId, Space, SpaceBuilder, StatMetadataId, WarningKind, validate};
 
 fn iterate_all(space: &Space) -> Result<usize, xlens_xplane::Error> {
     let mut n = 0;
@@ -191,19 +191,19 @@ fn empty_inputs_and_directories_have_clear_errors() {
     let dir = std::env::temp_dir().join(format!("xlens-bad-input-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let err = Session::open(&dir).unwrap_err();
+    let err = xlens_testkit::open_session(&dir).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::NoProfiles), "{err}");
     assert_eq!(err.location().file.as_deref(), Some(dir.as_path()));
 
     let zero = dir.join("host0.xplane.pb");
     std::fs::write(&zero, b"").unwrap();
-    let err = Session::open(&dir).unwrap_err();
+    let err = xlens_testkit::open_session(&dir).unwrap_err();
     assert!(err.is_zero_byte_profile());
     let text = err.to_string();
     assert!(text.contains("2 GB") && text.contains("host0.xplane.pb"), "{text}");
 
     let missing = dir.join("missing.xplane.pb");
-    let err = Session::open(&missing).unwrap_err();
+    let err = xlens_testkit::open_session(&missing).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::Io(_)));
     std::fs::remove_dir_all(&dir).unwrap();
 }

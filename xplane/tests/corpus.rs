@@ -3,7 +3,7 @@
 mod common;
 
 use prost::Message;
-use xlens_xplane::{Session, WarningKind, inventory, raw, validate};
+use xlens_xplane::{WarningKind, inventory, raw, validate};
 
 /// A plane as `list_xplane_lines` shows it: name, total events, (line name, events) per line.
 type PlaneCounts = (String, u64, Vec<(String, u64)>);
@@ -18,7 +18,7 @@ fn there_are_real_traces_to_check() {
 fn event_counts_match_xprof_list_xplane_lines() {
     for dir in common::real_trace_dirs() {
         let reference = common::xprof_output(&dir, "list_xplane_lines");
-        let session = Session::open(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         assert_eq!(session.hosts().len(), 1, "{}", dir.display());
         let space = session.hosts()[0].space();
         let inv = inventory(space).unwrap();
@@ -49,7 +49,7 @@ fn event_counts_match_xprof_list_xplane_lines() {
 #[test]
 fn lazy_decoder_agrees_with_prost_on_real_traces() {
     for dir in common::real_trace_dirs() {
-        let session = Session::open(&dir).unwrap();
+        let session = xlens_testkit::open_session(&dir).unwrap();
         let host = &session.hosts()[0];
         let bytes = std::fs::read(host.path().unwrap()).unwrap();
         let by_prost = raw::XSpace::decode(bytes.as_slice()).unwrap();
@@ -61,7 +61,7 @@ fn lazy_decoder_agrees_with_prost_on_real_traces() {
 #[test]
 fn real_traces_validate_without_dangling_ids() {
     for dir in common::real_trace_dirs() {
-        let session = Session::open(&dir).unwrap();
+        let session = xlens_testkit::open_session(&dir).unwrap();
         let warnings = validate(session.hosts()[0].space()).unwrap();
         let dangling: Vec<_> = warnings
             .iter()
@@ -81,7 +81,7 @@ fn real_traces_validate_without_dangling_ids() {
 #[test]
 fn cpu_trace_reads_steps_and_thunk_stats() {
     let dir = common::testdata().join("corpus/clean");
-    let session = Session::open(&dir).unwrap();
+    let session = xlens_testkit::open_session(&dir).unwrap();
     let space = session.hosts()[0].space();
     let host = space.host_threads().unwrap();
     let step_num = host.stat_id("step_num").unwrap();

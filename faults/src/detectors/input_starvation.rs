@@ -507,7 +507,7 @@ mod tests {
     /// The marker lines read around the windows (in skips) give what a walk of every event gives.
     #[test]
     fn marker_line_events_read_in_skips_equal_a_whole_walk() {
-        let session = xlens_xplane::Session::open(&testdata("h200/h200_input_starvation")).unwrap();
+        let session = xlens_testkit::open_session(testdata("h200/h200_input_starvation")).unwrap();
         let profile = Profile::from_session(session);
         let host = &profile.hosts()[0];
         let plane = host.space().host_threads().unwrap();

@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn thresholds_are_read_from_the_config() {
         let profile = || {
-            let session = xlens_xplane::Session::open(&testdata("real/profile_during_warmup")).unwrap();
+            let session = xlens_testkit::open_session(testdata("real/profile_during_warmup")).unwrap();
             crate::profile::Profile::from_session(session)
         };
         let run = |config: &crate::config::ScanConfig| crate::scan::scan(&profile(), config).findings.len();

@@ -510,7 +510,7 @@ mod tests {
     use crate::testing::metric;
     use xlens_testkit::rewrite::{Edit, rewrite};
     use xlens_testkit::synth::{fixture, tpu_profile};
-    use xlens_xplane::{Event, Picos, Session, Space, SpaceBuilder, names};
+    use xlens_xplane::{Event, Picos, Space, SpaceBuilder, names};
 
     use crate::config::ScanConfig;
     use crate::finding::{Finding, Severity};
@@ -525,7 +525,7 @@ mod tests {
     }
 
     fn open(dir: &str) -> Space {
-        let mut hosts = Session::open(&testdata(dir)).unwrap().into_hosts();
+        let mut hosts = xlens_testkit::open_session(testdata(dir)).unwrap().into_hosts();
         hosts.remove(0).into_space()
     }
 

@@ -263,7 +263,6 @@ fn describe(detector: &UnfusedReshape, m: &Measured<'_>, impact: &Impact) -> Fin
 
 #[cfg(test)]
 mod tests {
-    use xlens_xplane::Session;
 
     use crate::config::ScanConfig;
     use crate::finding::Finding;
@@ -274,7 +273,7 @@ mod tests {
     fn with_threshold(dir: &str, pct: f64) -> Vec<Finding> {
         let mut config = ScanConfig::only("unfused_reshape");
         config.thresholds.unfused_reshape.min_pct_of_step = pct;
-        let profile = Profile::from_session(Session::open(&testdata(dir)).unwrap());
+        let profile = Profile::from_session(xlens_testkit::open_session(testdata(dir)).unwrap());
         let report = scan(&profile, &config);
         assert!(report.skipped.is_empty(), "{report:#?}");
         report.findings

@@ -422,7 +422,7 @@ mod tests {
         use xlens_testkit::synth::{SynthSpec, fixture, tpu_profile};
         let mut profiles: Vec<crate::profile::Profile> = Vec::new();
         for dir in ["tpu/tpu_vector_bound", "tpu/tpu_vpu_stretch", "tpu/tpu_basic", "tpu/tpu_healthy"] {
-            let session = xlens_xplane::Session::open(&testdata(dir)).unwrap();
+            let session = xlens_testkit::open_session(testdata(dir)).unwrap();
             profiles.push(crate::profile::Profile::from_session(session));
         }
         let spec = SynthSpec { steps: 20, ..fixture("tpu_vector_bound").unwrap() };

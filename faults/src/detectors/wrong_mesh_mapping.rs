@@ -701,7 +701,7 @@ mod tests {
     /// `slow` scales the time per byte of the strided one.
     fn tpu_profile_with_strided_all_reduce(slow: f64) -> crate::profile::Profile {
         use xlens_testkit::synth::{Item, OpSpec, Program, SynthSpec, tpu_profile};
-        let cpu = xlens_xplane::Session::open(&testdata("corpus/sharded_collectives_baseline")).unwrap();
+        let cpu = xlens_testkit::open_session(testdata("corpus/sharded_collectives_baseline")).unwrap();
         let (protos, _) = xlens_hlo::hlo_protos(cpu.hosts()[0].space());
         let proto = protos.iter().find(|p| p.name.starts_with("jit_step")).unwrap().bytes.to_vec();
         // 1 µs per 16 KiB on the inner axis.

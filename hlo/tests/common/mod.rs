@@ -7,7 +7,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use xlens_hlo::{Module, modules_from_space};
-use xlens_xplane::Session;
 
 /// The repository's `testdata/` directory.
 pub fn testdata() -> PathBuf {
@@ -32,7 +31,7 @@ pub fn profile_dirs() -> Vec<PathBuf> {
 
 /// Decodes every module of a profile directory; panics on warnings.
 pub fn modules(dir: &Path) -> Vec<Module> {
-    let session = Session::open(dir).expect("profile opens");
+    let session = xlens_source::open_session(&xlens_source::Location::from(dir)).expect("profile opens");
     let (modules, warnings) = modules_from_space(session.hosts()[0].space());
     assert!(warnings.is_empty(), "{}: {warnings:?}", dir.display());
     modules

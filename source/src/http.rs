@@ -5,12 +5,35 @@
 //! [`MAX_REMOTE_FILE_BYTES`].
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bytes::Bytes;
+use xlens_xplane::{Error, ErrorKind, Location as At, Result, XPLANE_SUFFIX};
 
-use crate::error::{Error, ErrorKind, Location, Result};
-use crate::session::{HostSource, SessionSource, XPLANE_SUFFIX};
+use crate::{HostFile, Location, Run, Source, error::at};
+
+/// HTTP(S) servers: a static file server's directory index, or a bucket's public XML listing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Http;
+
+impl Source for Http {
+    /// The host file, the run, or every run of the logdir (under `plugins/profile/`, else the
+    /// directory itself) that holds host files, in name order.
+    fn list(&self, location: &Location) -> crate::Result<Vec<Run>> {
+        at(location, list_url(&location.to_string()))
+    }
+
+    /// The host file, the run, or the newest run of the logdir (the runs are listed newest
+    /// first until one holds host files).
+    fn discover(&self, location: &Location) -> crate::Result<Run> {
+        at(location, discover_url(&location.to_string()))
+    }
+
+    /// The whole file, read in ranged GETs of [`CHUNK_BYTES`] ([`fetch_chunked`]).
+    fn open(&self, location: &Location) -> crate::Result<Bytes> {
+        at(location, fetch(&location.to_string()))
+    }
+}
 
 /// Bytes one ranged GET asks for.
 pub const CHUNK_BYTES: u64 = 8 << 20;
@@ -21,13 +44,8 @@ pub const MAX_REMOTE_FILE_BYTES: u64 = 4 << 30;
 /// The largest listing page read.
 const MAX_LISTING_BYTES: u64 = 64 << 20;
 
-/// True for `http://` and `https://` paths.
-pub fn is_url(path: &Path) -> bool {
-    path.to_str().is_some_and(|s| s.starts_with("http://") || s.starts_with("https://"))
-}
-
 fn url_error(url: &str, what: String) -> Error {
-    Error::new(ErrorKind::Io(std::io::Error::other(what)), Location::default().with_file(Path::new(url)))
+    Error::new(ErrorKind::Io(std::io::Error::other(what)), At::default().with_file(Path::new(url)))
 }
 
 fn http_error(url: &str, e: ureq::Error) -> Error {
@@ -41,7 +59,7 @@ fn http_error(url: &str, e: ureq::Error) -> Error {
         ureq::Error::StatusCode(c @ (401 | 403)) => format!("access denied (HTTP {c}): check the credentials"),
         other => other.to_string(),
     };
-    Error::new(ErrorKind::Io(std::io::Error::new(kind, text)), Location::default().with_file(Path::new(url)))
+    Error::new(ErrorKind::Io(std::io::Error::new(kind, text)), At::default().with_file(Path::new(url)))
 }
 
 fn agent() -> ureq::Agent {
@@ -64,7 +82,11 @@ fn total_of(content_range: &str) -> Option<u64> {
 
 /// The whole file at `url`, read in ranged GETs of `chunk` bytes (a server that ignores ranges
 /// sends it in one response).
-pub fn fetch_chunked(url: &str, chunk: u64) -> Result<Bytes> {
+pub fn fetch_chunked(url: &str, chunk: u64) -> crate::Result<Bytes> {
+    at(&Location::Http(url.to_owned()), fetch_ranged(url, chunk))
+}
+
+fn fetch_ranged(url: &str, chunk: u64) -> Result<Bytes> {
     let agent = agent();
     let mut out = Vec::new();
     let mut total: Option<u64> = None;
@@ -102,14 +124,14 @@ pub fn fetch_chunked(url: &str, chunk: u64) -> Result<Bytes> {
         }
     }
     if out.is_empty() {
-        return Err(Error::new(ErrorKind::ZeroByteProfile, Location::default().with_file(Path::new(url))));
+        return Err(Error::new(ErrorKind::ZeroByteProfile, At::default().with_file(Path::new(url))));
     }
     Ok(Bytes::from(out))
 }
 
 /// The whole file at `url` ([`fetch_chunked`] by [`CHUNK_BYTES`]).
-pub fn fetch(url: &str) -> Result<Bytes> {
-    fetch_chunked(url, CHUNK_BYTES)
+fn fetch(url: &str) -> Result<Bytes> {
+    fetch_ranged(url, CHUNK_BYTES)
 }
 
 /// The names a listing page links to or lists as keys: `href="NAME"` and `<Key>NAME</Key>`,
@@ -148,13 +170,13 @@ fn last_segment(url: &str) -> Option<String> {
 }
 
 /// The hosts a run URL lists, sorted by host name.
-fn run_hosts(agent: &ureq::Agent, run: &str) -> Result<Vec<HostSource>> {
-    let mut hosts: Vec<HostSource> = listing(agent, run)?
+fn run_hosts(agent: &ureq::Agent, run: &str) -> Result<Vec<HostFile>> {
+    let mut hosts: Vec<HostFile> = listing(agent, run)?
         .into_iter()
         .filter(|n| n.ends_with(XPLANE_SUFFIX) && !n.contains('/'))
         .map(|n| {
             let stem = n.strip_suffix(XPLANE_SUFFIX).filter(|s| !s.is_empty()).unwrap_or(&n).to_owned();
-            HostSource { host: stem, path: PathBuf::from(format!("{run}{n}")) }
+            HostFile { host: stem, location: Location::Http(format!("{run}{n}")) }
         })
         .collect();
     hosts.sort_by(|a, b| a.host.cmp(&b.host));
@@ -164,16 +186,16 @@ fn run_hosts(agent: &ureq::Agent, run: &str) -> Result<Vec<HostSource>> {
 
 /// Finds the host files behind a URL: a host file, a run directory, or a logdir (its newest run
 /// under `plugins/profile/`), as [`crate::discover`] does on disk.
-pub fn discover_url(url: &str) -> Result<SessionSource> {
+fn discover_url(url: &str) -> Result<Run> {
     if url.ends_with(XPLANE_SUFFIX) {
         let host = last_segment(url).and_then(|f| f.strip_suffix(XPLANE_SUFFIX).map(str::to_owned)).unwrap_or_default();
-        return Ok(SessionSource { run: None, hosts: vec![HostSource { host, path: PathBuf::from(url) }] });
+        return Ok(Run { run: None, hosts: vec![HostFile { host, location: Location::Http(url.to_owned()) }] });
     }
     let agent = agent();
     let dir = with_slash(url);
     let hosts = run_hosts(&agent, &dir)?;
     if !hosts.is_empty() {
-        return Ok(SessionSource { run: last_segment(&dir), hosts });
+        return Ok(Run { run: last_segment(&dir), hosts });
     }
     let runs_dir = format!("{dir}plugins/profile/");
     let runs_url = if listing(&agent, &runs_dir).is_ok() { runs_dir } else { dir.clone() };
@@ -184,10 +206,37 @@ pub fn discover_url(url: &str) -> Result<SessionSource> {
         let run_url = format!("{runs_url}{run}");
         let hosts = run_hosts(&agent, &run_url)?;
         if !hosts.is_empty() {
-            return Ok(SessionSource { run: last_segment(&run_url), hosts });
+            return Ok(Run { run: last_segment(&run_url), hosts });
         }
     }
-    Err(Error::new(ErrorKind::NoProfiles, Location::default().with_file(Path::new(url))))
+    Err(Error::new(ErrorKind::NoProfiles, At::default().with_file(Path::new(url))))
+}
+
+/// The host file, the run, or every run of the logdir that holds host files, in name order.
+fn list_url(url: &str) -> Result<Vec<Run>> {
+    if url.ends_with(XPLANE_SUFFIX) {
+        return discover_url(url).map(|run| vec![run]);
+    }
+    let agent = agent();
+    let dir = with_slash(url);
+    let hosts = run_hosts(&agent, &dir)?;
+    if !hosts.is_empty() {
+        return Ok(vec![Run { run: last_segment(&dir), hosts }]);
+    }
+    let runs_dir = format!("{dir}plugins/profile/");
+    let runs_url = if listing(&agent, &runs_dir).is_ok() { runs_dir } else { dir.clone() };
+    let mut names: Vec<String> =
+        listing(&agent, &runs_url)?.into_iter().filter(|n| n.ends_with('/') && n.matches('/').count() == 1).collect();
+    names.sort();
+    let mut runs = Vec::new();
+    for name in names {
+        let run_url = format!("{runs_url}{name}");
+        let hosts = run_hosts(&agent, &run_url)?;
+        if !hosts.is_empty() {
+            runs.push(Run { run: last_segment(&run_url), hosts });
+        }
+    }
+    Ok(runs)
 }
 
 #[cfg(test)]

@@ -1,26 +1,43 @@
 //! Profiles in object storage: `s3://`, `gs://` and `az://` (or `abfs://`) URLs, read with
 //! `object_store` (credentials, region and endpoint from the usual environment:
 //! `AWS_*`, `GOOGLE_*`, `AZURE_*`), listed like a logdir on disk and fetched in ranged reads of
-//! [`crate::remote::CHUNK_BYTES`], memory following the bytes received.
+//! [`crate::http::CHUNK_BYTES`], memory following the bytes received.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use xlens_xplane::{Error, ErrorKind, Location as At, Result, XPLANE_SUFFIX};
 
-use crate::error::{Error, ErrorKind, Location, Result};
-use crate::remote::{CHUNK_BYTES, MAX_REMOTE_FILE_BYTES};
-use crate::session::{HostSource, SessionSource, XPLANE_SUFFIX};
+use crate::http::{CHUNK_BYTES, MAX_REMOTE_FILE_BYTES};
+use crate::{HostFile, Location, Run, Source, error::at};
 
-/// True for the object-store URL schemes.
-pub fn is_store_url(path: &Path) -> bool {
-    path.to_str().is_some_and(|s| ["s3://", "gs://", "az://", "abfs://"].iter().any(|p| s.starts_with(p)))
+/// Object stores: S3, Google Cloud Storage and Azure, credentials from the environment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stores;
+
+impl Source for Stores {
+    /// The host file, the run prefix, or every run of the logdir prefix (under
+    /// `plugins/profile/`, else the prefix itself) that holds host files, in name order.
+    fn list(&self, location: &Location) -> crate::Result<Vec<Run>> {
+        at(location, list_store(&location.to_string()))
+    }
+
+    /// The host file, the run prefix, or the newest run of the logdir prefix.
+    fn discover(&self, location: &Location) -> crate::Result<Run> {
+        at(location, discover_store(&location.to_string()))
+    }
+
+    /// The whole object, read in ranged reads.
+    fn open(&self, location: &Location) -> crate::Result<Bytes> {
+        at(location, fetch_store(&location.to_string()))
+    }
 }
 
 fn io(url: &str, kind: std::io::ErrorKind, what: String) -> Error {
-    Error::new(ErrorKind::Io(std::io::Error::new(kind, what)), Location::default().with_file(Path::new(url)))
+    Error::new(ErrorKind::Io(std::io::Error::new(kind, what)), At::default().with_file(Path::new(url)))
 }
 
 fn store_error(url: &str, e: object_store::Error) -> Error {
@@ -55,12 +72,12 @@ fn runtime(url: &str) -> Result<tokio::runtime::Runtime> {
 }
 
 /// The whole object at `url`, read in ranged reads.
-pub fn fetch_store(url: &str) -> Result<Bytes> {
+fn fetch_store(url: &str) -> Result<Bytes> {
     let (store, path, _) = open_store(url)?;
     runtime(url)?.block_on(async {
         let size = store.head(&path).await.map_err(|e| store_error(url, e))?.size;
         if size == 0 {
-            return Err(Error::new(ErrorKind::ZeroByteProfile, Location::default().with_file(Path::new(url))));
+            return Err(Error::new(ErrorKind::ZeroByteProfile, At::default().with_file(Path::new(url))));
         }
         if size > MAX_REMOTE_FILE_BYTES {
             return Err(io(url, std::io::ErrorKind::Other, format!("{size} bytes, more than a host file may have")));
@@ -84,16 +101,16 @@ pub fn fetch_store(url: &str) -> Result<Bytes> {
 }
 
 /// Host files directly under `prefix`, sorted by host name.
-async fn hosts_under(store: &dyn ObjectStore, root: &str, prefix: &ObjectPath, url: &str) -> Result<Vec<HostSource>> {
+async fn hosts_under(store: &dyn ObjectStore, root: &str, prefix: &ObjectPath, url: &str) -> Result<Vec<HostFile>> {
     let listed = store.list_with_delimiter(Some(prefix)).await.map_err(|e| store_error(url, e))?;
-    let mut hosts: Vec<HostSource> = listed
+    let mut hosts: Vec<HostFile> = listed
         .objects
         .iter()
         .filter_map(|o| {
             let name = o.location.filename()?;
             let stem = name.strip_suffix(XPLANE_SUFFIX)?;
             let host = if stem.is_empty() { name.to_owned() } else { stem.to_owned() };
-            Some(HostSource { host, path: PathBuf::from(format!("{root}/{}", o.location)) })
+            Some(HostFile { host, location: Location::parse(&format!("{root}/{}", o.location)) })
         })
         .collect();
     hosts.sort_by(|a, b| a.host.cmp(&b.host));
@@ -102,16 +119,16 @@ async fn hosts_under(store: &dyn ObjectStore, root: &str, prefix: &ObjectPath, u
 
 /// Finds the host files behind an object-store URL: a host file, a run prefix, or a logdir
 /// prefix (its newest run under `plugins/profile/`), as [`crate::discover`] does on disk.
-pub fn discover_store(url: &str) -> Result<SessionSource> {
+fn discover_store(url: &str) -> Result<Run> {
     let (store, path, root) = open_store(url)?;
     if url.ends_with(XPLANE_SUFFIX) {
         let host = path.filename().and_then(|f| f.strip_suffix(XPLANE_SUFFIX)).unwrap_or_default().to_owned();
-        return Ok(SessionSource { run: None, hosts: vec![HostSource { host, path: PathBuf::from(url) }] });
+        return Ok(Run { run: None, hosts: vec![HostFile { host, location: Location::parse(url) }] });
     }
     runtime(url)?.block_on(async {
         let hosts = hosts_under(store.as_ref(), &root, &path, url).await?;
         if !hosts.is_empty() {
-            return Ok(SessionSource { run: path.filename().map(str::to_owned), hosts });
+            return Ok(Run { run: path.filename().map(str::to_owned), hosts });
         }
         let runs_prefix = path.clone().join("plugins").join("profile");
         let mut runs =
@@ -123,9 +140,39 @@ pub fn discover_store(url: &str) -> Result<SessionSource> {
         for run in runs.iter().rev() {
             let hosts = hosts_under(store.as_ref(), &root, run, url).await?;
             if !hosts.is_empty() {
-                return Ok(SessionSource { run: run.filename().map(str::to_owned), hosts });
+                return Ok(Run { run: run.filename().map(str::to_owned), hosts });
             }
         }
-        Err(Error::new(ErrorKind::NoProfiles, Location::default().with_file(Path::new(url))))
+        Err(Error::new(ErrorKind::NoProfiles, At::default().with_file(Path::new(url))))
+    })
+}
+
+/// The host file, the run prefix, or every run of the logdir prefix that holds host files, in
+/// name order.
+fn list_store(url: &str) -> Result<Vec<Run>> {
+    if url.ends_with(XPLANE_SUFFIX) {
+        return discover_store(url).map(|run| vec![run]);
+    }
+    let (store, path, root) = open_store(url)?;
+    runtime(url)?.block_on(async {
+        let hosts = hosts_under(store.as_ref(), &root, &path, url).await?;
+        if !hosts.is_empty() {
+            return Ok(vec![Run { run: path.filename().map(str::to_owned), hosts }]);
+        }
+        let runs_prefix = path.clone().join("plugins").join("profile");
+        let mut prefixes =
+            store.list_with_delimiter(Some(&runs_prefix)).await.map_err(|e| store_error(url, e))?.common_prefixes;
+        if prefixes.is_empty() {
+            prefixes = store.list_with_delimiter(Some(&path)).await.map_err(|e| store_error(url, e))?.common_prefixes;
+        }
+        prefixes.sort();
+        let mut runs = Vec::new();
+        for run in &prefixes {
+            let hosts = hosts_under(store.as_ref(), &root, run, url).await?;
+            if !hosts.is_empty() {
+                runs.push(Run { run: run.filename().map(str::to_owned), hosts });
+            }
+        }
+        Ok(runs)
     })
 }
