@@ -29,6 +29,7 @@ mod detectors;
 pub mod diff;
 mod evidence;
 mod finding;
+mod intervals;
 mod profile;
 mod registry;
 pub mod render;
