@@ -158,6 +158,9 @@ def lex(src: str) -> list[Tok]:
         elif c.isalpha() or c == "_":
             # Prefixed literals: b"..", r"..", r#".."#, br"..", c"..", b'x'; raw identifiers r#x.
             m = _IDENT.match(src, i)
+            if m is None:
+                i += 1  # a non-ASCII letter outside a string or comment: not a path
+                continue
             word = m.group(0)
             j = m.end()
             if word in ("b", "c") and j < n and src[j] == '"':
