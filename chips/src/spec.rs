@@ -2,8 +2,6 @@
 //! found by name (the catalogue itself is `catalogue.rs`; `xlens-roofline` reads peaks from
 //! profiles).
 
-use crate::catalogue::CATALOGUE;
-use crate::error::{Error, ErrorKind, Result};
 use crate::units::{Bytes, BytesPerSec, FlopsPerByte, FlopsPerSec};
 
 /// An on-chip memory resource that can bound work (XProf's `bound_by` names beyond HBM).
@@ -163,46 +161,6 @@ pub struct ChipSpec {
 }
 
 impl ChipSpec {
-    /// Finds a chip by id, name or alias, case-insensitively and ignoring spaces, `-` and `_`;
-    /// a trailing `-<chips>` count as in accelerator types (`v5litepod-16`, `v5p-128`) is ignored.
-    ///
-    /// ```
-    /// use xlens_chips::ChipSpec;
-    /// assert_eq!(ChipSpec::by_name("TPU v5 Lite")?.id, "v5e");
-    /// assert_eq!(ChipSpec::by_name("v5litepod-16")?.id, "v5e");
-    /// assert_eq!(ChipSpec::by_name("NVIDIA H100 80GB HBM3")?.id, "h100");
-    /// assert!(ChipSpec::by_name("TPU v9").unwrap_err().is_unknown_chip());
-    /// Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn by_name(name: &str) -> Result<&'static ChipSpec> {
-        ChipSpec::lookup(name).ok_or_else(|| {
-            Error::new(ErrorKind::UnknownChip {
-                name: name.to_owned(),
-                known: CATALOGUE.iter().map(|c| c.id).collect::<Vec<_>>().join(", "),
-            })
-        })
-    }
-
-    /// Like [`by_name`](Self::by_name), `None` when unknown.
-    pub fn lookup(name: &str) -> Option<&'static ChipSpec> {
-        let key = normalize(name);
-        if key.is_empty() {
-            return None;
-        }
-        let find = |key: &str| {
-            CATALOGUE.iter().find(|c| {
-                normalize(c.id) == key || normalize(c.name) == key || c.aliases.iter().any(|a| normalize(a) == key)
-            })
-        };
-        if let Some(c) = find(&key) {
-            return Some(c);
-        }
-        // Accelerator types end in a chip or core count: `v5p-128`, `v5litepod-16`.
-        let trimmed = name.trim();
-        let (head, tail) = trimmed.rsplit_once('-')?;
-        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) { find(&normalize(head)) } else { None }
-    }
-
     /// The chip's ridge point at bf16 peak: peak FLOP/s ÷ HBM bytes/s.
     ///
     /// ```
@@ -218,21 +176,5 @@ impl ChipSpec {
     /// The on-chip memory of this kind, if listed.
     pub fn on_chip_memory(&self, kind: MemoryKind) -> Option<&OnChipMemory> {
         self.on_chip.iter().find(|m| m.kind == kind)
-    }
-}
-
-/// Lower-case, without spaces, `-`, `_` or `.`.
-fn normalize(name: &str) -> String {
-    name.chars().filter(|c| !matches!(c, ' ' | '-' | '_' | '.')).flat_map(char::to_lowercase).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normalize_ignores_case_and_separators() {
-        assert_eq!(normalize("TPU v5 Lite"), "tpuv5lite");
-        assert_eq!(normalize("A100-SXM4_80GB"), "a100sxm480gb");
     }
 }

@@ -7,7 +7,11 @@ use xlens_xplane::{Event, Picos, Plane, PlaneKind};
 pub(crate) use xlens_roofline::{covered, covered_from, merge_in_order, partition_from};
 
 use crate::finding::Evidence;
-use crate::profile::HostProfile;
+// The step medians and the programs the steps ran are the profile's analyses, and the interval
+// and median helpers sit below it; the detectors reach them here.
+pub(crate) use crate::intervals::{IntervalCursor, in_intervals, median_of};
+pub(crate) use crate::profile::step_modules;
+use crate::profile::{HostProfile, host_step_medians};
 
 /// The unit a time figure is printed in, one vocabulary for every detector: ms (3 decimals,
 /// as step times are printed) from a millisecond up, us (1 decimal) below. Figures set side by
@@ -233,108 +237,6 @@ pub(crate) fn op_times(host: &HostProfile, module: &Module) -> Option<std::colle
         }
     }
     Some(times)
-}
-
-/// Computes now, in parallel, the per-step op-time medians that [`op_times`] reads for the
-/// programs the steps ran (profiles whose ops are host-thread events): the detectors that need
-/// them then find them ready instead of one computing while the others wait.
-pub(crate) fn prepare_step_medians(host: &HostProfile) {
-    use rayon::prelude::*;
-    if !host.space().tpu_tensor_cores().is_empty() || host.host_ops().is_empty() {
-        return;
-    }
-    let Ok(steps) = host.steps() else { return };
-    let n = steps.steps.len();
-    if n == 0 {
-        return;
-    }
-    let programs: Vec<u64> = step_modules(host).iter().filter_map(|m| m.program_id()).collect();
-    programs.par_iter().with_max_len(1).for_each(|&program| {
-        let _ = host_step_medians(host, program, n);
-    });
-}
-
-/// Per op of one program on host threads: the median over steps of its time inside each step
-/// (ms, all cores together), for ops that run in at least half of the steps.
-fn host_step_medians(
-    host: &HostProfile,
-    program: u64,
-    n: usize,
-) -> Option<std::sync::Arc<crate::profile::StepMedians>> {
-    let steps = &host.steps().ok()?.steps;
-    Some(host.step_medians(program, || {
-        let mut bounds: Vec<(Picos, Picos, usize)> =
-            steps.iter().enumerate().map(|(i, s)| (s.start, s.end(), i)).collect();
-        bounds.sort();
-        let cached = host.host_ops();
-        // Per interned name: its time in each step.
-        let mut per_name: Vec<Option<Vec<f64>>> = vec![None; cached.names.len()];
-        let spans: Vec<(Picos, Picos)> = bounds.iter().map(|b| (b.0, b.1)).collect();
-        for (_, line_ops) in cached.by_line() {
-            // The steps that start at or before an op, found by a cursor over the line's ops.
-            let mut cursor = IntervalCursor::new(&spans);
-            for op in line_ops.iter().filter(|o| cached.context(o).program_id == Some(program)) {
-                let at = op.start;
-                let k = cursor.seek(at);
-                let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
-                if at >= end {
-                    continue;
-                }
-                if let Some(slot) = per_name.get_mut(op.name as usize) {
-                    slot.get_or_insert_with(|| vec![0.0; n])[step] += (op.end - op.start).as_ms_f64();
-                }
-            }
-        }
-        per_name
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, v)| {
-                let mut v = v?;
-                let ran = v.iter().filter(|t| **t > 0.0).count();
-                if 2 * ran < n {
-                    return None;
-                }
-                Some((cached.names[i].clone(), median_of(&mut v)))
-            })
-            .collect()
-    }))
-}
-
-/// The median of `v` (the mean of the two middle values when their count is even; 0 when
-/// empty), reordering it: the middle values are selected rather than sorted, in the total
-/// order, so they are the sort's bit for bit.
-pub(crate) fn median_of(v: &mut [f64]) -> f64 {
-    let n = v.len();
-    if n == 0 {
-        return 0.0;
-    }
-    let (below, &mut middle, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
-    match below.iter().copied().max_by(f64::total_cmp) {
-        Some(before) if n.is_multiple_of(2) => (before + middle) / 2.0,
-        _ => middle,
-    }
-}
-
-/// The programs the profiled steps ran: modules with op time in the op profile, most op time
-/// first (ties by program id); the main module alone when the profile has no op timeline.
-pub(crate) fn step_modules(host: &HostProfile) -> Vec<&Module> {
-    let mut timed: Vec<(Picos, &Module)> = Vec::new();
-    if let Ok(profile) = host.op_profile() {
-        let mut by_program: std::collections::BTreeMap<u64, Picos> = std::collections::BTreeMap::new();
-        for op in profile.ops.iter().filter(|o| !o.has_inner_ops()) {
-            *by_program.entry(op.program_id).or_default() += op.self_time;
-        }
-        for (program, time) in by_program {
-            if let Some(module) = host.module(program).filter(|_| time.0 > 0) {
-                timed.push((time, module));
-            }
-        }
-    }
-    if timed.is_empty() {
-        return host.main_module().into_iter().collect();
-    }
-    timed.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.program_id().cmp(&b.1.program_id())));
-    timed.into_iter().map(|(_, m)| m).collect()
 }
 
 /// The instructions that run as kernels: those of the entry computation and of loop bodies,
@@ -1247,53 +1149,6 @@ pub(crate) fn device_ordinal(plane: &Plane) -> u32 {
         PlaneKind::TpuTensorCore { ordinal } | PlaneKind::TpuSparseCore { ordinal, .. } => ordinal,
         PlaneKind::Gpu { ordinal } => ordinal,
         _ => 0,
-    }
-}
-
-/// True when `t` lies in one of the sorted, disjoint `merged` intervals.
-pub(crate) fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
-    let i = merged.partition_point(|(s, _)| *s <= t);
-    i > 0 && t < merged[i - 1].1
-}
-
-/// [`in_intervals`] for times that mostly come in order (the ops of a line): the position moves
-/// on from the previous time's instead of being searched for every time. The intervals must be
-/// sorted by start ([`IntervalCursor::seek`] needs no more; `contains` needs them disjoint).
-pub(crate) struct IntervalCursor<'a> {
-    merged: &'a [(Picos, Picos)],
-    /// How many intervals start at or before the last time asked.
-    at: usize,
-}
-
-impl<'a> IntervalCursor<'a> {
-    pub(crate) fn new(merged: &'a [(Picos, Picos)]) -> Self {
-        IntervalCursor { merged, at: 0 }
-    }
-
-    /// Whether `t` lies in one of the intervals (as [`in_intervals`]).
-    #[inline]
-    pub(crate) fn contains(&mut self, t: Picos) -> bool {
-        let at = self.seek(t);
-        at > 0 && t < self.merged[at - 1].1
-    }
-
-    /// The time of `[lo, hi)` the intervals cover (as [`covered`]); cheapest for spans asked in
-    /// time order.
-    pub(crate) fn covered(&mut self, lo: Picos, hi: Picos) -> Picos {
-        // The last interval starting at or before `lo`, unless it ends by then.
-        let at = self.seek(lo);
-        let from = if at > 0 && self.merged[at - 1].1 > lo { at - 1 } else { at };
-        self.merged[from..]
-            .iter()
-            .take_while(|&&(s, _)| s < hi)
-            .map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo)))
-            .sum()
-    }
-
-    /// How many intervals start at or before `t` (`partition_point` of their starts).
-    #[inline]
-    pub(crate) fn seek(&mut self, t: Picos) -> usize {
-        partition_from(self.merged, &mut self.at, |(s, _)| *s <= t)
     }
 }
 

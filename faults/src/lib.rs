@@ -28,6 +28,7 @@ mod detector;
 mod detectors;
 mod evidence;
 mod finding;
+mod intervals;
 mod profile;
 mod registry;
 mod report;

@@ -7,6 +7,8 @@ use xlens_hlo::Module;
 use xlens_roofline::{Chip, DeviceTimeline, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
 use xlens_xplane::{DeviceKind, Error, Host, Picos, Session, Space, SpaceSummary, summarize};
 
+use crate::intervals::{IntervalCursor, median_of};
+
 /// What a detector reads. A detector whose inputs the profile lacks is skipped, with the reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Need {
@@ -218,7 +220,7 @@ impl HostProfile {
             &[("anatomy", &|| {
                 let _ = self.anatomy();
             })],
-            &[("step_medians", &|| crate::evidence::prepare_step_medians(self))],
+            &[("step_medians", &|| prepare_step_medians(self))],
         );
         time("chip", &|| {
             let _ = self.chip();
@@ -475,6 +477,90 @@ impl HostProfile {
             }
         }
     }
+}
+
+/// Computes now, in parallel, the per-step op-time medians that
+/// [`op_times`](crate::evidence::op_times) reads for the programs the steps ran (profiles whose ops
+/// are host-thread events): the detectors that need them then find them ready instead of one
+/// computing while the others wait.
+pub(crate) fn prepare_step_medians(host: &HostProfile) {
+    use rayon::prelude::*;
+    if !host.space().tpu_tensor_cores().is_empty() || host.host_ops().is_empty() {
+        return;
+    }
+    let Ok(steps) = host.steps() else { return };
+    let n = steps.steps.len();
+    if n == 0 {
+        return;
+    }
+    let programs: Vec<u64> = step_modules(host).iter().filter_map(|m| m.program_id()).collect();
+    programs.par_iter().with_max_len(1).for_each(|&program| {
+        let _ = host_step_medians(host, program, n);
+    });
+}
+
+/// Per op of one program on host threads: the median over steps of its time inside each step
+/// (ms, all cores together), for ops that run in at least half of the steps.
+pub(crate) fn host_step_medians(host: &HostProfile, program: u64, n: usize) -> Option<std::sync::Arc<StepMedians>> {
+    let steps = &host.steps().ok()?.steps;
+    Some(host.step_medians(program, || {
+        let mut bounds: Vec<(Picos, Picos, usize)> =
+            steps.iter().enumerate().map(|(i, s)| (s.start, s.end(), i)).collect();
+        bounds.sort();
+        let cached = host.host_ops();
+        // Per interned name: its time in each step.
+        let mut per_name: Vec<Option<Vec<f64>>> = vec![None; cached.names.len()];
+        let spans: Vec<(Picos, Picos)> = bounds.iter().map(|b| (b.0, b.1)).collect();
+        for (_, line_ops) in cached.by_line() {
+            // The steps that start at or before an op, found by a cursor over the line's ops.
+            let mut cursor = IntervalCursor::new(&spans);
+            for op in line_ops.iter().filter(|o| cached.context(o).program_id == Some(program)) {
+                let at = op.start;
+                let k = cursor.seek(at);
+                let Some(&(_, end, step)) = k.checked_sub(1).and_then(|k| bounds.get(k)) else { continue };
+                if at >= end {
+                    continue;
+                }
+                if let Some(slot) = per_name.get_mut(op.name as usize) {
+                    slot.get_or_insert_with(|| vec![0.0; n])[step] += (op.end - op.start).as_ms_f64();
+                }
+            }
+        }
+        per_name
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                let mut v = v?;
+                let ran = v.iter().filter(|t| **t > 0.0).count();
+                if 2 * ran < n {
+                    return None;
+                }
+                Some((cached.names[i].clone(), median_of(&mut v)))
+            })
+            .collect()
+    }))
+}
+
+/// The programs the profiled steps ran: modules with op time in the op profile, most op time
+/// first (ties by program id); the main module alone when the profile has no op timeline.
+pub(crate) fn step_modules(host: &HostProfile) -> Vec<&Module> {
+    let mut timed: Vec<(Picos, &Module)> = Vec::new();
+    if let Ok(profile) = host.op_profile() {
+        let mut by_program: std::collections::BTreeMap<u64, Picos> = std::collections::BTreeMap::new();
+        for op in profile.ops.iter().filter(|o| !o.has_inner_ops()) {
+            *by_program.entry(op.program_id).or_default() += op.self_time;
+        }
+        for (program, time) in by_program {
+            if let Some(module) = host.module(program).filter(|_| time.0 > 0) {
+                timed.push((time, module));
+            }
+        }
+    }
+    if timed.is_empty() {
+        return host.main_module().into_iter().collect();
+    }
+    timed.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.program_id().cmp(&b.1.program_id())));
+    timed.into_iter().map(|(_, m)| m).collect()
 }
 
 /// Every host of a profile.

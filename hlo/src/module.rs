@@ -539,7 +539,7 @@ pub struct Module {
     /// profiles only).
     pub(crate) gpu_costs: std::sync::OnceLock<(Vec<Cost>, Vec<u64>)>,
     /// [`Module::hbm_memory_stats`], once replayed.
-    pub(crate) hbm_stats: OnceLock<Option<crate::memory::MemoryStats>>,
+    pub(crate) hbm_stats: OnceLock<Option<crate::memory_types::MemoryStats>>,
     pub(crate) elementwise: Vec<bool>,
     pub(crate) collectives: Vec<Collective>,
     pub(crate) aliases: Vec<IoAlias>,

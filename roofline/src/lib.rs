@@ -45,6 +45,7 @@ mod op_profile;
 mod op_profile_cpu;
 mod perf_env;
 mod step_anatomy;
+mod step_types;
 mod steps;
 mod timeline;
 
@@ -83,9 +84,9 @@ pub use op_profile::{
 pub use op_profile_cpu::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL, hlo_category};
 pub use perf_env::PerfEnv;
 pub use step_anatomy::{anatomy_from_timeline, host_anatomy, host_anatomy_from_ops, tpu_anatomy};
+pub use step_types::{CoreStepBreakdown, StepSource, is_host_step_marker};
 pub use steps::{
-    CoreStep, CoreStepBreakdown, FLAT_CV, OUTLIER_FACTOR, Step, StepSource, StepStats, StepVariance, Steps,
-    TpuStepSummary, is_host_step_marker, steps_from_timeline,
+    CoreStep, FLAT_CV, OUTLIER_FACTOR, Step, StepStats, StepVariance, Steps, TpuStepSummary, steps_from_timeline,
 };
 pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OFF_DUTY_CATEGORIES, OpAggregate};
 pub use xlens_chips::{

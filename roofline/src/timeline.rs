@@ -20,7 +20,7 @@ use xlens_xplane::{BareEvent, EventMetadataId, Picos, Plane, PlaneKind, Space, n
 use crate::anatomy::{PRIORITY, StepAnatomy, TimeClass, class_of};
 use crate::device::{DeviceStatIds, OpMetadata, Span, device_span, op_metadata};
 use crate::matmul_free::{MatmulFreeStretches, StretchWalk};
-use crate::steps::{CoreStepBreakdown, StepSource};
+use crate::step_types::{CoreStepBreakdown, StepSource};
 
 /// Aggregates of one op (one event metadata entry) on one core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::{EventMetadataId, Picos, StatMetadataId};
-use crate::plane::{EventMetadata, Line, Plane, wire_error};
+use crate::plane::{EventMetadata, Line, MetadataMask, PART_MIN_BYTES, Plane, wire_error};
 use crate::wire::{Reader, WireError, WireType, split_tag};
 
 /// The `data` oneof of an event: a start offset, or an occurrence count on aggregated events.
@@ -1399,11 +1399,13 @@ impl Line {
     }
 }
 
-/// The fewest bytes of a run of [`Line::event_parts`]: cutting smaller lines costs more than
-/// walking them on one thread.
-// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
-#[doc(hidden)]
-pub const PART_MIN_BYTES: usize = 1 << 20;
+impl MetadataMask {
+    /// True when the event's metadata passed the predicate.
+    #[inline]
+    pub fn contains(&self, event: &Event<'_>) -> bool {
+        self.any && event.plane().event_metadata_position(event.metadata_id()).is_some_and(|i| self.bits[i])
+    }
+}
 
 impl Plane {
     /// The plane-level stats (device capabilities, versions, profile start/stop, ...).

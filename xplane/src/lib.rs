@@ -51,6 +51,7 @@ mod event;
 mod ids;
 mod inventory;
 pub mod limits;
+mod meter;
 pub mod names;
 mod plane;
 // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
@@ -73,14 +74,15 @@ pub mod frame;
 pub use builder::{BuildValue, EventBuilder, LineBuilder, LineHeader, PlaneBuilder, SpaceBuilder};
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use event::{
-    BareEvent, Event, EventData, EventIter, GatheredStats, PART_MIN_BYTES, PlaneStats, ReleasingEvents, Stat, StatIter,
-    StatValue, StatsWhere,
+    BareEvent, Event, EventData, EventIter, GatheredStats, PlaneStats, ReleasingEvents, Stat, StatIter, StatValue,
+    StatsWhere,
 };
 pub use ids::{EventMetadataId, LineId, Picos, PlaneId, StatMetadataId};
 pub use inventory::{DeviceKind, LineInventory, PlaneInventory, SpaceSummary, inventory, summarize};
-pub use plane::{EventMetadata, Line, MetadataMask, Plane, PlaneKind, StatMetadata};
+pub use meter::WalkMeter;
+pub use plane::{EventMetadata, Line, MetadataMask, PART_MIN_BYTES, Plane, PlaneKind, StatMetadata};
 pub use session::{Host, HostInput, Session, XPLANE_SUFFIX, map_file, open_space};
-pub use space::{Space, WalkMeter};
+pub use space::Space;
 pub use time_index::{EventsWhere, IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
 pub use validate::validate;
 

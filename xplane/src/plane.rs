@@ -523,12 +523,12 @@ pub struct Plane {
     /// that [`Space::walk_meter`](crate::Space::walk_meter) counts each line's bytes once.
     walked: Box<[std::sync::atomic::AtomicBool]>,
     /// Bytes of line bodies walked at least once, shared by the planes of a space.
-    meter: crate::WalkMeter,
+    meter: crate::meter::WalkMeter,
     /// Stored lines not walked yet.
     unwalked: std::sync::atomic::AtomicUsize,
     /// Per stored line: its index, once a walk made it or a skip built it (`None` inside when
     /// the line cannot have one). Boxed: 16 bytes a line until then (see `tests/memory.rs`).
-    pub(crate) time_indexes: Box<[std::sync::OnceLock<Option<Box<crate::time_index::TimeIndex>>>]>,
+    pub(crate) time_indexes: Box<[std::sync::OnceLock<Option<Box<TimeIndex>>>]>,
     /// Where long lines can be cut for [`Line::event_parts`], noted by the parse as it counted
     /// the events: (plane position of an event's tag, the event's index in its line), one
     /// every [`CUT_POINT_BYTES`] or so of each line, in position order (lines follow each
@@ -537,6 +537,33 @@ pub struct Plane {
     /// The lines of a host-thread plane of [`NOTE_IDS_MIN_BYTES`] or more, by index, with the
     /// metadata ids their events use as the parse saw them. Other lines may use any id.
     line_ids: Box<[(u32, IdBloom)]>,
+}
+
+/// Where one block of events of a line's [`TimeIndex`] starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Block {
+    /// Plane position from which a walk meets the block's first event first.
+    pub(crate) pos: usize,
+    /// The index of that event in its line.
+    pub(crate) index: usize,
+    /// Its start.
+    pub(crate) start: Picos,
+    /// Where the block's metadata entries begin in its index's `metadata`.
+    pub(crate) metadata: usize,
+}
+
+/// The blocks of one line: a line's time index (built and read in `time_index`; declared here,
+/// as each plane keeps one per line).
+#[derive(Debug)]
+pub(crate) struct TimeIndex {
+    pub(crate) blocks: Vec<Block>,
+    /// Per block (from its `metadata` to the next one's): the event-metadata positions its
+    /// events use, each once.
+    pub(crate) metadata: Vec<u32>,
+    /// Whether the events come in start order (what skips by time need).
+    pub(crate) in_order: bool,
+    /// The plane position where the line's events end.
+    pub(crate) end: usize,
 }
 
 /// The smallest line whose metadata ids the parse notes: walking a shorter one costs little.
@@ -586,9 +613,15 @@ impl IdBloom {
     }
 }
 
+/// The fewest bytes of a run of [`Line::event_parts`]: cutting smaller lines costs more than
+/// walking them on one thread.
+// Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
+#[doc(hidden)]
+pub const PART_MIN_BYTES: usize = 1 << 20;
+
 /// The bytes between two cut points of a line ([`Plane`]'s `cut_points`): a quarter of the
 /// smallest run [`Line::event_parts`] makes, so runs come out within a quarter of their share.
-pub(crate) const CUT_POINT_BYTES: usize = crate::event::PART_MIN_BYTES / 4;
+pub(crate) const CUT_POINT_BYTES: usize = PART_MIN_BYTES / 4;
 
 impl fmt::Debug for Plane {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -622,16 +655,6 @@ impl Plane {
             self.unwalked.fetch_sub(1, Relaxed);
         }
         first
-    }
-
-    /// The index of one of this plane's lines, built on first use; `None` when one of the line's
-    /// events fails to decode.
-    pub(crate) fn time_index(&self, line: &Line) -> Option<&crate::time_index::TimeIndex> {
-        let at = self.lines.binary_search_by_key(&line.index(), Line::index).ok()?;
-        self.time_indexes
-            .get(at)?
-            .get_or_init(|| crate::time_index::TimeIndex::build(self, line).map(Box::new))
-            .as_deref()
     }
 
     /// Whether some event of `line` may have its metadata in `mask`: false only when the parse
@@ -685,14 +708,14 @@ impl Plane {
     }
 
     /// The index of a line if a walk already made it (none is built here).
-    pub(crate) fn time_index_built(&self, line: &Line) -> Option<&crate::time_index::TimeIndex> {
+    pub(crate) fn time_index_built(&self, line: &Line) -> Option<&TimeIndex> {
         let at = self.lines.binary_search_by_key(&line.index(), Line::index).ok()?;
         self.time_indexes.get(at)?.get()?.as_deref()
     }
 
     /// Keeps a line's time index made by walks that indexed it on the way (an index already kept
     /// stays).
-    pub(crate) fn keep_time_index(&self, line: &Line, index: Option<crate::time_index::TimeIndex>) {
+    pub(crate) fn keep_time_index(&self, line: &Line, index: Option<TimeIndex>) {
         if let Ok(at) = self.lines.binary_search_by_key(&line.index(), Line::index)
             && let Some(cell) = self.time_indexes.get(at)
         {
@@ -706,7 +729,7 @@ impl Plane {
     }
 
     /// Shares `meter` (the space's) with this plane.
-    pub(crate) fn set_meter(&mut self, meter: &crate::WalkMeter) {
+    pub(crate) fn set_meter(&mut self, meter: &crate::meter::WalkMeter) {
         self.meter = meter.clone();
     }
 
@@ -1188,7 +1211,7 @@ impl PlaneDecoder {
             file: None,
             path: None,
             walked: (0..counts.lines).map(|_| std::sync::atomic::AtomicBool::new(false)).collect(),
-            meter: crate::WalkMeter::default(),
+            meter: crate::meter::WalkMeter::default(),
             unwalked: std::sync::atomic::AtomicUsize::new(counts.lines),
             time_indexes: (0..counts.lines).map(|_| std::sync::OnceLock::new()).collect(),
             cut_points: std::mem::take(&mut self.cut_points).into_boxed_slice(),
@@ -1594,7 +1617,7 @@ mod tests {
         // What a record costs is what the table budget charges; keep them compact.
         assert_eq!(std::mem::size_of::<Line>(), 72);
         // A line's index cell, until a walk makes its index.
-        assert_eq!(std::mem::size_of::<std::sync::OnceLock<Option<Box<crate::time_index::TimeIndex>>>>(), 16);
+        assert_eq!(std::mem::size_of::<std::sync::OnceLock<Option<Box<TimeIndex>>>>(), 16);
         assert_eq!(std::mem::size_of::<EventMetadata>(), 64);
         assert_eq!(std::mem::size_of::<StatMetadata>(), 32);
     }
@@ -1613,17 +1636,13 @@ mod tests {
 /// [`Plane::metadata_mask`]). Events with dangling metadata ids never match.
 #[derive(Clone, Debug, Default)]
 pub struct MetadataMask {
-    bits: Vec<bool>,
-    any: bool,
+    /// Per entry of the plane's event-metadata table: whether it passed.
+    pub(crate) bits: Vec<bool>,
+    /// Whether any entry passed.
+    pub(crate) any: bool,
 }
 
 impl MetadataMask {
-    /// True when the event's metadata passed the predicate.
-    #[inline]
-    pub fn contains(&self, event: &crate::Event<'_>) -> bool {
-        self.any && event.plane().event_metadata_position(event.metadata_id()).is_some_and(|i| self.bits[i])
-    }
-
     /// True when the metadata entry at `position` in its plane's table passed.
     #[inline]
     pub(crate) fn contains_position(&self, position: usize) -> bool {

@@ -11,6 +11,7 @@
 //! (XProf sorts them when it writes a profile): on a line that is not, or whose events fail to
 //! decode, a skip does nothing and the walk reads every event, as a plain walk does.
 
+use crate::plane::{Block, TimeIndex};
 use crate::{Line, MetadataMask, Picos, Plane};
 
 /// Events per block of a line's index: a skip decodes at most this many events before the one
@@ -19,30 +20,13 @@ use crate::{Line, MetadataMask, Picos, Plane};
 #[doc(hidden)]
 pub const TIME_INDEX_BLOCK_EVENTS: usize = 256;
 
-/// Where one block of events starts.
-#[derive(Clone, Copy, Debug)]
-struct Block {
-    /// Plane position from which a walk meets the block's first event first.
-    pos: usize,
-    /// The index of that event in its line.
-    index: usize,
-    /// Its start.
-    start: Picos,
-    /// Where the block's metadata entries begin in its index's `metadata`.
-    metadata: usize,
-}
-
-/// The blocks of one line.
-#[derive(Debug)]
-pub(crate) struct TimeIndex {
-    blocks: Vec<Block>,
-    /// Per block (from its `metadata` to the next one's): the event-metadata positions its
-    /// events use, each once.
-    metadata: Vec<u32>,
-    /// Whether the events come in start order (what skips by time need).
-    in_order: bool,
-    /// The plane position where the line's events end.
-    end: usize,
+impl Plane {
+    /// The index of one of this plane's lines, built on first use; `None` when one of the line's
+    /// events fails to decode.
+    pub(crate) fn time_index(&self, line: &Line) -> Option<&TimeIndex> {
+        let at = self.lines().binary_search_by_key(&line.index(), Line::index).ok()?;
+        self.time_indexes.get(at)?.get_or_init(|| TimeIndex::build(self, line).map(Box::new)).as_deref()
+    }
 }
 
 /// What one run of a line's events gives the index.
