@@ -117,7 +117,7 @@ fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFram
             });
             // A metric's figure stays a number with its unit, as in the JSON.
             let (n, v, u) = match e {
-                crate::Evidence::Metric { name, value, unit } => {
+                crate::Evidence::Metric { name, value, unit, .. } => {
                     (Some(name.as_str()), Some(*value), Some(unit.as_str()))
                 }
                 _ => (None, None, None),

@@ -718,7 +718,7 @@ mod tests {
             crate::registry::detector("device_idle").unwrap(),
             Severity::from_impact(ms, Severity::P1),
             format!("idle {ms} ms"),
-            vec![Evidence::metric("idle", ms, "ms")],
+            vec![Evidence::metric("idle_time", "idle", ms, "ms")],
             Impact::of(ms, Some(100.0)),
         );
         f.host = host.to_owned();
