@@ -311,3 +311,31 @@ impl Findings {
         self.items
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key is not part of the JSON yet: a metric serializes as before and a saved one reads
+    /// back with an empty key.
+    #[test]
+    fn metric_keys_stay_out_of_the_json_and_read_back_empty() {
+        let e = Evidence::metric("idle_time", "idle time per step", 1.5, "ms");
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(json, r#"{"kind":"metric","name":"idle time per step","value":1.5,"unit":"ms"}"#);
+        let back: Evidence = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.key(), Some(""));
+        assert_eq!(back.to_string(), e.to_string());
+        assert_eq!(Evidence::note("n").key(), None);
+    }
+
+    #[test]
+    fn metric_keys_are_snake_case() {
+        for key in ["idle_time", "flops_over_6pt", "x"] {
+            assert!(is_metric_key(key), "{key}");
+        }
+        for key in ["", "Idle", "idle time", "6pt", "_idle", "idle-time"] {
+            assert!(!is_metric_key(key), "{key}");
+        }
+    }
+}
