@@ -357,7 +357,8 @@ fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) ->
 }
 
 /// Rewrites a finding's per-step phrases (`per step`, `of the step`, `each step`, `the step's`)
-/// into the time base's unit (`per module execution`, ...), in its text and evidence names.
+/// into the time base's unit (`per module execution`, ...), in its text and evidence labels;
+/// metric keys are the stable names and stay as they are.
 fn in_time_base(f: &mut Finding, unit: &str) {
     let phrases = [
         (" per step", format!(" per {unit}")),
