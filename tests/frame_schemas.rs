@@ -68,7 +68,8 @@ const NOTES: &[(&str, &str)] = &[(
      across time bases, while `name` is its label in words and may change (it reads \"per module execution\" \
      where a per-step profile reads \"per step\"). Select a figure by `id` and `key`; `unit` says the unit of \
      `value` (a time is in `ms` or `us`, whichever reads best). `key`, `name`, `value` and `unit` are null for \
-     events, instructions and notes. `session_evidence` has the same columns.",
+     events, instructions and notes (`key` also for a metric of a report read back from JSON, which does not \
+     carry keys). `session_evidence` has the same columns.",
 )];
 
 fn describe(out: &mut String, table: &str, df: &DataFrame, bad: &mut Vec<String>) {

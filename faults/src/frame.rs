@@ -119,7 +119,9 @@ fn evidence_df(findings: &[&crate::Finding], with_host: bool) -> Result<DataFram
             // stable name to select it by (the label is prose).
             let (k, n, v, u) = match e {
                 crate::Evidence::Metric { key, name, value, unit } => {
-                    (Some(key.as_ref()), Some(name.as_str()), Some(*value), Some(unit.as_str()))
+                    // A metric read back from a JSON report has no key: null, not "".
+                    let key = Some(key.as_ref()).filter(|k| !k.is_empty());
+                    (key, Some(name.as_str()), Some(*value), Some(unit.as_str()))
                 }
                 _ => (None, None, None, None),
             };
