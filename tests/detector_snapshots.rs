@@ -104,3 +104,25 @@ fn detector_findings_match_their_snapshots() {
         });
     }
 }
+
+/// Every detector's metrics have stable keys (snake_case, unique within a finding, one unit
+/// family per detector and key), and the evidence frame carries them in its `key` column.
+#[test]
+fn every_detector_keys_its_metrics() {
+    let mut units = std::collections::BTreeMap::new();
+    let mut problems = Vec::new();
+    for case in CASES {
+        let dir = common::root().join("testdata").join(case.profile);
+        let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let mut config = ScanConfig::only(case.detector);
+        (case.tweak)(&mut config);
+        let report = scan(&Profile::from_session(session), &config);
+        let keys: Vec<Option<&str>> = report.findings.iter().flat_map(|f| &f.evidence).map(|e| e.key()).collect();
+        assert!(keys.iter().any(Option::is_some), "{} reports no metric on {}", case.detector, case.profile);
+        problems.extend(common::metric_key_problems(case.profile, &report.findings, &mut units));
+        let frame = xlens::report::frame::evidence_frame(&report).unwrap();
+        let column: Vec<Option<&str>> = frame.column("key").unwrap().str().unwrap().iter().collect();
+        assert_eq!(column, keys, "{} on {}: the evidence frame's key column", case.detector, case.profile);
+    }
+    assert!(problems.is_empty(), "metric keys:\n{}", problems.join("\n"));
+}

@@ -60,6 +60,19 @@ const UNITLESS: &[(&str, &str)] = &[
     ("step_index", "a position"),
 ];
 
+/// What a table's columns mean where their name and type do not say it all, printed under it.
+const NOTES: &[(&str, &str)] = &[(
+    "evidence",
+    "A row per evidence item of a finding, in its order (`index`). For metrics (`kind` = `metric`), `key` is \
+     the metric's stable machine name (`exposed_collective_time`, `idle_share`: snake_case, unique within a \
+     finding): it names the quantity, not the unit it is shown in, and stays the same across releases and \
+     across time bases, while `name` is its label in words and may change (it reads \"per module execution\" \
+     where a per-step profile reads \"per step\"). Select a figure by `id` and `key`; `unit` says the unit of \
+     `value` (a time is in `ms` or `us`, whichever reads best). `key`, `name`, `value` and `unit` are null for \
+     events, instructions and notes (`key` also for a metric of a report read back from JSON, which does not \
+     carry keys). `session_evidence` has the same columns.",
+)];
+
 fn describe(out: &mut String, table: &str, df: &DataFrame, bad: &mut Vec<String>) {
     let _ = writeln!(out, "## `{table}`\n\n| column | type |\n|---|---|");
     for column in df.columns() {
@@ -73,6 +86,9 @@ fn describe(out: &mut String, table: &str, df: &DataFrame, bad: &mut Vec<String>
         }
     }
     out.push('\n');
+    for (_, note) in NOTES.iter().filter(|(t, _)| *t == table) {
+        let _ = writeln!(out, "{note}\n");
+    }
 }
 
 #[test]

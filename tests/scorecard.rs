@@ -230,3 +230,21 @@ fn every_profile_is_labelled_and_every_detector_scores_full_marks() {
     assert!(failures.is_empty(), "scorecard regressions:\n{}", failures.join("\n"));
     golden_at(Path::new("docs/scorecard.md"), &scorecard(&scores, &labels));
 }
+
+/// Every metric of every finding on every profile has a stable key (the evidence table's `key`
+/// column, `docs/frames.md`): snake_case, unique within its finding, and in one unit family per
+/// detector.
+#[test]
+fn metric_keys_are_snake_case_unique_and_keep_their_unit() {
+    let mut units = BTreeMap::new();
+    let mut problems = Vec::new();
+    let mut metrics = 0;
+    for profile in profile_dirs() {
+        let dir = root().join("testdata").join(&profile);
+        let report = scan(&Profile::from_session(xlens_testkit::open_session(&dir).unwrap()), &ScanConfig::default());
+        metrics += report.findings.iter().flat_map(|f| &f.evidence).filter(|e| e.key().is_some()).count();
+        problems.extend(metric_key_problems(&profile, &report.findings, &mut units));
+    }
+    assert!(metrics >= 100, "only {metrics} metrics over testdata");
+    assert!(problems.is_empty(), "metric keys:\n{}", problems.join("\n"));
+}

@@ -47,9 +47,9 @@ impl TimeUnit {
         format!("{} {}", self.number(ms), self.name())
     }
 
-    /// A metric of `ms` in this unit.
-    pub(crate) fn metric(self, name: &str, ms: f64) -> Evidence {
-        Evidence::metric(name, self.value(ms), self.name())
+    /// A metric of `ms` in this unit (`key` names the quantity, whichever unit it is shown in).
+    pub(crate) fn metric(self, key: &'static str, name: &str, ms: f64) -> Evidence {
+        Evidence::metric(key, name, self.value(ms), self.name())
     }
 }
 
@@ -1518,6 +1518,6 @@ mod time_unit_tests {
         assert_eq!(duration_text(20.4521), "20.452 ms");
         let unit = TimeUnit::for_ms(8.1184);
         assert_eq!(format!("{} vs {} {}", unit.number(8.1184), unit.number(0.5), unit.name()), "8.118 vs 0.500 ms");
-        assert_eq!(TimeUnit::for_ms(0.2).metric("x", 0.2), Evidence::metric("x", 200.0, "us"));
+        assert_eq!(TimeUnit::for_ms(0.2).metric("x", "x", 0.2), Evidence::metric("x", "x", 200.0, "us"));
     }
 }

@@ -1,5 +1,6 @@
 //! Findings: what a detector reports, as data.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Serialize;
@@ -72,7 +73,14 @@ impl fmt::Display for Severity {
 pub enum Evidence {
     /// A measured number.
     Metric {
-        /// What was measured.
+        /// The stable machine name of the quantity (`exposed_collective_time`, `idle_share`):
+        /// snake_case, chosen by the detector when it builds the finding, unique within the
+        /// finding and the same across releases and time bases, while `name` is prose that may
+        /// change (`per step` reads `per module execution` under that time base). Not part of
+        /// the JSON for now; empty for a metric read back from a saved JSON report.
+        #[serde(skip_serializing, default)]
+        key: Cow<'static, str>,
+        /// What was measured, in words (the label the reports print).
         name: String,
         /// The value.
         value: f64,
@@ -117,9 +125,27 @@ pub enum Evidence {
 }
 
 impl Evidence {
-    /// A metric.
-    pub fn metric(name: impl Into<String>, value: f64, unit: impl Into<String>) -> Evidence {
-        Evidence::Metric { name: name.into(), value, unit: unit.into() }
+    /// A metric: its stable `key` (snake_case, naming the quantity rather than its display
+    /// unit), the label the reports print, the value and its unit.
+    ///
+    /// ```
+    /// use xlens_faults::Evidence;
+    /// let e = Evidence::metric("idle_share", "idle share of the step", 12.5, "%");
+    /// assert_eq!(e.key(), Some("idle_share"));
+    /// assert_eq!(e.to_string(), "idle share of the step: 12.500 %");
+    /// ```
+    pub fn metric(key: &'static str, name: impl Into<String>, value: f64, unit: impl Into<String>) -> Evidence {
+        debug_assert!(is_metric_key(key), "metric key {key:?} is not snake_case");
+        Evidence::Metric { key: Cow::Borrowed(key), name: name.into(), value, unit: unit.into() }
+    }
+
+    /// A metric's stable key (empty when read back from a JSON report); `None` for other
+    /// evidence.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Evidence::Metric { key, .. } => Some(key),
+            _ => None,
+        }
     }
 
     /// A note.
@@ -131,7 +157,7 @@ impl Evidence {
 impl fmt::Display for Evidence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Evidence::Metric { name, value, unit } => write!(f, "{name}: {} {unit}", fmt_value(*value)),
+            Evidence::Metric { name, value, unit, .. } => write!(f, "{name}: {} {unit}", fmt_value(*value)),
             Evidence::Event { host, plane, line, name, start_us, duration_us } => {
                 write!(f, "event {name} on {host} {plane} / {line} at {start_us:.1} us for {duration_us:.1} us")
             }
@@ -148,6 +174,13 @@ impl fmt::Display for Evidence {
             Evidence::Note { text } => f.write_str(text),
         }
     }
+}
+
+/// Whether `key` is a metric key: a lowercase letter, then lowercase letters, digits and `_`.
+pub(crate) fn is_metric_key(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// A number with a sensible amount of digits for text output: whole numbers without decimals,
@@ -285,5 +318,33 @@ impl Findings {
     /// Takes the findings.
     pub fn into_vec(self) -> Vec<Finding> {
         self.items
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key is not part of the JSON yet: a metric serializes as before and a saved one reads
+    /// back with an empty key.
+    #[test]
+    fn metric_keys_stay_out_of_the_json_and_read_back_empty() {
+        let e = Evidence::metric("idle_time", "idle time per step", 1.5, "ms");
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(json, r#"{"kind":"metric","name":"idle time per step","value":1.5,"unit":"ms"}"#);
+        let back: Evidence = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.key(), Some(""));
+        assert_eq!(back.to_string(), e.to_string());
+        assert_eq!(Evidence::note("n").key(), None);
+    }
+
+    #[test]
+    fn metric_keys_are_snake_case() {
+        for key in ["idle_time", "flops_over_6pt", "x"] {
+            assert!(is_metric_key(key), "{key}");
+        }
+        for key in ["", "Idle", "idle time", "6pt", "_idle", "idle-time"] {
+            assert!(!is_metric_key(key), "{key}");
+        }
     }
 }

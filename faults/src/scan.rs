@@ -24,7 +24,8 @@ use crate::report::{
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HostOutcome {
     /// Findings on this host (in the record with their `variant`, which the report's JSON leaves
-    /// out but merging the hosts' findings needs).
+    /// out but merging the hosts' findings needs, and their metrics' keys, which the report's
+    /// frames carry).
     #[serde(with = "finding_records")]
     pub findings: Vec<Finding>,
     /// Per enabled detector, in registry order: `None` when it ran, else the skip reason.
@@ -33,31 +34,52 @@ pub struct HostOutcome {
     pub summary: HostSummary,
 }
 
-/// Findings with their variant, for [`HostOutcome`]'s record.
+/// Findings with their variant and metric keys, for [`HostOutcome`]'s record.
 mod finding_records {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use crate::finding::Finding;
+    use crate::finding::{Evidence, Finding};
 
     #[derive(Serialize)]
     struct Out<'a> {
         variant: &'a str,
+        /// The keys of the finding's metrics, in their order (the finding's JSON leaves them out).
+        keys: Vec<&'a str>,
         finding: &'a Finding,
     }
 
     #[derive(Deserialize)]
     struct In {
         variant: String,
+        #[serde(default)]
+        keys: Vec<String>,
         finding: Finding,
     }
 
     pub(super) fn serialize<S: Serializer>(findings: &[Finding], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(findings.iter().map(|f| Out { variant: &f.variant, finding: f }))
+        s.collect_seq(findings.iter().map(|f| Out {
+            variant: &f.variant,
+            keys: f.evidence.iter().filter_map(Evidence::key).collect(),
+            finding: f,
+        }))
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Finding>, D::Error> {
         let records = Vec::<In>::deserialize(d)?;
-        Ok(records.into_iter().map(|r| Finding { variant: r.variant, ..r.finding }).collect())
+        Ok(records
+            .into_iter()
+            .map(|r| {
+                let mut finding = Finding { variant: r.variant, ..r.finding };
+                let metric_keys = finding.evidence.iter_mut().filter_map(|e| match e {
+                    Evidence::Metric { key, .. } => Some(key),
+                    _ => None,
+                });
+                for (key, saved) in metric_keys.zip(r.keys) {
+                    *key = saved.into();
+                }
+                finding
+            })
+            .collect())
     }
 }
 
@@ -363,7 +385,8 @@ fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) ->
 }
 
 /// Rewrites a finding's per-step phrases (`per step`, `of the step`, `each step`, `the step's`)
-/// into the time base's unit (`per module execution`, ...), in its text and evidence names.
+/// into the time base's unit (`per module execution`, ...), in its text and evidence labels;
+/// metric keys are the stable names and stay as they are.
 fn in_time_base(f: &mut Finding, unit: &str) {
     let phrases = [
         (" per step", format!(" per {unit}")),
@@ -724,7 +747,7 @@ mod tests {
             crate::registry::detector("device_idle").unwrap(),
             Severity::from_impact(ms, Severity::P1),
             format!("idle {ms} ms"),
-            vec![Evidence::metric("idle", ms, "ms")],
+            vec![Evidence::metric("idle_time", "idle", ms, "ms")],
             Impact::of(ms, Some(100.0)),
         );
         f.host = host.to_owned();

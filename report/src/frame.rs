@@ -103,7 +103,7 @@ fn evidence_df(findings: &[&Finding], with_host: bool) -> Result<DataFrame, Fram
     let mut id = Vec::new();
     let mut index = Vec::new();
     let mut kind = Vec::new();
-    let (mut name, mut value, mut unit) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut key, mut name, mut value, mut unit) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut text = Vec::new();
     for f in findings {
         for (i, e) in f.evidence.iter().enumerate() {
@@ -116,11 +116,17 @@ fn evidence_df(findings: &[&Finding], with_host: bool) -> Result<DataFrame, Fram
                 Evidence::Instruction { .. } => "instruction",
                 Evidence::Note { .. } => "note",
             });
-            // A metric's figure stays a number with its unit, as in the JSON.
-            let (n, v, u) = match e {
-                Evidence::Metric { name, value, unit } => (Some(name.as_str()), Some(*value), Some(unit.as_str())),
-                _ => (None, None, None),
+            // A metric's figure stays a number with its unit, as in the JSON; its key is the
+            // stable name to select it by (the label is prose).
+            let (k, n, v, u) = match e {
+                Evidence::Metric { key, name, value, unit } => {
+                    // A metric read back from a JSON report has no key: null, not "".
+                    let key = Some(key.as_ref()).filter(|k| !k.is_empty());
+                    (key, Some(name.as_str()), Some(*value), Some(unit.as_str()))
+                }
+                _ => (None, None, None, None),
             };
+            key.push(k);
             name.push(n);
             value.push(v);
             unit.push(u);
@@ -135,6 +141,7 @@ fn evidence_df(findings: &[&Finding], with_host: bool) -> Result<DataFrame, Fram
         Column::new("id".into(), id),
         Column::new("index".into(), index),
         Column::new("kind".into(), kind),
+        Column::new("key".into(), key),
         Column::new("name".into(), name),
         Column::new("value".into(), value),
         Column::new("unit".into(), unit),
@@ -145,7 +152,8 @@ fn evidence_df(findings: &[&Finding], with_host: bool) -> Result<DataFrame, Fram
 
 /// Evidence as a frame, one row per item: `host` (the host the evidence was measured on: the
 /// worst of a finding's hosts, `_session` for session-wide findings), `id` (finding), `index`,
-/// `kind`, `text`.
+/// `kind`, for metrics their stable `key` and their `name` (label), `value` and `unit` (null for
+/// other evidence), and `text`.
 pub fn evidence_frame(report: &Report) -> Result<DataFrame, FrameError> {
     evidence_df(&report.findings.iter().collect::<Vec<_>>(), true)
 }

@@ -25,3 +25,49 @@ pub(crate) fn golden_at(path: &Path, actual: &str) {
 pub(crate) fn check(name: &str, actual: &str) {
     golden_at(&Path::new("tests/golden").join(name), actual);
 }
+
+/// The unit family of a metric unit: `ms` and `us` are both a time, `%` and `% of step` both a
+/// share; any other unit (`bytes`, `count`, `ratio`, `x`, ...) is its own family.
+pub(crate) fn unit_family(unit: &str) -> &str {
+    match unit {
+        "ms" | "us" => "time",
+        u if u.starts_with('%') => "percent",
+        other => other,
+    }
+}
+
+/// Checks the metric keys of `findings` (found on `profile`): each a non-empty snake_case name
+/// (`^[a-z][a-z0-9_]*$`), unique within its finding, and a given detector's key always in the
+/// same unit family, here and in the findings seen before (`units`: (detector, key) -> family).
+/// Returns the problems found.
+pub(crate) fn metric_key_problems(
+    profile: &str,
+    findings: &[xlens::faults::Finding],
+    units: &mut std::collections::BTreeMap<(String, String), (String, String)>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in findings {
+        let mut seen = std::collections::BTreeSet::new();
+        for e in &f.evidence {
+            let xlens::faults::Evidence::Metric { key, name, unit, .. } = e else { continue };
+            let mut chars = key.chars();
+            let snake = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+                && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if !snake {
+                problems.push(format!("{profile}: {} metric {name:?} has key {key:?}, not snake_case", f.id));
+            }
+            if !seen.insert(key.to_string()) {
+                problems.push(format!("{profile}: {} has key {key:?} twice", f.id));
+            }
+            let family = unit_family(unit).to_owned();
+            let first = units.entry((f.id.clone(), key.to_string())).or_insert((family.clone(), profile.to_owned()));
+            if first.0 != family {
+                problems.push(format!(
+                    "{profile}: {} key {key:?} is in {unit:?} ({family}), but in {} on {}",
+                    f.id, first.0, first.1
+                ));
+            }
+        }
+    }
+    problems
+}

@@ -203,14 +203,24 @@ fn evidence_of(m: &Measured<'_>, ms_per_step: f64) -> Vec<Evidence> {
     let (module, gathers, dups) = (m.module, &m.gathers, &m.dups);
     let (distinct, redundant, redundant_bytes) = (m.distinct, m.redundant, m.redundant_bytes);
     let mut evidence = vec![
-        Evidence::metric("all-gathers in the program", gathers.len() as f64, "count"),
-        Evidence::metric("distinct gathered operands", distinct as f64, "count"),
-        Evidence::metric("operands gathered more than once", dups.len() as f64, "count"),
-        Evidence::metric("redundant all-gathers per step", redundant as f64, "count"),
-        Evidence::metric("bytes produced by redundant all-gathers per step", redundant_bytes as f64, "bytes"),
+        Evidence::metric("all_gathers", "all-gathers in the program", gathers.len() as f64, "count"),
+        Evidence::metric("distinct_gathered_operands", "distinct gathered operands", distinct as f64, "count"),
+        Evidence::metric("duplicated_operands", "operands gathered more than once", dups.len() as f64, "count"),
+        Evidence::metric("redundant_all_gathers", "redundant all-gathers per step", redundant as f64, "count"),
+        Evidence::metric(
+            "redundant_all_gather_bytes",
+            "bytes produced by redundant all-gathers per step",
+            redundant_bytes as f64,
+            "bytes",
+        ),
     ];
     if ms_per_step > 0.0 {
-        evidence.push(Evidence::metric("time of redundant all-gathers per step", ms_per_step, "ms"));
+        evidence.push(Evidence::metric(
+            "redundant_all_gather_time",
+            "time of redundant all-gathers per step",
+            ms_per_step,
+            "ms",
+        ));
     }
     for d in dups {
         let names: Vec<&str> = d.gathers.iter().map(|&g| module.instruction(g).name()).collect();

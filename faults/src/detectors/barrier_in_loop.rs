@@ -302,11 +302,16 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence>
     let (syncs_per_step, runs_per_step, serialized_pct, ms_per_step, idle_pct) =
         (s.syncs_per_step, s.runs_per_step, s.serialized_pct, s.ms_per_step, s.idle_pct);
     let mut evidence = vec![
-        Evidence::metric("host syncs per step (median)", syncs_per_step as f64, "count"),
-        Evidence::metric("program runs per step (median)", runs_per_step as f64, "count"),
-        Evidence::metric("run-to-run transitions serialised by a sync", serialized_pct, "%"),
-        Evidence::metric("device idle in serialised gaps per step", ms_per_step, "ms"),
-        Evidence::metric("device idle in serialised gaps", idle_pct, "% of step"),
+        Evidence::metric("host_syncs_median", "host syncs per step (median)", syncs_per_step as f64, "count"),
+        Evidence::metric("program_runs_median", "program runs per step (median)", runs_per_step as f64, "count"),
+        Evidence::metric(
+            "serialized_transition_share",
+            "run-to-run transitions serialised by a sync",
+            serialized_pct,
+            "%",
+        ),
+        Evidence::metric("serialized_idle_time", "device idle in serialised gaps per step", ms_per_step, "ms"),
+        Evidence::metric("serialized_idle_share", "device idle in serialised gaps", idle_pct, "% of step"),
     ];
     // One representative step: the one with the median serialised idle.
     let mut order: Vec<usize> = (0..n).collect();

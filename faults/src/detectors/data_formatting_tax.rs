@@ -262,18 +262,38 @@ fn evidence_of(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Vec<Evidence
     let layout_count = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.count));
     let mut ev = vec![
         Evidence::note(format!("triggered by {trigger}")),
-        Evidence::metric("formatting kernels per step", f_count, "count"),
-        Evidence::metric("kernels per step", kernels, "count"),
-        Evidence::metric("formatting share of kernels", 100.0 * kernel_share, "%"),
-        Evidence::metric("formatting share of kernel bytes accessed", 100.0 * bytes_share, "%"),
-        Evidence::metric("formatting kernels moving data (transpose/copy/reshape)", layout_count, "count"),
-        Evidence::metric("formatting kernels converting dtype only", dtype_only, "count"),
-        Evidence::metric("compute kernels with a transpose or cast fused in", mixed, "count"),
+        Evidence::metric("formatting_kernels", "formatting kernels per step", f_count, "count"),
+        Evidence::metric("kernels", "kernels per step", kernels, "count"),
+        Evidence::metric("formatting_kernel_share", "formatting share of kernels", 100.0 * kernel_share, "%"),
+        Evidence::metric(
+            "formatting_bytes_share",
+            "formatting share of kernel bytes accessed",
+            100.0 * bytes_share,
+            "%",
+        ),
+        Evidence::metric(
+            "layout_formatting_kernels",
+            "formatting kernels moving data (transpose/copy/reshape)",
+            layout_count,
+            "count",
+        ),
+        Evidence::metric(
+            "dtype_only_formatting_kernels",
+            "formatting kernels converting dtype only",
+            dtype_only,
+            "count",
+        ),
+        Evidence::metric(
+            "fused_formatting_compute_kernels",
+            "compute kernels with a transpose or cast fused in",
+            mixed,
+            "count",
+        ),
     ];
     if timed {
-        ev.push(Evidence::metric("formatting time per step", f_ms, "ms"));
-        ev.push(Evidence::metric("formatting share of step", impact.pct_of_step, "%"));
-        ev.push(Evidence::metric("layout-moving formatting time per step", layout_ms, "ms"));
+        ev.push(Evidence::metric("formatting_time", "formatting time per step", f_ms, "ms"));
+        ev.push(Evidence::metric("formatting_share", "formatting share of step", impact.pct_of_step, "%"));
+        ev.push(Evidence::metric("layout_formatting_time", "layout-moving formatting time per step", layout_ms, "ms"));
     }
     // The JAX ops behind the formatting, by time (then count) per op_name and source line.
     let mut by_origin: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();

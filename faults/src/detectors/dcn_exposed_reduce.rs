@@ -338,9 +338,14 @@ fn evidence_of(
         (s.tail_ms, s.impact, s.dcn_fraction, s.best_core_fraction);
     let (tails, megascale, core_steps) = (&m.tails, &m.megascale, m.core_steps);
     let mut evidence = vec![
-        Evidence::metric("reduce tail after the last compute op per step", tail_ms, "ms"),
-        Evidence::metric("reduce tail share of the step", impact.pct_of_step, "%"),
-        Evidence::metric("share of the tail covered by DCN (MegaScale) events", best_core_fraction, "ratio"),
+        Evidence::metric("reduce_tail_time", "reduce tail after the last compute op per step", tail_ms, "ms"),
+        Evidence::metric("reduce_tail_share", "reduce tail share of the step", impact.pct_of_step, "%"),
+        Evidence::metric(
+            "dcn_tail_coverage",
+            "share of the tail covered by DCN (MegaScale) events",
+            best_core_fraction,
+            "ratio",
+        ),
     ];
     if (dcn_fraction - best_core_fraction).abs() > 1e-9 {
         evidence.push(Evidence::note(format!(

@@ -73,11 +73,11 @@ impl Detector for DeviceIdle {
         let unit = steps.source.unit();
         let impact = Impact::of(idle.as_ms_f64() / anatomy.len() as f64, host.step_ms());
         let mut evidence = vec![
-            Evidence::metric(format!("idle share of the {unit}"), share, "%"),
-            Evidence::metric(format!("idle time per {unit}"), impact.ms_per_step, "ms"),
+            Evidence::metric("idle_share", format!("idle share of the {unit}"), share, "%"),
+            Evidence::metric("idle_time", format!("idle time per {unit}"), impact.ms_per_step, "ms"),
         ];
         if let Some(duty) = host.duty_cycle_pct() {
-            evidence.push(Evidence::metric("device duty cycle over the capture", duty, "%"));
+            evidence.push(Evidence::metric("duty_cycle", "device duty cycle over the capture", duty, "%"));
         }
         let mut worst: Vec<(usize, Picos)> = anatomy.iter().enumerate().map(|(i, a)| (i, a.idle)).collect();
         worst.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -360,26 +360,37 @@ fn score(detector: &DonationMiss, host: &HostProfile, m: &Measured<'_>, config: 
 fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
     let (module, missed) = (m.module, &m.missed);
     let mut evidence = vec![
-        Evidence::metric("updated parameters without donation", missed.len() as f64, "count"),
-        Evidence::metric("bytes of updated parameters without donation", m.total as f64, "bytes"),
-        Evidence::metric("share of the argument bytes", 100.0 * m.fraction, "%"),
-        Evidence::metric("input/output aliases in the program", module.input_output_aliases().len() as f64, "count"),
+        Evidence::metric("undonated_parameters", "updated parameters without donation", missed.len() as f64, "count"),
+        Evidence::metric(
+            "undonated_parameter_bytes",
+            "bytes of updated parameters without donation",
+            m.total as f64,
+            "bytes",
+        ),
+        Evidence::metric("undonated_argument_share", "share of the argument bytes", 100.0 * m.fraction, "%"),
+        Evidence::metric(
+            "input_output_aliases",
+            "input/output aliases in the program",
+            module.input_output_aliases().len() as f64,
+            "count",
+        ),
     ];
     if let Some(mem) = &m.memory {
         let boundary = mem.argument_bytes.saturating_add(mem.output_bytes).saturating_sub(mem.alias_bytes);
         evidence.extend([
-            Evidence::metric("argument bytes", mem.argument_bytes as f64, "bytes"),
-            Evidence::metric("output bytes", mem.output_bytes as f64, "bytes"),
-            Evidence::metric("aliased (donated) bytes", mem.alias_bytes as f64, "bytes"),
+            Evidence::metric("argument_bytes", "argument bytes", mem.argument_bytes as f64, "bytes"),
+            Evidence::metric("output_bytes", "output bytes", mem.output_bytes as f64, "bytes"),
+            Evidence::metric("aliased_bytes", "aliased (donated) bytes", mem.alias_bytes as f64, "bytes"),
             Evidence::metric(
+                "step_boundary_bytes",
                 "bytes alive at the step boundary (arguments + outputs - aliased)",
                 boundary as f64,
                 "bytes",
             ),
-            Evidence::metric("static memory peak", mem.peak_bytes() as f64, "bytes"),
+            Evidence::metric("memory_peak", "static memory peak", mem.peak_bytes() as f64, "bytes"),
         ]);
         if let Some(peak_fraction) = s.peak_fraction {
-            evidence.push(Evidence::metric("memory peak of capacity", 100.0 * peak_fraction, "%"));
+            evidence.push(Evidence::metric("memory_peak_share", "memory peak of capacity", 100.0 * peak_fraction, "%"));
         }
     }
     let names: Vec<&str> = missed.iter().map(|m| module.instruction(m.param).name()).collect();

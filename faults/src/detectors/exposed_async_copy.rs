@@ -160,14 +160,16 @@ fn score(m: &Measured, config: &ScanConfig) -> Option<Impact> {
 fn summary_evidence(host: &HostProfile, m: &Measured, impact: Impact) -> Vec<Evidence> {
     let (unit, span, bytes) = (m.unit, m.span, m.bytes);
     let mut evidence = vec![
-        Evidence::metric(format!("exposed copy time per {unit}"), impact.ms_per_step, "ms"),
-        Evidence::metric(format!("exposed copy share of the {unit}"), impact.pct_of_step, "%"),
+        Evidence::metric("exposed_copy_time", format!("exposed copy time per {unit}"), impact.ms_per_step, "ms"),
+        Evidence::metric("exposed_copy_share", format!("exposed copy share of the {unit}"), impact.pct_of_step, "%"),
         Evidence::metric(
+            "copies_per_device",
             format!("copies per {unit} per device"),
             m.occurrences as f64 / m.n_steps / m.devices,
             "count",
         ),
         Evidence::metric(
+            "copy_overlap_ratio",
             "overlap ratio (covered by compute / copy time)",
             if span.0 > 0 { 1.0 - m.exposed_sum.0 as f64 / span.0 as f64 } else { 0.0 },
             "ratio",
@@ -175,6 +177,7 @@ fn summary_evidence(host: &HostProfile, m: &Measured, impact: Impact) -> Vec<Evi
     ];
     if bytes > 0.0 && span.0 > 0 {
         evidence.push(Evidence::metric(
+            "copied_bytes_per_device",
             format!("bytes copied per {unit} per device"),
             bytes / m.n_steps / m.devices,
             "bytes",

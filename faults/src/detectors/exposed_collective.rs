@@ -216,11 +216,12 @@ fn evidence_of(
 ) -> Vec<Evidence> {
     let (analysis, gpu, exposed_ms, impact) = (&m.analysis, m.gpu, s.exposed_ms, s.impact);
     let mut evidence = vec![
-        Evidence::metric("exposed collective time per step", exposed_ms, "ms"),
-        Evidence::metric("exposed collective share of the step", impact.pct_of_step, "%"),
+        Evidence::metric("exposed_collective_time", "exposed collective time per step", exposed_ms, "ms"),
+        Evidence::metric("exposed_collective_share", "exposed collective share of the step", impact.pct_of_step, "%"),
     ];
     if !analysis.cpu && !gpu {
         evidence.push(Evidence::metric(
+            "hidden_compute_time",
             "compute hidden under async collectives per step",
             analysis.hidden_per_step.as_ms_f64(),
             "ms",
@@ -242,7 +243,7 @@ fn window_evidence(analysis: &Analysis, config: &ScanConfig) -> Vec<Evidence> {
         let span: Picos = windows.iter().map(|o| o.span).sum();
         let exposed: Picos = windows.iter().map(|o| o.exposed).sum();
         let ratio = if span.0 > 0 { 1.0 - exposed.0 as f64 / span.0 as f64 } else { 0.0 };
-        evidence.push(Evidence::metric("async window overlap ratio", ratio, "ratio"));
+        evidence.push(Evidence::metric("async_window_overlap_ratio", "async window overlap ratio", ratio, "ratio"));
         let count = |f: fn(&OpTotals) -> u64| windows.iter().map(|o| f(o)).sum::<u64>();
         evidence.push(Evidence::note(format!(
             "async windows: {} hidden, {} partial, {} exposed (hidden ≥ {}, exposed ≤ {} covered by compute)",
@@ -390,7 +391,12 @@ fn hideability(
     }
     let wire = bytes_per_step / ici;
     let hideable = wire <= matmul.as_secs_f64();
-    evidence.push(Evidence::metric("bytes moved by the exposed collectives per step", bytes_per_step, "bytes"));
+    evidence.push(Evidence::metric(
+        "exposed_collective_bytes",
+        "bytes moved by the exposed collectives per step",
+        bytes_per_step,
+        "bytes",
+    ));
     evidence.push(Evidence::note(format!(
         "at the {} ICI bandwidth ({:.0} GB/s) those bytes need at least {} per step; the step runs {} \
          of matmul {}",

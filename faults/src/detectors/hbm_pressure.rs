@@ -134,9 +134,9 @@ fn evidence_of(m: &Measured<'_>, config: &ScanConfig) -> Vec<Evidence> {
     let peak = stats.peak_bytes();
     let gib = |b: u64| b as f64 / GIB;
     let mut evidence = vec![
-        Evidence::metric("HBM peak", peak as f64, "bytes"),
-        Evidence::metric("HBM capacity per device", capacity as f64, "bytes"),
-        Evidence::metric("peak share of capacity", 100.0 * fraction, "%"),
+        Evidence::metric("memory_peak", "HBM peak", peak as f64, "bytes"),
+        Evidence::metric("hbm_capacity", "HBM capacity per device", capacity as f64, "bytes"),
+        Evidence::metric("memory_peak_share", "peak share of capacity", 100.0 * fraction, "%"),
         Evidence::note(format!(
             "{} peaks at {:.2} GiB of {:.2} GiB ({capacity_source}): {:.2} GiB of headroom",
             module.display_name(),
@@ -155,7 +155,12 @@ fn evidence_of(m: &Measured<'_>, config: &ScanConfig) -> Vec<Evidence> {
         )),
     ];
     if stats.heap_padding_bytes() > 0 {
-        evidence.push(Evidence::metric("layout padding at the heap peak", stats.heap_padding_bytes() as f64, "bytes"));
+        evidence.push(Evidence::metric(
+            "heap_peak_padding_bytes",
+            "layout padding at the heap peak",
+            stats.heap_padding_bytes() as f64,
+            "bytes",
+        ));
     }
     buffer_evidence(module, stats, &mut evidence);
     let others: Vec<String> = candidates[1..]

@@ -294,10 +294,15 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence>
     }
     executions.sort_unstable();
     let mut evidence = vec![
-        Evidence::metric("callback executions per step and core (median)", executions[n / 2] as f64 / cores, "count"),
-        Evidence::metric("host callback time per step", callback_ms, "ms"),
-        Evidence::metric("stall per step (callback with no other op running)", ms_per_step, "ms"),
-        Evidence::metric("stall share of the step", impact.pct_of_step, "%"),
+        Evidence::metric(
+            "callback_executions_median",
+            "callback executions per step and core (median)",
+            executions[n / 2] as f64 / cores,
+            "count",
+        ),
+        Evidence::metric("callback_time", "host callback time per step", callback_ms, "ms"),
+        Evidence::metric("stall_time", "stall per step (callback with no other op running)", ms_per_step, "ms"),
+        Evidence::metric("stall_share", "stall share of the step", impact.pct_of_step, "%"),
     ];
     for ((program, name), u) in &rows(usage) {
         let mut per_step = u.per_step.clone();

@@ -243,13 +243,19 @@ fn host_notes(host: &HostProfile, mut first_op_gaps: Vec<Picos>) -> Vec<Evidence
     let mut notes = Vec::new();
     first_op_gaps.sort();
     if let Some(median) = first_op_gaps.get(first_op_gaps.len() / 2) {
-        notes.push(Evidence::metric("median time from step start to its first op", median.as_ms_f64(), "ms"));
+        notes.push(Evidence::metric(
+            "first_op_delay_median",
+            "median time from step start to its first op",
+            median.as_ms_f64(),
+            "ms",
+        ));
     }
     if let Ok(anatomy) = host.anatomy() {
         let total: Picos = anatomy.iter().map(|a| a.step_time).sum();
         let host_time: Picos = anatomy.iter().map(|a| a.host).sum();
         if total.0 > 0 {
             notes.push(Evidence::metric(
+                "host_only_share",
                 "host-only time of the step anatomy",
                 100.0 * host_time.0 as f64 / total.0 as f64,
                 "%",
@@ -302,7 +308,12 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
         }
     }
     if relabelled > Picos::ZERO {
-        out.notes.push(Evidence::metric("idle relabelled as input by host input waits", relabelled.as_ms_f64(), "ms"));
+        out.notes.push(Evidence::metric(
+            "input_relabelled_idle_time",
+            "idle relabelled as input by host input waits",
+            relabelled.as_ms_f64(),
+            "ms",
+        ));
     }
     out
 }
@@ -404,9 +415,9 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score, affected: &[&str
     let (pct, ms_per_step) = (s.pct, s.ms_per_step);
     let total_wait: Picos = waits.per_step.iter().copied().sum();
     let mut evidence = vec![
-        Evidence::metric("input-bound share of the step time", pct, "%"),
-        Evidence::metric("input wait per step", ms_per_step, "ms"),
-        Evidence::metric("steps waiting for input", affected.len() as f64, "count"),
+        Evidence::metric("input_bound_share", "input-bound share of the step time", pct, "%"),
+        Evidence::metric("input_wait_time", "input wait per step", ms_per_step, "ms"),
+        Evidence::metric("input_waiting_steps", "steps waiting for input", affected.len() as f64, "count"),
         Evidence::note(format!("steps from {source}; waiting: {}", evidence::name_list(affected))),
     ];
     evidence.extend(waits.notes.iter().cloned());

@@ -268,12 +268,18 @@ fn describe(detector: &LaunchBound, host: &HostProfile, m: &Measured, impact: Im
     let t = &config.thresholds.launch_bound;
     let (unit, n, devices, kernels, short, durations) = (m.unit, m.n, m.devices, m.kernels, m.short, &m.durations);
     let mut evidence = vec![
-        Evidence::metric(format!("idle in launch gaps per {unit}"), impact.ms_per_step, "ms"),
-        Evidence::metric(format!("launch gap share of the {unit}"), impact.pct_of_step, "%"),
-        Evidence::metric(format!("kernels per {unit} per GPU"), kernels as f64 / n / devices, "count"),
-        Evidence::metric("median kernel duration", median(durations).as_us_f64(), "us"),
-        Evidence::metric("median gap between kernels", median(&m.gaps).as_us_f64(), "us"),
+        Evidence::metric("launch_gap_time", format!("idle in launch gaps per {unit}"), impact.ms_per_step, "ms"),
+        Evidence::metric("launch_gap_share", format!("launch gap share of the {unit}"), impact.pct_of_step, "%"),
         Evidence::metric(
+            "kernels_per_gpu",
+            format!("kernels per {unit} per GPU"),
+            kernels as f64 / n / devices,
+            "count",
+        ),
+        Evidence::metric("kernel_duration_median", "median kernel duration", median(durations).as_us_f64(), "us"),
+        Evidence::metric("kernel_gap_median", "median gap between kernels", median(&m.gaps).as_us_f64(), "us"),
+        Evidence::metric(
+            "short_kernel_share",
             format!("kernels shorter than {} us", t.max_kernel_us),
             100.0 * short as f64 / kernels as f64,
             "%",

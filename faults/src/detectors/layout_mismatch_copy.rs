@@ -179,13 +179,13 @@ fn score(
 /// The finding's text and evidence: the totals, then the costliest kernels' copies.
 fn describe(found: &mut [CopyKernel<'_>], t: &Totals) -> (String, Vec<Evidence>) {
     let mut ev = vec![
-        Evidence::metric("layout-only copies per step", t.copies_per_step, "count"),
-        Evidence::metric("standalone copy kernels per step", t.standalone, "count"),
-        Evidence::metric("bytes read and written per step", t.bytes, "bytes"),
+        Evidence::metric("layout_copies", "layout-only copies per step", t.copies_per_step, "count"),
+        Evidence::metric("standalone_copy_kernels", "standalone copy kernels per step", t.standalone, "count"),
+        Evidence::metric("layout_copy_bytes", "bytes read and written per step", t.bytes, "bytes"),
     ];
     if t.step_ms.is_some() {
-        ev.push(Evidence::metric("layout copy time per step", t.ms, "ms"));
-        ev.push(Evidence::metric("layout copy share of step", t.impact.pct_of_step, "%"));
+        ev.push(Evidence::metric("layout_copy_time", "layout copy time per step", t.ms, "ms"));
+        ev.push(Evidence::metric("layout_copy_share", "layout copy share of step", t.impact.pct_of_step, "%"));
     } else {
         ev.push(Evidence::note(
             "the profile has no op timeline or steps: the copies are counted once each, their time is unknown",

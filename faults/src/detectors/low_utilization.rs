@@ -162,10 +162,15 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
     let (unit, innermost, op_time, unpriced_ms) = (ops.unit, &ops.innermost, ops.op_time, ops.unpriced_ms);
     let pct = |v: f64| 100.0 * v;
     let mut evidence = vec![
-        Evidence::metric("FLOP utilisation", pct(point.compute_utilization), "%"),
-        Evidence::metric("memory bandwidth utilisation (largest memory)", pct(point.memory_utilization), "%"),
-        Evidence::metric("roofline efficiency", pct(point.efficiency), "%"),
-        Evidence::metric("operational intensity", point.operational_intensity, "FLOP/B"),
+        Evidence::metric("flops_utilization", "FLOP utilisation", pct(point.compute_utilization), "%"),
+        Evidence::metric(
+            "memory_bandwidth_utilization",
+            "memory bandwidth utilisation (largest memory)",
+            pct(point.memory_utilization),
+            "%",
+        ),
+        Evidence::metric("roofline_efficiency", "roofline efficiency", pct(point.efficiency), "%"),
+        Evidence::metric("operational_intensity", "operational intensity", point.operational_intensity, "FLOP/B"),
     ];
     let judged_as = match (derived > 0.0, launches > 0.0) {
         (true, false) => Some("FLOP utilisation with library GEMM and attention calls priced from their shapes"),
@@ -179,16 +184,22 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
         (false, false) => None,
     };
     if let Some(name) = judged_as {
-        evidence.push(Evidence::metric(name, pct(judged), "%"));
+        evidence.push(Evidence::metric("judged_flops_utilization", name, pct(judged), "%"));
     }
     let ridge = host.chip().map(|c| c.ridge_point().0).filter(|r| r.is_finite() && *r > 0.0);
     if let Some(ridge) = ridge {
-        evidence.push(Evidence::metric("HBM ridge point", ridge, "FLOP/B"));
+        evidence.push(Evidence::metric("ridge_point", "HBM ridge point", ridge, "FLOP/B"));
     }
     evidence.push(Evidence::note(bound_note(point.bound_by, point.operational_intensity, ridge)));
-    evidence.push(Evidence::metric(format!("roofline headroom of the ops per {unit}"), impact.ms_per_step, "ms"));
+    evidence.push(Evidence::metric(
+        "roofline_headroom_time",
+        format!("roofline headroom of the ops per {unit}"),
+        impact.ms_per_step,
+        "ms",
+    ));
     if op_time > 0.0 && unpriced_ms > 0.0 {
         evidence.push(Evidence::metric(
+            "unpriced_op_time_share",
             "op time the cost model prices no work for (custom calls, copies)",
             100.0 * unpriced_ms / op_time,
             "%",

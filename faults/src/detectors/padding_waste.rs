@@ -259,22 +259,23 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
         (m.step_ms, m.matmul_ms, m.useful_flops, m.tiled_flops, m.on_tpu);
     let (count, logical, padded_bytes, padded_ms, cost) = (s.count, s.logical, s.padded_bytes, s.padded_ms, s.cost);
     let mut ev = vec![
-        Evidence::metric("padded matmul kernels per step", count, "count"),
-        Evidence::metric("logical bytes of their arrays", logical as f64, "bytes"),
-        Evidence::metric("tiled bytes of their arrays", padded_bytes as f64, "bytes"),
+        Evidence::metric("padded_matmul_kernels", "padded matmul kernels per step", count, "count"),
+        Evidence::metric("logical_bytes", "logical bytes of their arrays", logical as f64, "bytes"),
+        Evidence::metric("tiled_bytes", "tiled bytes of their arrays", padded_bytes as f64, "bytes"),
     ];
     if tiled_flops > 0.0 {
         ev.push(Evidence::metric(
+            "padding_flops_share",
             "padding share of all matmul FLOPs on tiles",
             100.0 * (1.0 - useful_flops / tiled_flops),
             "%",
         ));
     }
     if let Some(step) = step_ms {
-        ev.push(Evidence::metric("padded matmul time per step", padded_ms, "ms"));
-        ev.push(Evidence::metric("padded matmul share of step", 100.0 * padded_ms / step, "%"));
-        ev.push(Evidence::metric("all matmul time per step", matmul_ms, "ms"));
-        ev.push(Evidence::metric("estimated padding cost per step", cost, "ms"));
+        ev.push(Evidence::metric("padded_matmul_time", "padded matmul time per step", padded_ms, "ms"));
+        ev.push(Evidence::metric("padded_matmul_share", "padded matmul share of step", 100.0 * padded_ms / step, "%"));
+        ev.push(Evidence::metric("matmul_time", "all matmul time per step", matmul_ms, "ms"));
+        ev.push(Evidence::metric("padding_cost_time", "estimated padding cost per step", cost, "ms"));
     } else {
         ev.push(Evidence::note("the profile has no op timeline or steps: the matmuls are counted once each"));
     }

@@ -197,11 +197,11 @@ fn describe(
     let ms_per_step = excess.as_ms_f64() / n as f64;
     let impact = Impact::of(ms_per_step, host.step_ms());
     let mut evidence = vec![
-        Evidence::metric(format!("{} time", first.name), first.duration.as_ms_f64(), "ms"),
-        Evidence::metric("median time of the other steps", rest_median.as_ms_f64(), "ms"),
-        Evidence::metric("first step over the median of the others", factor, "x"),
-        Evidence::metric("compilations in the first step", spans.len() as f64, "count"),
-        Evidence::metric("compile time in the first step", compile_time.as_ms_f64(), "ms"),
+        Evidence::metric("first_step_time", format!("{} time", first.name), first.duration.as_ms_f64(), "ms"),
+        Evidence::metric("other_steps_time_median", "median time of the other steps", rest_median.as_ms_f64(), "ms"),
+        Evidence::metric("first_step_factor", "first step over the median of the others", factor, "x"),
+        Evidence::metric("first_step_compilations", "compilations in the first step", spans.len() as f64, "count"),
+        Evidence::metric("first_step_compile_time", "compile time in the first step", compile_time.as_ms_f64(), "ms"),
         Evidence::note(format!(
             "host events recorded in {}: {} (median of the other steps: {others_median})",
             first.name, events_per_step[0]

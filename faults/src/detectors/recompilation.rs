@@ -229,9 +229,9 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
     let (counted, total) = (&s.counted, s.total);
     let name_of = |s: usize| steps.steps[s].name.as_str();
     let mut evidence = vec![
-        Evidence::metric("compilations inside steps", in_steps.len() as f64, "count"),
-        Evidence::metric("compilations between steps", between.len() as f64, "count"),
-        Evidence::metric("compile time inside and between steps", total.as_ms_f64(), "ms"),
+        Evidence::metric("compilations_in_steps", "compilations inside steps", in_steps.len() as f64, "count"),
+        Evidence::metric("compilations_between_steps", "compilations between steps", between.len() as f64, "count"),
+        Evidence::metric("compile_time", "compile time inside and between steps", total.as_ms_f64(), "ms"),
     ];
     if !in_steps.is_empty() {
         let affected: BTreeSet<&str> = in_steps.iter().map(|(s, _)| name_of(*s)).collect();

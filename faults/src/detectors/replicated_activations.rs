@@ -215,13 +215,23 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
     let bytes: u64 =
         of_activations.iter().fold(0u64, |a, &g| a.saturating_add(module.instruction(g).shape().byte_size()));
     let mut evidence = vec![
-        Evidence::metric("all-gathers in the program", m.gathers.len() as f64, "count"),
-        Evidence::metric("all-gathers of activations", of_activations.len() as f64, "count"),
-        Evidence::metric("distinct activations gathered", m.activations.len() as f64, "count"),
-        Evidence::metric("bytes the activation gathers produce per step", bytes as f64, "bytes"),
+        Evidence::metric("all_gathers", "all-gathers in the program", m.gathers.len() as f64, "count"),
+        Evidence::metric("activation_all_gathers", "all-gathers of activations", of_activations.len() as f64, "count"),
+        Evidence::metric("gathered_activations", "distinct activations gathered", m.activations.len() as f64, "count"),
+        Evidence::metric(
+            "activation_gather_bytes",
+            "bytes the activation gathers produce per step",
+            bytes as f64,
+            "bytes",
+        ),
     ];
     if s.timed {
-        evidence.push(Evidence::metric("time of the activation gathers per step", s.ms_per_step, "ms"));
+        evidence.push(Evidence::metric(
+            "activation_gather_time",
+            "time of the activation gathers per step",
+            s.ms_per_step,
+            "ms",
+        ));
     }
     evidence.extend(activation_evidence(m));
     let others: Vec<&str> = m

@@ -244,8 +244,18 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
             host.chip().map_or("unknown", |c| c.name())
         )));
     }
-    evidence.push(Evidence::metric("TensorCore idle while its SparseCores are busy, per step", m.wait_ms, "ms"));
-    evidence.push(Evidence::metric("dense gathers and scatters on the TensorCore per step", m.gather_ms, "ms"));
+    evidence.push(Evidence::metric(
+        "sparsecore_wait_time",
+        "TensorCore idle while its SparseCores are busy, per step",
+        m.wait_ms,
+        "ms",
+    ));
+    evidence.push(Evidence::metric(
+        "dense_gather_scatter_time",
+        "dense gathers and scatters on the TensorCore per step",
+        m.gather_ms,
+        "ms",
+    ));
     let module = host.main_module();
     for op in m.gathers.iter().take(3) {
         let mut text = format!(
@@ -265,7 +275,12 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
         }
     }
     if s.dropped > 0 {
-        evidence.push(Evidence::metric("dropped SparseCore trace events", s.dropped as f64, "count"));
+        evidence.push(Evidence::metric(
+            "dropped_sparsecore_events",
+            "dropped SparseCore trace events",
+            s.dropped as f64,
+            "count",
+        ));
     }
     evidence
 }
@@ -273,8 +288,18 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
 /// The busiest SparseCore's evidence: busy shares, its top ops, its busiest step on the timeline.
 fn busiest_evidence(host: &HostProfile, cores: &[Core], b: &Core, max_busy: f64, evidence: &mut Vec<Evidence>) {
     let all_mean = cores.iter().map(mean_busy).sum::<f64>() / cores.len().max(1) as f64;
-    evidence.push(Evidence::metric("busiest SparseCore busy share of the step", max_busy, "%"));
-    evidence.push(Evidence::metric("mean SparseCore busy share of the step", all_mean, "%"));
+    evidence.push(Evidence::metric(
+        "busiest_sparsecore_busy_share",
+        "busiest SparseCore busy share of the step",
+        max_busy,
+        "%",
+    ));
+    evidence.push(Evidence::metric(
+        "mean_sparsecore_busy_share",
+        "mean SparseCore busy share of the step",
+        all_mean,
+        "%",
+    ));
     evidence.push(Evidence::note(format!(
         "{} SparseCore plane(s); the busiest is {} at {max_busy:.1} % of every TensorCore {} step",
         cores.len(),

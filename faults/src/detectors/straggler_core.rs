@@ -204,9 +204,9 @@ fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'
     let signed = |v: f64| if v >= 0.0 { format!("+{}", unit.number(v)) } else { unit.number(v) };
     let exposed = |a: &StepAnatomy| a.get(TimeClass::CollectiveExposed);
     let mut evidence = vec![
-        unit.metric("slowest core compute per step", slow_compute / 1e9),
-        unit.metric("median core compute per step", med / 1e9),
-        Evidence::metric("compute spread over the median core", spread, "%"),
+        unit.metric("slowest_core_compute_time", "slowest core compute per step", slow_compute / 1e9),
+        unit.metric("median_core_compute_time", "median core compute per step", med / 1e9),
+        Evidence::metric("compute_spread", "compute spread over the median core", spread, "%"),
         Evidence::note(format!("compute per step: {}", per_core.join(", "))),
         Evidence::note(format!(
             "core {slow} ({}) was the slowest in {slowest_in} of {n_steps} steps",
@@ -357,14 +357,14 @@ fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &Ses
         per_host.push(format!("{} more host(s)", listed.len() - 8));
     }
     let mut evidence = vec![
-        unit.metric("straggler host compute per step", slow / 1e9),
-        unit.metric("median compute per step of the other hosts", med / 1e9),
-        Evidence::metric("compute spread over the other hosts", spread, "%"),
+        unit.metric("straggler_host_compute_time", "straggler host compute per step", slow / 1e9),
+        unit.metric("other_hosts_compute_time_median", "median compute per step of the other hosts", med / 1e9),
+        Evidence::metric("compute_spread", "compute spread over the other hosts", spread, "%"),
         Evidence::note(format!("per host, slowest first: {}", per_host.join("; "))),
     ];
     if use_z {
-        evidence.push(Evidence::metric("modified z-score", z, "z"));
-        evidence.push(unit.metric("median absolute deviation of host compute", mad / 1e9));
+        evidence.push(Evidence::metric("modified_z_score", "modified z-score", z, "z"));
+        evidence.push(unit.metric("host_compute_mad", "median absolute deviation of host compute", mad / 1e9));
     } else {
         evidence.push(Evidence::note("two hosts: the spread alone decides (a z-score needs three or more)"));
     }

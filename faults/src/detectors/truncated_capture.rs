@@ -110,7 +110,8 @@ fn tpu_trailing_partial_step(timeline: &xlens_roofline::DeviceTimeline) -> Optio
     if evidence.is_empty() {
         return None;
     }
-    evidence.insert(0, Evidence::metric("ops after the last step marker", count as f64, "count"));
+    evidence
+        .insert(0, Evidence::metric("ops_after_last_step", "ops after the last step marker", count as f64, "count"));
     Some(Signal {
         label: format!("the capture stopped inside a step ({count} op(s) ran after the last step markers)"),
         evidence,
@@ -126,7 +127,7 @@ fn past_the_stop(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpa
     if cut.is_empty() && late.is_empty() {
         return None;
     }
-    let mut evidence = vec![Evidence::metric("capture length", window.as_ms_f64(), "ms")];
+    let mut evidence = vec![Evidence::metric("capture_length", "capture length", window.as_ms_f64(), "ms")];
     for s in cut.iter().take(3) {
         evidence.push(Evidence::note(format!(
             "{} runs from {:.3} ms to {:.3} ms, past the capture stop at {:.3} ms",
@@ -141,7 +142,12 @@ fn past_the_stop(host: &HostProfile, steps: &xlens_roofline::Steps, ops: &[OpSpa
         labels.push(format!("{} step(s) end after the capture stopped", cut.len()));
     }
     if let Some(first) = late.first() {
-        evidence.push(Evidence::metric("ops that end after the capture stop", late.len() as f64, "count"));
+        evidence.push(Evidence::metric(
+            "ops_past_capture_stop",
+            "ops that end after the capture stop",
+            late.len() as f64,
+            "count",
+        ));
         evidence.push(evidence::event_parts(host, first.plane, first.line, &first.name, first.start, first.duration()));
         labels.push(format!("{} op(s) end after it", late.len()));
     }
@@ -274,8 +280,8 @@ fn trailing_partial_step<'h>(
         .collect();
     let names: Vec<String> = names.into_iter().collect();
     let evidence = vec![
-        Evidence::metric("ops after the last step marker", trailing.len() as f64, "count"),
-        Evidence::metric("ops of a complete step (median)", full as f64, "count"),
+        Evidence::metric("ops_after_last_step", "ops after the last step marker", trailing.len() as f64, "count"),
+        Evidence::metric("complete_step_ops_median", "ops of a complete step (median)", full as f64, "count"),
         Evidence::note(format!(
             "after {} ended at {:.3} ms, {} op(s) of {} ran until {:.3} ms with no step marker around them",
             step_label(&steps.steps.last()?.name),
@@ -417,7 +423,12 @@ fn lost_signals(lost: &Lost<'_>, min_dropped_events: u64) -> Vec<Signal> {
     if dropped > 0 && dropped >= min_dropped_events {
         signals.push(Signal {
             label: format!("{dropped} event(s) were dropped"),
-            evidence: vec![Evidence::metric("dropped events (dropped_traces)", dropped as f64, "count")],
+            evidence: vec![Evidence::metric(
+                "dropped_events",
+                "dropped events (dropped_traces)",
+                dropped as f64,
+                "count",
+            )],
             lost: true,
         });
     }

@@ -205,12 +205,17 @@ fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Impact> {
 fn evidence_of(m: &Measured<'_>, impact: Impact, feeding: f64) -> Vec<Evidence> {
     let (step_ms, count, ms) = (m.step_ms, m.count, m.ms);
     let mut ev = vec![
-        Evidence::metric("standalone transposes/reshapes next to a matmul per step", count, "count"),
-        Evidence::metric("of which feed a matmul", feeding, "count"),
+        Evidence::metric(
+            "standalone_reshapes",
+            "standalone transposes/reshapes next to a matmul per step",
+            count,
+            "count",
+        ),
+        Evidence::metric("reshapes_feeding_matmul", "of which feed a matmul", feeding, "count"),
     ];
     if step_ms.is_some() {
-        ev.push(Evidence::metric("their time per step", ms, "ms"));
-        ev.push(Evidence::metric("their share of step", impact.pct_of_step, "%"));
+        ev.push(Evidence::metric("reshape_time", "their time per step", ms, "ms"));
+        ev.push(Evidence::metric("reshape_share", "their share of step", impact.pct_of_step, "%"));
     } else {
         ev.push(Evidence::note("the profile has no op timeline or steps: the kernels are counted once each"));
     }

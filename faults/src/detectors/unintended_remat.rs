@@ -268,24 +268,24 @@ fn evidence_of(m: &Measured<'_>, s: &Score, dots: &DotCounts) -> Vec<Evidence> {
         (m.module, m.recomputed, m.program_flops, m.recomputed_instructions);
     let (fraction, ms_per_step) = (s.fraction, s.ms_per_step);
     let mut evidence = vec![
-        Evidence::metric("recomputed FLOPs", recomputed as f64, "FLOPs"),
-        Evidence::metric("program FLOPs", program_flops as f64, "FLOPs"),
-        Evidence::metric("recomputed share of the program's FLOPs", 100.0 * fraction, "%"),
-        Evidence::metric("recomputed instructions", recomputed_instructions as f64, "count"),
-        Evidence::metric("matmuls", dots.total as f64, "count"),
-        Evidence::metric("matmuls in the forward", (dots.total - dots.backward) as f64, "count"),
-        Evidence::metric("matmuls in the backward", dots.backward as f64, "count"),
-        Evidence::metric("recomputed matmuls", dots.recomputed as f64, "count"),
+        Evidence::metric("recomputed_flops", "recomputed FLOPs", recomputed as f64, "FLOPs"),
+        Evidence::metric("program_flops", "program FLOPs", program_flops as f64, "FLOPs"),
+        Evidence::metric("recomputed_flops_share", "recomputed share of the program's FLOPs", 100.0 * fraction, "%"),
+        Evidence::metric("recomputed_instructions", "recomputed instructions", recomputed_instructions as f64, "count"),
+        Evidence::metric("matmuls", "matmuls", dots.total as f64, "count"),
+        Evidence::metric("forward_matmuls", "matmuls in the forward", (dots.total - dots.backward) as f64, "count"),
+        Evidence::metric("backward_matmuls", "matmuls in the backward", dots.backward as f64, "count"),
+        Evidence::metric("recomputed_matmuls", "recomputed matmuls", dots.recomputed as f64, "count"),
     ];
     if ms_per_step > 0.0 {
-        evidence.push(Evidence::metric("time of the recomputed work per step", ms_per_step, "ms"));
+        evidence.push(Evidence::metric("recomputed_time", "time of the recomputed work per step", ms_per_step, "ms"));
     }
     if let Some((p, tokens)) = params_and_tokens(module) {
         let estimate = 6.0 * p as f64 * tokens as f64;
         evidence.extend([
-            Evidence::metric("parameters P (updated floating-point entry parameters)", p as f64, "count"),
-            Evidence::metric("tokens T (largest integer entry parameter)", tokens as f64, "count"),
-            Evidence::metric("program FLOPs / 6·P·T", program_flops as f64 / estimate, "ratio"),
+            Evidence::metric("parameters", "parameters P (updated floating-point entry parameters)", p as f64, "count"),
+            Evidence::metric("tokens", "tokens T (largest integer entry parameter)", tokens as f64, "count"),
+            Evidence::metric("flops_over_6pt", "program FLOPs / 6·P·T", program_flops as f64 / estimate, "ratio"),
         ]);
     }
     evidence
@@ -298,10 +298,10 @@ fn memory_evidence(host: &HostProfile, module: &Module, config: &ScanConfig) -> 
     let mut evidence = Vec::new();
     let mut memory_note = None;
     if let Ok(Some(m)) = module.hbm_memory_stats() {
-        evidence.push(Evidence::metric("static memory peak", m.peak_bytes() as f64, "bytes"));
+        evidence.push(Evidence::metric("memory_peak", "static memory peak", m.peak_bytes() as f64, "bytes"));
         if let Some(cap) = host.chip().and_then(|c| c.hbm_capacity()).map(|b| b.0).filter(|&c| c > 0) {
             let frac = m.peak_bytes() as f64 / cap as f64;
-            evidence.push(Evidence::metric("memory peak of capacity", 100.0 * frac, "%"));
+            evidence.push(Evidence::metric("memory_peak_share", "memory peak of capacity", 100.0 * frac, "%"));
             if frac >= t.needed_peak_fraction {
                 memory_note = Some(format!(
                     " The memory peak is {:.0} % of the device memory, so the recomputation may be needed.",

@@ -417,12 +417,17 @@ fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Sc
 fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
     let (found, wide_reduces, chain_ms, saving, step_ms) = (&m.found, m.wide_reduces, m.chain_ms, m.saving, s.step_ms);
     let mut ev = vec![
-        Evidence::metric("upcast -> reduce -> downcast chains", found.len() as f64, "count"),
-        Evidence::metric("wide float reduces", wide_reduces as f64, "count"),
+        Evidence::metric("convert_reduce_chains", "upcast -> reduce -> downcast chains", found.len() as f64, "count"),
+        Evidence::metric("wide_float_reduces", "wide float reduces", wide_reduces as f64, "count"),
     ];
     if step_ms.is_some() {
-        ev.push(Evidence::metric("time of the chains' reduce and upcast kernels per step", chain_ms, "ms"));
-        ev.push(Evidence::metric("estimated saving per step", saving, "ms"));
+        ev.push(Evidence::metric(
+            "convert_reduce_chain_time",
+            "time of the chains' reduce and upcast kernels per step",
+            chain_ms,
+            "ms",
+        ));
+        ev.push(Evidence::metric("convert_reduce_saving", "estimated saving per step", saving, "ms"));
     }
     let upcast_bytes: f64 = found
         .iter()
@@ -431,7 +436,7 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
             s.element_count() as f64 * f64::from(c.wide.bit_width().saturating_sub(c.narrow.bit_width())) / 8.0
         })
         .fold(0.0, |a, b| a + b);
-    ev.push(Evidence::metric("extra bytes of the upcast arrays", upcast_bytes, "bytes"));
+    ev.push(Evidence::metric("upcast_extra_bytes", "extra bytes of the upcast arrays", upcast_bytes, "bytes"));
     for (m, c) in found.iter().take(12) {
         let r = m.instruction(c.reduce);
         let (rk, uk, dk) = (outermost(m, c.reduce), outermost(m, c.upcast), outermost(m, c.downcast));

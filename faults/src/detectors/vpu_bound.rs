@@ -226,13 +226,24 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Vec
     let (vpu_bound_time, excess_ms) = (m.ops.vpu_bound_time, m.excess_ms);
     let (vpu_excess_ms, vpu_excess_pct) = (m.vpu_excess_ms, m.vpu_excess_pct);
     let mut evidence = vec![
-        Evidence::metric("vector share of the step", vector_pct, "%"),
-        Evidence::metric("matmul share of the step", matmul_pct, "%"),
-        Evidence::metric("vector time per step", vector.as_ms_f64() / n_steps, "ms"),
-        Evidence::metric("vector-unit-bound op time per step", vpu_bound_time.as_ms_f64() / core_steps, "ms"),
-        Evidence::metric("vector time above the HBM floor per step", excess_ms, "ms"),
-        Evidence::metric("time above the HBM floor of vector ops using little HBM, per step", vpu_excess_ms, "ms"),
+        Evidence::metric("vector_share", "vector share of the step", vector_pct, "%"),
+        Evidence::metric("matmul_share", "matmul share of the step", matmul_pct, "%"),
+        Evidence::metric("vector_time", "vector time per step", vector.as_ms_f64() / n_steps, "ms"),
         Evidence::metric(
+            "vpu_bound_time",
+            "vector-unit-bound op time per step",
+            vpu_bound_time.as_ms_f64() / core_steps,
+            "ms",
+        ),
+        Evidence::metric("vector_excess_time", "vector time above the HBM floor per step", excess_ms, "ms"),
+        Evidence::metric(
+            "vpu_excess_time",
+            "time above the HBM floor of vector ops using little HBM, per step",
+            vpu_excess_ms,
+            "ms",
+        ),
+        Evidence::metric(
+            "vpu_excess_share",
             "time above the HBM floor of vector ops using little HBM, share of the step",
             vpu_excess_pct,
             "%",

@@ -352,15 +352,35 @@ impl WrongMeshMapping {
         let impact = Impact::of(ms, step_ms);
         let (n, b) = (block.devices, block.size);
         let mut evidence = vec![
-            Evidence::metric("devices", n as f64, "count"),
-            Evidence::metric("inner block without collectives (devices)", b as f64, "count"),
-            Evidence::metric("collectives, all over the outer axis", collectives.len() as f64, "count"),
-            Evidence::metric("bytes the collectives produce per step and device", bytes as f64, "bytes"),
-            Evidence::metric("entry parameters replicated along the inner block", block.replicated as f64, "count"),
-            Evidence::metric("entry parameters", block.params as f64, "count"),
+            Evidence::metric("devices", "devices", n as f64, "count"),
+            Evidence::metric("inner_block_devices", "inner block without collectives (devices)", b as f64, "count"),
+            Evidence::metric(
+                "outer_axis_collectives",
+                "collectives, all over the outer axis",
+                collectives.len() as f64,
+                "count",
+            ),
+            Evidence::metric(
+                "collective_bytes_per_device",
+                "bytes the collectives produce per step and device",
+                bytes as f64,
+                "bytes",
+            ),
+            Evidence::metric(
+                "replicated_parameters",
+                "entry parameters replicated along the inner block",
+                block.replicated as f64,
+                "count",
+            ),
+            Evidence::metric("entry_parameters", "entry parameters", block.params as f64, "count"),
         ];
         if ms > 0.0 {
-            evidence.push(Evidence::metric("time of the outer-axis collectives per step", ms, "ms"));
+            evidence.push(Evidence::metric(
+                "outer_axis_collective_time",
+                "time of the outer-axis collectives per step",
+                ms,
+                "ms",
+            ));
         }
         if let Some(axes) = &named_mesh(module, collectives) {
             let text: Vec<String> = axes.iter().map(|(a, s)| format!("'{a}'={s}")).collect();
@@ -422,11 +442,11 @@ impl WrongMeshMapping {
         let ms: f64 = chain.iter().map(|&id| times.get(timed_name(module, id)).copied().unwrap_or(0.0)).sum();
         let impact = Impact::of(ms, step_ms);
         let mut evidence = vec![
-            Evidence::metric("collective-permutes in the chain", chain.len() as f64, "count"),
-            Evidence::metric("permutes between non-neighbour devices", far as f64, "count"),
+            Evidence::metric("chain_permutes", "collective-permutes in the chain", chain.len() as f64, "count"),
+            Evidence::metric("far_permutes", "permutes between non-neighbour devices", far as f64, "count"),
         ];
         if ms > 0.0 {
-            evidence.push(Evidence::metric("time of the chain per step", ms, "ms"));
+            evidence.push(Evidence::metric("permute_chain_time", "time of the chain per step", ms, "ms"));
         }
         evidence.extend(chain.iter().take(8).map(|&id| evidence::instruction(module, id)));
         let what = format!(
@@ -475,11 +495,21 @@ impl WrongMeshMapping {
             let excess = ms - fast * *bytes as f64;
             let impact = Impact::of(excess, step_ms);
             let mut evidence = vec![
-                Evidence::metric("time per MiB, strided groups", slow * (1u64 << 20) as f64, "ms"),
-                Evidence::metric("time per MiB, contiguous groups", fast * (1u64 << 20) as f64, "ms"),
-                Evidence::metric("multiple of the single-hop time", multiple, "x"),
-                Evidence::metric("strided collectives", ids.len() as f64, "count"),
-                Evidence::metric("time of the strided collectives per step", *ms, "ms"),
+                Evidence::metric(
+                    "strided_time_per_mib",
+                    "time per MiB, strided groups",
+                    slow * (1u64 << 20) as f64,
+                    "ms",
+                ),
+                Evidence::metric(
+                    "contiguous_time_per_mib",
+                    "time per MiB, contiguous groups",
+                    fast * (1u64 << 20) as f64,
+                    "ms",
+                ),
+                Evidence::metric("single_hop_multiple", "multiple of the single-hop time", multiple, "x"),
+                Evidence::metric("strided_collectives", "strided collectives", ids.len() as f64, "count"),
+                Evidence::metric("strided_collective_time", "time of the strided collectives per step", *ms, "ms"),
             ];
             evidence.extend(ids.iter().take(3).map(|&id| evidence::instruction(module, id)));
             evidence.extend(fast_ids.iter().take(1).map(|&id| evidence::instruction(module, id)));
