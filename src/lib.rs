@@ -47,3 +47,6 @@ pub mod args;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod documents;
+mod scan;
+
+pub use scan::{ScanError, ScanRequest, Scanned, scan_path, scan_run};

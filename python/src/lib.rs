@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use xlens::faults::{Report, ScanConfig, StepRange, Thresholds, scan_session};
+use xlens::faults::{Report, ScanConfig, StepRange, Thresholds};
 use xlens::report::diff::{DiffConfig, Repeats, diff_with_repeats};
 use xlens::report::frame::Dataset;
 use xlens::report::render;
@@ -17,6 +17,12 @@ create_exception!(_xlens, XlensError, PyException, "An xlens error: the message 
 
 fn error(e: impl std::fmt::Display) -> PyErr {
     XlensError::new_err(e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// An error and its causes on one line, as the command line prints them (without `error: `).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let line = xlens::report::tables::error_line(e);
+    line.strip_prefix("error: ").unwrap_or(&line).to_owned()
 }
 
 /// What `xlens.scan(config=...)` accepts: the `xlens.toml` sections as a dict.
@@ -80,30 +86,12 @@ fn scan(
 ) -> PyResult<NativeReport> {
     let config = scan_config(config_json.as_deref(), steps.as_deref())?;
     py.detach(move || {
-        let mut source = xlens::source::discover(&Location::from(&path)).map_err(error)?;
-        if let Some(hosts) = hosts {
-            if let Some(missing) = hosts.iter().find(|h| !source.hosts.iter().any(|s| &s.host == *h)) {
-                let known: Vec<&str> = source.hosts.iter().map(|s| s.host.as_str()).collect();
-                return Err(error(format!("no host {missing:?} in {} (hosts: {})", path.display(), known.join(", "))));
-            }
-            source.hosts.retain(|s| hosts.contains(&s.host));
+        let request = xlens::ScanRequest { path, run: None, hosts: hosts.unwrap_or_default(), config, frames_dir };
+        let scanned = xlens::scan_path(&request).map_err(|e| error(chain(&e)))?;
+        if let Some(e) = scanned.output_errors.first() {
+            return Err(error(e));
         }
-        let dataset = frames_dir.as_deref().map(Dataset::new);
-        let failed = std::sync::Mutex::new(None);
-        let visit = |host: &xlens::faults::HostProfile, outcome: &xlens::faults::HostOutcome| {
-            if let Some(d) = &dataset
-                && let Err(e) = d.write_host(host, &outcome.summary.skipped)
-            {
-                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
-            }
-        };
-        let report = scan_session(source.run, &source.hosts, &config, &visit).map_err(error)?;
-        if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            return Err(error(format!("writing the frames: {e}")));
-        }
-        if let Some(d) = &dataset {
-            d.write_report(&report).map_err(error)?;
-        }
+        let report = scanned.report;
         Ok(NativeReport { report })
     })
 }

@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::faults::{HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status, scan_session_observed};
-use crate::report::frame::Dataset;
+use crate::faults::{HostOutcome, HostProfile, ScanConfig, ScanObserver, Severity, Status};
 use crate::report::render;
-use crate::source::{Location, discover};
 use crate::xplane::{HostInput, WalkMeter};
-use anyhow::{Context, bail};
+use crate::{ScanRequest, Scanned};
+use anyhow::bail;
 
 /// The bundled sample profile (a real JAX CPU capture with a host callback in the step).
 pub(crate) const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/host_callback");
@@ -108,11 +107,9 @@ fn file_len(path: Option<&std::path::Path>) -> u64 {
     path.and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len())
 }
 
-/// The scan's observer: the progress line, and each host's frames written before it is dropped.
+/// The scan's observer: the progress line, the timings, and the last host kept.
 struct Observer<'a> {
     progress: &'a Progress,
-    dataset: Option<&'a Dataset>,
-    frame_error: Mutex<Option<anyhow::Error>>,
     /// Host, phase and wall time of each phase, when `--timings` asks for them.
     timings: Option<Mutex<Vec<(String, String, Duration)>>>,
     /// The host scanned last, kept rather than dropped: the command ends after the report, and
@@ -139,13 +136,7 @@ impl ScanObserver for Observer<'_> {
         }
     }
 
-    fn finished(&self, host: &HostProfile, outcome: &HostOutcome) {
-        if let Some(dataset) = self.dataset
-            && let Err(e) = dataset.write_host(host, &outcome.summary.skipped)
-        {
-            let mut slot = self.frame_error.lock().unwrap_or_else(|p| p.into_inner());
-            slot.get_or_insert(anyhow::anyhow!("writing {}'s frames: {e}", host.name()));
-        }
+    fn finished(&self, host: &HostProfile, _outcome: &HostOutcome) {
         let mut state = self.progress.state();
         if let Some(at) = state.working.iter().position(|(h, _, _)| h == host.name()) {
             let (_, size, _) = state.working.remove(at);
@@ -162,52 +153,19 @@ impl ScanObserver for Observer<'_> {
     }
 }
 
-/// The directory of run `run` in a logdir (or in its `plugins/profile` directory); an unknown
-/// run is an error that lists the runs there.
-fn run_dir(logdir: &std::path::Path, run: &str) -> anyhow::Result<PathBuf> {
-    let profile = logdir.join("plugins").join("profile");
-    let runs = if profile.is_dir() { profile } else { logdir.to_path_buf() };
-    let dir = runs.join(run);
-    if dir.is_dir() && !run.contains(['/', '\\']) && run != ".." {
-        return Ok(dir);
-    }
-    let mut known: Vec<String> = std::fs::read_dir(&runs)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.path().is_dir())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    known.sort();
-    bail!("no run {run:?} in {} (runs: {})", runs.display(), known.join(", "))
-}
-
 /// Scans, writes every output asked for, prints the report. `Ok(true)` when `--fail-on` trips
 /// (the caller exits with 3).
 pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
-    let path = match &args.run {
-        Some(run) => run_dir(&args.path, run)?,
-        None => args.path.clone(),
+    let request = ScanRequest {
+        path: args.path.clone(),
+        run: args.run.clone(),
+        hosts: args.hosts.clone(),
+        config: args.config.clone(),
+        frames_dir: args.out.clone(),
     };
-    let mut source = discover(&Location::from(&path)).with_context(|| format!("opening {}", path.display()))?;
-    if !args.hosts.is_empty() {
-        if let Some(missing) = args.hosts.iter().find(|h| !source.hosts.iter().any(|s| &s.host == *h)) {
-            let known: Vec<&str> = source.hosts.iter().map(|s| s.host.as_str()).collect();
-            bail!("no host {missing:?} in {} (hosts: {})", args.path.display(), known.join(", "));
-        }
-        source.hosts.retain(|s| args.hosts.contains(&s.host));
-    }
+    let source = request.discover()?;
     let progress = Progress::new(!args.quiet && std::io::stderr().is_terminal(), &source);
-    let dataset = args.out.as_deref().map(Dataset::new);
-    let observer = Observer {
-        progress: &progress,
-        dataset: dataset.as_ref(),
-        frame_error: Mutex::new(None),
-        timings: args.timings.then(Mutex::default),
-        last: Mutex::new(None),
-    };
+    let observer = Observer { progress: &progress, timings: args.timings.then(Mutex::default), last: Mutex::new(None) };
     let scanning = std::sync::atomic::AtomicBool::new(true);
     // The redraw period: 200 ms, or `XLENS_PROGRESS_TICK_MS` (the tests redraw often enough to
     // catch a host that is read in tens of milliseconds).
@@ -225,7 +183,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
             })
         });
         let scanning_since = Instant::now();
-        let report = scan_session_observed(source.run.clone(), &source.hosts, &args.config, &observer);
+        let report = crate::scan_run(&source, &request, &observer);
         observer.timed("", "scan", scanning_since.elapsed());
         scanning.store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = ticker {
@@ -234,17 +192,8 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
         report
     });
     progress.clear();
-    let report = report?;
     // Every output is attempted, whatever failed before it; the failures end the command.
-    let mut failures: Vec<String> = Vec::new();
-    if let Some(e) = observer.frame_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        failures.push(e.to_string());
-    }
-    if let Some(dataset) = &dataset
-        && let Err(e) = dataset.write_report(&report)
-    {
-        failures.push(format!("writing the report's frames: {e}"));
-    }
+    let Scanned { report, output_errors: mut failures } = report?;
     let rendering = Instant::now();
     if let Some(html) = &args.html
         && let Err(e) = std::fs::write(html, render::html(&report))
