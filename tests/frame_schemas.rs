@@ -158,3 +158,18 @@ fn frame_schemas_are_documented_and_carry_units() {
     assert!(expected == out, "docs/frames.md is stale: run with XLENS_BLESS=1");
     assert!(bad.is_empty(), "numeric columns without a unit in their name: {bad:?}");
 }
+
+/// The evidence frame's `key` column is each metric's key, in the findings' order (null for the
+/// other kinds of evidence), on a profile of every kind of device.
+#[test]
+fn the_evidence_frame_keys_each_metric() {
+    for rel in ["testdata/corpus/recompilation", "testdata/tpu/tpu_vector_bound", "testdata/gpu/gpu_launch_bound"] {
+        let session = xlens_testkit::open_session(common::root().join(rel)).unwrap();
+        let report = scan(&Profile::from_session(session), &ScanConfig::default());
+        let keys: Vec<Option<&str>> = report.findings.iter().flat_map(|f| &f.evidence).map(|e| e.key()).collect();
+        assert!(keys.iter().any(Option::is_some), "{rel}: no metric");
+        let frame = report_frame::evidence_frame(&report).unwrap();
+        let column: Vec<Option<&str>> = frame.column("key").unwrap().str().unwrap().iter().collect();
+        assert_eq!(column, keys, "{rel}");
+    }
+}
