@@ -5,18 +5,16 @@ use std::path::Path;
 
 use crate::budget::precision::{Distribution, Scheme, accumulation_drift, audit_matmul};
 use crate::budget::{Budget, Plan, generations_table};
-use crate::hlo::{Module, module_hosts, modules_from_session};
+use crate::documents;
 use crate::report::tables::budget::{
     fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
-use crate::report::tables::hlo::{ModuleHosts, hlo_ops_json, hlo_ops_text};
-use crate::report::tables::kernel_stats::{HostKernelStats, kernel_stats_text};
-use crate::report::tables::op_profile::{analyze, op_profile_text};
+use crate::report::tables::hlo::{hlo_ops_json, hlo_ops_text};
+use crate::report::tables::kernel_stats::{kernel_stats_json, kernel_stats_text};
+use crate::report::tables::op_profile::{op_profile_session_json, op_profile_text};
 use crate::report::tables::roofline::{intensity_text, roofline_table_json, roofline_table_text};
-use crate::report::tables::{HostInventory, inventory_text};
-use crate::roofline::{ChipSpec, FlopsPerByte, KernelStats};
-use crate::source::{Location, open_session};
-use crate::xplane::inventory;
+use crate::report::tables::{inventory_json, inventory_text};
+use crate::roofline::{ChipSpec, FlopsPerByte};
 
 use super::emit;
 
@@ -26,11 +24,10 @@ fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
 
 /// Steps, the op profile and the step anatomy of every host.
 pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
+    let analyses = documents::host_op_profiles(path)?;
     if json {
-        return emit_json(&crate::documents::op_profile(path)?);
+        return emit_json(&op_profile_session_json(&analyses));
     }
-    let session = open_session(&Location::from(path))?;
-    let analyses = session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect::<Result<Vec<_>, _>>()?;
     for analysis in &analyses {
         emit(&op_profile_text(analysis, top))?;
     }
@@ -39,44 +36,27 @@ pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
 
 /// The HLO modules of a session (or one `*.hlo_proto.pb`).
 pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
-    let (modules, hosts) = if path.to_string_lossy().ends_with(".hlo_proto.pb") {
-        (vec![Module::open(path)?], ModuleHosts::new())
+    let hlo = documents::hlo_modules_of(path).map_err(|e| anyhow::anyhow!(e))?;
+    for w in &hlo.warnings {
+        eprintln!("warning: {w}");
+    }
+    if json {
+        emit_json(&hlo_ops_json(&hlo.modules, &hlo.hosts))
     } else {
-        let session = open_session(&Location::from(path))?;
-        let (modules, warnings) = modules_from_session(&session);
-        for w in warnings {
-            eprintln!("warning: {w}");
-        }
-        (modules, module_hosts(&session))
-    };
-    if json { emit_json(&hlo_ops_json(&modules, &hosts)) } else { emit(&hlo_ops_text(&modules, &hosts)) }
+        emit(&hlo_ops_text(&hlo.modules, &hlo.hosts))
+    }
 }
 
 /// Planes, lines and event counts of every host.
 pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
-    if json {
-        return emit_json(&crate::documents::planes(path)?);
-    }
-    let session = open_session(&Location::from(path))?;
-    let hosts = session
-        .hosts()
-        .iter()
-        .map(|h| Ok(HostInventory { host: h.name().to_owned(), planes: inventory(h.space())? }))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    emit(&inventory_text(&hosts))
+    let hosts = documents::host_inventories(path)?;
+    if json { emit_json(&inventory_json(&hosts)) } else { emit(&inventory_text(&hosts)) }
 }
 
 /// GPU kernels of every host: launches, durations, launch shapes.
 pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Result<()> {
-    if json {
-        return emit_json(&crate::documents::kernels(path, top).map_err(|e| anyhow::anyhow!(e))?);
-    }
-    let session = open_session(&Location::from(path))?;
-    let mut hosts = Vec::new();
-    for host in session.hosts() {
-        hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });
-    }
-    emit(&kernel_stats_text(&hosts, top.unwrap_or(20)))
+    let hosts = documents::host_kernel_stats(path).map_err(|e| anyhow::anyhow!(e))?;
+    if json { emit_json(&kernel_stats_json(&hosts, top)) } else { emit(&kernel_stats_text(&hosts, top.unwrap_or(20))) }
 }
 
 /// The chips' roofline table, and where an intensity falls on each.
