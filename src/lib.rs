@@ -49,4 +49,4 @@ pub mod cli;
 pub mod documents;
 mod scan;
 
-pub use scan::{ScanError, ScanRequest, Scanned, scan_path, scan_run};
+pub use scan::{DiffRequest, ScanError, ScanRequest, Scanned, diff_paths, report_of, scan_path, scan_run};

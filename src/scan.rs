@@ -2,11 +2,13 @@
 //! profile, a run of a logdir, some of its hosts, the detectors, where the Parquet dataset goes)
 //! and returns the [`Report`]. The `xlens scan` command, the `fault_scan` example and the Python
 //! package are thin over it, so they find, filter, scan and write frames the same way.
+//! [`diff_paths`] does the same for `xlens diff`: a [`DiffRequest`] to a [`Diff`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::faults::{HostOutcome, HostProfile, Report, ScanConfig, ScanObserver, scan_session_observed};
+use crate::faults::{HostOutcome, HostProfile, Report, ScanConfig, ScanObserver, StepRange, scan_session_observed};
+use crate::report::diff::{Diff, DiffConfig, Repeats, diff_with_repeats};
 use crate::report::frame::Dataset;
 use crate::source::{Location, Run, discover};
 use crate::xplane::{HostInput, WalkMeter};
@@ -71,6 +73,30 @@ pub enum ScanError {
     /// The session could not be scanned.
     #[error(transparent)]
     Scan(#[from] crate::xplane::Error),
+    /// A saved report could not be read.
+    #[error("reading {path}")]
+    ReadReport {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `.json` file that is not a saved report.
+    #[error("{path} is not a saved `xlens scan --format json` report")]
+    NotAReport {
+        /// The file.
+        path: String,
+        /// What the JSON reader said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A saved report from an xlens that did not keep step times, which a diff needs.
+    #[error("{path} was saved by an xlens without step times (no \"comparison\" section): scan the profile again")]
+    NoStepTimes {
+        /// The file.
+        path: String,
+    },
 }
 
 impl ScanRequest {
@@ -134,6 +160,58 @@ pub fn scan_run(run: &Run, request: &ScanRequest, observer: &dyn ScanObserver) -
         output_errors.push(format!("writing the report's frames: {e}"));
     }
     Ok(Scanned { report, output_errors })
+}
+
+/// A run's report for a diff: read from a saved JSON report (`xlens scan --format json`), or
+/// from scanning the profile (only `steps`, when given).
+pub fn report_of(path: &Path, steps: Option<StepRange>) -> Result<Report, ScanError> {
+    if path.is_file() && path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+        let shown = || path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScanError::ReadReport { path: shown(), source })?;
+        let report = Report::from_json(&text).map_err(|source| ScanError::NotAReport { path: shown(), source })?;
+        if report.comparison.step_times_ms.is_empty() && report.metrics.step_count > 0 {
+            return Err(ScanError::NoStepTimes { path: shown() });
+        }
+        return Ok(report);
+    }
+    let request = ScanRequest { config: ScanConfig { steps, ..ScanConfig::default() }, ..ScanRequest::new(path) };
+    Ok(scan_path(&request)?.report)
+}
+
+/// What `xlens diff` compares: two runs (profiles or saved JSON reports), more runs of either
+/// side for run-to-run noise, the steps to keep and the verdict's noise floor.
+#[derive(Clone, Debug, Default)]
+pub struct DiffRequest {
+    /// The base run.
+    pub base: PathBuf,
+    /// The new run.
+    pub new: PathBuf,
+    /// More runs of the base side.
+    pub base_repeats: Vec<PathBuf>,
+    /// More runs of the new side.
+    pub new_repeats: Vec<PathBuf>,
+    /// Only these steps of each profile.
+    pub steps: Option<StepRange>,
+    /// The verdict's noise floor.
+    pub config: DiffConfig,
+}
+
+/// Compares the runs of `request` ([`report_of`] each side, then
+/// [`diff_with_repeats`](crate::report::diff::diff_with_repeats)).
+///
+/// ```
+/// use xlens::{DiffRequest, diff_paths};
+/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/recompilation");
+/// let d = diff_paths(&DiffRequest { base: dir.into(), new: dir.into(), ..DiffRequest::default() })?;
+/// assert_eq!(d.verdict, xlens::report::diff::Verdict::Neutral);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn diff_paths(request: &DiffRequest) -> Result<Diff, ScanError> {
+    let base = report_of(&request.base, request.steps)?;
+    let new = report_of(&request.new, request.steps)?;
+    let reports = |paths: &[PathBuf]| paths.iter().map(|p| report_of(p, request.steps)).collect::<Result<Vec<_>, _>>();
+    let (base_more, new_more) = (reports(&request.base_repeats)?, reports(&request.new_repeats)?);
+    Ok(diff_with_repeats(&base, &new, Repeats { base: &base_more, new: &new_more }, &request.config))
 }
 
 /// The observer that listens to nothing.

@@ -1,13 +1,12 @@
 //! The diff job (`xlens diff`, the `profile_diff` example): scan both runs (or read a saved
 //! `scan --format json` report), compare them, write what was asked.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::faults::{Report, ScanConfig, StepRange, scan_session};
-use crate::report::diff::{DiffConfig, Repeats, diff_with_repeats, html, text};
+use crate::faults::StepRange;
+use crate::report::diff::{DiffConfig, html, text};
 use crate::report::frame::Dataset;
-use crate::source::{Location, discover};
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 /// What to compare and what to write.
 pub(crate) struct DiffArgs {
@@ -33,34 +32,17 @@ pub(crate) struct DiffArgs {
     pub(crate) config: DiffConfig,
 }
 
-/// A run's report: read from a saved JSON report, or from scanning the profile.
-fn report_of(path: &Path, steps: Option<StepRange>) -> anyhow::Result<Report> {
-    if path.is_file() && path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let report = Report::from_json(&text)
-            .with_context(|| format!("{} is not a saved `xlens scan --format json` report", path.display()))?;
-        if report.comparison.step_times_ms.is_empty() && report.metrics.step_count > 0 {
-            bail!(
-                "{} was saved by an xlens without step times (no \"comparison\" section): scan the profile again",
-                path.display()
-            );
-        }
-        return Ok(report);
-    }
-    let run = discover(&Location::from(path)).with_context(|| format!("opening {}", path.display()))?;
-    let config = ScanConfig { steps, ..ScanConfig::default() };
-    Ok(scan_session(run.run, &run.hosts, &config, &|_, _| {})?)
-}
-
 /// Compares, writes every output asked for, prints the diff. `Ok(true)` when
 /// `--fail-on-regression` trips (the caller exits with 4).
 pub(crate) fn run(args: &DiffArgs) -> anyhow::Result<bool> {
-    let base = report_of(&args.base, args.steps)?;
-    let new = report_of(&args.new, args.steps)?;
-    let reports =
-        |paths: &[PathBuf]| paths.iter().map(|p| report_of(p, args.steps)).collect::<anyhow::Result<Vec<_>>>();
-    let (base_more, new_more) = (reports(&args.base_repeats)?, reports(&args.new_repeats)?);
-    let d = diff_with_repeats(&base, &new, Repeats { base: &base_more, new: &new_more }, &args.config);
+    let d = crate::diff_paths(&crate::DiffRequest {
+        base: args.base.clone(),
+        new: args.new.clone(),
+        base_repeats: args.base_repeats.clone(),
+        new_repeats: args.new_repeats.clone(),
+        steps: args.steps,
+        config: args.config,
+    })?;
     let mut failures = Vec::new();
     if let Some(out) = &args.out
         && let Err(e) = Dataset::new(out).write_diff(&d)
