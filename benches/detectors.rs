@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use xlens::faults::{DETECTORS, Detector, Findings, HostSummary, Profile, ScanConfig};
+use xlens::faults::{AnyDetector, DETECTORS, Findings, HostSummary, Profile, ScanConfig};
 use xlens::xplane::Space;
 use xlens_testkit::synth::{self, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec};
 
@@ -31,7 +31,12 @@ fn warm(profile: &Profile) -> Vec<HostSummary> {
 }
 
 /// What a scan does with one detector: the needs check and `run` per host, then `run_session`.
-fn run_detector(detector: &dyn Detector, profile: &Profile, summaries: &[HostSummary], config: &ScanConfig) -> usize {
+fn run_detector(
+    detector: &dyn AnyDetector,
+    profile: &Profile,
+    summaries: &[HostSummary],
+    config: &ScanConfig,
+) -> usize {
     let mut out = Findings::default();
     for host in profile.hosts() {
         if detector.needs().iter().all(|n| host.has(*n)) {

@@ -32,23 +32,32 @@ impl Skip {
     }
 }
 
-/// One fault detector.
+/// What a detector is, fixed at compile time: its id, title, default severity, the analyses it
+/// reads and its documentation (the catalogue, `docs/detectors.md`, is generated from these).
+#[derive(Clone, Copy, Debug)]
+pub struct DetectorMeta {
+    /// Stable id, snake_case (`exposed_collective`). Users and tests key on it.
+    pub id: &'static str,
+    /// Short title.
+    pub title: &'static str,
+    /// Default severity of its findings (a finding may raise or lower it with the impact).
+    pub severity: Severity,
+    /// What it reads.
+    pub needs: &'static [Need],
+    /// Its documentation.
+    pub doc: DetectorDoc,
+}
+
+/// One fault detector: its metadata as one associated constant, and its checks.
 ///
-/// Implementations are unit structs listed once in [`crate::registry::DETECTORS`]. `run` reads
-/// one host's [`HostProfile`] (its analyses are built once and shared); `run_session` sees every
-/// host's [`HostSummary`], for cross-host checks. Neither may panic or fail on odd-but-decodable data:
+/// Implementations are unit structs listed once in [`crate::registry::DETECTORS`] (as
+/// [`AnyDetector`], the object-safe view every `Detector` has). `run` reads one host's
+/// [`HostProfile`] (its analyses are built once and shared); `run_session` sees every host's
+/// [`HostSummary`], for cross-host checks. Neither may panic or fail on odd-but-decodable data:
 /// they report nothing, or [`Skip`] with a reason.
 pub trait Detector: Sync {
-    /// Stable id, snake_case (`exposed_collective`). Users and tests key on it.
-    fn id(&self) -> &'static str;
-    /// Short title.
-    fn title(&self) -> &'static str;
-    /// Default severity of its findings (a finding may raise or lower it with the impact).
-    fn severity(&self) -> Severity;
-    /// What it reads.
-    fn needs(&self) -> &'static [Need];
-    /// Its documentation.
-    fn doc(&self) -> &'static DetectorDoc;
+    /// Its id, title, severity, needs and documentation.
+    const META: DetectorMeta;
     /// Looks at one host.
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip>;
     /// Looks at the whole session after every host ran, through the hosts' summaries (hosts
@@ -58,7 +67,54 @@ pub trait Detector: Sync {
     }
 }
 
-impl std::fmt::Debug for dyn Detector {
+/// A [`Detector`] as the registry holds it: the same detector behind `dyn` (a trait with an
+/// associated constant cannot be a trait object), its metadata read through [`AnyDetector::meta`].
+/// Every `Detector` is one; nothing else implements it.
+pub trait AnyDetector: Sync {
+    /// The detector's [`Detector::META`].
+    fn meta(&self) -> &'static DetectorMeta;
+    /// Looks at one host ([`Detector::run`]).
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip>;
+    /// Looks at the whole session ([`Detector::run_session`]).
+    fn run_session(&self, hosts: &[HostSummary], config: &ScanConfig, out: &mut Findings) -> Result<(), Skip>;
+
+    /// Stable id, snake_case.
+    fn id(&self) -> &'static str {
+        self.meta().id
+    }
+    /// Short title.
+    fn title(&self) -> &'static str {
+        self.meta().title
+    }
+    /// Default severity of its findings.
+    fn severity(&self) -> Severity {
+        self.meta().severity
+    }
+    /// What it reads.
+    fn needs(&self) -> &'static [Need] {
+        self.meta().needs
+    }
+    /// Its documentation.
+    fn doc(&self) -> &'static DetectorDoc {
+        &self.meta().doc
+    }
+}
+
+impl<T: Detector> AnyDetector for T {
+    fn meta(&self) -> &'static DetectorMeta {
+        const { &T::META }
+    }
+
+    fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        Detector::run(self, host, config, out)
+    }
+
+    fn run_session(&self, hosts: &[HostSummary], config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
+        Detector::run_session(self, hosts, config, out)
+    }
+}
+
+impl std::fmt::Debug for dyn AnyDetector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Detector").field("id", &self.id()).finish()
     }
@@ -69,7 +125,7 @@ impl Finding {
     /// A finding of `detector` (its id, title and fix), on the host being scanned: the scan
     /// fills in the host.
     pub fn new(
-        detector: &(impl Detector + ?Sized),
+        detector: &(impl AnyDetector + ?Sized),
         severity: Severity,
         what: String,
         evidence: Vec<Evidence>,

@@ -38,7 +38,7 @@ mod scan;
 pub(crate) mod testing;
 
 pub use config::{ScanConfig, StatusThresholds, StepRange, Thresholds};
-pub use detector::{Detector, DetectorDoc, Need, Skip};
+pub use detector::{AnyDetector, Detector, DetectorDoc, DetectorMeta, Need, Skip};
 pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity, fmt_value};
 pub use profile::{HostProfile, Profile, StepMedians, select_steps};
 pub use registry::{DETECTORS, catalogue_markdown, detector};

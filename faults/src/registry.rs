@@ -1,11 +1,11 @@
 //! The one list of detectors. Adding a detector: write `detectors/<id>.rs`, add its `mod` line to
 //! `detectors/mod.rs`, and list it here once. The tests at the bottom check the list as a whole.
 
-use crate::detector::Detector;
+use crate::detector::AnyDetector;
 use crate::detectors;
 
 /// Every detector, in catalogue order.
-pub static DETECTORS: &[&dyn Detector] = &[
+pub static DETECTORS: &[&dyn AnyDetector] = &[
     // Device timeline.
     &detectors::exposed_collective::ExposedCollective,
     &detectors::exposed_async_copy::ExposedAsyncCopy,
@@ -38,7 +38,7 @@ pub static DETECTORS: &[&dyn Detector] = &[
 ];
 
 /// The detector with this id.
-pub fn detector(id: &str) -> Option<&'static dyn Detector> {
+pub fn detector(id: &str) -> Option<&'static dyn AnyDetector> {
     DETECTORS.iter().copied().find(|d| d.id() == id)
 }
 

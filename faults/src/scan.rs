@@ -7,7 +7,7 @@ use xlens_roofline::ProgramWork;
 use xlens_xplane::{HostInput, Picos};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, Skip};
+use crate::detector::{AnyDetector, Skip};
 use crate::finding::{Evidence, Finding, Findings, HostImpact, SESSION_HOST, Scope, Severity};
 use crate::profile::{HostProfile, Profile, select_steps};
 
@@ -83,7 +83,7 @@ mod finding_records {
     }
 }
 
-fn enabled_detectors(config: &ScanConfig) -> Vec<&'static dyn Detector> {
+fn enabled_detectors(config: &ScanConfig) -> Vec<&'static dyn AnyDetector> {
     DETECTORS.iter().copied().filter(|d| config.enabled(d.id())).collect()
 }
 
@@ -353,7 +353,7 @@ fn finish(
     build_report(run, &summaries, config, findings, skipped, skipped_hosts)
 }
 
-fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
+fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
     if let Some(need) = detector.needs().iter().find(|n| !host.has(**n)) {
         // A profile that could not be read says so, not that it lacks the data.
         return Err(match host.read_errors().first() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use xlens_hlo::{Collective, InstrId, Module};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -16,30 +16,36 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct AllgatherDuplication;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "All-gathers of the main program that gather the same operand over the same replica groups more than \
-              once per step. Operands are followed back through `bitcast`, `copy`, `reshape` and `transpose` (and \
-              from an async computation's parameter to its caller's operand, and through fusions that only copy) \
-              to the instruction that produced the data, so a forward `all-gather(copy.K)` and a backward \
-              `all-gather(bitcast(copy.K))` of the same weight shard count as two gathers of `copy.K`'s source.",
-    why: "Every all-gather moves (n-1)/n of its result over the interconnect and usually sits on the critical \
-          path before the matmul that needs it. Gathering a weight again in the backward doubles the parameter \
-          traffic of a step. Re-gathering is a deliberate memory trade in ZeRO-3/FSDP only when the gathered weights do not fit \
-          between the forward and the backward.",
-    evidence: "The number of all-gathers, of distinct gathered operands and of redundant gathers; the bytes the \
-               redundant gathers produce per step; their measured time per step when the profile times them \
-               (all occurrences minus the most expensive gather of each operand, per core and step); the \
-               gathered operand (for entry parameters the pytree path, e.g. `ps['layers'][0]['w1']`) and each of \
-               its gathers as HLO instructions with their name scopes (`jvp()` forward, `transpose(jvp())` \
-               backward) and JAX source lines.",
-    thresholds: "An operand counts as duplicated when it is gathered at least \
-                 `allgather_duplication.min_gathers_per_operand` times (default 2) per step. Severity P1; P0 when the \
-                 redundant gathers take at least 20 % of the step, P2 under 2 %.",
-    fix: "Gather once and reuse: keep the gathered weight as a residual of the forward (in a `custom_vjp` return \
-          the gathered array, not the shard; with `jax.checkpoint` use a policy that saves the all-gather \
-          result, e.g. `save_only_these_names` with `checkpoint_name`), or let the compiler see both uses (one \
-          `all_gather` feeding forward and backward). Keep re-gathering only \
-          when memory forces it (ZeRO-3), and then overlap it with compute.",
+const META: DetectorMeta = DetectorMeta {
+    id: "allgather_duplication",
+    title: "The same data is all-gathered more than once per step",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "All-gathers of the main program that gather the same operand over the same replica groups more than \
+                  once per step. Operands are followed back through `bitcast`, `copy`, `reshape` and `transpose` (and \
+                  from an async computation's parameter to its caller's operand, and through fusions that only copy) \
+                  to the instruction that produced the data, so a forward `all-gather(copy.K)` and a backward \
+                  `all-gather(bitcast(copy.K))` of the same weight shard count as two gathers of `copy.K`'s source.",
+        why: "Every all-gather moves (n-1)/n of its result over the interconnect and usually sits on the critical \
+              path before the matmul that needs it. Gathering a weight again in the backward doubles the parameter \
+              traffic of a step. Re-gathering is a deliberate memory trade in ZeRO-3/FSDP only when the gathered weights do not fit \
+              between the forward and the backward.",
+        evidence: "The number of all-gathers, of distinct gathered operands and of redundant gathers; the bytes the \
+                   redundant gathers produce per step; their measured time per step when the profile times them \
+                   (all occurrences minus the most expensive gather of each operand, per core and step); the \
+                   gathered operand (for entry parameters the pytree path, e.g. `ps['layers'][0]['w1']`) and each of \
+                   its gathers as HLO instructions with their name scopes (`jvp()` forward, `transpose(jvp())` \
+                   backward) and JAX source lines.",
+        thresholds: "An operand counts as duplicated when it is gathered at least \
+                     `allgather_duplication.min_gathers_per_operand` times (default 2) per step. Severity P1; P0 when the \
+                     redundant gathers take at least 20 % of the step, P2 under 2 %.",
+        fix: "Gather once and reuse: keep the gathered weight as a residual of the forward (in a `custom_vjp` return \
+              the gathered array, not the shard; with `jax.checkpoint` use a policy that saves the all-gather \
+              result, e.g. `save_only_these_names` with `checkpoint_name`), or let the compiler see both uses (one \
+              `all_gather` feeding forward and backward). Keep re-gathering only \
+              when memory forces it (ZeRO-3), and then overlap it with compute.",
+    },
 };
 
 /// A set of all-gathers that gather the same data.
@@ -81,29 +87,11 @@ fn redundant_gathers(dups: &[Duplicate]) -> usize {
 }
 
 impl Detector for AllgatherDuplication {
-    fn id(&self) -> &'static str {
-        "allgather_duplication"
-    }
-
-    fn title(&self) -> &'static str {
-        "The same data is all-gathered more than once per step"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host, config)? else { return Ok(()) };
-        let score = score(self, host, &measured);
+        let score = score(host, &measured);
         out.push(describe(self, &measured, &score));
         Ok(())
     }
@@ -187,12 +175,12 @@ struct Score {
 }
 
 /// Prices the redundant gathers; under 2 % of the step they are minor only when timed.
-fn score(detector: &AllgatherDuplication, host: &HostProfile, m: &Measured<'_>) -> Score {
+fn score(host: &HostProfile, m: &Measured<'_>) -> Score {
     let ms_per_step = redundant_time(host, m.module, &m.dups);
     let impact = Impact::of(ms_per_step, host.step_ms());
     let timed = ms_per_step > 0.0;
-    let severity = match Severity::from_impact(impact.pct_of_step, detector.severity()) {
-        Severity::P2 if !timed => detector.severity(),
+    let severity = match Severity::from_impact(impact.pct_of_step, META.severity) {
+        Severity::P2 if !timed => META.severity,
         severity => severity,
     };
     Score { ms_per_step, impact, severity }

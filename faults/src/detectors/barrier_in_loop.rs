@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use xlens_xplane::{Event, Picos, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -16,26 +16,32 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct BarrierInLoop;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Host syncs inside the training step (`jax.block_until_ready`, `BlockHostUntilReady`, buffer \
-              awaits, `device_get`/`__array__` reads) that serialise dispatch: several syncs per step, and \
-              between consecutive program runs of a step the device idles because the host waited for the \
-              previous run and only then dispatched the next one.",
-    why: "JAX dispatches asynchronously: without a barrier the host queues the next program while the device \
-          runs the current one, so dispatch and Python overhead hide behind device work. A barrier after \
-          each call exposes the full host round trip (wake-up, Python, dispatch) as device idle time, once \
-          per call, which dominates short steps.",
-    evidence: "Host syncs and program runs per step; the serialised gaps (a sync that began before run k \
-               ended returned before run k+1 started) with the device idle time in them per step and as a \
-               share of the step; the share of run-to-run transitions that were serialised; the sync events \
-               of one step on the timeline and the Python frame that called them.",
-    thresholds: "Reported when the median step has at least `barrier_in_loop.min_syncs_per_step` (default 2) \
-                 host syncs and the idle time in serialised gaps is at least `barrier_in_loop.min_idle_pct` \
-                 (default 10) % of the step time. P0 when that idle is 20 % of the step or more, P2 under 2 %.",
-    fix: "Remove `block_until_ready` (and `.item()`, `float(x)`, `np.asarray(x)`, printing device values) from \
-          inside the step; keep one sync per step at most, ideally only when a value is logged every N steps. \
-          Fuse the sub-calls of the step under one `jax.jit` so the whole step is a single dispatch, and time \
-          steps with the profiler or a single sync at the end.",
+const META: DetectorMeta = DetectorMeta {
+    id: "barrier_in_loop",
+    title: "Host syncs inside the step serialise dispatch",
+    severity: Severity::P1,
+    needs: &[Need::HostTimeline, Need::Steps, Need::OpTimeline],
+    doc: DetectorDoc {
+        detects: "Host syncs inside the training step (`jax.block_until_ready`, `BlockHostUntilReady`, buffer \
+                  awaits, `device_get`/`__array__` reads) that serialise dispatch: several syncs per step, and \
+                  between consecutive program runs of a step the device idles because the host waited for the \
+                  previous run and only then dispatched the next one.",
+        why: "JAX dispatches asynchronously: without a barrier the host queues the next program while the device \
+              runs the current one, so dispatch and Python overhead hide behind device work. A barrier after \
+              each call exposes the full host round trip (wake-up, Python, dispatch) as device idle time, once \
+              per call, which dominates short steps.",
+        evidence: "Host syncs and program runs per step; the serialised gaps (a sync that began before run k \
+                   ended returned before run k+1 started) with the device idle time in them per step and as a \
+                   share of the step; the share of run-to-run transitions that were serialised; the sync events \
+                   of one step on the timeline and the Python frame that called them.",
+        thresholds: "Reported when the median step has at least `barrier_in_loop.min_syncs_per_step` (default 2) \
+                     host syncs and the idle time in serialised gaps is at least `barrier_in_loop.min_idle_pct` \
+                     (default 10) % of the step time. P0 when that idle is 20 % of the step or more, P2 under 2 %.",
+        fix: "Remove `block_until_ready` (and `.item()`, `float(x)`, `np.asarray(x)`, printing device values) from \
+              inside the step; keep one sync per step at most, ideally only when a value is logged every N steps. \
+              Fuse the sub-calls of the step under one `jax.jit` so the whole step is a single dispatch, and time \
+              steps with the profiler or a single sync at the end.",
+    },
 };
 
 /// Host events that block the calling thread until device work finishes.
@@ -165,25 +171,7 @@ struct StepBarriers {
 }
 
 impl Detector for BarrierInLoop {
-    fn id(&self) -> &'static str {
-        "barrier_in_loop"
-    }
-
-    fn title(&self) -> &'static str {
-        "Host syncs inside the step serialise dispatch"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::HostTimeline, Need::Steps, Need::OpTimeline]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host)?;
@@ -343,7 +331,7 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence>
 fn describe(detector: &BarrierInLoop, host: &HostProfile, m: &Measured<'_>, s: &Score) -> Finding {
     let (syncs_per_step, runs_per_step, serialized_pct, ms_per_step, idle_pct) =
         (s.syncs_per_step, s.runs_per_step, s.serialized_pct, s.ms_per_step, s.idle_pct);
-    let severity = Severity::from_impact(s.impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(s.impact.pct_of_step, META.severity);
     let what = format!(
         "The host syncs with the device {syncs_per_step} times per step and, for {serialized_pct:.0} % of the \
              transitions between the step's {runs_per_step} program runs, dispatches the next run only after waiting \

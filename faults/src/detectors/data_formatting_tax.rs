@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use xlens_hlo::{InstrId, Module};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -16,32 +16,38 @@ use xlens_hlo::layout::{Work, kernel_body, work_of};
 #[derive(Debug)]
 pub(crate) struct DataFormattingTax;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Kernels of the step's programs that do nothing but reformat data: transposes, copies and \
-              reshapes that move data (XProf's \"data formatting\" category: a bare copy/transpose/reshape, or \
-              a fusion that only moves data) and dtype conversions (a standalone convert, or a convert \
-              round trip such as f32 -> bf16 -> f32), with the JAX op and source line that introduced them.",
-    why: "A formatting kernel reads and writes a whole array to compute nothing: on an accelerator, where \
-          matmuls are fast, it costs about its share of the step's memory traffic, and it also adds a kernel \
-          launch and an intermediate buffer. They usually come from einsum strings or explicit transposes that \
-          fight the layout the matmuls want, or from casts between dtypes around every op.",
-    evidence: "Formatting kernels per step, their self time per step (ms and % of the step), their share of the \
-               kernels and of the bytes the step's kernels access (HLO cost model), the split into layout and \
-               dtype work, the kernels that also compute but carry transposes or casts fused in, the JAX ops \
-               (op_name and source line) that produced the most formatting time, and the costliest kernels as \
-               HLO instructions. The trigger (time or structure) is stated.",
-    thresholds: "Reported when formatting kernels take at least `data_formatting_tax.min_pct_of_step` (default 5) \
-                 % of the step (time), or, whatever their time on this device, when they are at least \
-                 `data_formatting_tax.min_kernel_share` (default 0.15) of the kernels run per step and move at \
-                 least `data_formatting_tax.min_bytes_share` (default 0.12) of the bytes the step's kernels access \
-                 (structure: on a memory-bound accelerator their time follows their bytes). Without an op \
-                 timeline, each kernel counts once. The impact is the formatting kernels' self time; severity P1, \
-                 P0 at 20 % of the step, P2 under 2 % when only the time rule fired.",
-    fix: "Write the computation in the layout the matmuls want instead of transposing around them: pick einsum \
-          output orders that match the next op (`btd,df->btf`, not `->ftb`), drop explicit `.T`/`jnp.transpose` \
-          between matmuls (let dot_general contract the right dimension), keep one dtype through a block \
-          (cast once at the boundary, or use `preferred_element_type` in the matmul) instead of casting around \
-          each op, and check the sources listed in the evidence first.",
+const META: DetectorMeta = DetectorMeta {
+    id: "data_formatting_tax",
+    title: "Transposes, copies and casts take a large share of the step",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Kernels of the step's programs that do nothing but reformat data: transposes, copies and \
+                  reshapes that move data (XProf's \"data formatting\" category: a bare copy/transpose/reshape, or \
+                  a fusion that only moves data) and dtype conversions (a standalone convert, or a convert \
+                  round trip such as f32 -> bf16 -> f32), with the JAX op and source line that introduced them.",
+        why: "A formatting kernel reads and writes a whole array to compute nothing: on an accelerator, where \
+              matmuls are fast, it costs about its share of the step's memory traffic, and it also adds a kernel \
+              launch and an intermediate buffer. They usually come from einsum strings or explicit transposes that \
+              fight the layout the matmuls want, or from casts between dtypes around every op.",
+        evidence: "Formatting kernels per step, their self time per step (ms and % of the step), their share of the \
+                   kernels and of the bytes the step's kernels access (HLO cost model), the split into layout and \
+                   dtype work, the kernels that also compute but carry transposes or casts fused in, the JAX ops \
+                   (op_name and source line) that produced the most formatting time, and the costliest kernels as \
+                   HLO instructions. The trigger (time or structure) is stated.",
+        thresholds: "Reported when formatting kernels take at least `data_formatting_tax.min_pct_of_step` (default 5) \
+                     % of the step (time), or, whatever their time on this device, when they are at least \
+                     `data_formatting_tax.min_kernel_share` (default 0.15) of the kernels run per step and move at \
+                     least `data_formatting_tax.min_bytes_share` (default 0.12) of the bytes the step's kernels access \
+                     (structure: on a memory-bound accelerator their time follows their bytes). Without an op \
+                     timeline, each kernel counts once. The impact is the formatting kernels' self time; severity P1, \
+                     P0 at 20 % of the step, P2 under 2 % when only the time rule fired.",
+        fix: "Write the computation in the layout the matmuls want instead of transposing around them: pick einsum \
+              output orders that match the next op (`btd,df->btf`, not `->ftb`), drop explicit `.T`/`jnp.transpose` \
+              between matmuls (let dot_general contract the right dimension), keep one dtype through a block \
+              (cast once at the boundary, or use `preferred_element_type` in the matmul) instead of casting around \
+              each op, and check the sources listed in the evidence first.",
+    },
 };
 
 /// One kernel that only reformats data.
@@ -123,25 +129,7 @@ fn share(part: f64, whole: f64) -> f64 {
 }
 
 impl Detector for DataFormattingTax {
-    fn id(&self) -> &'static str {
-        "data_formatting_tax"
-    }
-
-    fn title(&self) -> &'static str {
-        "Transposes, copies and casts take a large share of the step"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host)? else { return Ok(()) };
@@ -328,8 +316,8 @@ fn describe(detector: &DataFormattingTax, m: &Measured<'_>, s: &Score, config: &
     let dtype_only = sum(found.iter().filter(|(_, k)| !k.layout).map(|(_, k)| k.count));
     let layout_count = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.count));
     // Under 2 % of the step it is minor only when time alone (not structure) triggered it.
-    let severity = match Severity::from_impact(impact.pct_of_step, detector.severity()) {
-        Severity::P2 if !timed || by_structure => detector.severity(),
+    let severity = match Severity::from_impact(impact.pct_of_step, META.severity) {
+        Severity::P2 if !timed || by_structure => META.severity,
         severity => severity,
     };
     let what = format!(

@@ -5,7 +5,7 @@ use xlens_roofline::{TimeClass, class_of};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
@@ -15,33 +15,39 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct DcnExposedReduce;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "A gradient reduction (all-reduce or reduce-scatter, synchronous or an async window) that runs at \
-              the end of the step after the last compute op of the core, with no compute left to hide it, \
-              while `MegaScale:` host events (the DCN transport of multi-slice runs: send, receive, reduction) \
-              are active: the cross-slice data-parallel reduce is exposed.",
-    why: "DCN bandwidth per chip is one to two orders of magnitude below ICI bandwidth. When the cross-slice \
-          gradient reduce starts only after the whole backward pass (one big reduce at the end of the step) \
-          every step pays its full latency; done per layer as gradients become ready, or on a fraction of the \
-          bytes, it hides behind the backward pass.",
-    evidence: "The reduce tail per step and its share of the step; the reduce ops at the tail with their bytes \
-               and JAX source line; one tail on the timeline; the MegaScale events that overlap it, the share \
-               of the tail they cover, the DCN payload per step, the achieved DCN bandwidth against the chip's \
-               DCN bandwidth and the slices involved.",
-    thresholds: "Report when the reduce tail after the last compute op is at least \
-                 `dcn_exposed_reduce.min_tail_pct` (default 5) % of the step and MegaScale (DCN) host events \
-                 cover at least `dcn_exposed_reduce.min_dcn_overlap` (default 0.5) of it. A tail without DCN \
-                 activity is an ICI collective, reported by `exposed_collective`. Severity P1, P0 from 20 % of \
-                 the step, P2 under 2 %.",
-    fix: "Overlap the cross-slice reduce with the backward pass: reduce gradients in buckets (per layer or \
-          per scan iteration) as soon as they are produced instead of once at the end, so the DCN transfer runs \
-          under the remaining backward compute (on TPU, MaxText's multi-slice configs set \
-          `--xla_tpu_enable_data_parallel_all_reduce_opt=true` and \
-          `--xla_tpu_data_parallel_opt_different_sized_ops=true` in `LIBTPU_INIT_ARGS` for this); reduce \
-          hierarchically (reduce-scatter inside the slice over ICI, all-reduce only the 1/N shard across slices \
-          over DCN, all-gather inside the slice), which shrinks the DCN bytes N-fold (sharding the optimizer state \
-          over the data axis gives this for free); accumulate gradients over several micro-batches before one \
-          cross-slice reduce; send gradients in bf16.",
+const META: DetectorMeta = DetectorMeta {
+    id: "dcn_exposed_reduce",
+    title: "The cross-slice (DCN) gradient reduce is exposed at the end of the step",
+    severity: Severity::P1,
+    needs: &[Need::DeviceTimeline, Need::Steps],
+    doc: DetectorDoc {
+        detects: "A gradient reduction (all-reduce or reduce-scatter, synchronous or an async window) that runs at \
+                  the end of the step after the last compute op of the core, with no compute left to hide it, \
+                  while `MegaScale:` host events (the DCN transport of multi-slice runs: send, receive, reduction) \
+                  are active: the cross-slice data-parallel reduce is exposed.",
+        why: "DCN bandwidth per chip is one to two orders of magnitude below ICI bandwidth. When the cross-slice \
+              gradient reduce starts only after the whole backward pass (one big reduce at the end of the step) \
+              every step pays its full latency; done per layer as gradients become ready, or on a fraction of the \
+              bytes, it hides behind the backward pass.",
+        evidence: "The reduce tail per step and its share of the step; the reduce ops at the tail with their bytes \
+                   and JAX source line; one tail on the timeline; the MegaScale events that overlap it, the share \
+                   of the tail they cover, the DCN payload per step, the achieved DCN bandwidth against the chip's \
+                   DCN bandwidth and the slices involved.",
+        thresholds: "Report when the reduce tail after the last compute op is at least \
+                     `dcn_exposed_reduce.min_tail_pct` (default 5) % of the step and MegaScale (DCN) host events \
+                     cover at least `dcn_exposed_reduce.min_dcn_overlap` (default 0.5) of it. A tail without DCN \
+                     activity is an ICI collective, reported by `exposed_collective`. Severity P1, P0 from 20 % of \
+                     the step, P2 under 2 %.",
+        fix: "Overlap the cross-slice reduce with the backward pass: reduce gradients in buckets (per layer or \
+              per scan iteration) as soon as they are produced instead of once at the end, so the DCN transfer runs \
+              under the remaining backward compute (on TPU, MaxText's multi-slice configs set \
+              `--xla_tpu_enable_data_parallel_all_reduce_opt=true` and \
+              `--xla_tpu_data_parallel_opt_different_sized_ops=true` in `LIBTPU_INIT_ARGS` for this); reduce \
+              hierarchically (reduce-scatter inside the slice over ICI, all-reduce only the 1/N shard across slices \
+              over DCN, all-gather inside the slice), which shrinks the DCN bytes N-fold (sharding the optimizer state \
+              over the data axis gives this for free); accumulate gradients over several micro-batches before one \
+              cross-slice reduce; send gradients in bf16.",
+    },
 };
 
 /// True for the gradient-reduction families.
@@ -107,25 +113,7 @@ impl LastCompute {
 }
 
 impl Detector for DcnExposedReduce {
-    fn id(&self) -> &'static str {
-        "dcn_exposed_reduce"
-    }
-
-    fn title(&self) -> &'static str {
-        "The cross-slice (DCN) gradient reduce is exposed at the end of the step"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::DeviceTimeline, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host)? else { return Ok(()) };
@@ -314,7 +302,7 @@ fn describe(detector: &DcnExposedReduce, host: &HostProfile, m: &Measured<'_>, s
     let names: Vec<&str> = ranked.iter().take(2).map(|(n, _)| n.as_str()).collect();
     Finding::new(
         detector,
-        Severity::from_impact(s.impact.pct_of_step, detector.severity()),
+        Severity::from_impact(s.impact.pct_of_step, META.severity),
         format!(
             "Every step ends with {} ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
                  the last compute op, with DCN transfers in flight and nothing to overlap them with.",

@@ -4,7 +4,7 @@
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -13,49 +13,37 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct DeviceIdle;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Step time in which no op runs on the device and the host is not known to be working for it: the \
-              idle part of the step anatomy (TPU cores; GPU streams; XLA:CPU threads), averaged over cores. On \
-              profiles without step markers the time base is each module execution (or the whole device window). \
-              The finding lists the longest idle gaps of the first device inside the steps and XProf's duty \
-              cycle over the whole capture.",
-    why: "Idle device time is pure loss: the step takes as long as the host needs to feed, dispatch or \
-          synchronise it. It is the usual face of input pipelines that do not keep up, host-side \
-          synchronisation inside the loop (`block_until_ready`, `.item()`, printing device values), dispatch of \
-          many small programs, and launch overhead on GPUs.",
-    evidence: "The idle share and idle time per step, the device duty cycle, the steps with the most idle time, \
-               and the longest idle gaps on the first device's timeline.",
-    thresholds: "Report when idle time is above `status.max_idle_pct` (default 10) % of the step, the rule that \
-                 makes the status NEEDS_ATTENTION. Severity P1, P0 from 20 % of the step.",
-    fix: "Keep the device fed: prefetch the next batch while the step runs (a background data loader, \
-          `jax.device_put` ahead of time, double buffering), remove host synchronisation from the training loop \
-          (no `block_until_ready`, `.item()`, `float(x)` or printing of device arrays per step; log every N \
-          steps), jit the whole step instead of several small functions, and on GPUs reduce launch overhead \
-          (larger fused kernels, XLA command buffers / CUDA graphs). The other findings of this report name the \
-          specific cause when they recognise it (input_starvation, barrier_in_loop, host_callback_stall, \
-          launch_bound).",
+const META: DetectorMeta = DetectorMeta {
+    id: "device_idle",
+    title: "The device idles during the step",
+    severity: Severity::P1,
+    needs: &[Need::OpTimeline, Need::Steps, Need::DevicePeaks],
+    doc: DetectorDoc {
+        detects: "Step time in which no op runs on the device and the host is not known to be working for it: the \
+                  idle part of the step anatomy (TPU cores; GPU streams; XLA:CPU threads), averaged over cores. On \
+                  profiles without step markers the time base is each module execution (or the whole device window). \
+                  The finding lists the longest idle gaps of the first device inside the steps and XProf's duty \
+                  cycle over the whole capture.",
+        why: "Idle device time is pure loss: the step takes as long as the host needs to feed, dispatch or \
+              synchronise it. It is the usual face of input pipelines that do not keep up, host-side \
+              synchronisation inside the loop (`block_until_ready`, `.item()`, printing device values), dispatch of \
+              many small programs, and launch overhead on GPUs.",
+        evidence: "The idle share and idle time per step, the device duty cycle, the steps with the most idle time, \
+                   and the longest idle gaps on the first device's timeline.",
+        thresholds: "Report when idle time is above `status.max_idle_pct` (default 10) % of the step, the rule that \
+                     makes the status NEEDS_ATTENTION. Severity P1, P0 from 20 % of the step.",
+        fix: "Keep the device fed: prefetch the next batch while the step runs (a background data loader, \
+              `jax.device_put` ahead of time, double buffering), remove host synchronisation from the training loop \
+              (no `block_until_ready`, `.item()`, `float(x)` or printing of device arrays per step; log every N \
+              steps), jit the whole step instead of several small functions, and on GPUs reduce launch overhead \
+              (larger fused kernels, XLA command buffers / CUDA graphs). The other findings of this report name the \
+              specific cause when they recognise it (input_starvation, barrier_in_loop, host_callback_stall, \
+              launch_bound).",
+    },
 };
 
 impl Detector for DeviceIdle {
-    fn id(&self) -> &'static str {
-        "device_idle"
-    }
-
-    fn title(&self) -> &'static str {
-        "The device idles during the step"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::OpTimeline, Need::Steps, Need::DevicePeaks]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let max_idle = config.thresholds.status.max_idle_pct;
@@ -93,7 +81,7 @@ impl Detector for DeviceIdle {
             evidence.push(evidence::event_parts(host, &device, "idle", "no op running", start, duration));
         }
         // Above the idle threshold by construction: never P2.
-        let severity = Severity::from_impact(impact.pct_of_step, self.severity()).min(self.severity());
+        let severity = Severity::from_impact(impact.pct_of_step, META.severity).min(META.severity);
         let what = format!(
             "The device runs no op for {:.1} % of the {unit} ({:.3} ms per {unit}).",
             share, impact.ms_per_step

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use xlens_hlo::{InstrId, Instruction, MemoryStats, Module, Opcode, Shape};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, P2_IMPACT_PCT, Severity};
 use crate::profile::HostProfile;
@@ -16,31 +16,37 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct DonationMiss;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Entry parameters of the main program (the training step: the program with the most op time) that \
-              the program updates (an output with the same element type and dimensions that is computed from \
-              the parameter) while no input/output alias (JAX `donate_argnums`) or buffer donor lets the output \
-              reuse the parameter's buffer.",
-    why: "Without donation XLA must allocate a fresh buffer for every updated parameter (and optimizer state) \
-          while the caller still holds the old one: two full copies of the state are alive at the step \
-          boundary, which wastes device memory, lowers the largest batch or model that fits, and can turn a \
-          run into an out-of-memory. The cost is memory, not step time, so the impact is reported as 0 ms and \
-          the memory figures are in the evidence.",
-    evidence: "The number and total bytes of updated, non-donated parameters; the program's argument, output and \
-               aliased bytes from its buffer assignment (argument + output - alias = bytes alive at the step \
-               boundary); the static memory peak; the largest such parameters as HLO instructions (their \
-               `op_name` is the pytree path, e.g. `params['layers'][0]['w1']`) and the instructions that \
-               compute their new values, with JAX source lines.",
-    thresholds: "Parameters smaller than `donation_miss.min_param_bytes` (default 64 KiB) are ignored. Reported \
-                 when the updated, non-donated parameters total at least `donation_miss.min_total_bytes` \
-                 (default 512 KiB) and at least `donation_miss.min_fraction_of_arguments` (default 0.25) of \
-                 the program's argument bytes. Severity P1; P0 when the device capacity is known and the \
-                 program's memory peak is at least `donation_miss.p0_peak_fraction` (default 0.9) of it; P2 \
-                 when the extra copies are under 2 % of the memory peak.",
-    fix: "Donate the training state: `jax.jit(train_step, donate_argnums=(0,))` (or `donate_argnames`), and \
-          return the new state with the same shapes, dtypes and shardings as the old one so XLA can alias every \
-          leaf (JAX warns 'Some donated buffers were not usable' when it cannot). Do not reuse a donated array \
-          after the call.",
+const META: DetectorMeta = DetectorMeta {
+    id: "donation_miss",
+    title: "Updated parameters are not donated",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Entry parameters of the main program (the training step: the program with the most op time) that \
+                  the program updates (an output with the same element type and dimensions that is computed from \
+                  the parameter) while no input/output alias (JAX `donate_argnums`) or buffer donor lets the output \
+                  reuse the parameter's buffer.",
+        why: "Without donation XLA must allocate a fresh buffer for every updated parameter (and optimizer state) \
+              while the caller still holds the old one: two full copies of the state are alive at the step \
+              boundary, which wastes device memory, lowers the largest batch or model that fits, and can turn a \
+              run into an out-of-memory. The cost is memory, not step time, so the impact is reported as 0 ms and \
+              the memory figures are in the evidence.",
+        evidence: "The number and total bytes of updated, non-donated parameters; the program's argument, output and \
+                   aliased bytes from its buffer assignment (argument + output - alias = bytes alive at the step \
+                   boundary); the static memory peak; the largest such parameters as HLO instructions (their \
+                   `op_name` is the pytree path, e.g. `params['layers'][0]['w1']`) and the instructions that \
+                   compute their new values, with JAX source lines.",
+        thresholds: "Parameters smaller than `donation_miss.min_param_bytes` (default 64 KiB) are ignored. Reported \
+                     when the updated, non-donated parameters total at least `donation_miss.min_total_bytes` \
+                     (default 512 KiB) and at least `donation_miss.min_fraction_of_arguments` (default 0.25) of \
+                     the program's argument bytes. Severity P1; P0 when the device capacity is known and the \
+                     program's memory peak is at least `donation_miss.p0_peak_fraction` (default 0.9) of it; P2 \
+                     when the extra copies are under 2 % of the memory peak.",
+        fix: "Donate the training state: `jax.jit(train_step, donate_argnums=(0,))` (or `donate_argnames`), and \
+              return the new state with the same shapes, dtypes and shardings as the old one so XLA can alias every \
+              leaf (JAX warns 'Some donated buffers were not usable' when it cannot). Do not reuse a donated array \
+              after the call.",
+    },
 };
 
 /// One array leaf of an entry parameter or of the program's output.
@@ -263,30 +269,12 @@ fn mib(bytes: u64) -> f64 {
 }
 
 impl Detector for DonationMiss {
-    fn id(&self) -> &'static str {
-        "donation_miss"
-    }
-
-    fn title(&self) -> &'static str {
-        "Updated parameters are not donated"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let module = host.main_module().ok_or_else(|| Skip::because("the profile carries no HLO module"))?;
         let measured = measure(module, config);
-        let Some(score) = score(self, host, &measured, config) else { return Ok(()) };
+        let Some(score) = score(host, &measured, config) else { return Ok(()) };
         out.push(describe(self, host, &measured, &score));
         Ok(())
     }
@@ -326,12 +314,12 @@ struct Score {
 }
 
 /// Decides whether the missed donations make a finding; `None` when they are too small.
-fn score(detector: &DonationMiss, host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
     let t = &config.thresholds.donation_miss;
     if m.missed.is_empty() || m.total < t.min_total_bytes || m.fraction < t.min_fraction_of_arguments {
         return None;
     }
-    let mut severity = detector.severity();
+    let mut severity = META.severity;
     let mut peak_fraction = None;
     if let Some(mem) = &m.memory {
         // The cost is memory, not step time, so `Severity::from_impact` does not apply: P0 when the

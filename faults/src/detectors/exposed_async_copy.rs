@@ -9,7 +9,7 @@ use xlens_roofline::{CopyKind, OpSource, copy_kind, memcpy_bytes};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceTimeline, async_phase, covered};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
@@ -19,34 +19,40 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct ExposedAsyncCopy;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Copies the device waits for. On TPU: the windows of asynchronous copies (`copy-start` to \
-              `copy-done`, paired as XProf's `analyze_async_overlap` pairs them, or read from the `Async XLA \
-              Ops` line) that other ops of the core do not cover: the core sits in `copy-done` while a buffer \
-              moves between memory spaces, typically from pinned host memory (`S(5)` in the layout) into HBM \
-              and back. On GPU: host-to-device and device-to-host memory copies (`MemcpyH2D`, `MemcpyD2H` \
-              streams) during which no kernel runs on that GPU.",
-    why: "An exposed copy is time the compute units idle while bytes cross the host link, which is one to two \
-          orders of magnitude slower than HBM. Offloading activations or weights to host memory saves HBM only \
-          if the copies overlap compute; started just before their consumer, they put the whole transfer on the \
-          critical path. On GPUs, synchronous or unpipelined `device_put`s and host reads of results stall the \
-          stream the same way.",
-    evidence: "Exposed copy time per step and its share of the step, the copies per step, the bytes each copy \
-               moves (from the HLO shapes on TPU, `memcpy_details` on GPU), the direction and memory spaces, \
-               the achieved transfer bandwidth, the overlap ratio (covered ÷ window), the copy ops that wait \
-               the most with their HLO instruction and JAX source line, and the longest exposed occurrence on \
-               the timeline.",
-    thresholds: "Report when exposed copy time is at least `exposed_async_copy.min_pct_of_step` (default 5) % \
-                 of the step (the module execution, or the device window, on profiles without step markers). \
-                 Severity P1, P0 from 20 % of the step, P2 under 2 %.",
-    fix: "Keep the hot buffers in HBM when they fit (the report's memory peak says how much room there is), and \
-          otherwise overlap the copies with compute: start host-to-device prefetches a layer or a step ahead \
-          (scan over layers so XLA can schedule the next layer's copy during the current one), offload only \
-          what the step does not need soon (a `jax.checkpoint` offload policy such as \
-          `save_and_offload_only_these_names`, or `memory_kind='pinned_host'` only for cold state), and give \
-          the scheduler independent work between `copy-start` and `copy-done`. On GPUs, stage input batches \
-          with prefetching (`jax.device_put` of the next batch before the step, pinned host buffers), avoid \
-          host reads of device values inside the step, and keep data on the device between steps.",
+const META: DetectorMeta = DetectorMeta {
+    id: "exposed_async_copy",
+    title: "The device waits on copies between host and device memory",
+    severity: Severity::P1,
+    needs: &[Need::OpTimeline, Need::Steps],
+    doc: DetectorDoc {
+        detects: "Copies the device waits for. On TPU: the windows of asynchronous copies (`copy-start` to \
+                  `copy-done`, paired as XProf's `analyze_async_overlap` pairs them, or read from the `Async XLA \
+                  Ops` line) that other ops of the core do not cover: the core sits in `copy-done` while a buffer \
+                  moves between memory spaces, typically from pinned host memory (`S(5)` in the layout) into HBM \
+                  and back. On GPU: host-to-device and device-to-host memory copies (`MemcpyH2D`, `MemcpyD2H` \
+                  streams) during which no kernel runs on that GPU.",
+        why: "An exposed copy is time the compute units idle while bytes cross the host link, which is one to two \
+              orders of magnitude slower than HBM. Offloading activations or weights to host memory saves HBM only \
+              if the copies overlap compute; started just before their consumer, they put the whole transfer on the \
+              critical path. On GPUs, synchronous or unpipelined `device_put`s and host reads of results stall the \
+              stream the same way.",
+        evidence: "Exposed copy time per step and its share of the step, the copies per step, the bytes each copy \
+                   moves (from the HLO shapes on TPU, `memcpy_details` on GPU), the direction and memory spaces, \
+                   the achieved transfer bandwidth, the overlap ratio (covered ÷ window), the copy ops that wait \
+                   the most with their HLO instruction and JAX source line, and the longest exposed occurrence on \
+                   the timeline.",
+        thresholds: "Report when exposed copy time is at least `exposed_async_copy.min_pct_of_step` (default 5) % \
+                     of the step (the module execution, or the device window, on profiles without step markers). \
+                     Severity P1, P0 from 20 % of the step, P2 under 2 %.",
+        fix: "Keep the hot buffers in HBM when they fit (the report's memory peak says how much room there is), and \
+              otherwise overlap the copies with compute: start host-to-device prefetches a layer or a step ahead \
+              (scan over layers so XLA can schedule the next layer's copy during the current one), offload only \
+              what the step does not need soon (a `jax.checkpoint` offload policy such as \
+              `save_and_offload_only_these_names`, or `memory_kind='pinned_host'` only for cold state), and give \
+              the scheduler independent work between `copy-start` and `copy-done`. On GPUs, stage input batches \
+              with prefetching (`jax.device_put` of the next batch before the step, pinned host buffers), avoid \
+              host reads of device values inside the step, and keep data on the device between steps.",
+    },
 };
 
 /// One copy op over its occurrences.
@@ -74,25 +80,7 @@ impl CopyTotals {
 }
 
 impl Detector for ExposedAsyncCopy {
-    fn id(&self) -> &'static str {
-        "exposed_async_copy"
-    }
-
-    fn title(&self) -> &'static str {
-        "The device waits on copies between host and device memory"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::OpTimeline, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host)? else { return Ok(()) };
@@ -241,7 +229,7 @@ fn describe(detector: &ExposedAsyncCopy, host: &HostProfile, m: &Measured, impac
     let ranked = ranked(m);
     let mut evidence = summary_evidence(host, m, impact);
     evidence.extend(op_evidence(host, m, &ranked));
-    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(impact.pct_of_step, META.severity);
     let host_memory = m.copies.values().any(|c| c.direction.is_some_and(|d| d.contains("host")));
     let top: Vec<&str> = ranked.iter().take(3).map(|(n, _)| n.as_str()).collect();
     let what = format!(

@@ -8,7 +8,7 @@ use xlens_roofline::{OpSource, TimeClass, class_of, is_collective};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
@@ -18,43 +18,49 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct ExposedCollective;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Collective communication the core waits on. On TPU: async `*-start`/`*-done` windows \
-              (all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute) not covered by \
-              compute on the same core, plus synchronous collectives, which are exposed whole (XProf's \
-              `analyze_async_overlap` semantics: coverage by the other ops of the core; the step \
-              anatomy's exposed collective time). On XLA:CPU captures, whose collectives are synchronous \
-              thunks, the collective time of each device not covered by that device's other thunks. On GPU: \
-              NCCL/RCCL collective kernels (`all-reduce-start`, ... by their HLO op, or `nccl…`/`rccl…` kernel \
-              names) on their stream, not covered by compute kernels on the GPU's other streams.",
-    why: "An exposed collective is time the matrix and vector units idle while bytes cross the \
-          interconnect. Overlapped well (the latency-hiding scheduler starts the transfer early and runs \
-          independent compute meanwhile) the same collective costs almost nothing; a collective the step \
-          waits on right after starting it, or a synchronous one, adds its full latency to every step.",
-    evidence: "Exposed and hidden collective time per step and the overlap ratio (1 − exposed ÷ window \
-               span); per collective op: its family, windows per step, exposed time, overlap ratio and class \
-               (hidden ≥ `hidden_ratio`, exposed ≤ `exposed_ratio`, else partial), the longest exposed \
-               occurrence on the timeline and the HLO instruction with its JAX source line; on TPU, the \
-               bytes the exposed collectives move ÷ the chip's ICI bandwidth compared with the step's matmul \
-               time (whether overlap could hide them at all); on CPU, the share spent waiting at the \
-               rendezvous for the other devices.",
-    thresholds: "Report when exposed collective time is at least `exposed_collective.min_pct_of_step` \
-                 (default 5) % of the mean step. Windows covered at least `exposed_collective.hidden_ratio` \
-                 (default 0.9) are hidden, at most `exposed_collective.exposed_ratio` (default 0.1) exposed. \
-                 Severity P1, P0 from 20 % of the step, P2 under 2 %. On XLA:CPU captures the finding is P2 at \
-                 most: CPU collectives are synchronous thunks no scheduling can hide, and virtual devices \
-                 sharing the host's cores inflate the rendezvous waits, so the figure describes how \
-                 communication-heavy the program is rather than a TPU/GPU overlap fault.",
-    fix: "Let XLA overlap the collectives: keep them asynchronous and give the scheduler independent work. \
-          On TPU, production configs enable the async collective passes in `LIBTPU_INIT_ARGS` (e.g. \
-          `--xla_tpu_enable_async_collective_fusion=true`, \
-          `--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true`, \
-          `--xla_tpu_overlap_compute_collective_tc=true`, `--xla_enable_async_all_gather=true`); do not consume a \
-          gathered weight immediately (scan over layers so XLA prefetches the next layer's all-gather); replace \
-          synchronous psums inside the step by collectives XLA can schedule asynchronously; when the bytes exceed \
-          what the matmuls can hide, move fewer bytes: shard along the mesh axis with the fastest links, use \
-          reduce-scatter instead of all-reduce plus slice, gather in bf16, or enlarge the per-device batch so compute \
-          grows faster than communication.",
+const META: DetectorMeta = DetectorMeta {
+    id: "exposed_collective",
+    title: "Collectives are not overlapped with compute",
+    severity: Severity::P1,
+    needs: &[Need::OpTimeline, Need::Steps],
+    doc: DetectorDoc {
+        detects: "Collective communication the core waits on. On TPU: async `*-start`/`*-done` windows \
+                  (all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute) not covered by \
+                  compute on the same core, plus synchronous collectives, which are exposed whole (XProf's \
+                  `analyze_async_overlap` semantics: coverage by the other ops of the core; the step \
+                  anatomy's exposed collective time). On XLA:CPU captures, whose collectives are synchronous \
+                  thunks, the collective time of each device not covered by that device's other thunks. On GPU: \
+                  NCCL/RCCL collective kernels (`all-reduce-start`, ... by their HLO op, or `nccl…`/`rccl…` kernel \
+                  names) on their stream, not covered by compute kernels on the GPU's other streams.",
+        why: "An exposed collective is time the matrix and vector units idle while bytes cross the \
+              interconnect. Overlapped well (the latency-hiding scheduler starts the transfer early and runs \
+              independent compute meanwhile) the same collective costs almost nothing; a collective the step \
+              waits on right after starting it, or a synchronous one, adds its full latency to every step.",
+        evidence: "Exposed and hidden collective time per step and the overlap ratio (1 − exposed ÷ window \
+                   span); per collective op: its family, windows per step, exposed time, overlap ratio and class \
+                   (hidden ≥ `hidden_ratio`, exposed ≤ `exposed_ratio`, else partial), the longest exposed \
+                   occurrence on the timeline and the HLO instruction with its JAX source line; on TPU, the \
+                   bytes the exposed collectives move ÷ the chip's ICI bandwidth compared with the step's matmul \
+                   time (whether overlap could hide them at all); on CPU, the share spent waiting at the \
+                   rendezvous for the other devices.",
+        thresholds: "Report when exposed collective time is at least `exposed_collective.min_pct_of_step` \
+                     (default 5) % of the mean step. Windows covered at least `exposed_collective.hidden_ratio` \
+                     (default 0.9) are hidden, at most `exposed_collective.exposed_ratio` (default 0.1) exposed. \
+                     Severity P1, P0 from 20 % of the step, P2 under 2 %. On XLA:CPU captures the finding is P2 at \
+                     most: CPU collectives are synchronous thunks no scheduling can hide, and virtual devices \
+                     sharing the host's cores inflate the rendezvous waits, so the figure describes how \
+                     communication-heavy the program is rather than a TPU/GPU overlap fault.",
+        fix: "Let XLA overlap the collectives: keep them asynchronous and give the scheduler independent work. \
+              On TPU, production configs enable the async collective passes in `LIBTPU_INIT_ARGS` (e.g. \
+              `--xla_tpu_enable_async_collective_fusion=true`, \
+              `--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true`, \
+              `--xla_tpu_overlap_compute_collective_tc=true`, `--xla_enable_async_all_gather=true`); do not consume a \
+              gathered weight immediately (scan over layers so XLA prefetches the next layer's all-gather); replace \
+              synchronous psums inside the step by collectives XLA can schedule asynchronously; when the bytes exceed \
+              what the matmuls can hide, move fewer bytes: shard along the mesh axis with the fastest links, use \
+              reduce-scatter instead of all-reduce plus slice, gather in bf16, or enlarge the per-device batch so compute \
+              grows faster than communication.",
+    },
 };
 
 /// One collective op aggregated over its occurrences (all cores or devices, all steps).
@@ -128,25 +134,7 @@ struct Analysis {
 }
 
 impl Detector for ExposedCollective {
-    fn id(&self) -> &'static str {
-        "exposed_collective"
-    }
-
-    fn title(&self) -> &'static str {
-        "Collectives are not overlapped with compute"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::OpTimeline, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host, config)? else { return Ok(()) };
@@ -316,7 +304,7 @@ fn describe(detector: &ExposedCollective, host: &HostProfile, m: &Measured, s: &
     let ranked = ranked(&analysis.ops);
     let mut evidence = evidence_of(host, m, s, &ranked, config);
     let hideable = if analysis.cpu { None } else { hideability(host, analysis, &ranked, &mut evidence) };
-    let mut severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let mut severity = Severity::from_impact(impact.pct_of_step, META.severity);
     if analysis.cpu {
         severity = Severity::P2;
         evidence.push(Evidence::note(
@@ -348,14 +336,14 @@ fn fix_for(hideable: Option<bool>, cpu: bool) -> String {
         Some(false) => format!(
             "{} Here the bytes alone take longer on the interconnect than the step's matmuls: overlap \
                  cannot hide them all, so reduce the bytes first.",
-            DOC.fix
+            META.doc.fix
         ),
         _ if cpu => "On XLA:CPU collectives cannot overlap compute: to shorten them move fewer \
                                   bytes (avoid re-gathering the same weights, keep activations sharded along the \
                                   mesh axis the collectives run on, use reduce-scatter instead of all-reduce + \
                                   slice). Measure overlap on the target accelerator."
             .to_owned(),
-        _ => DOC.fix.to_owned(),
+        _ => META.doc.fix.to_owned(),
     }
 }
 

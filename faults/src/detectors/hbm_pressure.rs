@@ -4,7 +4,7 @@ use xlens_hlo::{MemoryStats, Module};
 use xlens_xplane::names;
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -13,60 +13,48 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct HbmPressure;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "A compiled program whose static HBM peak (XProf's memory viewer: the heap-simulator peak of the \
-              buffer assignment plus parameters, outputs and constants, `Module::hbm_memory_stats`) is close \
-              to the HBM capacity of the device it runs on: the device plane's `memory_size` stat when the \
-              profile reports it, else the chip catalogue's HBM per chip, the capacity the report's health \
-              snapshot uses (a JAX device is a whole chip on single-TensorCore and megacore chips: v5e, v6e, \
-              v4, v5p).",
-    why: "A program near the HBM limit is one batch-size, sequence-length or XLA-version change away from a \
-          RESOURCE_EXHAUSTED error, and XLA already trades speed for memory close to the limit (more \
-          rematerialisation, less prefetching). OOM risk is critical whatever the step time: this detector \
-          reports no time impact and its severity follows the fraction of capacity, not the step.",
-    evidence: "The peak and the capacity per device (GiB) and their ratio; what the peak is made of \
-               (parameters, donated parameters, outputs, the temporary heap at its peak, constants); the largest \
-               buffers live at the peak with the HLO instruction that defines them and its JAX source line; \
-               padding at the peak; the program it concerns.",
-    thresholds: "Report when the peak is at least `hbm_pressure.min_peak_fraction` (default 0.85) of the \
-                 capacity; P0 at or above `hbm_pressure.p0_peak_fraction` (default 0.95), else P1 (critical by \
-                 nature: not lowered for a small time impact). Every program with a buffer assignment is checked; \
-                 the one closest to the limit is reported.",
-    fix: "Free HBM: donate the buffers the step overwrites (`jax.jit(..., donate_argnums=...)` for params and \
-          optimizer state) so inputs and outputs share memory; rematerialise activations \
-          (`jax.checkpoint` with a policy such as `dots_with_no_batch_dims_saveable`) instead of keeping them \
-          for the backward pass; shard parameters and optimizer state over the data axis (FSDP/ZeRO); keep \
-          parameters or optimizer moments in bf16; lower the per-device batch and accumulate gradients over \
-          micro-batches; offload optimizer state to host memory where supported. Check the largest buffers \
-          below first.",
+const META: DetectorMeta = DetectorMeta {
+    id: "hbm_pressure",
+    title: "The memory peak is close to the HBM capacity",
+    severity: Severity::P1,
+    needs: &[Need::Memory],
+    doc: DetectorDoc {
+        detects: "A compiled program whose static HBM peak (XProf's memory viewer: the heap-simulator peak of the \
+                  buffer assignment plus parameters, outputs and constants, `Module::hbm_memory_stats`) is close \
+                  to the HBM capacity of the device it runs on: the device plane's `memory_size` stat when the \
+                  profile reports it, else the chip catalogue's HBM per chip, the capacity the report's health \
+                  snapshot uses (a JAX device is a whole chip on single-TensorCore and megacore chips: v5e, v6e, \
+                  v4, v5p).",
+        why: "A program near the HBM limit is one batch-size, sequence-length or XLA-version change away from a \
+              RESOURCE_EXHAUSTED error, and XLA already trades speed for memory close to the limit (more \
+              rematerialisation, less prefetching). OOM risk is critical whatever the step time: this detector \
+              reports no time impact and its severity follows the fraction of capacity, not the step.",
+        evidence: "The peak and the capacity per device (GiB) and their ratio; what the peak is made of \
+                   (parameters, donated parameters, outputs, the temporary heap at its peak, constants); the largest \
+                   buffers live at the peak with the HLO instruction that defines them and its JAX source line; \
+                   padding at the peak; the program it concerns.",
+        thresholds: "Report when the peak is at least `hbm_pressure.min_peak_fraction` (default 0.85) of the \
+                     capacity; P0 at or above `hbm_pressure.p0_peak_fraction` (default 0.95), else P1 (critical by \
+                     nature: not lowered for a small time impact). Every program with a buffer assignment is checked; \
+                     the one closest to the limit is reported.",
+        fix: "Free HBM: donate the buffers the step overwrites (`jax.jit(..., donate_argnums=...)` for params and \
+              optimizer state) so inputs and outputs share memory; rematerialise activations \
+              (`jax.checkpoint` with a policy such as `dots_with_no_batch_dims_saveable`) instead of keeping them \
+              for the backward pass; shard parameters and optimizer state over the data axis (FSDP/ZeRO); keep \
+              parameters or optimizer moments in bf16; lower the per-device batch and accumulate gradients over \
+              micro-batches; offload optimizer state to host memory where supported. Check the largest buffers \
+              below first.",
+    },
 };
 
 const GIB: f64 = (1u64 << 30) as f64;
 
 impl Detector for HbmPressure {
-    fn id(&self) -> &'static str {
-        "hbm_pressure"
-    }
-
-    fn title(&self) -> &'static str {
-        "The memory peak is close to the HBM capacity"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Memory]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host)?;
-        let Some(severity) = score(self, &measured, config) else { return Ok(()) };
+        let Some(severity) = score(&measured, config) else { return Ok(()) };
         out.push(describe(self, host, &measured, severity, config));
         Ok(())
     }
@@ -117,13 +105,13 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
 }
 
 /// The severity of the highest peak (P0 from `p0_peak_fraction`); `None` below `min_peak_fraction`.
-fn score(detector: &HbmPressure, m: &Measured<'_>, config: &ScanConfig) -> Option<Severity> {
+fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Severity> {
     let t = &config.thresholds.hbm_pressure;
     let fraction = m.candidates[0].0;
     if fraction < t.min_peak_fraction {
         return None;
     }
-    Some(if fraction >= t.p0_peak_fraction { Severity::P0 } else { detector.severity() })
+    Some(if fraction >= t.p0_peak_fraction { Severity::P0 } else { META.severity })
 }
 
 /// The evidence: the peak against the capacity, what makes it, the largest buffers, the other programs.

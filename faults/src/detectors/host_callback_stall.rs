@@ -7,7 +7,7 @@ use xlens_hlo::{InstrId, Module, Opcode};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::{self, OpSpan};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -16,27 +16,33 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct HostCallbackStall;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Host callbacks executed inside the step: custom-calls to a Python callback target \
-              (`xla_ffi_python_cpu_callback`, `xla_python_gpu_callback`, ...: `jax.debug.print`, \
-              `jax.debug.callback`, `io_callback`, `pure_callback`), host send/recv transfers, and ops in \
-              XProf's `host send`/`host recv`/`host callback` categories, timed from their op events; \
-              `HostCallbackRequest`/`CompleteCallbacks` host events are reported alongside.",
-    why: "A callback is a device→host→device round trip inside the program: the device copies the operands \
-          out, the host wakes a Python thread (taking the GIL), runs the function and copies results back, \
-          and everything ordered after the callback waits. A debug print left in the training step costs \
-          this every step.",
-    evidence: "The callback instructions with their JAX name scope and source line (from the HLO); per \
-               instruction its executions per step and time per step; the callback time per step and the \
-               part of it during which no other op ran (the stall); the longest callback events on the \
-               timeline.",
-    thresholds: "Reported when the stall (callback time with no other op running, per core) is at least \
-                 `host_callback_stall.min_pct_of_step` (default 2) % of the mean step time. P0 from 20 % of \
-                 the step.",
-    fix: "Remove `jax.debug.print`/`jax.debug.callback` from the training step (guard them with a Python flag \
-          so they are not traced in production), return the values to log as outputs of the step and log them \
-          outside `jit` every N steps, and replace `io_callback`/`pure_callback` work with jittable code or move \
-          it between steps. Unordered callbacks (`ordered=False`) at least let independent work overlap.",
+const META: DetectorMeta = DetectorMeta {
+    id: "host_callback_stall",
+    title: "Host callbacks stall the step",
+    severity: Severity::P1,
+    needs: &[Need::OpTimeline, Need::Steps],
+    doc: DetectorDoc {
+        detects: "Host callbacks executed inside the step: custom-calls to a Python callback target \
+                  (`xla_ffi_python_cpu_callback`, `xla_python_gpu_callback`, ...: `jax.debug.print`, \
+                  `jax.debug.callback`, `io_callback`, `pure_callback`), host send/recv transfers, and ops in \
+                  XProf's `host send`/`host recv`/`host callback` categories, timed from their op events; \
+                  `HostCallbackRequest`/`CompleteCallbacks` host events are reported alongside.",
+        why: "A callback is a device→host→device round trip inside the program: the device copies the operands \
+              out, the host wakes a Python thread (taking the GIL), runs the function and copies results back, \
+              and everything ordered after the callback waits. A debug print left in the training step costs \
+              this every step.",
+        evidence: "The callback instructions with their JAX name scope and source line (from the HLO); per \
+                   instruction its executions per step and time per step; the callback time per step and the \
+                   part of it during which no other op ran (the stall); the longest callback events on the \
+                   timeline.",
+        thresholds: "Reported when the stall (callback time with no other op running, per core) is at least \
+                     `host_callback_stall.min_pct_of_step` (default 2) % of the mean step time. P0 from 20 % of \
+                     the step.",
+        fix: "Remove `jax.debug.print`/`jax.debug.callback` from the training step (guard them with a Python flag \
+              so they are not traced in production), return the values to log as outputs of the step and log them \
+              outside `jit` every N steps, and replace `io_callback`/`pure_callback` work with jittable code or move \
+              it between steps. Unordered callbacks (`ordered=False`) at least let independent work overlap.",
+    },
 };
 
 /// Custom-call targets that run a host (Python) callback.
@@ -83,25 +89,7 @@ struct Usage {
 }
 
 impl Detector for HostCallbackStall {
-    fn id(&self) -> &'static str {
-        "host_callback_stall"
-    }
-
-    fn title(&self) -> &'static str {
-        "Host callbacks stall the step"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::OpTimeline, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host)? else { return Ok(()) };
@@ -342,7 +330,7 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence>
 /// The finding: the callbacks and the stall they cause.
 fn describe(detector: &HostCallbackStall, host: &HostProfile, m: &Measured<'_>, s: &Score) -> Finding {
     let (callback_ms, ms_per_step, impact) = (s.callback_ms, s.ms_per_step, s.impact);
-    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(impact.pct_of_step, META.severity);
     let rows = rows(&m.usage);
     let names: Vec<&str> = rows.iter().map(|((_, name), _)| name.as_str()).collect();
     let what = format!(

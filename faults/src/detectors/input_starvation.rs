@@ -7,7 +7,7 @@ use xlens_roofline::{StepSource, Steps};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -16,28 +16,34 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct InputStarvation;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Steps whose device work waits for the host to deliver input. TPU: XProf's input-pipeline \
-              rule: the largest core's `infeed` op time per step, plus, when the program has no infeed op, \
-              the idle time that host input waits (IteratorGetNext, data loaders, host-to-device transfers) \
-              explain. Host-run programs (XLA:CPU): the host phase at the start of each step before the \
-              first op or program dispatch, during which the device has nothing to run (e.g. a `data_loader` \
-              TraceMe on the training thread).",
-    why: "While the input pipeline runs on the critical path the accelerator idles: the step is as slow as \
-          the loader, and faster hardware or better kernels do not help. XProf calls a profile MODERATELY \
-          input-bound from 5 % of the step and HIGHLY input-bound from 20 %.",
-    evidence: "The input-bound share of the step time and the input wait per step; the steps affected; the \
-               host events of the input phase grouped by name (the loader TraceMe, IteratorGetNext, \
-               device_put) with the longest occurrences as timeline events; on TPU the infeed ops with their \
-               time per step; the gap between the step start and its first op.",
-    thresholds: "Reported when the input wait is at least `input_starvation.min_input_pct` (default 5) % of \
-                 the step time, as P0 from `input_starvation.p0_input_pct` (default 20) % (XProf's moderate \
-                 and high input-bound thresholds); P2 below 2 % of the step.",
-    fix: "Take input preparation off the critical path: prefetch batches on a background thread or with \
-          tf.data/grain prefetching (`.prefetch(2)`), overlap the host-to-device copy with the previous step \
-          (e.g. `jax.device_put` of batch k+1 before running step k, or flax's `prefetch_to_device`), move \
-          expensive preprocessing (tokenisation, decoding, augmentation) offline or onto more worker processes, \
-          and never sleep or block on I/O inside the step.",
+const META: DetectorMeta = DetectorMeta {
+    id: "input_starvation",
+    title: "The device waits for input at the start of each step",
+    severity: Severity::P1,
+    needs: &[Need::Steps, Need::OpTimeline],
+    doc: DetectorDoc {
+        detects: "Steps whose device work waits for the host to deliver input. TPU: XProf's input-pipeline \
+                  rule: the largest core's `infeed` op time per step, plus, when the program has no infeed op, \
+                  the idle time that host input waits (IteratorGetNext, data loaders, host-to-device transfers) \
+                  explain. Host-run programs (XLA:CPU): the host phase at the start of each step before the \
+                  first op or program dispatch, during which the device has nothing to run (e.g. a `data_loader` \
+                  TraceMe on the training thread).",
+        why: "While the input pipeline runs on the critical path the accelerator idles: the step is as slow as \
+              the loader, and faster hardware or better kernels do not help. XProf calls a profile MODERATELY \
+              input-bound from 5 % of the step and HIGHLY input-bound from 20 %.",
+        evidence: "The input-bound share of the step time and the input wait per step; the steps affected; the \
+                   host events of the input phase grouped by name (the loader TraceMe, IteratorGetNext, \
+                   device_put) with the longest occurrences as timeline events; on TPU the infeed ops with their \
+                   time per step; the gap between the step start and its first op.",
+        thresholds: "Reported when the input wait is at least `input_starvation.min_input_pct` (default 5) % of \
+                     the step time, as P0 from `input_starvation.p0_input_pct` (default 20) % (XProf's moderate \
+                     and high input-bound thresholds); P2 below 2 % of the step.",
+        fix: "Take input preparation off the critical path: prefetch batches on a background thread or with \
+              tf.data/grain prefetching (`.prefetch(2)`), overlap the host-to-device copy with the previous step \
+              (e.g. `jax.device_put` of batch k+1 before running step k, or flax's `prefetch_to_device`), move \
+              expensive preprocessing (tokenisation, decoding, augmentation) offline or onto more worker processes, \
+              and never sleep or block on I/O inside the step.",
+    },
 };
 
 /// Host events that belong to an input pipeline (case-insensitive substrings).
@@ -319,25 +325,7 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
 }
 
 impl Detector for InputStarvation {
-    fn id(&self) -> &'static str {
-        "input_starvation"
-    }
-
-    fn title(&self) -> &'static str {
-        "The device waits for input at the start of each step"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Steps, Need::OpTimeline]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host)?;
@@ -462,7 +450,7 @@ fn describe(
     let severity = if pct >= config.thresholds.input_starvation.p0_input_pct {
         Severity::P0
     } else {
-        Severity::from_impact(impact.pct_of_step, detector.severity())
+        Severity::from_impact(impact.pct_of_step, META.severity)
     };
     let loader = names.first().map_or(String::new(), |(name, _)| format!(", mostly in `{name}`"));
     let what = format!(

@@ -5,7 +5,7 @@ use xlens_roofline::{OpSource, copy_kind};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -14,49 +14,37 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct LaunchBound;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Stretches of short GPU kernels separated by short idle gaps: each gap lies between two kernels of \
-              the same GPU, is shorter than `launch_bound.max_gap_us`, and is followed by a kernel shorter than \
-              `launch_bound.max_kernel_us`. The GPU is waiting for the host to launch the next kernel (each \
-              launch costs the host microseconds; a kernel that runs for fewer than that leaves the device \
-              idle). The host's launch calls (`cudaLaunchKernel`, `cuLaunchKernel`, `hipModuleLaunchKernel`, \
-              ...) are counted beside.",
-    why: "A launch-bound step does not get faster with a faster GPU: its time is the host's launch rate times \
-          the kernel count. It is the signature of many tiny ops (op-by-op execution, Python loops around small \
-          jitted functions, unfused elementwise chains) and of small batches.",
-    evidence: "Idle time in launch gaps per step and its share, kernels per step per GPU, the median kernel \
-               duration and median gap, the share of kernels shorter than the threshold, and the host's launch \
-               calls per step with their mean duration.",
-    thresholds: "Report when launch gaps are at least `launch_bound.min_pct_of_step` (default 5) % of the step. \
-                 A gap counts when it is under `launch_bound.max_gap_us` (default 100) µs and the kernel after it \
-                 under `launch_bound.max_kernel_us` (default 20) µs. Severity P1, P0 from 20 % of the step, P2 \
-                 under 2 %.",
-    fix: "Launch fewer, larger kernels: jit the whole step (not op by op), replace Python loops over small \
-          arrays by `jax.lax.scan` / `vmap`, let XLA fuse elementwise chains, grow the per-device batch, and \
-          let XLA record the step in command buffers (CUDA graphs: `--xla_gpu_enable_command_buffer`, on by \
-          default in recent XLA for fusions and library calls) so the host launches a graph, not each kernel.",
+const META: DetectorMeta = DetectorMeta {
+    id: "launch_bound",
+    title: "The GPU waits for kernel launches",
+    severity: Severity::P1,
+    needs: &[Need::GpuStreams, Need::Steps],
+    doc: DetectorDoc {
+        detects: "Stretches of short GPU kernels separated by short idle gaps: each gap lies between two kernels of \
+                  the same GPU, is shorter than `launch_bound.max_gap_us`, and is followed by a kernel shorter than \
+                  `launch_bound.max_kernel_us`. The GPU is waiting for the host to launch the next kernel (each \
+                  launch costs the host microseconds; a kernel that runs for fewer than that leaves the device \
+                  idle). The host's launch calls (`cudaLaunchKernel`, `cuLaunchKernel`, `hipModuleLaunchKernel`, \
+                  ...) are counted beside.",
+        why: "A launch-bound step does not get faster with a faster GPU: its time is the host's launch rate times \
+              the kernel count. It is the signature of many tiny ops (op-by-op execution, Python loops around small \
+              jitted functions, unfused elementwise chains) and of small batches.",
+        evidence: "Idle time in launch gaps per step and its share, kernels per step per GPU, the median kernel \
+                   duration and median gap, the share of kernels shorter than the threshold, and the host's launch \
+                   calls per step with their mean duration.",
+        thresholds: "Report when launch gaps are at least `launch_bound.min_pct_of_step` (default 5) % of the step. \
+                     A gap counts when it is under `launch_bound.max_gap_us` (default 100) µs and the kernel after it \
+                     under `launch_bound.max_kernel_us` (default 20) µs. Severity P1, P0 from 20 % of the step, P2 \
+                     under 2 %.",
+        fix: "Launch fewer, larger kernels: jit the whole step (not op by op), replace Python loops over small \
+              arrays by `jax.lax.scan` / `vmap`, let XLA fuse elementwise chains, grow the per-device batch, and \
+              let XLA record the step in command buffers (CUDA graphs: `--xla_gpu_enable_command_buffer`, on by \
+              default in recent XLA for fusions and library calls) so the host launches a graph, not each kernel.",
+    },
 };
 
 impl Detector for LaunchBound {
-    fn id(&self) -> &'static str {
-        "launch_bound"
-    }
-
-    fn title(&self) -> &'static str {
-        "The GPU waits for kernel launches"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::GpuStreams, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host, config)?;
@@ -292,7 +280,7 @@ fn describe(detector: &LaunchBound, host: &HostProfile, m: &Measured, impact: Im
             mean.as_us_f64()
         )));
     }
-    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(impact.pct_of_step, META.severity);
     let what = format!(
         "Each GPU idles {:.3} ms per {unit} ({:.1} % of the {unit}) in gaps between short kernels: {:.0} kernels \
              per {unit}, half of them under {:.1} us, launched faster than the host can issue them.",

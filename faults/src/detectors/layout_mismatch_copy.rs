@@ -10,7 +10,7 @@ use xlens_hlo::layout::{Work, is_layout_only_copy, kernel_body, outside_fusion, 
 use xlens_hlo::{InstrId, Module};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -19,29 +19,35 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct LayoutMismatchCopy;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Copies whose operand and result differ only in layout: same dimensions and element type, another \
-              `minor_to_major` order (ignoring dimensions of size 1), in the same memory space; standalone copy \
-              kernels and copies fused into other kernels alike. A copy that materialises a transpose (XLA:CPU \
-              writes a transpose as a layout-only `transpose` plus a copy) is a transpose the program asked for \
-              and is left to `data_formatting_tax` / `unfused_reshape`.",
-    why: "XLA inserts such a copy when the layout an op produces is not the one its consumer needs (a collective \
-          or custom call that returns column-major data feeding a row-major dot, an entry parameter in the wrong \
-          layout): the whole array is read and rewritten in another order, with strided accesses, for no \
-          computation, on every step.",
-    evidence: "Layout-only copies per step, how many run as kernels of their own, their time per step and % of the \
-               step (a copy fused into a larger kernel gets the kernel's time in proportion of the bytes it moves), \
-               the bytes they read and write, each copy's layouts with the instruction that produced the operand, and the \
-               copies as HLO instructions with op_name and source line.",
-    thresholds: "Reported when layout-only copies take at least `layout_mismatch_copy.min_pct_of_step` (default 1) \
-                 % of the step and there are at least `layout_mismatch_copy.min_count` (default 1) of them per \
-                 step; without an op timeline or steps, when there are at least `min_count` of them in the step's \
-                 programs (impact then unknown, severity P2).",
-    fix: "Make producer and consumer agree on the layout: gather or reduce along the major dimension (or \
-          transpose the smaller operand before the collective instead of the gathered result), contract \
-          `dot_general` over the dimension the operand already has minor, keep weights stored in the layout their \
-          matmul reads, and for jitted arguments let XLA pick the layout (`jax.jit(..., in_shardings=...)` with \
-          `Layout(AUTO)` from `jax.experimental.layout`) instead of forcing the default row-major one.",
+const META: DetectorMeta = DetectorMeta {
+    id: "layout_mismatch_copy",
+    title: "Copies that only change an array's layout",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Copies whose operand and result differ only in layout: same dimensions and element type, another \
+                  `minor_to_major` order (ignoring dimensions of size 1), in the same memory space; standalone copy \
+                  kernels and copies fused into other kernels alike. A copy that materialises a transpose (XLA:CPU \
+                  writes a transpose as a layout-only `transpose` plus a copy) is a transpose the program asked for \
+                  and is left to `data_formatting_tax` / `unfused_reshape`.",
+        why: "XLA inserts such a copy when the layout an op produces is not the one its consumer needs (a collective \
+              or custom call that returns column-major data feeding a row-major dot, an entry parameter in the wrong \
+              layout): the whole array is read and rewritten in another order, with strided accesses, for no \
+              computation, on every step.",
+        evidence: "Layout-only copies per step, how many run as kernels of their own, their time per step and % of the \
+                   step (a copy fused into a larger kernel gets the kernel's time in proportion of the bytes it moves), \
+                   the bytes they read and write, each copy's layouts with the instruction that produced the operand, and the \
+                   copies as HLO instructions with op_name and source line.",
+        thresholds: "Reported when layout-only copies take at least `layout_mismatch_copy.min_pct_of_step` (default 1) \
+                     % of the step and there are at least `layout_mismatch_copy.min_count` (default 1) of them per \
+                     step; without an op timeline or steps, when there are at least `min_count` of them in the step's \
+                     programs (impact then unknown, severity P2).",
+        fix: "Make producer and consumer agree on the layout: gather or reduce along the major dimension (or \
+              transpose the smaller operand before the collective instead of the gathered result), contract \
+              `dot_general` over the dimension the operand already has minor, keep weights stored in the layout their \
+              matmul reads, and for jitted arguments let XLA pick the layout (`jax.jit(..., in_shardings=...)` with \
+              `Layout(AUTO)` from `jax.experimental.layout`) instead of forcing the default row-major one.",
+    },
 };
 
 /// A kernel with layout-only copies in it.
@@ -94,25 +100,7 @@ fn copy_kernels<'m>(module: &'m Module, times: Option<&BTreeMap<String, evidence
 }
 
 impl Detector for LayoutMismatchCopy {
-    fn id(&self) -> &'static str {
-        "layout_mismatch_copy"
-    }
-
-    fn title(&self) -> &'static str {
-        "Copies that only change an array's layout"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let th = &config.thresholds.layout_mismatch_copy;
@@ -120,7 +108,7 @@ impl Detector for LayoutMismatchCopy {
         let Some(totals) = score(&found, th, host.step_ms()) else { return Ok(()) };
         let severity = match totals.step_ms {
             None => Severity::P2,
-            Some(_) => Severity::from_impact(totals.impact.pct_of_step, self.severity()),
+            Some(_) => Severity::from_impact(totals.impact.pct_of_step, META.severity),
         };
         let (what, ev) = describe(&mut found.0, &totals);
         out.push(Finding::new(self, severity, what, ev, totals.impact));

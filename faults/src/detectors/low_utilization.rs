@@ -4,7 +4,7 @@
 use xlens_roofline::{BoundBy, KernelLibrary, OpStats};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -12,56 +12,44 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct LowUtilization;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "A program whose achieved FLOP rate over the profiled device time is a small share of the device's \
-              peak (XProf's program roofline record: the innermost ops' FLOPs over the summed core spans, idle \
-              included). The finding says what bounds the program (compute, HBM or on-chip memory, from the \
-              largest utilisation, XProf's `bound_by`), its operational intensity against the ridge point, the \
-              ops that take the most time with their own bound and roofline efficiency, the time spent in ops \
-              the cost model cannot price (custom calls, copies), and on GPUs the time per kernel library.",
-    why: "Low utilisation is the headline of most slow steps: the accelerator is paid for its peak and \
-          delivers a fraction of it. Knowing whether the program is memory-bound, idle, or spending its time in \
-          unpriced library kernels decides the fix; the roofline headroom of each op says where the time is.",
-    evidence: "FLOP utilisation, HBM utilisation and roofline efficiency (%), the bound, the operational \
-               intensity and the ridge point (FLOP/B), the roofline headroom (time the ops would save at their \
-               own roofline), the top ops by time with their category, bound and efficiency, the share of op \
-               time the cost model prices no work for, and on GPUs the time per kernel library (cuBLAS, \
-               hipBLASLt, cuDNN/MIOpen, Triton, Transformer Engine, XLA fusions, NCCL/RCCL).",
-    thresholds: "Report when FLOP utilisation is below `status.min_flops_utilization` (default 0.5) on a \
-                 profile with device peaks, counting the library GEMM and fused-attention calls that XLA's cost \
-                 model (and so XProf's figure) prices at nothing, derived from their shapes, and each library GEMM \
-                 once per execution (the memset kernel launched before a cuBLAS GEMM carries its name, and the op \
-                 profile, as XProf's, counts it as an execution). Impact: the roofline headroom per step. Severity P1 (a symptom: \
-                 the findings that name a cause rank above it); P2 when the headroom is under 2 % of the step.",
-    fix: "Follow the bound. HBM-bound (operational intensity below the ridge point): raise the work per byte: \
-          let XLA fuse elementwise chains into their producers, keep activations and weights in bf16, make \
-          matmuls larger (more batch or sequence per device, fewer tiny ops), and avoid materialising \
-          intermediate copies. Compute-bound but far from the roof: use the matrix units (bf16/fp8 inputs, \
-          dimensions multiple of 128 on TPU and of 8/16 on GPU). Time in unpriced custom calls or copies: \
-          look at those kernels first (`kernel_stats`), the roofline cannot see their work. Idle time inside \
-          the window counts against utilisation too: see the idle and input findings.",
+const META: DetectorMeta = DetectorMeta {
+    id: "low_utilization",
+    title: "The device runs far below its peak",
+    severity: Severity::P1,
+    needs: &[Need::DevicePeaks, Need::OpTimeline],
+    doc: DetectorDoc {
+        detects: "A program whose achieved FLOP rate over the profiled device time is a small share of the device's \
+                  peak (XProf's program roofline record: the innermost ops' FLOPs over the summed core spans, idle \
+                  included). The finding says what bounds the program (compute, HBM or on-chip memory, from the \
+                  largest utilisation, XProf's `bound_by`), its operational intensity against the ridge point, the \
+                  ops that take the most time with their own bound and roofline efficiency, the time spent in ops \
+                  the cost model cannot price (custom calls, copies), and on GPUs the time per kernel library.",
+        why: "Low utilisation is the headline of most slow steps: the accelerator is paid for its peak and \
+              delivers a fraction of it. Knowing whether the program is memory-bound, idle, or spending its time in \
+              unpriced library kernels decides the fix; the roofline headroom of each op says where the time is.",
+        evidence: "FLOP utilisation, HBM utilisation and roofline efficiency (%), the bound, the operational \
+                   intensity and the ridge point (FLOP/B), the roofline headroom (time the ops would save at their \
+                   own roofline), the top ops by time with their category, bound and efficiency, the share of op \
+                   time the cost model prices no work for, and on GPUs the time per kernel library (cuBLAS, \
+                   hipBLASLt, cuDNN/MIOpen, Triton, Transformer Engine, XLA fusions, NCCL/RCCL).",
+        thresholds: "Report when FLOP utilisation is below `status.min_flops_utilization` (default 0.5) on a \
+                     profile with device peaks, counting the library GEMM and fused-attention calls that XLA's cost \
+                     model (and so XProf's figure) prices at nothing, derived from their shapes, and each library GEMM \
+                     once per execution (the memset kernel launched before a cuBLAS GEMM carries its name, and the op \
+                     profile, as XProf's, counts it as an execution). Impact: the roofline headroom per step. Severity P1 (a symptom: \
+                     the findings that name a cause rank above it); P2 when the headroom is under 2 % of the step.",
+        fix: "Follow the bound. HBM-bound (operational intensity below the ridge point): raise the work per byte: \
+              let XLA fuse elementwise chains into their producers, keep activations and weights in bf16, make \
+              matmuls larger (more batch or sequence per device, fewer tiny ops), and avoid materialising \
+              intermediate copies. Compute-bound but far from the roof: use the matrix units (bf16/fp8 inputs, \
+              dimensions multiple of 128 on TPU and of 8/16 on GPU). Time in unpriced custom calls or copies: \
+              look at those kernels first (`kernel_stats`), the roofline cannot see their work. Idle time inside \
+              the window counts against utilisation too: see the idle and input findings.",
+    },
 };
 
 impl Detector for LowUtilization {
-    fn id(&self) -> &'static str {
-        "low_utilization"
-    }
-
-    fn title(&self) -> &'static str {
-        "The device runs far below its peak"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::DevicePeaks, Need::OpTimeline]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let utilization = utilization(host)?;
@@ -69,7 +57,7 @@ impl Detector for LowUtilization {
             return Ok(());
         }
         let ops = measure_ops(host, utilization.profile)?;
-        let score = score(self, host, &ops);
+        let score = score(host, &ops);
         out.push(describe(self, host, &utilization, &ops, &score));
         Ok(())
     }
@@ -150,9 +138,9 @@ struct Score {
 
 /// Prices the headroom. A symptom, not a fault of its own: P1 at most (the findings that name a
 /// cause rank above it), P2 when the ops are already close to their roofline.
-fn score(detector: &LowUtilization, host: &HostProfile, ops: &Ops<'_>) -> Score {
+fn score(host: &HostProfile, ops: &Ops<'_>) -> Score {
     let impact = Impact::of(ops.headroom_ms / ops.per, host.step_ms());
-    let usual = detector.severity();
+    let usual = META.severity;
     Score { impact, severity: Severity::from_impact(impact.pct_of_step, usual).max(usual) }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use xlens_hlo::{InstrId, Module, Opcode, Shape, TPU_LANES, Tile2D};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -16,31 +16,37 @@ use xlens_hlo::layout::kernel_body;
 #[derive(Debug)]
 pub(crate) struct PaddingWaste;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Matmuls (dots, and fusions containing one; convolutions by their bytes) whose dimensions are not \
-              multiples of the hardware tile: on a TPU the two minor dimensions of an array are stored in (8,128) \
-              tiles for 32-bit types, (16,128) for 16-bit and (32,128) for 8-bit, and the matrix unit works on \
-              128-wide tiles, so a dot of M x K by K x N does the work of M, K and N rounded up to the tile. Small \
-              or ragged dimensions (a batch of 8, widths of 129 or 130, head dims of 32) waste that padding.",
-    why: "A dimension 1 past a multiple of 128 nearly doubles the tiles along it: the matmul runs at a fraction \
-          of its FLOP rate and its arrays take more memory and bandwidth than their data. The waste is invisible \
-          in the model code and in FLOP counts, which count only the useful work.",
-    evidence: "Per padded matmul: its dimensions (batch, M, K, N), its MXU utilisation (useful / tiled FLOPs), the \
-               padded and logical bytes of its arrays (the HLO layout's tiles, else the default TPU tiles), its \
-               time per step, and the JAX op and source line; overall: the matmuls' time and share of the step, \
-               the share of their tiled FLOPs that is padding, and the estimated cost of the padding. On a CPU \
-               capture the figures are what these shapes would cost on TPU tiles (the CPU itself does not pad).",
-    thresholds: "A matmul counts when at least `padding_waste.min_padding_fraction` (default 0.2) of its tiled work \
-                 (FLOPs for a dot, bytes for a convolution) is padding. Reported when the padding of the counted \
-                 matmuls costs at least `padding_waste.min_pct_of_step` (default 5) % of the step on a TPU \
-                 capture (`padding_waste.min_pct_of_step_projected`, default 10, elsewhere), the cost being \
-                 each matmul's time per step times its padding fraction (a d=128 transformer with 32-wide heads \
-                 stays near 4 %); without an op timeline, when any matmul counts (severity P2). The impact is that \
-                 cost; on a non-TPU capture it is a projection for TPU tiles and the severity stays at most P1.",
-    fix: "Round the dimensions the model controls to tile multiples: hidden and feature widths to multiples of \
-          128 (or 256 on MXUs of that size), batch per core to a multiple of 8 (16 for bf16), attention head \
-          dims to 128 (fewer, wider heads), vocabulary and embedding tables padded to 128; pad once at the input \
-          rather than letting every op pad. Dims just past a multiple (129, 130, 257) are the costliest.",
+const META: DetectorMeta = DetectorMeta {
+    id: "padding_waste",
+    title: "Matmul dimensions are not multiples of the hardware tile",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Matmuls (dots, and fusions containing one; convolutions by their bytes) whose dimensions are not \
+                  multiples of the hardware tile: on a TPU the two minor dimensions of an array are stored in (8,128) \
+                  tiles for 32-bit types, (16,128) for 16-bit and (32,128) for 8-bit, and the matrix unit works on \
+                  128-wide tiles, so a dot of M x K by K x N does the work of M, K and N rounded up to the tile. Small \
+                  or ragged dimensions (a batch of 8, widths of 129 or 130, head dims of 32) waste that padding.",
+        why: "A dimension 1 past a multiple of 128 nearly doubles the tiles along it: the matmul runs at a fraction \
+              of its FLOP rate and its arrays take more memory and bandwidth than their data. The waste is invisible \
+              in the model code and in FLOP counts, which count only the useful work.",
+        evidence: "Per padded matmul: its dimensions (batch, M, K, N), its MXU utilisation (useful / tiled FLOPs), the \
+                   padded and logical bytes of its arrays (the HLO layout's tiles, else the default TPU tiles), its \
+                   time per step, and the JAX op and source line; overall: the matmuls' time and share of the step, \
+                   the share of their tiled FLOPs that is padding, and the estimated cost of the padding. On a CPU \
+                   capture the figures are what these shapes would cost on TPU tiles (the CPU itself does not pad).",
+        thresholds: "A matmul counts when at least `padding_waste.min_padding_fraction` (default 0.2) of its tiled work \
+                     (FLOPs for a dot, bytes for a convolution) is padding. Reported when the padding of the counted \
+                     matmuls costs at least `padding_waste.min_pct_of_step` (default 5) % of the step on a TPU \
+                     capture (`padding_waste.min_pct_of_step_projected`, default 10, elsewhere), the cost being \
+                     each matmul's time per step times its padding fraction (a d=128 transformer with 32-wide heads \
+                     stays near 4 %); without an op timeline, when any matmul counts (severity P2). The impact is that \
+                     cost; on a non-TPU capture it is a projection for TPU tiles and the severity stays at most P1.",
+        fix: "Round the dimensions the model controls to tile multiples: hidden and feature widths to multiples of \
+              128 (or 256 on MXUs of that size), batch per core to a multiple of 8 (16 for bf16), attention head \
+              dims to 128 (fewer, wider heads), vocabulary and embedding tables padded to 128; pad once at the input \
+              rather than letting every op pad. Dims just past a multiple (129, 130, 257) are the costliest.",
+    },
 };
 
 /// How much of one dot's tiled work is useful.
@@ -152,25 +158,7 @@ fn matmul_kernels<'m>(module: &'m Module, times: Option<&BTreeMap<String, eviden
 }
 
 impl Detector for PaddingWaste {
-    fn id(&self) -> &'static str {
-        "padding_waste"
-    }
-
-    fn title(&self) -> &'static str {
-        "Matmul dimensions are not multiples of the hardware tile"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host, config)? else { return Ok(()) };
@@ -335,8 +323,8 @@ fn describe(detector: &PaddingWaste, m: &Measured<'_>, s: &Score) -> Finding {
     // Untimed matmuls are minor; a projection (not a TPU capture) is never P0.
     let severity = match step_ms {
         None => Severity::P2,
-        Some(_) => match Severity::from_impact(impact.pct_of_step, detector.severity()) {
-            Severity::P0 if !on_tpu => detector.severity(),
+        Some(_) => match Severity::from_impact(impact.pct_of_step, META.severity) {
+            Severity::P0 if !on_tpu => META.severity,
             severity => severity,
         },
     };

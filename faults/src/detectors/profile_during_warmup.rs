@@ -4,7 +4,7 @@
 use xlens_xplane::{Event, Picos};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -13,30 +13,36 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct ProfileDuringWarmup;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "A first profiled step that is many times slower than the others and contains compilation or \
-              autotuning (backend_compile_and_load, *Client::Compile, XlaCompile, autotuner events): the \
-              profile was started before warm-up finished. Compilations in later steps, or one function \
-              compiled under several programs, are `recompilation` findings instead.",
-    why: "The warm-up step measures JAX tracing, XLA compilation and autotuning, not the training step: it \
-          inflates the mean step time and every per-step average (XProf's overview hides it only when there \
-          are more than five steps, by dropping the first and last), fills the trace buffer with compiler \
-          events, and leaves fewer steady-state steps to analyse.",
-    evidence: "The first step's time, the median of the other steps and their ratio; the compile and autotune \
-               events inside the first step with the compile time (overlapping events on several threads \
-               counted once); the host events recorded in the first step against the median of the others \
-               (Python tracing); the longest compile events on the timeline.",
-    thresholds: "Reported when the first step is at least `profile_during_warmup.min_first_step_factor` \
-                 (default 3) times the median of the other steps and compile/autotune events inside it cover \
-                 at least `profile_during_warmup.min_compile_share` (default 0.1) of its excess over that \
-                 median; needs two steps or more. On TPU the steps are device steps, which exclude host \
-                 compile time, so it fires there only when the first device step itself is slow. The impact \
-                 is the first step's excess over the median spread over all steps: P0 from 20 % of the mean \
-                 step, P2 under 2 %.",
-    fix: "Run one or more warm-up steps before starting the profiler (call the jitted step once and \
-          `jax.block_until_ready` its result, or compile ahead with `jax.jit(f).lower(...).compile()`), then \
-          capture a window of steady-state steps with `jax.profiler.start_trace`/`stop_trace` or \
-          `jax.profiler.trace` around steps N..N+k; enable the persistent compilation cache to shorten warm-up.",
+const META: DetectorMeta = DetectorMeta {
+    id: "profile_during_warmup",
+    title: "The profile captured warm-up: the first step compiles",
+    severity: Severity::P1,
+    needs: &[Need::HostTimeline, Need::Steps],
+    doc: DetectorDoc {
+        detects: "A first profiled step that is many times slower than the others and contains compilation or \
+                  autotuning (backend_compile_and_load, *Client::Compile, XlaCompile, autotuner events): the \
+                  profile was started before warm-up finished. Compilations in later steps, or one function \
+                  compiled under several programs, are `recompilation` findings instead.",
+        why: "The warm-up step measures JAX tracing, XLA compilation and autotuning, not the training step: it \
+              inflates the mean step time and every per-step average (XProf's overview hides it only when there \
+              are more than five steps, by dropping the first and last), fills the trace buffer with compiler \
+              events, and leaves fewer steady-state steps to analyse.",
+        evidence: "The first step's time, the median of the other steps and their ratio; the compile and autotune \
+                   events inside the first step with the compile time (overlapping events on several threads \
+                   counted once); the host events recorded in the first step against the median of the others \
+                   (Python tracing); the longest compile events on the timeline.",
+        thresholds: "Reported when the first step is at least `profile_during_warmup.min_first_step_factor` \
+                     (default 3) times the median of the other steps and compile/autotune events inside it cover \
+                     at least `profile_during_warmup.min_compile_share` (default 0.1) of its excess over that \
+                     median; needs two steps or more. On TPU the steps are device steps, which exclude host \
+                     compile time, so it fires there only when the first device step itself is slow. The impact \
+                     is the first step's excess over the median spread over all steps: P0 from 20 % of the mean \
+                     step, P2 under 2 %.",
+        fix: "Run one or more warm-up steps before starting the profiler (call the jitted step once and \
+              `jax.block_until_ready` its result, or compile ahead with `jax.jit(f).lower(...).compile()`), then \
+              capture a window of steady-state steps with `jax.profiler.start_trace`/`stop_trace` or \
+              `jax.profiler.trace` around steps N..N+k; enable the persistent compilation cache to shorten warm-up.",
+    },
 };
 
 /// Host events of compilation and autotuning (JAX, PjRt clients, XLA CPU/GPU/TPU compilers).
@@ -57,25 +63,7 @@ fn median(mut v: Vec<Picos>) -> Picos {
 }
 
 impl Detector for ProfileDuringWarmup {
-    fn id(&self) -> &'static str {
-        "profile_during_warmup"
-    }
-
-    fn title(&self) -> &'static str {
-        "The profile captured warm-up: the first step compiles"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::HostTimeline, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let steps = host.steps().map_err(Skip::because)?;
@@ -216,7 +204,7 @@ fn describe(
     let mut longest = w.events.clone();
     longest.sort_by_key(|e| (std::cmp::Reverse(e.duration()), e.start(), e.line().index()));
     evidence.extend(longest.iter().take(3).map(|e| evidence::event(host, e)));
-    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(impact.pct_of_step, META.severity);
     let what = format!(
         "The first profiled step ({}) takes {:.3} ms, {factor:.0}x the median of the other {} steps ({:.3} ms), \
              and spends {:.3} ms compiling: the capture started before warm-up, so step averages include \

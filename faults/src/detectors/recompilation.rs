@@ -9,7 +9,7 @@ use xlens_roofline::StepSource;
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -18,46 +18,34 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct Recompilation;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "XLA compilations inside the profiled steps after the first step or between two steps (a retrace \
-              on the host while the device waits; device step markers leave the gap out), or one jitted \
-              function executing under several compiled programs (the same module name with several program \
-              ids). Each is enough evidence on its own.",
-    why: "A compilation takes from milliseconds to minutes of host time during which the device idles; \
-          a function that keeps seeing new shapes recompiles again and again, and every variant also holds \
-          its own executable in memory.",
-    evidence: "The compile events (backend_compile_and_load, *Client::Compile) inside and between steps with \
-               their step and duration; the total compile time; the modules that ran under several program ids.",
-    thresholds: "Compilations shorter than `recompilation.min_compile_ms` (default 1 ms) are ignored. A compile \
-                 in the first step alone with a single program is left to `profile_during_warmup`. Without step \
-                 markers (module executions as the time base) a compile counts only when the function executed \
-                 next had already run. Severity P1, P0 when the compile time per step is at least 20 % of the \
-                 step, P2 when only several programs are seen and no compile falls in the window to price.",
-    fix: "Give jit stable shapes: pad or bucket variable dimensions (e.g. pad the last batch to the batch size), \
-          mark shape-determining arguments static and keep them constant, and run every shape once before \
-          measuring. `jax.config.update('jax_log_compiles', True)` names the function and the cause.",
+const META: DetectorMeta = DetectorMeta {
+    id: "recompilation",
+    title: "XLA recompiles inside the training loop",
+    severity: Severity::P1,
+    needs: &[Need::HostTimeline, Need::Steps],
+    doc: DetectorDoc {
+        detects: "XLA compilations inside the profiled steps after the first step or between two steps (a retrace \
+                  on the host while the device waits; device step markers leave the gap out), or one jitted \
+                  function executing under several compiled programs (the same module name with several program \
+                  ids). Each is enough evidence on its own.",
+        why: "A compilation takes from milliseconds to minutes of host time during which the device idles; \
+              a function that keeps seeing new shapes recompiles again and again, and every variant also holds \
+              its own executable in memory.",
+        evidence: "The compile events (backend_compile_and_load, *Client::Compile) inside and between steps with \
+                   their step and duration; the total compile time; the modules that ran under several program ids.",
+        thresholds: "Compilations shorter than `recompilation.min_compile_ms` (default 1 ms) are ignored. A compile \
+                     in the first step alone with a single program is left to `profile_during_warmup`. Without step \
+                     markers (module executions as the time base) a compile counts only when the function executed \
+                     next had already run. Severity P1, P0 when the compile time per step is at least 20 % of the \
+                     step, P2 when only several programs are seen and no compile falls in the window to price.",
+        fix: "Give jit stable shapes: pad or bucket variable dimensions (e.g. pad the last batch to the batch size), \
+              mark shape-determining arguments static and keep them constant, and run every shape once before \
+              measuring. `jax.config.update('jax_log_compiles', True)` names the function and the cause.",
+    },
 };
 
 impl Detector for Recompilation {
-    fn id(&self) -> &'static str {
-        "recompilation"
-    }
-
-    fn title(&self) -> &'static str {
-        "XLA recompiles inside the training loop"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::HostTimeline, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host, config)?;
@@ -263,7 +251,7 @@ fn describe(detector: &Recompilation, host: &HostProfile, m: &Measured<'_>, s: &
     let severity = if counted.is_empty() {
         Severity::P2
     } else {
-        Severity::from_impact(s.impact.pct_of_step, detector.severity()).min(detector.severity())
+        Severity::from_impact(s.impact.pct_of_step, META.severity).min(META.severity)
     };
     let mut what = match (in_steps.len(), between.len()) {
         (0, 0) => format!("No recompilation falls among the profiled {}s, but", steps.source.unit()),

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use xlens_hlo::{Collective, InstrId, Module};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -15,32 +15,38 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct ReplicatedActivations;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "All-gathers of activations in the step's programs: the gathered data, followed back through layout \
-              ops, copy-only fusions, all-gathers and async wrappers, was computed by a matrix multiply (a dot, \
-              a convolution, a fusion or library call holding one) rather than read from a parameter, and \
-              several different activations are gathered (one per layer, forward and backward); gathers written \
-              by hand inside `shard_map` are left out. That is what \
-              XLA's SPMD partitioner emits when an activation is constrained to be replicated \
-              (`with_sharding_constraint(h, P(None))`, `P()`) or a layer's output spec does not match the next \
-              layer's input: the constraint itself does not survive compilation, its all-gathers do.",
-    why: "An activation gathered to every device is computed, stored and moved n times instead of once: each \
-          layer waits for the gather, the per-device matmuls grow to the full activation (XLA slices the \
-          result back with `dynamic-slice` by partition id), and the weights the replicated compute needs are \
-          gathered too. A correctly sharded tensor-parallel layer gathers no activation at all.",
-    evidence: "The number of all-gathers, of activation gathers and of distinct activations; per activation its \
-               producer, the gathers (shape, gathered dimension, replica groups) and the JAX name scope and \
-               source line; the activation gathers' time per step when the profile times them; the other \
-               all-gathers of the program (weights and inputs the replicated compute needs).",
-    thresholds: "Reported when at least `replicated_activations.min_activations` (default 2) different \
-                 activations are all-gathered in a step's program. Severity P1; P0 when the activation gathers \
-                 take at least 20 % of the step, P2 under 2 %.",
-    fix: "Keep activations sharded: constrain them to the spec their consumer wants (for a Megatron MLP, \
-          `P('data', 'model')` on the hidden activation and `P('data', None)` on the layer output) instead of \
-          `P(None)`/`P()`, or drop the constraint and let the partitioner propagate the weights' sharding. \
-          Check the source lines in the evidence; `jax.debug.inspect_array_sharding` or the compiled HLO \
-          (`.lower(...).compile().as_text()`) shows where the gathers appear. If the gathers are deliberate \
-          (sequence parallelism), overlap them with compute.",
+const META: DetectorMeta = DetectorMeta {
+    id: "replicated_activations",
+    title: "Activations are replicated and all-gathered in every layer",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "All-gathers of activations in the step's programs: the gathered data, followed back through layout \
+                  ops, copy-only fusions, all-gathers and async wrappers, was computed by a matrix multiply (a dot, \
+                  a convolution, a fusion or library call holding one) rather than read from a parameter, and \
+                  several different activations are gathered (one per layer, forward and backward); gathers written \
+                  by hand inside `shard_map` are left out. That is what \
+                  XLA's SPMD partitioner emits when an activation is constrained to be replicated \
+                  (`with_sharding_constraint(h, P(None))`, `P()`) or a layer's output spec does not match the next \
+                  layer's input: the constraint itself does not survive compilation, its all-gathers do.",
+        why: "An activation gathered to every device is computed, stored and moved n times instead of once: each \
+              layer waits for the gather, the per-device matmuls grow to the full activation (XLA slices the \
+              result back with `dynamic-slice` by partition id), and the weights the replicated compute needs are \
+              gathered too. A correctly sharded tensor-parallel layer gathers no activation at all.",
+        evidence: "The number of all-gathers, of activation gathers and of distinct activations; per activation its \
+                   producer, the gathers (shape, gathered dimension, replica groups) and the JAX name scope and \
+                   source line; the activation gathers' time per step when the profile times them; the other \
+                   all-gathers of the program (weights and inputs the replicated compute needs).",
+        thresholds: "Reported when at least `replicated_activations.min_activations` (default 2) different \
+                     activations are all-gathered in a step's program. Severity P1; P0 when the activation gathers \
+                     take at least 20 % of the step, P2 under 2 %.",
+        fix: "Keep activations sharded: constrain them to the spec their consumer wants (for a Megatron MLP, \
+              `P('data', 'model')` on the hidden activation and `P('data', None)` on the layer output) instead of \
+              `P(None)`/`P()`, or drop the constraint and let the partitioner propagate the weights' sharding. \
+              Check the source lines in the evidence; `jax.debug.inspect_array_sharding` or the compiled HLO \
+              (`.lower(...).compile().as_text()`) shows where the gathers appear. If the gathers are deliberate \
+              (sequence parallelism), overlap them with compute.",
+    },
 };
 
 /// The activation an all-gather gathers, followed through earlier gathers (a two-stage gather
@@ -80,25 +86,7 @@ fn activation_gathers(module: &Module, gathers: &[&Collective]) -> BTreeMap<Inst
 }
 
 impl Detector for ReplicatedActivations {
-    fn id(&self) -> &'static str {
-        "replicated_activations"
-    }
-
-    fn title(&self) -> &'static str {
-        "Activations are replicated and all-gathered in every layer"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let modules = evidence::step_modules(host);
@@ -107,7 +95,7 @@ impl Detector for ReplicatedActivations {
         }
         for module in modules {
             let measured = measure(module);
-            let Some(score) = score(self, host, &measured, config) else { continue };
+            let Some(score) = score(host, &measured, config) else { continue };
             out.push(describe(self, &measured, &score));
         }
         Ok(())
@@ -143,7 +131,7 @@ struct Score {
 }
 
 /// Decides whether enough activations are gathered and prices their gathers; `None` when too few.
-fn score(detector: &ReplicatedActivations, host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
+fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
     let t = &config.thresholds.replicated_activations;
     if m.activations.len() < t.min_activations.max(1) {
         return None;
@@ -163,9 +151,9 @@ fn score(detector: &ReplicatedActivations, host: &HostProfile, m: &Measured<'_>,
     let severity = if times.is_none() {
         Severity::P2
     } else if ms_per_step > 0.0 {
-        Severity::from_impact(impact.pct_of_step, detector.severity())
+        Severity::from_impact(impact.pct_of_step, META.severity)
     } else {
-        detector.severity()
+        META.severity
     };
     Some(Score { timed: times.is_some(), ms_per_step, impact, severity })
 }

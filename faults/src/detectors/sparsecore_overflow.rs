@@ -7,7 +7,7 @@ use xlens_roofline::OpStats;
 use xlens_xplane::{Picos, PlaneKind, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceTimeline, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
@@ -17,35 +17,41 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct SparsecoreOverflow;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "On TPUs with SparseCores: SparseCore planes (`/device:TPU:N SparseCore M`) whose `Sparse Core \
-              Ops` keep the SparseCore busy for nearly the whole TensorCore step (saturated), SparseCore planes \
-              that report dropped trace events (`dropped_traces`), and embedding lookups that run as dense \
-              gathers or scatters on the TensorCore (`gather`/`scatter` categories) instead of on the \
-              SparseCores; on such chips without any SparseCore plane, dense gathers alone. The TensorCore time \
-              spent idle while its SparseCores are busy is the wait they cause.",
-    why: "SparseCores run embedding lookups and their gradient updates next to the TensorCore. When they \
-          saturate, the TensorCore stalls at the start of every step waiting for the embeddings; lookups left to \
-          the TensorCore (tables not placed on the SparseCores, dense `take`s) run as dense gathers that burn \
-          TensorCore time and HBM bandwidth. A SparseCore trace that overflowed drops events and hides what \
-          happened.",
-    evidence: "Busy share of the step per SparseCore (the busiest, the mean), the largest SparseCore ops, the \
-               TensorCore idle time while its SparseCores were busy per step, the dense gather/scatter ops on \
-               the TensorCore with their time per step and JAX source line, dropped SparseCore trace events, \
-               and one saturated SparseCore step on the timeline.",
-    thresholds: "Report when a SparseCore is busy at least `sparsecore_overflow.min_busy_pct` (default 90) % of \
-                 the TensorCore step, when SparseCore planes report dropped events, or when dense gathers and \
-                 scatters take at least `sparsecore_overflow.min_dense_gather_pct` (default 5) % of the step on \
-                 a chip with SparseCores. The impact is the TensorCore's wait on its SparseCores plus the dense \
-                 gather time. Skipped on chips without SparseCores. Severity P1, P0 from 20 % of the step, P2 \
-                 under 2 % (dropped events alone are P2).",
-    fix: "Give the SparseCores less to do per step or more room: shard and stack embedding tables so every \
-          SparseCore gets an even share, deduplicate ids before the lookup, lower the lookups per example \
-          (feature hashing, smaller multivalent features), and size the per-partition id limits of the embedding \
-          configuration (`max_ids_per_partition` / `max_unique_ids_per_partition` of a jax-tpu-embedding \
-          `TableSpec`) to the real id distribution; run large-table lookups through the SparseCore embedding API \
-          rather than as dense `jnp.take`/gathers on the TensorCore. When the trace dropped events, profile fewer \
-          steps or trace fewer SparseCores to see the whole timeline.",
+const META: DetectorMeta = DetectorMeta {
+    id: "sparsecore_overflow",
+    title: "SparseCores are saturated or embedding lookups fall back to the TensorCore",
+    severity: Severity::P1,
+    needs: &[Need::DeviceTimeline, Need::Steps],
+    doc: DetectorDoc {
+        detects: "On TPUs with SparseCores: SparseCore planes (`/device:TPU:N SparseCore M`) whose `Sparse Core \
+                  Ops` keep the SparseCore busy for nearly the whole TensorCore step (saturated), SparseCore planes \
+                  that report dropped trace events (`dropped_traces`), and embedding lookups that run as dense \
+                  gathers or scatters on the TensorCore (`gather`/`scatter` categories) instead of on the \
+                  SparseCores; on such chips without any SparseCore plane, dense gathers alone. The TensorCore time \
+                  spent idle while its SparseCores are busy is the wait they cause.",
+        why: "SparseCores run embedding lookups and their gradient updates next to the TensorCore. When they \
+              saturate, the TensorCore stalls at the start of every step waiting for the embeddings; lookups left to \
+              the TensorCore (tables not placed on the SparseCores, dense `take`s) run as dense gathers that burn \
+              TensorCore time and HBM bandwidth. A SparseCore trace that overflowed drops events and hides what \
+              happened.",
+        evidence: "Busy share of the step per SparseCore (the busiest, the mean), the largest SparseCore ops, the \
+                   TensorCore idle time while its SparseCores were busy per step, the dense gather/scatter ops on \
+                   the TensorCore with their time per step and JAX source line, dropped SparseCore trace events, \
+                   and one saturated SparseCore step on the timeline.",
+        thresholds: "Report when a SparseCore is busy at least `sparsecore_overflow.min_busy_pct` (default 90) % of \
+                     the TensorCore step, when SparseCore planes report dropped events, or when dense gathers and \
+                     scatters take at least `sparsecore_overflow.min_dense_gather_pct` (default 5) % of the step on \
+                     a chip with SparseCores. The impact is the TensorCore's wait on its SparseCores plus the dense \
+                     gather time. Skipped on chips without SparseCores. Severity P1, P0 from 20 % of the step, P2 \
+                     under 2 % (dropped events alone are P2).",
+        fix: "Give the SparseCores less to do per step or more room: shard and stack embedding tables so every \
+              SparseCore gets an even share, deduplicate ids before the lookup, lower the lookups per example \
+              (feature hashing, smaller multivalent features), and size the per-partition id limits of the embedding \
+              configuration (`max_ids_per_partition` / `max_unique_ids_per_partition` of a jax-tpu-embedding \
+              `TableSpec`) to the real id distribution; run large-table lookups through the SparseCore embedding API \
+              rather than as dense `jnp.take`/gathers on the TensorCore. When the trace dropped events, profile fewer \
+              steps or trace fewer SparseCores to see the whole timeline.",
+    },
 };
 
 /// Dense embedding-style ops on the TensorCore.
@@ -67,25 +73,7 @@ struct Core {
 }
 
 impl Detector for SparsecoreOverflow {
-    fn id(&self) -> &'static str {
-        "sparsecore_overflow"
-    }
-
-    fn title(&self) -> &'static str {
-        "SparseCores are saturated or embedding lookups fall back to the TensorCore"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::DeviceTimeline, Need::Steps]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host)?;
@@ -332,11 +320,8 @@ fn describe(detector: &SparsecoreOverflow, host: &HostProfile, m: &Measured<'_>,
     let (saturated, dense, dropped, max_busy) = (s.saturated, s.dense, s.dropped, s.max_busy);
     let (wait_ms, gather_ms, gather_pct) = (m.wait_ms, m.gather_ms, m.gather_pct);
     // Only a lack of trace events (no saturation, no dense gathers) is minor whatever its impact.
-    let severity = if !saturated && !dense {
-        Severity::P2
-    } else {
-        Severity::from_impact(s.impact.pct_of_step, detector.severity())
-    };
+    let severity =
+        if !saturated && !dense { Severity::P2 } else { Severity::from_impact(s.impact.pct_of_step, META.severity) };
     let mut parts = Vec::new();
     if saturated {
         parts.push(format!(

@@ -7,7 +7,7 @@ use xlens_roofline::{CATEGORIES_WITH_INNER_OPS, StepAnatomy, TimeClass};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::{self, TimeUnit};
 use crate::finding::{Evidence, Finding, Findings, HostImpact, Impact, Severity};
 use crate::profile::HostProfile;
@@ -17,31 +17,37 @@ use crate::report::HostSummary;
 #[derive(Debug)]
 pub(crate) struct StragglerCore;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "A TensorCore whose compute time per step (matmul, vector and data-formatting work from its own \
-              step anatomy) exceeds the median core's, so the others wait for it at the next collective or \
-              at the step end; and, across hosts, a host whose compute per step is an outlier by the modified \
-              z-score XProf uses for straggler hosts (facts §7.2). Only compute counts: a core that is slow \
-              because it waits on communication is a victim, not the straggler.",
-    why: "Synchronous data-parallel and model-parallel steps run at the pace of the slowest participant. A \
-          core with more work (an overloaded mixture-of-experts expert, uneven sequence packing, an unbalanced \
-          shard) or a slower chip (thermal throttling, a faulty host) stretches every step for the whole \
-          slice; merged multi-host step times hide it.",
-    evidence: "Per-core (per-host) compute per step; the slowest one, how many steps it was the slowest, its \
-               extra compute over the median split into matmul and vector work; its collective wait and idle \
-               time next to the median core's; the ops with the most extra time on it; across hosts the \
-               median, the MAD and the modified z-score.",
-    thresholds: "Report a core (host) whose mean compute per step exceeds the median core's (host's) by at least \
-                 `straggler_core.min_spread_pct` (default 10) %. Across three or more hosts the host must also \
-                 have a modified z-score 0.6745 × (x − median) ÷ max(MAD, 1 % of the median) above \
-                 `straggler_core.min_host_z` (default 3.5, XProf's); with two hosts the spread alone decides. \
-                 The impact is the extra compute per step. Severity P1, P0 from 20 % of the step, P2 under 2 %.",
-    fix: "Balance the work: for mixture-of-experts models raise the router's load-balancing loss weight, set an \
-          expert capacity factor and drop or reroute overflow tokens, or shard experts so hot experts share \
-          cores; pack sequences to equal token counts per device and shard the batch evenly; check that the \
-          mesh puts the same amount of data on every device (uneven shapes pad some shards). When the slow core \
-          or host does the same ops as the others only slower, suspect the hardware (throttling, a bad host): \
-          compare its op times run to run and drain the host.",
+const META: DetectorMeta = DetectorMeta {
+    id: "straggler_core",
+    title: "A straggler core or host computes longer than the others",
+    severity: Severity::P1,
+    needs: &[Need::DeviceTimeline, Need::Steps, Need::MultiCore],
+    doc: DetectorDoc {
+        detects: "A TensorCore whose compute time per step (matmul, vector and data-formatting work from its own \
+                  step anatomy) exceeds the median core's, so the others wait for it at the next collective or \
+                  at the step end; and, across hosts, a host whose compute per step is an outlier by the modified \
+                  z-score XProf uses for straggler hosts (facts §7.2). Only compute counts: a core that is slow \
+                  because it waits on communication is a victim, not the straggler.",
+        why: "Synchronous data-parallel and model-parallel steps run at the pace of the slowest participant. A \
+              core with more work (an overloaded mixture-of-experts expert, uneven sequence packing, an unbalanced \
+              shard) or a slower chip (thermal throttling, a faulty host) stretches every step for the whole \
+              slice; merged multi-host step times hide it.",
+        evidence: "Per-core (per-host) compute per step; the slowest one, how many steps it was the slowest, its \
+                   extra compute over the median split into matmul and vector work; its collective wait and idle \
+                   time next to the median core's; the ops with the most extra time on it; across hosts the \
+                   median, the MAD and the modified z-score.",
+        thresholds: "Report a core (host) whose mean compute per step exceeds the median core's (host's) by at least \
+                     `straggler_core.min_spread_pct` (default 10) %. Across three or more hosts the host must also \
+                     have a modified z-score 0.6745 × (x − median) ÷ max(MAD, 1 % of the median) above \
+                     `straggler_core.min_host_z` (default 3.5, XProf's); with two hosts the spread alone decides. \
+                     The impact is the extra compute per step. Severity P1, P0 from 20 % of the step, P2 under 2 %.",
+        fix: "Balance the work: for mixture-of-experts models raise the router's load-balancing loss weight, set an \
+              expert capacity factor and drop or reroute overflow tokens, or shard experts so hot experts share \
+              cores; pack sequences to equal token counts per device and shard the batch evenly; check that the \
+              mesh puts the same amount of data on every device (uneven shapes pad some shards). When the slow core \
+              or host does the same ops as the others only slower, suspect the hardware (throttling, a bad host): \
+              compare its op times run to run and drain the host.",
+    },
 };
 
 /// Compute (matmul + vector + data formatting) of one partition.
@@ -67,25 +73,7 @@ impl CoreStats {
 }
 
 impl Detector for StragglerCore {
-    fn id(&self) -> &'static str {
-        "straggler_core"
-    }
-
-    fn title(&self) -> &'static str {
-        "A straggler core or host computes longer than the others"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::DeviceTimeline, Need::Steps, Need::MultiCore]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let cores = core_stats(host)?;
@@ -273,7 +261,7 @@ fn describe(detector: &StragglerCore, host: &HostProfile, cores: &BTreeMap<u32, 
         unit.number(med / 1e9),
         unit.name()
     );
-    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(impact.pct_of_step, META.severity);
     Finding::new(detector, severity, what, evidence_of(host, cores, s), impact)
 }
 
@@ -368,7 +356,7 @@ fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &Ses
     } else {
         evidence.push(Evidence::note("two hosts: the spread alone decides (a z-score needs three or more)"));
     }
-    let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(impact.pct_of_step, META.severity);
     let mut finding = Finding::new(
         detector,
         severity,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::{self, OpSpan};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -15,32 +15,38 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct TruncatedCapture;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Profiles that do not hold everything that ran: profiler errors or warnings that say events were \
-              lost (buffer full, event cap reached, dropped); `dropped_traces` stats; steps that end after \
-              the capture stopped (`profile_stop_time` on `Task Environment`); ops of the step program \
-              after the last step marker, fewer than a step's worth, in a profile whose steps otherwise hold \
-              all their ops (the capture stopped inside a step and the step's marker was lost); a TPU core \
-              whose op events end long before the other cores' or that recorded fewer steps.",
-    why: "Every figure of a truncated profile is computed on partial data: dropped events make ops, steps and \
-          idle time disappear, a core whose buffer filled looks idle or shows fewer steps (XProf keeps only \
-          steps every core has), and a cut step skews the last step's breakdown. Such a profile can mislead \
-          more than it helps. Lost events make the finding P1 whatever its (unmeasurable) step-time impact: \
-          the fault is in the measurement, and it is critical to trusting the other findings.",
-    evidence: "The profiler's messages about lost data; the dropped event count; the steps that end after the \
-               capture stop, with both times; the ops that ran after the last step marker (count against the \
-               ops of a complete step, programs, first and last op on the timeline); per lagging core, when \
-               its op events end against the latest core and its step count.",
-    thresholds: "Dropped events are reported from `truncated_capture.min_dropped_events` (default 1); a core \
-                 lags when its last op ends at least `truncated_capture.min_core_lag_steps` (default 1) median \
-                 steps before the latest core's. Trailing ops count when at least 95 % of the op time before \
-                 the last step end lies inside steps. Severity P1 with lost events or a lagging core, P2 when \
-                 only the last step was cut; the impact is 0 ms per step (nothing runs faster once fixed).",
-    fix: "Capture fewer steps or fewer events so the trace fits the buffers: profile a short window of \
-          steady-state steps (`jax.profiler.start_trace`/`stop_trace` around steps N..N+k), lower the host \
-          tracer level or disable the Python tracer (`jax.profiler.ProfileOptions`: `host_tracer_level`, \
-          `python_tracer_level`), trace SparseCore on fewer cores, and stop the trace only after the last \
-          step's results are ready (`jax.block_until_ready` before `stop_trace`).",
+const META: DetectorMeta = DetectorMeta {
+    id: "truncated_capture",
+    title: "The capture is truncated or dropped events",
+    severity: Severity::P1,
+    needs: &[Need::HostTimeline],
+    doc: DetectorDoc {
+        detects: "Profiles that do not hold everything that ran: profiler errors or warnings that say events were \
+                  lost (buffer full, event cap reached, dropped); `dropped_traces` stats; steps that end after \
+                  the capture stopped (`profile_stop_time` on `Task Environment`); ops of the step program \
+                  after the last step marker, fewer than a step's worth, in a profile whose steps otherwise hold \
+                  all their ops (the capture stopped inside a step and the step's marker was lost); a TPU core \
+                  whose op events end long before the other cores' or that recorded fewer steps.",
+        why: "Every figure of a truncated profile is computed on partial data: dropped events make ops, steps and \
+              idle time disappear, a core whose buffer filled looks idle or shows fewer steps (XProf keeps only \
+              steps every core has), and a cut step skews the last step's breakdown. Such a profile can mislead \
+              more than it helps. Lost events make the finding P1 whatever its (unmeasurable) step-time impact: \
+              the fault is in the measurement, and it is critical to trusting the other findings.",
+        evidence: "The profiler's messages about lost data; the dropped event count; the steps that end after the \
+                   capture stop, with both times; the ops that ran after the last step marker (count against the \
+                   ops of a complete step, programs, first and last op on the timeline); per lagging core, when \
+                   its op events end against the latest core and its step count.",
+        thresholds: "Dropped events are reported from `truncated_capture.min_dropped_events` (default 1); a core \
+                     lags when its last op ends at least `truncated_capture.min_core_lag_steps` (default 1) median \
+                     steps before the latest core's. Trailing ops count when at least 95 % of the op time before \
+                     the last step end lies inside steps. Severity P1 with lost events or a lagging core, P2 when \
+                     only the last step was cut; the impact is 0 ms per step (nothing runs faster once fixed).",
+        fix: "Capture fewer steps or fewer events so the trace fits the buffers: profile a short window of \
+              steady-state steps (`jax.profiler.start_trace`/`stop_trace` around steps N..N+k), lower the host \
+              tracer level or disable the Python tracer (`jax.profiler.ProfileOptions`: `host_tracer_level`, \
+              `python_tracer_level`), trace SparseCore on fewer cores, and stop the trace only after the last \
+              step's results are ready (`jax.block_until_ready` before `stop_trace`).",
+    },
 };
 
 /// Profiler messages that say events were lost.
@@ -365,25 +371,7 @@ fn lagging_cores(
 }
 
 impl Detector for TruncatedCapture {
-    fn id(&self) -> &'static str {
-        "truncated_capture"
-    }
-
-    fn title(&self) -> &'static str {
-        "The capture is truncated or dropped events"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::HostTimeline]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let signals = signals(host, config)?;

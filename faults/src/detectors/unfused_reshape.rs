@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use xlens_hlo::{InstrId, Module, Opcode};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -16,27 +16,33 @@ use xlens_hlo::layout::{Work, is_layout_only_copy, kernel_body, work_of};
 #[derive(Debug)]
 pub(crate) struct UnfusedReshape;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Kernels of the step (not inside a larger fusion) that only transpose or reshape data (a bare \
-              transpose/reshape, or a fusion whose body only moves data, possibly with a cast) and whose operand \
-              comes from, or whose result feeds, a matmul kernel: a dot, a convolution, or a fusion containing \
-              one. Copies that only change the layout are left to `layout_mismatch_copy`.",
-    why: "A matmul can read its operands in any dimension order (dot_general's dimension numbers) and a fusion \
-          can write its output transposed: when the transpose stays a kernel of its own, the array makes an \
-          extra round trip through memory and the step pays a kernel for it. It usually means the layout the \
-          model asks for (einsum output order, head split/merge, explicit `.T`) fights the one the matmul wants, \
-          or that the backend could not fuse it.",
-    evidence: "Standalone transposes/reshapes next to a matmul per step, their time per step and % of the step, and \
-               for the costliest: the kernel as an HLO instruction with op_name and source line, its shapes, and \
-               the matmul it feeds or follows.",
-    thresholds: "Reported when there are at least `unfused_reshape.min_count` (default 1) such kernels per step and, \
-                 with an op timeline, they take at least `unfused_reshape.min_pct_of_step` (default 5) % of the \
-                 step; without an op timeline, on the count alone (severity P2). The impact is their time.",
-    fix: "Let the matmul absorb the permutation: write the einsum / dot_general with the dimension order you need \
-          instead of transposing before or after it (e.g. `jnp.einsum('bthd,bshd->bhts', q, k)` rather than \
-          transposing q and k to bhtd first), keep head split/merge as reshapes of the minor dimension, and drop \
-          explicit `.T` between matmuls. On TPU, check that the transpose sits inside the convolution fusion in \
-          the optimized HLO.",
+const META: DetectorMeta = DetectorMeta {
+    id: "unfused_reshape",
+    title: "Transposes and reshapes left as kernels next to matmuls",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Kernels of the step (not inside a larger fusion) that only transpose or reshape data (a bare \
+                  transpose/reshape, or a fusion whose body only moves data, possibly with a cast) and whose operand \
+                  comes from, or whose result feeds, a matmul kernel: a dot, a convolution, or a fusion containing \
+                  one. Copies that only change the layout are left to `layout_mismatch_copy`.",
+        why: "A matmul can read its operands in any dimension order (dot_general's dimension numbers) and a fusion \
+              can write its output transposed: when the transpose stays a kernel of its own, the array makes an \
+              extra round trip through memory and the step pays a kernel for it. It usually means the layout the \
+              model asks for (einsum output order, head split/merge, explicit `.T`) fights the one the matmul wants, \
+              or that the backend could not fuse it.",
+        evidence: "Standalone transposes/reshapes next to a matmul per step, their time per step and % of the step, and \
+                   for the costliest: the kernel as an HLO instruction with op_name and source line, its shapes, and \
+                   the matmul it feeds or follows.",
+        thresholds: "Reported when there are at least `unfused_reshape.min_count` (default 1) such kernels per step and, \
+                     with an op timeline, they take at least `unfused_reshape.min_pct_of_step` (default 5) % of the \
+                     step; without an op timeline, on the count alone (severity P2). The impact is their time.",
+        fix: "Let the matmul absorb the permutation: write the einsum / dot_general with the dimension order you need \
+              instead of transposing before or after it (e.g. `jnp.einsum('bthd,bshd->bhts', q, k)` rather than \
+              transposing q and k to bhtd first), keep head split/merge as reshapes of the minor dimension, and drop \
+              explicit `.T` between matmuls. On TPU, check that the transpose sits inside the convolution fusion in \
+              the optimized HLO.",
+    },
 };
 
 fn is_matmul(module: &Module, id: InstrId) -> bool {
@@ -131,25 +137,7 @@ fn names(module: &Module, ids: &[InstrId]) -> String {
 }
 
 impl Detector for UnfusedReshape {
-    fn id(&self) -> &'static str {
-        "unfused_reshape"
-    }
-
-    fn title(&self) -> &'static str {
-        "Transposes and reshapes left as kernels next to matmuls"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host)?;
@@ -253,7 +241,7 @@ fn describe(detector: &UnfusedReshape, m: &Measured<'_>, impact: &Impact) -> Fin
     let feeding = m.found.iter().filter(|u| !u.before.is_empty()).map(|u| u.count).fold(0.0, |a, b| a + b);
     let severity = match step_ms {
         None => Severity::P2,
-        Some(_) => Severity::from_impact(impact.pct_of_step, detector.severity()),
+        Some(_) => Severity::from_impact(impact.pct_of_step, META.severity),
     };
     let what = format!(
         "{count:.0} transpose/reshape kernel(s) per step run on their own next to a matmul ({feeding:.0} feed one){}.",

@@ -5,7 +5,7 @@
 use xlens_hlo::{CompId, ComputationKind, InstrId, Module, Opcode};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -14,36 +14,42 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct UnintendedRemat;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Rematerialized (recomputed) instructions in the main program: instructions whose JAX name scope \
-              contains `rematted_computation` (the forward of a `jax.checkpoint`/`remat` region replayed inside \
-              the backward, e.g. `transpose(jvp(...))/checkpoint/rematted_computation/dot_general`) or whose \
-              name carries XLA's `.remat` suffix (its rematerialization pass), when their FLOPs are a sizeable \
-              share of the step.",
-    why: "Recomputation trades FLOPs for memory: a checkpointed layer runs its forward twice, about a third more \
-          matmul work for a fully rematerialized model (8·P·T instead of 6·P·T FLOPs per step). That is the \
-          right trade only when activations would not fit; a policy that saves nothing \
-          (`checkpoint_policies.nothing_saveable`) on a model with plenty of memory headroom just makes every \
-          step slower.",
-    evidence: "Recomputed FLOPs and their share of the program's FLOPs (XLA cost model, loop bodies once); the \
-               number of recomputed instructions and matmuls; matmuls in the forward and the backward (name \
-               scopes with and without `transpose(`); the measured time of the recomputed work per step (op \
-               self time × the recomputed share of each op's FLOPs); step FLOPs against the 6·P·T estimate \
-               (P: elements of floating-point parameters that the step updates, i.e. that have an output of \
-               the same type and dimensions; T: elements of the largest integer entry parameter of rank ≥ 2, \
-               the token ids [batch, sequence]; not computed without such an input); the memory peak (and \
-               capacity when known); the largest recomputed instructions with their JAX source lines.",
-    thresholds: "Reported when recomputed FLOPs are at least `unintended_remat.min_recomputed_flops_fraction` \
-                 (default 0.05) of the program's FLOPs. Severity P1; P0 when the recomputed work takes at least \
-                 20 % of the step, P2 under 2 %, and P2 as well when the device capacity is known and the memory \
-                 peak is at least `unintended_remat.needed_peak_fraction` (default 0.8) of it (the \
-                 recomputation is then probably needed).",
-    fix: "Save more in the forward: use a checkpoint policy that keeps the expensive results \
-          (`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`, `save_only_these_names` with \
-          `checkpoint_name`, or `offload_dot_with_no_batch_dims` to host memory) instead of `nothing_saveable`, \
-          checkpoint only every k-th layer, or drop `jax.checkpoint` where activations fit. For XLA's own `.remat` \
-          clones, lower the memory pressure (smaller per-device batch, sharding, donation) so the pass has no \
-          reason to recompute.",
+const META: DetectorMeta = DetectorMeta {
+    id: "unintended_remat",
+    title: "The backward pass recomputes the forward",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Rematerialized (recomputed) instructions in the main program: instructions whose JAX name scope \
+                  contains `rematted_computation` (the forward of a `jax.checkpoint`/`remat` region replayed inside \
+                  the backward, e.g. `transpose(jvp(...))/checkpoint/rematted_computation/dot_general`) or whose \
+                  name carries XLA's `.remat` suffix (its rematerialization pass), when their FLOPs are a sizeable \
+                  share of the step.",
+        why: "Recomputation trades FLOPs for memory: a checkpointed layer runs its forward twice, about a third more \
+              matmul work for a fully rematerialized model (8·P·T instead of 6·P·T FLOPs per step). That is the \
+              right trade only when activations would not fit; a policy that saves nothing \
+              (`checkpoint_policies.nothing_saveable`) on a model with plenty of memory headroom just makes every \
+              step slower.",
+        evidence: "Recomputed FLOPs and their share of the program's FLOPs (XLA cost model, loop bodies once); the \
+                   number of recomputed instructions and matmuls; matmuls in the forward and the backward (name \
+                   scopes with and without `transpose(`); the measured time of the recomputed work per step (op \
+                   self time × the recomputed share of each op's FLOPs); step FLOPs against the 6·P·T estimate \
+                   (P: elements of floating-point parameters that the step updates, i.e. that have an output of \
+                   the same type and dimensions; T: elements of the largest integer entry parameter of rank ≥ 2, \
+                   the token ids [batch, sequence]; not computed without such an input); the memory peak (and \
+                   capacity when known); the largest recomputed instructions with their JAX source lines.",
+        thresholds: "Reported when recomputed FLOPs are at least `unintended_remat.min_recomputed_flops_fraction` \
+                     (default 0.05) of the program's FLOPs. Severity P1; P0 when the recomputed work takes at least \
+                     20 % of the step, P2 under 2 %, and P2 as well when the device capacity is known and the memory \
+                     peak is at least `unintended_remat.needed_peak_fraction` (default 0.8) of it (the \
+                     recomputation is then probably needed).",
+        fix: "Save more in the forward: use a checkpoint policy that keeps the expensive results \
+              (`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`, `save_only_these_names` with \
+              `checkpoint_name`, or `offload_dot_with_no_batch_dims` to host memory) instead of `nothing_saveable`, \
+              checkpoint only every k-th layer, or drop `jax.checkpoint` where activations fit. For XLA's own `.remat` \
+              clones, lower the memory pressure (smaller per-device batch, sharding, donation) so the pass has no \
+              reason to recompute.",
+    },
 };
 
 /// True for an instruction that recomputes forward work: `.remat` in the name (XLA's pass) or
@@ -159,25 +165,7 @@ fn params_and_tokens(module: &Module) -> Option<(u64, u64)> {
 }
 
 impl Detector for UnintendedRemat {
-    fn id(&self) -> &'static str {
-        "unintended_remat"
-    }
-
-    fn title(&self) -> &'static str {
-        "The backward pass recomputes the forward"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host)? else { return Ok(()) };
@@ -327,8 +315,8 @@ fn describe(
     let mut evidence = evidence_of(m, s, &dots);
     // Under 2 % of the step it is minor only when the recomputed work was timed.
     let timed = ms_per_step > 0.0;
-    let mut severity = match Severity::from_impact(s.impact.pct_of_step, detector.severity()) {
-        Severity::P2 if !timed => detector.severity(),
+    let mut severity = match Severity::from_impact(s.impact.pct_of_step, META.severity) {
+        Severity::P2 if !timed => META.severity,
         severity => severity,
     };
     let (memory, memory_note) = memory_evidence(host, module, config);

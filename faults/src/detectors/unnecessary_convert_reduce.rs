@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use xlens_hlo::{InstrId, Module, OpClass, Opcode, PrimitiveType};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -18,29 +18,35 @@ use xlens_hlo::layout::{Work, kernel_body, work_of};
 #[derive(Debug)]
 pub(crate) struct UnnecessaryConvertReduce;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Upcast -> reduce -> downcast chains: a `reduce` computing in a wide float (f32) whose input comes, \
-              through elementwise and layout ops (across fusion boundaries), from a `convert` of a narrower float \
-              (bf16, f16, f8) in another kernel, so that the wide intermediate is materialised in memory, and \
-              whose result reaches a `convert` back to that narrow type in a kernel that stores the narrow type. \
-              Fusion bodies are searched (XLA:CPU puts each reduce in a `ynn_fusion`). An upcast fused into the \
-              reduce's own fusion (accumulating in f32 as recommended) writes nothing wide and is not reported.",
-    why: "`x.astype(f32).mean().astype(bf16)` makes XLA write (or read) the whole input at twice its width only \
-          to return a bf16 result; when the upcast and the reduce land in different kernels the f32 copy of the \
-          array goes through memory. Reductions can accumulate in f32 while reading the narrow input directly \
-          (`jnp.mean(x, dtype=jnp.float32)`, `jnp.sum(x, dtype=...)`, or `preferred_element_type`), which keeps \
-          the numerics and halves the bytes.",
-    evidence: "The number of chains and of wide reduces, each chain's reduce (kernel and the reduce inside it, \
-               shape), the upcast and the downcast with the kernels they sit in, the JAX op and source line, and, \
-               with an op timeline, the time of the chains' kernels and the estimated saving.",
-    thresholds: "Reported when there are at least `unnecessary_convert_reduce.min_chains` (default 1) chains in the \
-                 step's programs. The impact estimate is, per chain, the reduce kernel's time times the fraction \
-                 of its input bytes the wide type adds (1/2 for bf16 -> f32), plus the whole time of upcast \
-                 kernels that only convert and feed nothing but chain reduces.",
-    fix: "Reduce the narrow array directly and let the reduction accumulate wide: `jnp.mean(x, axis=-1, \
-          dtype=jnp.float32)` / `jnp.sum(x, dtype=jnp.float32)` instead of `x.astype(jnp.float32).mean()`, then \
-          cast the (small) result; for norms use `jax.lax.reduce_precision` or a fused layer-norm. Check the \
-          source lines in the evidence.",
+const META: DetectorMeta = DetectorMeta {
+    id: "unnecessary_convert_reduce",
+    title: "Narrow floats upcast only to be reduced and cast back",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Upcast -> reduce -> downcast chains: a `reduce` computing in a wide float (f32) whose input comes, \
+                  through elementwise and layout ops (across fusion boundaries), from a `convert` of a narrower float \
+                  (bf16, f16, f8) in another kernel, so that the wide intermediate is materialised in memory, and \
+                  whose result reaches a `convert` back to that narrow type in a kernel that stores the narrow type. \
+                  Fusion bodies are searched (XLA:CPU puts each reduce in a `ynn_fusion`). An upcast fused into the \
+                  reduce's own fusion (accumulating in f32 as recommended) writes nothing wide and is not reported.",
+        why: "`x.astype(f32).mean().astype(bf16)` makes XLA write (or read) the whole input at twice its width only \
+              to return a bf16 result; when the upcast and the reduce land in different kernels the f32 copy of the \
+              array goes through memory. Reductions can accumulate in f32 while reading the narrow input directly \
+              (`jnp.mean(x, dtype=jnp.float32)`, `jnp.sum(x, dtype=...)`, or `preferred_element_type`), which keeps \
+              the numerics and halves the bytes.",
+        evidence: "The number of chains and of wide reduces, each chain's reduce (kernel and the reduce inside it, \
+                   shape), the upcast and the downcast with the kernels they sit in, the JAX op and source line, and, \
+                   with an op timeline, the time of the chains' kernels and the estimated saving.",
+        thresholds: "Reported when there are at least `unnecessary_convert_reduce.min_chains` (default 1) chains in the \
+                     step's programs. The impact estimate is, per chain, the reduce kernel's time times the fraction \
+                     of its input bytes the wide type adds (1/2 for bf16 -> f32), plus the whole time of upcast \
+                     kernels that only convert and feed nothing but chain reduces.",
+        fix: "Reduce the narrow array directly and let the reduction accumulate wide: `jnp.mean(x, axis=-1, \
+              dtype=jnp.float32)` / `jnp.sum(x, dtype=jnp.float32)` instead of `x.astype(jnp.float32).mean()`, then \
+              cast the (small) result; for norms use `jax.lax.reduce_precision` or a fused layer-norm. Check the \
+              source lines in the evidence.",
+    },
 };
 
 fn is_narrower_float(narrow: PrimitiveType, wide: PrimitiveType) -> bool {
@@ -296,25 +302,7 @@ fn chains(module: &Module) -> (usize, Vec<Chain>) {
 }
 
 impl Detector for UnnecessaryConvertReduce {
-    fn id(&self) -> &'static str {
-        "unnecessary_convert_reduce"
-    }
-
-    fn title(&self) -> &'static str {
-        "Narrow floats upcast only to be reduced and cast back"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let measured = measure(host)?;
@@ -465,7 +453,7 @@ fn describe(detector: &UnnecessaryConvertReduce, m: &Measured<'_>, s: &Score) ->
     let wide: BTreeSet<&str> = found.iter().map(|(_, c)| c.wide.as_str()).collect();
     let severity = match step_ms {
         None => Severity::P2,
-        Some(_) => Severity::from_impact(impact.pct_of_step, detector.severity()),
+        Some(_) => Severity::from_impact(impact.pct_of_step, META.severity),
     };
     let join = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join("/");
     let what = format!(

@@ -5,7 +5,7 @@ use xlens_roofline::{OpStats, TimeClass, class_of};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceTimeline};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
@@ -15,60 +15,48 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct VpuBound;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Steps in which vector work (loop fusions, reductions, elementwise ops: the VPU on TPU) takes \
-              most of the time while matmul/convolution work (the MXU) takes little, or vector-unit-bound \
-              stretches (layer norms, softmax, GELU, f32 elementwise) take a material share of a step whose \
-              matmuls take the rest, from the step anatomy; \
-              the vector ops behind it from the op profile, each placed on the roofline as vector-unit bound \
-              (neither HBM bandwidth nor the FLOP peak is the limit) or HBM bound; and the longest stretch of a \
-              step with no matmul.",
-    why: "The matrix units hold nearly all of a TPU's FLOP/s; the vector units are an order of magnitude \
-          slower. A step that spends most of its time in elementwise math, normalisations, softmax or \
-          reductions runs far below the chip's peak however well its matmuls run, and the usual culprits \
-          (f32 elementwise chains, exact transcendental activations, unfused reductions, tiny matmuls \
-          between large elementwise blocks) are cheap to change.",
-    evidence: "Vector and matmul shares of the step; the vector time per step; the largest vector ops with \
-               their share of the vector time, HBM and FLOP utilisation, bound (vector unit or HBM) and JAX \
-               source line (HLO instruction when the profile carries the module); the longest matmul-free \
-               stretch of a step on the timeline with its vector share.",
-    thresholds: "Report when vector work is at least `vpu_bound.min_vector_pct` (default 50) % of the step \
-                 time and matmul work at most `vpu_bound.max_matmul_pct` (default 15) %, or, whatever the matmul \
-                 share, when vector ops using under `vpu_bound.stretch_max_hbm_utilization` (default 0.25) of \
-                 the HBM bandwidth take at least `vpu_bound.min_vector_unit_excess_pct` (default 10) % of the \
-                 step above their HBM-bandwidth floor (bytes ÷ peak HBM bandwidth): a vector-bound stretch. A vector op whose HBM utilisation is at least `vpu_bound.hbm_bound_utilization` \
-                 (default 0.5) is HBM bound, else vector-unit bound. The impact is the time above the HBM floor \
-                 (of all vector ops when they dominate, of the vector-unit-bound ones for a stretch), an upper \
-                 bound of the gain. Severity P1, P0 from 20 % of the step, P2 under 2 %.",
-    fix: "Cut or move vector work: keep elementwise math in bf16 (f32 only where accuracy needs it), use \
-          approximate activations (`jax.nn.gelu(approximate=True)`), fuse normalisation and activation into \
-          the neighbouring matmul (check the HLO for fusion breaks such as layout copies between them), \
-          express reductions over a feature axis as matmuls with a ones vector, drop redundant casts and \
-          masks, and make the matmuls larger (batch, sequence or model width) so MXU work dominates. Vector \
-          ops marked HBM bound move more bytes than they compute on: fuse them with their producers or \
-          consumers to avoid the HBM round trip.",
+const META: DetectorMeta = DetectorMeta {
+    id: "vpu_bound",
+    title: "Vector work dominates the step while the matrix units idle",
+    severity: Severity::P1,
+    needs: &[Need::DeviceTimeline, Need::Steps, Need::OpTimeline],
+    doc: DetectorDoc {
+        detects: "Steps in which vector work (loop fusions, reductions, elementwise ops: the VPU on TPU) takes \
+                  most of the time while matmul/convolution work (the MXU) takes little, or vector-unit-bound \
+                  stretches (layer norms, softmax, GELU, f32 elementwise) take a material share of a step whose \
+                  matmuls take the rest, from the step anatomy; \
+                  the vector ops behind it from the op profile, each placed on the roofline as vector-unit bound \
+                  (neither HBM bandwidth nor the FLOP peak is the limit) or HBM bound; and the longest stretch of a \
+                  step with no matmul.",
+        why: "The matrix units hold nearly all of a TPU's FLOP/s; the vector units are an order of magnitude \
+              slower. A step that spends most of its time in elementwise math, normalisations, softmax or \
+              reductions runs far below the chip's peak however well its matmuls run, and the usual culprits \
+              (f32 elementwise chains, exact transcendental activations, unfused reductions, tiny matmuls \
+              between large elementwise blocks) are cheap to change.",
+        evidence: "Vector and matmul shares of the step; the vector time per step; the largest vector ops with \
+                   their share of the vector time, HBM and FLOP utilisation, bound (vector unit or HBM) and JAX \
+                   source line (HLO instruction when the profile carries the module); the longest matmul-free \
+                   stretch of a step on the timeline with its vector share.",
+        thresholds: "Report when vector work is at least `vpu_bound.min_vector_pct` (default 50) % of the step \
+                     time and matmul work at most `vpu_bound.max_matmul_pct` (default 15) %, or, whatever the matmul \
+                     share, when vector ops using under `vpu_bound.stretch_max_hbm_utilization` (default 0.25) of \
+                     the HBM bandwidth take at least `vpu_bound.min_vector_unit_excess_pct` (default 10) % of the \
+                     step above their HBM-bandwidth floor (bytes ÷ peak HBM bandwidth): a vector-bound stretch. A vector op whose HBM utilisation is at least `vpu_bound.hbm_bound_utilization` \
+                     (default 0.5) is HBM bound, else vector-unit bound. The impact is the time above the HBM floor \
+                     (of all vector ops when they dominate, of the vector-unit-bound ones for a stretch), an upper \
+                     bound of the gain. Severity P1, P0 from 20 % of the step, P2 under 2 %.",
+        fix: "Cut or move vector work: keep elementwise math in bf16 (f32 only where accuracy needs it), use \
+              approximate activations (`jax.nn.gelu(approximate=True)`), fuse normalisation and activation into \
+              the neighbouring matmul (check the HLO for fusion breaks such as layout copies between them), \
+              express reductions over a feature axis as matmuls with a ones vector, drop redundant casts and \
+              masks, and make the matmuls larger (batch, sequence or model width) so MXU work dominates. Vector \
+              ops marked HBM bound move more bytes than they compute on: fuse them with their producers or \
+              consumers to avoid the HBM round trip.",
+    },
 };
 
 impl Detector for VpuBound {
-    fn id(&self) -> &'static str {
-        "vpu_bound"
-    }
-
-    fn title(&self) -> &'static str {
-        "Vector work dominates the step while the matrix units idle"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::DeviceTimeline, Need::Steps, Need::OpTimeline]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host, config)? else { return Ok(()) };
@@ -311,7 +299,7 @@ fn stretch_evidence(host: &HostProfile, steps: &xlens_roofline::Steps) -> Vec<Ev
 fn describe(detector: &VpuBound, host: &HostProfile, m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Finding {
     let (vector_pct, matmul_pct) = (m.vector_pct, m.matmul_pct);
     let (vpu_excess_ms, vpu_excess_pct) = (m.vpu_excess_ms, m.vpu_excess_pct);
-    let severity = Severity::from_impact(s.impact.pct_of_step, detector.severity());
+    let severity = Severity::from_impact(s.impact.pct_of_step, META.severity);
     let top: Vec<&str> = m.ops.ops.iter().take(3).map(|o| o.name.as_str()).collect();
     let what = if s.dominant {
         format!(

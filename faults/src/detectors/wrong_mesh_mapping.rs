@@ -14,7 +14,7 @@ use xlens_hlo::raw::hlo_instruction_proto::ReplicaGroupList;
 use xlens_hlo::{Collective, ComputationKind, InstrId, Module, Opcode, raw};
 
 use crate::config::ScanConfig;
-use crate::detector::{Detector, DetectorDoc, Need, Skip};
+use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
@@ -23,41 +23,47 @@ use crate::profile::HostProfile;
 #[derive(Debug)]
 pub(crate) struct WrongMeshMapping;
 
-static DOC: DetectorDoc = DetectorDoc {
-    detects: "Collectives of the main program mapped onto the wrong mesh axis, from the decoded replica groups \
-              (explicit lists, iota lists and mesh axes) and source-target pairs, taking device ids in mesh \
-              order (the last mesh axis has consecutive ids and the fastest links): (1) an idle inner axis: no \
-              collective group or permute pair joins two devices of the same block of b consecutive ids, while \
-              collectives run over strided groups (e.g. `{{0,2,4,6},{1,3,5,7}}` on a 4x2 mesh) and no entry \
-              parameter is partitioned along that block (their `sharding`s replicate it), so the b devices of \
-              each block compute the same thing and all traffic uses the slow axis; (2) a chain of dependent \
-              collective-permutes whose pairs join devices that are not neighbours on the inner axis; (3) on \
-              device timelines, a collective over strided groups that takes a multiple of the time per byte of \
-              the same collective over contiguous groups (its single-hop time).",
-    why: "The minor mesh axis is laid out on the fastest interconnect (neighbouring chips, or the cores of one \
-          chip). A tensor-parallel axis mapped to the outer axis sends every activation or weight exchange \
-          over multi-hop or slower links, and an axis that carries no collective is usually an axis whose \
-          devices hold replicas of the same work: the model runs b times over without getting faster. A ring \
-          of permutes over strided devices pays several hops per step of the ring.",
-    evidence: "The mesh (from mesh-axes groups when the program has them, else inferred from the groups), the \
-               idle inner block size, the collectives by group pattern with their counts and bytes per step, the \
-               entry parameters and how many are replicated along the inner block, the longest permute chain \
-               with its pairs, time per byte of strided and contiguous classes, and the collectives as HLO \
-               instructions with their JAX source lines. Impact: the measured time per step (per core) of the \
-               collectives on the slow axis or of the permute chain (the time at stake, an upper bound of the \
-               gain), or the excess time of the slow class over the single-hop rate.",
-    thresholds: "A chain must have at least `wrong_mesh_mapping.min_permute_chain` (default 4) dependent \
-                 collective-permutes. A strided class is slow when its time per byte is at least \
-                 `wrong_mesh_mapping.min_hop_multiple` (default 2) times the contiguous class's. The idle-axis \
-                 pattern needs at least 4 devices and an inner block of at least 2. Severity P1; P0 when the \
-                 impact is at least 20 % of the step, P2 under 2 %.",
-    fix: "Map the parallelism that communicates most to the inner mesh axis: in `jax.make_mesh((4, 2), ('data', \
-          'model'))` the last axis ('model') is the fast one, so shard weights `P(None, 'model')`/`P('model', \
-          None)` for tensor parallelism and keep data/FSDP parallelism on the outer axis; shard the batch over \
-          both axes (`P(('data', 'model'))`) when an axis would otherwise hold replicas; or reorder the mesh \
-          axes (or use `mesh_utils.create_device_mesh`) so the heavy collectives run over neighbouring devices. \
-          Replace chains of `ppermute` over strided devices by one collective (`all_gather`, `psum_scatter`) or \
-          a ring over the inner axis.",
+const META: DetectorMeta = DetectorMeta {
+    id: "wrong_mesh_mapping",
+    title: "Collectives run over the wrong mesh axis",
+    severity: Severity::P1,
+    needs: &[Need::Hlo],
+    doc: DetectorDoc {
+        detects: "Collectives of the main program mapped onto the wrong mesh axis, from the decoded replica groups \
+                  (explicit lists, iota lists and mesh axes) and source-target pairs, taking device ids in mesh \
+                  order (the last mesh axis has consecutive ids and the fastest links): (1) an idle inner axis: no \
+                  collective group or permute pair joins two devices of the same block of b consecutive ids, while \
+                  collectives run over strided groups (e.g. `{{0,2,4,6},{1,3,5,7}}` on a 4x2 mesh) and no entry \
+                  parameter is partitioned along that block (their `sharding`s replicate it), so the b devices of \
+                  each block compute the same thing and all traffic uses the slow axis; (2) a chain of dependent \
+                  collective-permutes whose pairs join devices that are not neighbours on the inner axis; (3) on \
+                  device timelines, a collective over strided groups that takes a multiple of the time per byte of \
+                  the same collective over contiguous groups (its single-hop time).",
+        why: "The minor mesh axis is laid out on the fastest interconnect (neighbouring chips, or the cores of one \
+              chip). A tensor-parallel axis mapped to the outer axis sends every activation or weight exchange \
+              over multi-hop or slower links, and an axis that carries no collective is usually an axis whose \
+              devices hold replicas of the same work: the model runs b times over without getting faster. A ring \
+              of permutes over strided devices pays several hops per step of the ring.",
+        evidence: "The mesh (from mesh-axes groups when the program has them, else inferred from the groups), the \
+                   idle inner block size, the collectives by group pattern with their counts and bytes per step, the \
+                   entry parameters and how many are replicated along the inner block, the longest permute chain \
+                   with its pairs, time per byte of strided and contiguous classes, and the collectives as HLO \
+                   instructions with their JAX source lines. Impact: the measured time per step (per core) of the \
+                   collectives on the slow axis or of the permute chain (the time at stake, an upper bound of the \
+                   gain), or the excess time of the slow class over the single-hop rate.",
+        thresholds: "A chain must have at least `wrong_mesh_mapping.min_permute_chain` (default 4) dependent \
+                     collective-permutes. A strided class is slow when its time per byte is at least \
+                     `wrong_mesh_mapping.min_hop_multiple` (default 2) times the contiguous class's. The idle-axis \
+                     pattern needs at least 4 devices and an inner block of at least 2. Severity P1; P0 when the \
+                     impact is at least 20 % of the step, P2 under 2 %.",
+        fix: "Map the parallelism that communicates most to the inner mesh axis: in `jax.make_mesh((4, 2), ('data', \
+              'model'))` the last axis ('model') is the fast one, so shard weights `P(None, 'model')`/`P('model', \
+              None)` for tensor parallelism and keep data/FSDP parallelism on the outer axis; shard the batch over \
+              both axes (`P(('data', 'model'))`) when an axis would otherwise hold replicas; or reorder the mesh \
+              axes (or use `mesh_utils.create_device_mesh`) so the heavy collectives run over neighbouring devices. \
+              Replace chains of `ppermute` over strided devices by one collective (`all_gather`, `psum_scatter`) or \
+              a ring over the inner axis.",
+    },
 };
 
 /// Most devices the mesh analysis considers (ids beyond this are treated as odd data).
@@ -333,7 +339,7 @@ fn replicated_parameter(module: &Module, b: i64) -> Vec<Evidence> {
 impl WrongMeshMapping {
     /// A finding of one pattern (`variant`: findings of several hosts merge per pattern).
     fn finding(&self, variant: &str, what: String, evidence: Vec<Evidence>, impact: Impact) -> Finding {
-        Finding::new(self, severity_for(&impact, self.severity()), what, evidence, impact).with_variant(variant)
+        Finding::new(self, severity_for(&impact, META.severity), what, evidence, impact).with_variant(variant)
     }
 
     /// Pattern 1: the inner axis carries no collective and holds replicas.
@@ -525,25 +531,7 @@ impl WrongMeshMapping {
 }
 
 impl Detector for WrongMeshMapping {
-    fn id(&self) -> &'static str {
-        "wrong_mesh_mapping"
-    }
-
-    fn title(&self) -> &'static str {
-        "Collectives run over the wrong mesh axis"
-    }
-
-    fn severity(&self) -> Severity {
-        Severity::P1
-    }
-
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Hlo]
-    }
-
-    fn doc(&self) -> &'static DetectorDoc {
-        &DOC
-    }
+    const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let t = &config.thresholds.wrong_mesh_mapping;
