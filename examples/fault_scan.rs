@@ -1,10 +1,10 @@
 //! The main job: scan a profile and say what is wrong with the step, with evidence and a fix.
 //!
 //! ```text
-//! cargo run --release --example fault_scan -- [PATH] [--format text|json | --json] [--html FILE]
+//! cargo run --release --example fault_scan -- (PATH | --sample) [--format text|json | --json] [--html FILE]
 //!                                             [--out DIR] [--fail-on P0|P1|P2] [--quiet]
 //! ```
-//! PATH is a `*.xplane.pb`, a session directory or a logdir; without it the bundled sample runs.
+//! PATH is a `*.xplane.pb`, a session directory or a logdir; `--sample` scans the bundled sample.
 //! Hosts are scanned in parallel and streamed (each is unmapped once scanned); a progress bar goes
 //! to stderr when it is a terminal, unless `--quiet`. `--out DIR` writes every table as Parquet,
 //! partitioned by host (`DIR/<table>/host=<host>/part-<scan>.parquet`, see

@@ -47,11 +47,11 @@ fn usage_mistakes_are_one_line_and_exit_two() {
 
 #[test]
 fn scan_reports_what_the_library_reports() {
-    let o = xlens(&["scan", "--json", "--quiet"]);
+    let o = xlens(&["scan", "--sample", "--json", "--quiet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let expected = std::fs::read_to_string(common::root().join("tests/golden/fault_scan_host_callback.json")).unwrap();
     assert_eq!(stdout(&o), expected);
-    let same = xlens(&["scan", "--format", "json", "-q"]);
+    let same = xlens(&["scan", "--sample", "--format", "json", "-q"]);
     assert_eq!(stdout(&same), expected);
 }
 
@@ -59,7 +59,7 @@ fn scan_reports_what_the_library_reports() {
 /// opening, the shared analyses, every detector that ran, the whole scan and the rendering.
 #[test]
 fn scan_times_each_phase() {
-    let o = xlens(&["scan", "--json", "--quiet", "--timings"]);
+    let o = xlens(&["scan", "--sample", "--json", "--quiet", "--timings"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let expected = std::fs::read_to_string(common::root().join("tests/golden/fault_scan_host_callback.json")).unwrap();
     assert_eq!(stdout(&o), expected);
@@ -86,19 +86,19 @@ fn scan_times_each_phase() {
     assert_eq!(detectors, registry, "every detector timed once:\n{text}");
     assert!(text.lines().all(|l| !l.starts_with("  ") || l.ends_with(" %")), "{text}");
     // Without the flag, nothing on stderr.
-    assert!(stderr(&xlens(&["scan", "--quiet"])).is_empty());
+    assert!(stderr(&xlens(&["scan", "--sample", "--quiet"])).is_empty());
 }
 
 #[test]
 fn scan_selects_detectors_and_fails_on_severity() {
-    let o = xlens(&["scan", "--json", "-q", "--only", "host_callback_stall,recompilation"]);
+    let o = xlens(&["scan", "--sample", "--json", "-q", "--only", "host_callback_stall,recompilation"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let ids: Vec<&str> = doc["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
     assert!(!ids.is_empty() && ids.iter().all(|id| ["host_callback_stall", "recompilation"].contains(id)), "{ids:?}");
-    let o = xlens(&["scan", "--json", "-q", "--disable", "host_callback_stall"]);
+    let o = xlens(&["scan", "--sample", "--json", "-q", "--disable", "host_callback_stall"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(doc["findings"].as_array().unwrap().iter().all(|f| f["id"] != "host_callback_stall"));
-    assert_eq!(xlens(&["scan", "-q", "--fail-on", "P2"]).status.code(), Some(3));
+    assert_eq!(xlens(&["scan", "--sample", "-q", "--fail-on", "P2"]).status.code(), Some(3));
 }
 
 #[test]
@@ -110,6 +110,30 @@ fn completions_for_every_shell() {
         // `plan` and `audit` are declared with clap like every subcommand: their flags complete.
         for flag in ["params", "kv-dtype", "generations", "outlier-scale", "trials"] {
             assert!(stdout(&o).contains(flag), "{shell}: {flag}");
+        }
+    }
+}
+
+/// `scan` needs a profile: with no path (`xlens scan $UNSET`) it is a usage mistake naming the
+/// argument and `--sample`, never a silent scan of the bundled sample; clap's one-line errors keep
+/// what clap says below its first line (the missing argument, the valid values, a "did you mean"
+/// tip) and point to the subcommand's help.
+#[test]
+fn usage_mistakes_name_what_is_wrong_and_the_subcommands_help() {
+    for (args, needles) in [
+        (&["scan"][..], &["<PATH>", "(see xlens scan --help)"][..]),
+        (&["scan", "--sample", "x"], &["--sample", "(see xlens scan --help)"]),
+        (&["scan", "--format", "yaml", "--sample"], &["[possible values: text, json]"]),
+        (&["scan", "--sample", "--jsn"], &["a similar argument exists: '--json'", "(see xlens scan --help)"]),
+        (&["hlo"], &["not provided: <PATH>", "(see xlens hlo --help)"]),
+        (&["scna"], &["a similar subcommand exists: 'scan'", "(see xlens --help)"]),
+    ] {
+        let o = xlens(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}");
+        for needle in needles {
+            assert!(stderr(&o).contains(needle), "{args:?}: {needle:?} not in {}", stderr(&o));
         }
     }
 }
@@ -191,16 +215,17 @@ fn the_config_file_sets_detectors_thresholds_and_outputs() {
     )
     .unwrap();
     let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_xlens")).args(args).current_dir(&dir).output().unwrap();
-    let o = run(&["scan", "-q"]);
+    let o = run(&["scan", "--sample", "-q"]);
     assert_eq!(o.status.code(), Some(3), "fail_on from the file: {}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("format = json from the file");
     assert!(doc["findings"].as_array().unwrap().iter().all(|f| f["id"] == "host_callback_stall"));
-    let text = run(&["scan", "-q", "--format", "text"]);
+    let text = run(&["scan", "--sample", "-q", "--format", "text"]);
     assert!(String::from_utf8_lossy(&text.stdout).starts_with("NEEDS_ATTENTION"), "the flag wins");
     std::fs::write(dir.join("bad.toml"), "[thresholds.nope]\nx = 1\n").unwrap();
-    let bad = run(&["scan", "-q", "--config", "bad.toml"]);
+    let bad = run(&["scan", "--sample", "-q", "--config", "bad.toml"]);
     assert_eq!(bad.status.code(), Some(2));
     assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("bad.toml"), "{}", stderr(&bad));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -59,12 +59,34 @@ pub fn usage_error(e: &clap::Error, name: &str) -> ExitCode {
             ExitCode::from(2)
         }
         _ => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("usage mistake").trim_start_matches("error: ");
-            eprintln!("error: {first} (see {name} --help)");
+            eprintln!("error: {} (see {name} --help)", one_line(&e.to_string()));
             ExitCode::from(2)
         }
     }
+}
+
+/// A clap error message as one line: its first line, then what clap adds below it before the
+/// usage block (the missing arguments' names, the valid values, a "did you mean" tip), so that
+/// cutting the usage block loses nothing the user needs.
+///
+/// ```text
+/// error: the following required arguments were not provided:\n  <PATH>\n\nUsage: ...
+/// -> the following required arguments were not provided: <PATH>
+/// ```
+fn one_line(message: &str) -> String {
+    let mut lines = message.lines();
+    let mut out = lines.next().unwrap_or("usage mistake").trim_start_matches("error: ").trim_end().to_owned();
+    for line in lines {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            out.push_str(if out.ends_with(':') { " " } else { "; " });
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// Text or JSON on stdout.
@@ -80,8 +102,12 @@ pub(crate) enum Format {
 #[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
 pub struct ScanCmd {
-    /// The profile: a `*.xplane.pb`, a session directory or a logdir [default: the bundled sample]
+    /// The profile: a `*.xplane.pb`, a session directory or a logdir (or `--sample`)
+    #[arg(required_unless_present = "sample")]
     path: Option<PathBuf>,
+    /// Scan the bundled sample profile (a real JAX CPU capture with a host callback in the step).
+    #[arg(long, conflicts_with = "path")]
+    sample: bool,
     /// The report on stdout [default: text, or the config file's output.format].
     #[arg(long, value_enum)]
     format: Option<Format>,
@@ -230,6 +256,7 @@ impl ScanCmd {
             None => self.json || file.output.format.as_deref() == Some("json"),
         };
         ScanArgs {
+            // clap requires PATH unless --sample is given.
             path: self.path.unwrap_or_else(|| PathBuf::from(SAMPLE)),
             json,
             html: self.html.or(file.output.html),

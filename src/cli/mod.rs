@@ -65,12 +65,22 @@ enum Command {
     },
 }
 
+/// The command whose `--help` a usage mistake points to: `xlens SUBCOMMAND` when the first
+/// word names a subcommand, else `xlens`.
+fn help_name(mut args: impl Iterator<Item = String>) -> String {
+    let command = Cli::command();
+    match args.next() {
+        Some(word) if command.get_subcommands().any(|s| s.get_name() == word) => format!("xlens {word}"),
+        _ => "xlens".to_owned(),
+    }
+}
+
 /// The `xlens` program: parses `std::env::args` and runs the subcommand; the exit code follows
 /// [`EXIT_CODES`].
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return usage_error(&e, "xlens"),
+        Err(e) => return usage_error(&e, &help_name(std::env::args().skip(1))),
     };
     match cli.command {
         Command::Scan(cmd) => cmd.run(),
