@@ -311,6 +311,14 @@ impl HbmPlanArgs {
     }
 }
 
+/// The most elements one matrix of `audit` may have (`--m x --k`, `--k x --n`, `--m x --n`):
+/// 2^26, 512 MiB of f64; the audit holds a few such matrices and their rounded copies.
+pub const MAX_AUDIT_MATRIX_ELEMENTS: u64 = 1 << 26;
+/// The longest dot product of `audit`'s drift table (`--ks`).
+pub const MAX_DRIFT_LENGTH: usize = 1 << 24;
+/// The most trials per length of `audit`'s drift table (`--trials`).
+pub const MAX_TRIALS: usize = 10_000;
+
 /// `xlens audit` / `precision_audit`: bf16 and int8 matmul error against an f64 reference, and
 /// bf16 vs f32 accumulation drift.
 #[derive(Clone, Debug, Args)]
@@ -370,25 +378,51 @@ pub struct PrecisionArgs {
 impl Default for PrecisionArgs {
     fn default() -> Self {
         PrecisionArgs::from_flags(words::<AuditFlags, _>("precision_audit", []).expect("the defaults parse"))
+            .expect("the defaults are within the limits")
     }
 }
 
 impl PrecisionArgs {
     /// Parses the words after the program name with [`AuditFlags`]' declarations.
     pub fn parse<I: IntoIterator<Item = String>>(args: I) -> std::result::Result<PrecisionArgs, ArgsError> {
-        Ok(PrecisionArgs::from_flags(words::<AuditFlags, _>("precision_audit", args)?))
+        PrecisionArgs::from_flags(words::<AuditFlags, _>("precision_audit", args)?)
     }
 
-    /// The audits the flags describe.
-    pub fn from_flags(f: AuditFlags) -> PrecisionArgs {
-        PrecisionArgs {
+    /// The audits the flags describe; sizes past [`MAX_AUDIT_MATRIX_ELEMENTS`],
+    /// [`MAX_DRIFT_LENGTH`] or [`MAX_TRIALS`] are refused before anything is allocated
+    /// (`--n 7B` once asked for 28.7 TB and aborted).
+    ///
+    /// ```
+    /// use xlens::args::PrecisionArgs;
+    /// let err = PrecisionArgs::parse(["--n", "7B"].map(String::from)).unwrap_err();
+    /// assert!(err.to_string().contains("--n"), "{err}");
+    /// ```
+    pub fn from_flags(f: AuditFlags) -> std::result::Result<PrecisionArgs, ArgsError> {
+        let matrices = [("--m x --k", f.m, f.k), ("--k x --n", f.k, f.n), ("--m x --n", f.m, f.n)];
+        for (what, a, b) in matrices {
+            if (a as u64).saturating_mul(b as u64) > MAX_AUDIT_MATRIX_ELEMENTS {
+                return Err(ArgsError::Usage(format!(
+                    "{what} = {a} x {b} elements: past the {MAX_AUDIT_MATRIX_ELEMENTS} elements a matrix of the \
+                     audit may have (--m, --k and --n size the matrices)"
+                )));
+            }
+        }
+        if let Some(k) = f.ks.iter().find(|&&k| k > MAX_DRIFT_LENGTH) {
+            return Err(ArgsError::Usage(format!(
+                "--ks {k}: past the longest dot product of the drift table, {MAX_DRIFT_LENGTH}"
+            )));
+        }
+        if f.trials > MAX_TRIALS {
+            return Err(ArgsError::Usage(format!("--trials {}: past the {MAX_TRIALS} trials allowed", f.trials)));
+        }
+        Ok(PrecisionArgs {
             spec: AuditSpec::normal(f.m, f.k, f.n, f.seed as u64),
             outlier_scale: f.outlier_scale,
             outlier_every: f.outlier_every,
             ks: f.ks,
             trials: f.trials,
             json: f.json,
-        }
+        })
     }
 
     /// The outlier audit's spec: the clean spec with outlier columns in the right operand.

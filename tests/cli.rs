@@ -148,6 +148,9 @@ fn plan_and_audit_usage_mistakes_exit_2() {
         (&["plan", "--params", "-7B"], "params must be positive"),
         (&["audit", "--trials", "0"], "'--trials <T>'"),
         (&["audit", "--bogus"], "'--bogus'"),
+        // Once an abort with a 28.7 TB allocation: sizes are checked before anything is allocated.
+        (&["audit", "--n", "7B"], "--k x --n"),
+        (&["audit", "--ks", "64,100000000"], "--ks 100000000"),
     ] {
         let o = xlens(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -89,7 +89,7 @@ pub(crate) fn plan(flags: crate::args::PlanFlags) -> anyhow::Result<()> {
 
 /// `precision_audit`: BF16 / INT8 errors of matmuls and accumulation drift.
 pub(crate) fn audit(flags: crate::args::AuditFlags) -> anyhow::Result<()> {
-    let cli = crate::args::PrecisionArgs::from_flags(flags);
+    let cli = crate::args::PrecisionArgs::from_flags(flags)?;
     let mut audits = audit_matmul(&cli.spec, &Scheme::ALL)?;
     if let Some(outliers) = cli.outlier_spec() {
         audits.extend(audit_matmul(&outliers, &Scheme::ALL)?);
