@@ -373,3 +373,28 @@ fn a_failing_output_does_not_cost_the_others() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A scan in which no detector ran vouches for nothing: a file of two bytes (`PK`), a profile of
+/// one empty plane, or a config that enables no detector is INCOMPLETE with that reason, never
+/// OPTIMAL, and trips any `--fail-on`.
+#[test]
+fn a_scan_that_ran_no_detector_is_never_optimal() {
+    let mut empty_plane = xlens::xplane::SpaceBuilder::default();
+    empty_plane.plane(1, "/host:CPU");
+    let cases: [(&str, Vec<u8>); 2] = [("pk", b"PK".to_vec()), ("empty_plane", empty_plane.finish())];
+    for (name, bytes) in cases {
+        let space = Space::parse(bytes.into()).unwrap();
+        let report = scan(&Profile::new(None, vec![HostProfile::new(name, space)]), &ScanConfig::default());
+        assert_eq!(report.status, Status::Incomplete, "{name}: {}", report.summary);
+        assert!(report.summary.contains("no detector ran"), "{name}: {}", report.summary);
+    }
+    let sample = root().join("testdata/corpus/host_callback");
+    let out = Command::new(fault_scan())
+        .arg(&sample)
+        .args(["--quiet", "--only", "barrier_in_loop", "--disable", "barrier_in_loop", "--fail-on", "P2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.starts_with("INCOMPLETE") && text.contains("none is enabled"), "{text}");
+}

@@ -350,7 +350,15 @@ fn finish(
         .filter_map(|(d, r)| r.map(|reason| Skipped { id: detectors[d].id().to_owned(), reason }))
         .collect();
     sort_findings(&mut findings);
-    build_report(run, &summaries, config, findings, skipped, skipped_hosts)
+    let checked = Checked { enabled: detectors.len(), ran: ran.iter().filter(|&&r| r).count() };
+    build_report(run, &summaries, config, findings, skipped, skipped_hosts, checked)
+}
+
+/// How many detectors the scan enabled, and how many ran on at least one host.
+#[derive(Clone, Copy)]
+struct Checked {
+    enabled: usize,
+    ran: usize,
 }
 
 fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
@@ -591,6 +599,7 @@ fn build_report(
     findings: Vec<Finding>,
     skipped: Vec<Skipped>,
     skipped_hosts: Vec<SkippedHost>,
+    checked: Checked,
 ) -> Report {
     let first = hosts.first();
     let (metrics, rows, pace) = session_metrics(hosts);
@@ -625,11 +634,24 @@ fn build_report(
     if !errors.is_empty() {
         reasons.push(format!("part of the profile could not be read: {}", errors.join("; ")));
     }
+    // A scan in which no detector ran vouches for nothing: nothing was checked (every detector
+    // lacked its inputs, as on a file with no usable plane, or the config enabled none).
+    let unchecked = !hosts.is_empty() && checked.ran == 0;
+    if unchecked {
+        reasons.push(if checked.enabled == 0 {
+            "no detector ran: none is enabled (--only, --disable or the config file)".to_owned()
+        } else {
+            format!(
+                "no detector ran: all {} lacked what they read in this profile (see the skipped detectors)",
+                checked.enabled
+            )
+        });
+    }
     if important > 0 {
         reasons.push(format!("{important} finding(s) at {} or worse", t.attention_severity));
     }
     // Lost data outranks the findings: the verdict cannot vouch for what it did not read.
-    let status = if !skipped_hosts.is_empty() || !errors.is_empty() {
+    let status = if !skipped_hosts.is_empty() || !errors.is_empty() || unchecked {
         Status::Incomplete
     } else if important > 0 {
         Status::NeedsAttention
