@@ -508,3 +508,39 @@ fn the_progress_line_moves_inside_one_large_host() {
     assert!(!inside.is_empty(), "no bytes shown before the host was done: {tty:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Names from a profile (file, run and host names) that carry terminal escapes reach no output
+/// raw: the text of `scan`, `inventory`, `runs` and `diff`, their error lines on stderr, and the
+/// HTML pages of `scan` and `diff` write every control character as `\u{..}`.
+#[test]
+fn hostile_names_are_escaped_in_every_output() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-hostile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = dir.join("logdir/plugins/profile/r\u{1b}]0;PWNED\u{7}");
+    std::fs::create_dir_all(&run).unwrap();
+    let sample = common::root().join("testdata/corpus/host_callback/vm.xplane.pb");
+    std::fs::copy(&sample, run.join("h\u{1b}]0;PWNED\u{7}.xplane.pb")).unwrap();
+    let bytes = std::fs::read(&sample).unwrap();
+    std::fs::write(run.join("t\u{1b}[2J.xplane.pb"), &bytes[..100]).unwrap();
+    let (logdir, run_dir) = (dir.join("logdir").display().to_string(), run.display().to_string());
+    let (scan_html, diff_html) =
+        (dir.join("scan.html").display().to_string(), dir.join("diff.html").display().to_string());
+    let sample_dir = common::root().join("testdata/corpus/host_callback").display().to_string();
+    let raw = |bytes: &[u8]| bytes.iter().any(|&b| b == 0x1b || b == 0x07);
+    for args in [
+        vec!["scan", &run_dir, "-q", "--html", &scan_html],
+        vec!["scan", &run_dir, "-q", "--json"],
+        vec!["inventory", &run_dir],
+        vec!["runs", "--no-cache", &logdir],
+        vec!["diff", &run_dir, &sample_dir, "--html", &diff_html],
+        vec!["ops", &run_dir],
+    ] {
+        let o = xlens(&args);
+        assert!(!raw(&o.stdout) && !raw(&o.stderr), "{args:?}: {}{}", stdout(&o), stderr(&o));
+    }
+    for page in [&scan_html, &diff_html] {
+        let html = std::fs::read(page).unwrap();
+        assert!(!raw(&html), "{page}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -145,7 +145,7 @@ pub fn runs_text(runs: &[RunSummary]) -> String {
             r.findings,
         ));
     }
-    s
+    crate::render::printable_lines(&s)
 }
 
 #[cfg(test)]

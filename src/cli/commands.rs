@@ -59,7 +59,7 @@ pub fn usage_error(e: &clap::Error, name: &str) -> ExitCode {
             ExitCode::from(2)
         }
         _ => {
-            eprintln!("error: {} (see {name} --help)", one_line(&e.to_string()));
+            eprintln!("error: {} (see {name} --help)", crate::report::render::printable(&one_line(&e.to_string())));
             ExitCode::from(2)
         }
     }

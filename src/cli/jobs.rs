@@ -38,7 +38,7 @@ pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
 pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
     let hlo = documents::hlo_modules_of(path).map_err(|e| anyhow::anyhow!(e))?;
     for w in &hlo.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", crate::report::render::printable(w));
     }
     if json {
         emit_json(&hlo_ops_json(&hlo.modules, &hlo.hosts))

@@ -117,7 +117,7 @@ pub fn text(d: &Diff) -> String {
             let _ = writeln!(s, "  - {w}");
         }
     }
-    s
+    crate::render::printable_lines(&s)
 }
 
 fn findings_text(s: &mut String, d: &Diff) {
@@ -139,7 +139,7 @@ fn findings_text(s: &mut String, d: &Diff) {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    crate::render::html_escape(s)
 }
 
 const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em auto;max-width:1100px;\

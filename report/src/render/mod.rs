@@ -10,6 +10,8 @@ mod step_chart;
 
 pub use html::html;
 
+pub(crate) use format::html_escape;
+
 use xlens_faults::{Finding, HostRow, Metrics, Report, Scope, fmt_value};
 
 fn opt(v: Option<f64>, unit: &str) -> String {
@@ -57,6 +59,24 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// `text` with every control character but the line feed written as [`printable`] writes it: a
+/// whole multi-line text (the diff, the runs table) made safe for a terminal at once.
+///
+/// ```
+/// use xlens_report::render::printable_lines;
+/// assert_eq!(printable_lines("run\u{1b}]0;x\u{7}\nnext\n"), "run\\u{1b}]0;x\\u{7}\nnext\n");
+/// ```
+pub fn printable_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&printable(line));
+    }
+    out
 }
 
 /// Appends one line of the text report, its control characters escaped ([`printable`]).

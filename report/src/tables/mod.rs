@@ -106,7 +106,8 @@ pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut next = Some(err);
     while let Some(e) = next {
-        let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        // One line, and no control character of a file or module name reaches the terminal.
+        let text = printable(&e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")).into_owned();
         if !text.is_empty() && !parts.last().is_some_and(|p| p.contains(&text)) {
             parts.push(text);
         }
