@@ -8,10 +8,11 @@ use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
-use crate::evidence::{self, TimeUnit};
+use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, HostImpact, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::report::HostSummary;
+use crate::units::TimeUnit;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -222,7 +223,7 @@ fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'
             unit.number(ms(typical_stats.mean(exposed))),
             unit.number(ms(slow_stats.mean(|a| a.idle))),
             unit.number(ms(typical_stats.mean(|a| a.idle))),
-            u = unit.name(),
+            u = unit.label_ascii(),
         )),
     ];
     extra_ops_evidence(host, s, &mut evidence);
@@ -271,7 +272,7 @@ fn describe(detector: &StragglerCore, host: &HostProfile, cores: &BTreeMap<u32, 
              the other cores wait for it every step.",
         unit.number(slow_compute / 1e9),
         unit.number(med / 1e9),
-        unit.name()
+        unit.label_ascii()
     );
     let severity = Severity::from_impact(impact.pct_of_step, detector.severity());
     Finding::new(detector, severity, what, evidence_of(host, cores, s), impact)
@@ -378,7 +379,7 @@ fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &Ses
             if s.others == 1 { "the other host" } else { "the median of the other hosts" },
             unit.number(slow / 1e9),
             unit.number(med / 1e9),
-            unit.name()
+            unit.label_ascii()
         ),
         evidence,
         impact,
