@@ -38,6 +38,10 @@ impl Skip {
 /// one host's [`HostProfile`] (its analyses are built once and shared); `run_session` sees every
 /// host's [`HostSummary`], for cross-host checks. Neither may panic or fail on odd-but-decodable data:
 /// they report nothing, or [`Skip`] with a reason.
+///
+/// A finding's text is final when the detector builds it: prose about the time base ("per step",
+/// "of the step") goes through [`crate::TimeBase::of`] the host, so that a profile without step
+/// markers reads "per module execution"; the scan does not rewrite it.
 pub trait Detector: Sync {
     /// Stable id, snake_case (`exposed_collective`). Users and tests key on it.
     fn id(&self) -> &'static str;

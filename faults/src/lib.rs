@@ -51,7 +51,7 @@ pub use scan::{
     HostOutcome, ScanObserver, combine, scan, scan_host, scan_host_observed, scan_session, scan_session_observed,
     sort_findings,
 };
-pub use units::TimeUnit;
+pub use units::{Phrase, TimeBase, TimeUnit};
 pub use xlens_roofline::{HostOp, HostOps, OpContext};
 
 // The README's example, run as a doctest so that it stays true.

@@ -364,9 +364,6 @@ fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) ->
     let mut out = Findings::default();
     detector.run(host, config, &mut out)?;
     let mut findings = out.into_vec();
-    // On profiles without step markers every per-step figure is per module execution (or of the
-    // device window): the prose says so.
-    let unit = host.steps().map_or("step", |s| s.source.unit());
     for f in &mut findings {
         if f.host.is_empty() {
             f.host = host.name().to_owned();
@@ -377,39 +374,8 @@ fn run_host(detector: &dyn Detector, host: &HostProfile, config: &ScanConfig) ->
         if f.id.is_empty() {
             f.id = detector.id().to_owned();
         }
-        if unit != "step" {
-            in_time_base(f, unit);
-        }
     }
     Ok(findings)
-}
-
-/// Rewrites a finding's per-step phrases (`per step`, `of the step`, `each step`, `the step's`)
-/// into the time base's unit (`per module execution`, ...), in its text and evidence labels;
-/// metric keys are the stable names and stay as they are.
-fn in_time_base(f: &mut Finding, unit: &str) {
-    let phrases = [
-        (" per step", format!(" per {unit}")),
-        ("of the step", format!("of the {unit}")),
-        ("each step", format!("each {unit}")),
-        ("every step", format!("every {unit}")),
-        ("the step's", format!("the {unit}'s")),
-    ];
-    let rewrite = |text: &mut String| {
-        for (from, to) in &phrases {
-            if text.contains(from) {
-                *text = text.replace(from, to);
-            }
-        }
-    };
-    rewrite(&mut f.what);
-    for e in &mut f.evidence {
-        match e {
-            crate::finding::Evidence::Metric { name, .. } => rewrite(name),
-            crate::finding::Evidence::Note { text } => rewrite(text),
-            _ => {}
-        }
-    }
 }
 
 /// Per-host figures listed in a merged finding's evidence note; the rest are counted (all are

@@ -1,6 +1,12 @@
-//! How times are worded: [`TimeUnit`] (ms or µs for a time figure).
+//! How times and the per-step unit are worded: [`TimeUnit`] (ms or µs for a time figure) and
+//! [`TimeBase`] (what a "per step" figure is per, chosen when the finding is built).
+
+use std::fmt;
+
+use xlens_roofline::StepSource;
 
 use crate::finding::Evidence;
+use crate::profile::HostProfile;
 
 /// The unit a time figure is printed in, one vocabulary for the detectors and the renderers:
 /// ms (3 decimals, as step times are printed) from a millisecond up, µs (1 decimal) below.
@@ -63,6 +69,88 @@ impl TimeUnit {
     }
 }
 
+/// What a host's "per step" figures are per: the step, or, on profiles without step markers,
+/// the module execution or the device window ([`StepSource::unit`]). Detectors word their
+/// finding text, evidence labels and notes through it when they build the finding, so that a
+/// figure per module execution says so; metric keys do not change with it.
+///
+/// Only prose about the time base goes through it: titles, fixes and the detector catalogue
+/// speak of the step in general.
+///
+/// ```
+/// use xlens_faults::TimeBase;
+/// use xlens_roofline::StepSource;
+/// let tb = TimeBase::from_source(StepSource::ModuleExecutions);
+/// assert_eq!(format!("idle time {}", tb.per()), "idle time per module execution");
+/// assert_eq!(tb.of_the(), "of the module execution");
+/// assert_eq!(TimeBase::STEP.possessive(), "the step's");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeBase {
+    unit: &'static str,
+}
+
+impl TimeBase {
+    /// Figures per step (profiles with step markers, and session-wide findings).
+    pub const STEP: TimeBase = TimeBase { unit: "step" };
+
+    /// The time base of `host`'s figures: its steps' source, the step when it has none.
+    pub fn of(host: &HostProfile) -> TimeBase {
+        host.steps().map_or(TimeBase::STEP, |s| TimeBase::from_source(s.source))
+    }
+
+    /// The time base of steps from `source`.
+    pub fn from_source(source: StepSource) -> TimeBase {
+        TimeBase { unit: source.unit() }
+    }
+
+    /// The unit noun: `step`, `module execution` or `device window`.
+    pub fn unit(self) -> &'static str {
+        self.unit
+    }
+
+    /// `per step`.
+    pub fn per(self) -> Phrase {
+        Phrase("per ", self.unit, "")
+    }
+
+    /// `of the step`.
+    pub fn of_the(self) -> Phrase {
+        Phrase("of the ", self.unit, "")
+    }
+
+    /// `each step`.
+    pub fn each(self) -> Phrase {
+        Phrase("each ", self.unit, "")
+    }
+
+    /// `every step`.
+    pub fn every(self) -> Phrase {
+        Phrase("every ", self.unit, "")
+    }
+
+    /// `the step's`.
+    pub fn possessive(self) -> Phrase {
+        Phrase("the ", self.unit, "'s")
+    }
+}
+
+/// A phrase about the time base (`per module execution`), written out by its `Display`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Phrase(&'static str, &'static str, &'static str);
+
+impl fmt::Display for Phrase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}{}", self.0, self.1, self.2)
+    }
+}
+
+impl PartialEq<&str> for Phrase {
+    fn eq(&self, other: &&str) -> bool {
+        other.strip_prefix(self.0).and_then(|rest| rest.strip_suffix(self.2)) == Some(self.1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +167,23 @@ mod tests {
         assert_eq!((us.label(), us.number(0.35), us.number(0.0123)), ("µs", "350.0".to_owned(), "12.3".to_owned()));
         let ms = TimeUnit::for_ms(81.963);
         assert_eq!((ms.label(), ms.number(81.963), ms.number(0.5)), ("ms", "81.963".to_owned(), "0.500".to_owned()));
+    }
+
+    #[test]
+    fn phrases_name_the_time_base() {
+        let tb = TimeBase::from_source(StepSource::DeviceWindow);
+        let words = [tb.per(), tb.of_the(), tb.each(), tb.every(), tb.possessive()].map(|p| p.to_string());
+        assert_eq!(
+            words,
+            [
+                "per device window",
+                "of the device window",
+                "each device window",
+                "every device window",
+                "the device window's"
+            ]
+        );
+        assert_eq!(TimeBase::from_source(StepSource::None), TimeBase::STEP);
+        assert_eq!(TimeBase::STEP.per(), "per step");
     }
 }
