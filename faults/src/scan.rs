@@ -699,6 +699,29 @@ mod tests {
     use super::*;
     use crate::finding::{Evidence, Impact};
 
+    /// On profiles without step markers the detectors word their findings in the time base
+    /// (`TimeBase`) when they build them, as nothing rewrites the text afterwards: no host
+    /// finding's text, metric label or note speaks of the step.
+    #[test]
+    fn stepless_findings_are_worded_in_their_time_base() {
+        const STEP_WORDING: [&str; 5] = [" per step", "of the step", "each step", "every step", "the step's"];
+        for dir in ["h200/h200_inference_stepless", "field/amd_jax08_attention", "field/tpu_v6e_host_offload"] {
+            let session = xlens_testkit::open_session(crate::testing::testdata(dir)).unwrap();
+            let report = scan(&Profile::from_session(session), &ScanConfig::default());
+            assert!(report.findings.len() >= 2, "{dir}: {report:#?}");
+            for f in report.findings.iter().filter(|f| f.scope == Scope::Host) {
+                let labels = f.evidence.iter().filter_map(|e| match e {
+                    Evidence::Metric { name, .. } => Some(name.as_str()),
+                    Evidence::Note { text } => Some(text.as_str()),
+                    _ => None,
+                });
+                for text in std::iter::once(f.what.as_str()).chain(labels) {
+                    assert!(!STEP_WORDING.iter().any(|p| text.contains(p)), "{dir} {}: {text}", f.id);
+                }
+            }
+        }
+    }
+
     /// The detectors started first are registered ones (a renamed detector would silently run
     /// in registry order again).
     #[test]
