@@ -55,6 +55,10 @@ pub struct DetectorMeta {
 /// [`HostProfile`] (its analyses are built once and shared); `run_session` sees every host's
 /// [`HostSummary`], for cross-host checks. Neither may panic or fail on odd-but-decodable data:
 /// they report nothing, or [`Skip`] with a reason.
+///
+/// A finding's text is final when the detector builds it: prose about the time base ("per step",
+/// "of the step") goes through [`crate::TimeBase::of`] the host, so that a profile without step
+/// markers reads "per module execution"; the scan does not rewrite it.
 pub trait Detector: Sync {
     /// Its id, title, severity, needs and documentation.
     const META: DetectorMeta;

@@ -12,46 +12,7 @@ use crate::finding::Evidence;
 pub(crate) use crate::intervals::{IntervalCursor, in_intervals, median_of};
 pub(crate) use crate::profile::step_modules;
 use crate::profile::{HostProfile, host_step_medians};
-
-/// The unit a time figure is printed in, one vocabulary for every detector: ms (3 decimals,
-/// as step times are printed) from a millisecond up, us (1 decimal) below. Figures set side by
-/// side ("8.118 vs 7.251 ms") share the unit of the largest.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct TimeUnit {
-    us: bool,
-}
-
-impl TimeUnit {
-    /// The unit for figures up to `largest_ms`.
-    pub(crate) fn for_ms(largest_ms: f64) -> TimeUnit {
-        TimeUnit { us: largest_ms.abs() < 1.0 }
-    }
-
-    /// `ms` in this unit.
-    pub(crate) fn value(self, ms: f64) -> f64 {
-        if self.us { ms * 1000.0 } else { ms }
-    }
-
-    /// `ms` or `us`.
-    pub(crate) fn name(self) -> &'static str {
-        if self.us { "us" } else { "ms" }
-    }
-
-    /// The number alone, `8.118` or `41.9`.
-    pub(crate) fn number(self, ms: f64) -> String {
-        if self.us { format!("{:.1}", ms * 1000.0) } else { format!("{ms:.3}") }
-    }
-
-    /// The number and the unit, `8.118 ms` or `41.9 us`.
-    pub(crate) fn text(self, ms: f64) -> String {
-        format!("{} {}", self.number(ms), self.name())
-    }
-
-    /// A metric of `ms` in this unit (`key` names the quantity, whichever unit it is shown in).
-    pub(crate) fn metric(self, key: &'static str, name: &str, ms: f64) -> Evidence {
-        Evidence::metric(key, name, self.value(ms), self.name())
-    }
-}
+use crate::units::TimeUnit;
 
 /// One time figure in its own unit: `41.9 us` under a millisecond, `20.452 ms` above.
 pub(crate) fn duration_text(ms: f64) -> String {
@@ -1513,11 +1474,8 @@ mod time_unit_tests {
     use super::*;
 
     #[test]
-    fn figures_side_by_side_share_the_unit_of_the_largest() {
+    fn a_figure_alone_takes_its_own_unit() {
         assert_eq!(duration_text(0.0419), "41.9 us");
         assert_eq!(duration_text(20.4521), "20.452 ms");
-        let unit = TimeUnit::for_ms(8.1184);
-        assert_eq!(format!("{} vs {} {}", unit.number(8.1184), unit.number(0.5), unit.name()), "8.118 vs 0.500 ms");
-        assert_eq!(TimeUnit::for_ms(0.2).metric("x", "x", 0.2), Evidence::metric("x", "x", 200.0, "us"));
     }
 }

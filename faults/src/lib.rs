@@ -33,6 +33,7 @@ mod profile;
 mod registry;
 mod report;
 mod scan;
+mod units;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -50,6 +51,7 @@ pub use scan::{
     HostOutcome, ScanObserver, combine, scan, scan_host, scan_host_observed, scan_session, scan_session_observed,
     sort_findings,
 };
+pub use units::{Phrase, TimeBase, TimeUnit};
 pub use xlens_roofline::{HostOp, HostOps, OpContext};
 
 // The README's example, run as a doctest so that it stays true.

@@ -372,9 +372,6 @@ fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig)
     let mut out = Findings::default();
     detector.run(host, config, &mut out)?;
     let mut findings = out.into_vec();
-    // On profiles without step markers every per-step figure is per module execution (or of the
-    // device window): the prose says so.
-    let unit = host.steps().map_or("step", |s| s.source.unit());
     for f in &mut findings {
         if f.host.is_empty() {
             f.host = host.name().to_owned();
@@ -385,39 +382,8 @@ fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig)
         if f.id.is_empty() {
             f.id = detector.id().to_owned();
         }
-        if unit != "step" {
-            in_time_base(f, unit);
-        }
     }
     Ok(findings)
-}
-
-/// Rewrites a finding's per-step phrases (`per step`, `of the step`, `each step`, `the step's`)
-/// into the time base's unit (`per module execution`, ...), in its text and evidence labels;
-/// metric keys are the stable names and stay as they are.
-fn in_time_base(f: &mut Finding, unit: &str) {
-    let phrases = [
-        (" per step", format!(" per {unit}")),
-        ("of the step", format!("of the {unit}")),
-        ("each step", format!("each {unit}")),
-        ("every step", format!("every {unit}")),
-        ("the step's", format!("the {unit}'s")),
-    ];
-    let rewrite = |text: &mut String| {
-        for (from, to) in &phrases {
-            if text.contains(from) {
-                *text = text.replace(from, to);
-            }
-        }
-    };
-    rewrite(&mut f.what);
-    for e in &mut f.evidence {
-        match e {
-            crate::finding::Evidence::Metric { name, .. } => rewrite(name),
-            crate::finding::Evidence::Note { text } => rewrite(text),
-            _ => {}
-        }
-    }
 }
 
 /// Per-host figures listed in a merged finding's evidence note; the rest are counted (all are
@@ -754,6 +720,29 @@ fn summary_text(
 mod tests {
     use super::*;
     use crate::finding::{Evidence, Impact};
+
+    /// On profiles without step markers the detectors word their findings in the time base
+    /// (`TimeBase`) when they build them, as nothing rewrites the text afterwards: no host
+    /// finding's text, metric label or note speaks of the step.
+    #[test]
+    fn stepless_findings_are_worded_in_their_time_base() {
+        const STEP_WORDING: [&str; 5] = [" per step", "of the step", "each step", "every step", "the step's"];
+        for dir in ["h200/h200_inference_stepless", "field/amd_jax08_attention", "field/tpu_v6e_host_offload"] {
+            let session = xlens_testkit::open_session(crate::testing::testdata(dir)).unwrap();
+            let report = scan(&Profile::from_session(session), &ScanConfig::default());
+            assert!(report.findings.len() >= 2, "{dir}: {report:#?}");
+            for f in report.findings.iter().filter(|f| f.scope == Scope::Host) {
+                let labels = f.evidence.iter().filter_map(|e| match e {
+                    Evidence::Metric { name, .. } => Some(name.as_str()),
+                    Evidence::Note { text } => Some(text.as_str()),
+                    _ => None,
+                });
+                for text in std::iter::once(f.what.as_str()).chain(labels) {
+                    assert!(!STEP_WORDING.iter().any(|p| text.contains(p)), "{dir} {}: {text}", f.id);
+                }
+            }
+        }
+    }
 
     /// The detectors started first are registered ones (a renamed detector would silently run
     /// in registry order again).

@@ -11,6 +11,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -92,7 +93,7 @@ impl Detector for AllgatherDuplication {
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let Some(measured) = measure(host, config)? else { return Ok(()) };
         let score = score(host, &measured);
-        out.push(describe(self, &measured, &score));
+        out.push(describe(self, &measured, &score, TimeBase::of(host)));
         Ok(())
     }
 }
@@ -187,17 +188,22 @@ fn score(host: &HostProfile, m: &Measured<'_>) -> Score {
 }
 
 /// The evidence: the counts, bytes and time, each duplicated operand, the first set in full.
-fn evidence_of(m: &Measured<'_>, ms_per_step: f64) -> Vec<Evidence> {
+fn evidence_of(m: &Measured<'_>, ms_per_step: f64, tb: TimeBase) -> Vec<Evidence> {
     let (module, gathers, dups) = (m.module, &m.gathers, &m.dups);
     let (distinct, redundant, redundant_bytes) = (m.distinct, m.redundant, m.redundant_bytes);
     let mut evidence = vec![
         Evidence::metric("all_gathers", "all-gathers in the program", gathers.len() as f64, "count"),
         Evidence::metric("distinct_gathered_operands", "distinct gathered operands", distinct as f64, "count"),
         Evidence::metric("duplicated_operands", "operands gathered more than once", dups.len() as f64, "count"),
-        Evidence::metric("redundant_all_gathers", "redundant all-gathers per step", redundant as f64, "count"),
+        Evidence::metric(
+            "redundant_all_gathers",
+            format!("redundant all-gathers {}", tb.per()),
+            redundant as f64,
+            "count",
+        ),
         Evidence::metric(
             "redundant_all_gather_bytes",
-            "bytes produced by redundant all-gathers per step",
+            format!("bytes produced by redundant all-gathers {}", tb.per()),
             redundant_bytes as f64,
             "bytes",
         ),
@@ -205,7 +211,7 @@ fn evidence_of(m: &Measured<'_>, ms_per_step: f64) -> Vec<Evidence> {
     if ms_per_step > 0.0 {
         evidence.push(Evidence::metric(
             "redundant_all_gather_time",
-            "time of redundant all-gathers per step",
+            format!("time of redundant all-gathers {}", tb.per()),
             ms_per_step,
             "ms",
         ));
@@ -229,16 +235,17 @@ fn evidence_of(m: &Measured<'_>, ms_per_step: f64) -> Vec<Evidence> {
 }
 
 /// The finding: how many operands the program gathers more than once, and what it costs.
-fn describe(detector: &AllgatherDuplication, m: &Measured<'_>, s: &Score) -> Finding {
+fn describe(detector: &AllgatherDuplication, m: &Measured<'_>, s: &Score, tb: TimeBase) -> Finding {
     let (module, gathers, dups, redundant, ms_per_step) = (m.module, &m.gathers, &m.dups, m.redundant, s.ms_per_step);
     let what = format!(
-        "{} all-gathers {} operand(s) more than once per step ({redundant} of its {} all-gathers repeat one{}).",
+        "{} all-gathers {} operand(s) more than once {per} ({redundant} of its {} all-gathers repeat one{}).",
         module.display_name(),
         dups.len(),
         gathers.len(),
-        if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
+        if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms {}", tb.per()) } else { String::new() },
+        per = tb.per(),
     );
-    Finding::new(detector, s.severity, what, evidence_of(m, ms_per_step), s.impact)
+    Finding::new(detector, s.severity, what, evidence_of(m, ms_per_step, tb), s.impact)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -289,16 +290,32 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence>
     let (steps, syncs, per_step, n) = (m.steps, &m.syncs, &m.per_step, m.steps.steps.len());
     let (syncs_per_step, runs_per_step, serialized_pct, ms_per_step, idle_pct) =
         (s.syncs_per_step, s.runs_per_step, s.serialized_pct, s.ms_per_step, s.idle_pct);
+    let tb = TimeBase::of(host);
     let mut evidence = vec![
-        Evidence::metric("host_syncs_median", "host syncs per step (median)", syncs_per_step as f64, "count"),
-        Evidence::metric("program_runs_median", "program runs per step (median)", runs_per_step as f64, "count"),
+        Evidence::metric(
+            "host_syncs_median",
+            format!("host syncs {} (median)", tb.per()),
+            syncs_per_step as f64,
+            "count",
+        ),
+        Evidence::metric(
+            "program_runs_median",
+            format!("program runs {} (median)", tb.per()),
+            runs_per_step as f64,
+            "count",
+        ),
         Evidence::metric(
             "serialized_transition_share",
             "run-to-run transitions serialised by a sync",
             serialized_pct,
             "%",
         ),
-        Evidence::metric("serialized_idle_time", "device idle in serialised gaps per step", ms_per_step, "ms"),
+        Evidence::metric(
+            "serialized_idle_time",
+            format!("device idle in serialised gaps {}", tb.per()),
+            ms_per_step,
+            "ms",
+        ),
         Evidence::metric("serialized_idle_share", "device idle in serialised gaps", idle_pct, "% of step"),
     ];
     // One representative step: the one with the median serialised idle.
@@ -332,11 +349,15 @@ fn describe(detector: &BarrierInLoop, host: &HostProfile, m: &Measured<'_>, s: &
     let (syncs_per_step, runs_per_step, serialized_pct, ms_per_step, idle_pct) =
         (s.syncs_per_step, s.runs_per_step, s.serialized_pct, s.ms_per_step, s.idle_pct);
     let severity = Severity::from_impact(s.impact.pct_of_step, META.severity);
+    let tb = TimeBase::of(host);
     let what = format!(
-        "The host syncs with the device {syncs_per_step} times per step and, for {serialized_pct:.0} % of the \
-             transitions between the step's {runs_per_step} program runs, dispatches the next run only after waiting \
-             for the previous one: the device idles {ms_per_step:.3} ms per step ({idle_pct:.1} % of the step) \
-             between runs."
+        "The host syncs with the device {syncs_per_step} times {per} and, for {serialized_pct:.0} % of the \
+             transitions between {the_steps} {runs_per_step} program runs, dispatches the next run only after waiting \
+             for the previous one: the device idles {ms_per_step:.3} ms {per} ({idle_pct:.1} % {of_the}) \
+             between runs.",
+        per = tb.per(),
+        the_steps = tb.possessive(),
+        of_the = tb.of_the(),
     );
     Finding::new(detector, severity, what, evidence_of(host, m, s), s.impact)
 }

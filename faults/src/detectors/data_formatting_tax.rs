@@ -10,6 +10,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 use xlens_hlo::layout::{Work, kernel_body, work_of};
 
 /// See the module docs.
@@ -156,6 +157,8 @@ struct Measured<'a> {
     f_count: f64,
     f_ms: f64,
     f_bytes: f64,
+    /// What the per-step figures are per.
+    tb: TimeBase,
 }
 
 /// Tallies the formatting kernels of the step's modules; `None` when there are none.
@@ -186,7 +189,8 @@ fn measure(host: &HostProfile) -> Result<Option<Measured<'_>>, Skip> {
     let f_count = sum(found.iter().map(|(_, k)| k.count));
     let f_ms = sum(found.iter().map(|(_, k)| k.ms));
     let f_bytes = sum(found.iter().map(|(_, k)| k.bytes));
-    Ok(Some(Measured { step_ms, kernels, bytes, mixed, timed, found, f_count, f_ms, f_bytes }))
+    let tb = TimeBase::of(host);
+    Ok(Some(Measured { step_ms, kernels, bytes, mixed, timed, found, f_count, f_ms, f_bytes, tb }))
 }
 
 /// What the formatting costs and which rule (time, structure) it meets.
@@ -217,22 +221,26 @@ fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
 /// Which rule triggered the finding, with its figures and thresholds.
 fn trigger_text(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> String {
     let th = &config.thresholds.data_formatting_tax;
-    let (impact, kernel_share, bytes_share, timed) = (s.impact, s.kernel_share, s.bytes_share, m.timed);
+    let (impact, kernel_share, bytes_share, timed, tb) = (s.impact, s.kernel_share, s.bytes_share, m.timed, m.tb);
     match (s.by_time, s.by_structure) {
         (true, true) => "time and structure".to_owned(),
         (true, false) => format!(
-            "time: formatting kernels take {:.1}% of the step (threshold {}%)",
-            impact.pct_of_step, th.min_pct_of_step
+            "time: formatting kernels take {:.1}% {} (threshold {}%)",
+            impact.pct_of_step,
+            tb.of_the(),
+            th.min_pct_of_step
         ),
         _ => format!(
-            "structure: formatting kernels are {:.1}% of the kernels per step (threshold {:.0}%) and move \
-                 {:.1}% of the step's kernel bytes (threshold {:.0}%){}",
+            "structure: formatting kernels are {:.1}% of the kernels {} (threshold {:.0}%) and move \
+                 {:.1}% of {} kernel bytes (threshold {:.0}%){}",
             100.0 * kernel_share,
+            tb.per(),
             100.0 * th.min_kernel_share,
             100.0 * bytes_share,
+            tb.possessive(),
             100.0 * th.min_bytes_share,
             if timed {
-                format!(", while their time on this device is {:.1}% of the step", impact.pct_of_step)
+                format!(", while their time on this device is {:.1}% {}", impact.pct_of_step, tb.of_the())
             } else {
                 String::new()
             }
@@ -248,10 +256,11 @@ fn evidence_of(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Vec<Evidence
     let layout_ms = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.ms));
     let dtype_only = sum(found.iter().filter(|(_, k)| !k.layout).map(|(_, k)| k.count));
     let layout_count = sum(found.iter().filter(|(_, k)| k.layout).map(|(_, k)| k.count));
+    let tb = m.tb;
     let mut ev = vec![
         Evidence::note(format!("triggered by {trigger}")),
-        Evidence::metric("formatting_kernels", "formatting kernels per step", f_count, "count"),
-        Evidence::metric("kernels", "kernels per step", kernels, "count"),
+        Evidence::metric("formatting_kernels", format!("formatting kernels {}", tb.per()), f_count, "count"),
+        Evidence::metric("kernels", format!("kernels {}", tb.per()), kernels, "count"),
         Evidence::metric("formatting_kernel_share", "formatting share of kernels", 100.0 * kernel_share, "%"),
         Evidence::metric(
             "formatting_bytes_share",
@@ -279,9 +288,14 @@ fn evidence_of(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Vec<Evidence
         ),
     ];
     if timed {
-        ev.push(Evidence::metric("formatting_time", "formatting time per step", f_ms, "ms"));
+        ev.push(Evidence::metric("formatting_time", format!("formatting time {}", tb.per()), f_ms, "ms"));
         ev.push(Evidence::metric("formatting_share", "formatting share of step", impact.pct_of_step, "%"));
-        ev.push(Evidence::metric("layout_formatting_time", "layout-moving formatting time per step", layout_ms, "ms"));
+        ev.push(Evidence::metric(
+            "layout_formatting_time",
+            format!("layout-moving formatting time {}", tb.per()),
+            layout_ms,
+            "ms",
+        ));
     }
     // The JAX ops behind the formatting, by time (then count) per op_name and source line.
     let mut by_origin: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
@@ -294,7 +308,7 @@ fn evidence_of(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Vec<Evidence
     origins.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)).then(a.0.cmp(&b.0)));
     for ((name, source), (ms, count)) in origins.iter().take(6) {
         let at = if source.is_empty() { String::new() } else { format!(" at {source}") };
-        ev.push(Evidence::note(format!("{name}{at}: {count:.0} formatting kernel(s) per step, {ms:.3} ms")));
+        ev.push(Evidence::note(format!("{name}{at}: {count:.0} formatting kernel(s) {}, {ms:.3} ms", tb.per())));
     }
     let mut costly: Vec<&(&Module, FormattingKernel)> = found.iter().collect();
     costly.sort_by(|a, b| {
@@ -310,7 +324,7 @@ fn evidence_of(m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Vec<Evidence
 
 /// The finding: how many kernels only reformat data, their share, and the rule that triggered.
 fn describe(detector: &DataFormattingTax, m: &Measured<'_>, s: &Score, config: &ScanConfig) -> Finding {
-    let (found, f_count, timed, f_ms) = (&m.found, m.f_count, m.timed, m.f_ms);
+    let (found, f_count, timed, f_ms, tb) = (&m.found, m.f_count, m.timed, m.f_ms, m.tb);
     let (kernel_share, bytes_share, impact, by_time, by_structure) =
         (s.kernel_share, s.bytes_share, s.impact, s.by_time, s.by_structure);
     let dtype_only = sum(found.iter().filter(|(_, k)| !k.layout).map(|(_, k)| k.count));
@@ -321,10 +335,14 @@ fn describe(detector: &DataFormattingTax, m: &Measured<'_>, s: &Score, config: &
         severity => severity,
     };
     let what = format!(
-        "{f_count:.0} kernel(s) per step only reformat data ({layout_count:.0} transpose/copy/reshape, \
+        "{f_count:.0} kernel(s) {per} only reformat data ({layout_count:.0} transpose/copy/reshape, \
              {dtype_only:.0} dtype conversion only){}; they are {:.0}% of the kernels and move {:.0}% of the bytes \
-             the step's kernels access. Triggered by {}.",
-        if timed { format!(", {f_ms:.3} ms per step ({:.1}% of the step)", impact.pct_of_step) } else { String::new() },
+             {the_steps} kernels access. Triggered by {}.",
+        if timed {
+            format!(", {f_ms:.3} ms {} ({:.1}% {})", tb.per(), impact.pct_of_step, tb.of_the())
+        } else {
+            String::new()
+        },
         100.0 * kernel_share,
         100.0 * bytes_share,
         if by_time && by_structure {
@@ -334,6 +352,8 @@ fn describe(detector: &DataFormattingTax, m: &Measured<'_>, s: &Score, config: &
         } else {
             "structure"
         },
+        per = tb.per(),
+        the_steps = tb.possessive(),
     );
     Finding::new(detector, severity, what, evidence_of(m, s, config), impact)
 }

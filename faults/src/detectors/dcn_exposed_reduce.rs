@@ -10,6 +10,7 @@ use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -304,10 +305,11 @@ fn describe(detector: &DcnExposedReduce, host: &HostProfile, m: &Measured<'_>, s
         detector,
         Severity::from_impact(s.impact.pct_of_step, META.severity),
         format!(
-            "Every step ends with {} ({:.1} % of the step) of cross-slice gradient reduction ({}) after \
+            "Every step ends with {} ({:.1} % {}) of cross-slice gradient reduction ({}) after \
                  the last compute op, with DCN transfers in flight and nothing to overlap them with.",
             duration_text(s.tail_ms),
             s.impact.pct_of_step,
+            TimeBase::of(host).of_the(),
             names.join(", ")
         ),
         evidence_of(host, m, s, &ranked),
@@ -325,9 +327,15 @@ fn evidence_of(
     let (tail_ms, impact, dcn_fraction, best_core_fraction) =
         (s.tail_ms, s.impact, s.dcn_fraction, s.best_core_fraction);
     let (tails, megascale, core_steps) = (&m.tails, &m.megascale, m.core_steps);
+    let tb = TimeBase::of(host);
     let mut evidence = vec![
-        Evidence::metric("reduce_tail_time", "reduce tail after the last compute op per step", tail_ms, "ms"),
-        Evidence::metric("reduce_tail_share", "reduce tail share of the step", impact.pct_of_step, "%"),
+        Evidence::metric(
+            "reduce_tail_time",
+            format!("reduce tail after the last compute op {}", tb.per()),
+            tail_ms,
+            "ms",
+        ),
+        Evidence::metric("reduce_tail_share", format!("reduce tail share {}", tb.of_the()), impact.pct_of_step, "%"),
         Evidence::metric(
             "dcn_tail_coverage",
             "share of the tail covered by DCN (MegaScale) events",
@@ -399,8 +407,9 @@ fn dcn_traffic(host: &HostProfile, events: &[xlens_xplane::Event<'_>], steps: us
     }
     let achieved = bytes / busy.as_secs_f64();
     let mut text = format!(
-        "DCN sends carry {:.1} KB per step at {:.2} GB/s achieved",
+        "DCN sends carry {:.1} KB {} at {:.2} GB/s achieved",
         bytes / 1e3 / steps.max(1) as f64,
+        TimeBase::of(host).per(),
         achieved / 1e9
     );
     if let Some(bw) = host.chip().and_then(|c| c.spec()).and_then(|s| s.dcn_bandwidth) {

@@ -8,6 +8,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -58,7 +59,7 @@ impl Detector for DeviceIdle {
         if share <= max_idle {
             return Ok(());
         }
-        let unit = steps.source.unit();
+        let unit = TimeBase::of(host).unit();
         let impact = Impact::of(idle.as_ms_f64() / anatomy.len() as f64, host.step_ms());
         let mut evidence = vec![
             Evidence::metric("idle_share", format!("idle share of the {unit}"), share, "%"),

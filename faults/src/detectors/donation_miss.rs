@@ -11,6 +11,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, P2_IMPACT_PCT, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -401,7 +402,7 @@ fn describe(detector: &DonationMiss, host: &HostProfile, m: &Measured<'_>, s: &S
     let module = m.module;
     let what = format!(
         "{} updates {} parameter(s) ({:.2} MiB, {:.0} % of its arguments) without donating them: {}, so the old \
-         and the new copy are both alive at every step boundary.",
+         and the new copy are both alive at {} boundary.",
         module.display_name(),
         m.missed.len(),
         mib(m.total),
@@ -410,7 +411,8 @@ fn describe(detector: &DonationMiss, host: &HostProfile, m: &Measured<'_>, s: &S
             "the program has no input/output alias at all".to_owned()
         } else {
             format!("only {} other output(s) alias a parameter", module.input_output_aliases().len())
-        }
+        },
+        TimeBase::of(host).every(),
     );
     Finding::new(detector, s.severity, what, evidence_of(m, s), Impact::of(0.0, host.step_ms()))
 }

@@ -14,6 +14,7 @@ use crate::evidence::duration_text;
 use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceTimeline, async_phase, covered};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -131,7 +132,7 @@ fn measure(host: &HostProfile) -> Result<Option<Measured>, Skip> {
     let exposed_sum: Picos = copies.values().map(|c| c.exposed).sum();
     let occurrences: u64 = copies.values().map(|c| c.occurrences).sum();
     let bytes: f64 = copies.values().map(|c| c.bytes * c.occurrences as f64).sum();
-    let unit = steps.source.unit();
+    let unit = TimeBase::of(host).unit();
     Ok(Some(Measured { unit, step_ms, n_steps, devices, copies, exposed, span, exposed_sum, occurrences, bytes }))
 }
 

@@ -13,6 +13,7 @@ use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -203,14 +204,20 @@ fn evidence_of(
     config: &ScanConfig,
 ) -> Vec<Evidence> {
     let (analysis, gpu, exposed_ms, impact) = (&m.analysis, m.gpu, s.exposed_ms, s.impact);
+    let tb = TimeBase::of(host);
     let mut evidence = vec![
-        Evidence::metric("exposed_collective_time", "exposed collective time per step", exposed_ms, "ms"),
-        Evidence::metric("exposed_collective_share", "exposed collective share of the step", impact.pct_of_step, "%"),
+        Evidence::metric("exposed_collective_time", format!("exposed collective time {}", tb.per()), exposed_ms, "ms"),
+        Evidence::metric(
+            "exposed_collective_share",
+            format!("exposed collective share {}", tb.of_the()),
+            impact.pct_of_step,
+            "%",
+        ),
     ];
     if !analysis.cpu && !gpu {
         evidence.push(Evidence::metric(
             "hidden_compute_time",
-            "compute hidden under async collectives per step",
+            format!("compute hidden under async collectives {}", tb.per()),
             analysis.hidden_per_step.as_ms_f64(),
             "ms",
         ));
@@ -259,18 +266,21 @@ fn op_evidence(
     let per_step = |t: Picos| t.as_ms_f64() / analysis.core_steps.max(1.0);
     let module = host.main_module();
     let per = op.occurrences as f64 / analysis.core_steps.max(1.0);
+    let tb = TimeBase::of(host);
     let mut text = format!(
-        "{name} ({}{}): {} exposed per step, {per:.0} per step per {}",
+        "{name} ({}{}): {} exposed {per_step}, {per:.0} {per_step} per {}",
         op.family,
         if op.is_async { ", async" } else { ", synchronous" },
         duration_text(per_step(op.exposed)),
         if analysis.cpu || gpu { "device" } else { "core" },
+        per_step = tb.per(),
     );
     if op.is_async {
         let ratio = op.overlap_ratio();
         text.push_str(&format!(
-            ", window {} per step, overlap ratio {ratio:.2} ({})",
+            ", window {} {}, overlap ratio {ratio:.2} ({})",
             duration_text(per_step(op.span)),
+            tb.per(),
             class_label(ratio, t.hidden_ratio, t.exposed_ratio)
         ));
     }
@@ -315,7 +325,7 @@ fn describe(detector: &ExposedCollective, host: &HostProfile, m: &Measured, s: &
     }
     let top: Vec<String> = ranked.iter().take(3).map(|(n, _)| (*n).clone()).collect();
     let what = format!(
-        "{} {} per step ({:.1} % of the step) waiting on collectives not hidden by compute; most exposed: {}.",
+        "{} {} {per} ({:.1} % {of_the}) waiting on collectives not hidden by compute; most exposed: {}.",
         if analysis.cpu {
             "Each device spends"
         } else if gpu {
@@ -325,7 +335,9 @@ fn describe(detector: &ExposedCollective, host: &HostProfile, m: &Measured, s: &
         },
         duration_text(exposed_ms),
         impact.pct_of_step,
-        top.join(", ")
+        top.join(", "),
+        per = TimeBase::of(host).per(),
+        of_the = TimeBase::of(host).of_the(),
     );
     Finding::new(detector, severity, what, evidence, impact).with_fix(fix_for(hideable, analysis.cpu))
 }
@@ -381,16 +393,17 @@ fn hideability(
     let hideable = wire <= matmul.as_secs_f64();
     evidence.push(Evidence::metric(
         "exposed_collective_bytes",
-        "bytes moved by the exposed collectives per step",
+        format!("bytes moved by the exposed collectives {}", TimeBase::of(host).per()),
         bytes_per_step,
         "bytes",
     ));
     evidence.push(Evidence::note(format!(
-        "at the {} ICI bandwidth ({:.0} GB/s) those bytes need at least {} per step; the step runs {} \
+        "at the {} ICI bandwidth ({:.0} GB/s) those bytes need at least {} {}; the step runs {} \
          of matmul {}",
         spec.name,
         ici / 1e9,
         duration_text(wire * 1e3),
+        TimeBase::of(host).per(),
         duration_text(matmul.as_ms_f64()),
         if hideable {
             "that could hide them: the exposure is a scheduling problem"

@@ -11,6 +11,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::{self, OpSpan};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -281,26 +282,33 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score) -> Vec<Evidence>
         }
     }
     executions.sort_unstable();
+    let tb = TimeBase::of(host);
     let mut evidence = vec![
         Evidence::metric(
             "callback_executions_median",
-            "callback executions per step and core (median)",
+            format!("callback executions {} and core (median)", tb.per()),
             executions[n / 2] as f64 / cores,
             "count",
         ),
-        Evidence::metric("callback_time", "host callback time per step", callback_ms, "ms"),
-        Evidence::metric("stall_time", "stall per step (callback with no other op running)", ms_per_step, "ms"),
-        Evidence::metric("stall_share", "stall share of the step", impact.pct_of_step, "%"),
+        Evidence::metric("callback_time", format!("host callback time {}", tb.per()), callback_ms, "ms"),
+        Evidence::metric(
+            "stall_time",
+            format!("stall {} (callback with no other op running)", tb.per()),
+            ms_per_step,
+            "ms",
+        ),
+        Evidence::metric("stall_share", format!("stall share {}", tb.of_the()), impact.pct_of_step, "%"),
     ];
     for ((program, name), u) in &rows(usage) {
         let mut per_step = u.per_step.clone();
         per_step.sort_unstable();
         evidence.push(Evidence::note(format!(
-            "{name}: {} execution(s), {} per step (median), {:.3} ms per step, {:.3} ms each on average",
+            "{name}: {} execution(s), {} {per} (median), {:.3} ms {per}, {:.3} ms each on average",
             u.runs,
             per_step[per_step.len() / 2],
             u.time.as_ms_f64() / cores / n as f64,
-            u.time.as_ms_f64() / u.runs.max(1) as f64
+            u.time.as_ms_f64() / u.runs.max(1) as f64,
+            per = tb.per(),
         )));
         if let Some(cb) = program.and_then(|p| instructions.get(&(p, name.clone()))) {
             evidence.push(evidence::instruction(cb.module, cb.id));
@@ -334,11 +342,13 @@ fn describe(detector: &HostCallbackStall, host: &HostProfile, m: &Measured<'_>, 
     let rows = rows(&m.usage);
     let names: Vec<&str> = rows.iter().map(|((_, name), _)| name.as_str()).collect();
     let what = format!(
-        "{} host callback(s) ({}) run inside the step for {callback_ms:.3} ms per step; the device does \
-             nothing else for {ms_per_step:.3} ms of it ({:.1} % of the step).",
+        "{} host callback(s) ({}) run inside the step for {callback_ms:.3} ms {}; the device does \
+             nothing else for {ms_per_step:.3} ms of it ({:.1} % {}).",
         rows.len(),
         names.join(", "),
-        impact.pct_of_step
+        TimeBase::of(host).per(),
+        impact.pct_of_step,
+        TimeBase::of(host).of_the(),
     );
     Finding::new(detector, severity, what, evidence_of(host, m, s), impact)
 }

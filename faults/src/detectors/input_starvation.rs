@@ -11,6 +11,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -262,7 +263,7 @@ fn host_notes(host: &HostProfile, mut first_op_gaps: Vec<Picos>) -> Vec<Evidence
         if total.0 > 0 {
             notes.push(Evidence::metric(
                 "host_only_share",
-                "host-only time of the step anatomy",
+                format!("host-only time {} anatomy", TimeBase::of(host).of_the()),
                 100.0 * host_time.0 as f64 / total.0 as f64,
                 "%",
             ));
@@ -305,10 +306,11 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
         let n = steps.steps.len().max(1) as f64;
         for op in profile.ops.iter().filter(|o| o.category == "infeed").take(5) {
             out.notes.push(Evidence::note(format!(
-                "infeed op {} ran {} time(s), {:.3} ms per step (summed over {} core(s))",
+                "infeed op {} ran {} time(s), {:.3} ms {} (summed over {} core(s))",
                 op.name,
                 op.occurrences,
                 op.self_time.as_ms_f64() / n,
+                TimeBase::of(host).per(),
                 op.num_cores
             )));
         }
@@ -402,9 +404,10 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score, affected: &[&str
     let (waits, source, n) = (&m.waits, m.source, m.steps.steps.len());
     let (pct, ms_per_step) = (s.pct, s.ms_per_step);
     let total_wait: Picos = waits.per_step.iter().copied().sum();
+    let tb = TimeBase::of(host);
     let mut evidence = vec![
-        Evidence::metric("input_bound_share", "input-bound share of the step time", pct, "%"),
-        Evidence::metric("input_wait_time", "input wait per step", ms_per_step, "ms"),
+        Evidence::metric("input_bound_share", format!("input-bound share {} time", tb.of_the()), pct, "%"),
+        Evidence::metric("input_wait_time", format!("input wait {}", tb.per()), ms_per_step, "ms"),
         Evidence::metric("input_waiting_steps", "steps waiting for input", affected.len() as f64, "count"),
         Evidence::note(format!("steps from {source}; waiting: {}", evidence::name_list(affected))),
     ];
@@ -413,9 +416,10 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score, affected: &[&str
     // The host work of the input phase, largest first (names under 1 % of the wait are noise).
     for (name, (time, count)) in names.iter().filter(|(_, (time, _))| time.0 * 100 >= total_wait.0).take(3) {
         evidence.push(Evidence::note(format!(
-            "host `{name}`{}: {count} event(s), {:.3} ms per step in the input phase",
+            "host `{name}`{}: {count} event(s), {:.3} ms {} in the input phase",
             if is_input_event(name) { " (input pipeline)" } else { "" },
-            time.as_ms_f64() / n as f64
+            time.as_ms_f64() / n as f64,
+            tb.per(),
         )));
     }
     let mut longest = waits.longest.clone();
@@ -454,10 +458,12 @@ fn describe(
     };
     let loader = names.first().map_or(String::new(), |(name, _)| format!(", mostly in `{name}`"));
     let what = format!(
-        "The device waits for input {pct:.1} % of the step time ({ms_per_step:.3} ms per step{loader}) in {} of \
+        "The device waits for input {pct:.1} % {of_the} time ({ms_per_step:.3} ms {per}{loader}) in {} of \
              {n} steps: XProf would call this profile {}.",
         affected.len(),
-        xprof_label(pct)
+        xprof_label(pct),
+        of_the = TimeBase::of(host).of_the(),
+        per = TimeBase::of(host).per(),
     );
     Finding::new(detector, severity, what, evidence_of(host, m, s, &affected), impact)
 }

@@ -9,6 +9,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -86,7 +87,7 @@ fn measure_reading(host: &HostProfile, config: &ScanConfig, streams_alone: bool)
         return Err(Skip::because(Need::GpuStreams.missing()));
     }
     let steps = host.steps().map_err(Skip::because)?;
-    let unit = steps.source.unit();
+    let unit = TimeBase::of(host).unit();
     let windows = evidence::union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
     let max_gap = Picos((t.max_gap_us * 1e6) as i64);
     let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);

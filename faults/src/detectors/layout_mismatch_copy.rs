@@ -14,6 +14,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -110,7 +111,7 @@ impl Detector for LayoutMismatchCopy {
             None => Severity::P2,
             Some(_) => Severity::from_impact(totals.impact.pct_of_step, META.severity),
         };
-        let (what, ev) = describe(&mut found.0, &totals);
+        let (what, ev) = describe(&mut found.0, &totals, TimeBase::of(host));
         out.push(Finding::new(self, severity, what, ev, totals.impact));
         Ok(())
     }
@@ -165,14 +166,19 @@ fn score(
 }
 
 /// The finding's text and evidence: the totals, then the costliest kernels' copies.
-fn describe(found: &mut [CopyKernel<'_>], t: &Totals) -> (String, Vec<Evidence>) {
+fn describe(found: &mut [CopyKernel<'_>], t: &Totals, tb: TimeBase) -> (String, Vec<Evidence>) {
     let mut ev = vec![
-        Evidence::metric("layout_copies", "layout-only copies per step", t.copies_per_step, "count"),
-        Evidence::metric("standalone_copy_kernels", "standalone copy kernels per step", t.standalone, "count"),
-        Evidence::metric("layout_copy_bytes", "bytes read and written per step", t.bytes, "bytes"),
+        Evidence::metric("layout_copies", format!("layout-only copies {}", tb.per()), t.copies_per_step, "count"),
+        Evidence::metric(
+            "standalone_copy_kernels",
+            format!("standalone copy kernels {}", tb.per()),
+            t.standalone,
+            "count",
+        ),
+        Evidence::metric("layout_copy_bytes", format!("bytes read and written {}", tb.per()), t.bytes, "bytes"),
     ];
     if t.step_ms.is_some() {
-        ev.push(Evidence::metric("layout_copy_time", "layout copy time per step", t.ms, "ms"));
+        ev.push(Evidence::metric("layout_copy_time", format!("layout copy time {}", tb.per()), t.ms, "ms"));
         ev.push(Evidence::metric("layout_copy_share", "layout copy share of step", t.impact.pct_of_step, "%"));
     } else {
         ev.push(Evidence::note(
@@ -187,27 +193,28 @@ fn describe(found: &mut [CopyKernel<'_>], t: &Totals) -> (String, Vec<Evidence>)
     });
     for k in found.iter().take(6) {
         for &c in k.copies.iter().take(2) {
-            ev.push(copy_note(k, c, t.step_ms.is_some()));
+            ev.push(copy_note(k, c, t.step_ms.is_some(), tb));
             ev.push(evidence::instruction(k.module, c));
         }
     }
     let what = format!(
-        "{:.0} copy(ies) per step only change the layout of their array ({:.0} as kernels of their own), reading \
-         and writing {:.1} MiB per step{}.",
+        "{:.0} copy(ies) {per} only change the layout of their array ({:.0} as kernels of their own), reading \
+         and writing {:.1} MiB {per}{}.",
         t.copies_per_step,
         t.standalone,
         t.bytes / (1024.0 * 1024.0),
         if t.step_ms.is_some() {
-            format!(" in {:.3} ms ({:.1}% of the step)", t.ms, t.impact.pct_of_step)
+            format!(" in {:.3} ms ({:.1}% {})", t.ms, t.impact.pct_of_step, tb.of_the())
         } else {
             String::new()
-        }
+        },
+        per = tb.per(),
     );
     (what, ev)
 }
 
 /// One copy: its shapes, where it runs and where its operand comes from.
-fn copy_note(k: &CopyKernel<'_>, c: InstrId, timed: bool) -> Evidence {
+fn copy_note(k: &CopyKernel<'_>, c: InstrId, timed: bool, tb: TimeBase) -> Evidence {
     let m = k.module;
     let copy = m.instruction(c);
     let from = m.instruction(copy.operands()[0]).shape();
@@ -218,7 +225,7 @@ fn copy_note(k: &CopyKernel<'_>, c: InstrId, timed: bool) -> Evidence {
     } else {
         format!("fused into {}", kernel.name())
     };
-    let timing = if timed { format!(", {:.3} ms per step", k.ms) } else { String::new() };
+    let timing = if timed { format!(", {:.3} ms {}", k.ms, tb.per()) } else { String::new() };
     Evidence::note(format!(
         "{}: {} -> {} ({place}{timing}); the operand comes from {} ({})",
         copy.name(),

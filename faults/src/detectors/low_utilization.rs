@@ -7,6 +7,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -113,7 +114,7 @@ struct Ops<'a> {
 /// Reads the innermost ops and their roofline headroom.
 fn measure_ops<'a>(host: &HostProfile, profile: &'a xlens_roofline::OpProfile) -> Result<Ops<'a>, Skip> {
     let steps = host.steps().map_err(Skip::because)?;
-    let unit = steps.source.unit();
+    let unit = TimeBase::of(host).unit();
     let per = (steps.steps.len().max(1) as f64) * f64::from(profile.cores.max(1));
     let innermost: Vec<&OpStats> = profile.ops.iter().filter(|o| !o.has_inner_ops()).collect();
     let op_time: f64 = innermost.iter().map(|o| o.self_time.as_ms_f64()).sum();

@@ -10,6 +10,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 use xlens_hlo::layout::kernel_body;
 
 /// See the module docs.
@@ -179,6 +180,8 @@ struct Measured<'a> {
     /// The kernels with at least the minimum padding fraction.
     padded: Vec<PaddedKernel<'a>>,
     on_tpu: bool,
+    /// What the per-step figures are per.
+    tb: TimeBase,
 }
 
 /// Reads the matmul kernels of the step's modules; `None` when none is padded enough.
@@ -208,7 +211,8 @@ fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Option<Meas
         return Ok(None);
     }
     let on_tpu = host.device_kind() == xlens_xplane::DeviceKind::Tpu;
-    Ok(Some(Measured { step_ms, matmul_ms, useful_flops, tiled_flops, padded, on_tpu }))
+    let tb = TimeBase::of(host);
+    Ok(Some(Measured { step_ms, matmul_ms, useful_flops, tiled_flops, padded, on_tpu, tb }))
 }
 
 /// What the padding costs, and the padded kernels' totals.
@@ -243,11 +247,11 @@ fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
 
 /// The evidence: the padded kernels' totals and times, and the costliest of them.
 fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
-    let (step_ms, matmul_ms, useful_flops, tiled_flops, on_tpu) =
-        (m.step_ms, m.matmul_ms, m.useful_flops, m.tiled_flops, m.on_tpu);
+    let (step_ms, matmul_ms, useful_flops, tiled_flops, on_tpu, tb) =
+        (m.step_ms, m.matmul_ms, m.useful_flops, m.tiled_flops, m.on_tpu, m.tb);
     let (count, logical, padded_bytes, padded_ms, cost) = (s.count, s.logical, s.padded_bytes, s.padded_ms, s.cost);
     let mut ev = vec![
-        Evidence::metric("padded_matmul_kernels", "padded matmul kernels per step", count, "count"),
+        Evidence::metric("padded_matmul_kernels", format!("padded matmul kernels {}", tb.per()), count, "count"),
         Evidence::metric("logical_bytes", "logical bytes of their arrays", logical as f64, "bytes"),
         Evidence::metric("tiled_bytes", "tiled bytes of their arrays", padded_bytes as f64, "bytes"),
     ];
@@ -260,10 +264,10 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
         ));
     }
     if let Some(step) = step_ms {
-        ev.push(Evidence::metric("padded_matmul_time", "padded matmul time per step", padded_ms, "ms"));
+        ev.push(Evidence::metric("padded_matmul_time", format!("padded matmul time {}", tb.per()), padded_ms, "ms"));
         ev.push(Evidence::metric("padded_matmul_share", "padded matmul share of step", 100.0 * padded_ms / step, "%"));
-        ev.push(Evidence::metric("matmul_time", "all matmul time per step", matmul_ms, "ms"));
-        ev.push(Evidence::metric("padding_cost_time", "estimated padding cost per step", cost, "ms"));
+        ev.push(Evidence::metric("matmul_time", format!("all matmul time {}", tb.per()), matmul_ms, "ms"));
+        ev.push(Evidence::metric("padding_cost_time", format!("estimated padding cost {}", tb.per()), cost, "ms"));
     } else {
         ev.push(Evidence::note("the profile has no op timeline or steps: the matmuls are counted once each"));
     }
@@ -282,16 +286,16 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
             .then(a.kernel.cmp(&b.kernel))
     });
     for k in padded.iter().take(8) {
-        kernel_evidence(k, step_ms.is_some(), &mut ev);
+        kernel_evidence(k, step_ms.is_some(), tb, &mut ev);
     }
     ev
 }
 
 /// One padded kernel: its dot's tiles and utilisation (or its bytes), and its instruction.
-fn kernel_evidence(k: &PaddedKernel<'_>, timed: bool, ev: &mut Vec<Evidence>) {
+fn kernel_evidence(k: &PaddedKernel<'_>, timed: bool, tb: TimeBase, ev: &mut Vec<Evidence>) {
     let m = k.module;
     let name = m.instruction(k.kernel).name();
-    let timing = if timed { format!(", {:.3} ms per step", k.ms) } else { String::new() };
+    let timing = if timed { format!(", {:.3} ms {}", k.ms, tb.per()) } else { String::new() };
     match k.dots.first() {
         Some(&(dot, t)) => ev.push(Evidence::note(format!(
             "{name}: {} = batch {} x M {} x K {} x N {}: {:.0}% of the tiled MXU work is useful; arrays {} B \
@@ -317,7 +321,7 @@ fn kernel_evidence(k: &PaddedKernel<'_>, timed: bool, ev: &mut Vec<Evidence>) {
 
 /// The finding: how many kernels are off the tile, how much they pad, and what it costs.
 fn describe(detector: &PaddingWaste, m: &Measured<'_>, s: &Score) -> Finding {
-    let (step_ms, useful_flops, tiled_flops, on_tpu) = (m.step_ms, m.useful_flops, m.tiled_flops, m.on_tpu);
+    let (step_ms, useful_flops, tiled_flops, on_tpu, tb) = (m.step_ms, m.useful_flops, m.tiled_flops, m.on_tpu, m.tb);
     let (count, logical, padded_bytes, padded_ms, cost, impact) =
         (s.count, s.logical, s.padded_bytes, s.padded_ms, s.cost, s.impact);
     // Untimed matmuls are minor; a projection (not a TPU capture) is never P0.
@@ -329,16 +333,19 @@ fn describe(detector: &PaddingWaste, m: &Measured<'_>, s: &Score) -> Finding {
         },
     };
     let what = format!(
-        "{count:.0} matmul kernel(s) per step have dimensions off the hardware tile: on (8,128)-style tiles{} \
+        "{count:.0} matmul kernel(s) {} have dimensions off the hardware tile: on (8,128)-style tiles{} \
              their arrays take {:.1}x their data and {:.0}% of the tiled matrix work is padding{}.",
+        tb.per(),
         if on_tpu { "" } else { " (projected: this is not a TPU capture)" },
         if logical > 0 { padded_bytes as f64 / logical as f64 } else { 1.0 },
         if tiled_flops > 0.0 { 100.0 * (1.0 - useful_flops / tiled_flops) } else { 0.0 },
         match step_ms {
             Some(step) => format!(
-                "; they take {padded_ms:.3} ms per step ({:.1}% of the step), of which about {cost:.3} ms \
+                "; they take {padded_ms:.3} ms {} ({:.1}% {}), of which about {cost:.3} ms \
                      ({:.1}%) is padding",
+                tb.per(),
                 100.0 * padded_ms / step,
+                tb.of_the(),
                 impact.pct_of_step
             ),
             None => String::new(),

@@ -13,6 +13,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -244,7 +245,7 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
 
 /// The finding: how many compilations, where, and what they cost.
 fn describe(detector: &Recompilation, host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Finding {
-    let (in_steps, between, steps, multi) = (&m.in_steps, &m.between, m.steps, &m.multi);
+    let (in_steps, between, multi) = (&m.in_steps, &m.between, &m.multi);
     let (counted, total) = (&s.counted, s.total);
     // Several programs alone, with no compile in the window to price, is a lead, not a cost.
     // Otherwise P0 from 20 % of the step; a small cost stays at the usual severity (no P2 rule).
@@ -254,7 +255,7 @@ fn describe(detector: &Recompilation, host: &HostProfile, m: &Measured<'_>, s: &
         Severity::from_impact(s.impact.pct_of_step, META.severity).min(META.severity)
     };
     let mut what = match (in_steps.len(), between.len()) {
-        (0, 0) => format!("No recompilation falls among the profiled {}s, but", steps.source.unit()),
+        (0, 0) => format!("No recompilation falls among the profiled {}s, but", TimeBase::of(host).unit()),
         (n, 0) => {
             format!("XLA compiled {n} time(s) inside the profiled steps ({:.1} ms in total)", total.as_ms_f64())
         }

@@ -10,6 +10,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -96,7 +97,7 @@ impl Detector for ReplicatedActivations {
         for module in modules {
             let measured = measure(module);
             let Some(score) = score(host, &measured, config) else { continue };
-            out.push(describe(self, &measured, &score));
+            out.push(describe(self, &measured, &score, TimeBase::of(host)));
         }
         Ok(())
     }
@@ -198,7 +199,7 @@ fn activation_evidence(m: &Measured<'_>) -> Vec<Evidence> {
 }
 
 /// The evidence: the gather counts, bytes and time, the activations, and the other all-gathers.
-fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
+fn evidence_of(m: &Measured<'_>, s: &Score, tb: TimeBase) -> Vec<Evidence> {
     let (module, of_activations) = (m.module, &m.of_activations);
     let bytes: u64 =
         of_activations.iter().fold(0u64, |a, &g| a.saturating_add(module.instruction(g).shape().byte_size()));
@@ -208,7 +209,7 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
         Evidence::metric("gathered_activations", "distinct activations gathered", m.activations.len() as f64, "count"),
         Evidence::metric(
             "activation_gather_bytes",
-            "bytes the activation gathers produce per step",
+            format!("bytes the activation gathers produce {}", tb.per()),
             bytes as f64,
             "bytes",
         ),
@@ -216,7 +217,7 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
     if s.timed {
         evidence.push(Evidence::metric(
             "activation_gather_time",
-            "time of the activation gathers per step",
+            format!("time of the activation gathers {}", tb.per()),
             s.ms_per_step,
             "ms",
         ));
@@ -238,7 +239,7 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
 }
 
 /// The finding for one module: how many activations are gathered, and the evidence.
-fn describe(detector: &ReplicatedActivations, m: &Measured<'_>, s: &Score) -> Finding {
+fn describe(detector: &ReplicatedActivations, m: &Measured<'_>, s: &Score, tb: TimeBase) -> Finding {
     let module = m.module;
     let ms_per_step = s.ms_per_step;
     let what = format!(
@@ -248,9 +249,9 @@ fn describe(detector: &ReplicatedActivations, m: &Measured<'_>, s: &Score) -> Fi
         m.activations.len(),
         m.of_activations.len(),
         m.gathers.len(),
-        if ms_per_step > 0.0 { format!(", {ms_per_step:.3} ms per step") } else { String::new() }
+        if ms_per_step > 0.0 { format!(", {ms_per_step:.3} ms {}", tb.per()) } else { String::new() }
     );
-    Finding::new(detector, s.severity, what, evidence_of(m, s), s.impact).with_variant(&module.display_name())
+    Finding::new(detector, s.severity, what, evidence_of(m, s, tb), s.impact).with_variant(&module.display_name())
 }
 
 #[cfg(test)]

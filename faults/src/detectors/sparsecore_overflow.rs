@@ -12,6 +12,7 @@ use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceTimeline, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -223,6 +224,7 @@ fn score<'m>(m: &'m Measured<'_>, config: &ScanConfig) -> Option<Score<'m>> {
 
 /// The evidence: the busiest SparseCore (or the missing planes), the wait, the dense gathers.
 fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evidence> {
+    let tb = TimeBase::of(host);
     let mut evidence = Vec::new();
     if let Some(b) = s.busiest {
         busiest_evidence(host, &m.cores, b, s.max_busy, &mut evidence);
@@ -234,23 +236,24 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
     }
     evidence.push(Evidence::metric(
         "sparsecore_wait_time",
-        "TensorCore idle while its SparseCores are busy, per step",
+        format!("TensorCore idle while its SparseCores are busy, {}", tb.per()),
         m.wait_ms,
         "ms",
     ));
     evidence.push(Evidence::metric(
         "dense_gather_scatter_time",
-        "dense gathers and scatters on the TensorCore per step",
+        format!("dense gathers and scatters on the TensorCore {}", tb.per()),
         m.gather_ms,
         "ms",
     ));
     let module = host.main_module();
     for op in m.gathers.iter().take(3) {
         let mut text = format!(
-            "{} ({}) on the TensorCore: {} per step",
+            "{} ({}) on the TensorCore: {} {}",
             op.name,
             op.category,
-            duration_text(op.self_time.as_ms_f64() / m.core_steps)
+            duration_text(op.self_time.as_ms_f64() / m.core_steps),
+            tb.per(),
         );
         if let Some(source) = &op.source {
             text.push_str(&format!(" at {source}"));
@@ -276,15 +279,16 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
 /// The busiest SparseCore's evidence: busy shares, its top ops, its busiest step on the timeline.
 fn busiest_evidence(host: &HostProfile, cores: &[Core], b: &Core, max_busy: f64, evidence: &mut Vec<Evidence>) {
     let all_mean = cores.iter().map(mean_busy).sum::<f64>() / cores.len().max(1) as f64;
+    let tb = TimeBase::of(host);
     evidence.push(Evidence::metric(
         "busiest_sparsecore_busy_share",
-        "busiest SparseCore busy share of the step",
+        format!("busiest SparseCore busy share {}", tb.of_the()),
         max_busy,
         "%",
     ));
     evidence.push(Evidence::metric(
         "mean_sparsecore_busy_share",
-        "mean SparseCore busy share of the step",
+        format!("mean SparseCore busy share {}", tb.of_the()),
         all_mean,
         "%",
     ));
@@ -298,9 +302,10 @@ fn busiest_evidence(host: &HostProfile, cores: &[Core], b: &Core, max_busy: f64,
     ops.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
     for (name, time) in ops.iter().take(3) {
         evidence.push(Evidence::note(format!(
-            "{name} on {}: {} per step",
+            "{name} on {}: {} {}",
             b.plane,
-            duration_text(time.as_ms_f64() / b.busy.len().max(1) as f64)
+            duration_text(time.as_ms_f64() / b.busy.len().max(1) as f64),
+            tb.per(),
         )));
     }
     if let Some((lo, hi)) = b.busiest {
@@ -322,17 +327,21 @@ fn describe(detector: &SparsecoreOverflow, host: &HostProfile, m: &Measured<'_>,
     // Only a lack of trace events (no saturation, no dense gathers) is minor whatever its impact.
     let severity =
         if !saturated && !dense { Severity::P2 } else { Severity::from_impact(s.impact.pct_of_step, META.severity) };
+    let tb = TimeBase::of(host);
     let mut parts = Vec::new();
     if saturated {
         parts.push(format!(
-            "a SparseCore is busy {max_busy:.0} % of the step and the TensorCore waits {} per step for it",
-            duration_text(wait_ms)
+            "a SparseCore is busy {max_busy:.0} % {} and the TensorCore waits {} {} for it",
+            tb.of_the(),
+            duration_text(wait_ms),
+            tb.per(),
         ));
     }
     if dense || (saturated && gather_ms > 0.0) {
         parts.push(format!(
-            "dense gathers on the TensorCore take {} per step ({gather_pct:.1} %)",
-            duration_text(gather_ms)
+            "dense gathers on the TensorCore take {} {} ({gather_pct:.1} %)",
+            duration_text(gather_ms),
+            tb.per(),
         ));
     }
     if dropped > 0 {

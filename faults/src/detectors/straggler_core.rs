@@ -8,10 +8,11 @@ use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
-use crate::evidence::{self, TimeUnit};
+use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, HostImpact, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::report::HostSummary;
+use crate::units::{TimeBase, TimeUnit};
 
 /// See the module docs.
 #[derive(Debug)]
@@ -191,17 +192,18 @@ fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'
     let delta = |f: &dyn Fn(&StepAnatomy) -> Picos| ms(slow_stats.mean(f)) - ms(typical_stats.mean(f));
     let signed = |v: f64| if v >= 0.0 { format!("+{}", unit.number(v)) } else { unit.number(v) };
     let exposed = |a: &StepAnatomy| a.get(TimeClass::CollectiveExposed);
+    let tb = TimeBase::of(host);
     let mut evidence = vec![
-        unit.metric("slowest_core_compute_time", "slowest core compute per step", slow_compute / 1e9),
-        unit.metric("median_core_compute_time", "median core compute per step", med / 1e9),
+        unit.metric("slowest_core_compute_time", format!("slowest core compute {}", tb.per()), slow_compute / 1e9),
+        unit.metric("median_core_compute_time", format!("median core compute {}", tb.per()), med / 1e9),
         Evidence::metric("compute_spread", "compute spread over the median core", spread, "%"),
-        Evidence::note(format!("compute per step: {}", per_core.join(", "))),
+        Evidence::note(format!("compute {}: {}", tb.per(), per_core.join(", "))),
         Evidence::note(format!(
             "core {slow} ({}) was the slowest in {slowest_in} of {n_steps} steps",
             slow_stats.plane
         )),
         Evidence::note(format!(
-            "its extra time is compute: matmul {}, vector {}, data formatting {} {u} per step against core \
+            "its extra time is compute: matmul {}, vector {}, data formatting {} {u} {per} against core \
              {typical}; collective wait {} vs {} {u}, idle {} vs {} {u}",
             signed(delta(&|a| a.matmul)),
             signed(delta(&|a| a.vector)),
@@ -210,7 +212,8 @@ fn evidence_of(host: &HostProfile, cores: &BTreeMap<u32, CoreStats>, s: &Score<'
             unit.number(ms(typical_stats.mean(exposed))),
             unit.number(ms(slow_stats.mean(|a| a.idle))),
             unit.number(ms(typical_stats.mean(|a| a.idle))),
-            u = unit.name(),
+            u = unit.label_ascii(),
+            per = tb.per(),
         )),
     ];
     extra_ops_evidence(host, s, &mut evidence);
@@ -234,11 +237,13 @@ fn extra_ops_evidence(host: &HostProfile, s: &Score<'_>, evidence: &mut Vec<Evid
         .collect();
     extra.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
     let module = host.main_module();
+    let tb = TimeBase::of(host);
     for (delta, name, mine, theirs) in extra.iter().take(5) {
         let unit = TimeUnit::for_ms(*mine);
         evidence.push(Evidence::note(format!(
-            "{name}: {} per step on core {slow} vs {} on core {typical} (+{})",
+            "{name}: {} {} on core {slow} vs {} on core {typical} (+{})",
             unit.text(*mine),
+            tb.per(),
             unit.text(*theirs),
             unit.text(*delta)
         )));
@@ -255,11 +260,13 @@ fn describe(detector: &StragglerCore, host: &HostProfile, cores: &BTreeMap<u32, 
     let (slow, spread, slow_compute, med, impact) = (s.slow, s.spread, s.slow_compute, s.med, s.impact);
     let unit = TimeUnit::for_ms(slow_compute / 1e9);
     let what = format!(
-        "TensorCore {slow} computes {spread:.0} % longer per step than the median core ({} vs {} {}); \
-             the other cores wait for it every step.",
+        "TensorCore {slow} computes {spread:.0} % longer {} than the median core ({} vs {} {}); \
+             the other cores wait for it {}.",
+        TimeBase::of(host).per(),
         unit.number(slow_compute / 1e9),
         unit.number(med / 1e9),
-        unit.name()
+        unit.label_ascii(),
+        TimeBase::of(host).every(),
     );
     let severity = Severity::from_impact(impact.pct_of_step, META.severity);
     Finding::new(detector, severity, what, evidence_of(host, cores, s), impact)
@@ -366,7 +373,7 @@ fn describe_session(detector: &StragglerCore, hosts: &[HostCompute<'_>], s: &Ses
             if s.others == 1 { "the other host" } else { "the median of the other hosts" },
             unit.number(slow / 1e9),
             unit.number(med / 1e9),
-            unit.name()
+            unit.label_ascii()
         ),
         evidence,
         impact,

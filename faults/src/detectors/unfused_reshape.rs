@@ -10,6 +10,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 use xlens_hlo::layout::{Work, is_layout_only_copy, kernel_body, work_of};
 
 /// See the module docs.
@@ -155,6 +156,8 @@ struct Measured<'a> {
     /// Kernels per step, and their time.
     count: f64,
     ms: f64,
+    /// What the per-step figures are per.
+    tb: TimeBase,
 }
 
 /// Finds the unfused transposes/reshapes of every step module.
@@ -173,7 +176,7 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
     let step_ms = host.step_ms().filter(|_| timed);
     let count = found.iter().map(|u| u.count).fold(0.0, |a, b| a + b);
     let ms = found.iter().map(|u| u.ms).fold(0.0, |a, b| a + b);
-    Ok(Measured { found, step_ms, count, ms })
+    Ok(Measured { found, step_ms, count, ms, tb: TimeBase::of(host) })
 }
 
 /// Decides whether the kernels are many and costly enough; their impact.
@@ -191,18 +194,18 @@ fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Impact> {
 
 /// The evidence: the counts and time, and the costliest kernels with what they read and feed.
 fn evidence_of(m: &Measured<'_>, impact: Impact, feeding: f64) -> Vec<Evidence> {
-    let (step_ms, count, ms) = (m.step_ms, m.count, m.ms);
+    let (step_ms, count, ms, tb) = (m.step_ms, m.count, m.ms, m.tb);
     let mut ev = vec![
         Evidence::metric(
             "standalone_reshapes",
-            "standalone transposes/reshapes next to a matmul per step",
+            format!("standalone transposes/reshapes next to a matmul {}", tb.per()),
             count,
             "count",
         ),
         Evidence::metric("reshapes_feeding_matmul", "of which feed a matmul", feeding, "count"),
     ];
     if step_ms.is_some() {
-        ev.push(Evidence::metric("reshape_time", "their time per step", ms, "ms"));
+        ev.push(Evidence::metric("reshape_time", format!("their time {}", tb.per()), ms, "ms"));
         ev.push(Evidence::metric("reshape_share", "their share of step", impact.pct_of_step, "%"));
     } else {
         ev.push(Evidence::note("the profile has no op timeline or steps: the kernels are counted once each"));
@@ -222,7 +225,7 @@ fn evidence_of(m: &Measured<'_>, impact: Impact, feeding: f64) -> Vec<Evidence> 
         if !u.before.is_empty() {
             place.push(format!("feeds {}", names(m, &u.before)));
         }
-        let timing = if step_ms.is_some() { format!(", {:.3} ms per step", u.ms) } else { String::new() };
+        let timing = if step_ms.is_some() { format!(", {:.3} ms {}", u.ms, tb.per()) } else { String::new() };
         ev.push(Evidence::note(format!(
             "{}: {} -> {}; {}{timing}",
             k.name(),
@@ -237,16 +240,17 @@ fn evidence_of(m: &Measured<'_>, impact: Impact, feeding: f64) -> Vec<Evidence> 
 
 /// The finding: how many kernels run on their own next to a matmul, and their time.
 fn describe(detector: &UnfusedReshape, m: &Measured<'_>, impact: &Impact) -> Finding {
-    let (step_ms, count, ms, impact) = (m.step_ms, m.count, m.ms, *impact);
+    let (step_ms, count, ms, impact, tb) = (m.step_ms, m.count, m.ms, *impact, m.tb);
     let feeding = m.found.iter().filter(|u| !u.before.is_empty()).map(|u| u.count).fold(0.0, |a, b| a + b);
     let severity = match step_ms {
         None => Severity::P2,
         Some(_) => Severity::from_impact(impact.pct_of_step, META.severity),
     };
     let what = format!(
-        "{count:.0} transpose/reshape kernel(s) per step run on their own next to a matmul ({feeding:.0} feed one){}.",
+        "{count:.0} transpose/reshape kernel(s) {} run on their own next to a matmul ({feeding:.0} feed one){}.",
+        tb.per(),
         if step_ms.is_some() {
-            format!(", taking {ms:.3} ms ({:.1}% of the step)", impact.pct_of_step)
+            format!(", taking {ms:.3} ms ({:.1}% {})", impact.pct_of_step, tb.of_the())
         } else {
             String::new()
         }

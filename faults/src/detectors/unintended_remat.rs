@@ -9,6 +9,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -251,7 +252,7 @@ fn recomputed_time(host: &HostProfile, module: &Module) -> f64 {
 }
 
 /// The evidence: the FLOPs recomputed, the matmuls, the time, and the 6·P·T estimate.
-fn evidence_of(m: &Measured<'_>, s: &Score, dots: &DotCounts) -> Vec<Evidence> {
+fn evidence_of(m: &Measured<'_>, s: &Score, dots: &DotCounts, tb: TimeBase) -> Vec<Evidence> {
     let (module, recomputed, program_flops, recomputed_instructions) =
         (m.module, m.recomputed, m.program_flops, m.recomputed_instructions);
     let (fraction, ms_per_step) = (s.fraction, s.ms_per_step);
@@ -266,7 +267,12 @@ fn evidence_of(m: &Measured<'_>, s: &Score, dots: &DotCounts) -> Vec<Evidence> {
         Evidence::metric("recomputed_matmuls", "recomputed matmuls", dots.recomputed as f64, "count"),
     ];
     if ms_per_step > 0.0 {
-        evidence.push(Evidence::metric("recomputed_time", "time of the recomputed work per step", ms_per_step, "ms"));
+        evidence.push(Evidence::metric(
+            "recomputed_time",
+            format!("time of the recomputed work {}", tb.per()),
+            ms_per_step,
+            "ms",
+        ));
     }
     if let Some((p, tokens)) = params_and_tokens(module) {
         let estimate = 6.0 * p as f64 * tokens as f64;
@@ -312,7 +318,8 @@ fn describe(
     let (module, recomputed_instructions, fraction, ms_per_step) =
         (m.module, m.recomputed_instructions, s.fraction, s.ms_per_step);
     let dots = dot_counts(module);
-    let mut evidence = evidence_of(m, s, &dots);
+    let tb = TimeBase::of(host);
+    let mut evidence = evidence_of(m, s, &dots, tb);
     // Under 2 % of the step it is minor only when the recomputed work was timed.
     let timed = ms_per_step > 0.0;
     let mut severity = match Severity::from_impact(s.impact.pct_of_step, META.severity) {
@@ -336,7 +343,7 @@ fn describe(
         recomputed_instructions,
         dots.recomputed,
         dots.total,
-        if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms per step") } else { String::new() },
+        if ms_per_step > 0.0 { format!(", about {ms_per_step:.2} ms {}", tb.per()) } else { String::new() },
         memory_note
     );
     Finding::new(detector, severity, what, evidence, s.impact)

@@ -12,6 +12,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 use xlens_hlo::layout::{Work, kernel_body, work_of};
 
 /// See the module docs.
@@ -389,6 +390,8 @@ fn add_chain_times(
 struct Score {
     step_ms: Option<f64>,
     impact: Impact,
+    /// What the per-step figures are per.
+    tb: TimeBase,
 }
 
 /// Decides whether there are enough chains to report.
@@ -398,12 +401,13 @@ fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Sc
     }
     let step_ms = host.step_ms().filter(|_| m.timed);
     let impact = Impact::of(m.saving, step_ms);
-    Some(Score { step_ms, impact })
+    Some(Score { step_ms, impact, tb: TimeBase::of(host) })
 }
 
 /// The evidence: the counts, the time and saving, the extra bytes, each chain's instructions.
 fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
     let (found, wide_reduces, chain_ms, saving, step_ms) = (&m.found, m.wide_reduces, m.chain_ms, m.saving, s.step_ms);
+    let tb = s.tb;
     let mut ev = vec![
         Evidence::metric("convert_reduce_chains", "upcast -> reduce -> downcast chains", found.len() as f64, "count"),
         Evidence::metric("wide_float_reduces", "wide float reduces", wide_reduces as f64, "count"),
@@ -411,11 +415,11 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
     if step_ms.is_some() {
         ev.push(Evidence::metric(
             "convert_reduce_chain_time",
-            "time of the chains' reduce and upcast kernels per step",
+            format!("time of the chains' reduce and upcast kernels {}", tb.per()),
             chain_ms,
             "ms",
         ));
-        ev.push(Evidence::metric("convert_reduce_saving", "estimated saving per step", saving, "ms"));
+        ev.push(Evidence::metric("convert_reduce_saving", format!("estimated saving {}", tb.per()), saving, "ms"));
     }
     let upcast_bytes: f64 = found
         .iter()
@@ -448,7 +452,7 @@ fn evidence_of(m: &Measured<'_>, s: &Score) -> Vec<Evidence> {
 /// The finding: how many reduces take an upcast input and are cast back, and what it costs.
 fn describe(detector: &UnnecessaryConvertReduce, m: &Measured<'_>, s: &Score) -> Finding {
     let (found, wide_reduces, chain_ms, saving) = (&m.found, m.wide_reduces, m.chain_ms, m.saving);
-    let (step_ms, impact) = (s.step_ms, s.impact);
+    let (step_ms, impact, tb) = (s.step_ms, s.impact, s.tb);
     let narrow: BTreeSet<&str> = found.iter().map(|(_, c)| c.narrow.as_str()).collect();
     let wide: BTreeSet<&str> = found.iter().map(|(_, c)| c.wide.as_str()).collect();
     let severity = match step_ms {
@@ -465,9 +469,11 @@ fn describe(detector: &UnnecessaryConvertReduce, m: &Measured<'_>, s: &Score) ->
         join(&narrow),
         if step_ms.is_some() {
             format!(
-                "; their kernels take {chain_ms:.3} ms per step, of which about {saving:.3} ms ({:.1}% of the step) \
+                "; their kernels take {chain_ms:.3} ms {}, of which about {saving:.3} ms ({:.1}% {}) \
                      is the wide copy",
-                impact.pct_of_step
+                tb.per(),
+                impact.pct_of_step,
+                tb.of_the(),
             )
         } else {
             String::new()

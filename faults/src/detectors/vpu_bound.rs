@@ -10,6 +10,7 @@ use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceTimeline};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -213,26 +214,32 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Vec
     let (vector_pct, matmul_pct, vector, n_steps) = (m.vector_pct, m.matmul_pct, m.vector, m.n_steps);
     let (vpu_bound_time, excess_ms) = (m.ops.vpu_bound_time, m.excess_ms);
     let (vpu_excess_ms, vpu_excess_pct) = (m.vpu_excess_ms, m.vpu_excess_pct);
+    let tb = TimeBase::of(host);
     let mut evidence = vec![
-        Evidence::metric("vector_share", "vector share of the step", vector_pct, "%"),
-        Evidence::metric("matmul_share", "matmul share of the step", matmul_pct, "%"),
-        Evidence::metric("vector_time", "vector time per step", vector.as_ms_f64() / n_steps, "ms"),
+        Evidence::metric("vector_share", format!("vector share {}", tb.of_the()), vector_pct, "%"),
+        Evidence::metric("matmul_share", format!("matmul share {}", tb.of_the()), matmul_pct, "%"),
+        Evidence::metric("vector_time", format!("vector time {}", tb.per()), vector.as_ms_f64() / n_steps, "ms"),
         Evidence::metric(
             "vpu_bound_time",
-            "vector-unit-bound op time per step",
+            format!("vector-unit-bound op time {}", tb.per()),
             vpu_bound_time.as_ms_f64() / core_steps,
             "ms",
         ),
-        Evidence::metric("vector_excess_time", "vector time above the HBM floor per step", excess_ms, "ms"),
+        Evidence::metric(
+            "vector_excess_time",
+            format!("vector time above the HBM floor {}", tb.per()),
+            excess_ms,
+            "ms",
+        ),
         Evidence::metric(
             "vpu_excess_time",
-            "time above the HBM floor of vector ops using little HBM, per step",
+            format!("time above the HBM floor of vector ops using little HBM, {}", tb.per()),
             vpu_excess_ms,
             "ms",
         ),
         Evidence::metric(
             "vpu_excess_share",
-            "time above the HBM floor of vector ops using little HBM, share of the step",
+            format!("time above the HBM floor of vector ops using little HBM, share {}", tb.of_the()),
             vpu_excess_pct,
             "%",
         ),
@@ -241,10 +248,11 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Vec
     for op in ops.iter().take(5) {
         let pct_of_vector = if op_vector.0 > 0 { 100.0 * op.self_time.0 as f64 / op_vector.0 as f64 } else { 0.0 };
         let mut text = format!(
-            "{} ({}): {} per step, {pct_of_vector:.0} % of the vector time",
+            "{} ({}): {} {}, {pct_of_vector:.0} % of the vector time",
             op.name,
             op.category,
-            duration_text(op.self_time.as_ms_f64() / core_steps)
+            duration_text(op.self_time.as_ms_f64() / core_steps),
+            tb.per(),
         );
         if let Some(point) = profile.roofline(op) {
             text.push_str(&format!(
@@ -301,17 +309,21 @@ fn describe(detector: &VpuBound, host: &HostProfile, m: &Measured<'_>, s: &Score
     let (vpu_excess_ms, vpu_excess_pct) = (m.vpu_excess_ms, m.vpu_excess_pct);
     let severity = Severity::from_impact(s.impact.pct_of_step, META.severity);
     let top: Vec<&str> = m.ops.ops.iter().take(3).map(|o| o.name.as_str()).collect();
+    let tb = TimeBase::of(host);
     let what = if s.dominant {
         format!(
-            "Vector work takes {vector_pct:.0} % of the step and matmuls {matmul_pct:.0} %: the step is bound by \
+            "Vector work takes {vector_pct:.0} % {} and matmuls {matmul_pct:.0} %: the step is bound by \
                  the vector units ({}), while the matrix units idle.",
+            tb.of_the(),
             top.join(", ")
         )
     } else {
         format!(
-            "Vector-unit-bound stretches: vector work takes {vector_pct:.0} % of the step (matmuls \
-                 {matmul_pct:.0} %), and {vpu_excess_ms:.3} ms per step ({vpu_excess_pct:.0} %) of it is time the \
+            "Vector-unit-bound stretches: vector work takes {vector_pct:.0} % {} (matmuls \
+                 {matmul_pct:.0} %), and {vpu_excess_ms:.3} ms {} ({vpu_excess_pct:.0} %) of it is time the \
                  vector units take beyond what HBM bandwidth needs ({}).",
+            tb.of_the(),
+            tb.per(),
             top.join(", ")
         )
     };

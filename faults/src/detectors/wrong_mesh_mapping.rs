@@ -18,6 +18,7 @@ use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
+use crate::units::TimeBase;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -345,7 +346,7 @@ impl WrongMeshMapping {
     /// Pattern 1: the inner axis carries no collective and holds replicas.
     fn idle_inner_axis(
         &self,
-        step_ms: Option<f64>,
+        (step_ms, tb): (Option<f64>, TimeBase),
         module: &Module,
         collectives: &[&Collective],
         times: &BTreeMap<String, f64>,
@@ -368,7 +369,7 @@ impl WrongMeshMapping {
             ),
             Evidence::metric(
                 "collective_bytes_per_device",
-                "bytes the collectives produce per step and device",
+                format!("bytes the collectives produce {} and device", tb.per()),
                 bytes as f64,
                 "bytes",
             ),
@@ -383,7 +384,7 @@ impl WrongMeshMapping {
         if ms > 0.0 {
             evidence.push(Evidence::metric(
                 "outer_axis_collective_time",
-                "time of the outer-axis collectives per step",
+                format!("time of the outer-axis collectives {}", tb.per()),
                 ms,
                 "ms",
             ));
@@ -394,8 +395,9 @@ impl WrongMeshMapping {
         }
         for ((fam, groups), (count, by, t)) in &by_pattern {
             evidence.push(Evidence::note(format!(
-                "{count} {fam} over {groups}: {by} bytes per step{}",
-                if *t > 0.0 { format!(", {t:.3} ms per step") } else { String::new() }
+                "{count} {fam} over {groups}: {by} bytes {}{}",
+                tb.per(),
+                if *t > 0.0 { format!(", {t:.3} ms {}", tb.per()) } else { String::new() }
             )));
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -426,7 +428,7 @@ impl WrongMeshMapping {
     /// Pattern 2: a chain of dependent collective-permutes over non-neighbour devices.
     fn permute_chain(
         &self,
-        step_ms: Option<f64>,
+        (step_ms, tb): (Option<f64>, TimeBase),
         module: &Module,
         collectives: &[&Collective],
         times: &BTreeMap<String, f64>,
@@ -452,14 +454,15 @@ impl WrongMeshMapping {
             Evidence::metric("far_permutes", "permutes between non-neighbour devices", far as f64, "count"),
         ];
         if ms > 0.0 {
-            evidence.push(Evidence::metric("permute_chain_time", "time of the chain per step", ms, "ms"));
+            evidence.push(Evidence::metric("permute_chain_time", format!("time of the chain {}", tb.per()), ms, "ms"));
         }
         evidence.extend(chain.iter().take(8).map(|&id| evidence::instruction(module, id)));
         let what = format!(
             "{} runs a chain of {} dependent collective-permutes, {far} of them between devices that are not \
-             neighbours on the inner mesh axis: every step of the ring crosses several hops or the slow axis.",
+             neighbours on the inner mesh axis: {} of the ring crosses several hops or the slow axis.",
             module.display_name(),
-            chain.len()
+            chain.len(),
+            tb.every(),
         );
         out.push(self.finding("permute_chain", what, evidence, impact));
     }
@@ -467,7 +470,7 @@ impl WrongMeshMapping {
     /// Pattern 3 (device timelines): a strided class much slower per byte than a contiguous one.
     fn slow_strided_class(
         &self,
-        step_ms: Option<f64>,
+        (step_ms, tb): (Option<f64>, TimeBase),
         module: &Module,
         collectives: &[&Collective],
         times: &BTreeMap<String, f64>,
@@ -515,15 +518,21 @@ impl WrongMeshMapping {
                 ),
                 Evidence::metric("single_hop_multiple", "multiple of the single-hop time", multiple, "x"),
                 Evidence::metric("strided_collectives", "strided collectives", ids.len() as f64, "count"),
-                Evidence::metric("strided_collective_time", "time of the strided collectives per step", *ms, "ms"),
+                Evidence::metric(
+                    "strided_collective_time",
+                    format!("time of the strided collectives {}", tb.per()),
+                    *ms,
+                    "ms",
+                ),
             ];
             evidence.extend(ids.iter().take(3).map(|&id| evidence::instruction(module, id)));
             evidence.extend(fast_ids.iter().take(1).map(|&id| evidence::instruction(module, id)));
             let what = format!(
                 "{fam} over strided device groups in {} takes {multiple:.1}x the time per byte of {fam} over \
-                 contiguous groups: it crosses the slow mesh axis or several hops ({excess:.2} ms per step above \
+                 contiguous groups: it crosses the slow mesh axis or several hops ({excess:.2} ms {} above \
                  the single-hop rate).",
-                module.display_name()
+                module.display_name(),
+                tb.per(),
             );
             out.push(self.finding(&format!("slow_strided_class:{fam}"), what, evidence, impact));
         }
@@ -549,12 +558,12 @@ impl Detector for WrongMeshMapping {
             return Ok(());
         }
         let times = op_ms_per_step(host, module);
-        let step_ms = host.step_ms();
+        let base = (host.step_ms(), TimeBase::of(host));
         let mut found = Vec::new();
-        self.idle_inner_axis(step_ms, module, &collectives, &times, &mut found);
-        self.permute_chain(step_ms, module, &collectives, &times, t.min_permute_chain, &mut found);
+        self.idle_inner_axis(base, module, &collectives, &times, &mut found);
+        self.permute_chain(base, module, &collectives, &times, t.min_permute_chain, &mut found);
         if host.device_kind() != xlens_xplane::DeviceKind::Cpu {
-            self.slow_strided_class(step_ms, module, &collectives, &times, t.min_hop_multiple, &mut found);
+            self.slow_strided_class(base, module, &collectives, &times, t.min_hop_multiple, &mut found);
         }
         for f in found {
             out.push(f);
@@ -692,8 +701,8 @@ mod tests {
         let times: BTreeMap<String, f64> = times.iter().map(|(n, t)| ((*n).to_owned(), *t)).collect();
         let mut out = Vec::new();
         let d = WrongMeshMapping;
-        d.idle_inner_axis(Some(step_ms), m, &all, &times, &mut out);
-        d.permute_chain(Some(step_ms), m, &all, &times, 4, &mut out);
+        d.idle_inner_axis((Some(step_ms), TimeBase::STEP), m, &all, &times, &mut out);
+        d.permute_chain((Some(step_ms), TimeBase::STEP), m, &all, &times, 4, &mut out);
         out
     }
 

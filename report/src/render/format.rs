@@ -64,32 +64,6 @@ fn trim_zeros(s: &str) -> &str {
     if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.') } else { s }
 }
 
-/// The unit a table or chart of op times uses, chosen once from its largest value: µs below
-/// 1 ms (one decimal), else ms (three decimals, as the text report).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct TimeUnit {
-    /// `µs` or `ms`.
-    pub(super) label: &'static str,
-    per_ms: f64,
-    digits: usize,
-}
-
-impl TimeUnit {
-    /// The unit for values up to `max_ms`.
-    pub(super) fn for_max_ms(max_ms: f64) -> TimeUnit {
-        if max_ms < 1.0 {
-            TimeUnit { label: "µs", per_ms: 1000.0, digits: 1 }
-        } else {
-            TimeUnit { label: "ms", per_ms: 1.0, digits: 3 }
-        }
-    }
-
-    /// `ms` in this unit, without the unit.
-    pub(super) fn fmt(self, ms: f64) -> String {
-        format!("{:.*}", self.digits, ms * self.per_ms)
-    }
-}
-
 /// Ticks from 0 to at least `max`, about `target` intervals of 1, 2, 2.5 or 5 times a power of
 /// ten; `[0, 1]` for a `max` that is not a positive number.
 pub(super) fn linear_ticks(max: f64, target: usize) -> Vec<f64> {
@@ -147,14 +121,6 @@ mod tests {
         assert_eq!(si(0.5, "FLOP/s"), "0.5 FLOP/s");
         assert_eq!(si(f64::NAN, "FLOP/s"), "n/a");
         assert!(!si(1.97e14, "FLOP/s").contains('e'), "never scientific notation");
-    }
-
-    #[test]
-    fn time_unit_is_chosen_by_the_largest_value() {
-        let us = TimeUnit::for_max_ms(0.35);
-        assert_eq!((us.label, us.fmt(0.35), us.fmt(0.0123)), ("µs", "350.0".to_owned(), "12.3".to_owned()));
-        let ms = TimeUnit::for_max_ms(81.963);
-        assert_eq!((ms.label, ms.fmt(81.963), ms.fmt(0.5)), ("ms", "81.963".to_owned(), "0.500".to_owned()));
     }
 
     #[test]

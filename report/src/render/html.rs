@@ -4,11 +4,11 @@
 
 use std::fmt::Write as _;
 
-use super::format::{TimeUnit, escape, inline_code, si};
+use super::format::{escape, inline_code, si};
 use super::layout::BREAKPOINT_PX;
 use super::step_chart::{ANATOMY_COLORS, MAX_PANELS};
 use super::{memory_peak, profile_sentence, roofline_chart, step_chart, steps_sentence, where_found};
-use xlens_faults::{ANATOMY_CLASSES, Charts, Finding, HostRow, Metrics, Report, StepSeries, fmt_value};
+use xlens_faults::{ANATOMY_CLASSES, Charts, Finding, HostRow, Metrics, Report, StepSeries, TimeUnit, fmt_value};
 
 fn css() -> String {
     format!(
@@ -341,12 +341,12 @@ fn top_ops(c: &Charts) -> String {
     if c.top_ops.is_empty() {
         return String::new();
     }
-    let unit = TimeUnit::for_max_ms(c.top_ops.iter().map(|o| o.self_time_ms).fold(0.0, f64::max));
+    let unit = TimeUnit::for_ms(c.top_ops.iter().map(|o| o.self_time_ms).fold(0.0, f64::max));
     let cols = [
         Col::new("#", ColKind::Rank),
         Col::new("Op", ColKind::Key),
         Col::new("Category", ColKind::Text),
-        Col::new(format!("Self time ({})", unit.label), ColKind::Number),
+        Col::new(format!("Self time ({})", unit.label()), ColKind::Number),
         Col::new("% of op time", ColKind::Number),
         Col::new("Cumulative %", ColKind::Number),
         Col::new("FLOP/s", ColKind::Number),
@@ -363,7 +363,7 @@ fn top_ops(c: &Charts) -> String {
                 (i + 1).to_string(),
                 format!("<code title=\"{}\">{}</code>", escape(&o.program), escape(&o.name)),
                 escape(&o.category),
-                unit.fmt(o.self_time_ms),
+                unit.number(o.self_time_ms),
                 format!("{:.1}", o.pct),
                 format!("{cumulative:.1}"),
                 o.flops_per_s.map_or_else(|| "n/a".to_owned(), |f| si(f, "FLOP/s")),
@@ -386,11 +386,11 @@ fn categories(c: &Charts) -> String {
     }
     let total: f64 = c.categories_ms.iter().map(|(_, v)| v).sum::<f64>().max(1e-12);
     let max = c.categories_ms.iter().map(|(_, v)| *v).fold(0.0, f64::max).max(1e-12);
-    let unit = TimeUnit::for_max_ms(max);
+    let unit = TimeUnit::for_ms(max);
     let _ = write!(
         s,
         "<p class=\"note\">Self time over all cores and steps ({}), the largest first.</p><div class=\"bars\">",
-        unit.label
+        unit.label()
     );
     for (name, v) in &c.categories_ms {
         let _ = write!(
@@ -398,8 +398,8 @@ fn categories(c: &Charts) -> String {
             "<span class=\"lab\">{}</span><span class=\"track\"><span style=\"width:{:.2}%;background:#6a8fcb\"></span></span><span class=\"val\">{} {} · {:.1} %</span>",
             escape(name),
             100.0 * v / max,
-            unit.fmt(*v),
-            unit.label,
+            unit.number(*v),
+            unit.label(),
             100.0 * v / total
         );
     }
