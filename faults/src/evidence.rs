@@ -9,9 +9,11 @@ pub(crate) use xlens_roofline::{covered, covered_from, merge_in_order, partition
 use crate::finding::Evidence;
 // The step medians and the programs the steps ran are the profile's analyses, and the interval
 // and median helpers sit below it; the detectors reach them here.
-pub(crate) use crate::intervals::{IntervalCursor, in_intervals, median_of};
-pub(crate) use crate::profile::step_modules;
-use crate::profile::{HostProfile, host_step_medians};
+use xlens_roofline::host_step_medians;
+pub(crate) use xlens_roofline::step_modules;
+pub(crate) use xlens_roofline::{IntervalCursor, in_intervals, median_of};
+
+use crate::profile::HostProfile;
 
 /// The unit a time figure is printed in, one vocabulary for every detector: ms (3 decimals,
 /// as step times are printed) from a millisecond up, us (1 decimal) below. Figures set side by

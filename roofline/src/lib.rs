@@ -8,6 +8,9 @@
 //!   its roof, as XProf's roofline model does.
 //! - **Steps, op profile, anatomy.** [`Steps`], [`OpProfile`] and [`StepAnatomy`] read a
 //!   profile's step markers, per-op statistics and where each step's time goes.
+//! - **Shared analyses.** [`Profile`] holds one [`HostProfile`] per host: its decoded space and
+//!   the analyses above (and the HLO modules, the host-run op table, the duty cycle, the
+//!   per-step op medians), each built once on first use and shared by every reader.
 //!
 //! ```
 //! use xlens_roofline::{Bound, Bytes, Chip, Flops, Work};
@@ -38,6 +41,8 @@ mod chip;
 mod device;
 mod gpu;
 mod host_ops;
+mod host_profile;
+mod intervals;
 mod kernel_stats;
 mod matmul_free;
 mod model;
@@ -74,6 +79,8 @@ pub use gpu::{
     unattributed_category, uses_tensor_cores,
 };
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
+pub use host_profile::{HostProfile, Profile, StepMedians, host_step_medians, prepare_step_medians, step_modules};
+pub use intervals::{IntervalCursor, in_intervals, median_of};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use matmul_free::{MatmulFreeStretch, MatmulFreeStretches};
 pub use model::{Analysis, Bound, Roofline, Work, arithmetic_intensity};

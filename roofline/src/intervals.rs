@@ -4,10 +4,10 @@
 
 use xlens_xplane::Picos;
 
-use xlens_roofline::partition_from;
+use crate::partition_from;
 
 /// True when `t` lies in one of the sorted, disjoint `merged` intervals.
-pub(crate) fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
+pub fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
     let i = merged.partition_point(|(s, _)| *s <= t);
     i > 0 && t < merged[i - 1].1
 }
@@ -15,27 +15,29 @@ pub(crate) fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
 /// [`in_intervals`] for times that mostly come in order (the ops of a line): the position moves
 /// on from the previous time's instead of being searched for every time. The intervals must be
 /// sorted by start ([`IntervalCursor::seek`] needs no more; `contains` needs them disjoint).
-pub(crate) struct IntervalCursor<'a> {
+#[derive(Debug)]
+pub struct IntervalCursor<'a> {
     merged: &'a [(Picos, Picos)],
     /// How many intervals start at or before the last time asked.
     at: usize,
 }
 
 impl<'a> IntervalCursor<'a> {
-    pub(crate) fn new(merged: &'a [(Picos, Picos)]) -> Self {
+    /// A cursor at the first of `merged`.
+    pub fn new(merged: &'a [(Picos, Picos)]) -> Self {
         IntervalCursor { merged, at: 0 }
     }
 
     /// Whether `t` lies in one of the intervals (as [`in_intervals`]).
     #[inline]
-    pub(crate) fn contains(&mut self, t: Picos) -> bool {
+    pub fn contains(&mut self, t: Picos) -> bool {
         let at = self.seek(t);
         at > 0 && t < self.merged[at - 1].1
     }
 
-    /// The time of `[lo, hi)` the intervals cover (as [`covered`](xlens_roofline::covered));
+    /// The time of `[lo, hi)` the intervals cover (as [`covered`](crate::covered));
     /// cheapest for spans asked in time order.
-    pub(crate) fn covered(&mut self, lo: Picos, hi: Picos) -> Picos {
+    pub fn covered(&mut self, lo: Picos, hi: Picos) -> Picos {
         // The last interval starting at or before `lo`, unless it ends by then.
         let at = self.seek(lo);
         let from = if at > 0 && self.merged[at - 1].1 > lo { at - 1 } else { at };
@@ -48,7 +50,7 @@ impl<'a> IntervalCursor<'a> {
 
     /// How many intervals start at or before `t` (`partition_point` of their starts).
     #[inline]
-    pub(crate) fn seek(&mut self, t: Picos) -> usize {
+    pub fn seek(&mut self, t: Picos) -> usize {
         partition_from(self.merged, &mut self.at, |(s, _)| *s <= t)
     }
 }
@@ -56,7 +58,7 @@ impl<'a> IntervalCursor<'a> {
 /// The median of `v` (the mean of the two middle values when their count is even; 0 when
 /// empty), reordering it: the middle values are selected rather than sorted, in the total
 /// order, so they are the sort's bit for bit.
-pub(crate) fn median_of(v: &mut [f64]) -> f64 {
+pub fn median_of(v: &mut [f64]) -> f64 {
     let n = v.len();
     if n == 0 {
         return 0.0;
