@@ -69,3 +69,49 @@ pub fn median_of(v: &mut [f64]) -> f64 {
         _ => middle,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The selected median is the sorted one, bit for bit: odd and even counts, repeats, signed
+    /// zeros.
+    #[test]
+    fn median_of_equals_the_sorted_median() {
+        use proptest::prelude::*;
+        let value = prop_oneof![Just(0.0), Just(-0.0), (0u32..50).prop_map(f64::from), -1e3f64..1e3];
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&proptest::collection::vec(value, 1..40), |mut v| {
+                let mut sorted = v.clone();
+                sorted.sort_by(f64::total_cmp);
+                let n = v.len();
+                let want = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+                prop_assert_eq!(super::median_of(&mut v).to_bits(), want.to_bits());
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// `partition_from` answers as `partition_point` does, whatever the previous answer: queries
+    /// in order (short and long strides), out of order, repeated, past either end.
+    #[test]
+    fn partition_from_equals_partition_point() {
+        use proptest::prelude::*;
+        let case =
+            (proptest::collection::vec(0i64..300, 0..80), proptest::collection::vec(-10i64..320, 0..60), any::<bool>());
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&case, |(mut items, mut asks, in_order)| {
+                items.sort_unstable();
+                if in_order {
+                    asks.sort_unstable();
+                }
+                let mut cursor = 0;
+                for t in asks {
+                    let got = crate::partition_from(&items, &mut cursor, |&v| v <= t);
+                    prop_assert_eq!(got, items.partition_point(|&v| v <= t), "t {}", t);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}

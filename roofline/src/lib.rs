@@ -53,6 +53,7 @@ mod step_anatomy;
 mod step_types;
 mod steps;
 mod timeline;
+pub mod walks;
 
 /// The chip catalogue: one [`ChipSpec`] per chip, each with its public source (from
 /// `xlens-chips`, re-exported at its old path).

@@ -11,7 +11,7 @@ use xlens_xplane::{Picos, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
 use crate::evidence::duration_text;
-use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceTimeline, async_phase, covered};
+use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceOpLine, async_phase, covered};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -294,7 +294,7 @@ fn tpu_copies(host: &HostProfile) -> Copies {
         if !runs_copies {
             continue;
         }
-        let walk = DeviceTimeline::walk(
+        let walk = DeviceOpLine::walk(
             plane,
             line,
             || State { compute: Vec::new(), pairer: AsyncPairer::default() },

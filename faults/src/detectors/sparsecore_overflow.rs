@@ -9,7 +9,7 @@ use xlens_xplane::{Picos, PlaneKind, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
 use crate::evidence::duration_text;
-use crate::evidence::{self, DeviceTimeline, covered, union};
+use crate::evidence::{self, DeviceOpLine, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -150,7 +150,7 @@ fn sparse_cores(
         let ordinal = evidence::device_ordinal(plane);
         let dropped = plane.stat_by_name(names::stat::DROPPED_TRACES).and_then(|s| s.as_u64()).unwrap_or(0);
         let mut core = Core { plane: plane.name().to_owned(), ordinal, dropped, ..Core::default() };
-        if let Some(timeline) = DeviceTimeline::read(plane, names::line::SPARSE_CORE_OPS) {
+        if let Some(timeline) = DeviceOpLine::read(plane, names::line::SPARSE_CORE_OPS) {
             let busy = union(timeline.ops.iter().map(|o| (o.start, o.end)).collect());
             let mut best = -1.0f64;
             for step in &steps.steps {

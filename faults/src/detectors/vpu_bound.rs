@@ -7,7 +7,7 @@ use xlens_xplane::{Picos, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, Need, Skip};
 use crate::evidence::duration_text;
-use crate::evidence::{self, DeviceTimeline};
+use crate::evidence::{self, DeviceOpLine};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 
@@ -412,9 +412,9 @@ fn walked_stretch(
         true
     };
     let ((first, last), infos) = if in_order {
-        DeviceTimeline::walk_in_order_from(plane, names::line::XLA_OPS, start, init, push)?
+        DeviceOpLine::walk_in_order_from(plane, names::line::XLA_OPS, start, init, push)?
     } else {
-        DeviceTimeline::walk_while(plane, names::line::XLA_OPS, init, push)?
+        DeviceOpLine::walk_while(plane, names::line::XLA_OPS, init, push)?
     };
     Some((start, end, vector_time, infos.get(first?)?.name.clone(), infos.get(last?)?.name.clone()))
 }
