@@ -451,7 +451,7 @@ pub fn host_step_medians(host: &HostProfile, program: u64, n: usize) -> Option<s
         let cached = host.host_ops();
         // Per interned name: its time in each step.
         let mut per_name: Vec<Option<Vec<f64>>> = vec![None; cached.names.len()];
-        let spans: Vec<(Picos, Picos)> = bounds.iter().map(|b| (b.0, b.1)).collect();
+        let spans: Vec<crate::Span> = bounds.iter().map(|b| crate::Span::new(b.0, b.1)).collect();
         for (_, line_ops) in cached.by_line() {
             // The steps that start at or before an op, found by a cursor over the line's ops.
             let mut cursor = IntervalCursor::new(&spans);

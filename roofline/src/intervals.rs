@@ -4,12 +4,12 @@
 
 use xlens_xplane::Picos;
 
-use crate::partition_from;
+use crate::{Span, partition_from};
 
 /// True when `t` lies in one of the sorted, disjoint `merged` intervals.
-pub fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
-    let i = merged.partition_point(|(s, _)| *s <= t);
-    i > 0 && t < merged[i - 1].1
+pub fn in_intervals(merged: &[Span], t: Picos) -> bool {
+    let i = merged.partition_point(|s| s.start <= t);
+    i > 0 && t < merged[i - 1].end
 }
 
 /// [`in_intervals`] for times that mostly come in order (the ops of a line): the position moves
@@ -17,14 +17,14 @@ pub fn in_intervals(merged: &[(Picos, Picos)], t: Picos) -> bool {
 /// sorted by start ([`IntervalCursor::seek`] needs no more; `contains` needs them disjoint).
 #[derive(Debug)]
 pub struct IntervalCursor<'a> {
-    merged: &'a [(Picos, Picos)],
+    merged: &'a [Span],
     /// How many intervals start at or before the last time asked.
     at: usize,
 }
 
 impl<'a> IntervalCursor<'a> {
     /// A cursor at the first of `merged`.
-    pub fn new(merged: &'a [(Picos, Picos)]) -> Self {
+    pub fn new(merged: &'a [Span]) -> Self {
         IntervalCursor { merged, at: 0 }
     }
 
@@ -32,7 +32,7 @@ impl<'a> IntervalCursor<'a> {
     #[inline]
     pub fn contains(&mut self, t: Picos) -> bool {
         let at = self.seek(t);
-        at > 0 && t < self.merged[at - 1].1
+        at > 0 && t < self.merged[at - 1].end
     }
 
     /// The time of `[lo, hi)` the intervals cover (as [`covered`](crate::covered));
@@ -40,18 +40,18 @@ impl<'a> IntervalCursor<'a> {
     pub fn covered(&mut self, lo: Picos, hi: Picos) -> Picos {
         // The last interval starting at or before `lo`, unless it ends by then.
         let at = self.seek(lo);
-        let from = if at > 0 && self.merged[at - 1].1 > lo { at - 1 } else { at };
+        let from = if at > 0 && self.merged[at - 1].end > lo { at - 1 } else { at };
         self.merged[from..]
             .iter()
-            .take_while(|&&(s, _)| s < hi)
-            .map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo)))
+            .take_while(|s| s.start < hi)
+            .map(|s| s.end.min(hi).saturating_sub(s.start.max(lo)))
             .sum()
     }
 
     /// How many intervals start at or before `t` (`partition_point` of their starts).
     #[inline]
     pub fn seek(&mut self, t: Picos) -> usize {
-        partition_from(self.merged, &mut self.at, |(s, _)| *s <= t)
+        partition_from(self.merged, &mut self.at, |s| s.start <= t)
     }
 }
 

@@ -49,6 +49,7 @@ mod model;
 mod op_profile;
 mod op_profile_cpu;
 mod perf_env;
+mod span;
 mod step_anatomy;
 mod step_types;
 mod steps;
@@ -91,6 +92,7 @@ pub use op_profile::{
 };
 pub use op_profile_cpu::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL, hlo_category};
 pub use perf_env::PerfEnv;
+pub use span::Span;
 pub use step_anatomy::{anatomy_from_timeline, host_anatomy, host_anatomy_from_ops, tpu_anatomy};
 pub use step_types::{CoreStepBreakdown, StepSource, is_host_step_marker};
 pub use steps::{

@@ -8,7 +8,7 @@ use xlens_hlo::Module;
 use xlens_xplane::{Event, Picos, Plane, PlaneKind};
 
 use crate::host_profile::{HostProfile, host_step_medians};
-use crate::merge_in_order;
+use crate::{Span, merge_in_order};
 
 /// The events of every host thread, flattened, with a predicate on the name (cheap: it is
 /// decided once per metadata entry, not per event).
@@ -238,20 +238,20 @@ pub fn op_spans_where<'a>(
 }
 
 /// Merges `[start, end)` intervals into a sorted, disjoint union, in place.
-pub fn union(mut intervals: Vec<(Picos, Picos)>) -> Vec<(Picos, Picos)> {
-    intervals.retain(|(s, e)| s < e);
+pub fn union(mut intervals: Vec<Span>) -> Vec<Span> {
+    intervals.retain(|iv| iv.start < iv.end);
     // By start alone: which of two intervals with one start comes first does not change the
     // union. The stable sort merges the sorted runs that a device's lines give, one per line.
-    if !intervals.is_sorted_by_key(|iv| iv.0) {
-        intervals.sort_by_key(|iv| iv.0);
+    if !intervals.is_sorted_by_key(|iv| iv.start) {
+        intervals.sort_by_key(|iv| iv.start);
     }
     let mut kept = 0usize;
     for i in 0..intervals.len() {
-        let (s, e) = intervals[i];
+        let iv = intervals[i];
         match kept.checked_sub(1).map(|k| &mut intervals[k]) {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            Some(last) if iv.start <= last.end => last.end = last.end.max(iv.end),
             _ => {
-                intervals[kept] = (s, e);
+                intervals[kept] = iv;
                 kept += 1;
             }
         }
@@ -275,18 +275,18 @@ fn device_span(
 /// it), as [`union`] computes it, read in one streaming pass: events in start order, the usual
 /// case, are merged as they come, so nothing per event is kept; a line out of order is collected
 /// and sorted instead. Events that fail to decode end the line.
-pub fn busy_union(plane: &Plane, line_name: &str) -> Vec<(Picos, Picos)> {
+pub fn busy_union(plane: &Plane, line_name: &str) -> Vec<Span> {
     use xlens_xplane::names::stat;
     let Some(line) = plane.line_by_name(line_name) else { return Vec::new() };
     let (offset_id, duration_id) = (plane.stat_id(stat::DEVICE_OFFSET_PS), plane.stat_id(stat::DEVICE_DURATION_PS));
     let span = |ev: &xlens_xplane::Event<'_>| {
         let (start, duration) = device_span(ev, offset_id, duration_id);
-        (start, start + duration)
+        Span::new(start, start + duration)
     };
-    let mut out: Vec<(Picos, Picos)> = Vec::new();
+    let mut out: Vec<Span> = Vec::new();
     let mut last_start = Picos(i64::MIN);
     for ev in line.events(plane).map_while(|e| e.ok()) {
-        let (s, e) = span(&ev);
+        let Span { start: s, end: e } = span(&ev);
         if s < last_start {
             // Out of order: fall back to collecting every interval.
             let all = line.events(plane).map_while(|e| e.ok()).map(|ev| span(&ev)).collect();
@@ -722,7 +722,7 @@ pub fn class_unions(plane: &Plane, line_name: &str, classes: &[crate::TimeClass]
 #[derive(Debug, PartialEq)]
 pub struct ClassUnions {
     /// One sorted union per class asked for, in their order.
-    pub unions: Vec<Vec<(Picos, Picos)>>,
+    pub unions: Vec<Vec<Span>>,
     /// True when every event of the line was seen to decode and to come in timeline order (the
     /// line was walked in runs), so [`DeviceOpLine::walk_in_order_from`] may seek in it.
     pub in_order: bool,
@@ -753,7 +753,7 @@ fn class_unions_in(plane: &Plane, line_name: &str, classes: &[crate::TimeClass],
 const SEEK_RUNS: usize = 64;
 
 /// Adds a segment, arriving in time order, to the union of its class (if it is one of `classes`).
-fn add_to_unions(unions: &mut [Vec<(Picos, Picos)>], classes: &[crate::TimeClass], s: crate::Interval) {
+fn add_to_unions(unions: &mut [Vec<Span>], classes: &[crate::TimeClass], s: crate::Interval) {
     if let Some(i) = classes.iter().position(|&c| c == s.class) {
         merge_in_order(&mut unions[i], s.start, s.end);
     }
@@ -761,7 +761,7 @@ fn add_to_unions(unions: &mut [Vec<(Picos, Picos)>], classes: &[crate::TimeClass
 
 /// One run's walk for [`class_unions`].
 struct RunUnions {
-    unions: Vec<Vec<(Picos, Picos)>>,
+    unions: Vec<Vec<Span>>,
     /// Events of the run itself.
     own: usize,
     /// Events of the runs after it walked before an op started with nothing open.
@@ -806,7 +806,7 @@ fn walk_run(plane: &Plane, runs: &[xlens_xplane::EventIter<'_>], k: usize, class
 /// Joins the runs' unions: from the first event, take the run holding the event where the walk
 /// so far stopped (its walk equals the single walk from there, where nothing was open), keep its
 /// segments from that event's start, and go on from where that run's walk stopped.
-fn stitch(runs: &[RunUnions], n_classes: usize) -> Vec<Vec<(Picos, Picos)>> {
+fn stitch(runs: &[RunUnions], n_classes: usize) -> Vec<Vec<Span>> {
     let firsts: Vec<usize> = runs
         .iter()
         .scan(0usize, |next, r| {
@@ -824,8 +824,8 @@ fn stitch(runs: &[RunUnions], n_classes: usize) -> Vec<Vec<(Picos, Picos)>> {
         let run = &runs[m];
         for (union, part) in out.iter_mut().zip(&run.unions) {
             // Segments before `from` end by it; the ones after start at or after it.
-            for &(s, e) in part.iter().filter(|&&(_, e)| e > from) {
-                merge_in_order(union, s.max(from), e);
+            for s in part.iter().filter(|s| s.end > from) {
+                merge_in_order(union, s.start.max(from), s.end);
             }
         }
         match run.stop {
@@ -965,7 +965,7 @@ mod tests {
         use super::ByDevice;
         use crate::{IntervalCursor, in_intervals};
         use xlens_xplane::Picos;
-        let merged: Vec<(Picos, Picos)> = (0..50).map(|i| (Picos(i * 100), Picos(i * 100 + 40))).collect();
+        let merged: Vec<Span> = (0..50).map(|i| Span::new(Picos(i * 100), Picos(i * 100 + 40))).collect();
         let times: Vec<Picos> =
             (0..3000).map(|i| Picos((i * 7919) % 5200)).chain((0..5200).step_by(3).map(Picos)).collect();
         let mut cursor = IntervalCursor::new(&merged);
@@ -1170,7 +1170,7 @@ mod tests {
             .run(&runs, |runs| {
                 let mut intervals = Vec::new();
                 for (run, sorted) in runs {
-                    let mut run: Vec<(Picos, Picos)> = run.iter().map(|&(s, l)| (Picos(s), Picos(s + l))).collect();
+                    let mut run: Vec<Span> = run.iter().map(|&(s, l)| Span::new(Picos(s), Picos(s + l))).collect();
                     if sorted {
                         run.sort();
                     }
@@ -1178,9 +1178,9 @@ mod tests {
                 }
                 let mut plain = intervals.clone();
                 plain.sort();
-                let mut expected: Vec<(Picos, Picos)> = Vec::new();
-                for (s, e) in plain {
-                    merge_in_order(&mut expected, s, e);
+                let mut expected: Vec<Span> = Vec::new();
+                for s in plain {
+                    merge_in_order(&mut expected, s.start, s.end);
                 }
                 prop_assert_eq!(union(intervals), expected);
                 Ok(())
@@ -1200,7 +1200,7 @@ mod tests {
         for events in cases {
             let space = plane_with(events);
             let plane = &space.planes()[0];
-            let expected = union(events.iter().map(|&(s, d)| (Picos(s), Picos(s + d.max(0)))).collect());
+            let expected = union(events.iter().map(|&(s, d)| Span::new(Picos(s), Picos(s + d.max(0)))).collect());
             assert_eq!(busy_union(plane, "XLA Ops"), expected, "{events:?}");
         }
         let space = plane_with(&[(0, 1)]);
