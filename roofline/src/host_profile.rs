@@ -246,13 +246,7 @@ impl HostProfile {
     fn steps_cell(&self) -> &Result<Steps, Shared> {
         self.steps.get_or_init(|| {
             let timeline = shared(self.timeline_cell())?;
-            if self.space.tpu_tensor_cores().is_empty() {
-                let host_ops = self.host_ops_shared()?;
-                Steps::from_timeline_and_host_ops(&self.space, timeline, host_ops)
-            } else {
-                Steps::from_timeline(&self.space, timeline)
-            }
-            .map_err(Arc::new)
+            steps_of(&self.space, timeline, || self.host_ops_shared())
         })
     }
 
@@ -286,12 +280,7 @@ impl HostProfile {
 
     fn op_profile_cell(&self) -> &Result<OpProfile, Shared> {
         self.op_profile.get_or_init(|| {
-            if self.space.tpu_tensor_cores().is_empty() {
-                let host_ops = self.host_ops_shared()?;
-                Ok(OpProfile::from_host_ops(host_ops, self.modules()).with_gpu_devices(&self.space))
-            } else {
-                Ok(OpProfile::from_timeline(&self.space, shared(self.timeline_cell())?))
-            }
+            op_profile_of(&self.space, || shared(self.timeline_cell()), || self.host_ops_shared(), || self.modules())
         })
     }
 
@@ -300,13 +289,13 @@ impl HostProfile {
         self.anatomy
             .get_or_init(|| {
                 let steps = shared(self.steps_cell())?;
-                if self.space.tpu_tensor_cores().is_empty() {
-                    let profile = shared(self.op_profile_cell())?;
-                    let host_ops = self.host_ops_shared()?;
-                    crate::host_anatomy_from_ops(&self.space, steps, profile, host_ops).map_err(Arc::new)
-                } else {
-                    Ok(anatomy_from_timeline(shared(self.timeline_cell())?))
-                }
+                anatomy_of(
+                    &self.space,
+                    steps,
+                    || shared(self.timeline_cell()),
+                    || shared(self.op_profile_cell()),
+                    || self.host_ops_shared(),
+                )
             })
             .as_ref()
             .map(Vec::as_slice)
@@ -541,6 +530,91 @@ impl Profile {
     pub fn hosts(&self) -> &[HostProfile] {
         &self.hosts
     }
+}
+
+/// The steps of a space: device steps from the timeline on TPU, else from the host ops (markers,
+/// module executions, the device window). [`HostProfile::steps`] and [`op_analyses`] both
+/// build them here.
+fn steps_of<'a, E: From<Error>>(
+    space: &Space,
+    timeline: &DeviceTimeline,
+    host_ops: impl FnOnce() -> Result<&'a HostOps, E>,
+) -> Result<Steps, E> {
+    if space.tpu_tensor_cores().is_empty() {
+        Ok(Steps::from_timeline_and_host_ops(space, timeline, host_ops()?)?)
+    } else {
+        Ok(Steps::from_timeline(space, timeline)?)
+    }
+}
+
+/// The op profile of a space: from the timeline on TPU, else from the host ops joined with the
+/// HLO modules. [`HostProfile::op_profile`] and [`op_analyses`] both build it here.
+fn op_profile_of<'a, E>(
+    space: &Space,
+    timeline: impl FnOnce() -> Result<&'a DeviceTimeline, E>,
+    host_ops: impl FnOnce() -> Result<&'a HostOps, E>,
+    modules: impl FnOnce() -> &'a [Module],
+) -> Result<OpProfile, E> {
+    if space.tpu_tensor_cores().is_empty() {
+        let host_ops = host_ops()?;
+        Ok(OpProfile::from_host_ops(host_ops, modules()).with_gpu_devices(space))
+    } else {
+        Ok(OpProfile::from_timeline(space, timeline()?))
+    }
+}
+
+/// The anatomy of every step of a space: from the timeline on TPU, else from the op profile and
+/// the host ops. [`HostProfile::anatomy`] and [`op_analyses`] both build it here.
+fn anatomy_of<'a, E: From<Error>>(
+    space: &Space,
+    steps: &Steps,
+    timeline: impl FnOnce() -> Result<&'a DeviceTimeline, E>,
+    op_profile: impl FnOnce() -> Result<&'a OpProfile, E>,
+    host_ops: impl FnOnce() -> Result<&'a HostOps, E>,
+) -> Result<Vec<StepAnatomy>, E> {
+    if space.tpu_tensor_cores().is_empty() {
+        let profile = op_profile()?;
+        let host_ops = host_ops()?;
+        Ok(crate::host_anatomy_from_ops(space, steps, profile, host_ops)?)
+    } else {
+        Ok(anatomy_from_timeline(timeline()?))
+    }
+}
+
+/// The steps, op profile and step anatomy of one decoded host, built as a [`HostProfile`] builds
+/// them (the same builders, in the same order, from one device timeline and one op-table read),
+/// without the other analyses: what the `ops` command prints, equal to what the detectors read.
+/// The first error met is returned.
+///
+/// ```
+/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/tpu/tpu_basic");
+/// let session = xlens_testkit::open_session(dir)?;
+/// let space = session.hosts()[0].space();
+/// let (steps, profile, anatomy) = xlens_roofline::op_analyses(space)?;
+/// assert_eq!(anatomy.len(), steps.steps.len());
+/// assert!(!profile.ops.is_empty());
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn op_analyses(space: &Space) -> Result<(Steps, OpProfile, Vec<StepAnatomy>), Error> {
+    let timeline = DeviceTimeline::build(space)?;
+    let (host_ops, modules) = if space.tpu_tensor_cores().is_empty() {
+        let (mut ops, error) = HostOps::read_partial(space);
+        if let Some(error) = error {
+            return Err(error);
+        }
+        let (modules, _) = xlens_hlo::modules_from_space(space);
+        // Kernels of CUDA graphs are named by their instructions (which needs the HLO).
+        if ops.has_graph_kernels() {
+            ops.attribute_graph_kernels(&modules);
+        }
+        (ops, modules)
+    } else {
+        (HostOps::default(), Vec::new())
+    };
+    let steps = steps_of(space, &timeline, || Ok::<_, Error>(&host_ops))?;
+    let profile = op_profile_of(space, || Ok::<_, Error>(&timeline), || Ok(&host_ops), || &modules)?;
+    let anatomy = anatomy_of(space, &steps, || Ok::<_, Error>(&timeline), || Ok(&profile), || Ok(&host_ops))?;
+    Ok((steps, profile, anatomy))
 }
 
 /// An analysis's error, shared by the analyses built on it (a failed timeline fails the steps).

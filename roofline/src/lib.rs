@@ -81,7 +81,9 @@ pub use gpu::{
     unattributed_category, uses_tensor_cores,
 };
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
-pub use host_profile::{HostProfile, Profile, StepMedians, host_step_medians, prepare_step_medians, step_modules};
+pub use host_profile::{
+    HostProfile, Profile, StepMedians, host_step_medians, op_analyses, prepare_step_medians, step_modules,
+};
 pub use intervals::{IntervalCursor, in_intervals, median_of};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use matmul_free::{MatmulFreeStretch, MatmulFreeStretches};
