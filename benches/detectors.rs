@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use xlens::faults::{AnyDetector, DETECTORS, Findings, HostSummary, Profile, ScanConfig};
+use xlens::faults::{AnyDetector, DETECTORS, Findings, HostNeeds, HostSummary, Profile, ScanConfig};
 use xlens::xplane::Space;
 use xlens_testkit::synth::{self, MegaScaleSpec, Program, SparseCoreSpec, SynthSpec};
 

@@ -28,7 +28,6 @@ mod detector;
 mod detectors;
 mod evidence;
 mod finding;
-mod intervals;
 mod profile;
 mod registry;
 mod report;
@@ -41,7 +40,7 @@ pub(crate) mod testing;
 pub use config::{ScanConfig, StatusThresholds, StepRange, Thresholds};
 pub use detector::{AnyDetector, Detector, DetectorDoc, DetectorMeta, Need, Skip};
 pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity, fmt_value};
-pub use profile::{HostProfile, Profile, StepMedians, select_steps};
+pub use profile::{HostNeeds, HostProfile, Profile, StepMedians, select_steps};
 pub use registry::{DETECTORS, catalogue_markdown, detector};
 pub use report::{
     ANATOMY_CLASSES, Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, Roof, RooflineDot, Skipped,

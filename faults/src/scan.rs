@@ -9,7 +9,7 @@ use xlens_xplane::{HostInput, Picos};
 use crate::config::ScanConfig;
 use crate::detector::{AnyDetector, Skip};
 use crate::finding::{Evidence, Finding, Findings, HostImpact, SESSION_HOST, Scope, Severity};
-use crate::profile::{HostProfile, Profile, select_steps};
+use crate::profile::{HostNeeds, HostProfile, Profile, select_steps};
 
 use crate::registry::DETECTORS;
 use crate::report::{

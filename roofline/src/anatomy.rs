@@ -10,6 +10,8 @@
 
 use xlens_xplane::Picos;
 
+use crate::span::Span;
+
 /// Op category of library GEMM custom calls (cuBLAS, hipBLASLt).
 pub const GEMM_CUSTOM_CALL: &str = "custom-call gemm";
 /// Op category of DNN convolution custom calls (cuDNN, MIOpen).
@@ -80,22 +82,22 @@ pub fn class_of(category: &str) -> TimeClass {
 /// give, without collecting them). Empty spans are left out.
 ///
 /// ```
-/// use xlens_roofline::{covered, merge_in_order};
+/// use xlens_roofline::{Span, covered, merge_in_order};
 /// use xlens_xplane::Picos;
 /// let mut union = Vec::new();
 /// for (s, e) in [(0, 10), (5, 20), (20, 25), (30, 40)] {
 ///     merge_in_order(&mut union, Picos(s), Picos(e));
 /// }
-/// assert_eq!(union, [(Picos(0), Picos(25)), (Picos(30), Picos(40))]);
+/// assert_eq!(union, [Span::new(Picos(0), Picos(25)), Span::new(Picos(30), Picos(40))]);
 /// assert_eq!(covered(&union, Picos(20), Picos(35)), Picos(10));
 /// ```
-pub fn merge_in_order(union: &mut Vec<(Picos, Picos)>, start: Picos, end: Picos) {
+pub fn merge_in_order(union: &mut Vec<Span>, start: Picos, end: Picos) {
     if start >= end {
         return;
     }
     match union.last_mut() {
-        Some(last) if start <= last.1 => last.1 = last.1.max(end),
-        _ => union.push((start, end)),
+        Some(last) if start <= last.end => last.end = last.end.max(end),
+        _ => union.push(Span { start, end }),
     }
 }
 
@@ -135,8 +137,8 @@ pub fn partition_from<T>(items: &[T], cursor: &mut usize, before: impl Fn(&T) ->
 }
 
 /// The length of the part of `[lo, hi)` that a sorted, disjoint union of intervals covers.
-pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
-    covered_after(union, union.partition_point(|&(_, e)| e <= lo), lo, hi)
+pub fn covered(union: &[Span], lo: Picos, hi: Picos) -> Picos {
+    covered_after(union, union.partition_point(|s| s.end <= lo), lo, hi)
 }
 
 /// [`covered`] for windows asked in order: the first interval that ends after `lo` is found from
@@ -144,20 +146,20 @@ pub fn covered(union: &[(Picos, Picos)], lo: Picos, hi: Picos) -> Picos {
 /// order reads the union once.
 ///
 /// ```
-/// use xlens_roofline::covered_from;
+/// use xlens_roofline::{Span, covered_from};
 /// use xlens_xplane::Picos;
-/// let busy = [(Picos(0), Picos(10)), (Picos(20), Picos(30))];
+/// let busy = [Span::new(Picos(0), Picos(10)), Span::new(Picos(20), Picos(30))];
 /// let mut cursor = 0;
 /// assert_eq!(covered_from(&busy, &mut cursor, Picos(5), Picos(25)), Picos(10));
 /// assert_eq!(covered_from(&busy, &mut cursor, Picos(28), Picos(40)), Picos(2));
 /// ```
-pub fn covered_from(union: &[(Picos, Picos)], cursor: &mut usize, lo: Picos, hi: Picos) -> Picos {
-    covered_after(union, partition_from(union, cursor, |&(_, e)| e <= lo), lo, hi)
+pub fn covered_from(union: &[Span], cursor: &mut usize, lo: Picos, hi: Picos) -> Picos {
+    covered_after(union, partition_from(union, cursor, |s| s.end <= lo), lo, hi)
 }
 
 /// The part of `[lo, hi)` the intervals of `union` from `from` on cover.
-fn covered_after(union: &[(Picos, Picos)], from: usize, lo: Picos, hi: Picos) -> Picos {
-    union[from..].iter().take_while(|&&(s, _)| s < hi).map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo))).sum()
+fn covered_after(union: &[Span], from: usize, lo: Picos, hi: Picos) -> Picos {
+    union[from..].iter().take_while(|s| s.start < hi).map(|s| s.end.min(hi).saturating_sub(s.start.max(lo))).sum()
 }
 
 /// A half-open time interval `[start, end)` with a class.

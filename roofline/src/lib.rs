@@ -8,6 +8,9 @@
 //!   its roof, as XProf's roofline model does.
 //! - **Steps, op profile, anatomy.** [`Steps`], [`OpProfile`] and [`StepAnatomy`] read a
 //!   profile's step markers, per-op statistics and where each step's time goes.
+//! - **Shared analyses.** [`Profile`] holds one [`HostProfile`] per host: its decoded space and
+//!   the analyses above (and the HLO modules, the host-run op table, the duty cycle, the
+//!   per-step op medians), each built once on first use and shared by every reader.
 //!
 //! ```
 //! use xlens_roofline::{Bound, Bytes, Chip, Flops, Work};
@@ -38,16 +41,20 @@ mod chip;
 mod device;
 mod gpu;
 mod host_ops;
+mod host_profile;
+mod intervals;
 mod kernel_stats;
 mod matmul_free;
 mod model;
 mod op_profile;
 mod op_profile_cpu;
 mod perf_env;
+mod span;
 mod step_anatomy;
 mod step_types;
 mod steps;
 mod timeline;
+pub mod walks;
 
 /// The chip catalogue: one [`ChipSpec`] per chip, each with its public source (from
 /// `xlens-chips`, re-exported at its old path).
@@ -74,6 +81,10 @@ pub use gpu::{
     unattributed_category, uses_tensor_cores,
 };
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
+pub use host_profile::{
+    HostProfile, Profile, StepMedians, host_step_medians, op_analyses, prepare_step_medians, step_modules,
+};
+pub use intervals::{IntervalCursor, in_intervals, median_of};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use matmul_free::{MatmulFreeStretch, MatmulFreeStretches};
 pub use model::{Analysis, Bound, Roofline, Work, arithmetic_intensity};
@@ -83,6 +94,7 @@ pub use op_profile::{
 };
 pub use op_profile_cpu::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL, hlo_category};
 pub use perf_env::PerfEnv;
+pub use span::Span;
 pub use step_anatomy::{anatomy_from_timeline, host_anatomy, host_anatomy_from_ops, tpu_anatomy};
 pub use step_types::{CoreStepBreakdown, StepSource, is_host_step_marker};
 pub use steps::{

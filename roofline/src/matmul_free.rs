@@ -13,6 +13,7 @@
 use xlens_xplane::Picos;
 
 use crate::anatomy::TimeClass;
+use crate::span::Span;
 
 /// The stretch of a core's steps, between matmuls or a step edge and a matmul, that holds the
 /// most vector work (the first such when several tie).
@@ -43,8 +44,8 @@ pub struct MatmulFreeStretches {
 #[derive(Debug)]
 pub(crate) struct StretchWalk {
     /// Matmul and vector unions from the earliest window not yet scored on.
-    matmul: Vec<(Picos, Picos)>,
-    vector: Vec<(Picos, Picos)>,
+    matmul: Vec<Span>,
+    vector: Vec<Span>,
     /// Step windows, by start; `next` is the first not yet scored.
     windows: Vec<(Picos, Picos)>,
     next: usize,
@@ -129,8 +130,8 @@ impl StretchWalk {
     /// One window: the gaps between its matmul runs (clipped to it) and the vector time in each.
     fn score(&mut self, lo: Picos, hi: Picos) {
         let mut cursor = lo;
-        let from = self.matmul.partition_point(|m| m.1 <= lo);
-        let edges = self.matmul[from..].iter().take_while(|m| m.0 < hi).map(|m| (m.0.max(lo), m.1.min(hi)));
+        let from = self.matmul.partition_point(|m| m.end <= lo);
+        let edges = self.matmul[from..].iter().take_while(|m| m.start < hi).map(|m| (m.start.max(lo), m.end.min(hi)));
         for (s, e) in edges.chain(std::iter::once((hi, hi))) {
             if s > cursor {
                 let v = crate::anatomy::covered(&self.vector, cursor, s);
@@ -156,8 +157,8 @@ impl StretchWalk {
 
 /// Drops the intervals that end at or before `lo`, except the last (a later segment may still
 /// extend it).
-fn prune(union: &mut Vec<(Picos, Picos)>, lo: Picos) {
-    let done = union.partition_point(|i| i.1 <= lo).min(union.len().saturating_sub(1));
+fn prune(union: &mut Vec<Span>, lo: Picos) {
+    let done = union.partition_point(|i| i.end <= lo).min(union.len().saturating_sub(1));
     if done > 0 {
         union.drain(..done);
     }

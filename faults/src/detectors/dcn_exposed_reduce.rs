@@ -1,7 +1,7 @@
 //! `dcn_exposed_reduce`: the cross-slice (DCN) gradient reduce runs after the backward pass has
 //! ended, as an exposed tail of every step.
 
-use xlens_roofline::{TimeClass, class_of};
+use xlens_roofline::{Span, TimeClass, class_of};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
@@ -214,7 +214,7 @@ impl Measured<'_> {
         reduces: &[(Picos, Picos, String, usize)],
         infos: &[evidence::DeviceOpInfo],
     ) {
-        let merged = union(reduces.iter().map(|r| (r.0, r.1)).collect());
+        let merged = union(reduces.iter().map(|r| Span::new(r.0, r.1)).collect());
         for (&(_, _, hi), last) in windows.iter().zip(last_compute) {
             self.core_steps += 1;
             let Some(last) = last else { continue };
@@ -230,11 +230,11 @@ impl Measured<'_> {
                 e.1 = e.1.max(info.bytes_accessed);
                 e.2 += 1;
             }
-            let from = merged.partition_point(|m| m.1 <= last);
+            let from = merged.partition_point(|m| m.end <= last);
             let pieces: Vec<(Picos, Picos)> = merged[from..]
                 .iter()
-                .take_while(|m| m.0 < hi)
-                .map(|m| (m.0.max(last), m.1.min(hi)))
+                .take_while(|m| m.start < hi)
+                .map(|m| (m.start.max(last), m.end.min(hi)))
                 .filter(|m| m.0 < m.1)
                 .collect();
             self.tails.push(Tail { plane: plane.to_owned(), start: last, end, reduce, pieces });
@@ -266,7 +266,7 @@ fn score(m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
     if impact.pct_of_step < t.min_tail_pct {
         return None;
     }
-    let dcn = union(megascale.iter().map(|e| (e.start(), e.end())).collect());
+    let dcn = union(megascale.iter().map(|e| Span::new(e.start(), e.end())).collect());
     let dcn_cover_of = |t: &Tail| t.pieces.iter().map(|&(s, e)| covered(&dcn, s, e)).sum::<Picos>();
     let dcn_cover: Picos = tails.iter().map(dcn_cover_of).sum();
     let dcn_fraction = if total_tail.0 > 0 { dcn_cover.0 as f64 / total_tail.0 as f64 } else { 0.0 };

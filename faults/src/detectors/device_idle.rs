@@ -1,6 +1,7 @@
 //! `device_idle`: the device runs nothing for a large share of the step (or of each module
 //! execution, on profiles without step markers).
 
+use xlens_roofline::Span;
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
@@ -93,13 +94,13 @@ impl Detector for DeviceIdle {
 }
 
 /// The first device's name and the union of its op spans.
-fn first_device_busy(host: &HostProfile) -> (String, Vec<(Picos, Picos)>) {
+fn first_device_busy(host: &HostProfile) -> (String, Vec<Span>) {
     if let Some(plane) = host.space().tpu_tensor_cores().first() {
         return (plane.name().to_owned(), evidence::busy_union(plane, names::line::XLA_OPS));
     }
     let ops = host.host_ops();
     let Some(first) = ops.iter().map(|o| ops.context(o).core).min() else { return (String::new(), Vec::new()) };
-    let spans = ops.iter().filter(|o| ops.context(o).core == first).map(|o| (o.start, o.end)).collect();
+    let spans = ops.iter().filter(|o| ops.context(o).core == first).map(|o| Span::new(o.start, o.end)).collect();
     let device = match ops.source {
         xlens_roofline::OpSource::GpuStreams => format!("/device:GPU:{first}"),
         xlens_roofline::OpSource::HostThreads => format!("device {first}"),
@@ -108,12 +109,12 @@ fn first_device_busy(host: &HostProfile) -> (String, Vec<(Picos, Picos)>) {
 }
 
 /// The `n` longest gaps between busy spans that lie inside the step windows (start, duration).
-fn longest_gaps(busy: &[(Picos, Picos)], windows: &[(Picos, Picos)], n: usize) -> Vec<(Picos, Picos)> {
+fn longest_gaps(busy: &[Span], windows: &[(Picos, Picos)], n: usize) -> Vec<(Picos, Picos)> {
     let mut gaps: Vec<(Picos, Picos)> = Vec::new();
     for &(lo, hi) in windows {
         let mut cursor = lo;
-        let from = busy.partition_point(|b| b.1 <= lo);
-        for &(s, e) in busy[from..].iter().take_while(|b| b.0 < hi) {
+        let from = busy.partition_point(|b| b.end <= lo);
+        for &Span { start: s, end: e } in busy[from..].iter().take_while(|b| b.start < hi) {
             if s > cursor {
                 gaps.push((cursor, s - cursor));
             }
@@ -135,7 +136,7 @@ mod tests {
     #[test]
     fn gaps_are_cut_to_the_windows() {
         let p = |a: i64, b: i64| (Picos(a), Picos(b));
-        let busy = [p(10, 20), p(30, 40), p(70, 80)];
+        let busy = [p(10, 20), p(30, 40), p(70, 80)].map(Span::from);
         assert_eq!(longest_gaps(&busy, &[p(0, 50)], 5), vec![p(0, 10), p(20, 10), p(40, 10)]);
         assert_eq!(longest_gaps(&busy, &[p(35, 100)], 1), vec![p(40, 30)]);
     }

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 
 use xlens_hlo::Module;
-use xlens_roofline::{CopyKind, OpSource, copy_kind, memcpy_bytes};
+use xlens_roofline::{CopyKind, OpSource, Span, copy_kind, memcpy_bytes};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
-use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceTimeline, async_phase, covered};
+use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceOpLine, async_phase, covered};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
@@ -258,15 +258,18 @@ struct Copies {
 
 /// The time of `windows` (unsorted) not covered by the sorted, disjoint `compute`, counting
 /// overlapping windows once.
-fn exposed_union(windows: Vec<(Picos, Picos)>, compute: &[(Picos, Picos)]) -> Picos {
-    evidence::union(windows).into_iter().map(|(s, e)| (e - s).saturating_sub(covered(compute, s, e))).sum()
+fn exposed_union(windows: Vec<Span>, compute: &[Span]) -> Picos {
+    evidence::union(windows)
+        .into_iter()
+        .map(|w| (w.end - w.start).saturating_sub(covered(compute, w.start, w.end)))
+        .sum()
 }
 
 /// TPU: per TensorCore, the `copy-start`/`copy-done` windows and how much of each the core's
 /// other ops (not start/done ops) cover.
 fn tpu_copies(host: &HostProfile) -> Copies {
     struct State {
-        compute: Vec<(Picos, Picos)>,
+        compute: Vec<Span>,
         pairer: AsyncPairer,
     }
     let mut out: BTreeMap<String, CopyTotals> = BTreeMap::new();
@@ -283,7 +286,7 @@ fn tpu_copies(host: &HostProfile) -> Copies {
         if !runs_copies {
             continue;
         }
-        let walk = DeviceTimeline::walk(
+        let walk = DeviceOpLine::walk(
             plane,
             line,
             || State { compute: Vec::new(), pairer: AsyncPairer::default() },
@@ -317,7 +320,7 @@ fn tpu_copies(host: &HostProfile) -> Copies {
                 c.direction = direction;
             }
             c.add(plane.name(), line, w.start, w.end, exposed);
-            spans.push((w.start, w.end));
+            spans.push(Span::new(w.start, w.end));
         }
         exposed_total += exposed_union(spans, &state.compute);
     }
@@ -363,7 +366,7 @@ fn gpu_copies(host: &HostProfile) -> Copies {
         .map(|n| copy_kind(n).filter(|k| matches!(k, CopyKind::HostToDevice | CopyKind::DeviceToHost)))
         .collect();
     let kind_of = |op: &xlens_roofline::HostOp| kinds.get(op.name as usize).copied().flatten();
-    let mut compute: evidence::ByDevice<(Picos, Picos)> = evidence::ByDevice::default();
+    let mut compute: evidence::ByDevice<Span> = evidence::ByDevice::default();
     let mut copies: evidence::ByDevice<(xlens_roofline::LineRef, Picos, Picos, u32)> = evidence::ByDevice::default();
     for (at, line_ops) in ops.by_line() {
         // A stream's kernels come by start: they are merged into runs as they come (the union
@@ -375,16 +378,16 @@ fn gpu_copies(host: &HostProfile) -> Copies {
             let device = ops.context(op).core;
             match kind_of(op) {
                 Some(_) => copies.push(device, (at, op.start, op.end, op.name)),
-                None if !in_order => compute.push(device, (op.start, op.end)),
+                None if !in_order => compute.push(device, Span::new(op.start, op.end)),
                 None => {
                     if let Some((d, start, end)) = extend_run(&mut run, device, op.start, op.end) {
-                        compute.push(d, (start, end));
+                        compute.push(d, Span::new(start, end));
                     }
                 }
             }
         }
         if let Some((d, start, end)) = run {
-            compute.push(d, (start, end));
+            compute.push(d, Span::new(start, end));
         }
     }
     let (mut compute, copies) = (compute.into_map(), copies.into_map());
@@ -396,7 +399,7 @@ fn gpu_copies(host: &HostProfile) -> Copies {
     for (device, list) in &copies {
         // Each device's kernels are read here only: taken, not copied.
         let busy = evidence::union(compute.remove(device).unwrap_or_default());
-        exposed_total += exposed_union(list.iter().map(|c| (c.1, c.2)).collect(), &busy);
+        exposed_total += exposed_union(list.iter().map(|c| Span::new(c.1, c.2)).collect(), &busy);
         // A device's copies come line by line, each line's in file order: its bytes are found
         // by a cursor that moves forward with them.
         let (mut current, mut of_line, mut cursor): (_, &[(Picos, u64)], usize) = (None, &[], 0);
@@ -533,8 +536,7 @@ mod tests {
                     .map(|&(s, len, d)| (if two_devices { d } else { 0 }, Picos(s), Picos(s + len)))
                     .collect();
                 for device in [0, 1] {
-                    let mine: Vec<(Picos, Picos)> =
-                        spans.iter().filter(|s| s.0 == device).map(|s| (s.1, s.2)).collect();
+                    let mine: Vec<Span> = spans.iter().filter(|s| s.0 == device).map(|s| Span::new(s.1, s.2)).collect();
                     let mut runs = Vec::new();
                     let mut run = None;
                     for &(d, s, e) in &spans {
@@ -543,8 +545,8 @@ mod tests {
                         }
                     }
                     runs.extend(run);
-                    let of_device: Vec<(Picos, Picos)> =
-                        runs.iter().filter(|r| r.0 == device).map(|r| (r.1, r.2)).collect();
+                    let of_device: Vec<Span> =
+                        runs.iter().filter(|r| r.0 == device).map(|r| Span::new(r.1, r.2)).collect();
                     prop_assert_eq!(evidence::union(of_device), evidence::union(mine));
                 }
                 Ok(())

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use xlens_hlo::Module;
-use xlens_roofline::{OpSource, TimeClass, class_of, is_collective};
+use xlens_roofline::{OpSource, Span, TimeClass, class_of, is_collective};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -440,12 +440,15 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
             continue;
         };
         cores += 1;
-        let spans: Vec<(Picos, Picos)> = union(
+        let spans: Vec<Span> = union(
             steps
                 .steps
                 .iter()
                 .filter_map(|s| {
-                    s.cores.iter().find(|c| c.core == ordinal).map(|c| (c.marker_start, c.marker_start + s.duration))
+                    s.cores
+                        .iter()
+                        .find(|c| c.core == ordinal)
+                        .map(|c| Span::new(c.marker_start, c.marker_start + s.duration))
                 })
                 .collect(),
         );
@@ -465,13 +468,13 @@ fn tpu_analysis(host: &HostProfile, t: &crate::config::ExposedCollective) -> Res
 fn add_core_ops(
     ops: &mut BTreeMap<String, OpTotals>,
     plane: &str,
-    walk: evidence::CollectiveWalk<Vec<(Picos, Picos)>>,
-    spans: &[(Picos, Picos)],
+    walk: evidence::CollectiveWalk<Vec<Span>>,
+    spans: &[Span],
     t: &crate::config::ExposedCollective,
 ) {
     let compute = walk.segments;
     let windows = walk.windows;
-    let window_spans = union(windows.iter().map(|w| (w.start, w.end)).collect());
+    let window_spans = union(windows.iter().map(|w| Span::new(w.start, w.end)).collect());
     let line = walk.line;
     let in_step = |t: Picos| evidence::in_intervals(spans, t);
     for w in windows.iter().filter(|w| in_step(w.start)) {
@@ -532,7 +535,7 @@ fn host_op_analysis(host: &HostProfile) -> Result<Analysis, Skip> {
             matmul_per_step: None,
         });
     }
-    let spans = union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
+    let spans = union(steps.steps.iter().map(|s| Span::new(s.start, s.end())).collect());
     let (collectives, compute) = occurrences(host, &categories, &spans, host_plane, gpu);
     let devices: std::collections::BTreeSet<i64> = collectives.keys().chain(compute.keys()).copied().collect();
     let (ops, exposed_total) = op_totals(&collectives, &compute, &categories);
@@ -565,17 +568,17 @@ struct Occurrence {
 fn occurrences(
     host: &HostProfile,
     categories: &HashMap<(u64, &str), &str>,
-    spans: &[(Picos, Picos)],
+    spans: &[Span],
     host_plane: Option<&xlens_xplane::Plane>,
     gpu: bool,
-) -> (BTreeMap<i64, Vec<Occurrence>>, BTreeMap<i64, Vec<(Picos, Picos)>>) {
+) -> (BTreeMap<i64, Vec<Occurrence>>, BTreeMap<i64, Vec<Span>>) {
     let host_ops = host.host_ops();
     // Rendezvous waits, decided once per metadata entry.
     let is_wait: Vec<bool> = host_plane.map_or_else(Vec::new, |plane| {
         plane.event_metadata().iter().map(|m| m.name() == "Rendezvous" || m.name().starts_with("Wait")).collect()
     });
     let mut collectives: BTreeMap<i64, Vec<Occurrence>> = BTreeMap::new();
-    let mut compute: evidence::ByDevice<(Picos, Picos)> = evidence::ByDevice::default();
+    let mut compute: evidence::ByDevice<Span> = evidence::ByDevice::default();
     // Collective or not, per (program, interned op name) key, decided once.
     let keys = host_ops.op_keys();
     let mut is_collective: Vec<Option<bool>> = vec![None; keys.len()];
@@ -603,14 +606,14 @@ fn occurrences(
                     },
                 ));
             } else {
-                compute.push(context.core, (op.start, op.end));
+                compute.push(context.core, Span::new(op.start, op.end));
             }
         }
         if pending.is_empty() {
             continue;
         }
         // Only threads that ran collectives are walked again, for their waits.
-        let waits: Vec<(Picos, Picos)> = if gpu { Vec::new() } else { thread_waits(plane, line, &is_wait) };
+        let waits: Vec<Span> = if gpu { Vec::new() } else { thread_waits(plane, line, &is_wait) };
         let waits = union(waits);
         for (device, mut occ) in pending {
             occ.wait = covered(&waits, occ.start, occ.end);
@@ -621,11 +624,11 @@ fn occurrences(
 }
 
 /// The rendezvous waits (by metadata position in `is_wait`) on one host thread.
-fn thread_waits(plane: &xlens_xplane::Plane, line: &xlens_xplane::Line, is_wait: &[bool]) -> Vec<(Picos, Picos)> {
+fn thread_waits(plane: &xlens_xplane::Plane, line: &xlens_xplane::Line, is_wait: &[bool]) -> Vec<Span> {
     line.events(plane)
         .map_while(|e| e.ok())
         .filter(|ev| plane.event_metadata_position(ev.metadata_id()).is_some_and(|i| is_wait[i]))
-        .map(|ev| (ev.start(), ev.end()))
+        .map(|ev| Span::new(ev.start(), ev.end()))
         .collect()
 }
 
@@ -633,15 +636,15 @@ fn thread_waits(plane: &xlens_xplane::Plane, line: &xlens_xplane::Line, is_wait:
 /// device's compute).
 fn op_totals(
     collectives: &BTreeMap<i64, Vec<Occurrence>>,
-    compute: &BTreeMap<i64, Vec<(Picos, Picos)>>,
+    compute: &BTreeMap<i64, Vec<Span>>,
     categories: &HashMap<(u64, &str), &str>,
 ) -> (BTreeMap<String, OpTotals>, Picos) {
     let mut ops: BTreeMap<String, OpTotals> = BTreeMap::new();
     let mut exposed_total = Picos::ZERO;
     for (device, occurrences) in collectives {
         let busy = union(compute.get(device).cloned().unwrap_or_default());
-        let merged = union(occurrences.iter().map(|o| (o.start, o.end)).collect());
-        for &(s, e) in &merged {
+        let merged = union(occurrences.iter().map(|o| Span::new(o.start, o.end)).collect());
+        for &Span { start: s, end: e } in &merged {
             exposed_total += (e - s).saturating_sub(covered(&busy, s, e));
         }
         for occ in occurrences {

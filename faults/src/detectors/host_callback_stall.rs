@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use xlens_hlo::{InstrId, Module, Opcode};
+use xlens_roofline::Span;
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
@@ -101,7 +102,7 @@ impl Detector for HostCallbackStall {
 }
 
 /// Per core, the (start, end) spans of some of its ops.
-type CoreSpans = BTreeMap<i64, Vec<(Picos, Picos)>>;
+type CoreSpans = BTreeMap<i64, Vec<Span>>;
 
 /// The op spans inside steps, split into callbacks and the rest.
 struct Spans<'a> {
@@ -190,14 +191,14 @@ fn split_spans<'a>(
             || op.program_id.is_some_and(|p| callback_keys.contains(&(p, &*op.name)))
     };
     // Per core: callback spans and other op spans, inside steps.
-    let mut callbacks: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
-    let mut others: BTreeMap<i64, Vec<(Picos, Picos)>> = BTreeMap::new();
+    let mut callbacks: CoreSpans = BTreeMap::new();
+    let mut others: CoreSpans = BTreeMap::new();
     let mut usage: BTreeMap<(Option<u64>, String), Usage> = BTreeMap::new();
     let mut longest: Vec<OpSpan<'_>> = Vec::new();
     for op in ops {
         let Some(k) = step_of(op.start) else { continue };
         if is_callback(&op) {
-            callbacks.entry(op.core).or_default().push((op.start, op.end));
+            callbacks.entry(op.core).or_default().push(Span::new(op.start, op.end));
             let u = usage.entry((op.program_id, op.name.to_string())).or_default();
             u.time += op.duration();
             u.runs += 1;
@@ -207,7 +208,7 @@ fn split_spans<'a>(
             u.per_step[k] += 1;
             longest.push(op);
         } else {
-            others.entry(op.core).or_default().push((op.start, op.end));
+            others.entry(op.core).or_default().push(Span::new(op.start, op.end));
         }
     }
     Spans { callbacks, others, usage, longest }
@@ -220,11 +221,11 @@ fn wait_for_the_host(steps: &xlens_roofline::Steps, callbacks: &mut CoreSpans, o
     for (core, spans) in callbacks.iter_mut() {
         let Some(rest) = others.get_mut(core) else { continue };
         rest.sort_unstable();
-        for (start, end) in spans.iter_mut() {
+        for Span { start, end } in spans.iter_mut() {
             let k = steps.steps.partition_point(|s| s.start <= *start);
             let step_end = steps.steps.get(k.wrapping_sub(1)).map_or(*end, |s| s.end());
-            let next = rest.partition_point(|(s, _)| *s < *end);
-            let until = rest.get(next).map_or(step_end, |(s, _)| (*s).min(step_end));
+            let next = rest.partition_point(|s| s.start < *end);
+            let until = rest.get(next).map_or(step_end, |s| s.start.min(step_end));
             *end = (*end).max(until);
         }
     }
@@ -236,7 +237,7 @@ fn stall_of(callbacks: CoreSpans, mut others: CoreSpans) -> (Picos, Picos) {
     let mut stall = Picos::ZERO;
     for (core, spans) in callbacks {
         let busy = evidence::union(others.remove(&core).unwrap_or_default());
-        for (s, e) in evidence::union(spans) {
+        for Span { start: s, end: e } in evidence::union(spans) {
             callback_time += e - s;
             stall += (e - s).saturating_sub(evidence::covered(&busy, s, e));
         }

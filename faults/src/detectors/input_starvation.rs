@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use xlens_roofline::{StepSource, Steps};
+use xlens_roofline::{Span, StepSource, Steps};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -277,7 +277,7 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
     // Host input waits (XProf: HOST_WAIT_INPUT + HOST_TO_DEVICE) anywhere on the host.
     let mut input_events: Vec<xlens_xplane::Event<'a>> = evidence::host_events(host, is_input_event).collect();
     input_events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
-    let union = evidence::union(input_events.iter().map(|e| (e.start(), e.end())).collect());
+    let union = evidence::union(input_events.iter().map(|e| Span::new(e.start(), e.end())).collect());
     let has_infeed_op = host.op_profile().is_ok_and(|p| p.ops.iter().any(|o| o.category == "infeed"));
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     let mut relabelled = Picos::ZERO;

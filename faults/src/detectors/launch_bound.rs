@@ -1,7 +1,7 @@
 //! `launch_bound`: on GPUs, the device idles between short kernels while the host launches the
 //! next ones.
 
-use xlens_roofline::{OpSource, copy_kind};
+use xlens_roofline::{OpSource, Span, copy_kind};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -88,7 +88,7 @@ fn measure_reading(host: &HostProfile, config: &ScanConfig, streams_alone: bool)
     }
     let steps = host.steps().map_err(Skip::because)?;
     let unit = TimeBase::of(host).unit();
-    let windows = evidence::union(steps.steps.iter().map(|s| (s.start, s.end())).collect());
+    let windows = evidence::union(steps.steps.iter().map(|s| Span::new(s.start, s.end())).collect());
     let max_gap = Picos((t.max_gap_us * 1e6) as i64);
     let max_kernel = Picos((t.max_kernel_us * 1e6) as i64);
     // Copies or kernels, decided once per interned name.
@@ -190,7 +190,7 @@ impl Gather {
     }
 
     /// One GPU's kernels, to be given in start order.
-    fn stream<'g>(&'g mut self, windows: &'g [(Picos, Picos)]) -> Stream<'g> {
+    fn stream<'g>(&'g mut self, windows: &'g [Span]) -> Stream<'g> {
         Stream { gather: self, busy_until: None, in_steps: evidence::IntervalCursor::new(windows) }
     }
 }
@@ -230,7 +230,7 @@ impl Stream<'_> {
 fn kernels_in<'a>(
     line_ops: &'a [xlens_roofline::HostOp],
     is_copy: &'a [bool],
-    windows: &'a [(Picos, Picos)],
+    windows: &'a [Span],
 ) -> impl Iterator<Item = &'a xlens_roofline::HostOp> + 'a {
     let mut in_steps = evidence::IntervalCursor::new(windows);
     line_ops

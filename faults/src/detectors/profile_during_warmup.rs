@@ -1,6 +1,7 @@
 //! `profile_during_warmup`: the capture started before the program was warm, so its first step
 //! holds tracing, compilation or autotuning and dwarfs the steady-state steps.
 
+use xlens_roofline::Span;
 use xlens_xplane::{Event, Picos};
 
 use crate::config::ScanConfig;
@@ -110,7 +111,7 @@ struct Warmup<'a> {
     /// Outermost warm-up events per thread, by start.
     events: Vec<Event<'a>>,
     /// Their union inside the step (one span per compilation).
-    spans: Vec<(Picos, Picos)>,
+    spans: Vec<Span>,
     compile_time: Picos,
 }
 
@@ -140,8 +141,8 @@ fn warmup_compiles<'a>(host: &'a HostProfile, first: &xlens_roofline::Step) -> O
     // A JAX-level compile and the client compile it calls run on different threads: events
     // that overlap in time are one compilation.
     warmup.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index()));
-    let spans = evidence::union(warmup.iter().map(|e| (e.start(), e.end().min(hi))).collect());
-    let compile_time: Picos = spans.iter().map(|(s, e)| *e - *s).sum();
+    let spans = evidence::union(warmup.iter().map(|e| Span::new(e.start(), e.end().min(hi))).collect());
+    let compile_time: Picos = spans.iter().map(|s| s.end - s.start).sum();
     Some(Warmup { events: warmup, spans, compile_time })
 }
 

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use xlens_roofline::OpStats;
+use xlens_roofline::{OpStats, Span};
 use xlens_xplane::{Picos, PlaneKind, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
-use crate::evidence::{self, DeviceTimeline, covered, union};
+use crate::evidence::{self, DeviceOpLine, covered, union};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
@@ -132,15 +132,15 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
 fn sparse_cores(
     sc_planes: &[&xlens_xplane::Plane],
     steps: &xlens_roofline::Steps,
-) -> (Vec<Core>, BTreeMap<u32, Vec<(Picos, Picos)>>) {
+) -> (Vec<Core>, BTreeMap<u32, Vec<Span>>) {
     let mut cores: Vec<Core> = Vec::new();
-    let mut sc_busy_by_tc: BTreeMap<u32, Vec<(Picos, Picos)>> = BTreeMap::new();
+    let mut sc_busy_by_tc: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
     for plane in sc_planes {
         let ordinal = evidence::device_ordinal(plane);
         let dropped = plane.stat_by_name(names::stat::DROPPED_TRACES).and_then(|s| s.as_u64()).unwrap_or(0);
         let mut core = Core { plane: plane.name().to_owned(), ordinal, dropped, ..Core::default() };
-        if let Some(timeline) = DeviceTimeline::read(plane, names::line::SPARSE_CORE_OPS) {
-            let busy = union(timeline.ops.iter().map(|o| (o.start, o.end)).collect());
+        if let Some(timeline) = DeviceOpLine::read(plane, names::line::SPARSE_CORE_OPS) {
+            let busy = union(timeline.ops.iter().map(|o| Span::new(o.start, o.end)).collect());
             let mut best = -1.0f64;
             for step in &steps.steps {
                 let Some(tc) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
@@ -166,7 +166,7 @@ fn sparse_cores(
 fn tensor_core_wait(
     host: &HostProfile,
     steps: &xlens_roofline::Steps,
-    mut sc_busy_by_tc: BTreeMap<u32, Vec<(Picos, Picos)>>,
+    mut sc_busy_by_tc: BTreeMap<u32, Vec<Span>>,
 ) -> Picos {
     let mut wait = Picos::ZERO;
     for plane in host.space().tpu_tensor_cores() {
@@ -180,8 +180,8 @@ fn tensor_core_wait(
         for step in &steps.steps {
             let Some(c) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
             let (lo, hi) = (c.marker_start, c.marker_start + step.duration);
-            let from = sc.partition_point(|s| s.1 <= lo);
-            for &(s, e) in sc[from..].iter().take_while(|s| s.0 < hi) {
+            let from = sc.partition_point(|s| s.end <= lo);
+            for &Span { start: s, end: e } in sc[from..].iter().take_while(|s| s.start < hi) {
                 let (s, e) = (s.max(lo), e.min(hi));
                 wait += (e - s).saturating_sub(covered(&tc, s, e));
             }

@@ -1,13 +1,13 @@
 //! `vpu_bound`: the step is dominated by vector (elementwise, reduction) work while the matrix
 //! units idle.
 
-use xlens_roofline::{OpStats, TimeClass, class_of};
+use xlens_roofline::{OpStats, Span, TimeClass, class_of};
 use xlens_xplane::{Picos, names};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
-use crate::evidence::{self, DeviceTimeline};
+use crate::evidence::{self, DeviceOpLine};
 use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
@@ -374,7 +374,7 @@ fn walked_stretch(
     // Matmul and vector time as unions, from a streamed walk of the op line (no op is kept).
     let unions = evidence::class_unions(plane, names::line::XLA_OPS, &[TimeClass::Matmul, TimeClass::Vector])?;
     let in_order = unions.in_order;
-    let [matmul, vector]: [Vec<(Picos, Picos)>; 2] = unions.unions.try_into().ok()?;
+    let [matmul, vector]: [Vec<Span>; 2] = unions.unions.try_into().ok()?;
     let mut best: Option<(Picos, Picos, Picos)> = None;
     // Steps come in time order, and the gaps within a step too.
     let mut in_vector = evidence::IntervalCursor::new(&vector);
@@ -382,8 +382,8 @@ fn walked_stretch(
         let Some(core) = step.cores.iter().find(|c| c.core == ordinal) else { continue };
         let (lo, hi) = (core.marker_start, core.marker_start + step.duration);
         let mut cursor = lo;
-        let from = matmul.partition_point(|m| m.1 <= lo);
-        let edges = matmul[from..].iter().take_while(|m| m.0 < hi).map(|m| (m.0.max(lo), m.1.min(hi)));
+        let from = matmul.partition_point(|m| m.end <= lo);
+        let edges = matmul[from..].iter().take_while(|m| m.start < hi).map(|m| (m.start.max(lo), m.end.min(hi)));
         for (s, e) in edges.chain(std::iter::once((hi, hi))) {
             if s > cursor {
                 let v = in_vector.covered(cursor, s);
@@ -412,9 +412,9 @@ fn walked_stretch(
         true
     };
     let ((first, last), infos) = if in_order {
-        DeviceTimeline::walk_in_order_from(plane, names::line::XLA_OPS, start, init, push)?
+        DeviceOpLine::walk_in_order_from(plane, names::line::XLA_OPS, start, init, push)?
     } else {
-        DeviceTimeline::walk_while(plane, names::line::XLA_OPS, init, push)?
+        DeviceOpLine::walk_while(plane, names::line::XLA_OPS, init, push)?
     };
     Some((start, end, vector_time, infos.get(first?)?.name.clone(), infos.get(last?)?.name.clone()))
 }

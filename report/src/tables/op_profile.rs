@@ -19,17 +19,10 @@ pub struct HostOpProfile {
     pub anatomy: Vec<StepAnatomy>,
 }
 
-/// Builds the op profile, steps and anatomy of one decoded host.
+/// Builds the op profile, steps and anatomy of one decoded host, with the builders of the
+/// detectors' `HostProfile` ([`xlens_roofline::op_analyses`]), so `ops` prints what a scan reads.
 pub fn analyze(host: &str, space: &Space) -> Result<HostOpProfile, xlens_xplane::Error> {
-    let steps = Steps::from_space(space)?;
-    let (profile, anatomy) = if space.tpu_tensor_cores().is_empty() {
-        let (modules, _) = xlens_hlo::modules_from_space(space);
-        let profile = OpProfile::from_host_threads(space, &modules)?.with_gpu_devices(space);
-        let anatomy = xlens_roofline::host_anatomy(space, &steps, &profile)?;
-        (profile, anatomy)
-    } else {
-        (OpProfile::from_tpu(space)?, xlens_roofline::tpu_anatomy(space, &steps)?)
-    };
+    let (steps, profile, anatomy) = xlens_roofline::op_analyses(space)?;
     Ok(HostOpProfile { host: host.to_owned(), profile, steps, anatomy })
 }
 
