@@ -8,7 +8,7 @@ use xlens_xplane::Picos;
 
 use crate::comparison::Comparison;
 use crate::finding::{Finding, Severity};
-use crate::profile::HostProfile;
+use xlens_roofline::HostProfile;
 
 /// The verdict of a scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
