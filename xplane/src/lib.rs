@@ -12,7 +12,8 @@
 //!   event, byte offset). Odd but decodable data becomes a [`Warning`] ([`validate`]).
 //! - **Sessions.** [`Session::open_hosts`] decodes the hosts of a run in parallel; finding them
 //!   (a file, a run directory, a logdir, a URL) is the `xlens-source` crate's job.
-//! - **Frames.** [`frame`] turns inventories, events and plane stats into polars DataFrames.
+//! - **Frames.** `frame` (feature `frames`, off by default) turns inventories, events and plane
+//!   stats into polars DataFrames.
 //! - **Writing.** [`SpaceBuilder`] writes valid XSpace bytes for tests and synthetic profiles.
 //!
 //! ```
