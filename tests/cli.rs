@@ -123,7 +123,7 @@ fn usage_mistakes_name_what_is_wrong_and_the_subcommands_help() {
     for (args, needles) in [
         (&["scan"][..], &["<PATH>", "(see xlens scan --help)"][..]),
         (&["scan", "--sample", "x"], &["--sample", "(see xlens scan --help)"]),
-        (&["scan", "--format", "yaml", "--sample"], &["[possible values: text, json]"]),
+        (&["scan", "--format", "yaml", "--sample"], &["[possible values: text, json, html]"]),
         (&["scan", "--sample", "--jsn"], &["a similar argument exists: '--json'", "(see xlens scan --help)"]),
         (&["hlo"], &["not provided: <PATH>", "(see xlens hlo --help)"]),
         (&["scna"], &["a similar subcommand exists: 'scan'", "(see xlens --help)"]),
@@ -203,6 +203,22 @@ fn subcommands_print_what_their_examples_print() {
     let o = xlens(&["plan", "--bogus"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).lines().count(), 1);
+}
+
+/// `--format` takes every format of the report crate: the HTML page on stdout is the page
+/// `--html` writes.
+#[test]
+fn scan_writes_each_format_of_the_report_crate() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-formats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("page.html");
+    let o = xlens(&["scan", "--sample", "-q", "--format", "html", "--html", &page.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.stdout, std::fs::read(&page).unwrap());
+    for f in xlens::report::render::FORMATS {
+        assert_eq!(xlens(&["scan", "--sample", "-q", "--format", f.name]).status.code(), Some(0), "{}", f.name);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `xlens.toml` sets detectors, thresholds and outputs; flags win; a bad file is a usage mistake.

@@ -108,9 +108,10 @@ pub struct ScanCmd {
     /// Scan the bundled sample profile (a real JAX CPU capture with a host callback in the step).
     #[arg(long, conflicts_with = "path")]
     sample: bool,
-    /// The report on stdout [default: text, or the config file's output.format].
-    #[arg(long, value_enum)]
-    format: Option<Format>,
+    /// The report on stdout, in one of the report's formats [default: text, or the config file's
+    /// output.format].
+    #[arg(long, value_name = "FORMAT", value_parser = report_format())]
+    format: Option<String>,
     /// Same as `--format json`.
     #[arg(long)]
     json: bool,
@@ -209,12 +210,19 @@ pub(crate) fn config_file(path: Option<&std::path::Path>) -> anyhow::Result<Conf
         parse_detector(id).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     if let Some(f) = &file.output.format
-        && f != "text"
-        && f != "json"
+        && crate::report::render::format(f).is_none()
     {
-        anyhow::bail!("{}: output.format is \"text\" or \"json\", not {f:?}", path.display());
+        let names: Vec<&str> = crate::report::render::FORMATS.iter().map(|f| f.name).collect();
+        anyhow::bail!("{}: output.format is one of {}, not {f:?}", path.display(), names.join(", "));
     }
     Ok(file)
+}
+
+/// `--format`'s values: the report's formats ([`crate::report::render::FORMATS`]).
+fn report_format() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        crate::report::render::FORMATS.iter().map(|f| clap::builder::PossibleValue::new(f.name).help(f.about)),
+    )
 }
 
 fn parse_severity(s: &str) -> Result<Severity, String> {
@@ -250,15 +258,17 @@ impl ScanCmd {
             config.only = Some(only);
         }
         config.disabled = if self.disable.is_empty() { file.detectors.disable } else { self.disable };
-        let json = match self.format {
-            Some(Format::Json) => true,
-            Some(Format::Text) => self.json,
-            None => self.json || file.output.format.as_deref() == Some("json"),
+        // `--json` is `--format json`; an explicit `--format text` leaves the choice to it.
+        let name = match self.format.as_deref() {
+            Some("text") | None if self.json => "json",
+            Some(name) => name,
+            None => file.output.format.as_deref().unwrap_or("text"),
         };
+        let format = crate::report::render::format(name).expect("clap and config_file accept only known formats");
         ScanArgs {
             // clap requires PATH unless --sample is given.
             path: self.path.unwrap_or_else(|| PathBuf::from(SAMPLE)),
-            json,
+            format,
             html: self.html.or(file.output.html),
             out: self.out.or(file.output.out),
             fail_on: self.fail_on.or(file.output.fail_on),

@@ -19,8 +19,8 @@ pub(crate) const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/c
 pub(crate) struct ScanArgs {
     /// A `*.xplane.pb`, a session directory or a logdir.
     pub(crate) path: PathBuf,
-    /// JSON on stdout instead of text.
-    pub(crate) json: bool,
+    /// The format of the report on stdout.
+    pub(crate) format: &'static crate::report::render::Format,
     /// Where to write the HTML page.
     pub(crate) html: Option<PathBuf>,
     /// Where to write the Parquet dataset.
@@ -200,7 +200,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<bool> {
     {
         failures.push(format!("writing {}: {e}", html.display()));
     }
-    let text = if args.json { render::json(&report) + "\n" } else { render::text(&report) };
+    let text = (args.format.render)(&report);
     if let Some(timings) = observer.timings {
         let mut rows = timings.into_inner().unwrap_or_else(|p| p.into_inner());
         rows.push((String::new(), "render".to_owned(), rendering.elapsed()));

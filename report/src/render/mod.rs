@@ -10,6 +10,42 @@ mod step_chart;
 
 pub use html::html;
 
+/// One format a report is written in: the name `xlens scan --format` takes, and the function that
+/// writes it (a pure function of the report).
+#[derive(Clone, Copy, Debug)]
+pub struct Format {
+    /// The name on the command line and in `xlens.toml` (`output.format`).
+    pub name: &'static str,
+    /// What it is, for `--help`.
+    pub about: &'static str,
+    /// The document, as written to stdout.
+    pub render: fn(&Report) -> String,
+}
+
+/// Every format of a report, the one list the command line offers: a new format is a function
+/// here and an entry in this list, and `--format` takes it.
+pub static FORMATS: &[Format] = &[
+    Format { name: "text", about: "The text report", render: text },
+    Format { name: "json", about: "The JSON document", render: json_document },
+    Format { name: "html", about: "The self-contained HTML page", render: html },
+];
+
+/// The format named `name` ([`FORMATS`]).
+///
+/// ```
+/// let json = xlens_report::render::format("json").unwrap();
+/// assert_eq!(json.name, "json");
+/// assert!(xlens_report::render::format("yaml").is_none());
+/// ```
+pub fn format(name: &str) -> Option<&'static Format> {
+    FORMATS.iter().find(|f| f.name == name)
+}
+
+/// [`json`] as a document on stdout: with its final line feed.
+fn json_document(report: &Report) -> String {
+    json(report) + "\n"
+}
+
 pub(crate) use format::html_escape;
 
 use xlens_faults::{Finding, HostRow, Metrics, Report, Scope, fmt_value};
