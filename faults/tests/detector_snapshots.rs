@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use xlens_faults::{DETECTORS, Evidence, Finding, Profile, ScanConfig, scan};
+use xlens_faults::{DETECTORS, Evidence, Finding, Profile, Report, ScanConfig, scan};
 
 /// A detector, the profile under `testdata/` that shows its fault, and any threshold the fixture
 /// needs lowered to fire.
@@ -83,6 +83,15 @@ fn every_detector_has_one_fixture() {
     assert_eq!(table, registry);
 }
 
+/// The report of a case's detector alone on its fixture.
+fn report_of(case: &Case) -> Report {
+    let dir = root().join("testdata").join(case.profile);
+    let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut config = ScanConfig::only(case.detector);
+    (case.tweak)(&mut config);
+    scan(&Profile::from_session(session), &config)
+}
+
 #[test]
 fn detector_findings_match_their_snapshots() {
     let mut settings = insta::Settings::clone_current();
@@ -90,11 +99,7 @@ fn detector_findings_match_their_snapshots() {
     settings.set_omit_expression(true);
     let _guard = settings.bind_to_scope();
     for case in CASES {
-        let dir = root().join("testdata").join(case.profile);
-        let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let mut config = ScanConfig::only(case.detector);
-        (case.tweak)(&mut config);
-        let report = scan(&Profile::from_session(session), &config);
+        let report = report_of(case);
         assert!(report.skipped.is_empty(), "{} skipped on {}: {:?}", case.detector, case.profile, report.skipped);
         assert!(!report.findings.is_empty(), "{} found nothing on {}", case.detector, case.profile);
         insta::with_settings!({ description => case.profile }, {
@@ -109,11 +114,7 @@ fn detector_findings_match_their_snapshots() {
 #[test]
 fn every_detector_keys_its_metrics() {
     for case in CASES {
-        let dir = root().join("testdata").join(case.profile);
-        let session = xlens_testkit::open_session(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let mut config = ScanConfig::only(case.detector);
-        (case.tweak)(&mut config);
-        let report = scan(&Profile::from_session(session), &config);
+        let report = report_of(case);
         let keys: Vec<&str> = report.findings.iter().flat_map(|f| &f.evidence).filter_map(Evidence::key).collect();
         assert!(!keys.is_empty(), "{} reports no metric on {}", case.detector, case.profile);
         assert!(keys.iter().all(|k| !k.is_empty()), "{} on {}: a metric without a key", case.detector, case.profile);
