@@ -8,27 +8,105 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::faults::SkippedHost;
 use crate::hlo::{Module, module_hosts, modules_from_session};
 use crate::report::tables::hlo::{ModuleHosts, hlo_ops_json};
 use crate::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json};
 use crate::report::tables::op_profile::{HostOpProfile, analyze, op_profile_session_json};
 use crate::report::tables::{HostInventory, inventory_json};
 use crate::roofline::KernelStats;
-use crate::source::{Location, open_session};
-use crate::xplane::inventory;
+use crate::source::{Location, discover};
+use crate::xplane::{Host, HostInput, Session, inventory};
 
 /// An error of a command that reads a profile.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a command read of a session: its figures for the hosts that could be read, and the
+/// hosts that could not, each with its error (as `scan` lists them in `skipped_hosts`).
+#[derive(Debug)]
+pub struct Partial<T> {
+    /// The figures of the hosts read.
+    pub hosts: T,
+    /// The host files that could not be read or analysed.
+    pub skipped_hosts: Vec<SkippedHost>,
+}
+
+impl<T> Partial<T> {
+    /// `doc` with a `skipped_hosts` array when a host was skipped (a complete session's document
+    /// is unchanged).
+    fn document(&self, mut doc: Value) -> Value {
+        if !self.skipped_hosts.is_empty()
+            && let Value::Object(map) = &mut doc
+        {
+            map.insert("skipped_hosts".to_owned(), serde_json::to_value(&self.skipped_hosts).unwrap_or_default());
+        }
+        doc
+    }
+}
+
+/// A host file that could not be read, its error on one line.
+fn skipped(host: &str, file: String, e: &dyn std::fmt::Display) -> SkippedHost {
+    SkippedHost { host: host.to_owned(), file, error: e.to_string().split_whitespace().collect::<Vec<_>>().join(" ") }
+}
+
+/// Opens every host of the run at `path` that can be read; the others are skipped with their
+/// error. When none can be read, the first one's error is the command's.
+fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
+    use rayon::prelude::*;
+    let run = discover(&Location::from(path))?;
+    let opened: Vec<_> = run.hosts.par_iter().map(|h| h.open()).collect();
+    let (mut hosts, mut skipped_hosts, mut first) = (Vec::new(), Vec::new(), None);
+    for (h, space) in run.hosts.iter().zip(opened) {
+        match space {
+            Ok(space) => hosts.push(Host::new(h.host.clone(), space)),
+            Err(e) => {
+                skipped_hosts.push(skipped(&h.host, h.display(), &e));
+                first.get_or_insert(e);
+            }
+        }
+    }
+    match first {
+        Some(e) if hosts.is_empty() => Err(e),
+        _ => Ok((Session::from_hosts(run.run, hosts), skipped_hosts)),
+    }
+}
+
+/// `f` on every readable host of `path`; a host whose file or analysis fails is skipped with its
+/// error, unless every host fails (then the first error is the command's).
+fn per_host<T, E>(path: &Path, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
+where
+    E: std::fmt::Display + Into<BoxError>,
+{
+    let (session, mut skipped_hosts) = open_readable(path)?;
+    let (mut hosts, mut first) = (Vec::new(), None);
+    for host in session.hosts() {
+        match f(host) {
+            Ok(v) => hosts.push(v),
+            Err(e) => {
+                skipped_hosts.push(skipped(host.name(), host.name().to_owned(), &e));
+                first.get_or_insert(e);
+            }
+        }
+    }
+    match first {
+        Some(e) if hosts.is_empty() => Err(e.into()),
+        _ => Ok(Partial { hosts, skipped_hosts }),
+    }
+}
+
 /// Steps, the op profile and the step anatomy of every host (`xlens ops`).
-pub fn host_op_profiles(path: &Path) -> Result<Vec<HostOpProfile>, crate::xplane::Error> {
-    let session = open_session(&Location::from(path))?;
-    session.hosts().iter().map(|h| analyze(h.name(), h.space())).collect()
+pub fn host_op_profiles(path: &Path) -> Result<Partial<Vec<HostOpProfile>>, BoxError> {
+    per_host(path, |h| analyze(h.name(), h.space()))
 }
 
 /// [`host_op_profiles`] as `ops --json` prints it.
-pub fn op_profile(path: &Path) -> Result<Value, crate::xplane::Error> {
-    Ok(op_profile_session_json(&host_op_profiles(path)?))
+pub fn op_profile(path: &Path) -> Result<Value, BoxError> {
+    Ok(op_profile_document(&host_op_profiles(path)?))
+}
+
+/// The `ops --json` document of what [`host_op_profiles`] read.
+pub fn op_profile_document(ops: &Partial<Vec<HostOpProfile>>) -> Value {
+    ops.document(op_profile_session_json(&ops.hosts))
 }
 
 /// The HLO modules of a profile, which hosts captured each, and the warnings met reading them.
@@ -40,51 +118,60 @@ pub struct HloModules {
     pub hosts: ModuleHosts,
     /// What could not be read, one line each.
     pub warnings: Vec<String>,
+    /// The host files that could not be read.
+    pub skipped_hosts: Vec<SkippedHost>,
 }
 
 /// The HLO modules of a session, or of one `*.hlo_proto.pb` (`xlens hlo`).
 pub fn hlo_modules_of(path: &Path) -> Result<HloModules, BoxError> {
     if path.to_string_lossy().ends_with(".hlo_proto.pb") {
-        return Ok(HloModules { modules: vec![Module::open(path)?], hosts: ModuleHosts::new(), warnings: Vec::new() });
+        let modules = vec![Module::open(path)?];
+        return Ok(HloModules { modules, hosts: ModuleHosts::new(), warnings: Vec::new(), skipped_hosts: Vec::new() });
     }
-    let session = open_session(&Location::from(path))?;
+    let (session, skipped_hosts) = open_readable(path)?;
     let (modules, warnings) = modules_from_session(&session);
     let warnings = warnings.iter().map(ToString::to_string).collect();
-    Ok(HloModules { modules, hosts: module_hosts(&session), warnings })
+    Ok(HloModules { modules, hosts: module_hosts(&session), warnings, skipped_hosts })
 }
 
 /// [`hlo_modules_of`] as `hlo --json` prints it, with the warnings.
 pub fn hlo_modules(path: &Path) -> Result<(Value, Vec<String>), BoxError> {
     let hlo = hlo_modules_of(path)?;
-    Ok((hlo_ops_json(&hlo.modules, &hlo.hosts), hlo.warnings))
+    Ok((hlo_document(&hlo), hlo.warnings))
+}
+
+/// The `hlo --json` document of what [`hlo_modules_of`] read.
+pub fn hlo_document(hlo: &HloModules) -> Value {
+    let partial = Partial { hosts: (), skipped_hosts: hlo.skipped_hosts.clone() };
+    partial.document(hlo_ops_json(&hlo.modules, &hlo.hosts))
 }
 
 /// Planes, lines and event counts of every host (`xlens inventory`).
-pub fn host_inventories(path: &Path) -> Result<Vec<HostInventory>, crate::xplane::Error> {
-    let session = open_session(&Location::from(path))?;
-    session
-        .hosts()
-        .iter()
-        .map(|h| Ok(HostInventory { host: h.name().to_owned(), planes: inventory(h.space())? }))
-        .collect()
+pub fn host_inventories(path: &Path) -> Result<Partial<Vec<HostInventory>>, BoxError> {
+    per_host(path, |h| inventory(h.space()).map(|planes| HostInventory { host: h.name().to_owned(), planes }))
 }
 
 /// [`host_inventories`] as `inventory --json` prints it.
-pub fn planes(path: &Path) -> Result<Value, crate::xplane::Error> {
-    Ok(inventory_json(&host_inventories(path)?))
+pub fn planes(path: &Path) -> Result<Value, BoxError> {
+    Ok(planes_document(&host_inventories(path)?))
+}
+
+/// The `inventory --json` document of what [`host_inventories`] read.
+pub fn planes_document(inv: &Partial<Vec<HostInventory>>) -> Value {
+    inv.document(inventory_json(&inv.hosts))
 }
 
 /// GPU kernels of every host: launches, durations, launch shapes (`xlens kernels`).
-pub fn host_kernel_stats(path: &Path) -> Result<Vec<HostKernelStats>, BoxError> {
-    let session = open_session(&Location::from(path))?;
-    let mut hosts = Vec::new();
-    for host in session.hosts() {
-        hosts.push(HostKernelStats { host: host.name().to_owned(), stats: KernelStats::read(host.space())? });
-    }
-    Ok(hosts)
+pub fn host_kernel_stats(path: &Path) -> Result<Partial<Vec<HostKernelStats>>, BoxError> {
+    per_host(path, |h| KernelStats::read(h.space()).map(|stats| HostKernelStats { host: h.name().to_owned(), stats }))
 }
 
 /// [`host_kernel_stats`] as `kernels --json` prints it (`top` kernels per host, all when `None`).
 pub fn kernels(path: &Path, top: Option<usize>) -> Result<Value, BoxError> {
-    Ok(kernel_stats_json(&host_kernel_stats(path)?, top))
+    Ok(kernels_document(&host_kernel_stats(path)?, top))
+}
+
+/// The `kernels --json` document of what [`host_kernel_stats`] read.
+pub fn kernels_document(k: &Partial<Vec<HostKernelStats>>, top: Option<usize>) -> Value {
+    k.document(kernel_stats_json(&k.hosts, top))
 }

@@ -560,3 +560,34 @@ fn hostile_names_are_escaped_in_every_output() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `ops`, `kernels`, `inventory` and `hlo` handle a partial session as `scan` does: one truncated
+/// host no longer fails the command; the good host is reported, the bad one is listed in the
+/// JSON's `skipped_hosts` and named on stderr, and the exit status is 0.
+#[test]
+fn every_subcommand_reports_the_good_hosts_of_a_partial_session() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bytes = std::fs::read(common::root().join("testdata/h200/h200_train_bf16/vm.xplane.pb")).unwrap();
+    std::fs::write(dir.join("good.xplane.pb"), &bytes).unwrap();
+    std::fs::write(dir.join("bad.xplane.pb"), &bytes[..bytes.len() / 2]).unwrap();
+    let path = dir.display().to_string();
+    for sub in ["ops", "kernels", "inventory", "hlo"] {
+        let o = xlens(&[sub, &path, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{sub}: {}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let skipped = doc["skipped_hosts"].as_array().unwrap_or_else(|| panic!("{sub}: no skipped_hosts"));
+        assert_eq!(skipped.len(), 1, "{sub}");
+        assert_eq!(skipped[0]["host"], "bad", "{sub}");
+        assert!(!skipped[0]["error"].as_str().unwrap().is_empty(), "{sub}");
+        assert!(stderr(&o).contains("host bad skipped"), "{sub}: {}", stderr(&o));
+        let text = xlens(&[sub, &path]);
+        assert_eq!(text.status.code(), Some(0), "{sub} text: {}", stderr(&text));
+    }
+    let ops = xlens(&["ops", &path, "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&ops.stdout).unwrap();
+    assert_eq!(doc["hosts"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["hosts"][0]["host"], "good");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -9,11 +9,11 @@ use crate::documents;
 use crate::report::tables::budget::{
     fit_pivot_text, hbm_plan_json, hbm_plan_text, plans_table_text, precision_json, precision_text,
 };
-use crate::report::tables::hlo::{hlo_ops_json, hlo_ops_text};
-use crate::report::tables::kernel_stats::{kernel_stats_json, kernel_stats_text};
-use crate::report::tables::op_profile::{op_profile_session_json, op_profile_text};
+use crate::report::tables::hlo::hlo_ops_text;
+use crate::report::tables::inventory_text;
+use crate::report::tables::kernel_stats::kernel_stats_text;
+use crate::report::tables::op_profile::op_profile_text;
 use crate::report::tables::roofline::{intensity_text, roofline_table_json, roofline_table_text};
-use crate::report::tables::{inventory_json, inventory_text};
 use crate::roofline::{ChipSpec, FlopsPerByte};
 
 use super::emit;
@@ -24,11 +24,12 @@ fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
 
 /// Steps, the op profile and the step anatomy of every host.
 pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
-    let analyses = documents::host_op_profiles(path)?;
+    let ops = documents::host_op_profiles(path).map_err(|e| anyhow::anyhow!(e))?;
+    warn_skipped(&ops.skipped_hosts);
     if json {
-        return emit_json(&op_profile_session_json(&analyses));
+        return emit_json(&documents::op_profile_document(&ops));
     }
-    for analysis in &analyses {
+    for analysis in &ops.hosts {
         emit(&op_profile_text(analysis, top))?;
     }
     Ok(())
@@ -40,23 +41,34 @@ pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
     for w in &hlo.warnings {
         eprintln!("warning: {}", crate::report::render::printable(w));
     }
-    if json {
-        emit_json(&hlo_ops_json(&hlo.modules, &hlo.hosts))
-    } else {
-        emit(&hlo_ops_text(&hlo.modules, &hlo.hosts))
-    }
+    warn_skipped(&hlo.skipped_hosts);
+    if json { emit_json(&documents::hlo_document(&hlo)) } else { emit(&hlo_ops_text(&hlo.modules, &hlo.hosts)) }
 }
 
 /// Planes, lines and event counts of every host.
 pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
-    let hosts = documents::host_inventories(path)?;
-    if json { emit_json(&inventory_json(&hosts)) } else { emit(&inventory_text(&hosts)) }
+    let inv = documents::host_inventories(path).map_err(|e| anyhow::anyhow!(e))?;
+    warn_skipped(&inv.skipped_hosts);
+    if json { emit_json(&documents::planes_document(&inv)) } else { emit(&inventory_text(&inv.hosts)) }
 }
 
 /// GPU kernels of every host: launches, durations, launch shapes.
 pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Result<()> {
-    let hosts = documents::host_kernel_stats(path).map_err(|e| anyhow::anyhow!(e))?;
-    if json { emit_json(&kernel_stats_json(&hosts, top)) } else { emit(&kernel_stats_text(&hosts, top.unwrap_or(20))) }
+    let k = documents::host_kernel_stats(path).map_err(|e| anyhow::anyhow!(e))?;
+    warn_skipped(&k.skipped_hosts);
+    if json {
+        emit_json(&documents::kernels_document(&k, top))
+    } else {
+        emit(&kernel_stats_text(&k.hosts, top.unwrap_or(20)))
+    }
+}
+
+/// One line on stderr per host file that could not be read: the output covers the others.
+fn warn_skipped(skipped: &[crate::faults::SkippedHost]) {
+    for h in skipped {
+        let line = format!("warning: host {} skipped ({}): {}", h.host, h.file, h.error);
+        eprintln!("{}", crate::report::render::printable(&line));
+    }
 }
 
 /// The chips' roofline table, and where an intensity falls on each.
