@@ -591,3 +591,26 @@ fn every_subcommand_reports_the_good_hosts_of_a_partial_session() {
     assert_eq!(doc["hosts"][0]["host"], "good");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Entries of a run that are named like host files but cannot be read (a FIFO, a dangling link)
+/// are hosts listed in `skipped_hosts` with their error, not dropped without a word, and a FIFO
+/// is never opened (that would wait for a writer).
+#[test]
+fn unusable_entries_of_a_run_are_listed_as_skipped_hosts() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-unusable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(common::root().join("testdata/corpus/host_callback/vm.xplane.pb"), dir.join("vm.xplane.pb")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/xlens", dir.join("dangling.xplane.pb")).unwrap();
+    let fifo = Command::new("mkfifo").arg(dir.join("fifo.xplane.pb")).status().unwrap();
+    assert!(fifo.success());
+    let o = xlens(&["scan", &dir.display().to_string(), "-q", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["status"], "INCOMPLETE");
+    let skipped: Vec<&str> =
+        doc["skipped_hosts"].as_array().unwrap().iter().map(|h| h["host"].as_str().unwrap()).collect();
+    assert_eq!(skipped, ["dangling", "fifo"]);
+    assert!(doc["skipped_hosts"][1]["error"].as_str().unwrap().contains("not a regular file"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -114,7 +114,10 @@ fn read_dir_sorted(dir: &Path) -> xlens_xplane::Result<Vec<PathBuf>> {
 fn host_files(dir: &Path) -> xlens_xplane::Result<Vec<HostFile>> {
     let hosts: Vec<HostFile> = read_dir_sorted(dir)?
         .into_iter()
-        .filter(|p| p.is_file() && p.file_name().is_some_and(|f| f.to_string_lossy().ends_with(XPLANE_SUFFIX)))
+        // Every entry named like a host file but a directory: a FIFO, a dangling link or an
+        // unreadable file is a host that cannot be read (listed with its error), not one
+        // dropped without a word.
+        .filter(|p| !p.is_dir() && p.file_name().is_some_and(|f| f.to_string_lossy().ends_with(XPLANE_SUFFIX)))
         .map(|p| host_file(&p))
         .collect();
     let count = hosts.len() as u64;

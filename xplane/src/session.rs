@@ -77,6 +77,13 @@ pub fn map_file(path: &Path) -> Result<Bytes> {
 }
 
 fn map(path: &Path) -> Result<memmap2::Mmap> {
+    // Only a regular file is mapped: opening a FIFO would wait for a writer, and a device or
+    // socket is no profile.
+    let kind = std::fs::metadata(path).map_err(|e| Error::io(e, path))?.file_type();
+    if !kind.is_file() {
+        let e = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+        return Err(Error::io(e, path));
+    }
     let file = File::open(path).map_err(|e| Error::io(e, path))?;
     let len = file.metadata().map_err(|e| Error::io(e, path))?.len();
     if len == 0 {
