@@ -614,3 +614,21 @@ fn unusable_entries_of_a_run_are_listed_as_skipped_hosts() {
     assert!(doc["skipped_hosts"][1]["error"].as_str().unwrap().contains("not a regular file"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--out DIR` writes inside DIR only: a symbolic link planted in it (here in place of a table's
+/// folder) is refused with one line and exit 1, and nothing is created where it points.
+#[test]
+fn the_dataset_never_writes_through_a_link_inside_its_directory() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (out, elsewhere) = (dir.join("out"), dir.join("elsewhere"));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("findings")).unwrap();
+    let o = xlens(&["scan", "--sample", "-q", "--out", &out.display().to_string()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a symbolic link") && stderr(&o).lines().count() == 1, "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing written through the link");
+    assert!(out.join("metrics").is_dir(), "the other tables are still written");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -308,14 +308,16 @@ impl Dataset {
         }
         let n = df.height();
         df.with_column(Column::new("scan".into(), vec![self.writer.as_str(); n]))?;
-        std::fs::create_dir_all(&folder)?;
+        self.create_inside(&folder)?;
         let k = self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name =
             if k == 0 { format!("part-{}.parquet", self.writer) } else { format!("part-{}-{k}.parquet", self.writer) };
         let path = folder.join(&name);
         let temporary = folder.join(format!(".{name}.tmp"));
         let written = (|| {
-            let mut file = std::fs::File::create(&temporary)?;
+            // A new file only: a link (or anything) planted under the temporary name is not
+            // followed nor overwritten.
+            let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temporary)?;
             // Serial: hosts are written from the scan's threads already, and polars' parallel
             // writer, called from each of them, left buffers behind that grew with the hosts.
             ParquetWriter::new(&mut file).set_parallel(false).finish(df)?;
@@ -327,6 +329,36 @@ impl Dataset {
             return Err(FrameError::Write { path, source: Box::new(e) });
         }
         Ok(path)
+    }
+
+    /// Creates `folder` (below the dataset's directory) folder by folder, failing on one that is
+    /// a symbolic link: the dataset writes inside the directory it was given, never where a link
+    /// planted in it points, and creates nothing there either.
+    fn create_inside(&self, folder: &Path) -> Result<(), FrameError> {
+        std::fs::create_dir_all(&self.dir)?;
+        let below = folder.strip_prefix(&self.dir).unwrap_or(folder);
+        let mut at = self.dir.clone();
+        for part in below.components() {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("{} is a symbolic link; the dataset does not write through links", at.display()),
+                    );
+                    return Err(FrameError::Io(e));
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::create_dir(&at) {
+                    Ok(()) => {}
+                    // Another writer of the same dataset made it in between.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e.into()),
+                },
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Writes a diff's tables: `diff_steps` (run, step, ms), `diff_metrics`, `diff_categories`,
