@@ -25,20 +25,42 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     line.strip_prefix("error: ").unwrap_or(&line).to_owned()
 }
 
-/// What `xlens.scan(config=...)` accepts: the `xlens.toml` sections as a dict.
+/// What `xlens.scan(config=...)` accepts: `xlens.toml` as a dict (its `[detectors]` and
+/// `[thresholds]` sections; `[output]` belongs to the command line and is refused by name), or
+/// the shorthand of `only` and `disable` at the top.
 #[derive(Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct Config {
+    detectors: Detectors,
     only: Option<Vec<String>>,
     disable: Vec<String>,
     thresholds: Thresholds,
+    output: Option<serde_json::Value>,
+}
+
+/// `xlens.toml`'s `[detectors]`.
+#[derive(Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Detectors {
+    only: Option<Vec<String>>,
+    disable: Vec<String>,
 }
 
 fn scan_config(config_json: Option<&str>, steps: Option<&str>) -> PyResult<ScanConfig> {
-    let config: Config = match config_json {
+    let mut config: Config = match config_json {
         Some(text) => serde_json::from_str(text).map_err(|e| error(format!("config: {e}")))?,
         None => Config::default(),
     };
+    if config.output.is_some() {
+        return Err(error(
+            "config: [output] is the command line's (format, html, out, fail_on); xlens.scan takes frames= and \
+             returns the report",
+        ));
+    }
+    if config.only.is_none() {
+        config.only = config.detectors.only.take();
+    }
+    config.disable.append(&mut config.detectors.disable);
     for id in config.only.iter().flatten().chain(&config.disable) {
         if xlens::faults::detector(id).is_none() {
             return Err(error(format!("config: {id:?} is not a detector id (see docs/detectors.md)")));

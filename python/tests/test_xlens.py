@@ -92,6 +92,14 @@ def test_config_hosts_and_steps() -> None:
     assert all(f["id"] == "straggler_core" for f in only.findings)
     with pytest.raises(xlens.XlensError, match="not a detector id"):
         xlens.scan(path, config={"only": ["nope"]})
+    # The dict of xlens.toml, as tomllib reads the file, means the same.
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    toml = tomllib.loads('[detectors]\nonly = ["straggler_core"]\n')
+    same = xlens.scan(path, config=toml, frames=False)
+    assert [f["id"] for f in same.findings] == [f["id"] for f in only.findings]
+    with pytest.raises(xlens.XlensError, match="output"):
+        xlens.scan(path, config=tomllib.loads('[output]\nformat = "json"\n'))
 
 
 def test_errors_name_the_file() -> None:

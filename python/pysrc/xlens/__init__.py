@@ -167,8 +167,10 @@ def scan(
 ) -> Report:
     """Scan a profile: a ``*.xplane.pb``, a run directory or a logdir (its newest run).
 
-    ``config`` takes what ``xlens.toml`` holds, as a dict: ``{"only": [ids], "disable": [ids],
-    "thresholds": {"exposed_collective": {"min_pct_of_step": 3.0}}}``; ``hosts`` scans only those
+    ``config`` takes what ``xlens.toml`` holds, as a dict (``tomllib.load`` of the file works):
+    ``{"detectors": {"only": [ids], "disable": [ids]}, "thresholds": {"exposed_collective":
+    {"min_pct_of_step": 3.0}}}`` (``"only"`` and ``"disable"`` may also stand at the top; the
+    ``[output]`` section belongs to the command line and is refused); ``hosts`` scans only those
     hosts; ``steps`` only those steps (``"5.."``, ``"3..8"``); ``frames=False`` skips the tables.
 
     >>> xlens.scan("testdata/corpus/clean").status
