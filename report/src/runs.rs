@@ -30,12 +30,21 @@ pub struct RunSummary {
     pub top_finding: Option<String>,
     /// Why the run could not be scanned.
     pub error: Option<String>,
+    /// The hardware, as `diff` names it (`CPU`, `NVIDIA H200 (…)`): a run's step time is compared
+    /// only with a run on the same hardware.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// The main program (`jit_train_step`), as `diff` names it: a run's step time is compared only
+    /// with a run of the same program.
+    #[serde(default)]
+    pub main_program: Option<String>,
 }
 
 impl RunSummary {
     /// The summary of a scanned run.
     pub fn of(run: &str, captured: String, size_bytes: u64, report: &Report) -> RunSummary {
         let unit = report.metrics.step_unit();
+        let info = crate::diff::run_info(report);
         RunSummary {
             run: run.to_owned(),
             captured,
@@ -50,6 +59,8 @@ impl RunSummary {
                 .first()
                 .map(|f| format!("{} {} ({:.1} % of the {unit})", f.severity.as_str(), f.id, f.impact.pct_of_step)),
             error: None,
+            device: Some(info.device),
+            main_program: info.main_program,
         }
     }
 
@@ -66,23 +77,34 @@ impl RunSummary {
             findings: 0,
             top_finding: None,
             error: Some(error),
+            device: None,
+            main_program: None,
         }
     }
 }
 
 /// Fills each run's [`RunSummary::step_time_change_pct`] from the closest earlier run (in the
-/// order given) that has a step time.
+/// order given) that has a step time and is comparable, as `diff` decides: the same hardware
+/// and, where both name one, the same main program. A CPU test run is never compared with a GPU
+/// run, nor a training step with an inference step.
 pub fn compare_runs(runs: &mut [RunSummary]) {
-    let mut previous: Option<f64> = None;
-    for run in runs {
-        run.step_time_change_pct = match (previous, run.step_time_ms) {
-            (Some(before), Some(now)) if before > 0.0 => Some(100.0 * (now - before) / before),
-            _ => None,
-        };
-        if run.step_time_ms.is_some() {
-            previous = run.step_time_ms;
-        }
+    for i in 0..runs.len() {
+        let change = runs[i].step_time_ms.and_then(|now| {
+            let before = runs[..i].iter().rev().find(|b| b.step_time_ms.is_some() && comparable(b, &runs[i]))?;
+            let before = before.step_time_ms.filter(|&b| b > 0.0)?;
+            Some(100.0 * (now - before) / before)
+        });
+        runs[i].step_time_change_pct = change;
     }
+}
+
+/// Whether two runs' step times compare: same hardware, same main program where both name one.
+fn comparable(a: &RunSummary, b: &RunSummary) -> bool {
+    let programs = match (&a.main_program, &b.main_program) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    };
+    a.device == b.device && programs
 }
 
 /// When a run was captured: XProf names runs `YYYY_MM_DD_HH_MM_SS` (UTC); other names take the
@@ -162,6 +184,28 @@ mod tests {
         compare_runs(&mut runs);
         let change: Vec<Option<f64>> = runs.iter().map(|r| r.step_time_change_pct).collect();
         assert_eq!(change, [None, None, Some(25.0), Some(-20.0)]);
+    }
+
+    /// A run is compared with the closest earlier run on the same hardware running the same
+    /// program: a CPU test between two H200 runs is skipped over, never compared (it once read
+    /// +4964 %).
+    #[test]
+    fn change_is_against_a_comparable_run_only() {
+        let on = |name: &str, step: f64, device: &str, program: &str| RunSummary {
+            device: Some(device.into()),
+            main_program: Some(program.into()),
+            ..run(name, Some(step))
+        };
+        let mut runs = vec![
+            on("a", 10.0, "H200", "jit_train_step"),
+            on("b", 500.0, "CPU", "jit_train_step"),
+            on("c", 11.0, "H200", "jit_train_step"),
+            on("d", 1.0, "H200", "jit_infer"),
+            on("e", 600.0, "CPU", "jit_train_step"),
+        ];
+        compare_runs(&mut runs);
+        let change: Vec<Option<f64>> = runs.iter().map(|r| r.step_time_change_pct.map(|c| c.round())).collect();
+        assert_eq!(change, [None, None, Some(10.0), None, Some(20.0)]);
     }
 
     #[test]

@@ -134,10 +134,13 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
     let look =
         || discover_runs(&Location::Local(w.logdir.clone())).with_context(|| format!("opening {}", w.logdir.display()));
     let mut seen = BTreeSet::new();
-    let mut previous: Option<RunSummary> = None;
+    // The runs seen with a step time, newest last: a new run's change is against the newest
+    // comparable one (same hardware and program). Bounded: a long watch keeps the last ones.
+    const HISTORY: usize = 64;
+    let mut history: Vec<RunSummary> = Vec::new();
     if !w.existing {
         let sources = look()?;
-        previous = sources.last().map(|s| summarize(s, w.cache.as_deref()));
+        history.extend(sources.last().map(|s| summarize(s, w.cache.as_deref())));
         seen.extend(sources.into_iter().filter_map(|s| s.run));
     }
     let mut pending: std::collections::BTreeMap<String, Vec<(PathBuf, u64, u128)>> = Default::default();
@@ -155,13 +158,10 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
                 continue;
             }
             pending.remove(&run);
-            let mut summary = summarize(&source, w.cache.as_deref());
-            if let Some(before) = &previous {
-                let mut pair = [before.clone(), summary];
-                compare_runs(&mut pair);
-                let [_, compared] = pair;
-                summary = compared;
-            }
+            let mut compared = history.clone();
+            compared.push(summarize(&source, w.cache.as_deref()));
+            compare_runs(&mut compared);
+            let summary = compared.pop().expect("the run just pushed");
             emit(&format!("{}\n", serde_json::to_string(&summary)?))?;
             seen.insert(run);
             reported += 1;
@@ -169,7 +169,10 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
                 return Ok(());
             }
             if summary.step_time_ms.is_some() {
-                previous = Some(summary);
+                history.push(summary);
+                if history.len() > HISTORY {
+                    history.remove(0);
+                }
             }
         }
         std::thread::sleep(w.interval);

@@ -324,7 +324,7 @@ pub fn diff_with_repeats(base: &Report, new: &Report, repeats: Repeats<'_>, conf
     d
 }
 
-fn run_info(r: &Report) -> RunInfo {
+pub(crate) fn run_info(r: &Report) -> RunInfo {
     let device = match &r.profile.device_type {
         Some(t) if t.contains(r.profile.device.as_str()) => t.clone(),
         Some(t) => format!("{} ({t})", r.profile.device),
