@@ -507,6 +507,43 @@ fn watch_reports_each_new_run() {
     std::fs::remove_dir_all(&logdir).unwrap();
 }
 
+/// A run reported while a host file was still 0 bytes (ERROR) is scanned and reported again once
+/// the file is complete: `watch` follows a run's files, not only its name.
+#[test]
+fn watch_rescans_a_run_whose_files_changed() {
+    use std::io::{BufRead, BufReader};
+    let logdir = logdir_of("rewatch", &[("2026_01_01_10_00_00", "clean")]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xlens"))
+        .args(["watch", &logdir.display().to_string(), "--interval", "0.1", "--count", "2", "--no-cache"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let run = logdir.join("plugins/profile/2026_02_02_11_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("vm.xplane.pb"), b"").unwrap();
+    let wait = |what: &str| {
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("watch printed no line for {what}"))
+    };
+    let first: serde_json::Value = serde_json::from_str(&wait("the 0-byte host")).unwrap();
+    assert_eq!(first["status"], "ERROR", "{first}");
+    std::fs::copy(common::root().join("testdata/corpus/host_callback/vm.xplane.pb"), run.join("vm.xplane.pb")).unwrap();
+    let second: serde_json::Value = serde_json::from_str(&wait("the completed host")).unwrap();
+    assert_eq!(second["run"], "2026_02_02_11_00_00");
+    assert_eq!(second["status"], "NEEDS_ATTENTION", "{second}");
+    assert!(child.wait().unwrap().success());
+    std::fs::remove_dir_all(&logdir).unwrap();
+}
+
 /// One large host moves the progress bar too: before the host is done (`0/1 hosts`), the bytes
 /// of its events walked so far show.
 #[test]

@@ -3,7 +3,6 @@
 //! identity (path, size, modification time) and the xlens version, so a second listing reads
 //! only the runs that changed.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -133,7 +132,10 @@ pub(crate) struct Watch {
 pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
     let look =
         || discover_runs(&Location::Local(w.logdir.clone())).with_context(|| format!("opening {}", w.logdir.display()));
-    let mut seen = BTreeSet::new();
+    // Each run reported (or already there), with the identity of its files then: a run whose
+    // files change afterwards (a host file that was still 0 bytes, reported as ERROR) is
+    // scanned and reported again once they are stable.
+    let mut seen: std::collections::BTreeMap<String, Vec<(PathBuf, u64, u128)>> = Default::default();
     // The runs seen with a step time, newest last: a new run's change is against the newest
     // comparable one (same hardware and program). Bounded: a long watch keeps the last ones.
     const HISTORY: usize = 64;
@@ -141,17 +143,17 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
     if !w.existing {
         let sources = look()?;
         history.extend(sources.last().map(|s| summarize(s, w.cache.as_deref())));
-        seen.extend(sources.into_iter().filter_map(|s| s.run));
+        seen.extend(sources.iter().filter_map(|s| Some((s.run.clone()?, identity(s)))));
     }
     let mut pending: std::collections::BTreeMap<String, Vec<(PathBuf, u64, u128)>> = Default::default();
     let mut reported = 0usize;
     loop {
         for source in look()? {
             let Some(run) = source.run.clone() else { continue };
-            if seen.contains(&run) {
+            let id = identity(&source);
+            if seen.get(&run) == Some(&id) {
                 continue;
             }
-            let id = identity(&source);
             if pending.get(&run) != Some(&id) {
                 // New or still being written: look again next time.
                 pending.insert(run, id);
@@ -163,7 +165,7 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
             compare_runs(&mut compared);
             let summary = compared.pop().expect("the run just pushed");
             emit(&format!("{}\n", serde_json::to_string(&summary)?))?;
-            seen.insert(run);
+            seen.insert(run, id);
             reported += 1;
             if w.count.is_some_and(|c| reported >= c) {
                 return Ok(());
