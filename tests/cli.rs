@@ -111,6 +111,8 @@ fn completions_for_every_shell() {
         for flag in ["params", "kv-dtype", "generations", "outlier-scale", "trials"] {
             assert!(stdout(&o).contains(flag), "{shell}: {flag}");
         }
+        // `--only` and `--disable` complete the registry's detector ids.
+        assert!(stdout(&o).contains("host_callback_stall"), "{shell}: detector ids");
     }
 }
 

@@ -133,10 +133,10 @@ pub struct ScanCmd {
     #[arg(long)]
     timings: bool,
     /// Run only these detectors (comma-separated ids, see docs/detectors.md).
-    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
+    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = detector_ids(), hide_possible_values = true)]
     only: Vec<String>,
     /// Do not run these detectors (comma-separated ids).
-    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = parse_detector)]
+    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = detector_ids(), hide_possible_values = true)]
     disable: Vec<String>,
     /// Scan only these hosts of the session (comma-separated host names).
     #[arg(long, value_name = "HOST", value_delimiter = ',')]
@@ -238,6 +238,11 @@ fn parse_intensity(s: &str) -> Result<FlopsPerByte, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(FlopsPerByte(v)),
         _ => Err(format!("{s:?} is not a non-negative number")),
     }
+}
+
+/// `--only`/`--disable`'s values: the registry's detector ids, which shell completions offer.
+fn detector_ids() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(DETECTORS.iter().map(|d| d.id()))
 }
 
 /// A detector id of the registry.
