@@ -671,3 +671,19 @@ fn the_dataset_never_writes_through_a_link_inside_its_directory() {
     assert!(out.join("metrics").is_dir(), "the other tables are still written");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// HLO text handed over for a profile (a common mix-up: `*.hlo.txt` dumps sit beside the
+/// profiles) is named as such, not reported as a protobuf decode error.
+#[test]
+fn hlo_text_is_named_as_such() {
+    let dir = std::env::temp_dir().join(format!("xlens-cli-hlotext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("module.hlo.txt");
+    std::fs::write(&file, "HloModule jit_f, entry_computation_layout={()->f32[]}\n\nENTRY main {\n}\n").unwrap();
+    for sub in ["hlo", "scan", "ops"] {
+        let o = xlens(&[sub, &file.display().to_string()]);
+        assert_eq!(o.status.code(), Some(1), "{sub}: {}", stderr(&o));
+        assert!(stderr(&o).contains("this is HLO text, not a profile"), "{sub}: {}", stderr(&o));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

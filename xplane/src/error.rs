@@ -88,6 +88,8 @@ pub enum ErrorKind {
     Io(std::io::Error),
     /// The input has no bytes at all.
     EmptyInput,
+    /// The input is HLO text (`HloModule ...`), not an XSpace profile.
+    HloText,
     /// A `.xplane.pb` file exists but holds 0 bytes.
     ///
     /// Profilers leave such a file when the serialized XSpace would exceed protobuf's 2 GB limit.
@@ -136,6 +138,10 @@ impl fmt::Display for ErrorKind {
         match self {
             ErrorKind::Io(e) => write!(f, "i/o error: {e}"),
             ErrorKind::EmptyInput => f.write_str("input is empty: an XSpace profile has at least one plane"),
+            ErrorKind::HloText => f.write_str(
+                "this is HLO text, not a profile: give the *.xplane.pb that jax.profiler.trace wrote (or, to `xlens hlo`, \
+                 a *.hlo_proto.pb)",
+            ),
             ErrorKind::ZeroByteProfile => f.write_str(
                 "profile file is 0 bytes; profilers leave an empty file when the serialized \
                  profile exceeds protobuf's 2 GB limit: capture a shorter window or fewer steps",

@@ -63,12 +63,20 @@ impl<T: HostInput + ?Sized> HostInput for &T {
 /// [`Location`].
 pub fn open_space(path: &Path) -> Result<Space> {
     let map = FileMap::new(map(path)?);
-    let mut space = Space::parse(map.bytes()).map_err(|e| e.in_file(path))?;
+    let bytes = map.bytes();
+    let mut space = Space::parse(bytes.clone()).map_err(|e| not_hlo_text(&bytes, e).in_file(path))?;
     space.attach_file(map, path);
     if let Some(plane) = space.host_threads() {
         plane.release_pages();
     }
     Ok(space)
+}
+
+/// A parse error of `bytes` as it is, unless they are HLO text (a dump of `HloModule ...`, which
+/// users pass for a profile): then [`ErrorKind::HloText`], which says so.
+fn not_hlo_text(bytes: &[u8], e: Error) -> Error {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+    if bytes[start..].starts_with(b"HloModule ") { Error::new(ErrorKind::HloText, Location::default()) } else { e }
 }
 
 /// Memory-maps a file as [`Bytes`]. A 0-byte file is [`ErrorKind::ZeroByteProfile`].
