@@ -1,6 +1,7 @@
 //! A diff as text and as a self-contained HTML page (side by side: the two step-time series,
 //! category deltas as diverging bars, the ops that moved most, the findings).
 
+use crate::render::escape;
 use std::fmt::Write;
 
 use super::{Diff, MetricDelta};
@@ -136,10 +137,6 @@ fn findings_text(s: &mut String, d: &Diff) {
             );
         }
     }
-}
-
-fn escape(s: &str) -> String {
-    crate::render::html_escape(s)
 }
 
 const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em auto;max-width:1100px;\

@@ -1,24 +1,12 @@
 //! Formatting shared by the HTML page's tables and charts: escaping, Markdown code spans, SI
 //! units, time units chosen per table, and axis ticks.
 
-/// `s` with `&`, `<`, `>` and `"` escaped for HTML text and attribute values.
-pub(super) fn escape(s: &str) -> String {
-    html_escape(s)
-}
-
-/// `s` as HTML text: markup escaped, and control characters (ESC, BEL, ... from names in a
-/// profile) written as `\u{..}` as the text report writes them, so that no raw control byte
-/// reaches the page; line feeds and tabs stay.
-pub(crate) fn html_escape(s: &str) -> String {
+/// `s` as HTML text and attribute values: `&`, `<`, `>` and `"` escaped, and control characters
+/// (ESC, BEL, ... from names in a profile) written as `\u{..}` as the text report writes them, so
+/// that no raw control byte reaches the page; line feeds and tabs stay.
+pub(crate) fn escape(s: &str) -> String {
     let s = s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
-    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return s;
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' { format!("\\u{{{:x}}}", u32::from(c)) } else { c.to_string() }
-        })
-        .collect()
+    super::escape_controls(&s, &['\n', '\t']).into_owned()
 }
 
 /// `text` HTML-escaped, with its Markdown code spans (`` `x` ``) as `<code>x</code>`; a

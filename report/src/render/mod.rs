@@ -46,7 +46,7 @@ fn json_document(report: &Report) -> String {
     json(report) + "\n"
 }
 
-pub(crate) use format::html_escape;
+pub(crate) use format::escape;
 
 use xlens_faults::{Finding, HostRow, Metrics, Report, Scope, fmt_value};
 
@@ -83,18 +83,7 @@ pub fn clip(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
 /// assert_eq!(printable("a\u{1b}]0;pwned\u{7}\n[P0] x"), "a\\u{1b}]0;pwned\\u{7}\\u{a}[P0] x");
 /// ```
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    escape_controls(text, &[])
 }
 
 /// `text` with every control character but the line feed written as [`printable`] writes it: a
@@ -105,14 +94,25 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 /// assert_eq!(printable_lines("run\u{1b}]0;x\u{7}\nnext\n"), "run\\u{1b}]0;x\\u{7}\nnext\n");
 /// ```
 pub fn printable_lines(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(&printable(line));
+    escape_controls(text, &['\n']).into_owned()
+}
+
+/// The one escaping rule for what reaches a terminal or a page: every control character of
+/// `text` but those `kept` written as `\u{..}`.
+pub(crate) fn escape_controls<'a>(text: &'a str, kept: &[char]) -> std::borrow::Cow<'a, str> {
+    let escaped = |c: char| c.is_control() && !kept.contains(&c);
+    if !text.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(text);
     }
-    out
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Appends one line of the text report, its control characters escaped ([`printable`]).
