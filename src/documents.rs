@@ -44,31 +44,38 @@ impl<T> Partial<T> {
     }
 }
 
-/// A host file that could not be read, its error on one line.
-fn skipped(host: &str, file: String, e: &dyn std::fmt::Display) -> SkippedHost {
-    SkippedHost { host: host.to_owned(), file, error: e.to_string().split_whitespace().collect::<Vec<_>>().join(" ") }
-}
-
-/// Opens every host of the run at `path` that can be read; the others are skipped with their
-/// error. When none can be read, the first one's error is the command's.
-fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
-    use rayon::prelude::*;
-    let run = discover(&Location::from(path))?;
-    let opened: Vec<_> = run.hosts.par_iter().map(|h| h.open()).collect();
-    let (mut hosts, mut skipped_hosts, mut first) = (Vec::new(), Vec::new(), None);
-    for (h, space) in run.hosts.iter().zip(opened) {
-        match space {
-            Ok(space) => hosts.push(Host::new(h.host.clone(), space)),
+/// Keeps the results that succeeded; each failure is a skipped host (its name, its file and the
+/// error). When nothing succeeded, the first error is the caller's.
+fn keep_readable<T, E: std::fmt::Display>(
+    results: impl IntoIterator<Item = (String, String, Result<T, E>)>,
+    skipped_hosts: &mut Vec<SkippedHost>,
+) -> Result<Vec<T>, E> {
+    let (mut kept, mut first) = (Vec::new(), None);
+    for (host, file, result) in results {
+        match result {
+            Ok(v) => kept.push(v),
             Err(e) => {
-                skipped_hosts.push(skipped(&h.host, h.display(), &e));
+                skipped_hosts.push(SkippedHost::new(&host, &file, &e));
                 first.get_or_insert(e);
             }
         }
     }
     match first {
-        Some(e) if hosts.is_empty() => Err(e),
-        _ => Ok((Session::from_hosts(run.run, hosts), skipped_hosts)),
+        Some(e) if kept.is_empty() => Err(e),
+        _ => Ok(kept),
     }
+}
+
+/// Opens every host of the run at `path` that can be read (in parallel); the others are skipped
+/// with their error. When none can be read, the first one's error is the command's.
+fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
+    use rayon::prelude::*;
+    let run = discover(&Location::from(path))?;
+    let opened: Vec<_> =
+        run.hosts.par_iter().map(|h| (h.host.clone(), h.display(), h.open().map(|s| Host::new(&h.host, s)))).collect();
+    let mut skipped_hosts = Vec::new();
+    let hosts = keep_readable(opened, &mut skipped_hosts)?;
+    Ok((Session::from_hosts(run.run, hosts), skipped_hosts))
 }
 
 /// `f` on every readable host of `path`; a host whose file or analysis fails is skipped with its
@@ -78,20 +85,9 @@ where
     E: std::fmt::Display + Into<BoxError>,
 {
     let (session, mut skipped_hosts) = open_readable(path)?;
-    let (mut hosts, mut first) = (Vec::new(), None);
-    for host in session.hosts() {
-        match f(host) {
-            Ok(v) => hosts.push(v),
-            Err(e) => {
-                skipped_hosts.push(skipped(host.name(), host.name().to_owned(), &e));
-                first.get_or_insert(e);
-            }
-        }
-    }
-    match first {
-        Some(e) if hosts.is_empty() => Err(e.into()),
-        _ => Ok(Partial { hosts, skipped_hosts }),
-    }
+    let results = session.hosts().iter().map(|h| (h.name().to_owned(), h.name().to_owned(), f(h)));
+    let hosts = keep_readable(results, &mut skipped_hosts).map_err(Into::into)?;
+    Ok(Partial { hosts, skipped_hosts })
 }
 
 /// Steps, the op profile and the step anatomy of every host (`xlens ops`).

@@ -48,6 +48,14 @@ pub struct SkippedHost {
     pub error: String,
 }
 
+impl SkippedHost {
+    /// The host file `file` of `host` that could not be read, its error on one line.
+    pub fn new(host: &str, file: &str, error: &dyn std::fmt::Display) -> SkippedHost {
+        let error = error.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        SkippedHost { host: host.to_owned(), file: file.to_owned(), error }
+    }
+}
+
 /// A detector that did not run, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped {

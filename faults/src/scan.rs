@@ -155,19 +155,13 @@ pub fn scan(profile: &Profile, config: &ScanConfig) -> Report {
         .hosts()
         .par_iter()
         .map(|h| {
-            let space = select_steps(h.space(), range, None).map_err(|e| skipped_host(h.name(), "", &e))?;
+            let space = select_steps(h.space(), range, None).map_err(|e| SkippedHost::new(h.name(), "", &e))?;
             Ok(scan_host(&HostProfile::new(h.name(), space), config))
         })
         .collect();
     let (outcomes, skipped): (Vec<_>, Vec<_>) = cut.into_iter().partition(Result::is_ok);
     let outcomes = outcomes.into_iter().filter_map(Result::ok).collect();
     finish(profile.run().map(str::to_owned), outcomes, skipped.into_iter().filter_map(Result::err).collect(), config)
-}
-
-/// A host file that could not be read (or cut to the steps asked for), with its error on one line.
-fn skipped_host(host: &str, file: &str, e: &xlens_xplane::Error) -> SkippedHost {
-    let error = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
-    SkippedHost { host: host.to_owned(), file: file.to_owned(), error }
 }
 
 /// What a session scan tells its caller as it goes, from worker threads, hosts in any order
@@ -236,7 +230,7 @@ pub fn scan_session_observed<H: HostInput>(
         .map(|h| {
             observer.started(h);
             let file = h.display();
-            let skip = |e: xlens_xplane::Error| (skipped_host(h.host(), &file, &e), e);
+            let skip = |e: xlens_xplane::Error| (SkippedHost::new(h.host(), &file, &e), e);
             let start = std::time::Instant::now();
             let mut space = h.open().map_err(skip)?;
             if let Some(range) = config.steps {
