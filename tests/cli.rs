@@ -240,8 +240,26 @@ fn the_config_file_sets_detectors_thresholds_and_outputs() {
     assert_eq!(o.status.code(), Some(3), "fail_on from the file: {}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("format = json from the file");
     assert!(doc["findings"].as_array().unwrap().iter().all(|f| f["id"] == "host_callback_stall"));
+    // What the file kept from running is in the JSON and the verdict line, naming the file: the
+    // verdict does not depend silently on the working directory.
+    assert_eq!(doc["detectors_run"], serde_json::json!(["host_callback_stall"]));
+    let disabled = doc["disabled_by"].as_object().unwrap();
+    assert_eq!(disabled.len(), xlens::faults::DETECTORS.len() - 1);
+    assert!(disabled.values().all(|by| by == "xlens.toml [detectors]"), "{disabled:?}");
     let text = run(&["scan", "--sample", "-q", "--format", "text"]);
-    assert!(String::from_utf8_lossy(&text.stdout).starts_with("NEEDS_ATTENTION"), "the flag wins");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("NEEDS_ATTENTION"), "the flag wins");
+    let verdict = text.lines().next().unwrap();
+    assert!(
+        verdict.contains(&format!("Disabled {} of", disabled.len())) && verdict.contains("by xlens.toml"),
+        "{verdict}"
+    );
+    // A flag names itself.
+    let o =
+        run(&["scan", "--sample", "-q", "--only", "recompilation,host_callback_stall", "--disable", "recompilation"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["disabled_by"]["recompilation"], "--disable");
+    assert_eq!(doc["disabled_by"]["padding_waste"], "--only");
     std::fs::write(dir.join("bad.toml"), "[thresholds.nope]\nx = 1\n").unwrap();
     let bad = run(&["scan", "--sample", "-q", "--config", "bad.toml"]);
     assert_eq!(bad.status.code(), Some(2));

@@ -45,6 +45,8 @@ fn json_contract_and_stable_order() {
             "hosts",
             "findings",
             "skipped",
+            "detectors_run",
+            "disabled_by",
             "skipped_hosts",
             "errors",
             "warnings",

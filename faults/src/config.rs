@@ -16,6 +16,11 @@ pub struct ScanConfig {
     pub thresholds: Thresholds,
     /// Only these steps of every host are analysed (all when `None`); see [`StepRange`].
     pub steps: Option<StepRange>,
+    /// Where `only` was set (`--only`, `xlens.toml`, ...), named in the report's
+    /// [`disabled_by`](crate::Report::disabled_by); `None` reads as "the scan config".
+    pub only_from: Option<String>,
+    /// Where `disabled` was set (`--disable`, `xlens.toml`, ...), as `only_from`.
+    pub disabled_from: Option<String>,
 }
 
 /// Steps to analyse, by step number (XProf's step number: a marker's `step_num`, or the
@@ -89,7 +94,21 @@ impl ScanConfig {
 
     /// True when the detector with this id should run.
     pub fn enabled(&self, id: &str) -> bool {
-        self.only.as_ref().is_none_or(|only| only.iter().any(|o| o == id)) && !self.disabled.iter().any(|d| d == id)
+        self.disabled_by(id).is_none()
+    }
+
+    /// What keeps the detector with this id from running (`--disable`, `xlens.toml`, ...), or
+    /// `None` when it runs. A detector that `only` leaves out and `disabled` names is put down to
+    /// `disabled`.
+    pub fn disabled_by(&self, id: &str) -> Option<&str> {
+        const CONFIG: &str = "the scan config";
+        if self.disabled.iter().any(|d| d == id) {
+            return Some(self.disabled_from.as_deref().unwrap_or(CONFIG));
+        }
+        match &self.only {
+            Some(only) if !only.iter().any(|o| o == id) => Some(self.only_from.as_deref().unwrap_or(CONFIG)),
+            _ => None,
+        }
     }
 }
 

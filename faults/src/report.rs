@@ -366,6 +366,15 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Detectors that did not run, with the reason.
     pub skipped: Vec<Skipped>,
+    /// The detectors that ran on at least one host or on the session, in registry order: what
+    /// the verdict vouches for.
+    #[serde(default)]
+    pub detectors_run: Vec<String>,
+    /// The detectors the scan's configuration kept from running, by id, with what did
+    /// (`--only`, `--disable`, the config file): a verdict never silently rests on fewer
+    /// detectors than the registry has.
+    #[serde(default)]
+    pub disabled_by: std::collections::BTreeMap<String, String>,
     /// Host files that could not be read at all (the report covers the others).
     pub skipped_hosts: Vec<SkippedHost>,
     /// Data that could not be read inside the hosts that were (`host: what: error`); any entry

@@ -344,15 +344,15 @@ fn finish(
         .filter_map(|(d, r)| r.map(|reason| Skipped { id: detectors[d].id().to_owned(), reason }))
         .collect();
     sort_findings(&mut findings);
-    let checked = Checked { enabled: detectors.len(), ran: ran.iter().filter(|&&r| r).count() };
+    let detectors_run = detectors.iter().zip(&ran).filter(|(_, r)| **r).map(|(d, _)| d.id().to_owned()).collect();
+    let checked = Checked { enabled: detectors.len(), ran: detectors_run };
     build_report(run, &summaries, config, findings, skipped, skipped_hosts, checked)
 }
 
-/// How many detectors the scan enabled, and how many ran on at least one host.
-#[derive(Clone, Copy)]
+/// How many detectors the scan enabled, and which ran on at least one host (or the session).
 struct Checked {
     enabled: usize,
-    ran: usize,
+    ran: Vec<String>,
 }
 
 fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
@@ -596,7 +596,7 @@ fn build_report(
     }
     // A scan in which no detector ran vouches for nothing: nothing was checked (every detector
     // lacked its inputs, as on a file with no usable plane, or the config enabled none).
-    let unchecked = !hosts.is_empty() && checked.ran == 0;
+    let unchecked = !hosts.is_empty() && checked.ran.is_empty();
     if unchecked {
         reasons.push(if checked.enabled == 0 {
             "no detector ran: none is enabled (--only, --disable or the config file)".to_owned()
@@ -618,7 +618,12 @@ fn build_report(
     } else {
         Status::Optimal
     };
+    let disabled_by: std::collections::BTreeMap<String, String> = DETECTORS
+        .iter()
+        .filter_map(|d| config.disabled_by(d.id()).map(|by| (d.id().to_owned(), by.to_owned())))
+        .collect();
     let summary = summary_text(status, &info, &metrics, &findings, &skipped, &reasons, has_peaks);
+    let summary = summary + &disabled_text(&disabled_by);
     let mut charts = pace.map(|h| h.charts.clone()).unwrap_or_default();
     let mut comparison = pace.map(|h| h.comparison.clone()).unwrap_or_default();
     if hosts.len() > 1
@@ -638,11 +643,39 @@ fn build_report(
         hosts: rows,
         findings,
         skipped,
+        detectors_run: checked.ran,
+        disabled_by,
         skipped_hosts,
         errors,
         warnings,
         comparison,
         charts,
+    }
+}
+
+/// The verdict's word on detectors the configuration kept from running, grouped by what did
+/// (ids listed up to a handful per group), so a verdict never depends silently on the working
+/// directory's `xlens.toml`. Empty when every detector was enabled.
+fn disabled_text(disabled_by: &std::collections::BTreeMap<String, String>) -> String {
+    const LISTED: usize = 8;
+    let mut by_source: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for (id, by) in disabled_by {
+        by_source.entry(by).or_default().push(id);
+    }
+    let groups: Vec<String> = by_source
+        .into_iter()
+        .map(|(by, ids)| {
+            if ids.len() <= LISTED {
+                format!("{} by {by} ({})", ids.len(), ids.join(", "))
+            } else {
+                format!("{} by {by}", ids.len())
+            }
+        })
+        .collect();
+    if groups.is_empty() {
+        String::new()
+    } else {
+        format!(" Disabled {} of {} detectors: {}.", disabled_by.len(), DETECTORS.len(), groups.join("; "))
     }
 }
 

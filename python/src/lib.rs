@@ -67,7 +67,15 @@ fn scan_config(config_json: Option<&str>, steps: Option<&str>) -> PyResult<ScanC
         }
     }
     let steps = steps.map(StepRange::parse).transpose().map_err(error)?;
-    Ok(ScanConfig { only: config.only, disabled: config.disable, thresholds: config.thresholds, steps })
+    let from = |set: bool| set.then(|| "xlens.scan(config=...)".to_owned());
+    Ok(ScanConfig {
+        only_from: from(config.only.is_some()),
+        disabled_from: from(!config.disable.is_empty()),
+        only: config.only,
+        disabled: config.disable,
+        thresholds: config.thresholds,
+        steps,
+    })
 }
 
 /// A scanned run: the report, and where its frames were written.

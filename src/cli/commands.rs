@@ -172,6 +172,9 @@ pub struct ScanCmd {
 #[derive(Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct ConfigFile {
+    /// The file as the user named it (or `xlens.toml`), for the report's `disabled_by`.
+    #[serde(skip)]
+    path: String,
     detectors: DetectorsSection,
     thresholds: crate::faults::Thresholds,
     output: OutputSection,
@@ -205,7 +208,9 @@ pub(crate) fn config_file(path: Option<&std::path::Path>) -> anyhow::Result<Conf
         return Ok(ConfigFile::default());
     }
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let file: ConfigFile = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    let mut file: ConfigFile =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    file.path = path.display().to_string();
     for id in file.detectors.only.iter().chain(&file.detectors.disable) {
         parse_detector(id).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
@@ -258,11 +263,25 @@ impl ScanCmd {
     /// The job's arguments: the flags, then the config file, then the defaults.
     fn into_args(self, file: ConfigFile) -> ScanArgs {
         let mut config = ScanConfig { thresholds: file.thresholds, steps: self.steps, ..ScanConfig::default() };
-        let only = if self.only.is_empty() { file.detectors.only } else { self.only };
+        let from_file = || Some(format!("{} [detectors]", file.path));
+        let (only, only_from) = if self.only.is_empty() {
+            (file.detectors.only.clone(), from_file())
+        } else {
+            (self.only, Some("--only".to_owned()))
+        };
         if !only.is_empty() {
             config.only = Some(only);
+            config.only_from = only_from;
         }
-        config.disabled = if self.disable.is_empty() { file.detectors.disable } else { self.disable };
+        let (disabled, disabled_from) = if self.disable.is_empty() {
+            (file.detectors.disable.clone(), from_file())
+        } else {
+            (self.disable, Some("--disable".to_owned()))
+        };
+        if !disabled.is_empty() {
+            config.disabled = disabled;
+            config.disabled_from = disabled_from;
+        }
         // `--json` is `--format json`; an explicit `--format text` leaves the choice to it.
         let name = match self.format.as_deref() {
             Some("text") | None if self.json => "json",

@@ -489,6 +489,13 @@ fn findings(s: &mut String, report: &Report) {
         }
         s.push_str("</ul>");
     }
+    if !report.disabled_by.is_empty() {
+        s.push_str("<h2>Disabled</h2><ul>");
+        for (id, by) in &report.disabled_by {
+            let _ = write!(s, "<li><code>{}</code>: by {}</li>", escape(id), escape(by));
+        }
+        s.push_str("</ul>");
+    }
     if !report.warnings.is_empty() {
         s.push_str("<h2>Warnings</h2><ul>");
         for w in &report.warnings {

@@ -359,6 +359,13 @@ pub fn text(report: &Report) -> String {
             line(&mut s, format_args!("  - {}: {}", k.id, k.reason));
         }
     }
+    if !report.disabled_by.is_empty() {
+        s.push('\n');
+        line(&mut s, format_args!("Disabled ({})", report.disabled_by.len()));
+        for (id, by) in &report.disabled_by {
+            line(&mut s, format_args!("  - {id}: by {by}"));
+        }
+    }
     if !report.warnings.is_empty() {
         s.push('\n');
         line(&mut s, format_args!("Warnings ({})", report.warnings.len()));
@@ -370,7 +377,7 @@ pub fn text(report: &Report) -> String {
 }
 
 /// The report as JSON: `{"status","summary","profile","metrics","hosts","findings","skipped",
-/// "warnings"}`, keys in that order, findings in report order. A session is one document.
+/// "detectors_run","disabled_by","skipped_hosts","errors","warnings","comparison"}`, keys in that order, findings in report order. A session is one document.
 pub fn json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
