@@ -64,6 +64,7 @@ fn kernel_stats_outputs() {
             "hlo_op",
             "occurrences",
             "total_duration_us",
+            "share_pct",
             "avg_duration_us",
             "min_duration_us",
             "max_duration_us",
@@ -79,4 +80,34 @@ fn kernel_stats_outputs() {
     );
     check("kernel_stats_amd_te_fused_attn.json", &(serde_json::to_string_pretty(&json).unwrap() + "\n"));
     check("kernel_stats_amd_te_fused_attn.txt", &kernel_stats_text(&hosts, 10));
+}
+
+/// On a host of eight GPUs a kernel's summed time exceeds the wall time any GPU was busy
+/// (XProf's `total_device_duration`): shares are of the kernels' summed time, so none is above
+/// 100 % and they add up to 100 %.
+#[test]
+fn kernel_shares_add_up_on_a_host_of_several_gpus() {
+    use xlens::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
+    let session = xlens_testkit::open_session(root().join("testdata/field/amd_conv3d_jax08")).unwrap();
+    let hosts: Vec<HostKernelStats> = session
+        .hosts()
+        .iter()
+        .map(|h| HostKernelStats {
+            host: h.name().to_owned(),
+            stats: xlens::roofline::KernelStats::read(h.space()).unwrap(),
+        })
+        .collect();
+    let json = kernel_stats_json(&hosts, None);
+    let shares: Vec<f64> =
+        json["kernels"].as_array().unwrap().iter().map(|k| k["share_pct"].as_f64().unwrap()).collect();
+    assert!(shares.iter().all(|s| (0.0..=100.0).contains(s)), "{shares:?}");
+    assert!((shares.iter().sum::<f64>() - 100.0).abs() < 1e-6);
+    let busy = json["total_device_duration_us"].as_f64().unwrap();
+    let summed = json["kernel_time_us"].as_f64().unwrap();
+    assert!(summed > busy, "eight GPUs: {summed} {busy}");
+    let text = kernel_stats_text(&hosts, 20);
+    for line in text.lines().skip(3) {
+        let share: f64 = line.split_whitespace().nth(3).unwrap().trim_end_matches('%').parse().unwrap();
+        assert!(share <= 100.0, "{line}");
+    }
 }

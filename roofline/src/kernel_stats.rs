@@ -52,10 +52,26 @@ impl KernelStat {
 /// The kernel statistics of a host's GPUs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelStats {
-    /// Time any GPU ran a kernel or copy (the union over every stream of every GPU).
+    /// Time any GPU ran a kernel or copy (the union over every stream of every GPU): wall time,
+    /// XProf's `total_device_duration`. On a host of several GPUs it is less than the kernels'
+    /// summed time ([`kernel_time`](Self::kernel_time)), so it is not the base of a share.
     pub total_device_duration: Picos,
     /// Records by total duration (longest first), then name, HLO op and launch configuration.
     pub kernels: Vec<KernelStat>,
+}
+
+impl KernelStats {
+    /// The kernels' summed time over every launch on every GPU: the base of a kernel's share,
+    /// so that the shares add up to 100 % however many GPUs the host has.
+    pub fn kernel_time(&self) -> Picos {
+        self.kernels.iter().map(|k| k.total).sum()
+    }
+
+    /// A kernel's share of [`kernel_time`](Self::kernel_time), in % (0 when there is none).
+    pub fn share_pct(&self, kernel: &KernelStat) -> f64 {
+        let total = self.kernel_time();
+        if total.0 > 0 { 100.0 * kernel.total.0 as f64 / total.0 as f64 } else { 0.0 }
+    }
 }
 
 /// A launch configuration: grid, block, registers, static and dynamic shared memory.
