@@ -195,6 +195,30 @@ fn repeated_runs_put_run_to_run_noise_into_the_interval() {
     // The mean of the runs' means, each run weighing the same.
     let mean = (base.metrics.step_time_ms_mean.unwrap() + rerun.metrics.step_time_ms_mean.unwrap()) / 2.0;
     assert!((d.step_time_ms.base.unwrap() - mean).abs() < 1e-12);
+    // One mean a side everywhere: the metrics table (and so the frames and the page) has the
+    // step line's figure, the categories and hosts are side means too, and the step series
+    // holds every run's steps.
+    assert_eq!(d.metrics["step_time_ms_mean"].base, d.step_time_ms.base);
+    assert_eq!(d.metrics["step_time_ms_mean"].new, d.step_time_ms.new);
+    let host_base = d.hosts.iter().map(|h| h.base_ms.unwrap()).fold(0.0, f64::max);
+    assert!((host_base - mean).abs() < 1e-9, "{host_base} {mean}");
+    let category_mean = |r: &xlens::faults::Report, c: &str| {
+        r.comparison.categories.iter().filter(|x| x.category == c).map(|x| x.ms_per_step).sum::<f64>()
+    };
+    for c in &d.categories {
+        let expected = (category_mean(&base, &c.category) + category_mean(&rerun, &c.category)) / 2.0;
+        assert!((c.base_ms_per_step - expected).abs() < 1e-9, "{}: {} {expected}", c.category, c.base_ms_per_step);
+    }
+    let s = &d.step_series_ms;
+    assert_eq!(s.base_runs, [base.comparison.step_times_ms.len(), rerun.comparison.step_times_ms.len()]);
+    assert_eq!(s.base.len(), s.base_runs.iter().sum::<usize>());
+    let rows = s.rows();
+    assert_eq!(rows.iter().filter(|r| r.0 == "base" && r.1 == 1).count(), rerun.comparison.step_times_ms.len());
+    let frames = xlens::report::frame::diff_frames(&d).unwrap();
+    let steps = &frames.iter().find(|(name, _)| *name == "diff_steps").unwrap().1;
+    assert_eq!(steps.height(), rows.len());
+    let names: Vec<String> = steps.get_column_names().iter().map(|n| n.to_string()).collect();
+    assert_eq!(names, ["run", "repeat_index", "step_index", "step_time_ms"]);
 }
 
 /// Fixing the missing donation resolves `donation_miss`, whatever the step times of the two

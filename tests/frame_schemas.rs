@@ -58,6 +58,7 @@ const UNITLESS: &[(&str, &str)] = &[
     ("new", "a diff's figure in the new run, its unit in the metric's name"),
     ("delta", "new minus base, in the metric's unit"),
     ("step_index", "a position"),
+    ("repeat_index", "which run of its side (a position among repeated runs)"),
 ];
 
 /// What a table's columns mean where their name and type do not say it all, printed under it.

@@ -361,7 +361,7 @@ impl Dataset {
         Ok(())
     }
 
-    /// Writes a diff's tables: `diff_steps` (run, step, ms), `diff_metrics`, `diff_categories`,
+    /// Writes a diff's tables: `diff_steps` (side, repeat, step, ms: every run of each side), `diff_metrics`, `diff_categories`,
     /// `diff_ops` and `diff_findings` (change: resolved, new or persisting), one file each.
     pub fn write_diff(&self, diff: &crate::diff::Diff) -> Result<Vec<PathBuf>, FrameError> {
         let mut written = Vec::new();
@@ -452,17 +452,12 @@ pub fn write_parquet(profile: &Profile, report: &Report, dir: &Path) -> Result<V
 /// The tables of a diff, by name (see [`Dataset::write_diff`]).
 pub fn diff_frames(d: &crate::diff::Diff) -> Result<Vec<(&'static str, DataFrame)>, FrameError> {
     let series = &d.step_series_ms;
-    let runs: Vec<(&str, usize, f64)> = series
-        .base
-        .iter()
-        .enumerate()
-        .map(|(i, v)| ("base", i, *v))
-        .chain(series.new.iter().enumerate().map(|(i, v)| ("new", i, *v)))
-        .collect();
+    let rows = series.rows();
     let steps = frame(vec![
-        Column::new("run".into(), runs.iter().map(|r| r.0).collect::<Vec<_>>()),
-        Column::new("step_index".into(), runs.iter().map(|r| r.1 as u32).collect::<Vec<_>>()),
-        Column::new("step_time_ms".into(), runs.iter().map(|r| r.2).collect::<Vec<_>>()),
+        Column::new("run".into(), rows.iter().map(|r| r.0).collect::<Vec<_>>()),
+        Column::new("repeat_index".into(), rows.iter().map(|r| r.1 as u32).collect::<Vec<_>>()),
+        Column::new("step_index".into(), rows.iter().map(|r| r.2 as u32).collect::<Vec<_>>()),
+        Column::new("step_time_ms".into(), rows.iter().map(|r| r.3).collect::<Vec<_>>()),
     ])?;
     let metrics = frame(vec![
         Column::new("metric".into(), d.metrics.keys().map(String::as_str).collect::<Vec<_>>()),

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use xlens_faults::comparison::{OpTime, program_name};
+use xlens_faults::comparison::{CategoryTime, OpTime, program_name};
 use xlens_faults::{Finding, Report, Status};
 
 pub use render::{html, text};
@@ -179,13 +179,44 @@ pub struct Pair<T> {
     pub new: Option<T>,
 }
 
-/// Both runs' step times, in order.
+/// Both sides' step times, in order: every run of a side, one after the other.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Series {
-    /// The base run's (ms).
+    /// The base side's (ms).
     pub base: Vec<f64>,
-    /// The new run's (ms).
+    /// The new side's (ms).
     pub new: Vec<f64>,
+    /// How many of `base` each base run gave, in order (one entry for a single run).
+    #[serde(default)]
+    pub base_runs: Vec<usize>,
+    /// How many of `new` each new run gave, in order.
+    #[serde(default)]
+    pub new_runs: Vec<usize>,
+}
+
+impl Series {
+    fn of(base: &[&Report], new: &[&Report]) -> Series {
+        let all = |side: &[&Report]| side.iter().flat_map(|r| r.comparison.step_times_ms.iter().copied()).collect();
+        let runs = |side: &[&Report]| side.iter().map(|r| r.comparison.step_times_ms.len()).collect();
+        Series { base: all(base), new: all(new), base_runs: runs(base), new_runs: runs(new) }
+    }
+
+    /// `(side, run, step index in the run, ms)` for every step of both sides.
+    pub fn rows(&self) -> Vec<(&'static str, usize, usize, f64)> {
+        let mut out = Vec::with_capacity(self.base.len() + self.new.len());
+        for (side, steps, runs) in [("base", &self.base, &self.base_runs), ("new", &self.new, &self.new_runs)] {
+            // Saved diffs from before `*_runs` existed: one run.
+            let lengths = if runs.is_empty() { vec![steps.len()] } else { runs.clone() };
+            let mut at = 0;
+            for (run, len) in lengths.into_iter().enumerate() {
+                for (i, v) in steps.iter().skip(at).take(len).enumerate() {
+                    out.push((side, run, i, *v));
+                }
+                at += len;
+            }
+        }
+        out
+    }
 }
 
 /// A host's mean step time in both runs.
@@ -298,24 +329,21 @@ pub fn diff_with_repeats(base: &Report, new: &Report, repeats: Repeats<'_>, conf
     if let Some(why) = &why_not {
         warnings.insert(0, why.clone());
     }
-    let (ops, op_warnings) = op_deltas(&base.comparison.ops, &new.comparison.ops, cutoffs(base, new));
+    let (ops, op_warnings) = op_deltas(&side_ops(&base_side), &side_ops(&new_side), cutoffs(&base_side, &new_side));
     warnings.extend(op_warnings);
     let findings = match_findings(&base.findings, &new.findings);
     let mut d = Diff {
         verdict,
         summary: String::new(),
         step_time_ms,
-        metrics: metric_deltas(base, new),
-        categories: category_deltas(base, new),
+        metrics: metric_deltas(&base_side, &new_side),
+        categories: category_deltas(&base_side, &new_side),
         ops,
         findings,
-        memory_peak_bytes: Pair { base: base.metrics.memory_peak_bytes, new: new.metrics.memory_peak_bytes },
-        hosts: host_deltas(base, new),
+        memory_peak_bytes: Pair { base: side_peak(&base_side), new: side_peak(&new_side) },
+        hosts: host_deltas(&base_side, &new_side),
         straggler: Pair { base: base.metrics.step_time_host.clone(), new: new.metrics.step_time_host.clone() },
-        step_series_ms: Series {
-            base: base.comparison.step_times_ms.clone(),
-            new: new.comparison.step_times_ms.clone(),
-        },
+        step_series_ms: Series::of(&base_side, &new_side),
         base: run_info(base),
         new: run_info(new),
         warnings,
@@ -356,6 +384,11 @@ fn incomparable(base: &Report, new: &Report) -> Option<String> {
         return Some(format!("different programs: the main program is {bp} in the base run, {np} in the new one"));
     }
     None
+}
+
+/// One side's memory peak: the mean over its runs, as every figure of a side.
+fn side_peak(side: &[&Report]) -> Option<u64> {
+    side_figure(side, |r| r.metrics.memory_peak_bytes.map(|b| b as f64)).map(|b| b.round() as u64)
 }
 
 /// The mean of the runs' mean step times (each run weighs the same).
@@ -448,24 +481,62 @@ fn bootstrap_ci(base: &[Vec<f64>], new: &[Vec<f64>]) -> [f64; 2] {
     [at(0.025), at(0.975)]
 }
 
-fn metric_deltas(base: &Report, new: &Report) -> BTreeMap<String, MetricDelta> {
+/// A figure of one side: the mean over its runs (each run weighs the same), `None` unless every
+/// run has it, as [`side_mean`] is for the step time, so one figure has one value a side in the
+/// step line, the metrics, the frames and the page.
+fn side_figure(side: &[&Report], figure: impl Fn(&Report) -> Option<f64>) -> Option<f64> {
+    let values: Vec<f64> = side.iter().filter_map(|r| figure(r)).collect();
+    (!values.is_empty() && values.len() == side.len()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+fn metric_deltas(base: &[&Report], new: &[&Report]) -> BTreeMap<String, MetricDelta> {
     // The step count is not a figure to compare (the step time is).
-    let pick = |r: &Report| r.metrics.figures().into_iter().filter(|(name, _)| *name != "step_count");
-    pick(base)
-        .zip(pick(new))
-        .map(|((name, b), (_, n))| {
+    let names: Vec<&'static str> =
+        base[0].metrics.figures().into_iter().map(|(name, _)| name).filter(|name| *name != "step_count").collect();
+    let figure =
+        |r: &Report, name: &str| r.metrics.figures().into_iter().find(|(n, _)| *n == name).and_then(|(_, v)| v);
+    names
+        .into_iter()
+        .map(|name| {
+            let (b, n) = (side_figure(base, |r| figure(r, name)), side_figure(new, |r| figure(r, name)));
             (name.to_owned(), MetricDelta { base: b, new: n, delta: b.zip(n).map(|(b, n)| n - b) })
         })
         .collect()
 }
 
-fn category_deltas(base: &Report, new: &Report) -> Vec<CategoryDelta> {
-    let mut by: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
-    for c in &base.comparison.categories {
-        by.entry(&c.category).or_default().0 += c.ms_per_step;
+/// Per-step times of one side by key: the mean over its runs, a run without the key counting 0.
+fn side_times<'a, T: 'a, K: Ord>(
+    side: &[&'a Report],
+    items: impl Fn(&'a Report) -> &'a [T],
+    key: impl Fn(&'a T) -> K,
+    ms: impl Fn(&T) -> f64,
+) -> BTreeMap<K, (f64, &'a T)> {
+    let mut by: BTreeMap<K, (f64, &'a T)> = BTreeMap::new();
+    for r in side {
+        for item in items(r) {
+            by.entry(key(item)).or_insert((0.0, item)).0 += ms(item);
+        }
     }
-    for c in &new.comparison.categories {
-        by.entry(&c.category).or_default().1 += c.ms_per_step;
+    let runs = side.len().max(1) as f64;
+    for v in by.values_mut() {
+        v.0 /= runs;
+    }
+    by
+}
+
+fn category_deltas(base: &[&Report], new: &[&Report]) -> Vec<CategoryDelta> {
+    fn categories(r: &Report) -> &[CategoryTime] {
+        &r.comparison.categories
+    }
+    fn name(c: &CategoryTime) -> &str {
+        c.category.as_str()
+    }
+    let mut by: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for (c, (v, _)) in side_times(base, categories, name, |c| c.ms_per_step) {
+        by.entry(c).or_default().0 = v;
+    }
+    for (c, (v, _)) in side_times(new, categories, name, |c| c.ms_per_step) {
+        by.entry(c).or_default().1 = v;
     }
     let mut out: Vec<CategoryDelta> = by
         .into_iter()
@@ -482,8 +553,31 @@ fn category_deltas(base: &Report, new: &Report) -> Vec<CategoryDelta> {
     out
 }
 
-fn cutoffs(base: &Report, new: &Report) -> (Option<f64>, Option<f64>) {
-    (base.comparison.ops_cutoff_ms_per_step, new.comparison.ops_cutoff_ms_per_step)
+/// One side's ops: each op's time per step the mean over the side's runs (in the first run's
+/// order, then the ops only later runs have), so the op table has one value a side.
+fn side_ops(side: &[&Report]) -> Vec<OpTime> {
+    if side.len() == 1 {
+        return side[0].comparison.ops.clone();
+    }
+    fn ops(r: &Report) -> &[OpTime] {
+        &r.comparison.ops
+    }
+    fn key(o: &OpTime) -> (&str, &str) {
+        (o.program.as_str(), o.name.as_str())
+    }
+    let by = side_times(side, ops, key, |o| o.ms_per_step);
+    let mut out: Vec<OpTime> = by.into_values().map(|(ms, o)| OpTime { ms_per_step: ms, ..o.clone() }).collect();
+    out.sort_by(|a, b| {
+        b.ms_per_step.total_cmp(&a.ms_per_step).then_with(|| (&a.program, &a.name).cmp(&(&b.program, &b.name)))
+    });
+    out
+}
+
+/// Each side's op-list cutoff: the largest of its runs' (an op below it may be missing from
+/// any of them).
+fn cutoffs(base: &[&Report], new: &[&Report]) -> (Option<f64>, Option<f64>) {
+    let side = |s: &[&Report]| s.iter().filter_map(|r| r.comparison.ops_cutoff_ms_per_step).reduce(f64::max);
+    (side(base), side(new))
 }
 
 /// Ops matched by program and name, then the rest by program, shape and opcode, and category
@@ -583,20 +677,22 @@ fn match_findings(base: &[Finding], new: &[Finding]) -> FindingsDelta {
     out
 }
 
-fn host_deltas(base: &Report, new: &Report) -> Vec<HostDelta> {
-    let mut by: BTreeMap<&str, (Option<f64>, Option<f64>)> = BTreeMap::new();
-    for h in &base.hosts {
-        by.entry(&h.host).or_default().0 = h.step_time_ms_mean;
-    }
-    for h in &new.hosts {
-        by.entry(&h.host).or_default().1 = h.step_time_ms_mean;
-    }
-    by.into_iter()
-        .map(|(host, (b, n))| HostDelta {
-            host: host.to_owned(),
-            base_ms: b,
-            new_ms: n,
-            delta_pct: b.zip(n).filter(|(b, _)| *b > 0.0).map(|(b, n)| 100.0 * (n / b - 1.0)),
+fn host_deltas(base: &[&Report], new: &[&Report]) -> Vec<HostDelta> {
+    let hosts: std::collections::BTreeSet<&str> =
+        base.iter().chain(new).flat_map(|r| r.hosts.iter().map(|h| h.host.as_str())).collect();
+    let mean = |side: &[&Report], host: &str| {
+        side_figure(side, |r| r.hosts.iter().find(|h| h.host == host).and_then(|h| h.step_time_ms_mean))
+    };
+    hosts
+        .into_iter()
+        .map(|host| {
+            let (b, n) = (mean(base, host), mean(new, host));
+            HostDelta {
+                host: host.to_owned(),
+                base_ms: b,
+                new_ms: n,
+                delta_pct: b.zip(n).filter(|(b, _)| *b > 0.0).map(|(b, n)| 100.0 * (n / b - 1.0)),
+            }
         })
         .collect()
 }
