@@ -26,6 +26,7 @@ const UNITLESS: &[(&str, &str)] = &[
     ("cores", "a count"),
     ("cores_per_chip", "a count"),
     ("flops", "a count of floating-point operations (XLA's cost analysis name)"),
+    ("xprof_flops", "floating-point operations as XProf counts them (per launch)"),
     ("transcendentals", "a count"),
     ("instructions", "a count"),
     ("value", "a metric's value, its unit in `unit`"),

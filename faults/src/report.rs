@@ -133,8 +133,15 @@ pub struct Metrics {
     pub input_bound_pct: Option<f64>,
     /// Share of step time spent waiting on collectives (%).
     pub exposed_communication_pct: Option<f64>,
-    /// Achieved FLOP/s over the profiled time as a share of the peak (%).
+    /// Achieved FLOP/s over the profiled time as a share of the peak (%): each op's FLOPs per
+    /// execution (library GEMM and attention calls priced from their shapes) times its
+    /// executions, never its launches (docs/metrics.md).
     pub flops_utilization_pct: Option<f64>,
+    /// FLOP utilisation as XProf reports it (%): a GPU op's FLOPs counted once per launch that
+    /// carries its name (a cuBLAS GEMM's memset kernel included) and library calls at 0, which
+    /// can read far above or below what the program reaches; kept to compare with XProf.
+    #[serde(default)]
+    pub xprof_flops_utilization_pct: Option<f64>,
     /// Achieved HBM bandwidth as a share of the peak (%).
     pub hbm_utilization_pct: Option<f64>,
     /// Program roofline efficiency (%).
@@ -174,6 +181,7 @@ impl Default for Metrics {
             input_bound_pct: None,
             exposed_communication_pct: None,
             flops_utilization_pct: None,
+            xprof_flops_utilization_pct: None,
             hbm_utilization_pct: None,
             roofline_efficiency_pct: None,
             bound_by: None,
@@ -205,6 +213,7 @@ impl Metrics {
             ("input_bound_pct", self.input_bound_pct),
             ("exposed_communication_pct", self.exposed_communication_pct),
             ("flops_utilization_pct", self.flops_utilization_pct),
+            ("xprof_flops_utilization_pct", self.xprof_flops_utilization_pct),
             ("hbm_utilization_pct", self.hbm_utilization_pct),
             ("roofline_efficiency_pct", self.roofline_efficiency_pct),
             ("operational_intensity_flop_per_byte", self.operational_intensity_flop_per_byte),
@@ -213,6 +222,13 @@ impl Metrics {
             ("memory_capacity_bytes", bytes(self.memory_capacity_bytes)),
             ("memory_peak_pct", self.memory_peak_pct),
         ]
+    }
+
+    /// XProf's FLOP utilisation where it differs from [`flops_utilization_pct`](Self::flops_utilization_pct)
+    /// by 0.05 points or more (shown beside it, named as XProf's), else `None`.
+    pub fn xprof_flops_utilization_if_different(&self) -> Option<f64> {
+        let (ours, xprof) = (self.flops_utilization_pct?, self.xprof_flops_utilization_pct?);
+        ((ours - xprof).abs() >= 0.05).then_some(xprof)
     }
 
     /// The unit of a per-step figure under this time base: `step`, `module execution` or
@@ -632,6 +648,7 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
 pub(crate) fn set_roofline(m: &mut Metrics, work: &ProgramWork) {
     let point: RooflinePoint = work.point();
     m.flops_utilization_pct = Some(100.0 * point.compute_utilization);
+    m.xprof_flops_utilization_pct = Some(100.0 * work.xprof_flops_utilization());
     m.hbm_utilization_pct =
         (work.env.peak_hbm_bytes_per_s > 0.0).then(|| 100.0 * point.hbm_bytes_per_s / work.env.peak_hbm_bytes_per_s);
     m.roofline_efficiency_pct = Some(100.0 * point.efficiency);

@@ -62,7 +62,7 @@ pub fn steps_frame(steps: &crate::Steps) -> Result<DataFrame> {
 }
 
 /// The op profile as a frame, one row per op (combined over cores and steps): `program_id`,
-/// `program`, `name`, `category`, `occurrences`, `time_ps`, `self_time_ps`, `flops`,
+/// `program`, `name`, `category`, `occurrences`, `time_ps`, `self_time_ps`, `flops`, `xprof_flops`,
 /// `hbm_bytes`, `onchip_read_bytes`, `onchip_write_bytes`, `flop_per_s`,
 /// `intensity_flop_per_byte`, `bound` (null without device peaks), `roofline_efficiency_pct`,
 /// `source`.
@@ -73,7 +73,7 @@ pub fn steps_frame(steps: &crate::Steps) -> Result<DataFrame> {
 /// use xlens_roofline::{OpProfile, frame};
 /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
 /// let df = frame::op_profile_frame(&OpProfile::from_tpu(&space)?)?;
-/// assert_eq!((df.height(), df.width()), (14, 16));
+/// assert_eq!((df.height(), df.width()), (14, 17));
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn op_profile_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
@@ -91,6 +91,7 @@ pub fn op_profile_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
         Column::new("time_ps".into(), ops.iter().map(|o| o.time.0).collect::<Vec<_>>()),
         Column::new("self_time_ps".into(), ops.iter().map(|o| o.self_time.0).collect::<Vec<_>>()),
         Column::new("flops".into(), ops.iter().map(|o| o.flops).collect::<Vec<_>>()),
+        Column::new("xprof_flops".into(), ops.iter().map(|o| o.xprof_flops).collect::<Vec<_>>()),
         Column::new("hbm_bytes".into(), ops.iter().map(|o| o.bytes.hbm).collect::<Vec<_>>()),
         Column::new("onchip_read_bytes".into(), ops.iter().map(|o| o.bytes.onchip_read).collect::<Vec<_>>()),
         Column::new("onchip_write_bytes".into(), ops.iter().map(|o| o.bytes.onchip_write).collect::<Vec<_>>()),

@@ -48,12 +48,20 @@ pub struct OpStats {
     pub self_time: Picos,
     /// Time scaled by the DVFS time-scale multiplier of each event.
     pub normalized_time: Picos,
-    /// FLOPs over all occurrences.
+    /// FLOPs over all executions: the cost model's per execution (a library GEMM or attention
+    /// call the GPU cost model prices at nothing priced from its shapes) times the executions,
+    /// not the launches (a cuBLAS GEMM's memset kernel carries its name but does no GEMM work).
+    /// What the op really did, so its rate never exceeds the device's peak.
     pub flops: f64,
+    /// FLOPs as XProf's op profile counts them: the cost model's per execution times every
+    /// launch that carries the op's name, library calls at 0. Equal to `flops` on TPU and CPU.
+    pub xprof_flops: f64,
     /// Model FLOPs over all occurrences (FLOPs when the profile has none).
     pub model_flops: f64,
-    /// Bytes over all occurrences, by memory.
+    /// Bytes over all executions (as `flops`: not per launch), by memory.
     pub bytes: MemoryBytes,
+    /// Bytes as XProf's op profile counts them (per launch, as `xprof_flops`).
+    pub xprof_bytes: MemoryBytes,
     /// Cores the op ran on.
     pub num_cores: u32,
     /// `file:line` of the op, when the profile records it.
@@ -150,8 +158,14 @@ pub struct RooflinePoint {
 pub struct ProgramWork {
     /// FLOPs of the innermost ops.
     pub flops: f64,
+    /// The same as XProf counts them ([`OpStats::xprof_flops`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub xprof_flops: f64,
     /// Their bytes, by memory.
     pub bytes: MemoryBytes,
+    /// The same as XProf counts them ([`OpStats::xprof_bytes`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub xprof_bytes: MemoryBytes,
     /// The profiled time (every core's, summed).
     pub time: Picos,
     /// The peaks.
@@ -164,13 +178,35 @@ impl ProgramWork {
         roofline_point(self.flops, &self.bytes, self.time, self.time, &self.env)
     }
 
+    /// The point XProf's overview and roofline place this work at: its FLOPs and bytes as XProf
+    /// counts them ([`OpStats::xprof_flops`]), which can exceed the peaks where launches that did
+    /// no work count as executions: why [`point`](Self::point) does not use them.
+    pub fn xprof_point(&self) -> RooflinePoint {
+        roofline_point(self.xprof_flops, &self.xprof_bytes, self.time, self.time, &self.env)
+    }
+
+    /// The FLOP utilisation (`0..=1` of the peak) XProf reports for this work
+    /// ([`xprof_point`](Self::xprof_point)).
+    pub fn xprof_flops_utilization(&self) -> f64 {
+        self.xprof_point().compute_utilization
+    }
+
     /// The work of several hosts as one, as XProf's all-hosts view adds them up (the first
     /// host's peaks); `None` for no hosts.
     pub fn combine(works: &[ProgramWork]) -> Option<ProgramWork> {
         let first = works.first()?;
-        let mut all = ProgramWork { flops: 0.0, bytes: MemoryBytes::default(), time: Picos::ZERO, env: first.env };
+        let mut all = ProgramWork {
+            flops: 0.0,
+            xprof_flops: 0.0,
+            bytes: MemoryBytes::default(),
+            xprof_bytes: MemoryBytes::default(),
+            time: Picos::ZERO,
+            env: first.env,
+        };
         for w in works {
             all.flops += w.flops;
+            all.xprof_flops += w.xprof_flops;
+            all.xprof_bytes.add(&w.xprof_bytes);
             all.bytes.add(&w.bytes);
             all.time += w.time;
         }
@@ -305,8 +341,10 @@ impl OpProfile {
                     entry.self_time += agg.self_time;
                     entry.normalized_time += agg.normalized_time;
                     entry.flops += m.flops * n;
+                    entry.xprof_flops += m.flops * n;
                     entry.model_flops += if m.model_flops > 0.0 { m.model_flops * n } else { m.flops * n };
                     entry.bytes.add(&m.memory.scaled(n));
+                    entry.xprof_bytes.add(&m.memory.scaled(n));
                 }
                 let op_time: Picos = by_key.values().map(|o| o.self_time).sum();
                 let span = core.span.map_or(Picos::ZERO, |(a, b)| b - a);
@@ -340,8 +378,10 @@ impl OpProfile {
                         c.self_time += op.self_time;
                         c.normalized_time += op.normalized_time;
                         c.flops += op.flops;
+                        c.xprof_flops += op.xprof_flops;
                         c.model_flops += op.model_flops;
                         c.bytes.add(&op.bytes);
+                        c.xprof_bytes.add(&op.xprof_bytes);
                         c.num_cores += 1;
                     }
                 }
@@ -409,18 +449,20 @@ impl OpProfile {
 
     fn program_work_where(&self, keep: impl Fn(&OpStats) -> bool) -> Option<ProgramWork> {
         let env = *self.perf_env.as_ref()?;
-        let mut flops = 0.0;
-        let mut bytes = MemoryBytes::default();
+        let (mut flops, mut xprof_flops) = (0.0, 0.0);
+        let (mut bytes, mut xprof_bytes) = (MemoryBytes::default(), MemoryBytes::default());
         let mut time = self.total_time;
         for op in self.ops.iter().filter(|o| !o.has_inner_ops()) {
             if keep(op) {
                 flops += op.flops;
+                xprof_flops += op.xprof_flops;
                 bytes.add(&op.bytes);
+                xprof_bytes.add(&op.xprof_bytes);
             } else {
                 time = time.saturating_sub(op.time);
             }
         }
-        Some(ProgramWork { flops, bytes, time, env })
+        Some(ProgramWork { flops, xprof_flops, bytes, xprof_bytes, time, env })
     }
 
     /// Share of the profiled time (`0..=1`) an op's FLOP utilisation represents: XProf's
@@ -446,8 +488,10 @@ fn empty_stats(program_id: u64, m: &OpMetadata) -> OpStats {
         self_time: Picos::ZERO,
         normalized_time: Picos::ZERO,
         flops: 0.0,
+        xprof_flops: 0.0,
         model_flops: 0.0,
         bytes: MemoryBytes::default(),
+        xprof_bytes: MemoryBytes::default(),
         num_cores: 1,
         source: m.source.clone(),
         tf_op: m.tf_op.clone(),

@@ -240,19 +240,33 @@ impl OpProfile {
             let Some(instr) = module.instruction_by_name(&s.name) else { continue };
             let n = s.occurrences as f64;
             if gpu {
-                // XProf prices GPU ops with XLA's GPU cost analysis.
+                // XProf prices GPU ops with XLA's GPU cost analysis, per launch that carries the
+                // op's name. The work is per execution: a cuBLAS GEMM's memset kernel carries
+                // its name and does none, and a library GEMM or attention call the cost model
+                // prices at nothing did the work its shapes say.
                 let cost = module.gpu_cost(instr.id());
                 let hbm = module.gpu_hbm_bytes(instr.id());
-                s.flops = cost.flops as f64 * n;
-                s.bytes = MemoryBytes {
-                    hbm: hbm as f64 * n,
-                    unattributed: (cost.bytes_accessed as f64 - hbm as f64) * n,
+                let memsets = host_ops.memset_launches(Some(s.program_id), &s.name);
+                let executions = s.occurrences.saturating_sub(memsets) as f64;
+                s.xprof_flops = cost.flops as f64 * n;
+                let per_execution = match cost.flops {
+                    0 => module.custom_call_shape_flops(instr.id()).unwrap_or(0),
+                    flops => flops,
+                };
+                s.flops = per_execution as f64 * executions;
+                let bytes = |times: f64| MemoryBytes {
+                    hbm: hbm as f64 * times,
+                    unattributed: (cost.bytes_accessed as f64 - hbm as f64) * times,
                     ..MemoryBytes::default()
                 };
+                s.bytes = bytes(executions);
+                s.xprof_bytes = bytes(n);
             } else {
                 let cost = module.cost(instr.id());
                 s.flops = cost.flops as f64 * n;
+                s.xprof_flops = s.flops;
                 s.bytes = MemoryBytes { hbm: cost.bytes_accessed as f64 * n, ..MemoryBytes::default() };
+                s.xprof_bytes = s.bytes;
             }
             s.model_flops = s.flops;
         }
@@ -302,8 +316,10 @@ fn new_op(program_id: u64, name: &str, module: Option<&Module>) -> OpStats {
         self_time: Picos::ZERO,
         normalized_time: Picos::ZERO,
         flops: 0.0,
+        xprof_flops: 0.0,
         model_flops: 0.0,
         bytes: MemoryBytes::default(),
+        xprof_bytes: MemoryBytes::default(),
         num_cores: 1,
         source,
         tf_op: if op_name.is_empty() { None } else { Some(op_name) },

@@ -34,11 +34,13 @@ const META: DetectorMeta = DetectorMeta {
                    time the cost model prices no work for, and on GPUs the time per kernel library (cuBLAS, \
                    hipBLASLt, cuDNN/MIOpen, Triton, Transformer Engine, XLA fusions, NCCL/RCCL).",
         thresholds: "Report when FLOP utilisation is below `status.min_flops_utilization` (default 0.5) on a \
-                     profile with device peaks, counting the library GEMM and fused-attention calls that XLA's cost \
-                     model (and so XProf's figure) prices at nothing, derived from their shapes, and each library GEMM \
-                     once per execution (the memset kernel launched before a cuBLAS GEMM carries its name, and the op \
-                     profile, as XProf's, counts it as an execution). Impact: the roofline headroom per step. Severity P1 (a symptom: \
-                     the findings that name a cause rank above it); P2 when the headroom is under 2 % of the step.",
+                     profile with device peaks. The utilisation is the op profile's (docs/metrics.md): library GEMM \
+                     and fused-attention calls that XLA's cost model (and so XProf's figure) prices at nothing are \
+                     priced from their shapes, and each op counts once per execution, not per launch (the memset \
+                     kernel launched before a cuBLAS GEMM carries its name, and XProf counts it as an execution); \
+                     XProf's figure is in the evidence where it differs. Impact: the roofline headroom per step. \
+                     Severity P1 (a symptom: the findings that name a cause rank above it); P2 when the headroom is \
+                     under 2 % of the step.",
         fix: "Follow the bound. HBM-bound (operational intensity below the ridge point): raise the work per byte: \
               let XLA fuse elementwise chains into their producers, keep activations and weights in bf16, make \
               matmuls larger (more batch or sequence per device, fewer tiny ops), and avoid materialising \
@@ -64,38 +66,25 @@ impl Detector for LowUtilization {
     }
 }
 
-/// The program's place on the roofline, and its FLOP utilisation counting library calls.
+/// The program's place on the roofline, and XProf's FLOP utilisation beside it.
 struct Utilization<'a> {
     profile: &'a xlens_roofline::OpProfile,
     point: xlens_roofline::RooflinePoint,
-    /// FLOPs of library calls the cost model prices at nothing.
-    derived: f64,
-    /// FLOPs the op profile counts for memset kernels that carry a library GEMM's name (XProf
-    /// counts each as an execution of the GEMM).
-    launches: f64,
-    /// The FLOP utilisation the judgement uses (with `derived`, without `launches`).
+    /// XProf's FLOP utilisation (`0..=1`): launches counted as executions, library calls at 0.
+    xprof: Option<f64>,
+    /// The FLOP utilisation the judgement uses: the op profile's, per execution.
     judged: f64,
 }
 
-/// Reads the program's roofline point and prices the library calls.
+/// Reads the program's roofline point.
 fn utilization(host: &HostProfile) -> Result<Utilization<'_>, Skip> {
     let profile = host.op_profile().map_err(Skip::because)?;
-    let Some(point) = profile.program_roofline() else {
+    let (Some(point), Some(work)) = (profile.program_roofline(), profile.program_work()) else {
         return Err(Skip::because("the op profile has no device peaks"));
     };
-    // Library GEMMs and fused attention are invisible to XLA's cost model (XProf's figure
-    // leaves them out): the judgement counts them, priced from their shapes.
-    let derived = library_flops(host, profile);
-    // A GEMM the cost model prices but whose memset kernels count as executions is priced once
-    // per execution.
-    let launches = memset_flops(host, profile);
-    let peak_time = profile.perf_env.map(|e| e.peak_flops_per_s).unwrap_or(0.0) * profile.total_time.as_secs_f64();
-    let judged = if (derived > 0.0 || launches > 0.0) && peak_time > 0.0 {
-        (point.compute_utilization + (derived - launches) / peak_time).max(0.0)
-    } else {
-        point.compute_utilization
-    };
-    Ok(Utilization { profile, point, derived, launches, judged })
+    let xprof = work.xprof_flops_utilization();
+    let xprof = ((xprof - point.compute_utilization).abs() >= 0.0005).then_some(xprof);
+    Ok(Utilization { profile, point, xprof, judged: point.compute_utilization })
 }
 
 /// The innermost ops' time and how far it is above their rooflines.
@@ -123,7 +112,7 @@ fn measure_ops<'a>(host: &HostProfile, profile: &'a xlens_roofline::OpProfile) -
     let mut unpriced_ms = 0.0;
     for op in &innermost {
         let priced = op.flops > 0.0 || op.bytes.total() > 0.0;
-        match profile.roofline(&per_execution(host, op)) {
+        match profile.roofline(op) {
             Some(p) if priced => headroom_ms += op.self_time.as_ms_f64() * (1.0 - p.efficiency.min(1.0)),
             _ => unpriced_ms += op.self_time.as_ms_f64(),
         }
@@ -147,7 +136,7 @@ fn score(host: &HostProfile, ops: &Ops<'_>) -> Score {
 
 /// The evidence: the utilisations, the bound, the headroom, the longest ops, the kernel libraries.
 fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: Impact) -> Vec<Evidence> {
-    let (profile, point, derived, launches, judged) = (u.profile, &u.point, u.derived, u.launches, u.judged);
+    let (profile, point) = (u.profile, &u.point);
     let (unit, innermost, op_time, unpriced_ms) = (ops.unit, &ops.innermost, ops.op_time, ops.unpriced_ms);
     let pct = |v: f64| 100.0 * v;
     let mut evidence = vec![
@@ -161,19 +150,14 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
         Evidence::metric("roofline_efficiency", "roofline efficiency", pct(point.efficiency), "%"),
         Evidence::metric("operational_intensity", "operational intensity", point.operational_intensity, "FLOP/B"),
     ];
-    let judged_as = match (derived > 0.0, launches > 0.0) {
-        (true, false) => Some("FLOP utilisation with library GEMM and attention calls priced from their shapes"),
-        (false, true) => Some(
-            "FLOP utilisation with each library GEMM counted once per execution (the op profile, as XProf's, \
-             also counts the memset kernel launched before it)",
-        ),
-        (true, true) => {
-            Some("FLOP utilisation with library GEMM and attention calls priced from their shapes, once per execution")
-        }
-        (false, false) => None,
-    };
-    if let Some(name) = judged_as {
-        evidence.push(Evidence::metric("judged_flops_utilization", name, pct(judged), "%"));
+    if let Some(xprof) = u.xprof {
+        evidence.push(Evidence::metric(
+            "xprof_flops_utilization",
+            "FLOP utilisation as XProf counts it (each launch carrying an op's name as an execution, library \
+             GEMM and attention calls at 0 FLOPs)",
+            pct(xprof),
+            "%",
+        ));
     }
     let ridge = host.chip().map(|c| c.ridge_point().0).filter(|r| r.is_finite() && *r > 0.0);
     if let Some(ridge) = ridge {
@@ -198,7 +182,7 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
     by_time.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
     for op in by_time.iter().take(5) {
         let share = if op_time > 0.0 { 100.0 * op.self_time.as_ms_f64() / op_time } else { 0.0 };
-        let place = match profile.roofline(&per_execution(host, op)) {
+        let place = match profile.roofline(op) {
             Some(p) if op.flops > 0.0 || op.bytes.total() > 0.0 => format!(
                 "{}-bound at {:.1} % of its roofline, {:.2} FLOP/B",
                 p.bound_by.label(),
@@ -224,17 +208,15 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
 fn describe(detector: &LowUtilization, host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, s: &Score) -> Finding {
     let (point, unit, op_time, unpriced_ms, impact) = (&u.point, ops.unit, ops.op_time, ops.unpriced_ms, s.impact);
     let pct = |v: f64| 100.0 * v;
-    // Where the op profile counts memset launches as GEMM executions, its figure (XProf's) is
-    // not what the program reaches: the judged one leads.
-    let reaches = if u.launches > 0.0 {
-        format!(
-            "{:.1} % of the device's peak FLOP rate per GEMM execution ({:.1} % as the op profile and XProf count \
-             memset launches; ",
-            pct(u.judged),
-            pct(point.compute_utilization)
-        )
-    } else {
-        format!("{:.1} % of the device's peak FLOP rate (", pct(point.compute_utilization))
+    // Where XProf's figure differs (launches counted as executions, library calls unpriced),
+    // it is named beside the program's own.
+    let reaches = match u.xprof {
+        Some(x) => format!(
+            "{:.1} % of the device's peak FLOP rate (XProf counts {:.1} %; ",
+            pct(point.compute_utilization),
+            pct(x)
+        ),
+        None => format!("{:.1} % of the device's peak FLOP rate (", pct(point.compute_utilization)),
     };
     let what = format!(
         "The program reaches {reaches}{:.1} % of its roofline, {}-bound at {:.2} \
@@ -251,53 +233,6 @@ fn describe(detector: &LowUtilization, host: &HostProfile, u: &Utilization<'_>, 
         impact.pct_of_step
     );
     Finding::new(detector, s.severity, what, evidence_of(host, u, ops, impact), impact)
-}
-
-/// FLOPs of the library GEMM and fused-attention custom calls the cost model prices at nothing,
-/// derived from their shapes, over all their executions.
-fn library_flops(host: &HostProfile, profile: &xlens_roofline::OpProfile) -> f64 {
-    profile
-        .ops
-        .iter()
-        .filter(|o| o.flops == 0.0)
-        .filter_map(|o| {
-            let m = host.module(o.program_id)?;
-            let instr = m.instruction_by_name(&o.name)?;
-            // Executions, not launches: a GEMM launched on its own comes with a memset kernel
-            // that carries its name.
-            let memsets = host.host_ops().memset_launches(m.program_id(), &o.name);
-            let executions = o.occurrences.saturating_sub(memsets);
-            Some(m.custom_call_shape_flops(instr.id())? as f64 * executions as f64)
-        })
-        .sum()
-}
-
-/// An op as it ran per execution: a library GEMM whose memset kernels the op profile counts as
-/// executions (they carry its name) has its FLOPs and bytes spread over its real executions, so
-/// its place on its roofline is not raised by the launches that did no GEMM work.
-fn per_execution<'a>(host: &HostProfile, op: &'a OpStats) -> std::borrow::Cow<'a, OpStats> {
-    let memsets = match host.module(op.program_id) {
-        Some(m) if op.flops > 0.0 && op.occurrences > 0 => host.host_ops().memset_launches(m.program_id(), &op.name),
-        _ => 0,
-    };
-    if memsets == 0 {
-        return std::borrow::Cow::Borrowed(op);
-    }
-    let scale = op.occurrences.saturating_sub(memsets) as f64 / op.occurrences as f64;
-    let mut adjusted = op.clone();
-    adjusted.flops *= scale;
-    adjusted.model_flops *= scale;
-    let b = &mut adjusted.bytes;
-    (b.hbm, b.onchip_read, b.onchip_write, b.unattributed) =
-        (b.hbm * scale, b.onchip_read * scale, b.onchip_write * scale, b.unattributed * scale);
-    std::borrow::Cow::Owned(adjusted)
-}
-
-/// FLOPs the op profile counts for memset kernels that carry the name of a library GEMM it
-/// prices (XProf counts each such launch as an execution of the GEMM), over all of them: what
-/// [`per_execution`] takes out.
-fn memset_flops(host: &HostProfile, profile: &xlens_roofline::OpProfile) -> f64 {
-    profile.ops.iter().map(|o| o.flops - per_execution(host, o).flops).sum()
 }
 
 fn bound_note(bound: BoundBy, intensity: f64, ridge: Option<f64>) -> String {

@@ -94,7 +94,13 @@ fn health(s: &mut String, m: &Metrics) {
         ("Idle".to_owned(), pct(m.idle_pct)),
         ("Host + infeed".to_owned(), pct(m.input_bound_pct)),
         ("Exposed communication".to_owned(), pct(m.exposed_communication_pct)),
-        ("FLOP utilisation".to_owned(), pct(m.flops_utilization_pct)),
+        (
+            "FLOP utilisation".to_owned(),
+            match m.xprof_flops_utilization_if_different() {
+                Some(x) => format!("{} (XProf counts {x:.1} %)", pct(m.flops_utilization_pct)),
+                None => pct(m.flops_utilization_pct),
+            },
+        ),
         ("HBM utilisation".to_owned(), pct(m.hbm_utilization_pct)),
         ("Roofline efficiency".to_owned(), pct(m.roofline_efficiency_pct)),
         ("Device duty cycle".to_owned(), pct(m.device_duty_cycle_pct)),

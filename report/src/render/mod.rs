@@ -231,8 +231,9 @@ fn health(m: &Metrics) -> String {
     line(
         &mut s,
         format_args!(
-            "          FLOP utilisation {}  HBM utilisation {}  roofline efficiency {}  memory peak {memory}",
+            "          FLOP utilisation {}{}  HBM utilisation {}  roofline efficiency {}  memory peak {memory}",
             opt(m.flops_utilization_pct, "%"),
+            m.xprof_flops_utilization_if_different().map_or(String::new(), |x| format!(" (XProf counts {x:.1}%)")),
             opt(m.hbm_utilization_pct, "%"),
             opt(m.roofline_efficiency_pct, "%")
         ),
