@@ -333,3 +333,29 @@ fn every_figure_of_every_report_keeps_the_invariants() {
         stale.join("\n  ")
     );
 }
+
+/// A verdict rests on detectors: a scan whose configuration enables none (`--only x --disable
+/// x`) is never OPTIMAL, and the check says so when it is.
+#[test]
+fn no_verdict_rests_on_no_detector() {
+    let profile = outputs::testdata("corpus/clean");
+    let config = xlens::faults::ScanConfig {
+        only: Some(vec!["device_idle".to_owned()]),
+        disabled: vec!["device_idle".to_owned()],
+        ..xlens::faults::ScanConfig::default()
+    };
+    let scanned = xlens::scan_path(&xlens::ScanRequest { config, ..xlens::ScanRequest::new(&profile.dir) }).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&xlens::report::render::json(&scanned.report)).unwrap();
+    let violations = check_report(&json, &Context { detectors: Some(0), ..Context::default() });
+    assert!(
+        violations.iter().all(|v| v.rule != xlens_testkit::invariants::Rule::Verdict),
+        "{}: {violations:?}",
+        json["status"]
+    );
+    assert_ne!(json["status"], "OPTIMAL");
+    // The same check flags an OPTIMAL verdict on no detector.
+    let mut optimal = json.clone();
+    optimal["status"] = "OPTIMAL".into();
+    let flagged = check_report(&optimal, &Context { detectors: Some(0), ..Context::default() });
+    assert!(flagged.iter().any(|v| v.rule == xlens_testkit::invariants::Rule::Verdict), "{flagged:?}");
+}

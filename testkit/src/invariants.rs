@@ -156,8 +156,8 @@ pub struct Peaks {
 pub struct Context {
     /// The device's peaks; without them the peak rules do not run.
     pub peaks: Option<Peaks>,
-    /// How many detectors exist: a report that lists as many skipped ran none. Used when the
-    /// report has no `detectors_run`.
+    /// How many detectors the scan's configuration enables (every detector by default): a
+    /// report that lists as many skipped ran none. Used when the report has no `detectors_run`.
     pub detectors: Option<usize>,
 }
 
