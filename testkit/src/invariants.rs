@@ -56,8 +56,10 @@ pub enum Rule {
     /// A utilisation, efficiency, share or percentage lies in `[0, 100]` (± [`PCT_EPSILON`]).
     /// Applies to every number under a key that ends in `_pct`, is `pct`, or ends in
     /// `utilization`, `efficiency` or `share`, and to every evidence metric whose unit starts
-    /// with `%`, except signed changes (keys containing `delta`, `change` or `ci95`) and
-    /// evidence that compares two quantities ([`RELATIVE_EVIDENCE`]), which may exceed 100 %.
+    /// with `%`, except signed changes (keys containing `delta`, `change` or `ci95`), evidence
+    /// that compares two quantities ([`RELATIVE_EVIDENCE`]), which may exceed 100 %, and XProf's
+    /// own figures kept beside xlens' (keys starting with `xprof_`, evidence naming XProf), which
+    /// issue 39 keeps as XProf computes them.
     PercentRange,
     /// Durations, times, counts, bytes and FLOPs are never negative. Applies to every number of
     /// a document except signed changes (keys containing `delta`, `change` or `ci95`).
@@ -389,6 +391,13 @@ fn is_signed(key: &str) -> bool {
     key.contains("delta") || key.contains("change") || key.contains("ci95")
 }
 
+/// Whether `key` (or an evidence metric's `name`) is XProf's figure kept beside xlens' own
+/// (`xprof_flops_utilization_pct`): where XProf's figure breaks an invariant xlens reports the
+/// correct one and keeps XProf's under a name that says so, so that figure is not checked.
+fn is_xprof(key: &str) -> bool {
+    key.starts_with("xprof_") || key.contains("XProf")
+}
+
 /// Whether `key` names a share in percent.
 fn is_percent_key(key: &str) -> bool {
     key.ends_with("_pct")
@@ -426,7 +435,7 @@ fn walk(v: &Value, path: &str, key: Option<&str>, out: &mut Vec<Violation>) {
                     path: path.to_owned(),
                     message: format!("{x} is negative"),
                 });
-            } else if is_percent_key(key) && x > 100.0 + PCT_EPSILON {
+            } else if is_percent_key(key) && !is_xprof(key) && x > 100.0 + PCT_EPSILON {
                 out.push(Violation {
                     rule: Rule::PercentRange,
                     path: path.to_owned(),
@@ -444,7 +453,8 @@ fn evidence_metric(map: &Map<String, Value>, path: &str, out: &mut Vec<Violation
     let name = map.get("name").and_then(Value::as_str).unwrap_or("");
     let key = map.get("key").and_then(Value::as_str).unwrap_or("");
     let Some(x) = map.get("value").and_then(Value::as_f64) else { return };
-    let relative = RELATIVE_EVIDENCE.iter().any(|r| name.contains(r) || key.contains(r));
+    let relative =
+        RELATIVE_EVIDENCE.iter().any(|r| name.contains(r) || key.contains(r)) || is_xprof(name) || is_xprof(key);
     if unit.starts_with('%') && !relative && x > 100.0 + PCT_EPSILON {
         out.push(Violation {
             rule: Rule::PercentRange,
@@ -763,6 +773,12 @@ mod tests {
                 Rule::SameFigure
             ]
         );
+    }
+
+    #[test]
+    fn xprof_figures_kept_beside_are_not_checked() {
+        let report = json!({"metrics": {"flops_utilization_pct": 44.7, "xprof_flops_utilization_pct": 148.0}});
+        assert_eq!(check_report(&report, &Context::default()), []);
     }
 
     #[test]
