@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 pub mod gpu;
+pub mod invariants;
 pub mod rewrite;
 pub mod synth;
 pub mod tpu;
