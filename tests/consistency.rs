@@ -61,38 +61,11 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("tpu/tpu_two_hosts_clean", "step_time_ms_mean", "parquet"),
     ("tpu/tpu_two_hosts_clean", "step_time_ms_median", "parquet"),
     ("tpu/tpu_two_hosts_clean", "step_time_ms_min", "parquet"),
-    // Above the physical peak: the health line's FLOP utilisation (79.6 %, XProf's count: each
-    // cuBLAS GEMM's memset launch counted as a second execution) is not low_utilization's
-    // (44.7 %, each GEMM once).
-    (
-        "h200/h200_bf16_no_graphs",
-        "flops_utilization_pct (finding[0] low_utilization evidence \"FLOP utilisation with each library GEMM counted \
-         once per execution (the op profile, as XProf's, also counts the memset kernel launched before it)\")",
-        "finding_evidence",
-    ),
-    // Above the physical peak / one definition per quantity: the health line's FLOP utilisation
-    // (7.9 %) is not low_utilization's with library GEMM and attention calls priced (34.8 %).
-    (
-        "field/amd_te_fused_attn",
-        "flops_utilization_pct (finding[0] low_utilization evidence \"FLOP utilisation with library GEMM and \
-         attention calls priced from their shapes\")",
-        "finding_evidence",
-    ),
 ];
 
 /// The mismatches of [`diff_with_repeats_has_one_mean_per_side`] known today, as (quantity,
 /// output).
-const KNOWN_REPEATS: &[(&str, &str)] = &[
-    // diff with repeated runs: the step line's new mean is the mean of both runs' means
-    // (0.5878 ms), the metrics table (JSON, text, Parquet) the first run's (0.6073 ms).
-    ("new step_time_ms_mean (metrics table)", "diff"),
-    ("new step_time_ms_mean (metrics table)", "diff_text"),
-    ("new step_time_ms_mean (metrics table)", "diff_parquet"),
-    // diff with repeated runs: `diff_steps` (and the step series) hold only the first run's
-    // 30 steps of the 60.
-    ("new steps (step series)", "diff"),
-    ("new steps (diff_steps)", "diff_parquet"),
-];
+const KNOWN_REPEATS: &[(&str, &str)] = &[];
 
 /// One quantity that reads differently in two outputs.
 #[derive(Debug)]
@@ -206,6 +179,7 @@ const HEALTH: &[(&str, &str, &str)] = &[
 /// Evidence metrics (by the start of their name) that restate a health figure: one definition,
 /// one value.
 const EVIDENCE_OF_HEALTH: &[(&str, &str)] = &[
+    ("FLOP utilisation as XProf counts it", "xprof_flops_utilization_pct"),
     ("FLOP utilisation", "flops_utilization_pct"),
     ("memory bandwidth utilisation", "hbm_utilization_pct"),
     ("HBM utilisation", "hbm_utilization_pct"),

@@ -34,8 +34,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("corpus/sharded_collectives_baseline", "scan", "idle_agrees"),
     // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 120 %.
     ("field/amd_conv3d_jax08", "frames", "percent_range"),
-    // Shares over 100 %: a kernel at 116.7 % of the device time.
-    ("field/amd_conv3d_jax08", "kernels", "share_of_whole"),
     // Three idles: IDLE category 106.2 % of the step, health idle 89.9 %.
     ("field/amd_conv3d_jax08", "scan", "idle_agrees"),
     // Three idles: IDLE 134.0999 ms per step on 8 core(s), 106.2 % of a 15.7872 ms step.
@@ -88,14 +86,10 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("h200/h200_bf16_graphs", "frames", "percent_range"),
     // Three idles: IDLE category 10.1 % of the step, health idle 0.1 %.
     ("h200/h200_bf16_graphs", "scan", "idle_agrees"),
-    // Above the physical peak (FLOP/s): 38 op(s), up to 166 % of the peak (custom-call.4).
-    ("h200/h200_bf16_no_graphs", "frames", "above_peak_flops"),
     // Above the physical peak (HBM): 9 op(s), up to 27420 % of the peak (input_scatter_fusion.1).
     ("h200/h200_bf16_no_graphs", "frames", "above_peak_hbm"),
     // Above the physical peak (Parquet roofline_efficiency_pct): 47 op(s), up to 27339 %.
     ("h200/h200_bf16_no_graphs", "frames", "percent_range"),
-    // Above the physical peak (FLOP/s): 38 op(s), up to 166 % of the peak (custom-call.4).
-    ("h200/h200_bf16_no_graphs", "ops", "above_peak_flops"),
     // Three idles: IDLE category 9.6 % of the step, health idle 0.1 %.
     ("h200/h200_bf16_no_graphs", "scan", "idle_agrees"),
     // Above the physical peak (HBM): 1 op(s), up to 3201 % of the peak (input_scatter_fusion.1).
@@ -172,8 +166,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("real/sharded_donation", "scan", "idle_agrees"),
     // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 120 %.
     ("shared/real/amd_conv3d_jax08", "frames", "percent_range"),
-    // Shares over 100 %: a kernel at 116.7 % of the device time.
-    ("shared/real/amd_conv3d_jax08", "kernels", "share_of_whole"),
     // Three idles: IDLE category 106.2 % of the step, health idle 89.9 %.
     ("shared/real/amd_conv3d_jax08", "scan", "idle_agrees"),
     // Three idles: IDLE 134.0999 ms per step on 8 core(s), 106.2 % of a 15.7872 ms step.

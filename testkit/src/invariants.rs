@@ -244,13 +244,17 @@ pub fn check_ops(ops: &Value, ctx: &Context) -> Vec<Violation> {
 }
 
 /// Checks GPU kernel statistics (`xlens kernels --json`, all kernels): the generic rules, each
-/// kernel's `min ≤ avg ≤ max` ([`Rule::StepOrder`]) and its total time within the device time
-/// of the document ([`Rule::ShareOfWhole`]: a share over 100 % is a kernel summed over more
-/// devices than the total counts).
+/// kernel's `min ≤ avg ≤ max` ([`Rule::StepOrder`]) and its total time within the kernels'
+/// summed time of the document, `kernel_time_us` ([`Rule::ShareOfWhole`]: a share over 100 % is
+/// a kernel summed over more devices than the total counts); `share_pct` is in range through
+/// the generic rules.
 pub fn check_kernels(kernels: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
     walk(kernels, "$", None, &mut out);
-    let total = kernels["total_device_duration_us"].as_f64();
+    // A kernel's time is summed over every GPU of its host: the whole it is a share of is the
+    // kernels' summed time (`kernel_time_us`), not the wall time any GPU was busy
+    // (`total_device_duration_us`, XProf's), which eight GPUs exceed together.
+    let total = kernels["kernel_time_us"].as_f64();
     let Some(list) = kernels["kernels"].as_array() else { return out };
     for (i, k) in list.iter().enumerate() {
         let at = format!("$.kernels[{i}]({})", clip(k["hlo_op"].as_str().or(k["kernel_name"].as_str()).unwrap_or("")));
@@ -272,7 +276,7 @@ pub fn check_kernels(kernels: &Value) -> Vec<Violation> {
             out.push(Violation {
                 rule: Rule::ShareOfWhole,
                 path: format!("{at}.total_duration_us"),
-                message: format!("{t} us is {:.1} % of the device time ({total} us)", 100.0 * t / total),
+                message: format!("{t} us is {:.1} % of the kernel time ({total} us)", 100.0 * t / total),
             });
         }
     }
