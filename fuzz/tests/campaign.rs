@@ -21,14 +21,16 @@ const CASES: u64 = 300;
 const SEED: u64 = 40;
 
 /// Small real captures of every family the scan tells apart (TPU, SparseCore, GPU, XLA:CPU with
-/// HLO, ROCm), a few milliseconds to a few tens of a scan in a debug build.
-const CAPTURES: [&str; 6] = [
+/// HLO, ROCm), a few milliseconds to a few tens of a scan in a debug build, and the H200 capture
+/// of issue 40's case 1 (0.2 s).
+const CAPTURES: [&str; 7] = [
     "tpu/tpu_basic/host0.xplane.pb",
     "tpu/tpu_sparsecore/host0.xplane.pb",
     "gpu/gpu_healthy/host0.xplane.pb",
     "real/padding_waste/vm.xplane.pb",
     "field/amd_jax08_gemm/tw003.xplane.pb",
     "real/barrier_in_loop_baseline/vm.xplane.pb",
+    "h200/h200_train_bf16/vm.xplane.pb",
 ];
 
 fn root() -> PathBuf {

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use xlens_fuzz::campaign::alloc::CountingAlloc;
 use xlens_fuzz::campaign::oracle::{self, PeakProbe};
+use xlens_fuzz::campaign::wire::Schema;
 use xlens_fuzz::campaign::{Capture, Config, find_captures, reproducer_path, run};
 
 #[global_allocator]
@@ -113,10 +114,13 @@ fn main() -> ExitCode {
         for c in &captures {
             let v = oracle::check(&c.bytes, &limits, Some(&ALLOC as &dyn PeakProbe));
             let peak = v.peak.unwrap_or(0);
+            let embedded = c.structure.fields.iter().filter(|f| f.parent == Schema::Guess).count();
             println!(
-                "{:<70} {:>9} B {:>7.3} s peak {:>6.1} x + {:>5.1} MiB ({:.0} % of bound) {} {:?}",
+                "{:<60} {:>9} B {:>7} fields ({:>6} embedded) {:>7.3} s peak {:>6.1} x = {:>5.1} MiB ({:.0} % of bound) {} {:?}",
                 c.name,
                 c.bytes.len(),
+                c.structure.fields.len(),
+                embedded,
                 v.elapsed.as_secs_f64(),
                 peak as f64 / c.bytes.len() as f64,
                 peak as f64 / (1 << 20) as f64,

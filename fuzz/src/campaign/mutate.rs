@@ -240,7 +240,7 @@ fn innermost_at(structure: &Structure, at: usize) -> Option<usize> {
 /// prefix, the field as a whole, or just after it for an insertion) or, with `inside`, in its
 /// value; the length prefix of every message enclosing the edit is adjusted by the change in
 /// size.
-fn splice_fixed(
+pub fn splice_fixed(
     data: &[u8],
     structure: &Structure,
     i: usize,

@@ -140,9 +140,21 @@ impl Validity {
             }
         };
         for plane in space.planes.iter().filter(|p| p.name == names::plane::HOST_METADATA) {
-            for (id, m) in plane.event_metadata.iter().filter(|(_, m)| !m.metadata.is_empty()) {
-                if let Err(e) = xlens_hlo::raw::HloProto::decode(m.metadata.as_ref()) {
-                    return Validity::HloInvalid(format!("event metadata {id}: {e}"));
+            // The modules are bytes stats of the event metadata entries, named as `hlo_protos`
+            // (xlens-hlo) looks them up.
+            let hlo_stat = |id: i64| {
+                plane
+                    .stat_metadata
+                    .get(&id)
+                    .is_some_and(|m| m.name == names::stat::HLO_PROTO || m.name == names::stat::HLO_PROTO_LEGACY)
+            };
+            for (id, m) in &plane.event_metadata {
+                for stat in m.stats.iter().filter(|s| hlo_stat(s.metadata_id)) {
+                    if let Some(raw::x_stat::Value::BytesValue(b)) = &stat.value
+                        && let Err(e) = xlens_hlo::raw::HloProto::decode(b.as_ref())
+                    {
+                        return Validity::HloInvalid(format!("HloProto of event metadata {id}: {e}"));
+                    }
                 }
             }
         }
@@ -360,5 +372,34 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "panic with a non-string payload".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::Schema;
+    use super::*;
+
+    fn capture(name: &str) -> Vec<u8> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(name);
+        std::fs::read(path).expect("capture")
+    }
+
+    /// A byte of wire type 7 inside an embedded HloProto (lengths fixed up) leaves a valid
+    /// XSpace holding an invalid HLO module.
+    #[test]
+    fn junk_inside_embedded_hlo_is_hlo_invalid() {
+        let data = capture("tpu/tpu_padding_waste/host0.xplane.pb");
+        let structure = Structure::parse(&data);
+        // The largest bytes stat of the capture: its HloProto.
+        let hlo = (0..structure.fields.len())
+            .filter(|&i| structure.fields[i].parent == Schema::Stat && structure.fields[i].number == 6)
+            .max_by_key(|&i| structure.fields[i].end - structure.fields[i].value)
+            .expect("an embedded HloProto");
+        let at = structure.fields[hlo].value;
+        let bytes = super::super::mutate::splice_fixed(&data, &structure, hlo, at..at, &[0x0f], true);
+        assert_eq!(Validity::of(&data), Validity::Valid, "the capture is valid");
+        let v = Validity::of(&bytes);
+        assert!(matches!(v, Validity::HloInvalid(_)), "{v:?}");
     }
 }
