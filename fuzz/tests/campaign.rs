@@ -139,6 +139,31 @@ fn campaign_cli_exits_by_code() {
     assert_kept(&summary, &[Oracle::NoSignal, Oracle::NoHang, Oracle::EscapedOutput]);
 }
 
+/// (f) on a file that shrinks while the CLI reads it (issue 40 case 2: SIGBUS, exit 135, on
+/// main, where the file is memory-mapped): H200 captures, which a debug build reads for long
+/// enough that the cut lands inside the scan.
+#[test]
+#[ignore = "needs the fix of issue 40 case 2 (a file that changes under the scan)"]
+fn campaign_cli_survives_a_shrinking_file() {
+    let bin = xlens_bin().expect("an xlens binary next to this test, or XLENS_BIN");
+    let dir = std::env::temp_dir().join(format!("xlens-campaign-shrink-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "h200/h200_train_bf16/vm.xplane.pb";
+    let captures = vec![Capture::load(&root().join("testdata").join(name), name.to_owned()).expect("capture")];
+    let config = Config {
+        seed: SEED,
+        cases: 20,
+        limits: limits(),
+        cli: Some((bin, dir.clone())),
+        cli_shrink: true,
+        ..Config::default()
+    };
+    let summary = run(&captures, &config, None, &mut |_, _| {});
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_kept(&summary, &[Oracle::NoSignal, Oracle::NoHang]);
+}
+
 /// The reproducers the campaign saved, `<oracle>_<hash>.xplane.pb`.
 fn reproducers() -> Vec<(PathBuf, Oracle)> {
     let dir = root().join("fuzz/regressions/campaign");

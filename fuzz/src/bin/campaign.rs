@@ -2,14 +2,16 @@
 //!
 //! ```text
 //! cargo run -p xlens-fuzz --release --bin campaign -- --cases N [--seed S] [--first I]
-//!     [--corpus DIR]... [--max-bytes B] [--save DIR] [--subprocess BIN [--cli-every K]]
+//!     [--corpus DIR]... [--max-bytes B] [--save DIR] [--subprocess BIN [--cli-every K] [--shrink]]
 //!     [--case-seconds T] [--memory-factor F] [--memory-margin-mib M] [--calibrate]
 //! ```
 //!
 //! Runs N cases over the captures (every `*.xplane.pb` of at most B bytes under each corpus
 //! folder; `testdata/` and 1.2 MB by default), prints the counts per mutation, per oracle and per
 //! outcome, and saves each failing input kept to `DIR/<oracle>_<hash>.xplane.pb` (default
-//! `fuzz/regressions/campaign`). Exit 1 on any failure. `--calibrate` scans the unmutated
+//! `fuzz/regressions/campaign`). Exit 1 on any failure. With `--subprocess`, every K-th case also
+//! runs through `BIN scan FILE --format json`; with `--shrink`, its file is cut short while the
+//! CLI reads it (a profile rewritten during a scan). `--calibrate` scans the unmutated
 //! captures and prints each one's time and heap peak against the bounds.
 
 use std::path::PathBuf;
@@ -54,6 +56,7 @@ fn parse_args() -> Result<Args, String> {
             "--max-bytes" => args.max_bytes = number(value()?)?,
             "--save" => args.save = PathBuf::from(value()?),
             "--subprocess" => cli_bin = Some(PathBuf::from(value()?)),
+            "--shrink" => args.config.cli_shrink = true,
             "--cli-every" => args.config.cli_every = number(value()?)?.max(1),
             "--case-seconds" => args.config.limits.case_time = Duration::from_secs(number(value()?)?),
             "--memory-factor" => args.config.limits.memory_factor = number(value()?)? as usize,
@@ -75,7 +78,7 @@ fn parse_args() -> Result<Args, String> {
 }
 
 const USAGE: &str = "usage: campaign --cases N [--seed S] [--first I] [--corpus DIR]... [--max-bytes B] \
-[--save DIR] [--subprocess XLENS_BIN [--cli-every K]] [--case-seconds T] [--memory-factor F] \
+[--save DIR] [--subprocess XLENS_BIN [--cli-every K] [--shrink]] [--case-seconds T] [--memory-factor F] \
 [--memory-margin-mib M] [--calibrate]";
 
 fn main() -> ExitCode {
@@ -143,9 +146,10 @@ fn main() -> ExitCode {
         limits.memory_factor,
         limits.memory_margin >> 20,
         args.config.cli.as_ref().map_or(String::new(), |(b, _)| format!(
-            ", CLI {} every {} cases",
+            ", CLI {} every {} cases{}",
             b.display(),
-            args.config.cli_every
+            args.config.cli_every,
+            if args.config.cli_shrink { ", its file cut short during the scan" } else { "" }
         )),
     );
     let start = Instant::now();

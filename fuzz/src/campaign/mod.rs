@@ -83,11 +83,14 @@ pub struct Config {
     pub cli: Option<(PathBuf, PathBuf)>,
     /// Which cases also run through the CLI (every one with 1).
     pub cli_every: u64,
+    /// Whether the CLI's file is cut short while it scans (issue 40 case 2), a random 0–300 ms
+    /// after the start, to a random length.
+    pub cli_shrink: bool,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { seed: 40, first: 0, cases: 300, limits: Limits::default(), cli: None, cli_every: 1 }
+        Config { seed: 40, first: 0, cases: 300, limits: Limits::default(), cli: None, cli_every: 1, cli_shrink: false }
     }
 }
 
@@ -134,7 +137,11 @@ pub fn run_case(captures: &[Capture], config: &Config, index: u64, probe: Option
     let cli = match &config.cli {
         Some((bin, dir)) if cli_run => {
             let timeout = config.limits.case_time.max(Duration::from_secs(30));
-            oracle::check_cli(bin, &mutant.bytes, dir, timeout)
+            let shrink = config.cli_shrink.then(|| oracle::Shrink {
+                after: Duration::from_millis(rng.below(300) as u64),
+                len: rng.below(mutant.bytes.len()) as u64,
+            });
+            oracle::check_cli(bin, &mutant.bytes, dir, timeout, shrink)
         }
         _ => None,
     };

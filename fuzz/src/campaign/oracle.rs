@@ -268,9 +268,26 @@ pub fn check(data: &[u8], limits: &Limits, probe: Option<&dyn PeakProbe>) -> Ver
     Verdict { status, error, validity, elapsed, peak, failures }
 }
 
-/// Runs `bin scan FILE --format json` on `data` written to `dir`, and says what broke oracle
-/// (f) (or (b), when it outlives `timeout`), if anything.
-pub fn check_cli(bin: &Path, data: &[u8], dir: &Path, timeout: Duration) -> Option<(Oracle, String)> {
+/// A file that changes under the scan: `after` the CLI started, the file is truncated to `len`
+/// bytes (issue 40 case 2: a profile rewritten while `scan` reads it).
+#[derive(Clone, Copy, Debug)]
+pub struct Shrink {
+    /// How long after the start.
+    pub after: Duration,
+    /// The length the file is cut to.
+    pub len: u64,
+}
+
+/// Runs `bin scan FILE --format json` on `data` written to `dir` (cut short during the scan
+/// with `shrink`), and says what broke oracle (f) (or (b), when it outlives `timeout`), if
+/// anything.
+pub fn check_cli(
+    bin: &Path,
+    data: &[u8],
+    dir: &Path,
+    timeout: Duration,
+    shrink: Option<Shrink>,
+) -> Option<(Oracle, String)> {
     use std::process::{Command, Stdio};
     let file = dir.join("case.xplane.pb");
     if let Err(e) = std::fs::write(&file, data) {
@@ -292,7 +309,19 @@ pub fn check_cli(bin: &Path, data: &[u8], dir: &Path, timeout: Duration) -> Opti
     let stdout = child.stdout.take().map(drain);
     let stderr = child.stderr.take().map(drain);
     let start = Instant::now();
+    let cut_note = shrink.map_or(String::new(), |c| format!(" (file cut to {} bytes after {:?})", c.len, c.after));
+    let mut shrink = shrink;
     let status = loop {
+        if let Some(cut) = shrink
+            && start.elapsed() >= cut.after
+        {
+            shrink = None;
+            if let Err(e) = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(cut.len)) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Some((Oracle::NoSignal, format!("cutting {}: {e}", file.display())));
+            }
+        }
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() > timeout => {
@@ -300,7 +329,7 @@ pub fn check_cli(bin: &Path, data: &[u8], dir: &Path, timeout: Duration) -> Opti
                 let _ = child.wait();
                 return Some((Oracle::NoHang, format!("xlens scan ran past {timeout:?}")));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
             Err(e) => return Some((Oracle::NoSignal, format!("waiting: {e}"))),
         }
     };
@@ -309,11 +338,17 @@ pub fn check_cli(bin: &Path, data: &[u8], dir: &Path, timeout: Duration) -> Opti
     let stderr = String::from_utf8_lossy(&stderr);
     if status.code().is_none() {
         use std::os::unix::process::ExitStatusExt;
-        return Some((Oracle::NoSignal, format!("killed by signal {:?}; stderr: {stderr:?}", status.signal())));
+        return Some((
+            Oracle::NoSignal,
+            format!("killed by signal {:?}{cut_note}; stderr: {:?}", status.signal(), first_chars(&stderr)),
+        ));
     }
     let lines = stderr.lines().count();
     if lines > 1 {
-        return Some((Oracle::NoSignal, format!("exit {status}, {lines} lines on stderr: {:?}", first_chars(&stderr))));
+        return Some((
+            Oracle::NoSignal,
+            format!("exit {status}{cut_note}, {lines} lines on stderr: {:?}", first_chars(&stderr)),
+        ));
     }
     if let Some(what) = control_char(&stderr, Output::Text) {
         return Some((Oracle::EscapedOutput, format!("stderr: {what}")));
