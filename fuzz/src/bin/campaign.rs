@@ -19,9 +19,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use xlens_fuzz::campaign::alloc::CountingAlloc;
-use xlens_fuzz::campaign::oracle::{self, PeakProbe};
+use xlens_fuzz::campaign::oracle::{self, Oracle, PeakProbe};
 use xlens_fuzz::campaign::wire::Schema;
-use xlens_fuzz::campaign::{Capture, Config, find_captures, reproducer_path, run};
+use xlens_fuzz::campaign::{Capture, Config, find_captures, minimise, reproducer_path, run};
+
+/// Scans spent shrinking each reproducer (a memory or CLI failure is kept as found: its
+/// measure depends on the whole input or on the process).
+const MINIMISE_SCANS: usize = 400;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc::new();
@@ -183,13 +187,34 @@ fn main() -> ExitCode {
         eprintln!("{}: {e}", args.save.display());
         return ExitCode::FAILURE;
     }
-    println!("\nreproducers (at most {} per oracle):", xlens_fuzz::campaign::Summary::KEEP_PER_ORACLE);
+    println!("\nreproducers (at most {} per oracle, minimised):", xlens_fuzz::campaign::Summary::KEEP_PER_ORACLE);
     for f in &summary.failures {
-        let path = reproducer_path(&args.save, f.oracle, &f.bytes);
-        if let Err(e) = std::fs::write(&path, &f.bytes) {
+        if !f.replayable {
+            println!(
+                "  not saved (depends on timing): case {} of {} ({}): {}",
+                f.index, f.capture, f.mutation, f.detail
+            );
+            continue;
+        }
+        let bytes = if f.oracle == Oracle::NoSignal || f.oracle == Oracle::MemoryBound {
+            f.bytes.clone()
+        } else {
+            minimise(&f.bytes, f.oracle, &limits, MINIMISE_SCANS)
+        };
+        let path = reproducer_path(&args.save, f.oracle, &bytes);
+        if let Err(e) = std::fs::write(&path, &bytes) {
             eprintln!("{}: {e}", path.display());
         }
-        println!("  {} case {} of {} ({}): {}", path.display(), f.index, f.capture, f.mutation, f.detail);
+        println!(
+            "  {} ({} of {} bytes) case {} of {} ({}): {}",
+            path.display(),
+            bytes.len(),
+            f.bytes.len(),
+            f.index,
+            f.capture,
+            f.mutation,
+            f.detail
+        );
     }
     ExitCode::FAILURE
 }

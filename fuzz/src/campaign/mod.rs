@@ -109,6 +109,8 @@ pub struct Case {
     pub cli: Option<(Oracle, String)>,
     /// Whether the case ran through the CLI.
     pub cli_run: bool,
+    /// Whether the CLI's file was cut short during the scan.
+    pub cli_shrunk: bool,
 }
 
 impl Case {
@@ -145,7 +147,7 @@ pub fn run_case(captures: &[Capture], config: &Config, index: u64, probe: Option
         }
         _ => None,
     };
-    Case { index, capture, mutant, verdict, cli, cli_run }
+    Case { index, capture, mutant, verdict, cli, cli_run, cli_shrunk: cli_run && config.cli_shrink }
 }
 
 /// A failing case kept for its reproducer.
@@ -163,6 +165,9 @@ pub struct Failure {
     pub mutation: String,
     /// The input.
     pub bytes: Vec<u8>,
+    /// Whether [`oracle::check`] on the bytes alone shows it again: not so for a CLI failure on
+    /// a file cut short during the scan, which depends on timing.
+    pub replayable: bool,
 }
 
 /// The counts of a campaign.
@@ -227,7 +232,8 @@ impl Summary {
             let bound = limits.memory_bound(case.mutant.bytes.len()) as f64;
             self.worst_memory = self.worst_memory.max(peak as f64 / bound);
         }
-        for (o, detail) in case.failures() {
+        let in_process = case.verdict.failures.len();
+        for (k, (o, detail)) in case.failures().enumerate() {
             if self.failures.iter().filter(|f| f.oracle == *o).count() < Self::KEEP_PER_ORACLE {
                 self.failures.push(Failure {
                     oracle: *o,
@@ -236,6 +242,7 @@ impl Summary {
                     capture: captures[case.capture].name.clone(),
                     mutation: format!("{}: {}", case.mutant.mutation.name(), case.mutant.detail),
                     bytes: case.mutant.bytes.clone(),
+                    replayable: k < in_process || !case.cli_shrunk,
                 });
             }
         }
@@ -289,6 +296,34 @@ pub fn run(
         each(&case, &summary);
     }
     summary
+}
+
+/// Shrinks `bytes`, which break `oracle` in process, by deleting whole fields (largest first,
+/// length prefixes fixed up) while the smaller input still breaks it, within `budget` scans.
+/// Returns the smallest input found.
+pub fn minimise(bytes: &[u8], oracle: Oracle, limits: &Limits, budget: usize) -> Vec<u8> {
+    let breaks = |b: &[u8]| oracle::check(b, limits, None).failures.iter().any(|(o, _)| *o == oracle);
+    let mut best = bytes.to_vec();
+    let mut tries = 0;
+    'shrink: while tries < budget {
+        let structure = Structure::parse(&best);
+        let mut order: Vec<usize> = (0..structure.fields.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(structure.fields[i].end - structure.fields[i].start));
+        for i in order {
+            if tries >= budget {
+                break 'shrink;
+            }
+            let f = &structure.fields[i];
+            let smaller = mutate::splice_fixed(&best, &structure, i, f.start..f.end, &[], false);
+            tries += 1;
+            if breaks(&smaller) {
+                best = smaller;
+                continue 'shrink;
+            }
+        }
+        break;
+    }
+    best
 }
 
 /// Where a reproducer of `oracle` for `bytes` goes under `dir`:
