@@ -6,6 +6,7 @@
 
 use xlens_xplane::raw::{XEvent, XPlane, XStat, x_event, x_stat};
 
+pub mod campaign;
 pub mod decode_hlo;
 pub mod decode_xspace;
 pub mod scan;
