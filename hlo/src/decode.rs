@@ -74,6 +74,8 @@ impl Module {
             return Err(Error::new(ErrorKind::EmptyInput, Location::default()));
         }
         let encoded_len = bytes.len();
+        // What the module would cost is charged before anything of it is decoded.
+        check_budget(wire::Census::of_proto(&bytes), encoded_len)?;
         // The computations and their instructions are left encoded here, and decoded one by
         // one (in parallel, straight into the module's arena) when the graph is built.
         let first_error = match raw::HloProtoEncoded::decode(bytes.clone()) {
@@ -86,6 +88,7 @@ impl Module {
             Err(e) => Some(e),
         };
         // Not an HloProto with a module: maybe a bare HloModuleProto.
+        check_budget(wire::Census::of_module(&bytes), encoded_len)?;
         match raw::HloModuleProtoEncoded::decode(bytes) {
             Ok(m) if !m.computations.is_empty() => build_encoded(m, None, encoded_len),
             _ => Err(Error::new(first_error.map_or(ErrorKind::NoModule, ErrorKind::Decode), Location::default())),
@@ -105,7 +108,7 @@ impl Module {
         let name = module.name.clone();
         let computations = std::mem::take(&mut module.computations).into_iter().map(|c| comp_parts!(c)).collect();
         let parts = module_parts!(module, computations);
-        build(parts, buffer_assignment, encoded_len).map_err(|e| e.in_module(&name))
+        build(parts, buffer_assignment, encoded_len, false).map_err(|e| e.in_module(&name))
     }
 }
 
@@ -121,7 +124,9 @@ pub(crate) struct Parts {
 impl Parts {
     /// The parts of an `HloProto` with a module of computations; `None` for anything else,
     /// which [`Module::decode`] reads (or fails on) as it always does.
+    /// A proto over its memory budget is `None` too: [`Module::decode`] reports it.
     pub(crate) fn read(bytes: &Bytes) -> Option<(Parts, Vec<Bytes>)> {
+        check_budget(wire::Census::of_proto(bytes), bytes.len()).ok()?;
         match raw::HloProtoParts::decode(bytes.clone()) {
             Ok(raw::HloProtoParts { hlo_module: Some(module), buffer_assignment })
                 if !module.computations.is_empty() =>
@@ -137,6 +142,13 @@ impl Parts {
     pub(crate) fn build(self) -> Result<Module> {
         build_encoded(self.module, None, self.encoded_len)
     }
+}
+
+/// Fails with [`ErrorKind::MemoryBudget`] when what `census` counted would cost more than the
+/// budget of a proto of `encoded_len` bytes.
+fn check_budget(census: wire::Census<'_>, encoded_len: usize) -> Result<()> {
+    let location = || if census.name.is_empty() { Location::default() } else { Location::in_module(census.name) };
+    limits::check_budget(encoded_len, census.computations, census.instructions, 0, location)
 }
 
 /// A buffer assignment from its encoded occurrences, merged in order (as prost merges a message
@@ -242,7 +254,7 @@ fn build_encoded(
         .collect::<Result<Vec<_>>>()
         .map_err(in_module)?;
     let parts = module_parts!(module, computations);
-    build(parts, buffer_assignment, encoded_len).map_err(in_module)
+    build(parts, buffer_assignment, encoded_len, true).map_err(in_module)
 }
 
 /// XLA's 64-bit ids to the arena's: hashbrown's foldhash, seeded per process like std's SipHash
@@ -285,10 +297,13 @@ fn instruction(read: Read, shape: Shape, iid: InstrId, cid: CompId) -> (Instruct
     (instr, fields.links)
 }
 
+/// Builds a module from its parts; `budgeted` when they were decoded from `encoded_len` bytes
+/// whose census was charged to the memory budget (what the build adds is charged too).
 fn build<I: InstructionSource>(
     module: ModuleParts<I>,
     buffer_assignment: Option<raw::BufferAssignmentProto>,
     encoded_len: usize,
+    budgeted: bool,
 ) -> Result<Module> {
     let ModuleParts {
         name,
@@ -402,9 +417,10 @@ fn build<I: InstructionSource>(
     if let Some((_, e)) = convert_failed_at {
         return Err(e);
     }
+    let mut omitted = 0;
     for instr in &instructions {
         if instr.opcode == Opcode::Other {
-            warnings.push(Warning {
+            note(&mut warnings, &mut omitted, || Warning {
                 kind: WarningKind::UnknownOpcode(instr.opcode_name().to_owned()),
                 location: Location::default()
                     .with_computation(&computations[instr.computation.index()].name)
@@ -507,7 +523,7 @@ fn build<I: InstructionSource>(
     drop(local_ids);
 
     let by_name = NameIndex::build(&instructions, |instr| {
-        warnings.push(Warning {
+        note(&mut warnings, &mut omitted, || Warning {
             kind: WarningKind::DuplicateName(instr.name().to_owned()),
             location: Location::default().with_computation(&computations[instr.computation.index()].name),
         })
@@ -576,11 +592,34 @@ fn build<I: InstructionSource>(
     };
     module.elementwise = graph::elementwise(&module);
     module.costs = cost::compute(&module, cost::CostModel::Xla);
-    let (collectives, warnings) = collectives(&module)?;
+    // A collective's whole proto is decoded and kept (its replica groups are read from it).
+    let collective_count = module.instructions.iter().filter(|i| i.opcode.is_collective()).count() as u64;
+    let collective_cost = (std::mem::size_of::<raw::HloInstructionProto>() + std::mem::size_of::<Collective>()) as u64;
+    if budgeted {
+        let counted = (module.computations.len() as u64, module.instructions.len() as u64);
+        limits::check_budget(encoded_len, counted.0, counted.1, collective_count * collective_cost, Location::default)?;
+    }
+    let (collectives, mut more) = collectives(&module)?;
     module.collectives = collectives;
-    module.warnings.extend(warnings);
-    module.warnings.extend(crate::source::check_stack_frames(&module));
+    more.extend(crate::source::check_stack_frames(&module));
+    for warning in more {
+        note(&mut module.warnings, &mut omitted, || warning);
+    }
+    if omitted > 0 {
+        module.warnings.push(Warning { kind: WarningKind::WarningsOmitted(omitted), location: Location::default() });
+    }
     Ok(module)
+}
+
+/// Keeps the warning `make` builds while fewer than [`limits::MAX_WARNINGS_PER_MODULE`] are
+/// kept, else only counts it (each names its computation and instruction: a module of many odd
+/// instructions would otherwise copy those names once per instruction).
+fn note(warnings: &mut Vec<Warning>, omitted: &mut u64, make: impl FnOnce() -> Warning) {
+    if warnings.len() < limits::MAX_WARNINGS_PER_MODULE {
+        warnings.push(make());
+    } else {
+        *omitted += 1;
+    }
 }
 
 /// What stands in the arena for an instruction that failed to convert (the build then fails).
@@ -633,7 +672,7 @@ fn collectives(module: &Module) -> Result<(Vec<Collective>, Vec<Warning>)> {
         let (groups, encoding) = match collective::replica_groups(raw) {
             Ok(v) => v,
             Err(why) => {
-                warnings.push(Warning {
+                note(&mut warnings, &mut 0, || Warning {
                     kind: WarningKind::InvalidReplicaGroups(why),
                     location: Location::default()
                         .with_computation(module.computation(instr.computation()).name())

@@ -435,6 +435,72 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
     Some(out)
 }
 
+/// How many computations and instructions a module's proto holds, counted in place (nothing is
+/// allocated), so that their memory is charged before they are decoded
+/// ([`crate::limits::check_budget`]). Counts what prost would read as far as the bytes are
+/// well formed; past a malformed field it stops, and the decode that follows reports the error.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Census<'a> {
+    /// The module's name, when one was read (for the error's location).
+    pub(crate) name: &'a str,
+    pub(crate) computations: u64,
+    pub(crate) instructions: u64,
+}
+
+impl<'a> Census<'a> {
+    /// The census of an `HloProto` (its modules, merged as prost merges a repeated message).
+    pub(crate) fn of_proto(bytes: &'a [u8]) -> Census<'a> {
+        const HLO_MODULE: u64 = 1;
+        let mut out = Census::default();
+        let mut r = Reader::new(bytes);
+        while !r.done() {
+            let Some((number, wire)) = r.key() else { break };
+            let read = if number == HLO_MODULE { r.message(wire).map(|m| out.add_module(m)) } else { r.skip(wire) };
+            if read.is_none() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The census of a bare `HloModuleProto`.
+    pub(crate) fn of_module(bytes: &'a [u8]) -> Census<'a> {
+        let mut out = Census::default();
+        out.add_module(bytes);
+        out
+    }
+
+    fn add_module(&mut self, bytes: &'a [u8]) {
+        const NAME: u64 = 1;
+        const COMPUTATIONS: u64 = 3;
+        const INSTRUCTIONS: u64 = 2;
+        let mut r = Reader::new(bytes);
+        while !r.done() {
+            let Some((number, wire)) = r.key() else { return };
+            let read = match number {
+                NAME => r.string(wire).map(|name| self.name = name),
+                COMPUTATIONS => r.message(wire).map(|comp| {
+                    self.computations += 1;
+                    let mut c = Reader::new(comp);
+                    while !c.done() {
+                        let Some((number, wire)) = c.key() else { return };
+                        if number == INSTRUCTIONS && wire == LEN {
+                            self.instructions += 1;
+                        }
+                        if c.skip(wire).is_none() {
+                            return;
+                        }
+                    }
+                }),
+                _ => r.skip(wire),
+            };
+            if read.is_none() {
+                return;
+            }
+        }
+    }
+}
+
 /// Whether an instruction's bytes hold any of these fields, found without decoding them; `None`
 /// when the bytes hold anything this reader leaves to prost.
 pub(crate) fn has_any(encoded: &[u8], fields: &[u64]) -> Option<bool> {
