@@ -75,22 +75,22 @@ impl Module {
         }
         let encoded_len = bytes.len();
         // What the module would cost is charged before anything of it is decoded.
-        check_budget(wire::Census::of_proto(&bytes), encoded_len)?;
+        let charged = check_budget(wire::Census::of_proto(&bytes), encoded_len)?;
         // The computations and their instructions are left encoded here, and decoded one by
         // one (in parallel, straight into the module's arena) when the graph is built.
         let first_error = match raw::HloProtoEncoded::decode(bytes.clone()) {
             Ok(raw::HloProtoEncoded { hlo_module: Some(module), buffer_assignment })
                 if !module.computations.is_empty() =>
             {
-                return build_encoded(module, buffer_assignment, encoded_len);
+                return build_encoded(module, buffer_assignment, encoded_len, Some(charged));
             }
             Ok(_) => None,
             Err(e) => Some(e),
         };
         // Not an HloProto with a module: maybe a bare HloModuleProto.
-        check_budget(wire::Census::of_module(&bytes), encoded_len)?;
+        let charged = check_budget(wire::Census::of_module(&bytes), encoded_len)?;
         match raw::HloModuleProtoEncoded::decode(bytes) {
-            Ok(m) if !m.computations.is_empty() => build_encoded(m, None, encoded_len),
+            Ok(m) if !m.computations.is_empty() => build_encoded(m, None, encoded_len, Some(charged)),
             _ => Err(Error::new(first_error.map_or(ErrorKind::NoModule, ErrorKind::Decode), Location::default())),
         }
     }
@@ -108,7 +108,7 @@ impl Module {
         let name = module.name.clone();
         let computations = std::mem::take(&mut module.computations).into_iter().map(|c| comp_parts!(c)).collect();
         let parts = module_parts!(module, computations);
-        build(parts, buffer_assignment, encoded_len, false).map_err(|e| e.in_module(&name))
+        build(parts, buffer_assignment, encoded_len, None).map_err(|e| e.in_module(&name))
     }
 }
 
@@ -119,6 +119,8 @@ impl Module {
 pub(crate) struct Parts {
     module: raw::HloModuleProtoEncoded,
     encoded_len: usize,
+    /// What its census was charged to the memory budget.
+    charged: u64,
 }
 
 impl Parts {
@@ -126,12 +128,12 @@ impl Parts {
     /// which [`Module::decode`] reads (or fails on) as it always does.
     /// A proto over its memory budget is `None` too: [`Module::decode`] reports it.
     pub(crate) fn read(bytes: &Bytes) -> Option<(Parts, Vec<Bytes>)> {
-        check_budget(wire::Census::of_proto(bytes), bytes.len()).ok()?;
+        let charged = check_budget(wire::Census::of_proto(bytes), bytes.len()).ok()?;
         match raw::HloProtoParts::decode(bytes.clone()) {
             Ok(raw::HloProtoParts { hlo_module: Some(module), buffer_assignment })
                 if !module.computations.is_empty() =>
             {
-                Some((Parts { module, encoded_len: bytes.len() }, buffer_assignment))
+                Some((Parts { module, encoded_len: bytes.len(), charged }, buffer_assignment))
             }
             _ => None,
         }
@@ -140,15 +142,15 @@ impl Parts {
     /// Builds the module, without its buffer assignment (set it with
     /// [`Module::set_buffer_assignment`]).
     pub(crate) fn build(self) -> Result<Module> {
-        build_encoded(self.module, None, self.encoded_len)
+        build_encoded(self.module, None, self.encoded_len, Some(self.charged))
     }
 }
 
 /// Fails with [`ErrorKind::MemoryBudget`] when what `census` counted would cost more than the
-/// budget of a proto of `encoded_len` bytes.
-fn check_budget(census: wire::Census<'_>, encoded_len: usize) -> Result<()> {
+/// budget of a proto of `encoded_len` bytes; else returns what it was charged.
+fn check_budget(census: wire::Census<'_>, encoded_len: usize) -> Result<u64> {
     let location = || if census.name.is_empty() { Location::default() } else { Location::in_module(census.name) };
-    limits::check_budget(encoded_len, census.computations, census.instructions, 0, location)
+    limits::check_budget(encoded_len, census.computations, census.instructions, census.records, location)
 }
 
 /// A buffer assignment from its encoded occurrences, merged in order (as prost merges a message
@@ -240,6 +242,7 @@ fn build_encoded(
     mut module: raw::HloModuleProtoEncoded,
     buffer_assignment: Option<raw::BufferAssignmentProto>,
     encoded_len: usize,
+    charged: Option<u64>,
 ) -> Result<Module> {
     let name = module.name.clone();
     let in_module = |e: Error| e.in_module(&name);
@@ -254,7 +257,7 @@ fn build_encoded(
         .collect::<Result<Vec<_>>>()
         .map_err(in_module)?;
     let parts = module_parts!(module, computations);
-    build(parts, buffer_assignment, encoded_len, true).map_err(in_module)
+    build(parts, buffer_assignment, encoded_len, charged).map_err(in_module)
 }
 
 /// XLA's 64-bit ids to the arena's: hashbrown's foldhash, seeded per process like std's SipHash
@@ -297,13 +300,14 @@ fn instruction(read: Read, shape: Shape, iid: InstrId, cid: CompId) -> (Instruct
     (instr, fields.links)
 }
 
-/// Builds a module from its parts; `budgeted` when they were decoded from `encoded_len` bytes
-/// whose census was charged to the memory budget (what the build adds is charged too).
+/// Builds a module from its parts; `charged` is what the census of the `encoded_len` bytes they
+/// were decoded from was charged to the memory budget, when it was (what the build adds is
+/// charged on top).
 fn build<I: InstructionSource>(
     module: ModuleParts<I>,
     buffer_assignment: Option<raw::BufferAssignmentProto>,
     encoded_len: usize,
-    budgeted: bool,
+    charged: Option<u64>,
 ) -> Result<Module> {
     let ModuleParts {
         name,
@@ -595,9 +599,12 @@ fn build<I: InstructionSource>(
     // A collective's whole proto is decoded and kept (its replica groups are read from it).
     let collective_count = module.instructions.iter().filter(|i| i.opcode.is_collective()).count() as u64;
     let collective_cost = (std::mem::size_of::<raw::HloInstructionProto>() + std::mem::size_of::<Collective>()) as u64;
-    if budgeted {
-        let counted = (module.computations.len() as u64, module.instructions.len() as u64);
-        limits::check_budget(encoded_len, counted.0, counted.1, collective_count * collective_cost, Location::default)?;
+    if let Some(charged) = charged {
+        limits::check_charge(
+            encoded_len,
+            charged.saturating_add(collective_count * collective_cost),
+            Location::default,
+        )?;
     }
     let (collectives, mut more) = collectives(&module)?;
     module.collectives = collectives;

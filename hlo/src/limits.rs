@@ -10,7 +10,9 @@
 //! its encoded size ([`MODULE_BUDGET_FACTOR`]) plus a fixed allowance
 //! ([`MODULE_BUDGET_MARGIN`]); before anything is decoded, its computations and instructions are
 //! counted in place and charged at what each costs once built ([`COMPUTATION_COST`],
-//! [`INSTRUCTION_COST`]), and a module that would need more fails with
+//! [`INSTRUCTION_COST`]), as are the records of the rest of the proto (buffer assignment,
+//! schedule, stack frames: twice their decoded size each), and a module that would need more
+//! fails with
 //! [`ErrorKind::MemoryBudget`] before it is allocated. Strings (names, op names) are copied once
 //! and cost at most the bytes they were read from. Real modules need about 4 to 6 bytes per input
 //! byte in all (every module of `testdata/`); a crafted one stops with an error instead of
@@ -33,9 +35,10 @@ pub const MAX_REPLICA_GROUP_DEVICES: u64 = 1 << 22;
 pub const MAX_STACK_DEPTH: u64 = 1 << 12;
 
 /// Bytes of memory a module's decode may charge per byte of its encoded proto, beyond
-/// [`MODULE_BUDGET_MARGIN`]. Real modules hold 130 to 200 bytes of proto per instruction and
-/// need 4 to 6 bytes of memory per byte of proto in all; 16 leaves them room while an
-/// instruction must bring about 40 bytes of input to be built.
+/// [`MODULE_BUDGET_MARGIN`]. Real modules hold 130 to 200 bytes of proto per instruction, need 4
+/// to 6 bytes of memory per byte of proto in all and are charged 5 to 7 (the large modules of
+/// `testdata/`); 16 leaves them room while an instruction must bring about 48 bytes of input
+/// to be built.
 pub const MODULE_BUDGET_FACTOR: u64 = 16;
 /// Bytes of memory every module's decode may charge whatever its size, so that small modules
 /// (whose fixed costs are large next to their few bytes) and modules of many short
@@ -60,24 +63,35 @@ pub fn module_budget(encoded_bytes: usize) -> u64 {
 pub const MAX_WARNINGS_PER_MODULE: usize = 256;
 
 /// Fails with [`ErrorKind::MemoryBudget`] when `computations` and `instructions`, counted in a
-/// proto of `encoded_bytes`, and `extra` bytes would cost more than its [`module_budget`].
+/// proto of `encoded_bytes`, and `extra` bytes would cost more than its [`module_budget`]; else
+/// returns what they cost.
 pub(crate) fn check_budget(
     encoded_bytes: usize,
     computations: u64,
     instructions: u64,
     extra: u64,
     location: impl FnOnce() -> Location,
-) -> Result<(), Error> {
+) -> Result<u64, Error> {
     let needed = computations
         .saturating_mul(COMPUTATION_COST)
         .saturating_add(instructions.saturating_mul(INSTRUCTION_COST))
         .saturating_add(extra);
+    check_charge(encoded_bytes, needed, location)
+}
+
+/// Fails with [`ErrorKind::MemoryBudget`] when `needed` bytes are more than the
+/// [`module_budget`] of a proto of `encoded_bytes`; else returns `needed`.
+pub(crate) fn check_charge(
+    encoded_bytes: usize,
+    needed: u64,
+    location: impl FnOnce() -> Location,
+) -> Result<u64, Error> {
     let budget = module_budget(encoded_bytes);
     if needed > budget {
         let kind = ErrorKind::MemoryBudget { needed, budget, encoded_bytes: encoded_bytes as u64 };
         return Err(Error::new(kind, location()));
     }
-    Ok(())
+    Ok(needed)
 }
 
 impl Limit {

@@ -435,31 +435,55 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
     Some(out)
 }
 
-/// How many computations and instructions a module's proto holds, counted in place (nothing is
-/// allocated), so that their memory is charged before they are decoded
-/// ([`crate::limits::check_budget`]). Counts what prost would read as far as the bytes are
-/// well formed; past a malformed field it stops, and the decode that follows reports the error.
+/// What a module's proto would cost once decoded, counted in place (nothing is allocated), so
+/// that it is charged before it is decoded ([`crate::limits::check_budget`]): its computations
+/// and instructions, and the bytes of the records prost decodes for the rest of it (the buffer
+/// assignment, the schedule, the stack-frame index, aliases and donors), each list's records at
+/// twice their size (a vector grown one record at a time holds up to twice what it uses; a map
+/// entry with its share of the table about as much). Counts what prost would read as far as the
+/// bytes are well formed; past a malformed field it stops, and the decode that follows reports the
+/// error.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Census<'a> {
     /// The module's name, when one was read (for the error's location).
     pub(crate) name: &'a str,
     pub(crate) computations: u64,
     pub(crate) instructions: u64,
+    /// Bytes of the other records.
+    pub(crate) records: u64,
+}
+
+/// Each length-delimited field of a message, as (field number, payload); `None` where the bytes
+/// are malformed (the walk stops there).
+fn each_len_field<'a>(bytes: &'a [u8], mut f: impl FnMut(u64, &'a [u8])) -> Option<()> {
+    let mut r = Reader::new(bytes);
+    while !r.done() {
+        let (number, wire) = r.key()?;
+        if wire == LEN {
+            f(number, r.message(wire)?);
+        } else {
+            r.skip(wire)?;
+        }
+    }
+    Some(())
+}
+
+/// What one record of type `T` is charged: twice its size (see [`Census`]).
+const fn record<T>() -> u64 {
+    2 * std::mem::size_of::<T>() as u64
 }
 
 impl<'a> Census<'a> {
     /// The census of an `HloProto` (its modules, merged as prost merges a repeated message).
     pub(crate) fn of_proto(bytes: &'a [u8]) -> Census<'a> {
         const HLO_MODULE: u64 = 1;
+        const BUFFER_ASSIGNMENT: u64 = 3;
         let mut out = Census::default();
-        let mut r = Reader::new(bytes);
-        while !r.done() {
-            let Some((number, wire)) = r.key() else { break };
-            let read = if number == HLO_MODULE { r.message(wire).map(|m| out.add_module(m)) } else { r.skip(wire) };
-            if read.is_none() {
-                break;
-            }
-        }
+        let _ = each_len_field(bytes, |number, payload| match number {
+            HLO_MODULE => out.add_module(payload),
+            BUFFER_ASSIGNMENT => out.add_assignment(payload),
+            _ => {}
+        });
         out
     }
 
@@ -474,31 +498,72 @@ impl<'a> Census<'a> {
         const NAME: u64 = 1;
         const COMPUTATIONS: u64 = 3;
         const INSTRUCTIONS: u64 = 2;
-        let mut r = Reader::new(bytes);
-        while !r.done() {
-            let Some((number, wire)) = r.key() else { return };
-            let read = match number {
-                NAME => r.string(wire).map(|name| self.name = name),
-                COMPUTATIONS => r.message(wire).map(|comp| {
-                    self.computations += 1;
-                    let mut c = Reader::new(comp);
-                    while !c.done() {
-                        let Some((number, wire)) = c.key() else { return };
-                        if number == INSTRUCTIONS && wire == LEN {
-                            self.instructions += 1;
-                        }
-                        if c.skip(wire).is_none() {
-                            return;
-                        }
-                    }
-                }),
-                _ => r.skip(wire),
-            };
-            if read.is_none() {
-                return;
+        const SCHEDULE: u64 = 7;
+        const INPUT_OUTPUT_ALIAS: u64 = 8;
+        const STACK_FRAME_INDEX: u64 = 17;
+        const BUFFER_DONOR: u64 = 18;
+        use raw::{hlo_buffer_donor_proto as donor, hlo_input_output_alias_proto as alias};
+        use raw::{hlo_schedule_proto as schedule, stack_frame_index_proto as frames};
+        let _ = each_len_field(bytes, |number, payload| match number {
+            NAME => {
+                if let Ok(name) = std::str::from_utf8(payload) {
+                    self.name = name;
+                }
             }
-        }
+            COMPUTATIONS => {
+                self.computations += 1;
+                let _ = each_len_field(payload, |number, _| self.instructions += u64::from(number == INSTRUCTIONS));
+            }
+            // A map entry: its key and sequence, the table's share, and the module's copy.
+            SCHEDULE => self.records += count(payload, 1) * (record::<(i64, schedule::InstructionSequence)>() + 16),
+            INPUT_OUTPUT_ALIAS => {
+                self.records += count(payload, 1) * (record::<alias::AliasEntryProto>() + record::<crate::IoAlias>())
+            }
+            STACK_FRAME_INDEX => {
+                let _ = each_len_field(payload, |number, _| {
+                    self.records += match number {
+                        1 | 2 => record::<String>(),
+                        3 => record::<frames::FileLocation>(),
+                        4 => record::<frames::StackFrame>(),
+                        _ => 0,
+                    }
+                });
+            }
+            BUFFER_DONOR => {
+                self.records +=
+                    count(payload, 1) * (record::<donor::BufferDonorEntryProto>() + record::<crate::BufferDonor>())
+            }
+            _ => {}
+        });
     }
+
+    fn add_assignment(&mut self, bytes: &'a [u8]) {
+        const LOGICAL_BUFFERS: u64 = 1;
+        const BUFFER_ALLOCATIONS: u64 = 3;
+        const HEAP_SIMULATOR_TRACES: u64 = 4;
+        use raw::{buffer_allocation_proto as allocation, heap_simulator_trace as trace};
+        let _ = each_len_field(bytes, |number, payload| match number {
+            LOGICAL_BUFFERS => {
+                // Its location, a message of its own, is inline.
+                self.records += record::<raw::LogicalBufferProto>();
+            }
+            BUFFER_ALLOCATIONS => {
+                self.records +=
+                    record::<raw::BufferAllocationProto>() + count(payload, 9) * record::<allocation::Assigned>()
+            }
+            HEAP_SIMULATOR_TRACES => {
+                self.records += record::<raw::HeapSimulatorTrace>() + count(payload, 1) * record::<trace::Event>()
+            }
+            _ => {}
+        });
+    }
+}
+
+/// How many length-delimited occurrences of field `number` a message holds.
+fn count(bytes: &[u8], number: u64) -> u64 {
+    let mut n = 0;
+    let _ = each_len_field(bytes, |found, _| n += u64::from(found == number));
+    n
 }
 
 /// Whether an instruction's bytes hold any of these fields, found without decoding them; `None`

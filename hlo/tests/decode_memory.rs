@@ -266,3 +266,23 @@ fn warnings_are_kept_up_to_their_limit_and_the_rest_counted() {
     let omitted = (1_000 - xlens_hlo::limits::MAX_WARNINGS_PER_MODULE) as u64;
     assert_eq!(warnings.last().unwrap().kind, xlens_hlo::WarningKind::WarningsOmitted(omitted));
 }
+
+#[test]
+fn a_buffer_assignment_of_empty_records_is_refused_before_allocating() {
+    let _turn = turn();
+    // One heap-simulator trace of a million empty events beside a module that builds.
+    let mut trace = Vec::new();
+    for _ in 0..1_000_000 {
+        len_field(1, &[], &mut trace);
+    }
+    let mut assignment = Vec::new();
+    len_field(4, &trace, &mut assignment);
+    let mut proto = Vec::new();
+    len_field(1, &hlo_module(1, parameter), &mut proto);
+    len_field(3, &assignment, &mut proto);
+    let len = proto.len();
+    let (peak, result) = peak_of(|| Module::decode(proto.into()));
+    let err = result.expect_err("over its budget");
+    assert!(matches!(err.kind(), ErrorKind::MemoryBudget { .. }), "{err}");
+    assert!(peak <= 4 * len + (1 << 20), "{peak} bytes of heap for {len} bytes of proto");
+}
