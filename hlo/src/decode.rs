@@ -201,8 +201,52 @@ struct CompParts<I> {
 
 /// An instruction's proto, decoded already or still encoded.
 trait InstructionSource: Send {
-    /// What the model reads of the instruction, and the proto kept for [`Instruction::raw`].
-    fn read(self) -> std::result::Result<Read, prost::DecodeError>;
+    /// What the model reads of the instruction, and the proto kept for [`Instruction::raw`];
+    /// the tuple elements of an encoded instruction's shape are charged to `meter` before they
+    /// are decoded.
+    fn read(self, meter: &ShapeMeter) -> std::result::Result<Read, ReadError>;
+}
+
+/// Why an instruction could not be read.
+enum ReadError {
+    /// Its proto does not decode.
+    Decode(prost::DecodeError),
+    /// Its shape's tuple elements would take the module over its memory budget.
+    Budget,
+}
+
+/// What the instructions' shapes may still allocate for their tuple elements, shared by the
+/// workers that convert them: a tuple element takes two bytes of input and hundreds of bytes
+/// decoded, and the census counts only whole instructions.
+struct ShapeMeter {
+    left: std::sync::atomic::AtomicU64,
+    exhausted: std::sync::atomic::AtomicBool,
+}
+
+impl ShapeMeter {
+    fn new(left: u64) -> ShapeMeter {
+        ShapeMeter { left: left.into(), exhausted: false.into() }
+    }
+
+    /// Charges `elements` tuple elements; false (and exhausted from then on) when they do not
+    /// fit what is left.
+    fn charge(&self, elements: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let bytes = elements.saturating_mul(limits::TUPLE_ELEMENT_COST);
+        let fits = self.left.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(bytes)).is_ok();
+        if !fits {
+            self.exhausted.store(true, Relaxed);
+        }
+        fits
+    }
+
+    fn exhausted(&self) -> bool {
+        self.exhausted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn left(&self) -> u64 {
+        self.left.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// One instruction as read from its source, before its shape is converted.
@@ -221,17 +265,26 @@ impl Read {
 }
 
 impl InstructionSource for raw::HloInstructionProto {
-    fn read(self) -> std::result::Result<Read, prost::DecodeError> {
+    fn read(self, _: &ShapeMeter) -> std::result::Result<Read, ReadError> {
         Ok(Read::from_proto(self, Bytes::new()))
     }
 }
 
 impl InstructionSource for Bytes {
-    fn read(self) -> std::result::Result<Read, prost::DecodeError> {
-        match wire::instruction(&self) {
+    fn read(self, meter: &ShapeMeter) -> std::result::Result<Read, ReadError> {
+        match wire::instruction_charged(&self, &mut |elements| meter.charge(elements)) {
             Some(fields) => Ok(Read { fields, encoded: self, full: None }),
-            // What the fast path leaves to prost: an error, or a message it decodes.
-            None => raw::HloInstructionProto::decode(self.clone()).map(|p| Read::from_proto(p, self)),
+            None if meter.exhausted() => Err(ReadError::Budget),
+            // What the fast path leaves to prost: an error, or a message it decodes (its shapes
+            // charged first: the fast path may have stopped before it met them).
+            None => {
+                if !meter.charge(wire::shape_tuple_elements(&self)) {
+                    return Err(ReadError::Budget);
+                }
+                raw::HloInstructionProto::decode(self.clone())
+                    .map(|p| Read::from_proto(p, self))
+                    .map_err(ReadError::Decode)
+            }
         }
     }
 }
@@ -362,6 +415,8 @@ fn build<I: InstructionSource>(
         });
     }
     let failure: FirstFailure = std::sync::Mutex::new(None);
+    let shape_allowance = charged.map_or(u64::MAX, |c| limits::module_budget(encoded_len).saturating_sub(c));
+    let meter = ShapeMeter::new(shape_allowance);
     let mut instructions: Vec<Instruction> = Vec::with_capacity(total);
     let mut links: Vec<wire::Links> = Vec::with_capacity(total);
     jobs.into_par_iter()
@@ -370,10 +425,17 @@ fn build<I: InstructionSource>(
         .map(|(idx, (cid, source))| {
             let iid = InstrId(idx as u32);
             let comp_loc = || Location::default().with_computation(&computations[cid.index()].name);
-            let mut read = match source.read() {
+            let mut read = match source.read(&meter) {
                 Ok(read) => read,
-                Err(e) => {
+                Err(ReadError::Decode(e)) => {
                     note_failure(&failure, (false, idx), Error::new(ErrorKind::Decode(e), comp_loc()));
+                    return placeholder(iid, cid, Attrs::default());
+                }
+                Err(ReadError::Budget) => {
+                    let budget = limits::module_budget(encoded_len);
+                    let needed = budget.saturating_add(1);
+                    let kind = ErrorKind::MemoryBudget { needed, budget, encoded_bytes: encoded_len as u64 };
+                    note_failure(&failure, (false, idx), Error::new(kind, comp_loc()));
                     return placeholder(iid, cid, Attrs::default());
                 }
             };
@@ -600,11 +662,9 @@ fn build<I: InstructionSource>(
     let collective_count = module.instructions.iter().filter(|i| i.opcode.is_collective()).count() as u64;
     let collective_cost = (std::mem::size_of::<raw::HloInstructionProto>() + std::mem::size_of::<Collective>()) as u64;
     if let Some(charged) = charged {
-        limits::check_charge(
-            encoded_len,
-            charged.saturating_add(collective_count * collective_cost),
-            Location::default,
-        )?;
+        let shapes = shape_allowance - meter.left();
+        let needed = charged.saturating_add(shapes).saturating_add(collective_count * collective_cost);
+        limits::check_charge(encoded_len, needed, Location::default)?;
     }
     let (collectives, mut more) = collectives(&module)?;
     module.collectives = collectives;

@@ -11,8 +11,9 @@
 //! ([`MODULE_BUDGET_MARGIN`]); before anything is decoded, its computations and instructions are
 //! counted in place and charged at what each costs once built ([`COMPUTATION_COST`],
 //! [`INSTRUCTION_COST`]), as are the records of the rest of the proto (buffer assignment,
-//! schedule, stack frames: twice their decoded size each), and a module that would need more
-//! fails with
+//! schedule, stack frames: twice their decoded size each) and, as each instruction is read, the
+//! tuple elements of its shape ([`TUPLE_ELEMENT_COST`]); a module that would need more fails
+//! with
 //! [`ErrorKind::MemoryBudget`] before it is allocated. Strings (names, op names) are copied once
 //! and cost at most the bytes they were read from. Real modules need about 4 to 6 bytes per input
 //! byte in all (every module of `testdata/`); a crafted one stops with an error instead of
@@ -52,6 +53,11 @@ pub const COMPUTATION_COST: u64 = 256;
 /// its cost, its place in its computation's lists; measured at about 700 bytes with the strings
 /// of real instructions (test `decode_memory`).
 pub const INSTRUCTION_COST: u64 = 768;
+
+/// What one tuple element of an instruction's shape is charged (charged as instructions are
+/// read, before their shapes are decoded): its proto record while it is read (twice, for a
+/// vector's growth) and its [`crate::Shape`].
+pub const TUPLE_ELEMENT_COST: u64 = 512;
 
 /// The memory budget of a module whose proto is `encoded_bytes` long.
 pub fn module_budget(encoded_bytes: usize) -> u64 {

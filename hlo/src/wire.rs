@@ -373,7 +373,14 @@ fn metadata(bytes: &[u8], attrs: &mut Attrs) -> Option<()> {
 
 /// The fields the model keeps of one encoded `HloInstructionProto`; `None` when the bytes hold
 /// anything this reader leaves to prost.
+#[cfg(test)]
 pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
+    instruction_charged(encoded, &mut |_| true)
+}
+
+/// [`instruction`], telling `charge` how many tuple elements (at any depth) each shape holds
+/// before it is decoded; `None` when `charge` refuses them.
+pub(crate) fn instruction_charged(encoded: &Bytes, charge: &mut dyn FnMut(u64) -> bool) -> Option<Fields> {
     let mut out = Fields {
         attrs: Attrs::default(),
         opcode: Opcode::Other,
@@ -391,6 +398,10 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
             field::OPCODE => opcode = r.string(wire)?,
             field::SHAPE => {
                 let bytes = r.message(wire)?;
+                let elements = tuple_elements(bytes, 0);
+                if elements > 0 && !charge(elements) {
+                    return None;
+                }
                 match &out.shape {
                     None => {
                         out.shape = Some(shape(bytes, 0).map_or_else(|| raw::ShapeProto::decode(bytes).ok(), Some)?)
@@ -454,18 +465,38 @@ pub(crate) struct Census<'a> {
 }
 
 /// Each length-delimited field of a message, as (field number, payload); `None` where the bytes
-/// are malformed (the walk stops there).
+/// are malformed (the walk stops there). Groups are skipped whole, as prost skips them.
 fn each_len_field<'a>(bytes: &'a [u8], mut f: impl FnMut(u64, &'a [u8])) -> Option<()> {
     let mut r = Reader::new(bytes);
     while !r.done() {
-        let (number, wire) = r.key()?;
-        if wire == LEN {
-            f(number, r.message(wire)?);
-        } else {
-            r.skip(wire)?;
+        let (number, wire) = r.inner.read_tag().ok()?;
+        match wire {
+            WireType::Len => {
+                let range = r.len_delimited()?;
+                f(u64::from(number), &r.buf[range]);
+            }
+            WireType::StartGroup => skip_group(&mut r, number, 0)?,
+            WireType::EndGroup => return None,
+            wire => r.inner.skip(wire).ok()?,
         }
     }
     Some(())
+}
+
+/// Skips a group's fields up to its end (its start key read); `None` for a group that does not
+/// end, or nests deeper than prost's recursion limit.
+fn skip_group(r: &mut Reader<'_>, number: u32, depth: usize) -> Option<()> {
+    if depth > MAX_COUNTED_SHAPE_DEPTH {
+        return None;
+    }
+    loop {
+        let (inner, wire) = r.inner.read_tag().ok()?;
+        match wire {
+            WireType::EndGroup => return (inner == number).then_some(()),
+            WireType::StartGroup => skip_group(r, inner, depth + 1)?,
+            wire => r.inner.skip(wire).ok()?,
+        }
+    }
 }
 
 /// What one record of type `T` is charged: twice its size (see [`Census`]).
@@ -563,6 +594,37 @@ impl<'a> Census<'a> {
 fn count(bytes: &[u8], number: u64) -> u64 {
     let mut n = 0;
     let _ = each_len_field(bytes, |found, _| n += u64::from(found == number));
+    n
+}
+
+/// Deepest shape (or group) nesting [`tuple_elements`] walks: prost's own recursion limit,
+/// past which it fails to decode.
+const MAX_COUNTED_SHAPE_DEPTH: usize = 100;
+
+/// How many tuple elements an encoded `ShapeProto` holds at any depth, counted in place (as far
+/// as its bytes are well formed).
+fn tuple_elements(bytes: &[u8], depth: usize) -> u64 {
+    const TUPLE_SHAPES: u64 = 4;
+    if depth > MAX_COUNTED_SHAPE_DEPTH {
+        return 0;
+    }
+    let mut n = 0;
+    let _ = each_len_field(bytes, |number, payload| {
+        if number == TUPLE_SHAPES {
+            n += 1 + tuple_elements(payload, depth + 1);
+        }
+    });
+    n
+}
+
+/// How many tuple elements the shapes of an encoded instruction hold (see [`tuple_elements`]).
+pub(crate) fn shape_tuple_elements(encoded: &[u8]) -> u64 {
+    let mut n = 0;
+    let _ = each_len_field(encoded, |number, payload| {
+        if number == field::SHAPE {
+            n += tuple_elements(payload, 0);
+        }
+    });
     n
 }
 

@@ -286,3 +286,32 @@ fn a_buffer_assignment_of_empty_records_is_refused_before_allocating() {
     assert!(matches!(err.kind(), ErrorKind::MemoryBudget { .. }), "{err}");
     assert!(peak <= 4 * len + (1 << 20), "{peak} bytes of heap for {len} bytes of proto");
 }
+
+#[test]
+fn a_shape_of_empty_tuple_elements_is_refused_before_allocating() {
+    let _turn = turn();
+    // One instruction whose shape is a tuple of a million empty shapes, read by the fast path,
+    // then the same behind a field the fast path leaves to prost (a group, wire type 3).
+    let mut tuple = Vec::new();
+    varint(2 << 3, &mut tuple);
+    varint(13, &mut tuple);
+    for _ in 0..1_000_000 {
+        len_field(4, &[], &mut tuple);
+    }
+    for prost_path in [false, true] {
+        let bytes = hlo_proto(1, |i| {
+            let mut out = parameter(i);
+            if prost_path {
+                varint(99 << 3 | 3, &mut out);
+                varint(99 << 3 | 4, &mut out);
+            }
+            len_field(3, &tuple, &mut out);
+            out
+        });
+        let len = bytes.len();
+        let (peak, result) = peak_of(|| Module::decode(bytes.into()));
+        let err = result.expect_err("over its budget");
+        assert!(matches!(err.kind(), ErrorKind::MemoryBudget { .. }), "prost path {prost_path}: {err}");
+        assert!(peak <= 4 * len + (1 << 20), "prost path {prost_path}: {peak} bytes of heap for {len} bytes");
+    }
+}
