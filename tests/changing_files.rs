@@ -96,18 +96,21 @@ fn a_profile_replaced_during_a_scan_is_reported_not_analysed_as_one() {
     let original = synthetic_run(&dir.0.join("run"));
     let file = dir.0.join("h.xplane.pb");
     let other = dir.0.join("other.pb");
-    let mut seen = 0;
-    for delay in DELAYS_MS {
-        std::fs::copy(&original, &file).unwrap();
-        // Another version written beside it and renamed over it (what an atomic writer does):
-        // the mapping keeps the old file's pages, and the scan finds the change afterwards.
-        std::fs::write(&other, &std::fs::read(&original).unwrap()[..1 << 20]).unwrap();
-        let out = run_while_changing(&["scan".as_ref(), file.as_os_str()], Duration::from_millis(delay), || {
-            std::fs::rename(&other, &file).unwrap();
-        });
-        seen += usize::from(check(&format!("replaced after {delay} ms"), &out));
+    for command in ["scan", "ops"] {
+        let mut seen = 0;
+        for delay in DELAYS_MS {
+            std::fs::copy(&original, &file).unwrap();
+            // Another version written beside it and renamed over it (what an atomic writer
+            // does): the mapping keeps the old file's pages, and the check after the analysis
+            // finds the change.
+            std::fs::write(&other, &std::fs::read(&original).unwrap()[..1 << 20]).unwrap();
+            let out = run_while_changing(&[command.as_ref(), file.as_os_str()], Duration::from_millis(delay), || {
+                std::fs::rename(&other, &file).unwrap();
+            });
+            seen += usize::from(check(&format!("{command}, replaced after {delay} ms"), &out));
+        }
+        assert!(seen > 0, "no run of {command} saw the replacement: it ended before it every time");
     }
-    assert!(seen > 0, "no run saw the replacement: the scan ended before it every time");
 }
 
 #[test]
@@ -127,4 +130,23 @@ fn a_run_truncated_while_runs_lists_it_is_never_a_signal() {
         seen += usize::from(check(&format!("runs, truncated after {delay} ms"), &out));
     }
     assert!(seen > 0, "no listing saw the truncation");
+}
+
+#[test]
+fn a_profile_truncated_during_ops_is_one_error_line_not_a_signal() {
+    let dir = TempDir::new("ops");
+    let original = synthetic_run(&dir.0.join("run"));
+    let file = dir.0.join("h.xplane.pb");
+    let mut seen = 0;
+    for delay in DELAYS_MS {
+        std::fs::copy(&original, &file).unwrap();
+        let out = run_while_changing(&["ops".as_ref(), file.as_os_str()], Duration::from_millis(delay), || {
+            std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(1 << 20).unwrap();
+        });
+        seen += usize::from(check(&format!("ops, truncated after {delay} ms"), &out));
+        if seen > 0 {
+            break;
+        }
+    }
+    assert!(seen > 0, "no run of ops saw the truncation");
 }
