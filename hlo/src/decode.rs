@@ -220,12 +220,13 @@ enum ReadError {
 /// decoded, and the census counts only whole instructions.
 struct ShapeMeter {
     left: std::sync::atomic::AtomicU64,
-    exhausted: std::sync::atomic::AtomicBool,
+    /// The largest charge refused (0 while none was).
+    refused: std::sync::atomic::AtomicU64,
 }
 
 impl ShapeMeter {
     fn new(left: u64) -> ShapeMeter {
-        ShapeMeter { left: left.into(), exhausted: false.into() }
+        ShapeMeter { left: left.into(), refused: 0.into() }
     }
 
     /// Charges `elements` tuple elements; false (and exhausted from then on) when they do not
@@ -235,13 +236,17 @@ impl ShapeMeter {
         let bytes = elements.saturating_mul(limits::TUPLE_ELEMENT_COST);
         let fits = self.left.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(bytes)).is_ok();
         if !fits {
-            self.exhausted.store(true, Relaxed);
+            self.refused.fetch_max(bytes, Relaxed);
         }
         fits
     }
 
     fn exhausted(&self) -> bool {
-        self.exhausted.load(std::sync::atomic::Ordering::Relaxed)
+        self.refused() > 0
+    }
+
+    fn refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn left(&self) -> u64 {
@@ -432,8 +437,9 @@ fn build<I: InstructionSource>(
                     return placeholder(iid, cid, Attrs::default());
                 }
                 Err(ReadError::Budget) => {
+                    // What was charged before, and the charge refused.
                     let budget = limits::module_budget(encoded_len);
-                    let needed = budget.saturating_add(1);
+                    let needed = (budget - meter.left().min(budget)).saturating_add(meter.refused());
                     let kind = ErrorKind::MemoryBudget { needed, budget, encoded_bytes: encoded_len as u64 };
                     note_failure(&failure, (false, idx), Error::new(kind, comp_loc()));
                     return placeholder(iid, cid, Attrs::default());

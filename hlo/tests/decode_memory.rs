@@ -311,7 +311,11 @@ fn a_shape_of_empty_tuple_elements_is_refused_before_allocating() {
         let len = bytes.len();
         let (peak, result) = peak_of(|| Module::decode(bytes.into()));
         let err = result.expect_err("over its budget");
-        assert!(matches!(err.kind(), ErrorKind::MemoryBudget { .. }), "prost path {prost_path}: {err}");
+        let ErrorKind::MemoryBudget { needed, budget, .. } = *err.kind() else {
+            panic!("prost path {prost_path}: {err}")
+        };
+        assert!(needed > budget && needed >= 1_000_000 * xlens_hlo::limits::TUPLE_ELEMENT_COST, "{err}");
+        assert_eq!(err.location().computation.as_deref(), Some("main"), "{err}");
         assert!(peak <= 4 * len + (1 << 20), "prost path {prost_path}: {peak} bytes of heap for {len} bytes");
     }
 }
