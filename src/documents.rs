@@ -79,14 +79,22 @@ fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xpla
 }
 
 /// `f` on every readable host of `path`; a host whose file or analysis fails is skipped with its
-/// error, unless every host fails (then the first error is the command's).
+/// error, unless every host fails (then the first error is the command's). A host whose file
+/// changed while it was read (`Space::check_file_unchanged`) is skipped too: what was read of
+/// it may mix two versions.
 fn per_host<T, E>(path: &Path, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
 where
     E: std::fmt::Display + Into<BoxError>,
 {
     let (session, mut skipped_hosts) = open_readable(path)?;
-    let results = session.hosts().iter().map(|h| (h.name().to_owned(), h.name().to_owned(), f(h)));
-    let hosts = keep_readable(results, &mut skipped_hosts).map_err(Into::into)?;
+    let results = session.hosts().iter().map(|h| {
+        let result = f(h).map_err(Into::into).and_then(|v| match h.space().check_file_unchanged() {
+            Ok(()) => Ok(v),
+            Err(e) => Err(BoxError::from(e)),
+        });
+        (h.name().to_owned(), h.name().to_owned(), result)
+    });
+    let hosts = keep_readable(results, &mut skipped_hosts)?;
     Ok(Partial { hosts, skipped_hosts })
 }
 

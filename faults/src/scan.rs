@@ -234,12 +234,20 @@ pub fn scan_session_observed<H: HostInput>(
             let start = std::time::Instant::now();
             let mut space = h.open().map_err(skip)?;
             if let Some(range) = config.steps {
-                space = select_steps(&space, range, Some(h.path().unwrap_or(Path::new(&file)))).map_err(skip)?;
+                let selected = select_steps(&space, range, Some(h.path().unwrap_or(Path::new(&file)))).map_err(skip)?;
+                space.check_file_unchanged().map_err(skip)?;
+                space = selected;
             }
             observer.timed(h.host(), "open", start.elapsed());
             observer.opened(h, &space.walk_meter());
             let host = HostProfile::new(h.host().to_owned(), space);
             let outcome = scan_host_observed(&host, config, observer);
+            // A file that changed while it was read (a run still being written, a profile
+            // copied over) may have given a mix of two versions: the host is skipped.
+            if let Err(e) = host.space().check_file_unchanged() {
+                observer.release(host);
+                return Err(skip(e));
+            }
             observer.finished(&host, &outcome);
             observer.release(host);
             Ok(outcome)

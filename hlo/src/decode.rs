@@ -74,20 +74,23 @@ impl Module {
             return Err(Error::new(ErrorKind::EmptyInput, Location::default()));
         }
         let encoded_len = bytes.len();
+        // What the module would cost is charged before anything of it is decoded.
+        let charged = check_budget(wire::Census::of_proto(&bytes), encoded_len)?;
         // The computations and their instructions are left encoded here, and decoded one by
         // one (in parallel, straight into the module's arena) when the graph is built.
         let first_error = match raw::HloProtoEncoded::decode(bytes.clone()) {
             Ok(raw::HloProtoEncoded { hlo_module: Some(module), buffer_assignment })
                 if !module.computations.is_empty() =>
             {
-                return build_encoded(module, buffer_assignment, encoded_len);
+                return build_encoded(module, buffer_assignment, encoded_len, Some(charged));
             }
             Ok(_) => None,
             Err(e) => Some(e),
         };
         // Not an HloProto with a module: maybe a bare HloModuleProto.
+        let charged = check_budget(wire::Census::of_module(&bytes), encoded_len)?;
         match raw::HloModuleProtoEncoded::decode(bytes) {
-            Ok(m) if !m.computations.is_empty() => build_encoded(m, None, encoded_len),
+            Ok(m) if !m.computations.is_empty() => build_encoded(m, None, encoded_len, Some(charged)),
             _ => Err(Error::new(first_error.map_or(ErrorKind::NoModule, ErrorKind::Decode), Location::default())),
         }
     }
@@ -105,7 +108,7 @@ impl Module {
         let name = module.name.clone();
         let computations = std::mem::take(&mut module.computations).into_iter().map(|c| comp_parts!(c)).collect();
         let parts = module_parts!(module, computations);
-        build(parts, buffer_assignment, encoded_len).map_err(|e| e.in_module(&name))
+        build(parts, buffer_assignment, encoded_len, None).map_err(|e| e.in_module(&name))
     }
 }
 
@@ -116,17 +119,21 @@ impl Module {
 pub(crate) struct Parts {
     module: raw::HloModuleProtoEncoded,
     encoded_len: usize,
+    /// What its census was charged to the memory budget.
+    charged: u64,
 }
 
 impl Parts {
     /// The parts of an `HloProto` with a module of computations; `None` for anything else,
     /// which [`Module::decode`] reads (or fails on) as it always does.
+    /// A proto over its memory budget is `None` too: [`Module::decode`] reports it.
     pub(crate) fn read(bytes: &Bytes) -> Option<(Parts, Vec<Bytes>)> {
+        let charged = check_budget(wire::Census::of_proto(bytes), bytes.len()).ok()?;
         match raw::HloProtoParts::decode(bytes.clone()) {
             Ok(raw::HloProtoParts { hlo_module: Some(module), buffer_assignment })
                 if !module.computations.is_empty() =>
             {
-                Some((Parts { module, encoded_len: bytes.len() }, buffer_assignment))
+                Some((Parts { module, encoded_len: bytes.len(), charged }, buffer_assignment))
             }
             _ => None,
         }
@@ -135,8 +142,15 @@ impl Parts {
     /// Builds the module, without its buffer assignment (set it with
     /// [`Module::set_buffer_assignment`]).
     pub(crate) fn build(self) -> Result<Module> {
-        build_encoded(self.module, None, self.encoded_len)
+        build_encoded(self.module, None, self.encoded_len, Some(self.charged))
     }
+}
+
+/// Fails with [`ErrorKind::MemoryBudget`] when what `census` counted would cost more than the
+/// budget of a proto of `encoded_len` bytes; else returns what it was charged.
+fn check_budget(census: wire::Census<'_>, encoded_len: usize) -> Result<u64> {
+    let location = || if census.name.is_empty() { Location::default() } else { Location::in_module(census.name) };
+    limits::check_budget(encoded_len, census.computations, census.instructions, census.records, location)
 }
 
 /// A buffer assignment from its encoded occurrences, merged in order (as prost merges a message
@@ -187,8 +201,57 @@ struct CompParts<I> {
 
 /// An instruction's proto, decoded already or still encoded.
 trait InstructionSource: Send {
-    /// What the model reads of the instruction, and the proto kept for [`Instruction::raw`].
-    fn read(self) -> std::result::Result<Read, prost::DecodeError>;
+    /// What the model reads of the instruction, and the proto kept for [`Instruction::raw`];
+    /// the tuple elements of an encoded instruction's shape are charged to `meter` before they
+    /// are decoded.
+    fn read(self, meter: &ShapeMeter) -> std::result::Result<Read, ReadError>;
+}
+
+/// Why an instruction could not be read.
+enum ReadError {
+    /// Its proto does not decode.
+    Decode(prost::DecodeError),
+    /// Its shape's tuple elements would take the module over its memory budget.
+    Budget,
+}
+
+/// What the instructions' shapes may still allocate for their tuple elements, shared by the
+/// workers that convert them: a tuple element takes two bytes of input and hundreds of bytes
+/// decoded, and the census counts only whole instructions.
+struct ShapeMeter {
+    left: std::sync::atomic::AtomicU64,
+    /// The largest charge refused (0 while none was).
+    refused: std::sync::atomic::AtomicU64,
+}
+
+impl ShapeMeter {
+    fn new(left: u64) -> ShapeMeter {
+        ShapeMeter { left: left.into(), refused: 0.into() }
+    }
+
+    /// Charges `elements` tuple elements; false (and exhausted from then on) when they do not
+    /// fit what is left.
+    fn charge(&self, elements: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let bytes = elements.saturating_mul(limits::TUPLE_ELEMENT_COST);
+        let fits = self.left.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(bytes)).is_ok();
+        if !fits {
+            self.refused.fetch_max(bytes, Relaxed);
+        }
+        fits
+    }
+
+    fn exhausted(&self) -> bool {
+        self.refused() > 0
+    }
+
+    fn refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn left(&self) -> u64 {
+        self.left.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// One instruction as read from its source, before its shape is converted.
@@ -207,17 +270,26 @@ impl Read {
 }
 
 impl InstructionSource for raw::HloInstructionProto {
-    fn read(self) -> std::result::Result<Read, prost::DecodeError> {
+    fn read(self, _: &ShapeMeter) -> std::result::Result<Read, ReadError> {
         Ok(Read::from_proto(self, Bytes::new()))
     }
 }
 
 impl InstructionSource for Bytes {
-    fn read(self) -> std::result::Result<Read, prost::DecodeError> {
-        match wire::instruction(&self) {
+    fn read(self, meter: &ShapeMeter) -> std::result::Result<Read, ReadError> {
+        match wire::instruction_charged(&self, &mut |elements| meter.charge(elements)) {
             Some(fields) => Ok(Read { fields, encoded: self, full: None }),
-            // What the fast path leaves to prost: an error, or a message it decodes.
-            None => raw::HloInstructionProto::decode(self.clone()).map(|p| Read::from_proto(p, self)),
+            None if meter.exhausted() => Err(ReadError::Budget),
+            // What the fast path leaves to prost: an error, or a message it decodes (its shapes
+            // charged first: the fast path may have stopped before it met them).
+            None => {
+                if !meter.charge(wire::shape_tuple_elements(&self)) {
+                    return Err(ReadError::Budget);
+                }
+                raw::HloInstructionProto::decode(self.clone())
+                    .map(|p| Read::from_proto(p, self))
+                    .map_err(ReadError::Decode)
+            }
         }
     }
 }
@@ -228,6 +300,7 @@ fn build_encoded(
     mut module: raw::HloModuleProtoEncoded,
     buffer_assignment: Option<raw::BufferAssignmentProto>,
     encoded_len: usize,
+    charged: Option<u64>,
 ) -> Result<Module> {
     let name = module.name.clone();
     let in_module = |e: Error| e.in_module(&name);
@@ -242,7 +315,7 @@ fn build_encoded(
         .collect::<Result<Vec<_>>>()
         .map_err(in_module)?;
     let parts = module_parts!(module, computations);
-    build(parts, buffer_assignment, encoded_len).map_err(in_module)
+    build(parts, buffer_assignment, encoded_len, charged).map_err(in_module)
 }
 
 /// XLA's 64-bit ids to the arena's: hashbrown's foldhash, seeded per process like std's SipHash
@@ -285,10 +358,14 @@ fn instruction(read: Read, shape: Shape, iid: InstrId, cid: CompId) -> (Instruct
     (instr, fields.links)
 }
 
+/// Builds a module from its parts; `charged` is what the census of the `encoded_len` bytes they
+/// were decoded from was charged to the memory budget, when it was (what the build adds is
+/// charged on top).
 fn build<I: InstructionSource>(
     module: ModuleParts<I>,
     buffer_assignment: Option<raw::BufferAssignmentProto>,
     encoded_len: usize,
+    charged: Option<u64>,
 ) -> Result<Module> {
     let ModuleParts {
         name,
@@ -343,6 +420,8 @@ fn build<I: InstructionSource>(
         });
     }
     let failure: FirstFailure = std::sync::Mutex::new(None);
+    let shape_allowance = charged.map_or(u64::MAX, |c| limits::module_budget(encoded_len).saturating_sub(c));
+    let meter = ShapeMeter::new(shape_allowance);
     let mut instructions: Vec<Instruction> = Vec::with_capacity(total);
     let mut links: Vec<wire::Links> = Vec::with_capacity(total);
     jobs.into_par_iter()
@@ -351,10 +430,18 @@ fn build<I: InstructionSource>(
         .map(|(idx, (cid, source))| {
             let iid = InstrId(idx as u32);
             let comp_loc = || Location::default().with_computation(&computations[cid.index()].name);
-            let mut read = match source.read() {
+            let mut read = match source.read(&meter) {
                 Ok(read) => read,
-                Err(e) => {
+                Err(ReadError::Decode(e)) => {
                     note_failure(&failure, (false, idx), Error::new(ErrorKind::Decode(e), comp_loc()));
+                    return placeholder(iid, cid, Attrs::default());
+                }
+                Err(ReadError::Budget) => {
+                    // What was charged before, and the charge refused.
+                    let budget = limits::module_budget(encoded_len);
+                    let needed = (budget - meter.left().min(budget)).saturating_add(meter.refused());
+                    let kind = ErrorKind::MemoryBudget { needed, budget, encoded_bytes: encoded_len as u64 };
+                    note_failure(&failure, (false, idx), Error::new(kind, comp_loc()));
                     return placeholder(iid, cid, Attrs::default());
                 }
             };
@@ -402,9 +489,10 @@ fn build<I: InstructionSource>(
     if let Some((_, e)) = convert_failed_at {
         return Err(e);
     }
+    let mut omitted = 0;
     for instr in &instructions {
         if instr.opcode == Opcode::Other {
-            warnings.push(Warning {
+            note(&mut warnings, &mut omitted, || Warning {
                 kind: WarningKind::UnknownOpcode(instr.opcode_name().to_owned()),
                 location: Location::default()
                     .with_computation(&computations[instr.computation.index()].name)
@@ -507,7 +595,7 @@ fn build<I: InstructionSource>(
     drop(local_ids);
 
     let by_name = NameIndex::build(&instructions, |instr| {
-        warnings.push(Warning {
+        note(&mut warnings, &mut omitted, || Warning {
             kind: WarningKind::DuplicateName(instr.name().to_owned()),
             location: Location::default().with_computation(&computations[instr.computation.index()].name),
         })
@@ -576,11 +664,35 @@ fn build<I: InstructionSource>(
     };
     module.elementwise = graph::elementwise(&module);
     module.costs = cost::compute(&module, cost::CostModel::Xla);
-    let (collectives, warnings) = collectives(&module)?;
+    // A collective's whole proto is decoded and kept (its replica groups are read from it).
+    let collective_count = module.instructions.iter().filter(|i| i.opcode.is_collective()).count() as u64;
+    let collective_cost = (std::mem::size_of::<raw::HloInstructionProto>() + std::mem::size_of::<Collective>()) as u64;
+    if let Some(charged) = charged {
+        let shapes = shape_allowance - meter.left();
+        let needed = charged.saturating_add(shapes).saturating_add(collective_count * collective_cost);
+        limits::check_charge(encoded_len, needed, Location::default)?;
+    }
+    let (collectives, mut more) = collectives(&module)?;
     module.collectives = collectives;
-    module.warnings.extend(warnings);
-    module.warnings.extend(crate::source::check_stack_frames(&module));
+    more.extend(crate::source::check_stack_frames(&module));
+    for warning in more {
+        note(&mut module.warnings, &mut omitted, || warning);
+    }
+    if omitted > 0 {
+        module.warnings.push(Warning { kind: WarningKind::WarningsOmitted(omitted), location: Location::default() });
+    }
     Ok(module)
+}
+
+/// Keeps the warning `make` builds while fewer than [`limits::MAX_WARNINGS_PER_MODULE`] are
+/// kept, else only counts it (each names its computation and instruction: a module of many odd
+/// instructions would otherwise copy those names once per instruction).
+fn note(warnings: &mut Vec<Warning>, omitted: &mut u64, make: impl FnOnce() -> Warning) {
+    if warnings.len() < limits::MAX_WARNINGS_PER_MODULE {
+        warnings.push(make());
+    } else {
+        *omitted += 1;
+    }
 }
 
 /// What stands in the arena for an instruction that failed to convert (the build then fails).
@@ -633,7 +745,7 @@ fn collectives(module: &Module) -> Result<(Vec<Collective>, Vec<Warning>)> {
         let (groups, encoding) = match collective::replica_groups(raw) {
             Ok(v) => v,
             Err(why) => {
-                warnings.push(Warning {
+                note(&mut warnings, &mut 0, || Warning {
                     kind: WarningKind::InvalidReplicaGroups(why),
                     location: Location::default()
                         .with_computation(module.computation(instr.computation()).name())

@@ -119,6 +119,21 @@ pub enum ErrorKind {
         /// The count that exceeded it.
         count: u64,
     },
+    /// Building the module would need more memory than its budget allows (see
+    /// [`crate::limits::module_budget`]): its proto holds many more computations or instructions
+    /// than its bytes can describe in a real program.
+    #[error(
+        "building the module would need about {needed} bytes of memory, over its budget of {budget} bytes for \
+         {encoded_bytes} bytes of proto"
+    )]
+    MemoryBudget {
+        /// The bytes its computations and instructions would cost.
+        needed: u64,
+        /// The budget ([`crate::limits::module_budget`] of its size).
+        budget: u64,
+        /// The size of the encoded proto.
+        encoded_bytes: u64,
+    },
     /// A heap-simulator trace cannot be replayed (a buffer freed twice, a negative heap).
     #[error("heap simulator trace cannot be replayed: {0}")]
     HeapTrace(String),
@@ -239,6 +254,9 @@ pub enum WarningKind {
     DanglingStackFrame(i64),
     /// Two `/host:metadata` entries carry the same program id; both are kept.
     DuplicateProgramId(u64),
+    /// More warnings than [`crate::limits::MAX_WARNINGS_PER_MODULE`]: this many more were
+    /// found and not kept.
+    WarningsOmitted(u64),
 }
 
 impl fmt::Display for Warning {
@@ -250,6 +268,7 @@ impl fmt::Display for Warning {
             WarningKind::InvalidReplicaGroups(why) => write!(f, "replica groups not expanded: {why}")?,
             WarningKind::DanglingStackFrame(id) => write!(f, "stack frame id {id} is not in the stack-frame index")?,
             WarningKind::DuplicateProgramId(id) => write!(f, "program id {id} appears twice")?,
+            WarningKind::WarningsOmitted(n) => write!(f, "{n} more warnings not kept")?,
         }
         if !self.location.is_empty() {
             write!(f, " (at {})", self.location)?;

@@ -121,6 +121,7 @@ pub(crate) fn check_stack_frames(module: &Module) -> Vec<Warning> {
         }
     }
     bad.into_iter()
+        .take(crate::limits::MAX_WARNINGS_PER_MODULE)
         .map(|id| Warning { kind: WarningKind::DanglingStackFrame(id), location: Location::in_module(module.name()) })
         .collect()
 }

@@ -373,7 +373,14 @@ fn metadata(bytes: &[u8], attrs: &mut Attrs) -> Option<()> {
 
 /// The fields the model keeps of one encoded `HloInstructionProto`; `None` when the bytes hold
 /// anything this reader leaves to prost.
+#[cfg(test)]
 pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
+    instruction_charged(encoded, &mut |_| true)
+}
+
+/// [`instruction`], telling `charge` how many tuple elements (at any depth) each shape holds
+/// before it is decoded; `None` when `charge` refuses them.
+pub(crate) fn instruction_charged(encoded: &Bytes, charge: &mut dyn FnMut(u64) -> bool) -> Option<Fields> {
     let mut out = Fields {
         attrs: Attrs::default(),
         opcode: Opcode::Other,
@@ -391,6 +398,10 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
             field::OPCODE => opcode = r.string(wire)?,
             field::SHAPE => {
                 let bytes = r.message(wire)?;
+                let elements = tuple_elements(bytes, 0);
+                if elements > 0 && !charge(elements) {
+                    return None;
+                }
                 match &out.shape {
                     None => {
                         out.shape = Some(shape(bytes, 0).map_or_else(|| raw::ShapeProto::decode(bytes).ok(), Some)?)
@@ -433,6 +444,188 @@ pub(crate) fn instruction(encoded: &Bytes) -> Option<Fields> {
     (out.opcode, out.fusion_kind) = opcode_and_kind(opcode, fusion_kind, &mut out.attrs);
     out.attrs.settle();
     Some(out)
+}
+
+/// What a module's proto would cost once decoded, counted in place (nothing is allocated), so
+/// that it is charged before it is decoded ([`crate::limits::check_budget`]): its computations
+/// and instructions, and the bytes of the records prost decodes for the rest of it (the buffer
+/// assignment, the schedule, the stack-frame index, aliases and donors), each list's records at
+/// twice their size (a vector grown one record at a time holds up to twice what it uses; a map
+/// entry with its share of the table about as much). Counts what prost would read as far as the
+/// bytes are well formed; past a malformed field it stops, and the decode that follows reports the
+/// error.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Census<'a> {
+    /// The module's name, when one was read (for the error's location).
+    pub(crate) name: &'a str,
+    pub(crate) computations: u64,
+    pub(crate) instructions: u64,
+    /// Bytes of the other records.
+    pub(crate) records: u64,
+}
+
+/// Each length-delimited field of a message, as (field number, payload); `None` where the bytes
+/// are malformed (the walk stops there). Groups are skipped whole, as prost skips them.
+fn each_len_field<'a>(bytes: &'a [u8], mut f: impl FnMut(u64, &'a [u8])) -> Option<()> {
+    let mut r = Reader::new(bytes);
+    while !r.done() {
+        let (number, wire) = r.inner.read_tag().ok()?;
+        match wire {
+            WireType::Len => {
+                let range = r.len_delimited()?;
+                f(u64::from(number), &r.buf[range]);
+            }
+            WireType::StartGroup => skip_group(&mut r, number, 0)?,
+            WireType::EndGroup => return None,
+            wire => r.inner.skip(wire).ok()?,
+        }
+    }
+    Some(())
+}
+
+/// Skips a group's fields up to its end (its start key read); `None` for a group that does not
+/// end, or nests deeper than prost's recursion limit.
+fn skip_group(r: &mut Reader<'_>, number: u32, depth: usize) -> Option<()> {
+    if depth > MAX_COUNTED_SHAPE_DEPTH {
+        return None;
+    }
+    loop {
+        let (inner, wire) = r.inner.read_tag().ok()?;
+        match wire {
+            WireType::EndGroup => return (inner == number).then_some(()),
+            WireType::StartGroup => skip_group(r, inner, depth + 1)?,
+            wire => r.inner.skip(wire).ok()?,
+        }
+    }
+}
+
+/// What one record of type `T` is charged: twice its size (see [`Census`]).
+const fn record<T>() -> u64 {
+    2 * std::mem::size_of::<T>() as u64
+}
+
+impl<'a> Census<'a> {
+    /// The census of an `HloProto` (its modules, merged as prost merges a repeated message).
+    pub(crate) fn of_proto(bytes: &'a [u8]) -> Census<'a> {
+        const HLO_MODULE: u64 = 1;
+        const BUFFER_ASSIGNMENT: u64 = 3;
+        let mut out = Census::default();
+        let _ = each_len_field(bytes, |number, payload| match number {
+            HLO_MODULE => out.add_module(payload),
+            BUFFER_ASSIGNMENT => out.add_assignment(payload),
+            _ => {}
+        });
+        out
+    }
+
+    /// The census of a bare `HloModuleProto`.
+    pub(crate) fn of_module(bytes: &'a [u8]) -> Census<'a> {
+        let mut out = Census::default();
+        out.add_module(bytes);
+        out
+    }
+
+    fn add_module(&mut self, bytes: &'a [u8]) {
+        const NAME: u64 = 1;
+        const COMPUTATIONS: u64 = 3;
+        const INSTRUCTIONS: u64 = 2;
+        const SCHEDULE: u64 = 7;
+        const INPUT_OUTPUT_ALIAS: u64 = 8;
+        const STACK_FRAME_INDEX: u64 = 17;
+        const BUFFER_DONOR: u64 = 18;
+        use raw::{hlo_buffer_donor_proto as donor, hlo_input_output_alias_proto as alias};
+        use raw::{hlo_schedule_proto as schedule, stack_frame_index_proto as frames};
+        let _ = each_len_field(bytes, |number, payload| match number {
+            NAME => {
+                if let Ok(name) = std::str::from_utf8(payload) {
+                    self.name = name;
+                }
+            }
+            COMPUTATIONS => {
+                self.computations += 1;
+                let _ = each_len_field(payload, |number, _| self.instructions += u64::from(number == INSTRUCTIONS));
+            }
+            // A map entry: its key and sequence, the table's share, and the module's copy.
+            SCHEDULE => self.records += count(payload, 1) * (record::<(i64, schedule::InstructionSequence)>() + 16),
+            INPUT_OUTPUT_ALIAS => {
+                self.records += count(payload, 1) * (record::<alias::AliasEntryProto>() + record::<crate::IoAlias>())
+            }
+            STACK_FRAME_INDEX => {
+                let _ = each_len_field(payload, |number, _| {
+                    self.records += match number {
+                        1 | 2 => record::<String>(),
+                        3 => record::<frames::FileLocation>(),
+                        4 => record::<frames::StackFrame>(),
+                        _ => 0,
+                    }
+                });
+            }
+            BUFFER_DONOR => {
+                self.records +=
+                    count(payload, 1) * (record::<donor::BufferDonorEntryProto>() + record::<crate::BufferDonor>())
+            }
+            _ => {}
+        });
+    }
+
+    fn add_assignment(&mut self, bytes: &'a [u8]) {
+        const LOGICAL_BUFFERS: u64 = 1;
+        const BUFFER_ALLOCATIONS: u64 = 3;
+        const HEAP_SIMULATOR_TRACES: u64 = 4;
+        use raw::{buffer_allocation_proto as allocation, heap_simulator_trace as trace};
+        let _ = each_len_field(bytes, |number, payload| match number {
+            LOGICAL_BUFFERS => {
+                // Its location, a message of its own, is inline.
+                self.records += record::<raw::LogicalBufferProto>();
+            }
+            BUFFER_ALLOCATIONS => {
+                self.records +=
+                    record::<raw::BufferAllocationProto>() + count(payload, 9) * record::<allocation::Assigned>()
+            }
+            HEAP_SIMULATOR_TRACES => {
+                self.records += record::<raw::HeapSimulatorTrace>() + count(payload, 1) * record::<trace::Event>()
+            }
+            _ => {}
+        });
+    }
+}
+
+/// How many length-delimited occurrences of field `number` a message holds.
+fn count(bytes: &[u8], number: u64) -> u64 {
+    let mut n = 0;
+    let _ = each_len_field(bytes, |found, _| n += u64::from(found == number));
+    n
+}
+
+/// Deepest shape (or group) nesting [`tuple_elements`] walks: prost's own recursion limit,
+/// past which it fails to decode.
+const MAX_COUNTED_SHAPE_DEPTH: usize = 100;
+
+/// How many tuple elements an encoded `ShapeProto` holds at any depth, counted in place (as far
+/// as its bytes are well formed).
+fn tuple_elements(bytes: &[u8], depth: usize) -> u64 {
+    const TUPLE_SHAPES: u64 = 4;
+    if depth > MAX_COUNTED_SHAPE_DEPTH {
+        return 0;
+    }
+    let mut n = 0;
+    let _ = each_len_field(bytes, |number, payload| {
+        if number == TUPLE_SHAPES {
+            n += 1 + tuple_elements(payload, depth + 1);
+        }
+    });
+    n
+}
+
+/// How many tuple elements the shapes of an encoded instruction hold (see [`tuple_elements`]).
+pub(crate) fn shape_tuple_elements(encoded: &[u8]) -> u64 {
+    let mut n = 0;
+    let _ = each_len_field(encoded, |number, payload| {
+        if number == field::SHAPE {
+            n += tuple_elements(payload, 0);
+        }
+    });
+    n
 }
 
 /// Whether an instruction's bytes hold any of these fields, found without decoding them; `None`

@@ -107,6 +107,7 @@ use std::io::Write;
 /// Runs an example's body; an error prints [`crate::report::tables::error_line`] and exits with 1.
 pub(crate) fn run(body: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     keep_freed_memory();
+    exit_on_sigbus();
     start_workers();
     match body() {
         Ok(()) => ExitCode::SUCCESS,
@@ -134,6 +135,60 @@ fn keep_freed_memory() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
         libc::mallopt(libc::M_TOP_PAD, 16 << 20);
+    }
+}
+
+/// What a program ended by [`exit_on_sigbus`] prints: one line, as every error does.
+const SIGBUS_LINE: &[u8] = b"error: a profile file changed size while it was being read (truncated or replaced during \
+the scan); scan it again when it is complete\n";
+
+/// Turns the `SIGBUS` of a profile file that shrinks while it is mapped into one error line and
+/// exit status 1, where the default action killed the program (exit 135) without a word.
+///
+/// Host files are memory-mapped (`xlens_xplane::open_space`); a file truncated or rewritten in
+/// place while it is read (a run still being written, `cp` over a profile during `runs`) makes
+/// each read of a page past its new end raise `SIGBUS`. No library can turn that into an error
+/// (a signal handler is process-wide state, and the library crates hold none), so the CLI, which
+/// owns its process, installs the handler once here; the scan's own check
+/// (`Space::check_file_unchanged`) reports a file that changed without a fault. The handler is
+/// async-signal-safe: it only calls `write(2)` and `_exit(2)`, with a static message. On Linux,
+/// only a fault on a missing page of a mapping (`BUS_ADRERR`) is taken for a changed file; any
+/// other `SIGBUS` (a misaligned access, a hardware error) gets the default action back and
+/// happens again as it would have.
+fn exit_on_sigbus() {
+    #[cfg(unix)]
+    {
+        extern "C" fn on_sigbus(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler; resetting
+            // the disposition is async-signal-safe, and returning re-runs the faulting access,
+            // which the default action then ends as it would have without this handler.
+            #[allow(unsafe_code)]
+            unsafe {
+                if info.is_null() || (*info).si_code != libc::BUS_ADRERR {
+                    libc::signal(libc::SIGBUS, libc::SIG_DFL);
+                    return;
+                }
+            }
+            #[cfg(not(any(target_os = "linux", target_os = "android")))]
+            let _ = info;
+            // SAFETY: `write` and `_exit` are async-signal-safe; the buffer is a static.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::write(2, SIGBUS_LINE.as_ptr().cast(), SIGBUS_LINE.len());
+                libc::_exit(1);
+            }
+        }
+        // SAFETY: installs a handler for one signal, with a zeroed (then filled) `sigaction`; the
+        // handler has the `SA_SIGINFO` signature. Called before the worker threads start.
+        #[allow(unsafe_code)]
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
     }
 }
 

@@ -27,8 +27,11 @@ pub(crate) fn cache_dir(flag: Option<PathBuf>, no_cache: bool) -> Option<PathBuf
         .or_else(|| env("HOME").map(|h| h.join(".cache").join("xlens")))
 }
 
+/// Each host file's absolute path, size and modification time (nanoseconds since the epoch).
+type Identity = Vec<(PathBuf, u64, u128)>;
+
 /// The identity of a run's files: each host file's absolute path, size and modification time.
-fn identity(source: &Run) -> Vec<(PathBuf, u64, u128)> {
+fn identity(source: &Run) -> Identity {
     source
         .hosts
         .iter()
@@ -63,28 +66,41 @@ fn cache_file(dir: &Path, identity: &[(PathBuf, u64, u128)]) -> PathBuf {
 /// Scans one run (or reads its cached summary) and summarises it. A run that cannot be scanned
 /// is a summary with status `ERROR`; a cache that cannot be read or written is skipped.
 pub(crate) fn summarize(source: &Run, cache: Option<&Path>) -> RunSummary {
+    summarize_checked(source, cache).0
+}
+
+/// [`summarize`], and the identity of the run's files after the scan when it differs from
+/// theirs before: a file changed while it was read, the run is still being written, and its
+/// summary (an `ERROR` that says so) is not cached.
+fn summarize_checked(source: &Run, cache: Option<&Path>) -> (RunSummary, Option<Identity>) {
     let id = identity(source);
     let file = cache.map(|dir| cache_file(dir, &id));
     if let Some(cached) = file.as_ref().and_then(|f| std::fs::read(f).ok())
         && let Ok(summary) = serde_json::from_slice::<RunSummary>(&cached)
     {
-        return summary;
+        return (summary, None);
     }
     let run = source.run.clone().unwrap_or_else(|| "-".to_owned());
     let size_bytes = id.iter().map(|(_, len, _)| len).sum();
     let newest_s = id.iter().map(|(_, _, m)| (m / 1_000_000_000) as i64).max();
     let captured = capture_time(&run, newest_s.filter(|s| *s > 0));
     let summary = match scan_session(source.run.clone(), &source.hosts, &ScanConfig::default(), &|_, _| {}) {
-        Ok(report) => RunSummary::of(&run, captured, size_bytes, &report),
+        Ok(report) => RunSummary::of(&run, captured.clone(), size_bytes, &report),
         Err(e) => {
             let error = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
-            RunSummary::failed(&run, captured, id.len(), size_bytes, error)
+            RunSummary::failed(&run, captured.clone(), id.len(), size_bytes, error)
         }
     };
+    let after = identity(source);
+    if after != id {
+        let error = "a host file changed while the run was read: it is still being written (or was replaced); \
+                     list it again when it is complete";
+        return (RunSummary::failed(&run, captured, id.len(), size_bytes, error.to_owned()), Some(after));
+    }
     if let Some(file) = file {
         store(&file, &summary);
     }
-    summary
+    (summary, None)
 }
 
 /// Writes a summary to the cache atomically (a temporary file renamed into place); failures
@@ -135,7 +151,7 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
     // Each run reported (or already there), with the identity of its files then: a run whose
     // files change afterwards (a host file that was still 0 bytes, reported as ERROR) is
     // scanned and reported again once they are stable.
-    let mut seen: std::collections::BTreeMap<String, Vec<(PathBuf, u64, u128)>> = Default::default();
+    let mut seen: std::collections::BTreeMap<String, Identity> = Default::default();
     // The runs seen with a step time, newest last: a new run's change is against the newest
     // comparable one (same hardware and program). Bounded: a long watch keeps the last ones.
     const HISTORY: usize = 64;
@@ -145,7 +161,7 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
         history.extend(sources.last().map(|s| summarize(s, w.cache.as_deref())));
         seen.extend(sources.iter().filter_map(|s| Some((s.run.clone()?, identity(s)))));
     }
-    let mut pending: std::collections::BTreeMap<String, Vec<(PathBuf, u64, u128)>> = Default::default();
+    let mut pending: std::collections::BTreeMap<String, Identity> = Default::default();
     let mut reported = 0usize;
     loop {
         for source in look()? {
@@ -160,8 +176,14 @@ pub(crate) fn watch(w: &Watch) -> anyhow::Result<()> {
                 continue;
             }
             pending.remove(&run);
+            let (summary, changed) = summarize_checked(&source, w.cache.as_deref());
+            if let Some(now) = changed {
+                // Changed while it was scanned: still being written, looked at again later.
+                pending.insert(run, now);
+                continue;
+            }
             let mut compared = history.clone();
-            compared.push(summarize(&source, w.cache.as_deref()));
+            compared.push(summary);
             compare_runs(&mut compared);
             let summary = compared.pop().expect("the run just pushed");
             emit(&format!("{}\n", serde_json::to_string(&summary)?))?;

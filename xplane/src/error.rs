@@ -131,6 +131,14 @@ pub enum ErrorKind {
     Frame(String),
     /// A selection asked of the profile (steps, hosts) matches nothing in it.
     Selection(String),
+    /// The file changed while it was being read (truncated, rewritten or replaced): what was
+    /// read of it may mix two versions, or end where the file now ends.
+    FileChanged {
+        /// Its size in bytes when it was opened.
+        was: u64,
+        /// Its size in bytes now (0 when it is gone).
+        now: u64,
+    },
 }
 
 impl fmt::Display for ErrorKind {
@@ -163,6 +171,11 @@ impl fmt::Display for ErrorKind {
             ),
             ErrorKind::Frame(msg) => write!(f, "building a frame failed: {msg}"),
             ErrorKind::Selection(what) => f.write_str(what),
+            ErrorKind::FileChanged { was, now } => write!(
+                f,
+                "the file changed while it was being read ({was} bytes when opened, {now} now): it is still \
+                 being written or was replaced; scan it again when it is complete"
+            ),
         }
     }
 }

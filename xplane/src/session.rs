@@ -61,11 +61,18 @@ impl<T: HostInput + ?Sized> HostInput for &T {
 ///
 /// Errors found later, while events and stats are decoded lazily, name the file in their
 /// [`Location`].
+///
+/// A file that changes while it is mapped (truncated, or rewritten in place) can change the bytes
+/// under the decode, and reading a page past its new end raises `SIGBUS`, which no library code
+/// can turn into an error: the stamp of the file as mapped (size, modification time, inode) is
+/// kept, [`Space::check_file_unchanged`] compares it with the file as it is after an analysis,
+/// and a program that maps files it does not own handles the signal (the `xlens` CLI does).
 pub fn open_space(path: &Path) -> Result<Space> {
-    let map = FileMap::new(map(path)?);
+    let (map, stamp) = map(path)?;
+    let map = FileMap::new(map);
     let bytes = map.bytes();
     let mut space = Space::parse(bytes.clone()).map_err(|e| not_hlo_text(&bytes, e).in_file(path))?;
-    space.attach_file(map, path);
+    space.attach_file(map, path, stamp);
     if let Some(plane) = space.host_threads() {
         plane.release_pages();
     }
@@ -81,29 +88,75 @@ fn not_hlo_text(bytes: &[u8], e: Error) -> Error {
 
 /// Memory-maps a file as [`Bytes`]. A 0-byte file is [`ErrorKind::ZeroByteProfile`].
 pub fn map_file(path: &Path) -> Result<Bytes> {
-    Ok(FileMap::new(map(path)?).bytes())
+    Ok(FileMap::new(map(path)?.0).bytes())
 }
 
-fn map(path: &Path) -> Result<memmap2::Mmap> {
+/// What identifies a file's contents without reading them: its size, modification time and
+/// (on Unix) device and inode. A file truncated, appended to, rewritten in place or replaced by
+/// another under its name changes its stamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    inode: (u64, u64),
+}
+
+impl FileStamp {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileStamp {
+        #[cfg(unix)]
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino())
+        };
+        #[cfg(not(unix))]
+        let inode = (0, 0);
+        FileStamp { len: meta.len(), modified: meta.modified().ok(), inode }
+    }
+
+    /// Fails with [`ErrorKind::FileChanged`] when the file at `path` no longer has this stamp
+    /// (or cannot be read).
+    pub(crate) fn check(&self, path: &Path) -> Result<()> {
+        match std::fs::metadata(path) {
+            Ok(meta) if FileStamp::of(&meta) == *self => Ok(()),
+            Ok(meta) => Err(changed(path, self.len, meta.len())),
+            Err(_) => Err(changed(path, self.len, 0)),
+        }
+    }
+}
+
+#[cold]
+fn changed(path: &Path, was: u64, now: u64) -> Error {
+    Error::new(ErrorKind::FileChanged { was, now }, Location::default().with_file(path))
+}
+
+/// Maps a regular file, with its stamp as mapped. A file whose size changed between the look at
+/// its path and the mapping of the opened file is [`ErrorKind::FileChanged`].
+fn map(path: &Path) -> Result<(memmap2::Mmap, FileStamp)> {
     // Only a regular file is mapped: opening a FIFO would wait for a writer, and a device or
     // socket is no profile.
-    let kind = std::fs::metadata(path).map_err(|e| Error::io(e, path))?.file_type();
-    if !kind.is_file() {
+    let before = std::fs::metadata(path).map_err(|e| Error::io(e, path))?;
+    if !before.file_type().is_file() {
         let e = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
         return Err(Error::io(e, path));
     }
     let file = File::open(path).map_err(|e| Error::io(e, path))?;
-    let len = file.metadata().map_err(|e| Error::io(e, path))?.len();
-    if len == 0 {
+    let stamp = FileStamp::of(&file.metadata().map_err(|e| Error::io(e, path))?);
+    if stamp.len == 0 {
         return Err(Error::new(ErrorKind::ZeroByteProfile, Location::default().with_file(path)));
     }
     // SAFETY: the mapping is read-only. If another process truncates the file while it is mapped,
     // reads of the lost pages fault (SIGBUS); profiles are written once and then only read, which
-    // is the usage this crate documents.
+    // is the usage this crate documents. A file seen changing here is not mapped, one that
+    // changes later is found by `Space::check_file_unchanged`, and the signal is the program's
+    // to handle (see `open_space`).
     #[allow(unsafe_code)]
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(e, path))?;
+    let after = FileStamp::of(&file.metadata().map_err(|e| Error::io(e, path))?);
+    if after != stamp || before.len() != stamp.len {
+        return Err(changed(path, before.len(), after.len));
+    }
     populate(&map);
-    Ok(map)
+    Ok((map, stamp))
 }
 
 /// The bytes one worker maps in at a time by [`populate`].

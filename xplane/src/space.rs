@@ -27,6 +27,8 @@ pub struct Space {
     encoded_len: usize,
     /// The file the space was opened from, if any.
     path: Option<std::sync::Arc<std::path::Path>>,
+    /// The stamp of that file when it was mapped.
+    stamp: Option<crate::session::FileStamp>,
     /// Bytes of line bodies walked at least once (shared with the planes).
     meter: WalkMeter,
 }
@@ -120,7 +122,7 @@ impl Space {
         for plane in &mut planes {
             plane.set_meter(&meter);
         }
-        Ok(Space { planes, errors, warnings, hostnames, encoded_len, path: None, meter })
+        Ok(Space { planes, errors, warnings, hostnames, encoded_len, path: None, stamp: None, meter })
     }
 
     /// Hands the resident pages of the file back to the OS, when the space was opened from a
@@ -140,12 +142,31 @@ impl Space {
 
     /// Lets the planes release the pages of the mapping they were parsed from, and names the
     /// file in the locations of the errors and warnings they report after the parse.
-    pub(crate) fn attach_file(&mut self, file: crate::residency::FileMap, path: &std::path::Path) {
+    pub(crate) fn attach_file(
+        &mut self,
+        file: crate::residency::FileMap,
+        path: &std::path::Path,
+        stamp: crate::session::FileStamp,
+    ) {
         let path: std::sync::Arc<std::path::Path> = path.into();
         for plane in &mut self.planes {
             plane.attach_file(file.clone(), path.clone());
         }
         self.path = Some(path);
+        self.stamp = Some(stamp);
+    }
+
+    /// Fails with [`ErrorKind::FileChanged`](crate::ErrorKind::FileChanged) when the file this
+    /// space was mapped from ([`crate::open_space`]) has changed since (its size, modification
+    /// time or inode differ: truncated, rewritten or replaced while it was read), so that what was
+    /// read of it may mix two versions. A space not read from a file is always unchanged. Call it
+    /// after an analysis: a result is trustworthy when the file was stable from its mapping to
+    /// then.
+    pub fn check_file_unchanged(&self) -> Result<()> {
+        match (&self.path, &self.stamp) {
+            (Some(path), Some(stamp)) => stamp.check(path),
+            _ => Ok(()),
+        }
     }
 
     /// A handle on the count of event bytes walked so far (see [`WalkMeter`]).

@@ -113,3 +113,31 @@ fn a_mapped_space_holds_only_the_pages_a_pass_is_reading() {
     drop(space);
     std::fs::remove_file(path).unwrap();
 }
+
+#[test]
+fn a_file_that_changes_after_its_mapping_is_found_changed() {
+    let bytes = big_space();
+    let path = temp_file("changed", &bytes);
+    let space = open_space(&path).unwrap();
+    space.check_file_unchanged().expect("nothing changed yet");
+    // Appended to (what a writer still writing does; no mapped page is lost, so no fault).
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut file, &[0; 10]).unwrap();
+    drop(file);
+    let err = space.check_file_unchanged().expect_err("the file grew");
+    assert!(matches!(err.kind(), xlens_xplane::ErrorKind::FileChanged { .. }), "{err}");
+    assert_eq!(err.location().file.as_deref(), Some(path.as_path()));
+    assert!(err.to_string().contains("changed while it was being read"), "{err}");
+    // Replaced under its name by a file of the same size: another inode.
+    let other = path.with_extension("other");
+    std::fs::write(&other, &bytes).unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    let space = open_space(&path).unwrap();
+    space.check_file_unchanged().unwrap();
+    std::fs::write(&other, &bytes).unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    assert!(space.check_file_unchanged().is_err(), "a file replaced under its name is a change");
+    // A space not read from a file has nothing to change.
+    assert!(Space::parse(bytes.into()).unwrap().check_file_unchanged().is_ok());
+    let _ = std::fs::remove_file(&path);
+}
