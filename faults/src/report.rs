@@ -123,13 +123,19 @@ pub struct Metrics {
     pub step_time_ms_min: Option<f64>,
     /// Longest step (ms).
     pub step_time_ms_max: Option<f64>,
-    /// Share of step time the device runs ops (%).
+    /// Share of step time the device runs ops (%): `100 - idle_pct` (docs/metrics.md).
     pub device_busy_pct: Option<f64>,
-    /// Share of step time nothing runs (%).
+    /// Share of step time the device runs no op of its own (%): nothing runs, or it waits on the
+    /// host (host work, transfers and callbacks, `host_wait_pct`). Busy and idle add up to 100.
     pub idle_pct: Option<f64>,
-    /// Share of step time in host-run work and infeed/outfeed (%), the step anatomy's `host` and
-    /// `infeed_outfeed` classes. Shown as "host+infeed": it is not XProf's input-bound figure, which
-    /// is `input_starvation`'s (the wait for the input pipeline only).
+    /// The part of `idle_pct` in which the device waits on the host (%): host-run work while no
+    /// op runs, host transfers and callbacks (the step anatomy's `host` class). A barrier or a
+    /// callback is host time, not input.
+    #[serde(default)]
+    pub host_wait_pct: Option<f64>,
+    /// Share of step time in infeed and outfeed ops (%): the device waiting on its input
+    /// pipeline (part of `device_busy_pct`, the ops run). XProf's input-bound figure for an
+    /// input pipeline on the host is `input_starvation`'s.
     pub input_bound_pct: Option<f64>,
     /// Share of step time spent waiting on collectives (%).
     pub exposed_communication_pct: Option<f64>,
@@ -178,6 +184,7 @@ impl Default for Metrics {
             step_time_ms_max: None,
             device_busy_pct: None,
             idle_pct: None,
+            host_wait_pct: None,
             input_bound_pct: None,
             exposed_communication_pct: None,
             flops_utilization_pct: None,
@@ -210,6 +217,7 @@ impl Metrics {
             ("step_time_ms_max", self.step_time_ms_max),
             ("device_busy_pct", self.device_busy_pct),
             ("idle_pct", self.idle_pct),
+            ("host_wait_pct", self.host_wait_pct),
             ("input_bound_pct", self.input_bound_pct),
             ("exposed_communication_pct", self.exposed_communication_pct),
             ("flops_utilization_pct", self.flops_utilization_pct),
@@ -605,9 +613,12 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
         let idle = sum(|a| a.idle);
         let host_time = sum(|a| a.host);
         let infeed = sum(|a| a.infeed_outfeed);
-        m.idle_pct = pct(idle, total);
+        // One partition of the step (docs/metrics.md): busy + idle = 100, the host wait a part
+        // of idle, infeed/outfeed a part of busy.
+        m.idle_pct = pct(idle + host_time, total);
+        m.host_wait_pct = pct(host_time, total);
         m.device_busy_pct = pct(total.saturating_sub(idle + host_time), total);
-        m.input_bound_pct = pct(host_time + infeed, total);
+        m.input_bound_pct = pct(infeed, total);
         m.exposed_communication_pct = pct(sum(|a| a.get(TimeClass::CollectiveExposed)), total);
     }
     if let Ok(profile) = host.op_profile() {

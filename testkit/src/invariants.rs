@@ -21,7 +21,7 @@
 //! use xlens_testkit::invariants::{Context, Rule, check_report};
 //! let report = json!({
 //!     "status": "NEEDS_ATTENTION",
-//!     "metrics": {"device_busy_pct": 80.0, "idle_pct": 25.0, "input_bound_pct": 0.0,
+//!     "metrics": {"device_busy_pct": 80.0, "idle_pct": 25.0, "host_wait_pct": 0.0,
 //!                 "flops_utilization_pct": 148.0},
 //!     "findings": [], "skipped": [], "errors": [], "skipped_hosts": []
 //! });
@@ -70,10 +70,10 @@ pub enum Rule {
     /// No op moves HBM bytes faster than the device's HBM bandwidth: its HBM bytes over its time
     /// stay within [`PEAK_TOLERANCE`] of [`Peaks::hbm_bytes_per_s`].
     AbovePeakHbm,
-    /// The health block partitions the step: `device_busy_pct + idle_pct + input_bound_pct`
-    /// (busy, idle, host + infeed, the three shares the health line shows side by side) is
-    /// 100 ± [`SUM_TOLERANCE_PCT`]; the exposed communication, a part of the busy time, is no
-    /// more than it.
+    /// The health block partitions the step (docs/metrics.md): `device_busy_pct + idle_pct` is
+    /// 100 ± [`SUM_TOLERANCE_PCT`], `host_wait_pct` is a part of idle and `input_bound_pct`
+    /// (infeed/outfeed) a part of busy; the exposed communication, a part of the busy time, is
+    /// no more than it.
     HealthSum,
     /// Step figures agree: `min ≤ median ≤ max`, `min ≤ mean ≤ max`, a non-negative stddev, a
     /// step count with a mean, and the comparison's step times (what a diff reads) with the same
@@ -496,16 +496,28 @@ fn above_peak(rule: Rule, at: &str, rate: f64, peak: f64, unit: &str, out: &mut 
 /// [`Rule::HealthSum`] on a health block (`metrics` of a report, or the metrics table).
 fn health_sum(m: &Value, at: &str, out: &mut Vec<Violation>) {
     let get = |k: &str| m.get(k).and_then(Value::as_f64);
-    if let (Some(busy), Some(idle), Some(input)) = (get("device_busy_pct"), get("idle_pct"), get("input_bound_pct")) {
-        let sum = busy + idle + input;
+    if let (Some(busy), Some(idle)) = (get("device_busy_pct"), get("idle_pct")) {
+        let sum = busy + idle;
         if (sum - 100.0).abs() > SUM_TOLERANCE_PCT {
             out.push(Violation {
                 rule: Rule::HealthSum,
                 path: at.to_owned(),
-                message: format!(
-                    "device busy {busy:.2} % + idle {idle:.2} % + host+infeed {input:.2} % = {sum:.2} %, not 100 %"
-                ),
+                message: format!("device busy {busy:.2} % + idle {idle:.2} % = {sum:.2} %, not 100 %"),
             });
+        }
+        // The host wait is a part of idle, infeed/outfeed a part of busy (docs/metrics.md).
+        for (part, whole, name, of) in
+            [("host_wait_pct", idle, "host wait", "idle"), ("input_bound_pct", busy, "infeed/outfeed", "busy")]
+        {
+            if let Some(p) = get(part)
+                && p > whole + SUM_TOLERANCE_PCT
+            {
+                out.push(Violation {
+                    rule: Rule::HealthSum,
+                    path: format!("{at}.{part}"),
+                    message: format!("{name} {p:.2} % is more than the {of} it is part of ({whole:.2} %)"),
+                });
+            }
         }
     }
     if let (Some(busy), Some(exposed)) = (get("device_busy_pct"), get("exposed_communication_pct"))
@@ -645,13 +657,16 @@ fn idle_agrees(report: &Value, out: &mut Vec<Violation>) {
     let Some(findings) = report["findings"].as_array() else { return };
     for (i, f) in findings.iter().enumerate() {
         let at = element("$.findings", i, f);
+        // device_idle measures the idle with no host work either: the health's idle less its
+        // host wait (docs/metrics.md).
+        let no_host = idle - m["host_wait_pct"].as_f64().unwrap_or(0.0);
         if f["id"].as_str() == Some("device_idle")
             && let Some(pct) = f["impact"]["pct_of_step"].as_f64()
-            && (pct - idle).abs() > IDLE_TOLERANCE_PCT
+            && (pct - no_host).abs() > IDLE_TOLERANCE_PCT
         {
             bad(
                 format!("{at}.impact.pct_of_step"),
-                format!("device_idle says {pct:.1} % idle, the health idle {idle:.1} %"),
+                format!("device_idle says {pct:.1} % idle with no host work, the health {no_host:.1} %"),
             );
         }
         let Some(evidence) = f["evidence"].as_array() else { continue };
@@ -735,12 +750,12 @@ mod tests {
             "profile": {"cores": 1},
             "metrics": {"step_count": 2, "step_time_ms_mean": 2.5, "step_time_ms_median": 1.5,
                         "step_time_ms_min": 1.0, "step_time_ms_max": 2.0,
-                        "device_busy_pct": 99.9, "idle_pct": 0.6, "input_bound_pct": 67.2,
+                        "device_busy_pct": 99.9, "idle_pct": 67.8, "host_wait_pct": 67.2,
                         "roofline_efficiency_pct": 154.0},
             "findings": [{"id": "barrier_in_loop", "impact": {"ms_per_step": 0.3, "pct_of_step": 46.5},
                           "evidence": [{"kind": "metric", "name": "device idle in serialised gaps", "value": 46.5, "unit": "% of step"}]}],
             "skipped": [{"id": "a"}, {"id": "b"}], "errors": [], "skipped_hosts": [],
-            "comparison": {"step_times_ms": [1.0, 2.0, 3.0], "categories": [{"category": "IDLE", "ms_per_step": 1.7},
+            "comparison": {"step_times_ms": [1.0, 2.0, 3.0], "categories": [{"category": "IDLE", "ms_per_step": 0.3},
                                                                {"category": "loop fusion", "ms_per_step": 3.0}]}
         });
         let v = check_report(&report, &Context { detectors: Some(2), ..Context::default() });
@@ -755,7 +770,7 @@ mod tests {
         let v = check_ops(&ops, &Context { peaks: Some(peaks), ..Context::default() });
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!((v[0].rule, v[0].path.as_str()), (Rule::AbovePeakFlops, "$.hosts[0](vm).ops[0](custom-call.57)"));
-        let kernels = json!({"total_device_duration_us": 100.0, "kernels": [
+        let kernels = json!({"total_device_duration_us": 100.0, "kernel_time_us": 100.0, "kernels": [
             {"kernel_name": "k", "total_duration_us": 116.7, "avg_duration_us": 3.0, "min_duration_us": 2.0, "max_duration_us": 4.0}]});
         assert_eq!(rules(&check_kernels(&kernels)), [Rule::ShareOfWhole]);
         let frames = json!({

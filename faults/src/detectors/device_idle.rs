@@ -63,8 +63,13 @@ impl Detector for DeviceIdle {
         let unit = TimeBase::of(host).unit();
         let impact = Impact::of(idle.as_ms_f64() / anatomy.len() as f64, host.step_ms());
         let mut evidence = vec![
-            Evidence::metric("idle_share", format!("idle share of the {unit}"), share, "%"),
-            Evidence::metric("idle_time", format!("idle time per {unit}"), impact.ms_per_step, "ms"),
+            Evidence::metric("idle_share", format!("share of the {unit} with no op and no host work"), share, "%"),
+            Evidence::metric(
+                "idle_time",
+                format!("time with no op and no host work per {unit}"),
+                impact.ms_per_step,
+                "ms",
+            ),
         ];
         if let Some(duty) = host.duty_cycle_pct() {
             evidence.push(Evidence::metric("duty_cycle", "device duty cycle over the capture", duty, "%"));
@@ -85,7 +90,8 @@ impl Detector for DeviceIdle {
         // Above the idle threshold by construction: never P2.
         let severity = Severity::from_impact(impact.pct_of_step, META.severity).min(META.severity);
         let what = format!(
-            "The device runs no op for {:.1} % of the {unit} ({:.3} ms per {unit}).",
+            "The device runs no op, and the host no work it could wait on, for {:.1} % of the {unit} ({:.3} ms per \
+             {unit}; the health's idle also counts the host wait).",
             share, impact.ms_per_step
         );
         out.push(Finding::new(self, severity, what, evidence, impact));

@@ -92,7 +92,8 @@ fn health(s: &mut String, m: &Metrics) {
         (format!("Mean {unit} time"), m.step_time_ms_mean.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3} ms"))),
         ("Device busy".to_owned(), pct(m.device_busy_pct)),
         ("Idle".to_owned(), pct(m.idle_pct)),
-        ("Host + infeed".to_owned(), pct(m.input_bound_pct)),
+        ("Waiting on the host (part of idle)".to_owned(), pct(m.host_wait_pct)),
+        ("Infeed / outfeed (part of busy)".to_owned(), pct(m.input_bound_pct)),
         ("Exposed communication".to_owned(), pct(m.exposed_communication_pct)),
         (
             "FLOP utilisation".to_owned(),

@@ -218,9 +218,10 @@ fn health(m: &Metrics) -> String {
     line(
         &mut s,
         format_args!(
-            "Health    device busy {}  idle {}  host+infeed {}  exposed communication {}{}",
+            "Health    per step: device busy {}  idle {} (waiting on the host {})  infeed/outfeed {}  exposed communication {}{}",
             opt(m.device_busy_pct, "%"),
             opt(m.idle_pct, "%"),
+            opt(m.host_wait_pct, "%"),
             opt(m.input_bound_pct, "%"),
             opt(m.exposed_communication_pct, "%"),
             // Shares of the step; without step markers, of each module execution.
@@ -242,7 +243,7 @@ fn health(m: &Metrics) -> String {
         line(
             &mut s,
             format_args!(
-                "          duty cycle {}  bound by {}  operational intensity {}",
+                "          duty cycle over the capture {}  bound by {}  operational intensity {}",
                 opt(m.device_duty_cycle_pct, "%"),
                 m.bound_by.as_deref().unwrap_or("n/a"),
                 m.operational_intensity_flop_per_byte.map_or("n/a".to_owned(), |v| format!("{v:.2} FLOP/B"))
@@ -303,7 +304,7 @@ fn slowest_ops(s: &mut String, m: &Metrics) {
     if m.slowest_ops.is_empty() {
         return;
     }
-    line(s, format_args!("Slowest ops"));
+    line(s, format_args!("Slowest ops (self time summed over the capture, share of all op time)"));
     for (i, op) in m.slowest_ops.iter().enumerate() {
         line(
             s,

@@ -136,7 +136,12 @@ pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
     }
     let total: Picos = p.categories().values().copied().sum();
     s.push('\n');
-    line(&mut s, format_args!("categories (all cores, all steps)"));
+    line(
+        &mut s,
+        format_args!(
+            "categories (self time summed over all cores and the whole capture, us; IDLE includes time outside the steps)"
+        ),
+    );
     let mut cats: Vec<(String, Picos)> = p.categories().into_iter().collect();
     cats.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     for (name, t) in cats {
@@ -144,7 +149,7 @@ pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
         line(&mut s, format_args!("  {name:<28} {:>14.3} us {pct:>6.1}%", us(t)));
     }
     s.push('\n');
-    line(&mut s, format_args!("top {top} ops by self time"));
+    line(&mut s, format_args!("top {top} ops by self time (summed over the capture)"));
     line(
         &mut s,
         format_args!(
