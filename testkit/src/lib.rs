@@ -24,6 +24,7 @@
 
 pub mod gpu;
 pub mod rewrite;
+pub mod splice;
 pub mod synth;
 pub mod tpu;
 

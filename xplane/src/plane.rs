@@ -524,6 +524,8 @@ pub struct Plane {
     walked: Box<[std::sync::atomic::AtomicBool]>,
     /// Bytes of line bodies walked at least once, shared by the planes of a space.
     meter: crate::meter::WalkMeter,
+    /// The decode errors met after the parse, shared by the planes of a space.
+    decode_log: crate::undecoded::DecodeLog,
     /// Stored lines not walked yet.
     unwalked: std::sync::atomic::AtomicUsize,
     /// Per stored line: its index, once a walk made it or a skip built it (`None` inside when
@@ -728,9 +730,19 @@ impl Plane {
         self.meter.add(bytes as u64);
     }
 
-    /// Shares `meter` (the space's) with this plane.
-    pub(crate) fn set_meter(&mut self, meter: &crate::meter::WalkMeter) {
+    /// Shares `meter` and `decode_log` (the space's) with this plane.
+    pub(crate) fn set_meter(&mut self, meter: &crate::meter::WalkMeter, decode_log: &crate::undecoded::DecodeLog) {
         self.meter = meter.clone();
+        self.decode_log = decode_log.clone();
+    }
+
+    /// Notes `error`, met decoding `what` after the parse, in the space's decode log
+    /// ([`crate::Space::decode_errors`]), and returns it: the iterators' error path.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn undecoded(&self, what: crate::Undecoded, error: Error) -> Error {
+        self.decode_log.note(what, &error);
+        error
     }
 
     /// Position of the plane in its space (file order).
@@ -1212,6 +1224,7 @@ impl PlaneDecoder {
             path: None,
             walked: (0..counts.lines).map(|_| std::sync::atomic::AtomicBool::new(false)).collect(),
             meter: crate::meter::WalkMeter::default(),
+            decode_log: crate::undecoded::DecodeLog::default(),
             unwalked: std::sync::atomic::AtomicUsize::new(counts.lines),
             time_indexes: (0..counts.lines).map(|_| std::sync::OnceLock::new()).collect(),
             cut_points: std::mem::take(&mut self.cut_points).into_boxed_slice(),
