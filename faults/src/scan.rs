@@ -358,7 +358,7 @@ struct Checked {
 fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
     if let Some(need) = detector.needs().iter().find(|n| !host.has(**n)) {
         // A profile that could not be read says so, not that it lacks the data.
-        return Err(match host.read_errors().first() {
+        return Err(match host.analysis_errors().first() {
             Some(error) => Skip::because(format!("{} ({error})", need.missing())),
             None => Skip::because(need.missing()),
         });
