@@ -409,3 +409,36 @@ fn a_scan_that_ran_no_detector_is_never_optimal() {
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.starts_with("INCOMPLETE") && text.contains("none is enabled"), "{text}");
 }
+
+/// `ops` and `kernels`, whose documents have no status, list each entry of a host that did not
+/// decode (a stat read as absent) in their JSON's `errors`, with its host and location; intact
+/// files' documents have no `errors`.
+#[test]
+fn documents_without_a_status_list_the_entries_that_did_not_decode() {
+    use xlens::documents::{host_kernel_stats, host_op_profiles, kernels_document, op_profile_document};
+    use xlens_testkit::splice::{insert, stats};
+    let bytes = std::fs::read(root().join("testdata/h200/h200_train_bf16/vm.xplane.pb")).unwrap();
+    let dir = scratch("undecoded");
+    let file = dir.join("vm.xplane.pb");
+    std::fs::write(&file, &bytes).unwrap();
+    assert!(op_profile_document(&host_op_profiles(&dir).unwrap()).get("errors").is_none());
+    assert!(kernels_document(&host_kernel_stats(&dir).unwrap(), None).get("errors").is_none());
+    // The events' stats, a sample spread over the file, each malformed in turn until one that
+    // the command reads.
+    let events: Vec<_> = stats(&bytes).unwrap().into_iter().filter(|p| p[1].number == 3).collect();
+    let documents: [(&str, &dyn Fn() -> serde_json::Value); 2] = [
+        ("ops", &|| op_profile_document(&host_op_profiles(&dir).unwrap())),
+        ("kernels", &|| kernels_document(&host_kernel_stats(&dir).unwrap(), None)),
+    ];
+    for (command, document) in documents {
+        let found = events.iter().step_by((events.len() / 40).max(1)).find_map(|path| {
+            std::fs::write(&file, insert(&bytes, path, path[3].body.end, &[0x0f])).unwrap();
+            document().get("errors").cloned()
+        });
+        let errors = found.unwrap_or_else(|| panic!("{command}: no malformed stat was listed"));
+        let first = errors[0].as_str().unwrap();
+        assert!(first.starts_with("vm: a stat of an event could not be decoded: "), "{command}: {first}");
+        assert!(first.contains(&file.display().to_string()) && first.contains("byte offset"), "{command}: {first}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
