@@ -736,6 +736,42 @@ impl Plane {
         self.decode_log = decode_log.clone();
     }
 
+    /// Notes that `payload`, the value of a `bytes` stat of this plane (borrowed from it, as
+    /// [`crate::Stat::as_bytes`] gives it), does not decode as the message it holds: `what`
+    /// says which, as an [`ErrorKind::Malformed`] at the payload's offset in the space's
+    /// [`decode_errors`](crate::Space::decode_errors). For the crates that read such payloads
+    /// (a memory breakdown, say), whose figures then leave the stat out. A slice that is not
+    /// part of the plane is noted at the plane alone.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder, Undecoded};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/device:TPU:0");
+    ///     let breakdown = plane.stat_metadata("memory_access_breakdown");
+    ///     plane.stat(breakdown, &b"\x0a\x09"[..]);
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let payload = plane.stat_by_name("memory_access_breakdown").unwrap().as_bytes().unwrap();
+    /// plane.note_undecoded_payload(payload, "memory_access_breakdown is not a MemoryAccessBreakdown");
+    /// let errors = space.decode_errors();
+    /// assert_eq!(errors.errors[0].what, Undecoded::StatPayload);
+    /// assert!(errors.errors[0].error.location().offset.is_some());
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    #[cold]
+    pub fn note_undecoded_payload(&self, payload: &[u8], what: &'static str) {
+        let base = self.bytes.as_ptr() as usize;
+        let start = payload.as_ptr() as usize;
+        let location = if start >= base && start + payload.len() <= base + self.bytes.len() {
+            self.location_at(start - base)
+        } else {
+            self.location()
+        };
+        self.decode_log.note(crate::Undecoded::StatPayload, &Error::new(ErrorKind::Malformed(what), location));
+    }
+
     /// Notes `error`, met decoding `what` after the parse, in the space's decode log
     /// ([`crate::Space::decode_errors`]), and returns it: the iterators' error path.
     #[cold]

@@ -28,6 +28,9 @@ pub enum Undecoded {
     MetadataStat,
     /// A stat of a plane.
     PlaneStat,
+    /// The value of a `bytes` stat, which holds a message of its own
+    /// ([`Plane::note_undecoded_payload`](crate::Plane::note_undecoded_payload)).
+    StatPayload,
 }
 
 impl fmt::Display for Undecoded {
@@ -37,6 +40,7 @@ impl fmt::Display for Undecoded {
             Undecoded::EventStat => "a stat of an event",
             Undecoded::MetadataStat => "a stat of an event metadata entry",
             Undecoded::PlaneStat => "a stat of a plane",
+            Undecoded::StatPayload => "the value of a stat",
         })
     }
 }
