@@ -119,6 +119,14 @@ impl DecodeLog {
         match log.met.entry(offset) {
             std::collections::btree_map::Entry::Occupied(mut seen) => {
                 let seen = seen.get_mut();
+                // Met again as it was noted, the same kind of error at the same place (a
+                // metadata stat read for every event that uses it): nothing is formatted.
+                if seen.what == what
+                    && seen.error.location() == error.location()
+                    && std::mem::discriminant(seen.error.kind()) == std::mem::discriminant(error.kind())
+                {
+                    return;
+                }
                 let key = |w: Undecoded, e: &Error| (w, e.to_string());
                 if key(what, error) < key(seen.what, &seen.error) {
                     *seen = DecodeError { what, error: error.duplicate() };
