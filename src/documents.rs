@@ -29,19 +29,30 @@ pub struct Partial<T> {
     pub hosts: T,
     /// The host files that could not be read or analysed.
     pub skipped_hosts: Vec<SkippedHost>,
+    /// The entries of the hosts read that did not decode (events, stats), one line each with
+    /// its host and location (as `scan` lists them in `errors`): the figures leave them out.
+    pub errors: Vec<String>,
 }
 
 impl<T> Partial<T> {
-    /// `doc` with a `skipped_hosts` array when a host was skipped (a complete session's document
-    /// is unchanged).
+    /// `doc` with a `skipped_hosts` array when a host was skipped and an `errors` array when an
+    /// entry did not decode (a complete session's document is unchanged).
     fn document(&self, mut doc: Value) -> Value {
-        if !self.skipped_hosts.is_empty()
-            && let Value::Object(map) = &mut doc
-        {
-            map.insert("skipped_hosts".to_owned(), serde_json::to_value(&self.skipped_hosts).unwrap_or_default());
+        if let Value::Object(map) = &mut doc {
+            if !self.skipped_hosts.is_empty() {
+                map.insert("skipped_hosts".to_owned(), serde_json::to_value(&self.skipped_hosts).unwrap_or_default());
+            }
+            if !self.errors.is_empty() {
+                map.insert("errors".to_owned(), serde_json::to_value(&self.errors).unwrap_or_default());
+            }
         }
         doc
     }
+}
+
+/// The entries of `host` that did not decode in the walks so far, one line each, host-prefixed.
+fn decode_errors(host: &Host) -> Vec<String> {
+    host.space().decode_errors().lines().into_iter().map(|e| format!("{}: {e}", host.name())).collect()
 }
 
 /// Keeps the results that succeeded; each failure is a skipped host (its name, its file and the
@@ -87,15 +98,19 @@ where
     E: std::fmt::Display + Into<BoxError>,
 {
     let (session, mut skipped_hosts) = open_readable(path)?;
+    let mut errors = Vec::new();
     let results = session.hosts().iter().map(|h| {
         let result = f(h).map_err(Into::into).and_then(|v| match h.space().check_file_unchanged() {
             Ok(()) => Ok(v),
             Err(e) => Err(BoxError::from(e)),
         });
+        if result.is_ok() {
+            errors.extend(decode_errors(h));
+        }
         (h.name().to_owned(), h.name().to_owned(), result)
     });
     let hosts = keep_readable(results, &mut skipped_hosts)?;
-    Ok(Partial { hosts, skipped_hosts })
+    Ok(Partial { hosts, skipped_hosts, errors })
 }
 
 /// Steps, the op profile and the step anatomy of every host (`xlens ops`).
@@ -120,7 +135,8 @@ pub struct HloModules {
     pub modules: Vec<Module>,
     /// The hosts that captured each program (empty for a lone `*.hlo_proto.pb`).
     pub hosts: ModuleHosts,
-    /// What could not be read, one line each.
+    /// What could not be read, one line each (the entries of the hosts that did not decode
+    /// among them, host-prefixed).
     pub warnings: Vec<String>,
     /// The host files that could not be read.
     pub skipped_hosts: Vec<SkippedHost>,
@@ -134,7 +150,8 @@ pub fn hlo_modules_of(path: &Path) -> Result<HloModules, BoxError> {
     }
     let (session, skipped_hosts) = open_readable(path)?;
     let (modules, warnings) = modules_from_session(&session);
-    let warnings = warnings.iter().map(ToString::to_string).collect();
+    let mut warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    warnings.extend(session.hosts().iter().flat_map(decode_errors));
     Ok(HloModules { modules, hosts: module_hosts(&session), warnings, skipped_hosts })
 }
 
@@ -146,7 +163,7 @@ pub fn hlo_modules(path: &Path) -> Result<(Value, Vec<String>), BoxError> {
 
 /// The `hlo --json` document of what [`hlo_modules_of`] read.
 pub fn hlo_document(hlo: &HloModules) -> Value {
-    let partial = Partial { hosts: (), skipped_hosts: hlo.skipped_hosts.clone() };
+    let partial = Partial { hosts: (), skipped_hosts: hlo.skipped_hosts.clone(), errors: Vec::new() };
     partial.document(hlo_ops_json(&hlo.modules, &hlo.hosts))
 }
 

@@ -322,10 +322,13 @@ fn control_characters_in_names_are_escaped_in_text() {
 }
 
 /// Peaks the profile reports that make utilisation impossible are warned about, not silently
-/// turned into a 2e11 % figure.
+/// turned into a 2e11 % figure, and the report built on them is INCOMPLETE, never OPTIMAL.
 #[test]
 fn impossible_figures_are_warned_about() {
     let base = synth::fixture("tpu_basic").unwrap();
+    let space = Space::parse(synth::tpu_profile(&base).into()).unwrap();
+    let sane = scan(&Profile::new(None, vec![HostProfile::new("h", space)]), &ScanConfig::default());
+    assert_ne!(sane.status, Status::Incomplete, "{}", sane.summary);
     let tiny = SynthSpec { peak_teraflops_per_second: 1e-9, ..base.clone() };
     let space = Space::parse(synth::tpu_profile(&tiny).into()).unwrap();
     let report = scan(&Profile::new(None, vec![HostProfile::new("h", space)]), &ScanConfig::default());
@@ -335,6 +338,8 @@ fn impossible_figures_are_warned_about() {
         "{:?}",
         report.warnings
     );
+    assert_eq!(report.status, Status::Incomplete, "{}", report.summary);
+    assert!(report.summary.contains("impossible figure(s)") && report.summary.contains("h: FLOP utilisation of"));
     let negative = SynthSpec { peak_hbm_bw_gigabytes_per_second: -819.0, ..base };
     let space = Space::parse(synth::tpu_profile(&negative).into()).unwrap();
     let report = scan(&Profile::new(None, vec![HostProfile::new("h", space)]), &ScanConfig::default());
@@ -375,18 +380,24 @@ fn a_failing_output_does_not_cost_the_others() {
 }
 
 /// A scan in which no detector ran vouches for nothing: a file of two bytes (`PK`), a profile of
-/// one empty plane, or a config that enables no detector is INCOMPLETE with that reason, never
-/// OPTIMAL, and trips any `--fail-on`.
+/// one empty plane, one of only a profiler error string, or a config that enables no detector is
+/// INCOMPLETE with that reason, never OPTIMAL, and trips any `--fail-on`.
 #[test]
 fn a_scan_that_ran_no_detector_is_never_optimal() {
     let mut empty_plane = xlens::xplane::SpaceBuilder::default();
     empty_plane.plane(1, "/host:CPU");
-    let cases: [(&str, Vec<u8>); 2] = [("pk", b"PK".to_vec()), ("empty_plane", empty_plane.finish())];
+    let mut profiler_error = xlens::xplane::SpaceBuilder::default();
+    profiler_error.error("tracer: session failed to start");
+    let cases: [(&str, Vec<u8>); 3] =
+        [("pk", b"PK".to_vec()), ("empty_plane", empty_plane.finish()), ("profiler_error", profiler_error.finish())];
     for (name, bytes) in cases {
         let space = Space::parse(bytes.into()).unwrap();
         let report = scan(&Profile::new(None, vec![HostProfile::new(name, space)]), &ScanConfig::default());
         assert_eq!(report.status, Status::Incomplete, "{name}: {}", report.summary);
         assert!(report.summary.contains("no detector ran"), "{name}: {}", report.summary);
+        if name == "profiler_error" {
+            assert!(report.warnings.iter().any(|w| w.contains("session failed to start")), "{:?}", report.warnings);
+        }
     }
     let sample = root().join("testdata/corpus/host_callback");
     let out = Command::new(fault_scan())
@@ -397,4 +408,37 @@ fn a_scan_that_ran_no_detector_is_never_optimal() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.starts_with("INCOMPLETE") && text.contains("none is enabled"), "{text}");
+}
+
+/// `ops` and `kernels`, whose documents have no status, list each entry of a host that did not
+/// decode (a stat read as absent) in their JSON's `errors`, with its host and location; intact
+/// files' documents have no `errors`.
+#[test]
+fn documents_without_a_status_list_the_entries_that_did_not_decode() {
+    use xlens::documents::{host_kernel_stats, host_op_profiles, kernels_document, op_profile_document};
+    use xlens_testkit::splice::{insert, stats};
+    let bytes = std::fs::read(root().join("testdata/h200/h200_train_bf16/vm.xplane.pb")).unwrap();
+    let dir = scratch("undecoded");
+    let file = dir.join("vm.xplane.pb");
+    std::fs::write(&file, &bytes).unwrap();
+    assert!(op_profile_document(&host_op_profiles(&dir).unwrap()).get("errors").is_none());
+    assert!(kernels_document(&host_kernel_stats(&dir).unwrap(), None).get("errors").is_none());
+    // The events' stats, a sample spread over the file, each malformed in turn until one that
+    // the command reads.
+    let events: Vec<_> = stats(&bytes).unwrap().into_iter().filter(|p| p[1].number == 3).collect();
+    let documents: [(&str, &dyn Fn() -> serde_json::Value); 2] = [
+        ("ops", &|| op_profile_document(&host_op_profiles(&dir).unwrap())),
+        ("kernels", &|| kernels_document(&host_kernel_stats(&dir).unwrap(), None)),
+    ];
+    for (command, document) in documents {
+        let found = events.iter().step_by((events.len() / 40).max(1)).find_map(|path| {
+            std::fs::write(&file, insert(&bytes, path, path[3].body.end, &[0x0f])).unwrap();
+            document().get("errors").cloned()
+        });
+        let errors = found.unwrap_or_else(|| panic!("{command}: no malformed stat was listed"));
+        let first = errors[0].as_str().unwrap();
+        assert!(first.starts_with("vm: a stat of an event could not be decoded: "), "{command}: {first}");
+        assert!(first.contains(&file.display().to_string()) && first.contains("byte offset"), "{command}: {first}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -19,9 +19,10 @@ pub enum Status {
     /// At least one finding at the attention severity (P1 by default) or worse.
     #[serde(rename = "NEEDS_ATTENTION")]
     NeedsAttention,
-    /// Part of the profile could not be read (a host file, or data inside one): whatever was
-    /// found, the verdict cannot vouch for what was lost ([`Report::errors`],
-    /// [`Report::skipped_hosts`]).
+    /// Part of the profile could not be read (a host file, or data inside one), a figure the
+    /// scan computed is impossible (the data it comes from is wrong), or no detector ran:
+    /// whatever was found, the verdict cannot vouch for what was lost ([`Report::errors`],
+    /// [`Report::skipped_hosts`], the warnings, the summary's reasons).
     #[serde(rename = "INCOMPLETE")]
     Incomplete,
 }
@@ -510,6 +511,10 @@ pub struct HostSummary {
     pub warnings: Vec<String>,
     /// What could not be read on the host ([`HostProfile::read_errors`], host-prefixed).
     pub errors: Vec<String>,
+    /// The host's figures that are impossible (a utilisation over 100 %), each named with its
+    /// value: the data they come from is wrong, and the verdict cannot vouch for the host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub impossible: Vec<String>,
     /// The detectors that could not run on the host, with the reason.
     pub skipped: Vec<Skipped>,
 }
@@ -524,7 +529,6 @@ impl HostSummary {
         for w in host.module_warnings() {
             warnings.push(format!("{}: {w}", host.name()));
         }
-        let errors = host.read_errors().into_iter().map(|e| format!("{}: {e}", host.name())).collect();
         for plane in host.space().analysis_devices() {
             let odd = xlens_roofline::PerfEnv::odd_peaks(plane);
             if !odd.is_empty() {
@@ -537,6 +541,7 @@ impl HostSummary {
             }
         }
         let metrics = host_metrics(host);
+        let mut impossible = Vec::new();
         for (what, value) in [
             ("FLOP utilisation", metrics.flops_utilization_pct),
             ("HBM utilisation", metrics.hbm_utilization_pct),
@@ -545,6 +550,7 @@ impl HostSummary {
         ] {
             // Rounding lets a fully busy figure reach a hair above 100 %.
             if let Some(v) = value.filter(|v| !v.is_finite() || *v > 100.5 || *v < 0.0) {
+                impossible.push(format!("{what} of {v:.1} %"));
                 warnings.push(format!(
                     "{}: {what} of {v:.1} % is impossible: the device peaks the profile reports or the ops' FLOPs \
                      and bytes are wrong, and every figure built on them is unreliable",
@@ -552,7 +558,7 @@ impl HostSummary {
                 ));
             }
         }
-        HostSummary {
+        let mut summary = HostSummary {
             name: host.name().to_owned(),
             device: host.device_kind().as_str().to_owned(),
             device_type: host
@@ -578,9 +584,14 @@ impl HostSummary {
             charts: charts(host),
             comparison: crate::comparison::of_host(host),
             warnings,
-            errors,
+            errors: Vec::new(),
+            impossible,
             skipped: Vec::new(),
-        }
+        };
+        // Last: the entries that did not decode in any walk so far (the detectors' and this
+        // summary's) count.
+        summary.errors = host.read_errors().into_iter().map(|e| format!("{}: {e}", host.name())).collect();
+        summary
     }
 }
 

@@ -366,7 +366,7 @@ struct Checked {
 fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig) -> Result<Vec<Finding>, Skip> {
     if let Some(need) = detector.needs().iter().find(|n| !host.has(**n)) {
         // A profile that could not be read says so, not that it lacks the data.
-        return Err(match host.read_errors().first() {
+        return Err(match host.analysis_errors().first() {
             Some(error) => Skip::because(format!("{} ({error})", need.missing())),
             None => Skip::because(need.missing()),
         });
@@ -602,6 +602,16 @@ fn build_report(
     if !errors.is_empty() {
         reasons.push(format!("part of the profile could not be read: {}", errors.join("; ")));
     }
+    // A figure that cannot be (a utilisation over 100 %) says the data under it is wrong: the
+    // verdict built on it vouches for nothing either.
+    let impossible: Vec<String> =
+        hosts.iter().flat_map(|h| h.impossible.iter().map(move |what| format!("{}: {what}", h.name))).collect();
+    if !impossible.is_empty() {
+        reasons.push(format!(
+            "impossible figure(s), so the device peaks or the ops' costs the profile reports are wrong: {}",
+            impossible.join("; ")
+        ));
+    }
     // A scan in which no detector ran vouches for nothing: nothing was checked (every detector
     // lacked its inputs, as on a file with no usable plane, or the config enabled none).
     let unchecked = !hosts.is_empty() && checked.ran.is_empty();
@@ -619,7 +629,7 @@ fn build_report(
         reasons.push(format!("{important} finding(s) at {} or worse", t.attention_severity));
     }
     // Lost data outranks the findings: the verdict cannot vouch for what it did not read.
-    let status = if !skipped_hosts.is_empty() || !errors.is_empty() || unchecked {
+    let status = if !skipped_hosts.is_empty() || !errors.is_empty() || !impossible.is_empty() || unchecked {
         Status::Incomplete
     } else if important > 0 {
         Status::NeedsAttention

@@ -245,7 +245,14 @@ pub(crate) fn op_metadata(plane: &Plane, ids: &DeviceStatIds) -> HashMap<EventMe
             } else if id == ids.bytes_accessed {
                 m.bytes_accessed = stat.as_f64().unwrap_or(0.0);
             } else if id == ids.memory_access_breakdown {
-                breakdown = stat.as_bytes().and_then(parse_memory_breakdown);
+                breakdown = stat.as_bytes().and_then(|payload| {
+                    let parsed = parse_memory_breakdown(payload);
+                    if parsed.is_none() {
+                        // Its bytes then count as HBM: the report says the stat was not read.
+                        plane.note_undecoded_payload(payload, "memory_access_breakdown is not a MemoryAccessBreakdown");
+                    }
+                    parsed
+                });
             } else if id == ids.source {
                 m.source = stat.as_str().map(|s| s.into_owned());
             } else if id == ids.tf_op {
@@ -342,5 +349,28 @@ mod tests {
         let m = parse_memory_breakdown(&bytes).unwrap();
         assert_eq!(m, MemoryBytes { hbm: 150.0, onchip_read: 7.0, onchip_write: 9.0, unattributed: 0.0 });
         assert_eq!(parse_memory_breakdown(&[0x0a, 0x09]), None);
+    }
+
+    /// A breakdown that does not decode counts its op's bytes as HBM, and the space's decode
+    /// errors say so: the figures built on it are not vouched for.
+    #[test]
+    fn a_malformed_breakdown_is_a_decode_error() {
+        let mut b = xlens_xplane::SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, "/device:TPU:0");
+            let (bytes, breakdown) =
+                (plane.stat_metadata("bytes_accessed"), plane.stat_metadata("memory_access_breakdown"));
+            let op = plane.event_metadata("fusion.1");
+            plane.metadata_stat(op, bytes, 64u64);
+            plane.metadata_stat(op, breakdown, &[0x0a, 0x09][..]);
+        }
+        let space = xlens_xplane::Space::parse(b.finish().into()).unwrap();
+        let plane = &space.planes()[0];
+        let ops = op_metadata(plane, &DeviceStatIds::of(plane));
+        assert_eq!(ops.values().next().unwrap().memory.hbm, 64.0);
+        let errors = space.decode_errors();
+        assert_eq!(errors.errors.len(), 1, "{errors:?}");
+        assert_eq!(errors.errors[0].what, xlens_xplane::Undecoded::StatPayload);
+        assert!(errors.errors[0].to_string().contains("memory_access_breakdown"), "{}", errors.errors[0]);
     }
 }

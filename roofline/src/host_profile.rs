@@ -386,9 +386,30 @@ impl HostProfile {
     }
 
     /// What could not be read from this host: analyses whose decode hit an error (the steps, op
-    /// profile, device timeline, host-run ops or step anatomy) and HLO modules that did not
-    /// decode. Empty for an intact profile; a scan calls such a host's report incomplete.
+    /// profile, device timeline, host-run ops or step anatomy), HLO modules that did not
+    /// decode, and every event or stat that did not decode in the walks so far
+    /// ([`Space::decode_errors`](xlens_xplane::Space::decode_errors): a stat read as absent
+    /// because it is malformed, one line each with its location, an error already listed by
+    /// its analysis once). Empty for an intact profile; a scan calls such a host's report
+    /// incomplete. Call it after the analyses and detectors ran: what they met lazily counts.
     pub fn read_errors(&self) -> Vec<String> {
+        let mut out = self.analysis_errors();
+        let decode = self.space.decode_errors();
+        for e in &decode.errors {
+            let error = e.error.to_string();
+            if !out.iter().any(|o| o.ends_with(&error)) {
+                out.push(e.to_string());
+            }
+        }
+        // The count of the rest, if any.
+        out.extend(decode.lines().into_iter().skip(decode.errors.len()));
+        out
+    }
+
+    /// The part of [`read_errors`](Self::read_errors) that does not depend on which walks ran
+    /// so far: the analyses that failed and the HLO modules that did not decode (a detector's
+    /// reason for not running names the first, whichever detectors run beside it).
+    pub fn analysis_errors(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let mut push = |what: &str, err: Option<&Error>| {
             if let Some(err) = err.map(ToString::to_string)

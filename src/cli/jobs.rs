@@ -25,7 +25,7 @@ fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
 /// Steps, the op profile and the step anatomy of every host.
 pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
     let ops = documents::host_op_profiles(path).map_err(|e| anyhow::anyhow!(e))?;
-    warn_skipped(&ops.skipped_hosts);
+    warn_skipped(&ops.skipped_hosts, &ops.errors);
     if json {
         return emit_json(&documents::op_profile_document(&ops));
     }
@@ -41,21 +41,21 @@ pub(crate) fn hlo(path: &Path, json: bool) -> anyhow::Result<()> {
     for w in &hlo.warnings {
         eprintln!("warning: {}", crate::report::render::printable(w));
     }
-    warn_skipped(&hlo.skipped_hosts);
+    warn_skipped(&hlo.skipped_hosts, &[]);
     if json { emit_json(&documents::hlo_document(&hlo)) } else { emit(&hlo_ops_text(&hlo.modules, &hlo.hosts)) }
 }
 
 /// Planes, lines and event counts of every host.
 pub(crate) fn inventory_of(path: &Path, json: bool) -> anyhow::Result<()> {
     let inv = documents::host_inventories(path).map_err(|e| anyhow::anyhow!(e))?;
-    warn_skipped(&inv.skipped_hosts);
+    warn_skipped(&inv.skipped_hosts, &inv.errors);
     if json { emit_json(&documents::planes_document(&inv)) } else { emit(&inventory_text(&inv.hosts)) }
 }
 
 /// GPU kernels of every host: launches, durations, launch shapes.
 pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Result<()> {
     let k = documents::host_kernel_stats(path).map_err(|e| anyhow::anyhow!(e))?;
-    warn_skipped(&k.skipped_hosts);
+    warn_skipped(&k.skipped_hosts, &k.errors);
     if json {
         emit_json(&documents::kernels_document(&k, top))
     } else {
@@ -63,11 +63,15 @@ pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Re
     }
 }
 
-/// One line on stderr per host file that could not be read: the output covers the others.
-fn warn_skipped(skipped: &[crate::faults::SkippedHost]) {
+/// One line on stderr per host file that could not be read (the output covers the others) and
+/// per entry that did not decode (the output leaves it out).
+fn warn_skipped(skipped: &[crate::faults::SkippedHost], errors: &[String]) {
     for h in skipped {
         let line = format!("warning: host {} skipped ({}): {}", h.host, h.file, h.error);
         eprintln!("{}", crate::report::render::printable(&line));
+    }
+    for e in errors {
+        eprintln!("{}", crate::report::render::printable(&format!("warning: {e}")));
     }
 }
 

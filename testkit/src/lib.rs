@@ -25,6 +25,7 @@
 pub mod gpu;
 pub mod invariants;
 pub mod rewrite;
+pub mod splice;
 pub mod synth;
 pub mod tpu;
 

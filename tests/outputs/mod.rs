@@ -139,7 +139,7 @@ pub(crate) fn outputs(profile: &TestProfile, scratch: &Path) -> Outputs {
         .iter()
         .map(|h| analyze(h.name(), h.space()).unwrap_or_else(|e| panic!("{}: {e}", profile.name)))
         .collect();
-    let ops = op_profile_document(&Partial { hosts: ops, skipped_hosts: Vec::new() });
+    let ops = op_profile_document(&Partial { hosts: ops, skipped_hosts: Vec::new(), errors: Vec::new() });
     let kernels: Vec<HostKernelStats> = hosts
         .iter()
         .map(|h| HostKernelStats {
@@ -147,7 +147,7 @@ pub(crate) fn outputs(profile: &TestProfile, scratch: &Path) -> Outputs {
             stats: KernelStats::read(h.space()).unwrap_or_else(|e| panic!("{}: {e}", profile.name)),
         })
         .collect();
-    let kernels = kernels_document(&Partial { hosts: kernels, skipped_hosts: Vec::new() }, None);
+    let kernels = kernels_document(&Partial { hosts: kernels, skipped_hosts: Vec::new(), errors: Vec::new() }, None);
     let peaks = hosts.first().and_then(|h| peaks(h.space()));
     Outputs { report, json, frames: frames_json(&frames_dir), ops, kernels, peaks, frames_dir }
 }

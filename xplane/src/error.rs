@@ -212,6 +212,31 @@ impl Error {
         Error::new(ErrorKind::Selection(what.into()), location)
     }
 
+    /// A copy of the error (an I/O error's copy keeps its kind and message).
+    #[cold]
+    pub(crate) fn duplicate(&self) -> Error {
+        let kind = match &self.0.kind {
+            ErrorKind::Io(e) => ErrorKind::Io(std::io::Error::new(e.kind(), e.to_string())),
+            ErrorKind::EmptyInput => ErrorKind::EmptyInput,
+            ErrorKind::HloText => ErrorKind::HloText,
+            ErrorKind::ZeroByteProfile => ErrorKind::ZeroByteProfile,
+            ErrorKind::NoProfiles => ErrorKind::NoProfiles,
+            ErrorKind::Truncated => ErrorKind::Truncated,
+            ErrorKind::Malformed(what) => ErrorKind::Malformed(what),
+            ErrorKind::WrongWireType { message, field, found } => {
+                ErrorKind::WrongWireType { message, field: *field, found }
+            }
+            ErrorKind::LimitExceeded { limit, count } => ErrorKind::LimitExceeded { limit: *limit, count: *count },
+            ErrorKind::TableBudget { needed, budget, plane_bytes } => {
+                ErrorKind::TableBudget { needed: *needed, budget: *budget, plane_bytes: *plane_bytes }
+            }
+            ErrorKind::Frame(msg) => ErrorKind::Frame(msg.clone()),
+            ErrorKind::Selection(what) => ErrorKind::Selection(what.clone()),
+            ErrorKind::FileChanged { was, now } => ErrorKind::FileChanged { was: *was, now: *now },
+        };
+        Error::new(kind, self.0.location.clone())
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
         &self.0.kind

@@ -6,6 +6,7 @@ use std::fmt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::{EventMetadataId, Picos, StatMetadataId};
 use crate::plane::{EventMetadata, Line, MetadataMask, PART_MIN_BYTES, Plane, wire_error};
+use crate::undecoded::Undecoded;
 use crate::wire::{Reader, WireError, WireType, split_tag};
 
 /// The `data` oneof of an event: a start offset, or an occurrence count on aggregated events.
@@ -169,7 +170,9 @@ impl<'a> Event<'a> {
         StatsWhere { inner: self.stats(), wanted }
     }
 
-    /// The event's own stat with this id, if present (malformed stats read as absent).
+    /// The event's own stat with this id, if present. A malformed stat ends the search (the
+    /// stats after it read as absent) and is noted in the space's
+    /// [`decode_errors`](crate::Space::decode_errors).
     #[inline]
     pub fn stat(&self, id: StatMetadataId) -> Option<Stat<'a>> {
         if !self.has_stats {
@@ -289,7 +292,8 @@ fn skim_stats<'a>(r: &mut Reader<'a>, stats: &mut impl StatSink<'a>) -> bool {
     any
 }
 
-/// Iterator over the events of a line. Yields `Err` once on malformed bytes, then stops.
+/// Iterator over the events of a line. Yields `Err` once on malformed bytes, then stops (the
+/// error is noted in the space's [`decode_errors`](crate::Space::decode_errors)).
 /// A clone walks the same events again from where the original stands (a clone of a line's
 /// first walk adds its bytes to the space's walk meter again).
 #[derive(Clone, Debug)]
@@ -421,9 +425,16 @@ impl<'a> EventIter<'a> {
         self.index = index;
     }
 
+    #[cold]
     fn fail(&mut self, e: crate::wire::WireError, pos: usize) -> Error {
+        self.failed(wire_error(e, self.plane.location_at(pos)).in_line(self.line.index()))
+    }
+
+    /// Ends the walk on `e`, noted in the space's decode log.
+    #[cold]
+    fn failed(&mut self, e: Error) -> Error {
         self.done = true;
-        wire_error(e, self.plane.location_at(pos)).in_line(self.line.index())
+        self.plane.undecoded(Undecoded::Event, e)
     }
 }
 
@@ -528,11 +539,10 @@ impl<'a> EventIter<'a> {
                     Err(e) => return Some(Err(self.fail(e, val_pos))),
                 };
                 let index = self.took_event();
-                let ev = Event::decode_with(self.plane, self.line, body, index, stats);
-                if ev.is_err() {
-                    self.done = true;
-                }
-                return Some(ev);
+                return Some(match Event::decode_with(self.plane, self.line, body, index, stats) {
+                    Ok(ev) => Ok(ev),
+                    Err(e) => Err(self.failed(e)),
+                });
             }
             if let Err(e) = self.reader.skip(wire) {
                 return Some(Err(self.fail(e, val_pos)));
@@ -603,7 +613,8 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> StatSink<'a> for Gathering<'_, 'a, F>
 
 /// The stats of one event that a walk gathers while it decodes the event
 /// ([`EventIter::next_gathering`]): those whose metadata id `wanted` keeps, in the event's order,
-/// as [`Event::stats_where`] yields them up to its first malformed stat.
+/// as [`Event::stats_where`] yields them up to its first malformed stat (which is noted in the
+/// space's [`decode_errors`](crate::Space::decode_errors)).
 ///
 /// ```
 /// use xlens_xplane::{GatheredStats, Space, SpaceBuilder};
@@ -679,18 +690,23 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> GatheredStats<'a, F> {
                         return;
                     }
                 }
-                Err(_) => {
-                    self.broken = true;
-                    return;
-                }
+                Err(e) => return self.broke(plane, wire_error(e, plane.location_at(start))),
             }
         }
         peek.rewind(start);
         match Stat::decode(plane, peek) {
             Ok(stat) if (self.wanted)(stat.metadata_id) => self.stats.push(stat),
             Ok(_) => {}
-            Err(_) => self.broken = true,
+            Err(e) => self.broke(plane, e),
         }
+    }
+
+    /// A malformed stat: the ones after it are not gathered, and the error is noted in the
+    /// space's decode log.
+    #[cold]
+    fn broke(&mut self, plane: &Plane, e: Error) {
+        self.broken = true;
+        plane.undecoded(Undecoded::EventStat, e);
     }
 }
 
@@ -1115,7 +1131,8 @@ fn usual_value<'a>(r: &mut Reader<'a>) -> std::result::Result<Option<RawValue<'a
 }
 
 /// Iterator over the stats in a message body (an event's field 4, or a metadata's field 5).
-/// Yields `Err` once on malformed bytes, then stops.
+/// Yields `Err` once on malformed bytes, then stops (the error is noted in the space's
+/// [`decode_errors`](crate::Space::decode_errors)).
 #[derive(Debug)]
 pub struct StatIter<'a> {
     plane: &'a Plane,
@@ -1134,6 +1151,15 @@ impl<'a> StatIter<'a> {
 
     pub(crate) fn empty(plane: &'a Plane) -> Self {
         StatIter { plane, reader: Reader::new(&[]), field: 0, done: true }
+    }
+
+    /// Ends the walk on `e`, noted in the space's decode log as a stat of an event (field 4)
+    /// or of an event-metadata entry (field 5).
+    #[cold]
+    fn fail(&mut self, e: Error) -> Option<Result<Stat<'a>>> {
+        self.done = true;
+        let what = if self.field == 5 { Undecoded::MetadataStat } else { Undecoded::EventStat };
+        Some(Err(self.plane.undecoded(what, e)))
     }
 }
 
@@ -1154,30 +1180,22 @@ impl<'a> Iterator for StatIter<'a> {
             } else {
                 match self.reader.read_tag() {
                     Ok(t) => t,
-                    Err(e) => {
-                        self.done = true;
-                        return Some(Err(wire_error(e, self.plane.location_at(tag_pos))));
-                    }
+                    Err(e) => return self.fail(wire_error(e, self.plane.location_at(tag_pos))),
                 }
             };
             let val_pos = self.reader.pos();
             if field == self.field && wire == WireType::Len {
                 let body = match self.reader.read_message() {
                     Ok(b) => b,
-                    Err(e) => {
-                        self.done = true;
-                        return Some(Err(wire_error(e, self.plane.location_at(val_pos))));
-                    }
+                    Err(e) => return self.fail(wire_error(e, self.plane.location_at(val_pos))),
                 };
-                let stat = Stat::decode(self.plane, body);
-                if stat.is_err() {
-                    self.done = true;
-                }
-                return Some(stat);
+                return match Stat::decode(self.plane, body) {
+                    Ok(stat) => Some(Ok(stat)),
+                    Err(e) => self.fail(e),
+                };
             }
             if let Err(e) = self.reader.skip(wire) {
-                self.done = true;
-                return Some(Err(wire_error(e, self.plane.location_at(val_pos))));
+                return self.fail(wire_error(e, self.plane.location_at(val_pos)));
             }
         }
         self.done = true;
@@ -1203,13 +1221,9 @@ fn decode_wanted<'a>(
     wanted: &mut impl FnMut(StatMetadataId) -> bool,
     body: Reader<'a>,
 ) -> Option<Result<Stat<'a>>> {
-    let stat = Stat::decode(it.plane, body);
-    match &stat {
-        Err(_) => {
-            it.done = true;
-            Some(stat)
-        }
-        Ok(s) if wanted(s.metadata_id) => Some(stat),
+    match Stat::decode(it.plane, body) {
+        Err(e) => it.fail(e),
+        Ok(s) if wanted(s.metadata_id) => Some(Ok(s)),
         Ok(_) => None,
     }
 }
@@ -1237,10 +1251,7 @@ impl<'a, F: FnMut(StatMetadataId) -> bool> Iterator for StatsWhere<'a, F> {
                 continue;
             }
             let tag_pos = it.reader.pos();
-            let fail = |e, pos: usize, it: &mut StatIter<'a>| {
-                it.done = true;
-                Some(Err(wire_error(e, it.plane.location_at(pos))))
-            };
+            let fail = |e, pos: usize, it: &mut StatIter<'a>| it.fail(wire_error(e, it.plane.location_at(pos)));
             let (field, wire) = if it.reader.eat(key) {
                 (it.field, WireType::Len)
             } else {
@@ -1425,7 +1436,9 @@ impl Plane {
     }
 }
 
-/// Iterator over a plane's own stats.
+/// Iterator over a plane's own stats. Yields `Err` for a stat that does not decode and goes on
+/// with the next; on malformed framing, yields `Err` once and stops. Every error is noted in the
+/// space's [`decode_errors`](crate::Space::decode_errors).
 #[derive(Debug)]
 pub struct PlaneStats<'a> {
     plane: &'a Plane,
@@ -1445,14 +1458,19 @@ impl<'a> Iterator for PlaneStats<'a> {
                 (6, WireType::Len) => r.read_message().map(Some),
                 _ => r.skip(wire).map(|()| None),
             });
-            match field {
-                Ok(Some(body)) => return Some(Stat::decode(self.plane, body)),
-                Ok(None) => {}
+            let e = match field {
+                Ok(Some(body)) => match Stat::decode(self.plane, body) {
+                    Ok(stat) => return Some(Ok(stat)),
+                    // A stat's body: the walk goes on with the next stat.
+                    Err(e) => e,
+                },
+                Ok(None) => continue,
                 Err(e) => {
                     *r = Reader::new(&[]);
-                    return Some(Err(wire_error(e, self.plane.location_at(pos))));
+                    wire_error(e, self.plane.location_at(pos))
                 }
-            }
+            };
+            return Some(Err(self.plane.undecoded(Undecoded::PlaneStat, e)));
         }
         None
     }

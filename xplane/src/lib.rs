@@ -64,6 +64,7 @@ mod residency;
 mod session;
 mod space;
 mod time_index;
+mod undecoded;
 mod validate;
 // Performance machinery for the workspace's crates (hidden from the docs): not a stable API.
 #[doc(hidden)]
@@ -85,6 +86,7 @@ pub use plane::{EventMetadata, Line, MetadataMask, PART_MIN_BYTES, Plane, PlaneK
 pub use session::{Host, HostInput, Session, XPLANE_SUFFIX, map_file, open_space};
 pub use space::Space;
 pub use time_index::{EventsWhere, IndexingEvents, TIME_INDEX_BLOCK_EVENTS};
+pub use undecoded::{DecodeError, DecodeErrors, Undecoded};
 pub use validate::validate;
 
 // The README's example, run as a doctest so that it stays true.

@@ -70,6 +70,14 @@ pub const TABLE_ALLOWANCE_PER_SPACE: u64 = 64 << 20;
 /// [`WarningKind::WarningsOmitted`](crate::WarningKind::WarningsOmitted).
 pub const MAX_WARNINGS_PER_PLANE: usize = 256;
 
+/// Decode errors met after the parse that a space lists
+/// ([`Space::decode_errors`](crate::Space::decode_errors)), the first in file order; the rest are
+/// counted.
+pub const MAX_DECODE_ERRORS_KEPT: usize = 16;
+/// Distinct decode errors a space tracks after its parse (each entry once, by byte offset);
+/// beyond them it notes only that there were more.
+pub const MAX_DECODE_ERRORS_TRACKED: usize = 1024;
+
 impl Limit {
     /// The largest accepted count.
     pub fn max(self) -> u64 {

@@ -524,6 +524,8 @@ pub struct Plane {
     walked: Box<[std::sync::atomic::AtomicBool]>,
     /// Bytes of line bodies walked at least once, shared by the planes of a space.
     meter: crate::meter::WalkMeter,
+    /// The decode errors met after the parse, shared by the planes of a space.
+    decode_log: crate::undecoded::DecodeLog,
     /// Stored lines not walked yet.
     unwalked: std::sync::atomic::AtomicUsize,
     /// Per stored line: its index, once a walk made it or a skip built it (`None` inside when
@@ -728,9 +730,55 @@ impl Plane {
         self.meter.add(bytes as u64);
     }
 
-    /// Shares `meter` (the space's) with this plane.
-    pub(crate) fn set_meter(&mut self, meter: &crate::meter::WalkMeter) {
+    /// Shares `meter` and `decode_log` (the space's) with this plane.
+    pub(crate) fn set_meter(&mut self, meter: &crate::meter::WalkMeter, decode_log: &crate::undecoded::DecodeLog) {
         self.meter = meter.clone();
+        self.decode_log = decode_log.clone();
+    }
+
+    /// Notes that `payload`, the value of a `bytes` stat of this plane (borrowed from it, as
+    /// [`crate::Stat::as_bytes`] gives it), does not decode as the message it holds: `what`
+    /// says which, as an [`ErrorKind::Malformed`] at the payload's offset in the space's
+    /// [`decode_errors`](crate::Space::decode_errors). For the crates that read such payloads
+    /// (a memory breakdown, say), whose figures then leave the stat out. A slice that is not
+    /// part of the plane is noted at the plane alone.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder, Undecoded};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/device:TPU:0");
+    ///     let breakdown = plane.stat_metadata("memory_access_breakdown");
+    ///     plane.stat(breakdown, &b"\x0a\x09"[..]);
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
+    /// let plane = &space.planes()[0];
+    /// let payload = plane.stat_by_name("memory_access_breakdown").unwrap().as_bytes().unwrap();
+    /// plane.note_undecoded_payload(payload, "memory_access_breakdown is not a MemoryAccessBreakdown");
+    /// let errors = space.decode_errors();
+    /// assert_eq!(errors.errors[0].what, Undecoded::StatPayload);
+    /// assert!(errors.errors[0].error.location().offset.is_some());
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    #[cold]
+    pub fn note_undecoded_payload(&self, payload: &[u8], what: &'static str) {
+        let base = self.bytes.as_ptr() as usize;
+        let start = payload.as_ptr() as usize;
+        let location = if start >= base && start + payload.len() <= base + self.bytes.len() {
+            self.location_at(start - base)
+        } else {
+            self.location()
+        };
+        self.decode_log.note(crate::Undecoded::StatPayload, &Error::new(ErrorKind::Malformed(what), location));
+    }
+
+    /// Notes `error`, met decoding `what` after the parse, in the space's decode log
+    /// ([`crate::Space::decode_errors`]), and returns it: the iterators' error path.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn undecoded(&self, what: crate::Undecoded, error: Error) -> Error {
+        self.decode_log.note(what, &error);
+        error
     }
 
     /// Position of the plane in its space (file order).
@@ -1212,6 +1260,7 @@ impl PlaneDecoder {
             path: None,
             walked: (0..counts.lines).map(|_| std::sync::atomic::AtomicBool::new(false)).collect(),
             meter: crate::meter::WalkMeter::default(),
+            decode_log: crate::undecoded::DecodeLog::default(),
             unwalked: std::sync::atomic::AtomicUsize::new(counts.lines),
             time_indexes: (0..counts.lines).map(|_| std::sync::OnceLock::new()).collect(),
             cut_points: std::mem::take(&mut self.cut_points).into_boxed_slice(),

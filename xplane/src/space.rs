@@ -8,6 +8,7 @@ use crate::limits::{self, Limit};
 use crate::meter::WalkMeter;
 use crate::names;
 use crate::plane::{Plane, PlaneKind, wire_error};
+use crate::undecoded::{DecodeErrors, DecodeLog};
 use crate::wire::{Reader, WireType};
 
 /// Below this many bytes, planes are decoded on the calling thread.
@@ -31,6 +32,8 @@ pub struct Space {
     stamp: Option<crate::session::FileStamp>,
     /// Bytes of line bodies walked at least once (shared with the planes).
     meter: WalkMeter,
+    /// The decode errors met after the parse (shared with the planes).
+    decode_log: DecodeLog,
 }
 
 impl Space {
@@ -119,10 +122,11 @@ impl Space {
         };
         let mut planes = planes?;
         let meter = WalkMeter::default();
+        let decode_log = DecodeLog::default();
         for plane in &mut planes {
-            plane.set_meter(&meter);
+            plane.set_meter(&meter, &decode_log);
         }
-        Ok(Space { planes, errors, warnings, hostnames, encoded_len, path: None, stamp: None, meter })
+        Ok(Space { planes, errors, warnings, hostnames, encoded_len, path: None, stamp: None, meter, decode_log })
     }
 
     /// Hands the resident pages of the file back to the OS, when the space was opened from a
@@ -174,6 +178,45 @@ impl Space {
     #[doc(hidden)]
     pub fn walk_meter(&self) -> WalkMeter {
         self.meter.clone()
+    }
+
+    /// The events and stats that did not decode, met so far by the walks over this space, each
+    /// entry once, in file order, with its location (file, plane, byte offset; line and event
+    /// for an event): at most [`limits::MAX_DECODE_ERRORS_KEPT`] and a count of the rest.
+    ///
+    /// The parse reads the framing of planes, lines and metadata tables and fails on any error
+    /// there; events and stats are decoded when read, and an iterator that meets malformed bytes
+    /// yields one `Err` and stops. Callers that skip such an error (a stat read by id reads a
+    /// malformed one as absent) lose data all the same: this lists what was lost, so that a
+    /// report built on the space can say it is incomplete. Read it after the walks.
+    ///
+    /// ```
+    /// use xlens_xplane::{Space, SpaceBuilder, Undecoded};
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut plane = b.plane(1, "/device:GPU:0");
+    ///     let cores = plane.stat_metadata("core_count");
+    ///     plane.stat(cores, 132i64);
+    /// }
+    /// let mut bytes = b.finish();
+    /// // The plane stat's body, `08 01 20 84 01`, gains a field of wire type 7 (no such type);
+    /// // the lengths around it grow by one.
+    /// let at = bytes.windows(5).position(|w| w == [0x08, 0x01, 0x20, 0x84, 0x01]).unwrap();
+    /// bytes.insert(at + 5, 0x0f);
+    /// bytes[at - 1] += 1; // the stat's length
+    /// bytes[1] += 1; // the plane's
+    /// let space = Space::parse(bytes.into())?;
+    /// let plane = &space.planes()[0];
+    /// assert!(space.decode_errors().is_empty(), "nothing read yet");
+    /// assert!(plane.stat_by_name("core_count").is_none());
+    /// let errors = space.decode_errors();
+    /// assert_eq!(errors.errors.len(), 1);
+    /// assert_eq!(errors.errors[0].what, Undecoded::PlaneStat);
+    /// assert!(errors.errors[0].error.location().offset.is_some());
+    /// # Ok::<(), xlens_xplane::Error>(())
+    /// ```
+    pub fn decode_errors(&self) -> DecodeErrors {
+        self.decode_log.errors()
     }
 
     /// The planes in file order.

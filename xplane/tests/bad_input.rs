@@ -219,3 +219,107 @@ fn profiler_errors_and_warnings_become_warnings() {
     assert_eq!(w[0].kind, WarningKind::ProfilerError("buffer full".into()));
     assert_eq!(w[1].kind, WarningKind::ProfilerWarning("clock skew".into()));
 }
+
+/// A stat or event that does not decode is noted in the space's `decode_errors`, with its
+/// location, by whichever walk meets it (and once, however many walks do), even where the walk
+/// reads it as absent.
+#[test]
+fn malformed_stats_and_events_are_noted_once_with_their_location() {
+    use xlens_testkit::splice::{insert, stats};
+    use xlens_xplane::{GatheredStats, Undecoded};
+    let mut b = SpaceBuilder::default();
+    {
+        let mut plane = b.plane(1, "/device:GPU:0");
+        let (flops, name) = (plane.stat_metadata("flops"), plane.stat_metadata("hlo_op"));
+        let op = plane.event_metadata("fusion");
+        plane.metadata_stat(op, flops, 7u64);
+        let mut line = plane.line(1, "Stream #1", 0);
+        line.event(op, 0, 10).stat(name, "fusion.1");
+        line.event(op, 20, 10).stat(name, "fusion.2");
+    }
+    let bytes = b.finish();
+    let all = stats(&bytes).unwrap();
+    let meta = all.iter().find(|p| p[1].number == 4).unwrap();
+    let events: Vec<_> = all.iter().filter(|p| p[1].number == 3).collect();
+    let (first, second) = (events[0], events[1]);
+    let bad = |path: &[xlens_testkit::splice::LenField]| insert(&bytes, path, path.last().unwrap().body.end, &[0x0f]);
+
+    // An event's stat, read by id (as absent), by a filtered walk and gathered: one entry.
+    let space = Space::parse(bad(first).into()).unwrap();
+    let plane = &space.planes()[0];
+    let name = plane.stat_id("hlo_op").unwrap();
+    let line = &plane.lines()[0];
+    let event = line.events(plane).next().unwrap().unwrap();
+    assert!(event.stat(name).is_none());
+    assert!(event.stats_where(|id| id == name).next().unwrap().is_err());
+    let mut gathered = GatheredStats::new(|id| id == name);
+    let mut events = line.events(plane);
+    assert!(events.next_gathering(&mut gathered).unwrap().is_ok() && gathered.stats().is_empty());
+    assert!(events.next_gathering(&mut gathered).unwrap().is_ok() && gathered.stats().len() == 1);
+    let errors = space.decode_errors();
+    assert_eq!((errors.errors.len(), errors.omitted), (1, 0), "{errors:?}");
+    assert_eq!(errors.errors[0].what, Undecoded::EventStat);
+    // The 0x0f: where the stat ended, after the length prefixes before it grew (if they did).
+    let offset = first[3].body.end + (bad(first).len() - bytes.len() - 1);
+    assert_eq!(errors.errors[0].error.location().offset, Some(offset as u64));
+    assert_eq!(errors.errors[0].error.location().plane, Some(0));
+
+    // An event-metadata entry's stat, read by id through the event.
+    let space = Space::parse(bad(meta).into()).unwrap();
+    let plane = &space.planes()[0];
+    let flops = plane.stat_id("flops").unwrap();
+    let event = plane.lines()[0].events(plane).next().unwrap().unwrap();
+    assert!(event.stat_or_metadata_stat(flops).is_none());
+    let errors = space.decode_errors();
+    assert_eq!(errors.errors.len(), 1, "{errors:?}");
+    assert_eq!(errors.errors[0].what, Undecoded::MetadataStat);
+
+    // An event whose fields do not decode (the byte lands after the second event's stat, inside
+    // the event): the walk yields the error, and it is noted with its line and event.
+    let event_path = &second[..3];
+    let space = Space::parse(insert(&bytes, event_path, event_path[2].body.end, &[0x0f]).into()).unwrap();
+    let plane = &space.planes()[0];
+    assert_eq!(plane.lines()[0].events(plane).filter(Result::is_ok).count(), 1);
+    let errors = space.decode_errors();
+    assert_eq!(errors.errors.len(), 1, "{errors:?}");
+    assert_eq!(errors.errors[0].what, Undecoded::Event);
+    let location = errors.errors[0].error.location();
+    assert_eq!((location.line, location.event), (Some(0), Some(1)));
+    assert!(errors.errors[0].to_string().starts_with("an event could not be decoded: "), "{}", errors.errors[0]);
+}
+
+/// The decode errors a space lists are capped: the first in file order, and a count of the rest.
+#[test]
+fn decode_errors_are_capped_with_a_count_of_the_rest() {
+    use xlens_testkit::splice::{insert, stats};
+    use xlens_xplane::limits::MAX_DECODE_ERRORS_KEPT;
+    let lines = MAX_DECODE_ERRORS_KEPT + 5;
+    let mut b = SpaceBuilder::default();
+    {
+        let mut plane = b.plane(1, "/device:GPU:0");
+        let name = plane.stat_metadata("hlo_op");
+        let op = plane.event_metadata("fusion");
+        for l in 0..lines {
+            plane.line(l as i64, "Stream", 0).event(op, 0, 10).stat(name, "fusion.1");
+        }
+    }
+    let mut bytes = b.finish();
+    for k in 0..lines {
+        let path = stats(&bytes).unwrap().into_iter().filter(|p| p[1].number == 3).nth(k).unwrap();
+        bytes = insert(&bytes, &path, path[3].body.end, &[0x0f]);
+    }
+    let space = Space::parse(bytes.into()).unwrap();
+    let plane = &space.planes()[0];
+    for line in plane.lines().iter().rev() {
+        for event in line.events(plane) {
+            assert!(event.unwrap().stats().any(|s| s.is_err()));
+        }
+    }
+    let errors = space.decode_errors();
+    assert_eq!((errors.errors.len(), errors.omitted, errors.saturated), (MAX_DECODE_ERRORS_KEPT, 5, false));
+    let offsets: Vec<u64> = errors.errors.iter().map(|e| e.error.location().offset.unwrap()).collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "in file order: {offsets:?}");
+    let lines_out = errors.lines();
+    assert_eq!(lines_out.len(), MAX_DECODE_ERRORS_KEPT + 1);
+    assert_eq!(lines_out.last().unwrap(), "5 more entries of the profile could not be decoded");
+}

@@ -1,0 +1,132 @@
+//! A profile with a malformed entry is never vouched for: a stat, event or metadata entry that
+//! does not decode is listed in the report's `errors` with its location, and the report is
+//! `INCOMPLETE`, never `OPTIMAL` (issue 40, case 1).
+
+use std::path::{Path, PathBuf};
+
+use xlens_faults::{HostProfile, Profile, Report, ScanConfig, Status, scan};
+use xlens_testkit::splice::{LenField, insert, len_fields, stats};
+use xlens_xplane::Space;
+
+fn testdata(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(rel)
+}
+
+/// `bytes` with one byte, `0x0f` (field 1 of wire type 7, which does not exist), appended inside
+/// the stat at the end of `path`, the lengths around it fixed up.
+fn corrupt(bytes: &[u8], path: &[LenField]) -> Vec<u8> {
+    insert(bytes, path, path.last().unwrap().body.end, &[0x0f])
+}
+
+fn scan_bytes(name: &str, bytes: Vec<u8>) -> Report {
+    let space = Space::parse(bytes.into()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    scan(&Profile::new(None, vec![HostProfile::new(name, space)]), &ScanConfig::default())
+}
+
+/// The path of the GPU plane's `core_count` stat in `bytes`.
+fn core_count(bytes: &[u8]) -> Vec<LenField> {
+    let space = Space::parse(bytes.to_vec().into()).unwrap();
+    let gpu = space.gpus()[0];
+    let id = gpu.stat_id("core_count").unwrap();
+    let planes: Vec<LenField> =
+        len_fields(bytes, 0..bytes.len()).unwrap().into_iter().filter(|f| f.number == 1).collect();
+    let plane = &planes[gpu.index()];
+    stats(bytes)
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.len() == 2 && p[0] == *plane)
+        .find(|p| {
+            // The stat's metadata id: field 1, a varint, first.
+            let body = &bytes[p[1].body.clone()];
+            body.first() == Some(&0x08) && read_varint(&body[1..]) == id.0 as u64
+        })
+        .expect("the GPU plane's core_count stat")
+}
+
+fn read_varint(bytes: &[u8]) -> u64 {
+    let mut v = 0u64;
+    for (i, b) in bytes.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            break;
+        }
+    }
+    v
+}
+
+/// Case 1 of issue 40, exactly: `0x0f` appended inside the `core_count` stat of the GPU plane of
+/// `h200_train_bf16` turned NEEDS_ATTENTION + `low_utilization` into OPTIMAL with no error.
+#[test]
+fn a_malformed_core_count_makes_the_report_incomplete_with_its_location() {
+    let path = testdata("h200/h200_train_bf16/vm.xplane.pb");
+    let bytes = std::fs::read(&path).unwrap();
+    let intact = scan_bytes("vm", bytes.clone());
+    assert_eq!(intact.status, Status::NeedsAttention, "{}", intact.summary);
+    assert!(intact.errors.is_empty(), "{:?}", intact.errors);
+
+    let stat = core_count(&bytes);
+    let bad = corrupt(&bytes, &stat);
+    let dir = std::env::temp_dir().join(format!("xlens-decode-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("vm.xplane.pb");
+    std::fs::write(&file, &bad).unwrap();
+    let space = xlens_xplane::open_space(&file).unwrap();
+    let plane = space.gpus()[0].index();
+    let report = scan(&Profile::new(None, vec![HostProfile::new("vm", space)]), &ScanConfig::default());
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    assert_eq!(report.status, Status::Incomplete, "{}", report.summary);
+    assert_eq!(report.errors.len(), 1, "{:#?}", report.errors);
+    let error = &report.errors[0];
+    // The byte offset of the 0x0f in the file: where the stat's body ended, after the length
+    // prefixes before it grew (if they did).
+    let offset = stat[1].body.end + (bad.len() - bytes.len() - 1);
+    for part in [
+        "vm: a stat of a plane could not be decoded".to_owned(),
+        file.display().to_string(),
+        format!("plane #{plane}"),
+        format!("byte offset {offset}"),
+    ] {
+        assert!(error.contains(&part), "{part:?} not in {error}");
+    }
+    assert!(report.summary.contains("part of the profile could not be read"), "{}", report.summary);
+}
+
+/// Every stat of a capture, one at a time, malformed the same way: no report is OPTIMAL, and
+/// every one that differs from the intact file's in any way is INCOMPLETE, its errors located.
+/// (`h200_train_bf16`: the planes' own stats and the event metadata's all, and a sample spread
+/// over the events' stats: 159 variants.)
+#[test]
+fn no_malformed_stat_makes_a_report_optimal() {
+    let bytes = std::fs::read(testdata("h200/h200_train_bf16/vm.xplane.pb")).unwrap();
+    let all = stats(&bytes).unwrap();
+    let (events, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(|p| p.len() == 4 && p[1].number == 3);
+    let step = (events.len() / 60).max(1);
+    let sample: Vec<_> = rest.into_iter().chain(events.into_iter().step_by(step)).collect();
+    assert!(sample.len() >= 100, "{} stats", sample.len());
+    let intact = scan_bytes("vm", bytes.clone());
+    let mut incomplete = 0;
+    for (k, path) in sample.iter().enumerate() {
+        let bad = corrupt(&bytes, path);
+        let report = scan_bytes("vm", bad.clone());
+        let at = path.last().unwrap().len_at;
+        assert_ne!(report.status, Status::Optimal, "stat at {at}: {}", report.summary);
+        // Unless it says so, the report is the intact file's: a stat that changed anything was
+        // read, and its error listed.
+        if report.status != Status::Incomplete {
+            let json = |r: &Report| serde_json::to_string(r).unwrap();
+            assert_eq!(json(&report), json(&intact), "stat at {at}");
+        }
+        if report.status == Status::Incomplete {
+            assert!(!report.errors.is_empty(), "stat at {at}: {}", report.summary);
+            assert!(report.errors.iter().all(|e| e.contains("byte offset")), "stat at {at}: {:?}", report.errors);
+            incomplete += 1;
+            // What is listed does not depend on which thread met it first.
+            if k % 8 == 0 {
+                assert_eq!(scan_bytes("vm", bad).errors, report.errors, "stat at {at}");
+            }
+        }
+    }
+    // 73 of 159 on this capture (the others are stats no analysis reads).
+    assert!(incomplete >= sample.len() / 3, "{incomplete} of {}", sample.len());
+}
