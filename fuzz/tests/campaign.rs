@@ -89,7 +89,7 @@ fn campaign_keeps_every_promise() {
 /// (d): no input that prost rejects (an XSpace, or an HloProto of `/host:metadata`) is
 /// reported OPTIMAL. Fails on main, where a malformed stat is read as absent (issue 40 case 1).
 #[test]
-#[ignore = "needs branch strict (issue 40 case 1)"]
+#[ignore = "issue 40 case 1, open: a malformed stat or event field no analysis reads is not yet seen (4 of 300)"]
 fn campaign_never_optimal_on_decode_error() {
     let summary = campaign();
     assert_kept(&summary, &[Oracle::IncompleteOnDecodeError, Oracle::IncompleteOnHloError]);
@@ -207,7 +207,6 @@ fn reproducers_keep_every_promise() {
 
 /// The reproducers of (d), once the strict decode is merged.
 #[test]
-#[ignore = "needs branch strict (issue 40 case 1)"]
 fn reproducers_never_optimal_on_decode_error() {
     replay(is_decode_oracle);
 }
