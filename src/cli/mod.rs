@@ -172,6 +172,20 @@ fn exit_on_sigbus() {
             }
             #[cfg(not(any(target_os = "linux", target_os = "android")))]
             let _ = info;
+            // Several workers can read past the new end at once: the first writes the line and
+            // ends the process; the others wait for it (an atomic swap and `pause` are
+            // async-signal-safe), so the user reads one line, not one per thread.
+            static FIRST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if FIRST.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                loop {
+                    // SAFETY: `pause` is async-signal-safe; the first handler's `_exit` ends
+                    // this thread with the process.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        libc::pause();
+                    }
+                }
+            }
             // SAFETY: `write` and `_exit` are async-signal-safe; the buffer is a static.
             #[allow(unsafe_code)]
             unsafe {
