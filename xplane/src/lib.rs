@@ -63,6 +63,7 @@ pub mod raw;
 mod residency;
 mod session;
 mod space;
+mod stamp;
 mod time_index;
 mod undecoded;
 mod validate;

@@ -16,6 +16,7 @@ use crate::error::{Error, ErrorKind, Location, Result};
 use crate::limits::Limit;
 use crate::residency::FileMap;
 use crate::space::Space;
+use crate::stamp::{FileStamp, changed};
 
 /// File name suffix of XSpace host files.
 pub const XPLANE_SUFFIX: &str = ".xplane.pb";
@@ -89,44 +90,6 @@ fn not_hlo_text(bytes: &[u8], e: Error) -> Error {
 /// Memory-maps a file as [`Bytes`]. A 0-byte file is [`ErrorKind::ZeroByteProfile`].
 pub fn map_file(path: &Path) -> Result<Bytes> {
     Ok(FileMap::new(map(path)?.0).bytes())
-}
-
-/// What identifies a file's contents without reading them: its size, modification time and
-/// (on Unix) device and inode. A file truncated, appended to, rewritten in place or replaced by
-/// another under its name changes its stamp.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FileStamp {
-    len: u64,
-    modified: Option<std::time::SystemTime>,
-    inode: (u64, u64),
-}
-
-impl FileStamp {
-    pub(crate) fn of(meta: &std::fs::Metadata) -> FileStamp {
-        #[cfg(unix)]
-        let inode = {
-            use std::os::unix::fs::MetadataExt;
-            (meta.dev(), meta.ino())
-        };
-        #[cfg(not(unix))]
-        let inode = (0, 0);
-        FileStamp { len: meta.len(), modified: meta.modified().ok(), inode }
-    }
-
-    /// Fails with [`ErrorKind::FileChanged`] when the file at `path` no longer has this stamp
-    /// (or cannot be read).
-    pub(crate) fn check(&self, path: &Path) -> Result<()> {
-        match std::fs::metadata(path) {
-            Ok(meta) if FileStamp::of(&meta) == *self => Ok(()),
-            Ok(meta) => Err(changed(path, self.len, meta.len())),
-            Err(_) => Err(changed(path, self.len, 0)),
-        }
-    }
-}
-
-#[cold]
-fn changed(path: &Path, was: u64, now: u64) -> Error {
-    Error::new(ErrorKind::FileChanged { was, now }, Location::default().with_file(path))
 }
 
 /// Maps a regular file, with its stamp as mapped. A file whose size changed between the look at

@@ -29,7 +29,7 @@ pub struct Space {
     /// The file the space was opened from, if any.
     path: Option<std::sync::Arc<std::path::Path>>,
     /// The stamp of that file when it was mapped.
-    stamp: Option<crate::session::FileStamp>,
+    stamp: Option<crate::stamp::FileStamp>,
     /// Bytes of line bodies walked at least once (shared with the planes).
     meter: WalkMeter,
     /// The decode errors met after the parse (shared with the planes).
@@ -150,7 +150,7 @@ impl Space {
         &mut self,
         file: crate::residency::FileMap,
         path: &std::path::Path,
-        stamp: crate::session::FileStamp,
+        stamp: crate::stamp::FileStamp,
     ) {
         let path: std::sync::Arc<std::path::Path> = path.into();
         for plane in &mut self.planes {
