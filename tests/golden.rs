@@ -42,18 +42,23 @@ fn output_is_identical_from_run_to_run() {
     assert_eq!(a, b);
 }
 
-#[test]
-fn kernel_stats_outputs() {
-    use xlens::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
-    let session = xlens_testkit::open_session(root().join("testdata/field/amd_te_fused_attn")).unwrap();
-    let hosts: Vec<HostKernelStats> = session
+/// The kernel statistics of every host of the profile at `rel` (from the root).
+fn kernel_hosts(rel: &str) -> Vec<xlens::report::tables::kernel_stats::HostKernelStats> {
+    let session = xlens_testkit::open_session(root().join(rel)).unwrap();
+    session
         .hosts()
         .iter()
-        .map(|h| HostKernelStats {
+        .map(|h| xlens::report::tables::kernel_stats::HostKernelStats {
             host: h.name().to_owned(),
             stats: xlens::roofline::KernelStats::read(h.space()).unwrap(),
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn kernel_stats_outputs() {
+    use xlens::report::tables::kernel_stats::{kernel_stats_json, kernel_stats_text};
+    let hosts = kernel_hosts("testdata/field/amd_te_fused_attn");
     let json = kernel_stats_json(&hosts, Some(5));
     // The documented contract, key for key.
     let keys: Vec<&str> = json["kernels"][0].as_object().unwrap().keys().map(String::as_str).collect();
@@ -87,16 +92,8 @@ fn kernel_stats_outputs() {
 /// 100 % and they add up to 100 %.
 #[test]
 fn kernel_shares_add_up_on_a_host_of_several_gpus() {
-    use xlens::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json, kernel_stats_text};
-    let session = xlens_testkit::open_session(root().join("testdata/field/amd_conv3d_jax08")).unwrap();
-    let hosts: Vec<HostKernelStats> = session
-        .hosts()
-        .iter()
-        .map(|h| HostKernelStats {
-            host: h.name().to_owned(),
-            stats: xlens::roofline::KernelStats::read(h.space()).unwrap(),
-        })
-        .collect();
+    use xlens::report::tables::kernel_stats::{kernel_stats_json, kernel_stats_text};
+    let hosts = kernel_hosts("testdata/field/amd_conv3d_jax08");
     let json = kernel_stats_json(&hosts, None);
     let shares: Vec<f64> =
         json["kernels"].as_array().unwrap().iter().map(|k| k["share_pct"].as_f64().unwrap()).collect();

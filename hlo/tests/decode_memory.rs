@@ -5,72 +5,14 @@
 //! A counting global allocator (this test binary's own) measures the peak heap of each decode;
 //! the tests of this file take turns (one lock), so that their allocations do not mix.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use xlens_testkit::alloc::CountingAlloc;
 
 use xlens_hlo::limits::{COMPUTATION_COST, INSTRUCTION_COST, module_budget};
 use xlens_hlo::{ErrorKind, Module};
 
-/// System's allocator, counting the bytes live and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let now = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-fn shrank(bytes: usize) {
-    LIVE.fetch_sub(bytes, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded to the system allocator with the caller's arguments; the
-// counters are atomics that do not allocate.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded as is.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded as is.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is.
-        unsafe { System.dealloc(ptr, layout) };
-        shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded as is.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            if new_size >= layout.size() {
-                grew(new_size - layout.size());
-            } else {
-                shrank(layout.size() - new_size);
-            }
-        }
-        new
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: CountingAlloc = CountingAlloc::new();
 
 /// One test at a time: the counters are global to the binary (each test takes its turn for all
 /// its allocations, the input's included).
@@ -83,10 +25,8 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
 /// The peak heap `f` adds to what was live when it started (with what it returns), and its
 /// result.
 fn peak_of<T>(f: impl FnOnce() -> T) -> (usize, T) {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    (PEAK.load(Ordering::Relaxed) - base, out)
+    let (out, peak) = ALLOCATOR.peak_of(f);
+    (peak, out)
 }
 
 fn varint(mut v: u64, out: &mut Vec<u8>) {

@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod gpu;
 pub mod invariants;
 pub mod rewrite;

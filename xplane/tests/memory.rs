@@ -8,83 +8,22 @@ mod common;
 
 use common::{len_field, varint_field};
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use xlens_testkit::alloc::CountingAlloc;
 
 use bytes::Bytes;
 use xlens_xplane::limits::{MAX_PROFILER_MESSAGES, MAX_WARNINGS_PER_PLANE};
 use xlens_xplane::{ErrorKind, Space, SpaceBuilder, WarningKind, inventory, validate};
 
-/// Counts the bytes allocated now and the most allocated at once.
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let now = CURRENT.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-fn shrank(bytes: usize) {
-    CURRENT.fetch_sub(bytes, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded to the system allocator with the caller's arguments; the
-// counters are atomics that do not allocate.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded as is.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded as is.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is.
-        unsafe { System.dealloc(ptr, layout) };
-        shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded as is.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            if new_size >= layout.size() {
-                grew(new_size - layout.size());
-            } else {
-                shrank(layout.size() - new_size);
-            }
-        }
-        new
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: CountingAlloc = CountingAlloc::new();
 
 static TURN: Mutex<()> = Mutex::new(());
 
 /// Runs `f` and returns its result and the most heap it held at once beyond what was allocated
 /// before (including what it returns).
 fn peak_heap<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let base = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
+    ALLOCATOR.peak_of(f)
 }
 
 /// Decodes `bytes` and walks every event (with `list`, also lists it as the `inventory` example

@@ -1,97 +1,17 @@
-//! A counting allocator for the binaries that run the campaign: it wraps the system allocator
-//! and keeps the heap's current size and its peak since the last case started. The library
-//! installs nothing; a binary does, with `#[global_allocator] static A: CountingAlloc =
-//! CountingAlloc::new();`, and hands it to [`super::oracle::check`] as its [`PeakProbe`].
+//! The campaign's counting allocator is the test kit's ([`xlens_testkit::alloc::CountingAlloc`]):
+//! a binary installs it with `#[global_allocator] static A: CountingAlloc = CountingAlloc::new();`
+//! and hands it to [`super::oracle::check`] as its [`PeakProbe`].
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+pub use xlens_testkit::alloc::CountingAlloc;
 
 use super::oracle::PeakProbe;
 
-/// The system allocator, counting the bytes it holds (see the module documentation).
-#[derive(Debug)]
-pub struct CountingAlloc {
-    current: AtomicUsize,
-    peak: AtomicUsize,
-    base: AtomicUsize,
-}
-
-impl CountingAlloc {
-    /// A counter at zero.
-    pub const fn new() -> CountingAlloc {
-        CountingAlloc { current: AtomicUsize::new(0), peak: AtomicUsize::new(0), base: AtomicUsize::new(0) }
-    }
-
-    /// The bytes allocated now.
-    pub fn current(&self) -> usize {
-        self.current.load(Ordering::Relaxed)
-    }
-
-    fn grew(&self, by: usize) {
-        let now = self.current.fetch_add(by, Ordering::Relaxed) + by;
-        self.peak.fetch_max(now, Ordering::Relaxed);
-    }
-
-    fn shrank(&self, by: usize) {
-        self.current.fetch_sub(by, Ordering::Relaxed);
-    }
-}
-
-impl Default for CountingAlloc {
-    fn default() -> CountingAlloc {
-        CountingAlloc::new()
-    }
-}
-
-// SAFETY: every call is forwarded to `System` unchanged; the counters only observe sizes.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract for `alloc` is `System.alloc`'s.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            self.grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            self.grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout` (through this wrapper).
-        unsafe { System.dealloc(ptr, layout) };
-        self.shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as for `dealloc`, and `new_size` is the caller's, checked by `System`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            if new_size >= layout.size() {
-                self.grew(new_size - layout.size());
-            } else {
-                self.shrank(layout.size() - new_size);
-            }
-        }
-        p
-    }
-}
-
 impl PeakProbe for CountingAlloc {
     fn reset(&self) {
-        let now = self.current.load(Ordering::Relaxed);
-        self.base.store(now, Ordering::Relaxed);
-        self.peak.store(now, Ordering::Relaxed);
+        CountingAlloc::reset(self);
     }
 
     fn peak(&self) -> usize {
-        self.peak.load(Ordering::Relaxed).saturating_sub(self.base.load(Ordering::Relaxed))
+        CountingAlloc::peak(self)
     }
 }
