@@ -207,6 +207,7 @@ fn reproducers_keep_every_promise() {
 
 /// The reproducers of (d), once the strict decode is merged.
 #[test]
+#[ignore = "issue 40 case 1, open: the kept reproducers are fields no analysis reads (see docs/campaign.md)"]
 fn reproducers_never_optimal_on_decode_error() {
     replay(is_decode_oracle);
 }
