@@ -54,14 +54,7 @@ const PROFILES: &[&str] = &[
 /// The mismatches known today, as (profile, quantity, output): each a figure issue 39 says
 /// disagrees between outputs and that is being fixed; remove an entry with its fix (the test
 /// fails while a listed one no longer occurs).
-const KNOWN: &[(&str, &str, &str)] = &[
-    // One definition per quantity (per step vs per host): a session's step time is the slowest
-    // host's per step (7.2608 ms), the Parquet metrics table holds each host's own (the pace
-    // host's 7.2602 ms); no table carries the report's figure.
-    ("tpu/tpu_two_hosts_clean", "step_time_ms_mean", "parquet"),
-    ("tpu/tpu_two_hosts_clean", "step_time_ms_median", "parquet"),
-    ("tpu/tpu_two_hosts_clean", "step_time_ms_min", "parquet"),
-];
+const KNOWN: &[(&str, &str, &str)] = &[];
 
 /// The mismatches of [`diff_with_repeats_has_one_mean_per_side`] known today, as (quantity,
 /// output).
@@ -189,20 +182,6 @@ const EVIDENCE_OF_HEALTH: &[(&str, &str)] = &[
     ("device duty cycle", "device_duty_cycle_pct"),
 ];
 
-/// The health figures that are the pace host's own in a session (the others add every host
-/// up, so the pace host's Parquet metrics differ by design).
-const PACE_HOST_FIGURES: &[&str] = &[
-    "step_time_ms_mean",
-    "step_time_ms_median",
-    "step_time_ms_min",
-    "step_time_ms_max",
-    "device_busy_pct",
-    "idle_pct",
-    "host_wait_pct",
-    "input_bound_pct",
-    "exposed_communication_pct",
-];
-
 /// Compares every output of `profile` with its JSON report.
 fn compare(profile: &TestProfile) -> Vec<Mismatch> {
     let dir = scratch("consistency", &profile.name);
@@ -262,9 +241,16 @@ fn compare(profile: &TestProfile) -> Vec<Mismatch> {
     let metrics: Vec<Value> = rows("metrics").into_iter().filter(|r| of_host(r, &pace)).collect();
     let parquet_metric =
         |k: &str| metrics.iter().find(|r| r["metric"].as_str() == Some(k)).and_then(|r| r["value"].as_f64());
+    // A session's own figures are its `session_metrics` table (the pace host's `metrics`
+    // table holds that host's own).
+    let session: Vec<Value> = rows("session_metrics");
+    let session_metric =
+        |k: &str| session.iter().find(|r| r["metric"].as_str() == Some(k)).and_then(|r| r["value"].as_f64());
     for (key, _) in o.report.metrics.figures() {
-        if single_host || PACE_HOST_FIGURES.contains(&key) {
+        if single_host {
             c.same(key, "parquet", f(key), parquet_metric(key));
+        } else {
+            c.same(key, "parquet", f(key), session_metric(key));
         }
     }
     for h in j["hosts"].as_array().into_iter().flatten() {

@@ -63,9 +63,16 @@ const UNITLESS: &[(&str, &str)] = &[
 ];
 
 /// What a table's columns mean where their name and type do not say it all, printed under it.
-const NOTES: &[(&str, &str)] = &[(
-    "evidence",
-    "A row per evidence item of a finding, in its order (`index`). For metrics (`kind` = `metric`), `key` is \
+const NOTES: &[(&str, &str)] = &[
+    (
+        "metrics",
+        "A row per health figure of a host (docs/metrics.md). A scan of several hosts also writes \
+         `session_metrics`, with the same columns: the report's own figures (its step time the slowest \
+         host's per step), which no host's table holds.",
+    ),
+    (
+        "evidence",
+        "A row per evidence item of a finding, in its order (`index`). For metrics (`kind` = `metric`), `key` is \
      the metric's stable machine name (`exposed_collective_time`, `idle_share`: snake_case, unique within a \
      finding): it names the quantity, not the unit it is shown in, and stays the same across releases and \
      across time bases, while `name` is its label in words and may change (it reads \"per module execution\" \
@@ -73,7 +80,8 @@ const NOTES: &[(&str, &str)] = &[(
      `value` (a time is in `ms` or `us`, whichever reads best). `key`, `name`, `value` and `unit` are null for \
      events, instructions and notes (`key` also for a metric of a report read back from JSON, which does not \
      carry keys). `session_evidence` has the same columns.",
-)];
+    ),
+];
 
 fn describe(out: &mut String, table: &str, df: &DataFrame, bad: &mut Vec<String>) {
     let _ = writeln!(out, "## `{table}`\n\n| column | type |\n|---|---|");

@@ -201,7 +201,12 @@ fn skipped_df(skipped: &[Skipped]) -> Result<DataFrame, FrameError> {
 /// A host's health snapshot as a long frame: `metric`, `value` (null when not available), `text`
 /// (the figures that are words: `time_base`, `bound_by`; null for the others).
 pub fn metrics_frame(host: &HostProfile) -> Result<DataFrame, FrameError> {
-    let m = host_metrics(host);
+    metrics_df(&host_metrics(host))
+}
+
+/// A health block as the long `metrics` table: `metric`, `value` (numbers) and `text`
+/// (`time_base`, `bound_by`).
+fn metrics_df(m: &xlens_faults::Metrics) -> Result<DataFrame, FrameError> {
     let mut rows: Vec<(&str, Option<f64>, Option<String>)> =
         vec![("time_base", None, Some(m.time_base.clone())), ("bound_by", None, m.bound_by.clone())];
     let numbers = m.figures();
@@ -270,7 +275,7 @@ fn fnv1a_64(bytes: &[u8]) -> u64 {
 
 /// A Parquet dataset under one directory, written by one scan: every file is
 /// `<table>/host=<host>/part-<writer>.parquet` (host tables) or `<table>/part-<writer>.parquet`
-/// (the session tables, `session_findings` and `session_evidence`, written only by a scan of
+/// (the session tables, `session_metrics`, `session_findings` and `session_evidence`, written only by a scan of
 /// several hosts), where `<writer>` is unique to this scan. Files are written to a hidden
 /// temporary name in the same folder and renamed, so readers never see a partial file, and
 /// concurrent or repeated scans into one directory add files without overwriting each other's
@@ -395,7 +400,8 @@ impl Dataset {
 
     /// Writes the report's tables: per host, the findings found on it (a row per finding, with
     /// the host's own severity and impact), the evidence measured on it and its row of the step
-    /// table (`hosts`); for a scan of several hosts, `session_findings` and `session_evidence`
+    /// table (`hosts`); for a scan of several hosts, `session_metrics` (the report's health block),
+    /// `session_findings` and `session_evidence`
     /// (the findings that compare hosts), in folders no host partition can take.
     pub fn write_report(&self, report: &Report) -> Result<Vec<PathBuf>, FrameError> {
         let mut written = Vec::new();
@@ -430,6 +436,9 @@ impl Dataset {
             written.push(self.write(&mut hosts_df(std::slice::from_ref(row), false)?, "hosts", Some(&row.host))?);
         }
         if report.hosts.len() > 1 {
+            // The session's own figures (its step time is the slowest host's per step), which
+            // no host's `metrics` table holds.
+            written.push(self.write(&mut metrics_df(&report.metrics)?, "session_metrics", None)?);
             written.push(self.write(&mut findings_df(&session_rows, true)?, "session_findings", None)?);
             written.push(self.write(&mut evidence_df(&session_evidence, true)?, "session_evidence", None)?);
         }
