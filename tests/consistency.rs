@@ -429,7 +429,7 @@ fn compare(profile: &TestProfile) -> Vec<Mismatch> {
         let q = format!("category {name} ms (total)");
         let row = rows("categories").into_iter().find(|r| of_host(r, &pace) && r["category"].as_str() == Some(name));
         c.same(&q, "parquet", total, row.and_then(|r| r["self_time_ps"].as_f64()).map(|ps| ps / 1e9));
-        c.same(&q, "ops", total, ops_host.and_then(|h| h["categories"][name].as_f64()).map(|us| us / 1e3));
+        c.same(&q, "ops", total, ops_host.and_then(|h| h["categories_us"][name].as_f64()).map(|us| us / 1e3));
         let cell = between(&html, &format!("<span class=\"lab\">{}</span>", html_escape(name)), "</span></span>")
             .and_then(|_| {
                 let at = html.find(&format!("<span class=\"lab\">{}</span>", html_escape(name)))?;

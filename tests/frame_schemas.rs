@@ -183,3 +183,96 @@ fn the_evidence_frame_keys_each_metric() {
         assert_eq!(column, keys, "{rel}");
     }
 }
+
+/// JSON keys of numbers that are not a quantity with a unit, and why.
+const JSON_UNITLESS: &[(&str, &str)] = &[
+    ("occurrences", "a count"),
+    ("step_count", "a count"),
+    ("cores", "a count"),
+    ("hlo_programs", "a count"),
+    ("program_id", "an id"),
+    ("registers_per_thread", "a count"),
+    ("block", "launch dimensions"),
+    ("grid", "launch dimensions"),
+    ("flops", "a count of floating-point operations"),
+    ("xprof_flops", "a count of floating-point operations"),
+    ("entry_flops", "a count of floating-point operations"),
+    ("aliased_params", "a count"),
+    ("collectives", "a count"),
+    ("computations", "a count"),
+    ("instructions", "a count"),
+    ("events", "a count"),
+    ("steps", "a count"),
+    ("value", "an evidence metric's value, its unit in `unit` beside it"),
+    ("pct", "a share, in % (the key is the unit)"),
+];
+
+/// Objects whose keys are names (opcodes, plane names) and whose numbers are counts.
+const JSON_COUNT_MAPS: &[&str] = &["opcodes", "counts"];
+
+/// Every numeric JSON key of `v` (the object key above an array's numbers), with the key of the
+/// object it sits in.
+fn numeric_keys(
+    v: &serde_json::Value,
+    key: &str,
+    parent: &str,
+    out: &mut std::collections::BTreeSet<(String, String)>,
+) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                numeric_keys(x, k, key, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for x in items {
+                numeric_keys(x, key, parent, out);
+            }
+        }
+        serde_json::Value::Number(_) => {
+            out.insert((key.to_owned(), parent.to_owned()));
+        }
+        _ => {}
+    }
+}
+
+/// The unit convention of issue 39 for the JSON documents, as `frame_schemas_are_documented_and_carry_units`
+/// holds it for the Parquet columns: every numeric key of the scan, ops, kernels, inventory and
+/// hlo JSON names its unit, is a count or id listed in [`JSON_UNITLESS`], or sits in an object
+/// keyed by unit (`categories_us`) or by name with counts ([`JSON_COUNT_MAPS`]).
+#[test]
+fn json_keys_carry_units() {
+    let root = common::root();
+    let bin = env!("CARGO_BIN_EXE_xlens");
+    let mut keys = std::collections::BTreeSet::new();
+    for (cmd, rel) in [
+        ("scan", "testdata/h200/h200_bf16_no_graphs"),
+        ("scan", "testdata/tpu/tpu_two_hosts_clean"),
+        ("scan", "testdata/corpus/host_callback"),
+        ("ops", "testdata/h200/h200_bf16_no_graphs"),
+        ("ops", "testdata/tpu/tpu_basic"),
+        ("kernels", "testdata/field/amd_conv3d_jax08"),
+        ("inventory", "testdata/tpu/tpu_basic"),
+        ("hlo", "testdata/corpus/host_callback"),
+    ] {
+        let out = std::process::Command::new(bin)
+            .args([cmd, &root.join(rel).display().to_string(), "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd} {rel}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        numeric_keys(&v, "", "", &mut keys);
+    }
+    let unit = |k: &str| k.split(['_', ' ']).any(|w| UNITS.contains(&w));
+    let bad: Vec<String> = keys
+        .iter()
+        .filter(|(k, parent)| {
+            !unit(k)
+                && !unit(parent)
+                && !JSON_COUNT_MAPS.contains(&parent.as_str())
+                && !JSON_UNITLESS.iter().any(|(n, _)| n == k)
+        })
+        .map(|(k, parent)| format!("{parent}.{k}"))
+        .collect();
+    assert!(bad.is_empty(), "numeric JSON keys without a unit: {bad:?}");
+}

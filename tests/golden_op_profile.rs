@@ -31,11 +31,21 @@ fn json_contract_keys_and_sums() {
         let a = analysis(rel);
         let v = op_profile_json(&a);
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, ["host", "device", "steps", "step_time_ms_mean", "categories", "ops", "anatomy"]);
+        assert_eq!(keys, ["host", "device", "steps", "step_time_ms_mean", "categories_us", "ops", "anatomy"]);
         let op_keys: Vec<&str> = v["ops"][0].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             op_keys,
-            ["program", "name", "category", "occurrences", "self_time_us", "flops", "bytes_accessed", "bound"]
+            [
+                "program",
+                "name",
+                "category",
+                "occurrences",
+                "self_time_us",
+                "flops",
+                "xprof_flops",
+                "bytes_accessed",
+                "bound"
+            ]
         );
         let an = &v["anatomy"];
         assert_eq!(an.as_array().unwrap().len(), v["steps"].as_array().unwrap().len(), "{rel}");

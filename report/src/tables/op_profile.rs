@@ -37,11 +37,13 @@ pub fn op_profile_session_json(hosts: &[HostOpProfile]) -> Value {
 }
 
 /// One host's entry of the `op_profile --json` document:
-/// `{"host","device","steps":[{"name","step_time_ms"}],"step_time_ms_mean","categories":{..},
-/// "ops":[{"program","name","category","occurrences","self_time_us","flops","bytes_accessed","bound"}],
+/// `{"host","device","steps":[{"name","step_time_ms"}],"step_time_ms_mean","categories_us":{..},
+/// "ops":[{"program","name","category","occurrences","self_time_us","flops","xprof_flops","bytes_accessed","bound"}],
 /// "anatomy":[{"step","matmul_us","collective_exposed_us","collective_hidden_us","vector_us",
 /// "data_formatting_us","infeed_outfeed_us","host_us","idle_us"}]}`.
-/// Categories and ops cover the whole profile (all cores, all steps), as XProf's op profile counts.
+/// Categories and ops cover the whole profile (all cores, all steps), as XProf's op profile counts:
+/// `categories_us` is each category's self time in µs over the capture. `flops` is per execution,
+/// `xprof_flops` XProf's count (docs/metrics.md).
 pub fn op_profile_json(h: &HostOpProfile) -> Value {
     let p = &h.profile;
     let mut categories = serde_json::Map::new();
@@ -59,6 +61,7 @@ pub fn op_profile_json(h: &HostOpProfile) -> Value {
                 "occurrences": o.occurrences,
                 "self_time_us": us(o.self_time),
                 "flops": o.flops,
+                "xprof_flops": o.xprof_flops,
                 "bytes_accessed": o.bytes.total(),
                 "bound": p.roofline(o).map(|r| r.bound_by.label()),
             })
@@ -88,7 +91,7 @@ pub fn op_profile_json(h: &HostOpProfile) -> Value {
         "device": p.device_type.clone().unwrap_or_else(|| "unknown".to_owned()),
         "steps": h.steps.steps.iter().map(|s| json!({"name": s.name, "step_time_ms": s.duration.as_ms_f64()})).collect::<Vec<_>>(),
         "step_time_ms_mean": h.steps.stats().map(|s| s.mean_ms),
-        "categories": categories,
+        "categories_us": categories,
         "ops": ops,
         "anatomy": anatomy,
     })
