@@ -16,6 +16,7 @@
 //! bullet it belongs to; the tests fail on a mismatch not listed, and on a listed one that no
 //! longer occurs.
 
+mod common;
 mod outputs;
 
 use std::collections::BTreeSet;

@@ -9,6 +9,7 @@
 //! to; the test fails on any violation not listed, and on a listed one that no longer occurs, so
 //! the list shrinks to empty as the fixes land.
 
+mod common;
 mod outputs;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -31,23 +31,6 @@ fn tpu_basic() -> Vec<u8> {
     std::fs::read(root().join("testdata/tpu/tpu_basic/host0.xplane.pb")).unwrap()
 }
 
-/// Every `*.parquet` file under `dir`, recursively, sorted.
-fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()) {
-            if e.is_dir() {
-                stack.push(e);
-            } else if e.extension().is_some_and(|x| x == "parquet") {
-                out.push(e);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn read_parquet(path: &Path) -> polars::prelude::DataFrame {
     use polars::prelude::{ParquetReader, SerReader};
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -71,3 +71,21 @@ pub(crate) fn metric_key_problems(
     }
     problems
 }
+
+/// Every `*.parquet` file under `dir`, recursively, sorted (none where `dir` cannot be read).
+pub(crate) fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten().map(|e| e.path()) {
+            if e.is_dir() {
+                stack.push(e);
+            } else if e.extension().is_some_and(|x| x == "parquet") {
+                out.push(e);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -15,10 +15,7 @@ use xlens::xplane::Space;
 use xlens::{ScanRequest, scan_path};
 use xlens_testkit::invariants::Peaks;
 
-/// The repository root.
-pub(crate) fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+pub(crate) use crate::common::{parquet_files, root};
 
 /// A profile of the test data: its name (`h200/h200_bf16_graphs`, `shared/real/amd_conv3d_jax08`)
 /// and its directory.
@@ -175,24 +172,6 @@ pub(crate) fn peaks(space: &Space) -> Option<Peaks> {
         }
         None => Peaks { flops_per_s: chip.peaks().flops.per_s(), hbm_bytes_per_s: chip.peaks().hbm.bytes_per_s() },
     })
-}
-
-/// Every `*.parquet` file under `dir`, recursively, sorted.
-fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
-        for e in entries.flatten().map(|e| e.path()) {
-            if e.is_dir() {
-                stack.push(e);
-            } else if e.extension().is_some_and(|x| x == "parquet") {
-                out.push(e);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The Parquet dataset under `dir` as `{table: [row, ...]}` (every file of a table, in path
