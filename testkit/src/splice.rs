@@ -63,18 +63,27 @@ fn fields(buf: &[u8], range: Range<usize>, number: u32) -> Option<Vec<LenField>>
 /// inside the one before it, all holding `at`, which may be a body's end): their length
 /// prefixes are re-encoded for the new lengths.
 pub fn insert(buf: &[u8], path: &[LenField], at: usize, bytes: &[u8]) -> Vec<u8> {
-    // (start, end, replacement), in position order: each length prefix comes before the body
-    // holding the next one, and `at` is inside the innermost body.
-    let mut edits: Vec<(usize, usize, Vec<u8>)> = path
-        .iter()
-        .map(|f| {
-            assert!(f.body.start <= at && at <= f.body.end, "{at} is outside field {f:?}");
-            (f.len_at, f.body.start, varint(f.body.len() + bytes.len()))
-        })
-        .collect();
-    edits.push((at, at, bytes.to_vec()));
+    replace(buf, path, at..at, bytes)
+}
+
+/// `buf` with `buf[range]` replaced by `with`, inside the nested fields `path` (outermost first,
+/// each inside the one before it, all holding `range`): their length prefixes are re-encoded
+/// for the new lengths (a body cut below nothing reads as empty).
+pub fn replace(buf: &[u8], path: &[LenField], range: Range<usize>, with: &[u8]) -> Vec<u8> {
+    // (start, end, replacement). Innermost first: a body grows by the edit and by every prefix
+    // inside it that grew a byte (127 to 128 takes two).
+    let mut delta = with.len() as i64 - range.len() as i64;
+    let mut edits: Vec<(usize, usize, Vec<u8>)> = Vec::with_capacity(path.len() + 1);
+    for f in path.iter().rev() {
+        assert!(f.body.start <= range.start && range.end <= f.body.end, "{range:?} is outside field {f:?}");
+        let prefix = encode_varint((f.body.len() as i64 + delta).max(0) as u64);
+        delta += prefix.len() as i64 - (f.body.start - f.len_at) as i64;
+        edits.push((f.len_at, f.body.start, prefix));
+    }
+    edits.push((range.start, range.end, with.to_vec()));
+    // In position order: each length prefix comes before the body holding the next one.
     edits.sort_by_key(|e| (e.0, e.1));
-    let mut out = Vec::with_capacity(buf.len() + bytes.len() + path.len());
+    let mut out = Vec::with_capacity(buf.len() + with.len() + path.len());
     let mut from = 0;
     for (start, end, with) in edits {
         out.extend_from_slice(&buf[from..start]);
@@ -85,8 +94,9 @@ pub fn insert(buf: &[u8], path: &[LenField], at: usize, bytes: &[u8]) -> Vec<u8>
     out
 }
 
-fn varint(mut v: usize) -> Vec<u8> {
-    let mut out = Vec::new();
+/// `v` as a protobuf varint.
+pub fn encode_varint(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(10);
     loop {
         let byte = (v & 0x7f) as u8;
         v >>= 7;
@@ -129,4 +139,25 @@ pub fn stats(buf: &[u8]) -> Option<Vec<Vec<LenField>>> {
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body that grows from 127 to 128 bytes takes a two-byte prefix, and the message around
+    /// it grows by that byte too.
+    #[test]
+    fn an_inner_prefix_that_grows_grows_the_outer_body() {
+        // Outer field 1 holding inner field 2 of 127 bytes.
+        let inner: Vec<u8> = [vec![0x12, 127], vec![0u8; 127]].concat();
+        let buf: Vec<u8> = [vec![0x0a], encode_varint(inner.len() as u64), inner].concat();
+        let outer = &len_fields(&buf, 0..buf.len()).unwrap()[0];
+        let inner = &len_fields(&buf, outer.body.clone()).unwrap()[0];
+        let out = insert(&buf, &[outer.clone(), inner.clone()], inner.body.end, &[1]);
+        let outer2 = &len_fields(&out, 0..out.len()).unwrap()[0];
+        assert_eq!(outer2.body.end, out.len(), "the outer length covers the grown prefix");
+        let inner2 = &len_fields(&out, outer2.body.clone()).unwrap()[0];
+        assert_eq!(inner2.body.len(), 128);
+    }
 }

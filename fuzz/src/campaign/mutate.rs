@@ -3,8 +3,9 @@
 //! stat inside a well-formed event inside a well-formed line …) instead of breaking the file at
 //! the top.
 
-use super::wire::{Field, Payload, Schema, Structure, encode_varint, varint};
+use super::wire::{Field, Payload, Schema, Structure, varint};
 use crate::Rng;
+use xlens_testkit::splice::{LenField, encode_varint, replace};
 
 /// The kinds of mutation, one per case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -239,7 +240,7 @@ fn innermost_at(structure: &Structure, at: usize) -> Option<usize> {
 /// `data` with `data[range]` replaced by `with`, where the edit lies in field `i` (its tag, its
 /// prefix, the field as a whole, or just after it for an insertion) or, with `inside`, in its
 /// value; the length prefix of every message enclosing the edit is adjusted by the change in
-/// size.
+/// size ([`xlens_testkit::splice::replace`]).
 pub fn splice_fixed(
     data: &[u8],
     structure: &Structure,
@@ -248,30 +249,19 @@ pub fn splice_fixed(
     with: &[u8],
     inside: bool,
 ) -> Vec<u8> {
-    let (from, to) = (range.start, range.end);
     let mut enclosing = structure.ancestors(i);
     if inside {
         enclosing.insert(0, i);
     }
-    let mut out = Vec::with_capacity(data.len() + with.len());
-    out.extend_from_slice(&data[..from]);
-    out.extend_from_slice(with);
-    out.extend_from_slice(&data[to..]);
-    let mut delta = with.len() as i64 - (to - from) as i64;
-    // Innermost first: each prefix lies before the ones inside it, so rewriting an inner prefix
-    // moves nothing an outer one still has to find.
-    for a in enclosing {
-        let e = &structure.fields[a];
-        if !e.delimited() {
-            continue;
-        }
-        let old_len = (e.end - e.value) as i64;
-        let new = encode_varint((old_len + delta).max(0) as u64);
-        let old_size = e.value - e.prefix;
-        out.splice(e.prefix..e.value, new.iter().copied());
-        delta += new.len() as i64 - old_size as i64;
-    }
-    out
+    // Outermost first, the length-delimited ones (the others have no prefix to fix).
+    let path: Vec<LenField> = enclosing
+        .into_iter()
+        .rev()
+        .map(|a| &structure.fields[a])
+        .filter(|e| e.delimited())
+        .map(|e| LenField { number: e.number as u32, len_at: e.prefix, body: e.value..e.end })
+        .collect();
+    replace(data, &path, range, with)
 }
 
 #[cfg(test)]
