@@ -56,7 +56,7 @@ impl Detector for LowUtilization {
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
         let utilization = utilization(host)?;
-        if utilization.judged >= config.thresholds.status.min_flops_utilization {
+        if utilization.point.compute_utilization >= config.thresholds.status.min_flops_utilization {
             return Ok(());
         }
         let ops = measure_ops(host, utilization.profile)?;
@@ -70,21 +70,21 @@ impl Detector for LowUtilization {
 struct Utilization<'a> {
     profile: &'a xlens_roofline::OpProfile,
     point: xlens_roofline::RooflinePoint,
-    /// XProf's FLOP utilisation (`0..=1`): launches counted as executions, library calls at 0.
+    /// XProf's FLOP utilisation (`0..=1`) where it differs: launches counted as executions,
+    /// library calls at 0.
     xprof: Option<f64>,
-    /// The FLOP utilisation the judgement uses: the op profile's, per execution.
-    judged: f64,
 }
 
 /// Reads the program's roofline point.
 fn utilization(host: &HostProfile) -> Result<Utilization<'_>, Skip> {
     let profile = host.op_profile().map_err(Skip::because)?;
-    let (Some(point), Some(work)) = (profile.program_roofline(), profile.program_work()) else {
+    let Some(work) = profile.program_work() else {
         return Err(Skip::because("the op profile has no device peaks"));
     };
+    let point = work.point();
     let xprof = work.xprof_flops_utilization();
     let xprof = ((xprof - point.compute_utilization).abs() >= 0.0005).then_some(xprof);
-    Ok(Utilization { profile, point, xprof, judged: point.compute_utilization })
+    Ok(Utilization { profile, point, xprof })
 }
 
 /// The innermost ops' time and how far it is above their rooflines.
