@@ -63,6 +63,41 @@ impl Module {
         self.gpu_costs_and_hbm().1.get(id.index()).copied().unwrap_or_default()
     }
 
+    /// The HBM bytes instruction `id` moves per execution: [`Module::gpu_hbm_bytes`] less what
+    /// an in-place scatter fusion never reads or writes (XLA's model counts the whole buffer it
+    /// updates both ways; the scatter touches only its updates' elements).
+    ///
+    /// ```
+    /// use xlens_hlo::{Module, PrimitiveType::{F32, S32}, testing::{HloBuilder, shape}};
+    /// let mut b = HloBuilder::new("m");
+    /// let mut body = b.computation("scatter_body");
+    /// let buf = body.param("buf", 0, shape(F32, &[1024, 1024]));
+    /// let idx = body.param("idx", 1, shape(S32, &[8, 1]));
+    /// let upd = body.param("upd", 2, shape(F32, &[8, 1024]));
+    /// let s = body.op("scatter", "scatter", shape(F32, &[1024, 1024]), &[buf, idx, upd]);
+    /// let body = body.finish(s);
+    /// let mut main = b.computation("main");
+    /// let ops = [main.param("p0", 0, shape(F32, &[1024, 1024])), main.param("p1", 1, shape(S32, &[8, 1])),
+    ///            main.param("p2", 2, shape(F32, &[8, 1024]))];
+    /// let f = main.op("fusion", "fusion", shape(F32, &[1024, 1024]), &ops);
+    /// main.edit(f, |i| i.called_computation_ids.push(body));
+    /// main.finish(f);
+    /// let m = Module::from_proto(b.finish("main"), 0)?;
+    /// let f = m.instruction_by_name("fusion").unwrap().id();
+    /// // XLA's model: the 4 MiB buffer read and written; moved: the 32 KiB of updates, twice.
+    /// assert!(m.gpu_hbm_bytes(f) > 8 << 20);
+    /// assert_eq!(m.gpu_moved_hbm_bytes(f), m.gpu_hbm_bytes(f) - 2 * ((4 << 20) - (32 << 10)));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn gpu_moved_hbm_bytes(&self, id: InstrId) -> u64 {
+        let hbm = self.gpu_hbm_bytes(id);
+        let instr = self.instruction(id);
+        match instr.opcode {
+            Opcode::Fusion => hbm.saturating_sub(crate::cost_gpu::in_place_scatter_excess(self, instr)),
+            _ => hbm,
+        }
+    }
+
     /// Computes the costs of [`Module::gpu_cost`] now rather than on its first use (to compute
     /// several modules' side by side).
     pub fn prepare_gpu_costs(&self) {

@@ -254,13 +254,14 @@ impl OpProfile {
                     flops => flops,
                 };
                 s.flops = per_execution as f64 * executions;
-                let bytes = |times: f64| MemoryBytes {
-                    hbm: hbm as f64 * times,
+                let bytes = |moved: u64, times: f64| MemoryBytes {
+                    hbm: moved as f64 * times,
                     unattributed: (cost.bytes_accessed as f64 - hbm as f64) * times,
                     ..MemoryBytes::default()
                 };
-                s.bytes = bytes(executions);
-                s.xprof_bytes = bytes(n);
+                // An in-place scatter moves its updates, not the buffer XLA's model counts.
+                s.bytes = bytes(module.gpu_moved_hbm_bytes(instr.id()), executions);
+                s.xprof_bytes = bytes(hbm, n);
             } else {
                 let cost = module.cost(instr.id());
                 s.flops = cost.flops as f64 * n;
