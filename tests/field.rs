@@ -148,14 +148,14 @@ fn overview_utilisation_bound_and_intensity_equal_xprof() {
             Some(100.0 * x.compute_utilization),
             pct(&p["compute_efficiency_percent"]),
         );
-        let hbm = 100.0 * x.hbm_bytes_per_s / work.env.peak_hbm_bytes_per_s;
+        let hbm = 100.0 * x.hbm_bytes_per_s / work.env.xprof().peak_hbm_bytes_per_s;
         assert_pct(name, "HBM utilisation", Some(hbm), pct(&p["hbm_bw_utilization_percent"]));
         assert_pct(name, "roofline efficiency", Some(100.0 * x.efficiency), pct(&p["roofline_efficiency_percent"]));
         assert_eq!(Some(x.bound_by.label()), p["bound_by"].as_str(), "{name}: bound_by");
         let oi = p["operational_intensity_flop_per_byte"].as_f64().unwrap();
         let ours = x.operational_intensity;
         assert!((ours - oi).abs() <= 5e-5 + 1e-4 * oi, "{name}: operational intensity {ours} vs XProf {oi}");
-        if work.xprof_flops == work.flops && work.xprof_bytes == work.bytes {
+        if work.xprof_flops == work.flops && work.xprof_bytes == work.bytes && work.env == work.env.xprof() {
             assert_eq!(m.flops_utilization_pct, m.xprof_flops_utilization_pct, "{name}");
             assert_pct(name, "HBM utilisation", m.hbm_utilization_pct, pct(&p["hbm_bw_utilization_percent"]));
             assert_eq!(m.bound_by.as_deref(), p["bound_by"].as_str(), "{name}: bound_by");

@@ -12,7 +12,7 @@
 //! ```
 //! use xlens_chips::catalogue::CATALOGUE;
 //! let ids: Vec<_> = CATALOGUE.iter().map(|c| c.id).collect();
-//! assert_eq!(ids, ["v4", "v5e", "v5p", "v6e", "v7", "a100", "h100", "h200", "b200", "mi300x"]);
+//! assert_eq!(ids, ["v4", "v5e", "v5p", "v6e", "v7", "a100", "h100", "h200", "b200", "mi300x", "mi355x"]);
 //! ```
 
 use crate::error::{Error, ErrorKind, Result};
@@ -32,7 +32,7 @@ const fn capacity_only(kind: MemoryKind, capacity: Bytes) -> OnChipMemory {
 }
 
 /// Every chip the crate knows, TPUs first by generation, then GPUs.
-pub const CATALOGUE: &[ChipSpec] = &[TPU_V4, TPU_V5E, TPU_V5P, TPU_V6E, TPU_V7, A100, H100, H200, B200, MI300X];
+pub const CATALOGUE: &[ChipSpec] = &[TPU_V4, TPU_V5E, TPU_V5P, TPU_V6E, TPU_V7, A100, H100, H200, B200, MI300X, MI355X];
 
 /// TPU v4.
 // Source: cloud.google.com/tpu/docs/v4 (275 TFLOP/s bf16, 32 GiB HBM2 at 1200 GB/s, 2 TensorCores),
@@ -278,6 +278,31 @@ pub const MI300X: ChipSpec = ChipSpec {
     source: "AMD Instinct MI300X accelerator data sheet",
 };
 
+/// AMD Instinct MI355X.
+// Source: AMD Instinct MI355X data sheet and AMD's CDNA 4 disclosures: 256 CUs at up to 2.4 GHz,
+// 8,192 dense fp8 FLOPs per CU per clock (5.0 PFLOP/s fp8 and int8 dense, so 2.5 PFLOP/s bf16
+// dense), fp32 157.3 TFLOP/s, 288 GB HBM3E at 8 TB/s. The MI350X shares the memory and CU count
+// at a 2.2 GHz clock; profiles derive the FLOP peak from the clock they report.
+pub const MI355X: ChipSpec = ChipSpec {
+    id: "mi355x",
+    name: "MI355X",
+    vendor: Vendor::Amd,
+    aliases: &["MI355X", "AMD Instinct MI355X", "Instinct MI355X", "AMD MI355X"],
+    cores_per_chip: 1,
+    sparse_cores: 0,
+    compute_units: Some(256),
+    peak_bf16: tflops(2516.6),
+    peak_fp8: Some(tflops(5033.2)),
+    peak_int8: Some(tflops(5033.2)),
+    peak_fp32: Some(tflops(157.3)),
+    hbm_bandwidth: gbps(8000.0),
+    hbm_capacity: Bytes::from_gib(288),
+    on_chip: &[],
+    interconnect_bandwidth: None,
+    dcn_bandwidth: None,
+    source: "AMD Instinct MI355X accelerator data sheet",
+};
+
 /// Finding a chip of the catalogue by name.
 impl ChipSpec {
     /// Finds a chip by id, name or alias, case-insensitively and ignoring spaces, `-` and `_`;
@@ -318,6 +343,27 @@ impl ChipSpec {
         let trimmed = name.trim();
         let (head, tail) = trimmed.rsplit_once('-')?;
         if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) { find(&normalize(head)) } else { None }
+    }
+}
+
+impl ChipSpec {
+    /// Finds a GPU of the catalogue by what its profile's capability stats say about it: the
+    /// vendor, the SM or CU count and the memory size (within 5 %). For GPUs whose profile names
+    /// no model (an AMD plane says `gfx942`, which several products share).
+    ///
+    /// ```
+    /// use xlens_chips::{ChipSpec, Vendor};
+    /// let mi300x = ChipSpec::by_gpu(Vendor::Amd, 304, 192.0 * (1u64 << 30) as f64);
+    /// assert_eq!(mi300x.map(|c| c.id), Some("mi300x"));
+    /// assert!(ChipSpec::by_gpu(Vendor::Amd, 304, 64e9).is_none());
+    /// ```
+    pub fn by_gpu(vendor: Vendor, compute_units: u32, memory_bytes: f64) -> Option<&'static ChipSpec> {
+        CATALOGUE.iter().find(|c| {
+            c.vendor == vendor
+                && c.compute_units == Some(compute_units)
+                && c.hbm_capacity.0 > 0
+                && (memory_bytes / c.hbm_capacity.0 as f64 - 1.0).abs() < 0.05
+        })
     }
 }
 

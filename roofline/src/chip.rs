@@ -78,6 +78,7 @@ pub struct Chip {
     hbm_capacity: Option<Bytes>,
     flops_source: PeakSource,
     hbm_source: PeakSource,
+    reported_hbm: Option<BytesPerSec>,
 }
 
 /// The bf16 roofline of a catalogue chip: an extension of [`ChipSpec`], which lives in
@@ -111,6 +112,10 @@ impl ChipSpecRoofline for ChipSpec {
     }
 }
 
+/// How far below the datasheet a reported HBM bandwidth may be and still be taken as the peak
+/// (parts sold with slower memory, rounding): 10 %.
+const HBM_REPORT_SLACK: f64 = 1.1;
+
 impl Chip {
     /// The catalogue chip, with per-core peaks (chip figures ÷ TensorCores per chip).
     pub fn from_spec(spec: &'static ChipSpec) -> Chip {
@@ -137,6 +142,7 @@ impl Chip {
             hbm_capacity: Some(spec.hbm_capacity),
             flops_source: PeakSource::Catalogue,
             hbm_source: PeakSource::Catalogue,
+            reported_hbm: None,
         }
     }
 
@@ -182,7 +188,13 @@ impl Chip {
             .and_then(|s| s.as_str())
             .map(|s| s.into_owned())
             .or_else(|| gpu.as_ref().map(|g| g.model_name()));
-        let spec = device_type.as_deref().and_then(ChipSpec::lookup);
+        let spec = device_type.as_deref().and_then(ChipSpec::lookup).or_else(|| {
+            // A GPU plane names its architecture (`gfx942`), not its product: known by its
+            // vendor, SM or CU count and memory size.
+            let g = gpu.as_ref()?;
+            let units = (g.cores > 0.0 && g.cores <= f64::from(u32::MAX)).then_some(g.cores as u32)?;
+            ChipSpec::by_gpu(g.vendor?, units, g.memory_size)
+        });
         let fallback = spec.map(Chip::from_spec);
         let gpu_peak = gpu.as_ref().and_then(|g| g.peak_flops_per_s()).map(|f| FlopsPerSec::from_gflops(f / 1e9));
         let gpu_shared = gpu.as_ref().and_then(|g| g.shared_memory_bytes_per_s()).map(BytesPerSec);
@@ -200,6 +212,20 @@ impl Chip {
                 Some(bps) => (Some(BytesPerSec(bps)), PeakSource::Profile),
                 None => (fallback.as_ref().map(|c| c.peaks.hbm), PeakSource::Catalogue),
             },
+        };
+        // A reported bandwidth below the datasheet's is not the chip's peak: ROCm reports half
+        // the HBM bandwidth of an MI300X (2.66 of 5.3 TB/s) and of an MI355X (4.1 of 8 TB/s),
+        // and measured ops move more than it. The datasheet's figure is the peak; the reported
+        // one is kept as XProf's ([`Chip::reported_hbm`]).
+        let datasheet_hbm = spec.map(|s| s.hbm_bandwidth.scaled(1.0 / f64::from(s.cores_per_chip.max(1))));
+        let (hbm, hbm_source, reported_hbm) = match (hbm, datasheet_hbm) {
+            (Some(reported), Some(sheet))
+                if hbm_source == PeakSource::Profile
+                    && reported.bytes_per_s() < sheet.bytes_per_s() / HBM_REPORT_SLACK =>
+            {
+                (Some(sheet), PeakSource::Catalogue, Some(reported))
+            }
+            (hbm, _) => (hbm, hbm_source, None),
         };
         let (Some(flops), Some(hbm)) = (flops, hbm) else {
             return Err(Error::new(ErrorKind::NoPeaks { plane: plane.name().to_owned(), device_type }));
@@ -231,6 +257,7 @@ impl Chip {
             hbm_capacity,
             flops_source,
             hbm_source,
+            reported_hbm,
         })
     }
 
@@ -280,6 +307,13 @@ impl Chip {
     /// Where the HBM bandwidth peak came from.
     pub fn hbm_source(&self) -> PeakSource {
         self.hbm_source
+    }
+
+    /// The HBM bandwidth the profile reports when it is below the catalogue chip's datasheet
+    /// figure, which [`peaks`](Self::peaks) uses instead (`None` when the profile's figure is
+    /// the peak): what XProf divides by.
+    pub fn reported_hbm(&self) -> Option<BytesPerSec> {
+        self.reported_hbm
     }
 
     /// Per-core HBM ridge point: peak FLOP/s ÷ HBM bytes/s.

@@ -19,6 +19,11 @@ pub struct PerfEnv {
     pub peak_onchip_read_bytes_per_s: f64,
     /// Peak on-chip write bandwidth in bytes/s, 0 if unknown.
     pub peak_onchip_write_bytes_per_s: f64,
+    /// The HBM bandwidth the profile reports, in bytes/s, where it is below the chip's
+    /// datasheet figure that [`peak_hbm_bytes_per_s`](Self::peak_hbm_bytes_per_s) holds
+    /// ([`crate::Chip::reported_hbm`]); 0 when the two agree. XProf divides by it.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub reported_hbm_bytes_per_s: f64,
 }
 
 impl PerfEnv {
@@ -59,6 +64,7 @@ impl PerfEnv {
             peak_hbm_bytes_per_s: gbps(cap::PEAK_HBM_BW_GIGABYTES_PER_SECOND),
             peak_onchip_read_bytes_per_s: onchip_rd,
             peak_onchip_write_bytes_per_s: onchip_wr,
+            reported_hbm_bytes_per_s: 0.0,
         })
     }
 
@@ -108,6 +114,16 @@ impl PerfEnv {
             peak_hbm_bytes_per_s: p.hbm.bytes_per_s(),
             peak_onchip_read_bytes_per_s: read,
             peak_onchip_write_bytes_per_s: write,
+            reported_hbm_bytes_per_s: chip.reported_hbm().map_or(0.0, |b| b.bytes_per_s()),
+        }
+    }
+
+    /// The environment XProf computes with: the HBM bandwidth the profile reports where it is
+    /// below the datasheet's ([`reported_hbm_bytes_per_s`](Self::reported_hbm_bytes_per_s)).
+    pub fn xprof(&self) -> PerfEnv {
+        match self.reported_hbm_bytes_per_s {
+            r if r > 0.0 => PerfEnv { peak_hbm_bytes_per_s: r, reported_hbm_bytes_per_s: 0.0, ..*self },
+            _ => *self,
         }
     }
 

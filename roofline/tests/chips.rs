@@ -91,7 +91,7 @@ fn gb_and_gib_conversions() {
 #[test]
 fn catalogue_is_complete_and_consistent() {
     let ids: Vec<_> = CATALOGUE.iter().map(|c| c.id).collect();
-    assert_eq!(ids, ["v4", "v5e", "v5p", "v6e", "v7", "a100", "h100", "h200", "b200", "mi300x"]);
+    assert_eq!(ids, ["v4", "v5e", "v5p", "v6e", "v7", "a100", "h100", "h200", "b200", "mi300x", "mi355x"]);
     for c in CATALOGUE {
         assert!(c.peak_bf16.per_s() > 0.0 && c.hbm_bandwidth.bytes_per_s() > 0.0, "{}", c.id);
         assert!(c.hbm_capacity.as_gib() >= 16.0, "{}", c.id);
