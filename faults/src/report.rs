@@ -540,6 +540,24 @@ impl HostSummary {
                 ));
             }
         }
+        if let Ok(profile) = host.op_profile() {
+            let above = profile.above_peak();
+            if !above.is_empty() {
+                let named: Vec<String> = above
+                    .iter()
+                    .take(3)
+                    .map(|(op, util, by)| format!("{} at {:.1} % of {}", op.name, 100.0 * util, peak_name(*by)))
+                    .collect();
+                let more = if above.len() > named.len() { ", ..." } else { "" };
+                warnings.push(format!(
+                    "{}: {} op(s) report more work than their time allows at the device's peaks ({}{more}): the \
+                     profile's FLOP or byte counts for them are wrong; their rates, bound and efficiency are left out",
+                    host.name(),
+                    above.len(),
+                    named.join(", ")
+                ));
+            }
+        }
         let metrics = host_metrics(host);
         let mut impossible = Vec::new();
         for (what, value) in [
@@ -592,6 +610,17 @@ impl HostSummary {
         // summary's) count.
         summary.errors = host.read_errors().into_iter().map(|e| format!("{}: {e}", host.name())).collect();
         summary
+    }
+}
+
+/// The peak a [`xlens_roofline::BoundBy`] utilisation is of, in words.
+fn peak_name(by: xlens_roofline::BoundBy) -> &'static str {
+    match by {
+        xlens_roofline::BoundBy::Compute => "the FLOP peak",
+        xlens_roofline::BoundBy::Hbm => "the HBM bandwidth",
+        xlens_roofline::BoundBy::OnChipRead => "the on-chip read bandwidth",
+        xlens_roofline::BoundBy::OnChipWrite => "the on-chip write bandwidth",
+        _ => "the peak",
     }
 }
 

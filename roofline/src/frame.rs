@@ -23,7 +23,7 @@ fn frame(columns: Vec<Column>) -> Result<DataFrame> {
 /// use xlens_roofline::{chips::CATALOGUE, frame};
 /// let chips: Vec<_> = CATALOGUE.iter().collect();
 /// let df = frame::chips_frame(&chips)?;
-/// assert_eq!((df.height(), df.width()), (10, 14));
+/// assert_eq!((df.height(), df.width()), (11, 14));
 /// assert_eq!(frame::chips_frame(&[])?.width(), 14);
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -63,9 +63,10 @@ pub fn steps_frame(steps: &crate::Steps) -> Result<DataFrame> {
 
 /// The op profile as a frame, one row per op (combined over cores and steps): `program_id`,
 /// `program`, `name`, `category`, `occurrences`, `time_ps`, `self_time_ps`, `flops`, `xprof_flops`,
-/// `hbm_bytes`, `onchip_read_bytes`, `onchip_write_bytes`, `flop_per_s`,
-/// `intensity_flop_per_byte`, `bound` (null without device peaks), `roofline_efficiency_pct`,
-/// `source`.
+/// `hbm_bytes`, `onchip_read_bytes`, `onchip_write_bytes`, `flop_per_s`, `hbm_bytes_per_s` (both
+/// null for an async start and for an op above the device's peaks: [`crate::OpProfile::rates`]),
+/// `intensity_flop_per_byte`, `bound` and `roofline_efficiency_pct` (null without device peaks,
+/// and where the rates are), `source`.
 ///
 /// ```
 /// use xlens_testkit::synth::{fixture, tpu_profile};
@@ -73,7 +74,7 @@ pub fn steps_frame(steps: &crate::Steps) -> Result<DataFrame> {
 /// use xlens_roofline::{OpProfile, frame};
 /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
 /// let df = frame::op_profile_frame(&OpProfile::from_tpu(&space)?)?;
-/// assert_eq!((df.height(), df.width()), (14, 17));
+/// assert_eq!((df.height(), df.width()), (14, 18));
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn op_profile_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
@@ -95,7 +96,8 @@ pub fn op_profile_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
         Column::new("hbm_bytes".into(), ops.iter().map(|o| o.bytes.hbm).collect::<Vec<_>>()),
         Column::new("onchip_read_bytes".into(), ops.iter().map(|o| o.bytes.onchip_read).collect::<Vec<_>>()),
         Column::new("onchip_write_bytes".into(), ops.iter().map(|o| o.bytes.onchip_write).collect::<Vec<_>>()),
-        Column::new("flop_per_s".into(), ops.iter().map(|o| o.flops_per_s()).collect::<Vec<_>>()),
+        Column::new("flop_per_s".into(), ops.iter().map(|o| profile.rates(o).map(|r| r.0)).collect::<Vec<_>>()),
+        Column::new("hbm_bytes_per_s".into(), ops.iter().map(|o| profile.rates(o).map(|r| r.1)).collect::<Vec<_>>()),
         Column::new(
             "intensity_flop_per_byte".into(),
             ops.iter().map(|o| o.operational_intensity()).collect::<Vec<_>>(),

@@ -77,6 +77,29 @@ impl OpStats {
         CATEGORIES_WITH_INNER_OPS.contains(&self.category.as_str())
     }
 
+    /// True for the start of an asynchronous op (`all-gather-start.5`, `copy-start.1`,
+    /// `reduce-scatter-start`, `async-start`): the op returns at once and its data moves while
+    /// other ops run, until its `-done`; its bytes over its own time are no rate.
+    ///
+    /// ```
+    /// use xlens_roofline::OpProfile;
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// use xlens_xplane::Space;
+    /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// let profile = OpProfile::from_tpu(&space)?;
+    /// let op = |name: &str| profile.ops.iter().find(|o| o.name == name).unwrap();
+    /// assert!(op("all-gather-start.5").is_async_start() && !op("fusion.6").is_async_start());
+    /// assert!(profile.roofline(op("all-gather-start.5")).is_none());
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_async_start(&self) -> bool {
+        let base = match self.name.rsplit_once('.') {
+            Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
+            _ => self.name.as_str(),
+        };
+        base.ends_with("-start")
+    }
+
     /// Achieved FLOP/s over the op's total time (per core).
     pub fn flops_per_s(&self) -> f64 {
         rate(self.flops, self.time)
@@ -182,7 +205,7 @@ impl ProgramWork {
     /// counts them ([`OpStats::xprof_flops`]), which can exceed the peaks where launches that did
     /// no work count as executions: why [`point`](Self::point) does not use them.
     pub fn xprof_point(&self) -> RooflinePoint {
-        roofline_point(self.xprof_flops, &self.xprof_bytes, self.time, self.time, &self.env)
+        roofline_point(self.xprof_flops, &self.xprof_bytes, self.time, self.time, &self.env.xprof())
     }
 
     /// The FLOP utilisation (`0..=1` of the peak) XProf reports for this work
@@ -419,10 +442,64 @@ impl OpProfile {
         out
     }
 
-    /// The roofline point of an op on this profile's devices (`None` without peaks).
+    /// The roofline point of an op on this profile's devices: `None` without peaks, for the
+    /// start of an asynchronous op ([`OpStats::is_async_start`]), and for an op whose FLOPs or
+    /// bytes over its time exceed the device's peaks ([`OpProfile::above_peak`]): a rate no
+    /// device can reach says the profile's counts for the op are wrong, not how the op ran.
     pub fn roofline(&self, op: &OpStats) -> Option<RooflinePoint> {
         let env = self.perf_env.as_ref()?;
-        Some(roofline_point(op.flops, &op.bytes, op.time, op.normalized_time, env))
+        if op.is_async_start() {
+            return None;
+        }
+        Some(roofline_point(op.flops, &op.bytes, op.time, op.normalized_time, env)).filter(|p| p.efficiency <= 1.0)
+    }
+
+    /// The roofline point XProf's op profile and roofline tools give the op: its FLOPs and bytes
+    /// over its time against the peaks XProf uses ([`PerfEnv::xprof`]), async starts and rates
+    /// above the peaks included (`None` without peaks). For comparing with XProf; the report's
+    /// figures use [`OpProfile::roofline`].
+    pub fn xprof_roofline(&self, op: &OpStats) -> Option<RooflinePoint> {
+        let env = self.perf_env.as_ref()?.xprof();
+        Some(roofline_point(op.xprof_flops, &op.xprof_bytes, op.time, op.normalized_time, &env))
+    }
+
+    /// The op's FLOP/s and HBM bytes/s over its time, when they mean something: `None` for the
+    /// start of an asynchronous op and for an op above the device's peaks (see
+    /// [`OpProfile::roofline`]); without peaks (a CPU), always the rates.
+    pub fn rates(&self, op: &OpStats) -> Option<(f64, f64)> {
+        let plausible = match self.perf_env {
+            Some(_) => self.roofline(op).is_some(),
+            None => !op.is_async_start(),
+        };
+        plausible.then(|| (op.flops_per_s(), op.hbm_bytes_per_s()))
+    }
+
+    /// The ops (not async starts) whose FLOPs or bytes over their time exceed the device's
+    /// peaks, with the largest utilisation (above 1) and the resource it is of, in profile order:
+    /// their counts in the profile are wrong, and [`OpProfile::roofline`] leaves them out.
+    ///
+    /// ```
+    /// use xlens_roofline::{BoundBy, OpProfile};
+    /// use xlens_testkit::synth::{fixture, tpu_profile};
+    /// use xlens_xplane::Space;
+    /// let space = Space::parse(tpu_profile(&fixture("tpu_basic").unwrap()).into())?;
+    /// let profile = OpProfile::from_tpu(&space)?;
+    /// // The synthetic fixture gives `transpose.4` 16 MB in 9 us on a v5e core (819 GB/s).
+    /// let above = profile.above_peak();
+    /// let (op, util, by) = above.iter().find(|(o, ..)| o.name == "transpose.4").unwrap();
+    /// assert!(*util > 2.0 && *by == BoundBy::Hbm && profile.roofline(op).is_none());
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn above_peak(&self) -> Vec<(&OpStats, f64, BoundBy)> {
+        let Some(env) = self.perf_env.as_ref() else { return Vec::new() };
+        self.ops
+            .iter()
+            .filter(|op| !op.is_async_start())
+            .filter_map(|op| {
+                let p = roofline_point(op.flops, &op.bytes, op.time, op.normalized_time, env);
+                (p.efficiency > 1.0).then_some((op, p.efficiency, p.bound_by))
+            })
+            .collect()
     }
 
     /// The program-level roofline: innermost ops' FLOPs and bytes over the whole profiled time,
@@ -468,7 +545,7 @@ impl OpProfile {
     /// Share of the profiled time (`0..=1`) an op's FLOP utilisation represents: XProf's
     /// op-profile `flops` metric, utilisation weighted by the op's share of the total time.
     pub fn weighted_flops_utilization(&self, op: &OpStats) -> f64 {
-        match self.roofline(op) {
+        match self.xprof_roofline(op) {
             Some(p) if self.total_time.0 > 0 => {
                 p.compute_utilization.min(1.0) * op.time.0 as f64 / self.total_time.0 as f64
             }
@@ -523,6 +600,7 @@ mod tests {
             peak_hbm_bytes_per_s: 1e12,
             peak_onchip_read_bytes_per_s: 10e12,
             peak_onchip_write_bytes_per_s: 0.0,
+            reported_hbm_bytes_per_s: 0.0,
         };
         let t = Picos(1_000_000_000); // 1 ms
         let compute = roofline_point(80e9, &MemoryBytes { hbm: 1e8, ..Default::default() }, t, t, &env);

@@ -95,7 +95,7 @@ fn roofline_matches_xprof() {
                 assert_eq!(op.occurrences as f64, row["occurrences"].as_f64().unwrap(), "{ctx}");
                 assert!(close(op.time.as_us_f64(), row["total_time"].as_f64().unwrap(), 1e-12), "{ctx}: total time");
                 assert!(close(op.self_time.as_us_f64(), row["total_self_time"].as_f64().unwrap(), 1e-12), "{ctx}");
-                ours.roofline(op).unwrap()
+                ours.xprof_roofline(op).unwrap()
             };
             assert_eq!(point.bound_by.label(), row["bound_by"].as_str().unwrap(), "{ctx}: bound");
             let eff = row["roofline_efficiency"].as_f64().unwrap();

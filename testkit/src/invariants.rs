@@ -346,13 +346,17 @@ pub fn check_frames(tables: &Value, ctx: &Context) -> Vec<Violation> {
             });
         }
         let Some(peaks) = ctx.peaks else { continue };
-        if time > 0.0 {
-            if let Some(flops) = r["flops"].as_f64() {
-                above_peak(Rule::AbovePeakFlops, &at, flops / (time * 1e-12), peaks.flops_per_s, "FLOP/s", &mut out);
-            }
-            if let Some(bytes) = r["hbm_bytes"].as_f64() {
-                above_peak(Rule::AbovePeakHbm, &at, bytes / (time * 1e-12), peaks.hbm_bytes_per_s, "B/s", &mut out);
-            }
+        // The rates the dataset states (null where it says there is none: an async start, an
+        // op whose counts exceed the peaks), else the counts over the time.
+        let stated = |rate: &str, amount: &str| match r.get(rate) {
+            Some(v) => v.as_f64(),
+            None => r[amount].as_f64().filter(|_| time > 0.0).map(|a| a / (time * 1e-12)),
+        };
+        if let Some(rate) = stated("flop_per_s", "flops") {
+            above_peak(Rule::AbovePeakFlops, &at, rate, peaks.flops_per_s, "FLOP/s", &mut out);
+        }
+        if let Some(rate) = stated("hbm_bytes_per_s", "hbm_bytes") {
+            above_peak(Rule::AbovePeakHbm, &at, rate, peaks.hbm_bytes_per_s, "B/s", &mut out);
         }
     }
     for (i, r) in rows("categories").iter().enumerate() {
@@ -637,7 +641,13 @@ fn idle_agrees(report: &Value, out: &mut Vec<Violation>) {
             (m["step_time_ms_mean"].as_f64(), report["comparison"]["categories"].as_array())
         && step > 0.0
     {
-        let cores = report["profile"]["cores"].as_f64().unwrap_or(1.0).max(1.0);
+        // The devices the comparison sums over (those that ran ops), else the profile's.
+        let cores = report["comparison"]["cores"]
+            .as_f64()
+            .filter(|c| *c > 0.0)
+            .or(report["profile"]["cores"].as_f64())
+            .unwrap_or(1.0)
+            .max(1.0);
         for (i, c) in cats.iter().enumerate() {
             if c["category"].as_str() != Some("IDLE") {
                 continue;

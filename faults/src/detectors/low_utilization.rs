@@ -24,14 +24,15 @@ const META: DetectorMeta = DetectorMeta {
                   included). The finding says what bounds the program (compute, HBM or on-chip memory, from the \
                   largest utilisation, XProf's `bound_by`), its operational intensity against the ridge point, the \
                   ops that take the most time with their own bound and roofline efficiency, the time spent in ops \
-                  the cost model cannot price (custom calls, copies), and on GPUs the time per kernel library.",
+                  with no place on the roofline (custom calls and copies the cost model cannot price, async \
+                  starts, ops whose counts exceed the peaks), and on GPUs the time per kernel library.",
         why: "Low utilisation is the headline of most slow steps: the accelerator is paid for its peak and \
               delivers a fraction of it. Knowing whether the program is memory-bound, idle, or spending its time in \
               unpriced library kernels decides the fix; the roofline headroom of each op says where the time is.",
         evidence: "FLOP utilisation, HBM utilisation and roofline efficiency (%), the bound, the operational \
                    intensity and the ridge point (FLOP/B), the roofline headroom (time the ops would save at their \
                    own roofline), the top ops by time with their category, bound and efficiency, the share of op \
-                   time the cost model prices no work for, and on GPUs the time per kernel library (cuBLAS, \
+                   time with no roofline place, and on GPUs the time per kernel library (cuBLAS, \
                    hipBLASLt, cuDNN/MIOpen, Triton, Transformer Engine, XLA fusions, NCCL/RCCL).",
         thresholds: "Report when FLOP utilisation is below `status.min_flops_utilization` (default 0.5) on a \
                      profile with device peaks. The utilisation is the op profile's (docs/metrics.md): library GEMM \
@@ -173,7 +174,7 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
     if op_time > 0.0 && unpriced_ms > 0.0 {
         evidence.push(Evidence::metric(
             "unpriced_op_time_share",
-            "op time the cost model prices no work for (custom calls, copies)",
+            "op time with no roofline place (unpriced custom calls and copies, async starts, counts above the peaks)",
             100.0 * unpriced_ms / op_time,
             "%",
         ));
@@ -189,7 +190,7 @@ fn evidence_of(host: &HostProfile, u: &Utilization<'_>, ops: &Ops<'_>, impact: I
                 pct(p.efficiency),
                 p.operational_intensity
             ),
-            _ => "no work priced by the cost model".to_owned(),
+            _ => "no roofline place (no work priced, an async start, or counts above the peaks)".to_owned(),
         };
         evidence.push(Evidence::note(format!(
             "{} ({}, {}): {share:.1} % of op time, {place}",
@@ -225,7 +226,7 @@ fn describe(detector: &LowUtilization, host: &HostProfile, u: &Utilization<'_>, 
         point.bound_by.label(),
         point.operational_intensity,
         if op_time > 0.0 && unpriced_ms > 0.0 {
-            format!("; {:.1} % of op time is in ops the cost model cannot price", 100.0 * unpriced_ms / op_time)
+            format!("; {:.1} % of op time is in ops with no roofline place", 100.0 * unpriced_ms / op_time)
         } else {
             String::new()
         },

@@ -162,16 +162,19 @@ pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
     );
     for o in p.ops.iter().take(top) {
         let bound = p.roofline(o).map_or("-", |r| r.bound_by.label());
+        // No rate for an async start or an op above the peaks (see `OpProfile::rates`).
+        let (flops, hbm) = match p.rates(o) {
+            Some((f, b)) => (format!("{:.1}", f / 1e9), format!("{:.1}", b / 1e9)),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
         line(
             &mut s,
             format_args!(
-                "  {:<36} {:<24} {:>8} {:>14.3} {:>12.1} {:>12.1}  {bound}",
+                "  {:<36} {:<24} {:>8} {:>14.3} {flops:>12} {hbm:>12}  {bound}",
                 o.name,
                 o.category,
                 o.occurrences,
-                us(o.self_time),
-                o.flops_per_s() / 1e9,
-                o.hbm_bytes_per_s() / 1e9
+                us(o.self_time)
             ),
         );
     }
