@@ -54,7 +54,7 @@ fn json_contract_and_stable_order() {
         ]
     );
     let comparison: Vec<&str> = v["comparison"].as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(comparison, ["step_times_ms", "categories", "ops", "ops_cutoff_ms_per_step"]);
+    assert_eq!(comparison, ["step_times_ms", "categories", "ops", "ops_cutoff_ms_per_step", "cores"]);
     assert_eq!(v["comparison"]["step_times_ms"].as_array().unwrap().len(), r.metrics.step_count);
     let finding_keys: Vec<&str> = v["findings"][0].as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(

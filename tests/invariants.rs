@@ -5,9 +5,9 @@
 //! outside [0, 100], no op above its device's peak FLOP rate or HBM bandwidth, a health block
 //! that adds up, ordered step figures, one idle, no OPTIMAL verdict without evidence.
 //!
-//! The violations known today are listed in [`KNOWN`], each with the issue-39 bullet it belongs
-//! to; the test fails on any violation not listed, and on a listed one that no longer occurs, so
-//! the list shrinks to empty as the fixes land.
+//! Violations known and being fixed would be listed in [`KNOWN`] (empty since the last of issue
+//! 39's landed); the test fails on any violation not listed, and on a listed one that no longer
+//! occurs.
 
 mod common;
 mod outputs;
@@ -22,117 +22,7 @@ use xlens_testkit::invariants::{Context, Violation, check_frames, check_kernels,
 /// and that is being fixed; remove an entry with its fix (the test fails while a listed one no
 /// longer occurs). Outputs: `scan` (the report JSON), `frames` (the Parquet dataset), `ops`,
 /// `kernels`.
-const KNOWN: &[(&str, &str, &str)] = &[
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 120 %.
-    ("field/amd_conv3d_jax08", "frames", "percent_range"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 110 %.
-    ("field/amd_conv3d_legacy", "frames", "percent_range"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("field/amd_conv3d_legacy", "scan", "idle_agrees"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 13 op(s), up to 152 %.
-    ("field/amd_jax08_attention", "frames", "percent_range"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("field/amd_jax08_attention", "scan", "idle_agrees"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 10 op(s), up to 159 %.
-    ("field/amd_jax08_elementwise", "frames", "percent_range"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("field/amd_jax08_elementwise", "scan", "idle_agrees"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 2 op(s), up to 110 %.
-    ("field/amd_jax08_gemm", "frames", "percent_range"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("field/amd_jax08_gemm", "scan", "idle_agrees"),
-    // Above the physical peak (HBM): 5 op(s), up to 172 % of the peak (loop_reduce_fusion.1).
-    ("field/amd_te_fused_attn", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 5 op(s), up to 172 %.
-    ("field/amd_te_fused_attn", "frames", "percent_range"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("field/amd_te_fused_attn", "scan", "idle_agrees"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("field/tf_v100_multiworker", "scan", "idle_agrees"),
-    // Above the physical peak (HBM): 3 op(s), up to 192446250 % of the peak (copy-start.1).
-    ("field/tpu_v6e_host_offload", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 3 op(s), up to 192447055 %.
-    ("field/tpu_v6e_host_offload", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 24422 % of the peak (input_scatter_fusion.1).
-    ("h200/h200_bf16_graphs", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 24350 %.
-    ("h200/h200_bf16_graphs", "frames", "percent_range"),
-    // Above the physical peak (HBM): 9 op(s), up to 27420 % of the peak (input_scatter_fusion.1).
-    ("h200/h200_bf16_no_graphs", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 47 op(s), up to 27339 %.
-    ("h200/h200_bf16_no_graphs", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 3201 % of the peak (input_scatter_fusion.1).
-    ("h200/h200_host_callback", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 3192 %.
-    ("h200/h200_host_callback", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 3381 % of the peak (input_scatter_fusion.1).
-    ("h200/h200_host_offload", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 3371 %.
-    ("h200/h200_host_offload", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 3350 % of the peak (input_scatter_fusion.1).
-    ("h200/h200_input_starvation", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 3340 %.
-    ("h200/h200_input_starvation", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 24254 % of the peak (input_scatter_fusion.1).
-    ("h200/h200_train_bf16", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 24182 %.
-    ("h200/h200_train_bf16", "frames", "percent_range"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 120 %.
-    ("shared/real/amd_conv3d_jax08", "frames", "percent_range"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 13 op(s), up to 152 %.
-    ("shared/real/amd_jax08_attention", "frames", "percent_range"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("shared/real/amd_jax08_attention", "scan", "idle_agrees"),
-    // Above the physical peak (HBM): 5 op(s), up to 172 % of the peak (loop_reduce_fusion.1).
-    ("shared/real/amd_te_fused_attn", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 5 op(s), up to 172 %.
-    ("shared/real/amd_te_fused_attn", "frames", "percent_range"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("shared/real/amd_te_fused_attn", "scan", "idle_agrees"),
-    // One definition per quantity (per device vs per host): the program ran on fewer GPUs than the
-    // host has; IDLE per step sums the devices that ran ops, the report counts every GPU plane.
-    ("shared/real/tf_v100_multiworker", "scan", "idle_agrees"),
-    // Above the physical peak (HBM): 3 op(s), up to 982 % of the peak (all-gather-start.5).
-    ("tpu/tpu_basic", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 3 op(s), up to 982 %.
-    ("tpu/tpu_basic", "frames", "percent_range"),
-    // Above the physical peak (HBM): 3 op(s), up to 970 % of the peak (all-gather-start.5).
-    ("tpu/tpu_dcn_tail", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 3 op(s), up to 970 %.
-    ("tpu/tpu_dcn_tail", "frames", "percent_range"),
-    // Above the physical peak (HBM): 4 op(s), up to 1031 % of the peak (all-gather-start.1).
-    ("tpu/tpu_exposed_collective", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 4 op(s), up to 1031 %.
-    ("tpu/tpu_exposed_collective", "frames", "percent_range"),
-    // Above the physical peak (HBM): 3 op(s), up to 976 % of the peak (all-gather-start.5).
-    ("tpu/tpu_hbm_pressure", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 3 op(s), up to 977 %.
-    ("tpu/tpu_hbm_pressure", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 607 % of the peak (all-gather-start.1).
-    ("tpu/tpu_healthy", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 607 %.
-    ("tpu/tpu_healthy", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 153 % of the peak (all-gather-start.35).
-    ("tpu/tpu_sparsecore", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 153 %.
-    ("tpu/tpu_sparsecore", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 454 % of the peak (all-gather-start.5).
-    ("tpu/tpu_straggler", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 2 op(s), up to 454 %.
-    ("tpu/tpu_straggler", "frames", "percent_range"),
-    // Above the physical peak (HBM): 1 op(s), up to 255 % of the peak (all-gather-start.7).
-    ("tpu/tpu_vector_bound", "frames", "above_peak_hbm"),
-    // Above the physical peak (Parquet roofline_efficiency_pct): 1 op(s), up to 255 %.
-    ("tpu/tpu_vector_bound", "frames", "percent_range"),
-];
+const KNOWN: &[(&str, &str, &str)] = &[];
 
 /// One violation found: on which profile, in which output.
 struct Found {

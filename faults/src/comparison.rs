@@ -22,6 +22,11 @@ pub struct Comparison {
     /// When ops were left out: the time per step of the shortest op kept (an op missing from
     /// the list took at most this long).
     pub ops_cutoff_ms_per_step: Option<f64>,
+    /// The devices (TPU cores, GPUs) the category and op times per step are summed over: those
+    /// that ran the profiled programs, which on a GPU host can be fewer than its GPUs (0 in a
+    /// report written before this field).
+    #[serde(default)]
+    pub cores: u32,
 }
 
 /// Self time per step of one category.
@@ -79,6 +84,7 @@ pub(crate) fn of_host(host: &HostProfile) -> Comparison {
         Err(_) => 1.0,
     };
     let Ok(profile) = host.op_profile() else { return c };
+    c.cores = profile.cores;
     let per_step = |t: Picos| t.as_ms_f64() / steps;
     let mut categories: Vec<CategoryTime> = profile
         .categories()
