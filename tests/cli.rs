@@ -423,25 +423,6 @@ fn scan_selects_steps() {
 }
 
 /// A logdir of runs copied from the corpus (`name` ← `testdata/corpus/<from>`).
-fn logdir_of(name: &str, runs: &[(&str, &str)]) -> std::path::PathBuf {
-    let logdir = std::env::temp_dir().join(format!("xlens-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&logdir);
-    for (run, from) in runs {
-        add_run(&logdir, run, from);
-    }
-    logdir
-}
-
-fn add_run(logdir: &std::path::Path, run: &str, from: &str) {
-    let dir = logdir.join("plugins/profile").join(run);
-    std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(common::root().join("testdata/corpus").join(from)).unwrap().flatten() {
-        if entry.file_name().to_string_lossy().ends_with(".xplane.pb") {
-            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 fn listing(dir: &std::path::Path) -> Vec<String> {
     let mut all = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -458,7 +439,8 @@ fn listing(dir: &std::path::Path) -> Vec<String> {
 /// outside the logdir (read back while the files are unchanged) and writes nothing into it.
 #[test]
 fn runs_lists_every_run_and_caches_outside_the_logdir() {
-    let logdir = logdir_of("runlist", &[("2026_01_01_10_00_00", "clean"), ("2026_02_02_11_00_00", "host_callback")]);
+    let logdir =
+        common::logdir_of("runlist", &[("2026_01_01_10_00_00", "clean"), ("2026_02_02_11_00_00", "host_callback")]);
     let cache = logdir.with_extension("cache");
     let _ = std::fs::remove_dir_all(&cache);
     let before = listing(&logdir);
@@ -499,7 +481,7 @@ fn runs_lists_every_run_and_caches_outside_the_logdir() {
 #[test]
 fn watch_reports_each_new_run() {
     use std::io::{BufRead, BufReader};
-    let logdir = logdir_of("watch", &[("2026_01_01_10_00_00", "clean")]);
+    let logdir = common::logdir_of("watch", &[("2026_01_01_10_00_00", "clean")]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_xlens"))
         .args(["watch", &logdir.display().to_string(), "--interval", "0.1", "--count", "1", "--no-cache"])
         .stdout(std::process::Stdio::piped())
@@ -507,7 +489,7 @@ fn watch_reports_each_new_run() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(400));
-    add_run(&logdir, "2026_02_02_11_00_00", "host_callback");
+    common::add_run(&logdir, "2026_02_02_11_00_00", "host_callback");
     let (tx, rx) = std::sync::mpsc::channel();
     let out = child.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -532,7 +514,7 @@ fn watch_reports_each_new_run() {
 #[test]
 fn watch_rescans_a_run_whose_files_changed() {
     use std::io::{BufRead, BufReader};
-    let logdir = logdir_of("rewatch", &[("2026_01_01_10_00_00", "clean")]);
+    let logdir = common::logdir_of("rewatch", &[("2026_01_01_10_00_00", "clean")]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_xlens"))
         .args(["watch", &logdir.display().to_string(), "--interval", "0.1", "--count", "2", "--no-cache"])
         .stdout(std::process::Stdio::piped())

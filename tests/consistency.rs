@@ -566,8 +566,8 @@ fn diff_against_itself(c: &mut Compare, j: &Value, d: &Diff, o: &Outputs, dir: &
     c.printed("step_time_ms_mean (new)", "diff_text", mean, 3, after(step, "-> "));
     for (key, label) in [
         ("step_time_ms_mean", "  step_time mean (ms) "),
-        ("idle_pct", "  idle (%) "),
-        ("device_busy_pct", "  device_busy (%) "),
+        ("idle_pct", "  idle (% of step) "),
+        ("device_busy_pct", "  device_busy (% of step) "),
     ] {
         let row = line_of(&text, label).unwrap_or("");
         let cells: Vec<&str> = row.split_whitespace().collect();

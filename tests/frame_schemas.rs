@@ -189,6 +189,8 @@ const JSON_UNITLESS: &[(&str, &str)] = &[
     ("occurrences", "a count"),
     ("step_count", "a count"),
     ("cores", "a count"),
+    ("hosts", "a count (diff and runs: the hosts of a run)"),
+    ("findings", "a count (runs: the findings of a run)"),
     ("hlo_programs", "a count"),
     ("program_id", "an id"),
     ("registers_per_thread", "a count"),
@@ -237,29 +239,34 @@ fn numeric_keys(
 }
 
 /// The unit convention of issue 39 for the JSON documents, as `frame_schemas_are_documented_and_carry_units`
-/// holds it for the Parquet columns: every numeric key of the scan, ops, kernels, inventory and
-/// hlo JSON names its unit, is a count or id listed in [`JSON_UNITLESS`], or sits in an object
+/// holds it for the Parquet columns: every numeric key of the scan, ops, kernels, inventory, hlo,
+/// diff and runs JSON names its unit, is a count or id listed in [`JSON_UNITLESS`], or sits in an object
 /// keyed by unit (`categories_us`) or by name with counts ([`JSON_COUNT_MAPS`]).
 #[test]
 fn json_keys_carry_units() {
     let root = common::root();
     let bin = env!("CARGO_BIN_EXE_xlens");
     let mut keys = std::collections::BTreeSet::new();
-    for (cmd, rel) in [
-        ("scan", "testdata/h200/h200_bf16_no_graphs"),
-        ("scan", "testdata/tpu/tpu_two_hosts_clean"),
-        ("scan", "testdata/corpus/host_callback"),
-        ("ops", "testdata/h200/h200_bf16_no_graphs"),
-        ("ops", "testdata/tpu/tpu_basic"),
-        ("kernels", "testdata/field/amd_conv3d_jax08"),
-        ("inventory", "testdata/tpu/tpu_basic"),
-        ("hlo", "testdata/corpus/host_callback"),
+    let at = |rel: &str| root.join(rel).display().to_string();
+    let logdir =
+        common::logdir_of("units", &[("2026_01_01_10_00_00", "clean"), ("2026_02_02_11_00_00", "host_callback")]);
+    let runs: Vec<String> = vec!["runs".into(), logdir.display().to_string(), "--no-cache".into()];
+    for args in [
+        vec!["scan".into(), at("testdata/h200/h200_bf16_no_graphs")],
+        vec!["scan".into(), at("testdata/tpu/tpu_two_hosts_clean")],
+        vec!["scan".into(), at("testdata/corpus/host_callback")],
+        vec!["ops".into(), at("testdata/h200/h200_bf16_no_graphs")],
+        vec!["ops".into(), at("testdata/tpu/tpu_basic")],
+        vec!["kernels".into(), at("testdata/field/amd_conv3d_jax08")],
+        vec!["inventory".into(), at("testdata/tpu/tpu_basic")],
+        vec!["hlo".into(), at("testdata/corpus/host_callback")],
+        vec!["diff".into(), at("testdata/h200/h200_bf16_graphs"), at("testdata/h200/h200_bf16_no_graphs")],
+        vec!["diff".into(), at("testdata/corpus/clean"), at("testdata/corpus/host_callback")],
+        runs,
     ] {
-        let out = std::process::Command::new(bin)
-            .args([cmd, &root.join(rel).display().to_string(), "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{cmd} {rel}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new(bin).args(&args).arg("--json").output().unwrap();
+        let cmd = args.join(" ");
+        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         numeric_keys(&v, "", "", &mut keys);
     }
@@ -274,5 +281,6 @@ fn json_keys_carry_units() {
         })
         .map(|(k, parent)| format!("{parent}.{k}"))
         .collect();
+    let _ = std::fs::remove_dir_all(&logdir);
     assert!(bad.is_empty(), "numeric JSON keys without a unit: {bad:?}");
 }

@@ -89,3 +89,25 @@ pub(crate) fn parquet_files(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// A logdir in the temp dir named after `name` (emptied first) with one run per
+/// `(run, corpus profile)`: the profile's host files under `plugins/profile/<run>/`.
+pub(crate) fn logdir_of(name: &str, runs: &[(&str, &str)]) -> std::path::PathBuf {
+    let logdir = std::env::temp_dir().join(format!("xlens-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logdir);
+    for (run, from) in runs {
+        add_run(&logdir, run, from);
+    }
+    logdir
+}
+
+/// Adds run `run` to `logdir` with the host files of `testdata/corpus/<from>`.
+pub(crate) fn add_run(logdir: &std::path::Path, run: &str, from: &str) {
+    let dir = logdir.join("plugins/profile").join(run);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(root().join("testdata/corpus").join(from)).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().ends_with(".xplane.pb") {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+    }
+}

@@ -35,7 +35,20 @@ fn metric_label(name: &str) -> String {
     }
     match name.rsplit_once("_ms_") {
         Some((stem, stat)) => format!("{stem} {stat} (ms)"),
-        None => name.strip_suffix("_pct").map_or_else(|| name.to_owned(), |s| format!("{s} (%)")),
+        None => match name.strip_suffix("_pct") {
+            // The window of each share (docs/metrics.md): the health block's are of the step,
+            // the utilisations and the duty cycle of the profiled time, the memory peak of HBM.
+            Some(
+                stem @ ("device_duty_cycle"
+                | "flops_utilization"
+                | "xprof_flops_utilization"
+                | "hbm_utilization"
+                | "roofline_efficiency"),
+            ) => format!("{stem} (% of capture)"),
+            Some(stem @ "memory_peak") => format!("{stem} (% of HBM)"),
+            Some(stem) => format!("{stem} (% of step)"),
+            None => name.to_owned(),
+        },
     }
 }
 
@@ -63,12 +76,13 @@ pub fn text(d: &Diff) -> String {
             [b, n] => format!(" over {b} vs {n} runs"),
         }
     );
-    let _ = writeln!(s, "\nMetrics                               base          new        delta");
+    let _ = writeln!(s, "\n{:<42} {:>10} {:>12} {:>12}", "Metrics (mean of each side)", "base", "new", "delta");
     for (name, m) in &d.metrics {
         let [b, n, delta] = metric_cells(name, m);
-        let _ = writeln!(s, "  {:<32} {b:>10} {n:>12} {delta:>12}", metric_label(name));
+        let _ = writeln!(s, "  {:<40} {b:>10} {n:>12} {delta:>12}", metric_label(name));
     }
-    let _ = writeln!(s, "\nCategories (ms per step)              base          new        delta");
+    let _ = writeln!(s, "\nCategories (ms per step, over the devices that ran ops)");
+    let _ = writeln!(s, "{:<34} {:>10} {:>12} {:>12}", "", "base", "new", "delta");
     for c in d.categories.iter().filter(|c| c.delta_ms_per_step.abs() > 0.0005).take(12) {
         let _ = writeln!(
             s,
@@ -79,7 +93,8 @@ pub fn text(d: &Diff) -> String {
             c.delta_ms_per_step
         );
     }
-    let _ = writeln!(s, "\nOps that moved most (ms per step)     base          new        delta  status");
+    let _ = writeln!(s, "\nOps that moved most (ms per step, over the devices that ran them)");
+    let _ = writeln!(s, "{:<34} {:>10} {:>12} {:>12}  status", "", "base", "new", "delta");
     for o in d.ops.iter().take(TOP_OPS) {
         let _ = writeln!(
             s,
@@ -171,7 +186,7 @@ pub fn html(d: &Diff) -> String {
             escape(&metric_label(name))
         );
     }
-    s.push_str("</table></div><h2>Ops that moved most (ms per step)</h2><div class=\"wrap\"><table><tr><th>op</th><th>program</th><th>status</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th></tr>");
+    s.push_str("</table></div><h2>Ops that moved most (ms per step, over the devices that ran them)</h2><div class=\"wrap\"><table><tr><th>op</th><th>program</th><th>status</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th></tr>");
     for o in d.ops.iter().take(TOP_OPS) {
         let class = if o.delta_ms_per_step < 0.0 { "better" } else { "worse" };
         let _ = write!(
