@@ -136,6 +136,10 @@ fn after<'a>(line: &'a str, label: &str) -> Option<&'a str> {
     if rest.starts_with("n/a") {
         return Some(&rest[..3]);
     }
+    // A figure the profile cannot give (no cost model) reads "unknown": no figure, as n/a.
+    if rest.starts_with("unknown") {
+        return Some("n/a");
+    }
     let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(rest.len());
     (end > 0).then(|| &rest[..end])
 }

@@ -166,6 +166,11 @@ pub struct Metrics {
     pub memory_capacity_bytes: Option<u64>,
     /// Memory peak as a share of capacity (%).
     pub memory_peak_pct: Option<f64>,
+    /// Why the FLOP and HBM utilisations, the roofline efficiency, the bound and the
+    /// operational intensity are `null` on a device with peaks: no op of the profile carries a
+    /// cost, so they are unknown, not zero. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_unknown: Option<String>,
     /// The slowest ops by self time.
     pub slowest_ops: Vec<SlowOp>,
     /// The host whose pace these step times are: the slowest host of a session (the one host
@@ -198,6 +203,7 @@ impl Default for Metrics {
             memory_peak_bytes: None,
             memory_capacity_bytes: None,
             memory_peak_pct: None,
+            utilization_unknown: None,
             slowest_ops: Vec::new(),
             step_time_host: None,
         }
@@ -697,6 +703,10 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
 
 /// The program roofline figures of `m`, from the work of a host or of a whole session.
 pub(crate) fn set_roofline(m: &mut Metrics, work: &ProgramWork) {
+    if !work.is_priced() {
+        m.utilization_unknown = Some(NO_COST.to_owned());
+        return;
+    }
     let point: RooflinePoint = work.point();
     m.flops_utilization_pct = Some(100.0 * point.compute_utilization);
     m.xprof_flops_utilization_pct = Some(100.0 * work.xprof_flops_utilization());
@@ -707,6 +717,10 @@ pub(crate) fn set_roofline(m: &mut Metrics, work: &ProgramWork) {
     m.operational_intensity_flop_per_byte = Some(point.operational_intensity);
 }
 
+/// Why the utilisations of a profile without op costs are unknown ([`Metrics::utilization_unknown`]).
+pub(crate) const NO_COST: &str = "no op of the profile carries a FLOP or byte cost (no HLO cost model: a TensorFlow capture \
+                           without XLA, or kernels XLA did not compile): the utilisations are unknown, not zero";
+
 fn charts(host: &HostProfile) -> Charts {
     let mut c = Charts::default();
     let Ok(profile) = host.op_profile() else { return c };
@@ -716,7 +730,7 @@ fn charts(host: &HostProfile) -> Charts {
     c.top_ops = top_ops(profile);
     if let Some(env) = profile.perf_env {
         c.roofline = roofline_dots(profile);
-        c.program_dot = profile.program_work().map(|w| {
+        c.program_dot = profile.program_work().filter(ProgramWork::is_priced).map(|w| {
             let p = w.point();
             dot("Program", "program", w.time.as_ms_f64(), w.flops, &p)
         });

@@ -196,6 +196,13 @@ pub struct ProgramWork {
 }
 
 impl ProgramWork {
+    /// True when some op carries a cost (FLOPs or bytes, by xlens's count or XProf's). Without
+    /// one (a TensorFlow capture without XLA, whose kernels have no HLO cost model) the
+    /// utilisations and the bound are unknown, not zero.
+    pub fn is_priced(&self) -> bool {
+        self.flops > 0.0 || self.xprof_flops > 0.0 || self.bytes.total() > 0.0 || self.xprof_bytes.total() > 0.0
+    }
+
     /// Its point on the roofline.
     pub fn point(&self) -> RooflinePoint {
         roofline_point(self.flops, &self.bytes, self.time, self.time, &self.env)

@@ -82,6 +82,9 @@ fn utilization(host: &HostProfile) -> Result<Utilization<'_>, Skip> {
     let Some(work) = profile.program_work() else {
         return Err(Skip::because("the op profile has no device peaks"));
     };
+    if !work.is_priced() {
+        return Err(Skip::because(crate::report::NO_COST));
+    }
     let point = work.point();
     let xprof = work.xprof_flops_utilization();
     let xprof = ((xprof - point.compute_utilization).abs() >= 0.0005).then_some(xprof);

@@ -88,6 +88,9 @@ fn pct(v: Option<f64>) -> String {
 
 fn health(s: &mut String, m: &Metrics) {
     let unit = m.step_unit();
+    // Unknown, not zero, where no op carries a cost (`Metrics::utilization_unknown`).
+    let unknown = m.utilization_unknown.is_some();
+    let util = |v: Option<f64>| if unknown { super::UNKNOWN.to_owned() } else { pct(v) };
     let tiles = [
         (format!("Mean {unit} time"), m.step_time_ms_mean.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3} ms"))),
         ("Device busy".to_owned(), pct(m.device_busy_pct)),
@@ -98,17 +101,21 @@ fn health(s: &mut String, m: &Metrics) {
         (
             "FLOP utilisation".to_owned(),
             match m.xprof_flops_utilization_if_different() {
-                Some(x) => format!("{} (XProf counts {x:.1} %)", pct(m.flops_utilization_pct)),
-                None => pct(m.flops_utilization_pct),
+                Some(x) => format!("{} (XProf counts {x:.1} %)", util(m.flops_utilization_pct)),
+                None => util(m.flops_utilization_pct),
             },
         ),
-        ("HBM utilisation".to_owned(), pct(m.hbm_utilization_pct)),
-        ("Roofline efficiency".to_owned(), pct(m.roofline_efficiency_pct)),
+        ("HBM utilisation".to_owned(), util(m.hbm_utilization_pct)),
+        ("Roofline efficiency".to_owned(), util(m.roofline_efficiency_pct)),
         ("Device duty cycle".to_owned(), pct(m.device_duty_cycle_pct)),
-        ("Bound by".to_owned(), m.bound_by.clone().unwrap_or_else(|| "n/a".to_owned())),
+        (
+            "Bound by".to_owned(),
+            m.bound_by.clone().unwrap_or_else(|| if unknown { super::UNKNOWN } else { "n/a" }.to_owned()),
+        ),
         (
             "Operational intensity (all memories)".to_owned(),
-            m.operational_intensity_flop_per_byte.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2} FLOP/B")),
+            m.operational_intensity_flop_per_byte
+                .map_or_else(|| if unknown { super::UNKNOWN } else { "n/a" }.to_owned(), |v| format!("{v:.2} FLOP/B")),
         ),
     ];
     s.push_str("<h2 id=\"health\">Health</h2><div class=\"tiles\">");

@@ -213,6 +213,9 @@ fn memory_peak(m: &Metrics) -> String {
     }
 }
 
+/// How a figure the profile cannot give reads on the page.
+pub(crate) const UNKNOWN: &str = "unknown (no cost model)";
+
 fn health(m: &Metrics) -> String {
     let mut s = String::new();
     line(
@@ -229,14 +232,18 @@ fn health(m: &Metrics) -> String {
         ),
     );
     let memory = memory_peak(m);
+    // Unknown, not zero, where no op carries a cost (`Metrics::utilization_unknown`).
+    let unknown = m.utilization_unknown.is_some();
+    let util = |v: Option<f64>| if unknown { "unknown".to_owned() } else { opt(v, "%") };
     line(
         &mut s,
         format_args!(
-            "          FLOP utilisation {}{}  HBM utilisation {}  roofline efficiency {}  memory peak {memory}",
-            opt(m.flops_utilization_pct, "%"),
+            "          FLOP utilisation {}{}  HBM utilisation {}  roofline efficiency {}{}  memory peak {memory}",
+            util(m.flops_utilization_pct),
             m.xprof_flops_utilization_if_different().map_or(String::new(), |x| format!(" (XProf counts {x:.1}%)")),
-            opt(m.hbm_utilization_pct, "%"),
-            opt(m.roofline_efficiency_pct, "%")
+            util(m.hbm_utilization_pct),
+            util(m.roofline_efficiency_pct),
+            if unknown { " (no op carries a cost: no cost model)" } else { "" }
         ),
     );
     if m.bound_by.is_some() || m.device_duty_cycle_pct.is_some() {
@@ -245,8 +252,9 @@ fn health(m: &Metrics) -> String {
             format_args!(
                 "          duty cycle over the capture {}  bound by {}  operational intensity {}",
                 opt(m.device_duty_cycle_pct, "%"),
-                m.bound_by.as_deref().unwrap_or("n/a"),
-                m.operational_intensity_flop_per_byte.map_or("n/a".to_owned(), |v| format!("{v:.2} FLOP/B"))
+                m.bound_by.as_deref().unwrap_or(if unknown { "unknown" } else { "n/a" }),
+                m.operational_intensity_flop_per_byte
+                    .map_or_else(|| if unknown { "unknown" } else { "n/a" }.to_owned(), |v| format!("{v:.2} FLOP/B"))
             ),
         );
     }
