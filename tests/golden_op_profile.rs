@@ -147,6 +147,11 @@ mod in_memory {
 
     /// The whole `ops --json` output of `ops`, trailing newline included.
     pub(super) fn document(ops: &Partial<Vec<HostOpProfile>>) -> String {
+        format!("{}\n", serde_json::to_string_pretty(&value(ops)).unwrap())
+    }
+
+    /// The `ops --json` document of `ops` as a `Value`.
+    pub(super) fn value(ops: &Partial<Vec<HostOpProfile>>) -> Value {
         let mut doc = json!({ "hosts": ops.hosts.iter().map(host).collect::<Vec<_>>() });
         if let Value::Object(map) = &mut doc {
             if !ops.skipped_hosts.is_empty() {
@@ -156,7 +161,7 @@ mod in_memory {
                 map.insert("errors".to_owned(), serde_json::to_value(&ops.errors).unwrap_or_default());
             }
         }
-        format!("{}\n", serde_json::to_string_pretty(&doc).unwrap())
+        doc
     }
 }
 
@@ -184,6 +189,10 @@ fn streamed_ops_json_equals_the_in_memory_rendering() {
         assert!(String::from_utf8(streamed).unwrap() == expected, "{rel}: the streamed document differs");
         let value = format!("{}\n", serde_json::to_string_pretty(&op_profile_document(ops)).unwrap());
         assert!(value == expected, "{rel}: the document as a Value differs");
+        // Compact, as the Python package returns it.
+        let compact = serde_json::to_string(&OpProfileDocument(ops)).unwrap();
+        let reference = in_memory::value(ops).to_string();
+        assert!(compact == reference, "{rel}: the compact document differs");
     };
     let skipped = || vec![xlens::faults::SkippedHost::new("host9", "host9.xplane.pb", &"truncated\nfile")];
     for rel in runs {
