@@ -6,13 +6,14 @@
 
 use std::path::Path;
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::faults::SkippedHost;
 use crate::hlo::{Module, module_hosts, modules_from_session};
 use crate::report::tables::hlo::{ModuleHosts, hlo_ops_json};
 use crate::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json};
-use crate::report::tables::op_profile::{HostOpProfile, analyze, op_profile_session_json};
+use crate::report::tables::op_profile::{HostOpProfile, OpProfileHostsJson, analyze};
 use crate::report::tables::{HostInventory, inventory_json};
 use crate::roofline::KernelStats;
 use crate::source::{Location, discover};
@@ -47,6 +48,18 @@ impl<T> Partial<T> {
             }
         }
         doc
+    }
+
+    /// Writes the `skipped_hosts` and `errors` entries of [`Partial::document`] into a map being
+    /// serialized, after its own entries.
+    fn serialize_tail<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+        if !self.skipped_hosts.is_empty() {
+            map.serialize_entry("skipped_hosts", &self.skipped_hosts)?;
+        }
+        if !self.errors.is_empty() {
+            map.serialize_entry("errors", &self.errors)?;
+        }
+        Ok(())
     }
 }
 
@@ -125,7 +138,23 @@ pub fn op_profile(path: &Path) -> Result<Value, BoxError> {
 
 /// The `ops --json` document of what [`host_op_profiles`] read.
 pub fn op_profile_document(ops: &Partial<Vec<HostOpProfile>>) -> Value {
-    ops.document(op_profile_session_json(&ops.hosts))
+    serde_json::to_value(OpProfileDocument(ops)).unwrap_or_default()
+}
+
+/// The `ops --json` document of what [`host_op_profiles`] read, as [`op_profile_document`]
+/// gives it, serialized as it is written: a serializer over a writer
+/// (`serde_json::to_writer_pretty`) writes each step and op from the analyses, holding no copy
+/// of a document that grows with the steps of the capture (`xlens ops --json` prints it so).
+#[derive(Clone, Copy, Debug)]
+pub struct OpProfileDocument<'a>(pub &'a Partial<Vec<HostOpProfile>>);
+
+impl Serialize for OpProfileDocument<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("hosts", &OpProfileHostsJson(&self.0.hosts))?;
+        self.0.serialize_tail(&mut map)?;
+        map.end()
+    }
 }
 
 /// The HLO modules of a profile, which hosts captured each, and the warnings met reading them.

@@ -161,10 +161,14 @@ fn diff_html(diff_json: &str) -> PyResult<String> {
     Ok(xlens::report::diff::html(&d))
 }
 
-/// `op_profile --json`.
+/// `op_profile --json`, serialized from the analyses into the string (no `Value` of a
+/// document that grows with the steps).
 #[pyfunction]
 fn op_profile(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-    py.detach(|| xlens::documents::op_profile(&path).map(|v| v.to_string()).map_err(error))
+    py.detach(|| {
+        let ops = xlens::documents::host_op_profiles(&path).map_err(error)?;
+        serde_json::to_string(&xlens::documents::OpProfileDocument(&ops)).map_err(error)
+    })
 }
 
 /// `kernel_stats --json`.

@@ -721,32 +721,39 @@ fn walk_core(
         _ => 0,
     };
     let windows: Vec<(Picos, Picos)> = markers.iter().zip(step_times).map(|(&(s, _), &t)| (s, s + t)).collect();
-    let steps: Vec<CoreStepSummary> =
-        markers.iter().take(step_times.len()).map(|&m| CoreStepSummary { marker: m, ..Default::default() }).collect();
-    let acc = vec![StepAcc::default(); steps.len()];
-    let mut out = CoreTimeline {
+    // The core's timeline before its ops are walked, over the program executions `modules`.
+    // A line out of start order, whose ops are walked a second time, builds it again, as each
+    // walk allocates its steps' accumulators: no copy of either is held through the walk (each
+    // grows with the steps, together 330 bytes a step and core).
+    let blank = |modules: Vec<(Picos, Picos, usize)>| CoreTimeline {
         core,
         plane_index: plane.index(),
         ops: vec![OpAggregate::default(); plane.event_metadata().len()],
         events: 0,
         op_span: None,
         span: None,
-        steps,
+        steps: markers
+            .iter()
+            .take(step_times.len())
+            .map(|&m| CoreStepSummary { marker: m, ..Default::default() })
+            .collect(),
         markers: markers.to_vec(),
         ops_after_last_marker: 0,
-        modules: Vec::new(),
+        modules,
         active: Picos::ZERO,
         matmul_free: None,
     };
+    let step_count = markers.len().min(step_times.len());
+    let mut modules = Vec::new();
     if let Some(line) = plane.line_by_name(names::line::XLA_MODULES) {
         for ev in line.events(plane) {
             let ev = ev?;
             let span = device_span(&ev, &ids);
             if let Some(pos) = plane.event_metadata_position(ev.metadata_id()) {
-                out.modules.push((span.start, span.end(), pos));
+                modules.push((span.start, span.end(), pos));
             }
         }
-        out.modules.sort();
+        modules.sort();
     }
     let (first_window, after_first_window) = window_at(&windows, 0);
     let new_walk = |out: CoreTimeline| Walk {
@@ -764,15 +771,14 @@ fn walk_core(
         open_starts: vec![0; async_keys],
         active_windows: 0,
         closing: BinaryHeap::new(),
-        acc: acc.clone(),
+        acc: vec![StepAcc::default(); step_count],
         last_marker_end: markers.last().map_or(Picos(i64::MAX), |m| m.1),
         op_start: None,
         op_end: Picos(i64::MIN),
         active_run: None,
         stretch: find_stretch.then(|| StretchWalk::new(windows.clone())),
     };
-    let fresh = out.clone();
-    let mut walk = new_walk(out);
+    let mut walk = new_walk(blank(modules));
     // The general reads' op, out of line (the bare runs' loop has its own copy of `feed`).
     let feed = |id: EventMetadataId, span: Span, scale: Option<f64>, occurrences: i64, walk: &mut Walk<'_>| {
         walk.feed(plane, id, span, scale, occurrences)
@@ -825,7 +831,8 @@ fn walk_core(
         }
         in_order = sorted;
         if !sorted {
-            walk = new_walk(fresh);
+            let modules = std::mem::take(&mut walk.out.modules);
+            walk = new_walk(blank(modules));
             let mut all = Vec::with_capacity(line.event_count());
             for ev in line.events(plane) {
                 let ev = ev?;
@@ -927,6 +934,54 @@ mod tests {
         let mut line = plane.line(2, "XLA Ops", 0);
         for &(start, duration) in ops {
             line.event(op, start, duration);
+        }
+    }
+
+    /// An op line out of start order is walked a second time, from the core's timeline before
+    /// its ops (built again, with the program executions read once): the timeline is the one
+    /// the same ops in start order give, whichever op comes too early.
+    #[test]
+    fn a_line_out_of_start_order_gives_the_timeline_of_the_sorted_line() {
+        use xlens_xplane::{Space, SpaceBuilder};
+        let steps: Vec<(i64, i64)> = (0..6).map(|k| (k * 100, 90)).collect();
+        let ops: Vec<(i64, i64)> = (0..6).flat_map(|k| [(k * 100 + 5, 30), (k * 100 + 40, 40)]).collect();
+        let build = |ops: &[(i64, i64)]| {
+            let mut b = SpaceBuilder::default();
+            {
+                let mut plane = b.plane(1, "/device:TPU:0");
+                let step = plane.event_metadata("1");
+                let module = plane.event_metadata("jit_train_step(1)");
+                let (fusion, conv) = (plane.event_metadata("fusion.1"), plane.event_metadata("convolution.2"));
+                {
+                    let mut line = plane.line(1, "Steps", 0);
+                    for &(start, duration) in &steps {
+                        line.event(step, start, duration);
+                    }
+                }
+                {
+                    let mut line = plane.line(2, "XLA Modules", 0);
+                    for &(start, duration) in &steps {
+                        line.event(module, start, duration);
+                    }
+                }
+                let mut line = plane.line(3, "XLA Ops", 0);
+                for &(start, duration) in ops {
+                    line.event(if duration == 30 { fusion } else { conv }, start, duration);
+                }
+            }
+            let space = Space::parse(b.finish().into()).unwrap();
+            let mut timeline = DeviceTimeline::build(&space).unwrap();
+            // The matmul-free stretch is searched on a line in start order only.
+            timeline.cores[0].matmul_free = None;
+            timeline
+        };
+        let sorted = build(&ops);
+        assert_eq!(sorted.cores[0].modules.len(), steps.len());
+        assert!(sorted.cores[0].steps.iter().all(|s| s.ops == 2));
+        for late in [1, ops.len() / 2, ops.len() - 1] {
+            let mut shuffled = ops.clone();
+            shuffled.swap(late - 1, late);
+            assert_eq!(build(&shuffled), sorted, "op {late} before op {}", late - 1);
         }
     }
 

@@ -16,18 +16,14 @@ use crate::report::tables::op_profile::op_profile_text;
 use crate::report::tables::roofline::{intensity_text, roofline_table_json, roofline_table_text};
 use crate::roofline::{ChipSpec, FlopsPerByte};
 
-use super::emit;
-
-fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
-    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
-}
+use super::{emit, emit_json};
 
 /// Steps, the op profile and the step anatomy of every host.
 pub(crate) fn ops(path: &Path, json: bool, top: usize) -> anyhow::Result<()> {
     let ops = documents::host_op_profiles(path).map_err(|e| anyhow::anyhow!(e))?;
     warn_skipped(&ops.skipped_hosts, &ops.errors);
     if json {
-        return emit_json(&documents::op_profile_document(&ops));
+        return emit_json(&documents::OpProfileDocument(&ops));
     }
     for analysis in &ops.hosts {
         emit(&op_profile_text(analysis, top))?;

@@ -271,6 +271,25 @@ fn huge_page_heap() {
     drop(std::hint::black_box(Box::new(0u8)));
 }
 
+/// Writes `value` to stdout as pretty JSON and a newline, as it is serialized (through a
+/// buffer, no copy of the document in memory: `ops --json`'s rows are written from the
+/// analyses); a closed pipe ends the output quietly, as [`emit`].
+pub(crate) fn emit_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(JSON_BUFFER_BYTES, std::io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::Error::new(e).context("writing to stdout")),
+        _ => Ok(()),
+    }
+}
+
+/// The buffer between a JSON serializer and stdout: large enough that a document's many small
+/// writes reach the pipe in few system calls.
+const JSON_BUFFER_BYTES: usize = 1 << 16;
+
 /// Writes `text` to stdout; a closed pipe (`fault_scan … | head`) ends the output quietly
 /// instead of panicking.
 pub(crate) fn emit(text: &str) -> anyhow::Result<()> {

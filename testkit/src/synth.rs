@@ -426,6 +426,26 @@ impl SynthSpec {
     }
 }
 
+/// A one-core TPU host with host threads whose step runs two ops, `steps` times: about 100
+/// bytes of profile per step, so what grows with the steps (`ops --json`'s steps and anatomy,
+/// per-step tables) outgrows the input many times. Scale and memory tests of per-step outputs
+/// use it; `cargo run -p xlens-testkit --example many_steps` writes one.
+pub fn many_steps(steps: u32) -> SynthSpec {
+    let op = OpSpec::new;
+    SynthSpec {
+        cores: 1,
+        steps,
+        program: Program {
+            items: vec![
+                Item::Op(op("fusion.1", "fusion", "loop fusion", 1_000_000, 4_000_000, 2_000_000)),
+                Item::Op(op("convolution.2", "convolution", "convolution fusion", 400_000_000, 2_000_000, 3_000_000)),
+            ],
+        },
+        memory_breakdown: false,
+        ..SynthSpec::default()
+    }
+}
+
 /// One executed op: where and how long, per core and step.
 #[derive(Clone, Copy, Debug)]
 struct Exec {

@@ -2,8 +2,9 @@
 
 use super::line;
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
-use xlens_roofline::{OpProfile, StepAnatomy, Steps};
+use xlens_roofline::{OpProfile, OpStats, Step, StepAnatomy, Steps};
 use xlens_xplane::{Picos, Space};
 
 /// The analyses of one host that `op_profile` prints.
@@ -33,7 +34,7 @@ fn us(t: Picos) -> f64 {
 /// The `op_profile --json` document of a session: `{"hosts":[...]}`, one
 /// [`op_profile_json`] entry per host, in host order.
 pub fn op_profile_session_json(hosts: &[HostOpProfile]) -> Value {
-    json!({ "hosts": hosts.iter().map(op_profile_json).collect::<Vec<_>>() })
+    json!({ "hosts": OpProfileHostsJson(hosts) })
 }
 
 /// One host's entry of the `op_profile --json` document:
@@ -45,56 +46,118 @@ pub fn op_profile_session_json(hosts: &[HostOpProfile]) -> Value {
 /// `categories_us` is each category's self time in µs over the capture. `flops` is per execution,
 /// `xprof_flops` XProf's count (docs/metrics.md).
 pub fn op_profile_json(h: &HostOpProfile) -> Value {
-    let p = &h.profile;
-    let mut categories = serde_json::Map::new();
-    for (name, t) in p.categories() {
-        categories.insert(name, json!(us(t)));
+    serde_json::to_value(OpProfileJson(h)).unwrap_or_default()
+}
+
+/// The hosts of the `op_profile --json` document, serialized as they are written: each host's
+/// entry ([`op_profile_json`]) and each of its rows is written from the analysis, so a
+/// serializer over a writer (`serde_json::to_writer_pretty`) holds no copy of the document,
+/// whose steps and anatomy grow with the steps of the capture.
+#[derive(Clone, Copy, Debug)]
+pub struct OpProfileHostsJson<'a>(pub &'a [HostOpProfile]);
+
+impl Serialize for OpProfileHostsJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(OpProfileJson))
     }
-    let ops: Vec<Value> = p
-        .ops
-        .iter()
-        .map(|o| {
-            json!({
-                "program": p.programs.get(&o.program_id).cloned().unwrap_or_else(|| o.program_id.to_string()),
-                "name": o.name,
-                "category": o.category,
-                "occurrences": o.occurrences,
-                "self_time_us": us(o.self_time),
-                "flops": o.flops,
-                "xprof_flops": o.xprof_flops,
-                "bytes_accessed": o.bytes.total(),
-                "bound": p.roofline(o).map(|r| r.bound_by.label()),
-            })
-        })
-        .collect();
-    let anatomy: Vec<Value> = h
-        .steps
-        .steps
-        .iter()
-        .zip(&h.anatomy)
-        .map(|(s, a)| {
-            json!({
-                "step": s.name,
-                "matmul_us": us(a.matmul),
-                "collective_exposed_us": us(a.collective_exposed),
-                "collective_hidden_us": us(a.collective_hidden),
-                "vector_us": us(a.vector),
-                "data_formatting_us": us(a.data_formatting),
-                "infeed_outfeed_us": us(a.infeed_outfeed),
-                "host_us": us(a.host),
-                "idle_us": us(a.idle),
-            })
-        })
-        .collect();
-    json!({
-        "host": h.host,
-        "device": p.device_type.clone().unwrap_or_else(|| "unknown".to_owned()),
-        "steps": h.steps.steps.iter().map(|s| json!({"name": s.name, "step_time_ms": s.duration.as_ms_f64()})).collect::<Vec<_>>(),
-        "step_time_ms_mean": h.steps.stats().map(|s| s.mean_ms),
-        "categories_us": categories,
-        "ops": ops,
-        "anatomy": anatomy,
-    })
+}
+
+/// One host's entry of the `op_profile --json` document ([`op_profile_json`]), serialized as it
+/// is written.
+#[derive(Clone, Copy, Debug)]
+pub struct OpProfileJson<'a>(pub &'a HostOpProfile);
+
+impl Serialize for OpProfileJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (h, p) = (self.0, &self.0.profile);
+        let mut map = s.serialize_map(Some(7))?;
+        map.serialize_entry("host", &h.host)?;
+        map.serialize_entry("device", p.device_type.as_deref().unwrap_or("unknown"))?;
+        map.serialize_entry("steps", &Rows(|| h.steps.steps.iter().map(StepJson)))?;
+        map.serialize_entry("step_time_ms_mean", &h.steps.stats().map(|s| s.mean_ms))?;
+        map.serialize_entry("categories_us", &CategoriesJson(p))?;
+        map.serialize_entry("ops", &Rows(|| p.ops.iter().map(|o| OpJson(p, o))))?;
+        map.serialize_entry("anatomy", &Rows(|| h.steps.steps.iter().zip(&h.anatomy).map(|(s, a)| AnatomyJson(s, a))))?;
+        map.end()
+    }
+}
+
+/// A JSON array of the rows an iterator yields, serialized one at a time.
+struct Rows<F>(F);
+
+impl<F, I> Serialize for Rows<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((self.0)())
+    }
+}
+
+/// `{"name","step_time_ms"}` of one step.
+struct StepJson<'a>(&'a Step);
+
+impl Serialize for StepJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("name", &self.0.name)?;
+        map.serialize_entry("step_time_ms", &self.0.duration.as_ms_f64())?;
+        map.end()
+    }
+}
+
+/// The category pie in µs, in the categories' order.
+struct CategoriesJson<'a>(&'a OpProfile);
+
+impl Serialize for CategoriesJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.categories().into_iter().map(|(name, t)| (name, us(t))))
+    }
+}
+
+/// One op's row.
+struct OpJson<'a>(&'a OpProfile, &'a OpStats);
+
+impl Serialize for OpJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (p, o) = (self.0, self.1);
+        let mut map = s.serialize_map(Some(9))?;
+        match p.programs.get(&o.program_id) {
+            Some(program) => map.serialize_entry("program", program)?,
+            None => map.serialize_entry("program", &o.program_id.to_string())?,
+        }
+        map.serialize_entry("name", &o.name)?;
+        map.serialize_entry("category", &o.category)?;
+        map.serialize_entry("occurrences", &o.occurrences)?;
+        map.serialize_entry("self_time_us", &us(o.self_time))?;
+        map.serialize_entry("flops", &o.flops)?;
+        map.serialize_entry("xprof_flops", &o.xprof_flops)?;
+        map.serialize_entry("bytes_accessed", &o.bytes.total())?;
+        map.serialize_entry("bound", &p.roofline(o).map(|r| r.bound_by.label()))?;
+        map.end()
+    }
+}
+
+/// One step's anatomy row, in µs.
+struct AnatomyJson<'a>(&'a Step, &'a StepAnatomy);
+
+impl Serialize for AnatomyJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (st, a) = (self.0, self.1);
+        let mut map = s.serialize_map(Some(9))?;
+        map.serialize_entry("step", &st.name)?;
+        map.serialize_entry("matmul_us", &us(a.matmul))?;
+        map.serialize_entry("collective_exposed_us", &us(a.collective_exposed))?;
+        map.serialize_entry("collective_hidden_us", &us(a.collective_hidden))?;
+        map.serialize_entry("vector_us", &us(a.vector))?;
+        map.serialize_entry("data_formatting_us", &us(a.data_formatting))?;
+        map.serialize_entry("infeed_outfeed_us", &us(a.infeed_outfeed))?;
+        map.serialize_entry("host_us", &us(a.host))?;
+        map.serialize_entry("idle_us", &us(a.idle))?;
+        map.end()
+    }
 }
 
 /// The step-time series' shape in words, with the rule behind it (no bare tag).
