@@ -139,7 +139,11 @@ impl fmt::Display for ErrorKind {
                 crate::limits::MAX_TRACE_BYTES
             ),
             ErrorKind::Exists(path) => {
-                write!(f, "{} exists already: a capture never overwrites a host file (give another --session)", path.display())
+                write!(
+                    f,
+                    "{} exists already: a capture never overwrites a host file (give another --session)",
+                    path.display()
+                )
             }
             ErrorKind::Io { path, source } => write!(f, "{}: {source}", path.display()),
         }

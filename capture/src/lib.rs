@@ -49,5 +49,7 @@ pub mod proto {
 
 pub use client::{ProfilerClient, TRACE_TOOL};
 pub use error::{Error, ErrorKind};
-pub use session::{CaptureSpec, Captured, Options, Status, TargetCapture, capture, session_name, validate_session_name};
+pub use session::{
+    CaptureSpec, Captured, Options, Status, TargetCapture, capture, session_name, validate_session_name,
+};
 pub use target::Target;

@@ -127,6 +127,17 @@ pub struct CaptureSpec {
     pub options: Options,
 }
 
+impl CaptureSpec {
+    /// Checks the request before anything is sent: the options ([`Options::validate`]), the
+    /// session name ([`validate_session_name`]), and the targets (at least one, at most
+    /// [`limits::MAX_TARGETS`], no two that would be the same host of the run).
+    pub fn validate(&self) -> Result<(), Error> {
+        self.options.validate()?;
+        validate_session_name(&self.session)?;
+        check_targets(&self.targets)
+    }
+}
+
 /// How one target's capture ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
@@ -240,16 +251,14 @@ pub fn validate_session_name(name: &str) -> Result<(), Error> {
 /// Captures every target of `spec` in parallel, in one session, into
 /// `<logdir>/plugins/profile/<session>/<host>.xplane.pb`.
 ///
-/// The error is the request's (an option out of range, no target, a target given twice, a run
-/// directory that cannot be made); each target's own failure is in its [`TargetCapture`], and
+/// The error is the request's ([`CaptureSpec::validate`], or a run directory that cannot be
+/// made); each target's own failure is in its [`TargetCapture`], and
 /// the others are kept. Each target's service writes its trace into a staging directory beside
 /// the run (`<logdir>/.xlens-capture-<session>-<pid>/`), or returns it in its answer (written
 /// under a temporary name); the file is then linked into the run under its final name, which
 /// fails rather than overwrites, and the staging directory is removed.
 pub fn capture(spec: &CaptureSpec) -> Result<Captured, Error> {
-    spec.options.validate()?;
-    validate_session_name(&spec.session)?;
-    check_targets(&spec.targets)?;
+    spec.validate()?;
     let logdir = std::path::absolute(&spec.logdir).map_err(|e| Error::io(None, &spec.logdir, e))?;
     let run_dir = logdir.join("plugins").join("profile").join(&spec.session);
     std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(None, &run_dir, e))?;
@@ -327,7 +336,10 @@ async fn capture_all(targets: &[Target], context: Arc<Context>) -> Vec<TargetCap
                 status: Status::Failed,
                 file: None,
                 bytes: 0,
-                error: Some(Error::new(Some(&target.to_string()), ErrorKind::Options("the capture task failed".into()))),
+                error: Some(Error::new(
+                    Some(&target.to_string()),
+                    ErrorKind::Options("the capture task failed".into()),
+                )),
                 attempts: 0,
             })
         })
@@ -352,13 +364,29 @@ async fn capture_target(target: Target, context: &Context) -> TargetCapture {
         attempts += 1;
         let (status, error) = match attempt(&target, &host, context).await {
             Ok(Attempt::Kept(file, bytes)) => {
-                return TargetCapture { target, host, status: Status::Ok, file: Some(file), bytes, error: None, attempts };
+                return TargetCapture {
+                    target,
+                    host,
+                    status: Status::Ok,
+                    file: Some(file),
+                    bytes,
+                    error: None,
+                    attempts,
+                };
             }
             Ok(Attempt::Empty) => (Status::Empty, Error::new(Some(&name), ErrorKind::EmptyTrace { attempts })),
             Err(e) => {
                 let retry = matches!(e.kind(), ErrorKind::Connect(_));
                 if !retry {
-                    return TargetCapture { target, host, status: Status::Failed, file: None, bytes: 0, error: Some(e), attempts };
+                    return TargetCapture {
+                        target,
+                        host,
+                        status: Status::Failed,
+                        file: None,
+                        bytes: 0,
+                        error: Some(e),
+                        attempts,
+                    };
                 }
                 (Status::Failed, e)
             }

@@ -68,7 +68,10 @@ impl Target {
     /// client names it: the target with `:` (and anything else a file name should not hold)
     /// made `_`, so that two programs on one machine are two hosts (`localhost_9012`).
     pub fn host_name(&self) -> String {
-        self.to_string().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' }).collect()
+        self.to_string()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' })
+            .collect()
     }
 
     /// The URI a gRPC channel connects to (plain HTTP/2: profiler servers listen without TLS).
