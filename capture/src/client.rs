@@ -69,7 +69,9 @@ impl ProfilerClient {
     fn status_error(&self, status: &tonic::Status, timeout: Duration) -> Error {
         use tonic::Code;
         match status.code() {
+            // The deadline passed, said by the service or by tonic's own timer on the call.
             Code::DeadlineExceeded => self.error(ErrorKind::Timeout(timeout)),
+            Code::Cancelled if status.message() == "Timeout expired" => self.error(ErrorKind::Timeout(timeout)),
             Code::Unavailable if is_transport(status) => self.error(ErrorKind::Connect(chain(status))),
             code => self.error(ErrorKind::Status {
                 code: format!("{code:?}"),

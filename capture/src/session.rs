@@ -532,6 +532,42 @@ mod tests {
         assert_eq!(o.duration_ms, 2000);
     }
 
+    /// A port that accepts connections but never answers: the attempt ends at the timeout, is
+    /// not tried again (a slow target would only be slower), and the target is failed with it.
+    #[test]
+    fn a_silent_target_times_out() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Holds every connection open without a word, until the test ends.
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().take(8) {
+                held.push(stream);
+            }
+            std::thread::sleep(Duration::from_secs(30));
+        });
+        let logdir = std::env::temp_dir().join(format!("xlens-capture-silent-{}", std::process::id()));
+        let spec = CaptureSpec {
+            targets: vec![Target::parse(&format!("127.0.0.1:{port}")).unwrap()],
+            logdir: logdir.clone(),
+            session: "silent".to_owned(),
+            options: Options {
+                duration: Duration::from_millis(100),
+                timeout: Duration::from_millis(600),
+                ..Options::default()
+            },
+        };
+        let started = std::time::Instant::now();
+        let captured = capture(&spec).unwrap();
+        let t = &captured.targets[0];
+        assert_eq!((t.status, t.attempts), (Status::Failed, 1));
+        let error = t.error.as_ref().unwrap();
+        assert!(matches!(error.kind(), ErrorKind::Timeout(_)), "{error}");
+        assert!(error.to_string().contains("no answer within 600 ms"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let _ = std::fs::remove_dir_all(&logdir);
+    }
+
     /// A closed port: every attempt fails to connect, the target is listed as failed with its
     /// error, and no empty run directory is left.
     #[test]
