@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`xplane`] | `xlens-xplane` | decoding XSpace (`*.xplane.pb`), sessions, frames, writer |
 //! | [`source`] | `xlens-source` | finding and opening profiles: paths, logdirs, HTTP(S), object stores |
+//! | [`capture`] | `xlens-capture` | taking profiles from running programs (feature `capture`) |
 //! | [`hlo`] | `xlens-hlo` | the HLO module graph, shapes, costs |
 //! | [`roofline`] | `xlens-roofline` | chips, roofline, steps, op profile |
 //! | [`budget`] | `xlens-budget` | HBM planning, precision audits |
@@ -35,6 +36,8 @@
 #![deny(missing_docs)]
 
 pub use xlens_budget as budget;
+#[cfg(feature = "capture")]
+pub use xlens_capture as capture;
 pub use xlens_faults as faults;
 pub use xlens_hlo as hlo;
 pub use xlens_report as report;
@@ -44,9 +47,13 @@ pub use xlens_xplane as xplane;
 
 #[cfg(feature = "args")]
 pub mod args;
+#[cfg(feature = "capture")]
+mod capture_run;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod documents;
 mod scan;
 
+#[cfg(feature = "capture")]
+pub use capture_run::{CaptureError, CaptureOutcome, CaptureRequest, capture_run};
 pub use scan::{DiffRequest, ScanError, ScanRequest, Scanned, diff_paths, report_of, scan_path, scan_run};

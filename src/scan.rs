@@ -215,7 +215,7 @@ pub fn diff_paths(request: &DiffRequest) -> Result<Diff, ScanError> {
 }
 
 /// The observer that listens to nothing.
-struct Quiet;
+pub(crate) struct Quiet;
 
 impl ScanObserver for Quiet {}
 

@@ -19,6 +19,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("cd fuzz", "cargo-fuzz needs a nightly toolchain; its bodies run as fuzz smoke tests"),
     ("cargo run -p xlens-fuzz", "the campaign: fuzz/tests/campaign.rs runs it on every CI run"),
     ("campaign ", "a long campaign run, reported in docs/campaign.md"),
+    ("xlens capture", "needs live programs: tests/capture.rs runs `xlens capture` against real JAX ones"),
     ("--", "the continuation of a line above"),
 ];
 

@@ -169,17 +169,27 @@ fn last_segment(url: &str) -> Option<String> {
     url.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty() && !s.contains(':')).map(str::to_owned)
 }
 
+/// True for a URL that names a host file (`*.xplane.pb`, or `*.xplane.riegeli`, refused when opened).
+fn is_host_file(url: &str) -> bool {
+    url.ends_with(XPLANE_SUFFIX) || url.ends_with(crate::RIEGELI_SUFFIX)
+}
+
+fn is_riegeli(location: &Location) -> bool {
+    location.to_string().ends_with(crate::RIEGELI_SUFFIX)
+}
+
 /// The hosts a run URL lists, sorted by host name.
 fn run_hosts(agent: &ureq::Agent, run: &str) -> Result<Vec<HostFile>> {
     let mut hosts: Vec<HostFile> = listing(agent, run)?
         .into_iter()
-        .filter(|n| n.ends_with(XPLANE_SUFFIX) && !n.contains('/'))
-        .map(|n| {
-            let stem = n.strip_suffix(XPLANE_SUFFIX).filter(|s| !s.is_empty()).unwrap_or(&n).to_owned();
-            HostFile { host: stem, location: Location::Http(format!("{run}{n}")) }
+        .filter(|n| !n.contains('/'))
+        .filter_map(|n| {
+            let host = crate::host_name(&n)?;
+            Some(HostFile { host, location: Location::Http(format!("{run}{n}")) })
         })
         .collect();
-    hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    // By host, a host's `*.xplane.pb` before its `*.xplane.riegeli` (which the dedup drops).
+    hosts.sort_by(|a, b| (&a.host, is_riegeli(&a.location)).cmp(&(&b.host, is_riegeli(&b.location))));
     hosts.dedup_by(|a, b| a.host == b.host);
     Ok(hosts)
 }
@@ -187,8 +197,8 @@ fn run_hosts(agent: &ureq::Agent, run: &str) -> Result<Vec<HostFile>> {
 /// Finds the host files behind a URL: a host file, a run directory, or a logdir (its newest run
 /// under `plugins/profile/`), as [`crate::discover`] does on disk.
 fn discover_url(url: &str) -> Result<Run> {
-    if url.ends_with(XPLANE_SUFFIX) {
-        let host = last_segment(url).and_then(|f| f.strip_suffix(XPLANE_SUFFIX).map(str::to_owned)).unwrap_or_default();
+    if is_host_file(url) {
+        let host = last_segment(url).and_then(|f| crate::host_name(&f)).unwrap_or_default();
         return Ok(Run { run: None, hosts: vec![HostFile { host, location: Location::Http(url.to_owned()) }] });
     }
     let agent = agent();
@@ -214,7 +224,7 @@ fn discover_url(url: &str) -> Result<Run> {
 
 /// The host file, the run, or every run of the logdir that holds host files, in name order.
 fn list_url(url: &str) -> Result<Vec<Run>> {
-    if url.ends_with(XPLANE_SUFFIX) {
+    if is_host_file(url) {
         return discover_url(url).map(|run| vec![run]);
     }
     let agent = agent();

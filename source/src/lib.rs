@@ -40,6 +40,32 @@ pub use error::{Error, Result};
 pub use local::Local;
 pub use location::{Location, STORE_SCHEMES, StoreUrl};
 
+/// The suffix of XProf's chunked host files (Riegeli records, brotli-compressed), which
+/// continuous-profiling snapshots and chunked saves write beside or instead of `*.xplane.pb`.
+/// They are listed with a run's hosts, so that none is passed over in silence, and refused when
+/// opened ([`RIEGELI_UNSUPPORTED`]): xlens does not read them yet.
+pub const RIEGELI_SUFFIX: &str = ".xplane.riegeli";
+
+/// The error of opening a [`RIEGELI_SUFFIX`] host file.
+pub const RIEGELI_UNSUPPORTED: &str = "*.xplane.riegeli host files (XProf's chunked Riegeli format, written by continuous \
+     profiling snapshots and chunked saves) are not supported yet: save or capture the profile as *.xplane.pb";
+
+/// The host name of a host file's name: the name without `.xplane.pb` or [`RIEGELI_SUFFIX`]
+/// (a file named just the suffix keeps its whole name); `None` for a name that is not a host
+/// file's.
+///
+/// ```
+/// use xlens_source::host_name;
+/// assert_eq!(host_name("worker0.xplane.pb").as_deref(), Some("worker0"));
+/// assert_eq!(host_name("worker0.xplane.riegeli").as_deref(), Some("worker0"));
+/// assert_eq!(host_name("notes.txt"), None);
+/// ```
+pub fn host_name(file_name: &str) -> Option<String> {
+    let stem =
+        file_name.strip_suffix(xlens_xplane::XPLANE_SUFFIX).or_else(|| file_name.strip_suffix(RIEGELI_SUFFIX))?;
+    Some(if stem.is_empty() { file_name } else { stem }.to_owned())
+}
+
 /// Where profiles come from: lists the runs at a location and reads its host files.
 pub trait Source: std::fmt::Debug + Send + Sync {
     /// The runs at `location` that hold host files, in name order (XProf names runs by capture
@@ -104,11 +130,16 @@ impl HostFile {
             Location::Local(path) => path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
             _ => text.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_owned(),
         };
-        HostFile { host: local::host_name(&file_name), location }
+        HostFile { host: host_name(&file_name).unwrap_or(file_name), location }
     }
 
-    /// Reads and decodes the host file (a local file is memory-mapped).
+    /// Reads and decodes the host file (a local file is memory-mapped). A [`RIEGELI_SUFFIX`]
+    /// file is [`xlens_xplane::ErrorKind::Unsupported`].
     pub fn open(&self) -> xlens_xplane::Result<Space> {
+        if self.location.to_string().ends_with(RIEGELI_SUFFIX) {
+            let at = xlens_xplane::Location::default().with_file(&self.location.as_file());
+            return Err(xlens_xplane::Error::new(xlens_xplane::ErrorKind::Unsupported(RIEGELI_UNSUPPORTED), at));
+        }
         source_for(&self.location).open_space(&self.location).map_err(Error::into_error)
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use xlens_xplane::limits::Limit;
-use xlens_xplane::{ErrorKind, Space, XPLANE_SUFFIX};
+use xlens_xplane::{ErrorKind, Space};
 
 use crate::error::at;
 use crate::{HostFile, Location, Result, Run, Source};
@@ -82,18 +82,10 @@ fn discover_runs(path: &Path) -> xlens_xplane::Result<Vec<Run>> {
     Ok(runs)
 }
 
-/// The host name of a host file: its name without `.xplane.pb`.
-pub(crate) fn host_name(file_name: &str) -> String {
-    // A file named just `.xplane.pb` keeps its whole name: every file has a host name.
-    match file_name.strip_suffix(XPLANE_SUFFIX) {
-        Some(stem) if !stem.is_empty() => stem.to_owned(),
-        _ => file_name.to_owned(),
-    }
-}
-
 fn host_file(path: &Path) -> HostFile {
     let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    HostFile { host: host_name(&file_name), location: Location::Local(path.to_path_buf()) }
+    // Every file has a host name (a file given by name may be named anything).
+    HostFile { host: crate::host_name(&file_name).unwrap_or(file_name), location: Location::Local(path.to_path_buf()) }
 }
 
 fn dir_name(path: &Path) -> Option<String> {
@@ -116,10 +108,14 @@ fn host_files(dir: &Path) -> xlens_xplane::Result<Vec<HostFile>> {
         .into_iter()
         // Every entry named like a host file but a directory: a FIFO, a dangling link or an
         // unreadable file is a host that cannot be read (listed with its error), not one
-        // dropped without a word.
-        .filter(|p| !p.is_dir() && p.file_name().is_some_and(|f| f.to_string_lossy().ends_with(XPLANE_SUFFIX)))
+        // dropped without a word; so is a `*.xplane.riegeli` file, which xlens cannot read yet.
+        .filter(|p| !p.is_dir() && p.file_name().is_some_and(|f| crate::host_name(&f.to_string_lossy()).is_some()))
         .map(|p| host_file(&p))
         .collect();
+    // A host with both files is its `*.xplane.pb` (sorted by path, the `.pb` comes first).
+    let mut hosts = hosts;
+    hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    hosts.dedup_by(|later, first| later.host == first.host);
     let count = hosts.len() as u64;
     if count > Limit::HostsPerSession.max() {
         return Err(in_file(ErrorKind::LimitExceeded { limit: Limit::HostsPerSession, count }, dir));

@@ -100,6 +100,11 @@ fn fetch_store(url: &str) -> Result<Bytes> {
     })
 }
 
+/// True for a URL that names a host file (`*.xplane.pb`, or `*.xplane.riegeli`, refused when opened).
+fn is_host_file(url: &str) -> bool {
+    url.ends_with(XPLANE_SUFFIX) || url.ends_with(crate::RIEGELI_SUFFIX)
+}
+
 /// Host files directly under `prefix`, sorted by host name.
 async fn hosts_under(store: &dyn ObjectStore, root: &str, prefix: &ObjectPath, url: &str) -> Result<Vec<HostFile>> {
     let listed = store.list_with_delimiter(Some(prefix)).await.map_err(|e| store_error(url, e))?;
@@ -107,13 +112,14 @@ async fn hosts_under(store: &dyn ObjectStore, root: &str, prefix: &ObjectPath, u
         .objects
         .iter()
         .filter_map(|o| {
-            let name = o.location.filename()?;
-            let stem = name.strip_suffix(XPLANE_SUFFIX)?;
-            let host = if stem.is_empty() { name.to_owned() } else { stem.to_owned() };
+            let host = crate::host_name(o.location.filename()?)?;
             Some(HostFile { host, location: Location::parse(&format!("{root}/{}", o.location)) })
         })
         .collect();
-    hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    // By host, a host's `*.xplane.pb` before its `*.xplane.riegeli`, which the dedup drops.
+    let riegeli = |h: &HostFile| h.location.to_string().ends_with(crate::RIEGELI_SUFFIX);
+    hosts.sort_by(|a, b| (&a.host, riegeli(a)).cmp(&(&b.host, riegeli(b))));
+    hosts.dedup_by(|later, first| later.host == first.host);
     Ok(hosts)
 }
 
@@ -121,8 +127,8 @@ async fn hosts_under(store: &dyn ObjectStore, root: &str, prefix: &ObjectPath, u
 /// prefix (its newest run under `plugins/profile/`), as [`crate::discover`] does on disk.
 fn discover_store(url: &str) -> Result<Run> {
     let (store, path, root) = open_store(url)?;
-    if url.ends_with(XPLANE_SUFFIX) {
-        let host = path.filename().and_then(|f| f.strip_suffix(XPLANE_SUFFIX)).unwrap_or_default().to_owned();
+    if is_host_file(url) {
+        let host = path.filename().and_then(crate::host_name).unwrap_or_default();
         return Ok(Run { run: None, hosts: vec![HostFile { host, location: Location::parse(url) }] });
     }
     runtime(url)?.block_on(async {
@@ -150,7 +156,7 @@ fn discover_store(url: &str) -> Result<Run> {
 /// The host file, the run prefix, or every run of the logdir prefix that holds host files, in
 /// name order.
 fn list_store(url: &str) -> Result<Vec<Run>> {
-    if url.ends_with(XPLANE_SUFFIX) {
+    if is_host_file(url) {
         return discover_store(url).map(|run| vec![run]);
     }
     let (store, path, root) = open_store(url)?;

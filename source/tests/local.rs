@@ -73,3 +73,42 @@ fn a_host_file_names_itself_and_opens_as_bytes_or_a_space() {
     assert_eq!(bytes.len() as u64, std::fs::metadata(host.location.local_path().unwrap()).unwrap().len());
     assert_eq!(xlens_xplane::Space::parse(bytes).unwrap().planes().len(), host.open().unwrap().planes().len());
 }
+
+/// `*.xplane.riegeli` host files (XProf's chunked format) are listed with the run's hosts and
+/// refused with "not supported yet" when opened, never passed over in silence; a host with both
+/// files is its `*.xplane.pb`.
+#[test]
+fn riegeli_host_files_are_listed_and_refused() {
+    let root = std::env::temp_dir().join(format!("xlens-riegeli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let run = root.join("plugins/profile/2026_04_01_00_00_00");
+    write_host(&run, "host-a", "/host:CPU");
+    write_host(&run, "host-c", "/host:CPU");
+    std::fs::write(run.join("host-b.xplane.riegeli"), b"riegeli records").unwrap();
+    std::fs::write(run.join("host-c.xplane.riegeli"), b"riegeli records").unwrap();
+    let found = discover(&local(&root)).unwrap();
+    let hosts: Vec<(&str, String)> = found.hosts.iter().map(|h| (h.host.as_str(), h.display())).collect();
+    let file = |name: &str| run.join(name).display().to_string();
+    assert_eq!(
+        hosts,
+        [
+            ("host-a", file("host-a.xplane.pb")),
+            ("host-b", file("host-b.xplane.riegeli")),
+            ("host-c", file("host-c.xplane.pb"))
+        ]
+    );
+    let refused = found.hosts[1].open().unwrap_err();
+    assert!(matches!(refused.kind(), xlens_xplane::ErrorKind::Unsupported(_)), "{refused}");
+    let text = refused.to_string();
+    assert!(text.contains("not supported yet") && text.contains("host-b.xplane.riegeli"), "{text}");
+    found.hosts[0].open().unwrap();
+    // A run of Riegeli files alone, or one file named directly: the same error.
+    let alone = root.join("alone");
+    std::fs::create_dir_all(&alone).unwrap();
+    std::fs::write(alone.join("w0.xplane.riegeli"), b"riegeli records").unwrap();
+    let err = open_session(&local(&alone)).unwrap_err().to_string();
+    assert!(err.contains("not supported yet"), "{err}");
+    let err = open_session(&local(&alone.join("w0.xplane.riegeli"))).unwrap_err().to_string();
+    assert!(err.contains("not supported yet"), "{err}");
+    std::fs::remove_dir_all(&root).unwrap();
+}

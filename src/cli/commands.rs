@@ -246,7 +246,7 @@ fn parse_intensity(s: &str) -> Result<FlopsPerByte, String> {
 }
 
 /// `--only`/`--disable`'s values: the registry's detector ids, which shell completions offer.
-fn detector_ids() -> clap::builder::PossibleValuesParser {
+pub(crate) fn detector_ids() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(DETECTORS.iter().map(|d| d.id()))
 }
 

@@ -5,6 +5,8 @@
 //! Errors end the command with one clean line on stderr (never a backtrace, whatever
 //! `RUST_BACKTRACE` says) and exit status 1; usage mistakes exit 2 ([`EXIT_CODES`]).
 
+#[cfg(feature = "capture")]
+mod capture;
 mod commands;
 mod diff;
 mod jobs;
@@ -12,6 +14,8 @@ mod runs;
 mod scan;
 mod synth;
 
+#[cfg(feature = "capture")]
+pub use capture::{CAPTURE_EXIT_CODES, CaptureCmd};
 pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
     WatchCmd, example, usage_error,
@@ -42,6 +46,10 @@ enum Command {
     Runs(RunsCmd),
     /// Scan each new run of a logdir as it lands; one JSON line per run.
     Watch(WatchCmd),
+    /// Take a profile of running programs now (their profiler service, host:port), in
+    /// parallel into one run; `--scan` scans it.
+    #[cfg(feature = "capture")]
+    Capture(CaptureCmd),
     /// Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
     Ops(OpsCmd),
     /// The HLO modules: opcodes, FLOPs, aliasing, collectives.
@@ -87,6 +95,8 @@ pub fn main() -> ExitCode {
         Command::Diff(cmd) => cmd.run(),
         Command::Runs(cmd) => cmd.run(),
         Command::Watch(cmd) => cmd.run(),
+        #[cfg(feature = "capture")]
+        Command::Capture(cmd) => cmd.run(),
         Command::Ops(cmd) => cmd.run(),
         Command::Hlo(cmd) => cmd.run(),
         Command::Inventory(cmd) => cmd.run(),

@@ -25,6 +25,7 @@
 pub mod alloc;
 pub mod gpu;
 pub mod invariants;
+pub mod jax;
 pub mod rewrite;
 pub mod splice;
 pub mod synth;

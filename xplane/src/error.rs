@@ -139,6 +139,8 @@ pub enum ErrorKind {
         /// Its size in bytes now (0 when it is gone).
         now: u64,
     },
+    /// A profile in a format xlens cannot read yet (the message says which, and what to do).
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for ErrorKind {
@@ -176,6 +178,7 @@ impl fmt::Display for ErrorKind {
                 "the file changed while it was being read ({was} bytes when opened, {now} now): it is still \
                  being written or was replaced; scan it again when it is complete"
             ),
+            ErrorKind::Unsupported(what) => f.write_str(what),
         }
     }
 }
@@ -233,6 +236,7 @@ impl Error {
             ErrorKind::Frame(msg) => ErrorKind::Frame(msg.clone()),
             ErrorKind::Selection(what) => ErrorKind::Selection(what.clone()),
             ErrorKind::FileChanged { was, now } => ErrorKind::FileChanged { was: *was, now: *now },
+            ErrorKind::Unsupported(what) => ErrorKind::Unsupported(what),
         };
         Error::new(kind, self.0.location.clone())
     }
