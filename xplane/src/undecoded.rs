@@ -7,7 +7,9 @@
 //! id, [`Event::stat`](crate::Event::stat), reads a malformed one as absent). So that no such
 //! error goes unnoticed, the iterators note each one here as they yield it, on the error path
 //! alone: a walk of intact bytes pays nothing. A space shares one log with its planes, which are
-//! read from several threads.
+//! read from several threads. The strict check ([`crate::strict`],
+//! [`Space::check_structure`](crate::Space::check_structure)) notes here what no walk reads:
+//! each fault with the span of its message, so that a fault a walk met too is listed once.
 
 use std::collections::BTreeMap;
 use std::fmt;
