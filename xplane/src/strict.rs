@@ -90,6 +90,79 @@ struct MessageTable {
     /// Dense: `fields[number]`; sparse: sorted by number, in `sparse`.
     dense: Box<[Field]>,
     sparse: Box<[(u32, Field)]>,
+    /// The one-byte key of a field of this message whose own message's fields 1, 2 and 3 are
+    /// varints (an XLine's events): an occurrence holding exactly those three, in that order,
+    /// is checked in one step ([`Reader::read_plain_of`]), the rest the general way.
+    plain: Option<u8>,
+    /// Per field number (as `dense`): what the fast path of [`Walk::message`] may do.
+    fast: Box<[Fast]>,
+    /// What it may do with a number past `fast` (an unknown field, or the general way for a
+    /// sparse table).
+    fast_default: Fast,
+    /// Whether every declared field is a scalar, a string or bytes (an XStat): a message of
+    /// such a type is checked in place by [`flat_ok`], without a level of recursion.
+    flat: bool,
+}
+
+/// Whether `buf[pos..end]`, a message of the flat type `table`, holds only declared fields of
+/// one simple value each; `false` leaves it to the general way, which finds what is wrong (or
+/// what needs more: a packed list, an unknown field's recursion budget).
+#[inline(always)]
+fn flat_ok(table: &MessageTable, buf: &[u8], mut pos: usize, end: usize) -> bool {
+    while pos < end {
+        let key = buf[pos];
+        let f = table.fast.get(usize::from(key >> 3)).copied().unwrap_or(table.fast_default);
+        let wire = key & 7;
+        if key >= 0x80 || f.simple & (1 << wire) == 0 || f.simple & UNKNOWN_BIT != 0 {
+            return false;
+        }
+        pos += 1;
+        if wire & 1 != 0 {
+            pos += 8usize >> (wire >> 2);
+            continue;
+        }
+        let mut r = Reader::bounded(buf, pos..end);
+        let Ok(v) = r.read_varint() else { return false };
+        pos = r.pos();
+        if wire == 2 {
+            if v > (end - pos) as u64 {
+                return false;
+            }
+            pos += v as usize;
+        }
+    }
+    pos == end
+}
+
+/// A field's fast path: the wire types it takes as one simple value (bit `w` for wire type
+/// `w`: a varint, 8 or 4 bytes, a length and its bytes), and the message a length-delimited
+/// value holds (`NO_MESSAGE` for none). Anything else (packed numbers, groups, wrong wire
+/// types) is the general way's.
+#[derive(Clone, Copy, Debug)]
+struct Fast {
+    simple: u8,
+    nest: u32,
+}
+
+const NO_MESSAGE: u32 = u32::MAX;
+/// Set in [`Fast::simple`] for an unknown field: skipped only while the recursion budget lasts.
+const UNKNOWN_BIT: u8 = 0x80;
+const FAST_UNKNOWN: Fast = Fast { simple: 0b0010_0111 | UNKNOWN_BIT, nest: NO_MESSAGE };
+const FAST_GENERAL: Fast = Fast { simple: 0, nest: NO_MESSAGE };
+
+impl Fast {
+    fn of(kind: Kind) -> Fast {
+        let simple = |bits: u8| Fast { simple: bits, nest: NO_MESSAGE };
+        match kind {
+            Kind::Unknown => FAST_UNKNOWN,
+            Kind::Varint { .. } => simple(1 << 0),
+            Kind::Fixed64 { .. } => simple(1 << 1),
+            Kind::Fixed32 { .. } => simple(1 << 5),
+            Kind::Bytes => simple(1 << 2),
+            Kind::Message(m) | Kind::Map(m) => Fast { simple: 1 << 2, nest: m },
+            Kind::Group(_) => FAST_GENERAL,
+        }
+    }
 }
 
 impl MessageTable {
@@ -225,7 +298,26 @@ impl Schema {
             } else {
                 (Box::default(), fields.into_boxed_slice())
             };
-            messages.push(MessageTable { name: m.name().into(), dense, sparse });
+            let fast: Box<[Fast]> = dense.iter().map(|f| Fast::of(f.kind)).collect();
+            let fast_default = if sparse.is_empty() { FAST_UNKNOWN } else { FAST_GENERAL };
+            let flat = sparse.is_empty()
+                && dense.iter().all(|f| {
+                    matches!(
+                        f.kind,
+                        Kind::Unknown | Kind::Varint { .. } | Kind::Fixed32 { .. } | Kind::Fixed64 { .. } | Kind::Bytes
+                    )
+                });
+            messages.push(MessageTable { name: m.name().into(), dense, sparse, plain: None, fast, fast_default, flat });
+        }
+        // The fields whose messages a plain read checks whole: a message field of a one-byte key
+        // (number under 16) whose message declares fields 1, 2 and 3 as varints.
+        let varints = |m: &MessageTable| (1..=3).all(|n| matches!(m.field(n).kind, Kind::Varint { .. }));
+        for i in 0..messages.len() {
+            let plain = (1..16u32).find(|&n| match messages[i].field(n).kind {
+                Kind::Message(m) => varints(&messages[m as usize]),
+                _ => false,
+            });
+            messages[i].plain = plain.map(|n| (n << 3 | 2) as u8);
         }
         let full_names = all.iter().map(|(name, _)| name.trim_start_matches('.').into()).collect();
         Ok(Schema { messages: messages.into_boxed_slice(), full_names, names: names.into_boxed_slice() })
@@ -371,14 +463,14 @@ struct Walk<'s, 'b, 'd> {
 /// A fault at `offset` in the message of `frame`.
 #[cold]
 #[inline(never)]
-fn met(frame: &Frame<'_>, offset: usize, why: &'static str, end: usize) -> Met {
+fn met(frame: &Frame<'_>, offset: usize, why: &'static str, end: usize) -> Box<Met> {
     let mut path = Vec::new();
     let mut f = Some(frame);
     while let Some(fr) = f {
         path.push((fr.message, fr.start, fr.span_start, fr.via));
         f = fr.parent;
     }
-    Met { offset, why, path, end }
+    Box::new(Met { offset, why, path, end })
 }
 
 const INVALID_VARINT: &str = "invalid varint";
@@ -387,11 +479,58 @@ const UNDERFLOW: &str = "buffer underflow: a value runs past the end of its mess
 impl<'b> Walk<'_, 'b, '_> {
     /// Checks the fields of the message `frame` from `r` to its end; `budget` is prost's
     /// recursion count for the message's fields (100 at the top).
-    fn message(&mut self, r: &mut Reader<'b>, frame: &Frame<'_>, budget: u32) -> Result<(), Met> {
+    fn message(&mut self, r: &mut Reader<'b>, frame: &Frame<'_>, budget: u32) -> Result<(), Box<Met>> {
         let table = &self.schema.messages[frame.message as usize];
+        // The plain read enters the message (a level: `budget` must allow it), and does not
+        // hand out deferred fields.
+        let plain = table
+            .plain
+            .filter(|&key| budget > 0 && (frame.parent.is_some() || self.defer != Some(u32::from(key >> 3))));
+        // The root of a check that hands out a field takes the general way.
+        let fast = frame.parent.is_some() || self.defer.is_none();
         while !r.is_empty() {
+            if let Some(key) = plain
+                && r.read_plain_of(key).is_some()
+            {
+                continue;
+            }
             let at = r.pos();
             let (number, wire) = self.key(r, frame)?;
+            let f = table.fast.get(number as usize).copied().unwrap_or(table.fast_default);
+            if fast && f.simple & (1 << wire) != 0 && (f.simple & UNKNOWN_BIT == 0 || budget > 0) {
+                let end = r.end();
+                if wire & 1 != 0 {
+                    // 8 bytes (wire type 1) or 4 (wire type 5).
+                    let n = 8usize >> (wire >> 2);
+                    if end - r.pos() < n {
+                        return Err(met(frame, r.pos(), UNDERFLOW, end));
+                    }
+                    r.seek(r.pos() + n);
+                    continue;
+                }
+                // A varint, or a length (wire type 2) and its bytes.
+                let pos = r.pos();
+                let v = r.read_varint().map_err(|_| met(frame, pos, INVALID_VARINT, end))?;
+                let len = if wire == 2 { v } else { 0 };
+                let start = r.pos();
+                if len > (end - start) as u64 {
+                    return Err(met(frame, pos, UNDERFLOW, end));
+                }
+                r.seek(start + len as usize);
+                if f.nest != NO_MESSAGE {
+                    if budget == 0 {
+                        return Err(met(frame, at, "recursion limit reached", end));
+                    }
+                    let inner = &self.schema.messages[f.nest as usize];
+                    if inner.flat && flat_ok(inner, self.buf, start, start + len as usize) {
+                        continue;
+                    }
+                    let mut body = Reader::bounded(self.buf, start..start + len as usize);
+                    let child = Frame { parent: Some(frame), message: f.nest, start, span_start: at, via: number };
+                    self.message(&mut body, &child, budget - 1)?;
+                }
+                continue;
+            }
             self.field(r, frame, table, number, wire, at, budget)?;
         }
         Ok(())
@@ -399,7 +538,7 @@ impl<'b> Walk<'_, 'b, '_> {
 
     /// Reads a key as prost's `decode_key` does.
     #[inline(always)]
-    fn key(&self, r: &mut Reader<'b>, frame: &Frame<'_>) -> Result<(u32, u8), Met> {
+    fn key(&self, r: &mut Reader<'b>, frame: &Frame<'_>) -> Result<(u32, u8), Box<Met>> {
         let at = r.pos();
         let key = r.read_varint().map_err(|_| met(frame, at, INVALID_VARINT, r.end()))?;
         if key > u64::from(u32::MAX) {
@@ -428,7 +567,7 @@ impl<'b> Walk<'_, 'b, '_> {
         wire: u8,
         at: usize,
         budget: u32,
-    ) -> Result<(), Met> {
+    ) -> Result<(), Box<Met>> {
         let field = table.field(number);
         let end = r.end();
         let wrong = |r: &Reader<'b>| met(frame, r.pos(), "unexpected wire type for the field's type", end);
@@ -467,7 +606,7 @@ impl<'b> Walk<'_, 'b, '_> {
         number: u32,
         at: usize,
         budget: u32,
-    ) -> Result<(), Met> {
+    ) -> Result<(), Box<Met>> {
         let end = r.end();
         if budget == 0 {
             return Err(met(frame, at, "recursion limit reached", end));
@@ -494,7 +633,7 @@ impl<'b> Walk<'_, 'b, '_> {
         expected: u8,
         width: usize,
         repeated: bool,
-    ) -> Result<(), Met> {
+    ) -> Result<(), Box<Met>> {
         let end = r.end();
         if wire == expected {
             let pos = r.pos();
@@ -514,7 +653,7 @@ impl<'b> Walk<'_, 'b, '_> {
 
     /// A length and the bytes it covers.
     #[inline(always)]
-    fn len(&self, r: &mut Reader<'b>, frame: &Frame<'_>) -> Result<Reader<'b>, Met> {
+    fn len(&self, r: &mut Reader<'b>, frame: &Frame<'_>) -> Result<Reader<'b>, Box<Met>> {
         let pos = r.pos();
         let end = r.end();
         r.read_message().map_err(|_| {
@@ -534,7 +673,7 @@ impl<'b> Walk<'_, 'b, '_> {
         number: u32,
         at: usize,
         budget: u32,
-    ) -> Result<(), Met> {
+    ) -> Result<(), Box<Met>> {
         if budget == 0 {
             return Err(met(frame, at, "recursion limit reached", r.end()));
         }
@@ -550,7 +689,14 @@ impl<'b> Walk<'_, 'b, '_> {
     }
 
     /// An unknown field, skipped as prost's `skip_field` skips it.
-    fn skip(&mut self, r: &mut Reader<'b>, frame: &Frame<'_>, number: u32, wire: u8, budget: u32) -> Result<(), Met> {
+    fn skip(
+        &mut self,
+        r: &mut Reader<'b>,
+        frame: &Frame<'_>,
+        number: u32,
+        wire: u8,
+        budget: u32,
+    ) -> Result<(), Box<Met>> {
         let end = r.end();
         if budget == 0 {
             return Err(met(frame, r.pos(), "recursion limit reached", end));

@@ -439,3 +439,31 @@ fn xspace_mutations_are_judged_as_prost_judges_them() {
     }
     assert!(agreed > 300);
 }
+
+/// The check's speed on a file named by `XLENS_STRICT_FILE` (by hand, in a release build:
+/// `XLENS_STRICT_FILE=… cargo test --release -p xlens-xplane --test strict -- --ignored speed`).
+#[test]
+#[ignore = "a measurement, by hand"]
+fn speed() {
+    let Some(file) = std::env::var_os("XLENS_STRICT_FILE") else { return };
+    let bytes = std::fs::read(&file).expect("file");
+    let schema = Schema::xspace();
+    let space = schema.message("tensorflow.profiler.XSpace").expect("XSpace");
+    for _ in 0..3 {
+        let start = std::time::Instant::now();
+        let ok = schema.check(&bytes, space).is_ok();
+        let s = start.elapsed().as_secs_f64();
+        eprintln!("whole file, one thread: {ok} in {:.3} s, {:.2} GB/s", s, bytes.len() as f64 / s / 1e9);
+    }
+    let parsed = xlens_xplane::Space::parse(bytes.clone().into()).expect("space");
+    for _ in 0..3 {
+        let start = std::time::Instant::now();
+        let again = xlens_xplane::Space::parse(bytes.clone().into()).expect("space");
+        let parse = start.elapsed().as_secs_f64();
+        let start = std::time::Instant::now();
+        again.check_structure();
+        let s = start.elapsed().as_secs_f64();
+        eprintln!("parse {parse:.3} s; check_structure {s:.3} s ({} errors)", again.decode_errors().errors.len());
+    }
+    drop(parsed);
+}
