@@ -183,9 +183,11 @@ const HLO_DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hlo.fds"
 
 impl Strict {
     /// The tables (a fraction of a millisecond to build: once per profile, not per module).
+    /// Strings are checked for UTF-8, as prost checks them: parts of a module are decoded with
+    /// prost, and the bytes a profile holds are judged by prost's decode of an `HloProto`.
     pub(crate) fn new() -> Strict {
         // The descriptor is the build script's output, which this crate's tests check.
-        let schema = Schema::from_descriptor_set(HLO_DESCRIPTOR).ok();
+        let schema = Schema::from_descriptor_set_checking_utf8(HLO_DESCRIPTOR).ok();
         let message = |name: &str| schema.as_ref().and_then(|s| s.message(name));
         let (proto, module) = (message("xla.HloProto"), message("xla.HloModuleProto"));
         Strict { schema, proto, module }

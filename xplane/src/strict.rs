@@ -56,8 +56,10 @@ enum Kind {
     Fixed32 { repeated: bool },
     /// An eight-byte scalar (`fixed64`, `sfixed64`, `double`).
     Fixed64 { repeated: bool },
-    /// `string` or `bytes` (no UTF-8 check).
+    /// `bytes`, or a `string` of a schema that does not check UTF-8.
     Bytes,
+    /// A `string` of a schema that checks UTF-8 ([`Schema::from_descriptor_set_checking_utf8`]).
+    Str,
     /// A message (by index).
     Message(u32),
     /// A map field (its entry message, by index): read as a message.
@@ -113,7 +115,7 @@ fn flat_ok(table: &MessageTable, buf: &[u8], mut pos: usize, end: usize) -> bool
         let key = buf[pos];
         let f = table.fast.get(usize::from(key >> 3)).copied().unwrap_or(table.fast_default);
         let wire = key & 7;
-        if key >= 0x80 || f.simple & (1 << wire) == 0 || f.simple & UNKNOWN_BIT != 0 {
+        if key >= 0x80 || f.simple & (1 << wire) == 0 || f.simple & (UNKNOWN_BIT | UTF8_BIT) != 0 {
             return false;
         }
         pos += 1;
@@ -145,6 +147,8 @@ struct Fast {
 }
 
 const NO_MESSAGE: u32 = u32::MAX;
+/// Set in [`Fast::simple`] for a string whose UTF-8 is checked.
+const UTF8_BIT: u8 = 0x40;
 /// Set in [`Fast::simple`] for an unknown field: skipped only while the recursion budget lasts.
 const UNKNOWN_BIT: u8 = 0x80;
 const FAST_UNKNOWN: Fast = Fast { simple: 0b0010_0111 | UNKNOWN_BIT, nest: NO_MESSAGE };
@@ -159,6 +163,7 @@ impl Fast {
             Kind::Fixed64 { .. } => simple(1 << 1),
             Kind::Fixed32 { .. } => simple(1 << 5),
             Kind::Bytes => simple(1 << 2),
+            Kind::Str => Fast { simple: 1 << 2 | UTF8_BIT, nest: NO_MESSAGE },
             Kind::Message(m) | Kind::Map(m) => Fast { simple: 1 << 2, nest: m },
             Kind::Group(_) => FAST_GENERAL,
         }
@@ -232,6 +237,16 @@ impl Schema {
     /// The tables of every message of an encoded `FileDescriptorSet` (what `protox::compile`
     /// returns, encoded), nested messages and map entries included.
     pub fn from_descriptor_set(encoded: &[u8]) -> Result<Schema, SchemaError> {
+        Schema::build(encoded, false)
+    }
+
+    /// [`Schema::from_descriptor_set`] for a schema whose strings must be UTF-8, as prost
+    /// checks them (the HLO messages: xlens decodes parts of them with prost).
+    pub fn from_descriptor_set_checking_utf8(encoded: &[u8]) -> Result<Schema, SchemaError> {
+        Schema::build(encoded, true)
+    }
+
+    fn build(encoded: &[u8], utf8: bool) -> Result<Schema, SchemaError> {
         let set = prost_types::FileDescriptorSet::decode(encoded).map_err(|e| SchemaError(e.to_string()))?;
         // Every message with its fully qualified name (with a leading dot, as type names are).
         let mut all: Vec<(String, &prost_types::DescriptorProto)> = Vec::new();
@@ -276,6 +291,7 @@ impl Schema {
                     | Type::Enum => Kind::Varint { repeated },
                     Type::Fixed32 | Type::Sfixed32 | Type::Float => Kind::Fixed32 { repeated },
                     Type::Fixed64 | Type::Sfixed64 | Type::Double => Kind::Fixed64 { repeated },
+                    Type::String if utf8 => Kind::Str,
                     Type::String | Type::Bytes => Kind::Bytes,
                     Type::Group => Kind::Group(target()?),
                     Type::Message => {
@@ -304,7 +320,12 @@ impl Schema {
                 && dense.iter().all(|f| {
                     matches!(
                         f.kind,
-                        Kind::Unknown | Kind::Varint { .. } | Kind::Fixed32 { .. } | Kind::Fixed64 { .. } | Kind::Bytes
+                        Kind::Unknown
+                            | Kind::Varint { .. }
+                            | Kind::Fixed32 { .. }
+                            | Kind::Fixed64 { .. }
+                            | Kind::Bytes
+                            | Kind::Str
                     )
                 });
             messages.push(MessageTable { name: m.name().into(), dense, sparse, plain: None, fast, fast_default, flat });
@@ -497,7 +518,11 @@ impl<'b> Walk<'_, 'b, '_> {
             let at = r.pos();
             let (number, wire) = self.key(r, frame)?;
             let f = table.fast.get(number as usize).copied().unwrap_or(table.fast_default);
-            if fast && f.simple & (1 << wire) != 0 && (f.simple & UNKNOWN_BIT == 0 || budget > 0) {
+            if fast
+                && f.simple & (1 << wire) != 0
+                && f.simple & UTF8_BIT == 0
+                && (f.simple & UNKNOWN_BIT == 0 || budget > 0)
+            {
                 let end = r.end();
                 if wire & 1 != 0 {
                     // 8 bytes (wire type 1) or 4 (wire type 5).
@@ -590,9 +615,17 @@ impl<'b> Walk<'_, 'b, '_> {
             Kind::Fixed32 { repeated } => self.fixed(r, frame, wire, 5, 4, repeated),
             Kind::Fixed64 { repeated } => self.fixed(r, frame, wire, 1, 8, repeated),
             Kind::Bytes if wire == 2 => self.len(r, frame).map(drop),
+            Kind::Str if wire == 2 => {
+                let pos = r.pos();
+                let text = self.len(r, frame)?;
+                match std::str::from_utf8(text.rest()) {
+                    Ok(_) => Ok(()),
+                    Err(_) => Err(met(frame, pos, "invalid string value: data is not UTF-8 encoded", end)),
+                }
+            }
             Kind::Message(m) | Kind::Map(m) if wire == 2 => self.nested(r, frame, m, number, at, budget),
             Kind::Group(m) if wire == 3 => self.group(r, frame, m, number, at, budget),
-            Kind::Bytes | Kind::Message(_) | Kind::Map(_) | Kind::Group(_) => Err(wrong(r)),
+            Kind::Bytes | Kind::Str | Kind::Message(_) | Kind::Map(_) | Kind::Group(_) => Err(wrong(r)),
         }
     }
 

@@ -62,6 +62,11 @@ fn field(name: &str, number: i32, label: Label, ty: Type, type_name: Option<&str
 
 /// The descriptor of `Node` and `Group` (package `t`), as protox would compile it.
 fn schema() -> (Schema, MessageId) {
+    schema_with(false)
+}
+
+/// The same, its strings checked for UTF-8 when `utf8`.
+fn schema_with(utf8: bool) -> (Schema, MessageId) {
     use Label::{Optional, Repeated};
     let entry = DescriptorProto {
         name: Some("MEntry".into()),
@@ -108,7 +113,10 @@ fn schema() -> (Schema, MessageId) {
         ..Default::default()
     };
     let set = FileDescriptorSet { file: vec![file] };
-    let schema = Schema::from_descriptor_set(&set.encode_to_vec()).expect("schema");
+    let encoded = set.encode_to_vec();
+    let schema =
+        if utf8 { Schema::from_descriptor_set_checking_utf8(&encoded) } else { Schema::from_descriptor_set(&encoded) };
+    let schema = schema.expect("schema");
     let node = schema.message("t.Node").expect("t.Node");
     (schema, node)
 }
@@ -254,6 +262,17 @@ fn strings_are_not_checked_for_utf8() {
     }
     assert!(Text::decode(&bytes[..]).is_err());
     assert!(Text::decode(&[0x2a, 0x02, b'o', b'k'][..]).is_ok());
+    // A schema that checks them (the HLO messages') refuses what prost refuses, nested too.
+    let (checking, node) = schema_with(true);
+    for (bytes, ok) in [
+        (vec![0x2a, 0x02, 0xff, 0xfe], false),
+        (vec![0x2a, 0x02, b'o', b'k'], true),
+        (len_field(7, &[0x2a, 0x02, 0xc3, 0x28]), false),
+        (len_field(7, &[0x2a, 0x02, 0xc3, 0xa9]), true),
+        (vec![0x32, 0x02, 0xff, 0xfe], true),
+    ] {
+        assert_eq!(checking.check(&bytes, node).is_ok(), ok, "{bytes:02x?}");
+    }
 }
 
 #[test]
