@@ -18,7 +18,13 @@
 //! - nesting past prost's recursion limit (100), counted as prost counts it: each message, map
 //!   entry or group entered, and an unknown field of a message 100 levels deep.
 //!
-//! Strings are not checked for UTF-8: xlens reads them lossily, by design.
+//! Strings are not checked for UTF-8 (xlens reads the XSpace's names lossily, by design), but
+//! by a schema built with [`Schema::from_descriptor_set_checking_utf8`] (the HLO messages, parts
+//! of which xlens decodes with prost).
+//!
+//! The common shapes take fast paths decided from the schema (a message of three varint fields
+//! in one step, a field by its wire type alone, a message of scalars in place); anything else,
+//! and every fault, takes the general way, which says what prost would.
 //!
 //! ```
 //! use xlens_xplane::strict::Schema;
