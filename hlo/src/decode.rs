@@ -855,4 +855,19 @@ mod strict_tests {
         }
         assert!(e.is_decode());
     }
+
+    /// A string the model skips that is not UTF-8 (here an instruction's `OpMetadata.op_name`)
+    /// fails the decode, as prost's decode of the proto fails (the campaign's seed 4042 found it
+    /// in a program shape's parameter names).
+    #[test]
+    fn a_string_that_is_not_utf8_fails_the_decode() {
+        let bytes = crate::testing::tiny_module_bytes();
+        let name = b"jit(f)/dot_general";
+        let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
+        let mut bad = bytes.clone();
+        bad[at + 3] = 0xff;
+        assert!(<raw::HloProto as prost::Message>::decode(&bad[..]).is_err());
+        let e = Module::decode(bad.into()).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Malformed { why, .. } if why.contains("UTF-8")), "{e}");
+    }
 }
