@@ -1,9 +1,13 @@
-//! Compiles `proto/hlo.proto` with protox (no system `protoc`) and prost-build.
+//! Compiles `proto/hlo.proto` with protox (no system `protoc`) and prost-build,
+//! and writes its descriptor set to `OUT_DIR` for the strict check.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "proto/hlo.proto";
     println!("cargo:rerun-if-changed={proto}");
     let fds = protox::compile([proto], ["proto"])?;
+    // The descriptor set itself, for the strict check's message tables (`xlens_xplane::strict`).
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
+    std::fs::write(out.join("hlo.fds"), prost::Message::encode_to_vec(&fds))?;
     prost_build::Config::new()
         // `bytes` fields (backend configs) become refcounted windows into the input, not copies.
         .bytes(["."])

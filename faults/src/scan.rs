@@ -94,6 +94,35 @@ pub fn scan_host(host: &HostProfile, config: &ScanConfig) -> HostOutcome {
 
 /// [`scan_host`], telling `observer` how long each phase took ([`ScanObserver::timed`]).
 pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dyn ScanObserver) -> HostOutcome {
+    // The strict check of every field (what prost would not decode is a decode error, which
+    // makes the report INCOMPLETE, though no analysis reads the field) beside the analyses
+    // and detectors: a worker takes it when one is free, and the summary reads its result.
+    let (_, (findings, skips, detectors)) = rayon::join(
+        || {
+            let start = std::time::Instant::now();
+            host.space().check_structure();
+            observer.timed(host.name(), "structure", start.elapsed());
+        },
+        || analyse(host, config, observer),
+    );
+    let start = std::time::Instant::now();
+    let mut summary = HostSummary::of(host);
+    observer.timed(host.name(), "summary", start.elapsed());
+    summary.skipped = detectors
+        .iter()
+        .zip(&skips)
+        .filter_map(|(d, s)| s.as_ref().map(|reason| Skipped { id: d.id().to_owned(), reason: reason.clone() }))
+        .collect();
+    HostOutcome { findings, skips, summary }
+}
+
+/// The shared analyses, then the detectors: the findings, each detector's reason for not
+/// running (in registry order) and the detectors that ran.
+fn analyse(
+    host: &HostProfile,
+    config: &ScanConfig,
+    observer: &dyn ScanObserver,
+) -> (Vec<Finding>, Vec<Option<String>>, Vec<&'static dyn AnyDetector>) {
     let detectors = enabled_detectors(config);
     // Build the shared analyses first (cores in parallel inside): a detector job that found them
     // missing would build them while the other workers wait.
@@ -124,15 +153,7 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
         }
     }
     sort_findings(&mut findings);
-    let start = std::time::Instant::now();
-    let mut summary = HostSummary::of(host);
-    observer.timed(host.name(), "summary", start.elapsed());
-    summary.skipped = detectors
-        .iter()
-        .zip(&skips)
-        .filter_map(|(d, s)| s.as_ref().map(|reason| Skipped { id: d.id().to_owned(), reason: reason.clone() }))
-        .collect();
-    HostOutcome { findings, skips, summary }
+    (findings, skips, detectors)
 }
 
 /// The detectors that read every op, kernel or step of a profile (the shared tables, again

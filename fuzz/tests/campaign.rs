@@ -83,13 +83,12 @@ fn campaign_keeps_every_promise() {
     assert!(invalid > CASES / 10, "only {invalid} of {CASES} mutants are invalid protobuf:\n{}", summary.table());
     assert_kept(&summary, &[Oracle::NoPanic, Oracle::NoHang, Oracle::MemoryBound, Oracle::EscapedOutput]);
     // (d), "INCOMPLETE on any decode error", is asserted by
-    // `campaign_never_optimal_on_decode_error` below: needs branch strict (issue 40 case 1).
+    // `campaign_never_optimal_on_decode_error` below.
 }
 
 /// (d): no input that prost rejects (an XSpace, or an HloProto of `/host:metadata`) is
-/// reported OPTIMAL. Fails on main, where a malformed stat is read as absent (issue 40 case 1).
+/// reported OPTIMAL (issue 40 case 1: the strict check finds the fields no analysis reads).
 #[test]
-#[ignore = "issue 40 case 1, open: a malformed stat or event field no analysis reads is not yet seen (4 of 300)"]
 fn campaign_never_optimal_on_decode_error() {
     let summary = campaign();
     assert_kept(&summary, &[Oracle::IncompleteOnDecodeError, Oracle::IncompleteOnHloError]);
@@ -205,9 +204,8 @@ fn reproducers_keep_every_promise() {
     replay(|o| !is_decode_oracle(o));
 }
 
-/// The reproducers of (d), once the strict decode is merged.
+/// The reproducers of (d): fields no analysis reads, which the strict check now finds.
 #[test]
-#[ignore = "issue 40 case 1, open: the kept reproducers are fields no analysis reads (see docs/campaign.md)"]
 fn reproducers_never_optimal_on_decode_error() {
     replay(is_decode_oracle);
 }

@@ -21,6 +21,7 @@ use crate::opcode::Opcode;
 use crate::raw;
 use crate::shape::Shape;
 use crate::wire;
+use xlens_xplane::strict::{MessageId, Schema};
 
 /// [`CompParts`] from a computation message (`HloComputationProto` or
 /// `HloComputationProtoEncoded`).
@@ -70,6 +71,15 @@ impl Module {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn decode(bytes: Bytes) -> Result<Module> {
+        Module::decode_checked(bytes, &Strict::new(), false)
+    }
+
+    /// [`Module::decode`], every field of the proto checked with `strict` first (an `HloProto`,
+    /// or a bare `HloModuleProto` when it is not one): bytes prost would not decode fail with
+    /// [`ErrorKind::Malformed`], though the fields that hold them are ones the model skips.
+    /// With `proto_only`, the bytes must be an `HloProto` (what a profile's `Hlo Proto` stat
+    /// holds): no bare module is tried.
+    pub(crate) fn decode_checked(bytes: Bytes, strict: &Strict, proto_only: bool) -> Result<Module> {
         if bytes.is_empty() {
             return Err(Error::new(ErrorKind::EmptyInput, Location::default()));
         }
@@ -82,15 +92,24 @@ impl Module {
             Ok(raw::HloProtoEncoded { hlo_module: Some(module), buffer_assignment })
                 if !module.computations.is_empty() =>
             {
+                strict.check(&bytes, strict.proto)?;
                 return build_encoded(module, buffer_assignment, encoded_len, Some(charged));
             }
             Ok(_) => None,
             Err(e) => Some(e),
         };
+        if proto_only {
+            // What prost (or the strict check) says of the bytes as an HloProto.
+            strict.check(&bytes, strict.proto)?;
+            return Err(Error::new(first_error.map_or(ErrorKind::NoModule, ErrorKind::Decode), Location::default()));
+        }
         // Not an HloProto with a module: maybe a bare HloModuleProto.
         let charged = check_budget(wire::Census::of_module(&bytes), encoded_len)?;
-        match raw::HloModuleProtoEncoded::decode(bytes) {
-            Ok(m) if !m.computations.is_empty() => build_encoded(m, None, encoded_len, Some(charged)),
+        match raw::HloModuleProtoEncoded::decode(bytes.clone()) {
+            Ok(m) if !m.computations.is_empty() => {
+                strict.check(&bytes, strict.module)?;
+                build_encoded(m, None, encoded_len, Some(charged))
+            }
             _ => Err(Error::new(first_error.map_or(ErrorKind::NoModule, ErrorKind::Decode), Location::default())),
         }
     }
@@ -126,9 +145,11 @@ pub(crate) struct Parts {
 impl Parts {
     /// The parts of an `HloProto` with a module of computations; `None` for anything else,
     /// which [`Module::decode`] reads (or fails on) as it always does.
-    /// A proto over its memory budget is `None` too: [`Module::decode`] reports it.
-    pub(crate) fn read(bytes: &Bytes) -> Option<(Parts, Vec<Bytes>)> {
+    /// A proto over its memory budget, or one that fails the `strict` check, is `None` too:
+    /// [`Module::decode_checked`] reports it.
+    pub(crate) fn read(bytes: &Bytes, strict: &Strict) -> Option<(Parts, Vec<Bytes>)> {
         let charged = check_budget(wire::Census::of_proto(bytes), bytes.len()).ok()?;
+        strict.check(bytes, strict.proto).ok()?;
         match raw::HloProtoParts::decode(bytes.clone()) {
             Ok(raw::HloProtoParts { hlo_module: Some(module), buffer_assignment })
                 if !module.computations.is_empty() =>
@@ -143,6 +164,41 @@ impl Parts {
     /// [`Module::set_buffer_assignment`]).
     pub(crate) fn build(self) -> Result<Module> {
         build_encoded(self.module, None, self.encoded_len, Some(self.charged))
+    }
+}
+
+/// The strict check of the HLO messages ([`xlens_xplane::strict`]), its tables built from
+/// `proto/hlo.proto` as compiled for the generated types ([`crate::raw`]).
+#[derive(Debug)]
+pub(crate) struct Strict {
+    /// The tables (`None` on a broken build, which the tests catch: nothing is checked).
+    schema: Option<Schema>,
+    /// `xla.HloProto` and `xla.HloModuleProto`.
+    proto: Option<MessageId>,
+    module: Option<MessageId>,
+}
+
+/// The encoded `FileDescriptorSet` of `proto/hlo.proto` (see `build.rs`).
+const HLO_DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hlo.fds"));
+
+impl Strict {
+    /// The tables (a fraction of a millisecond to build: once per profile, not per module).
+    /// Strings are checked for UTF-8, as prost checks them: parts of a module are decoded with
+    /// prost, and the bytes a profile holds are judged by prost's decode of an `HloProto`.
+    pub(crate) fn new() -> Strict {
+        // The descriptor is the build script's output, which this crate's tests check.
+        let schema = Schema::from_descriptor_set_checking_utf8(HLO_DESCRIPTOR).ok();
+        let message = |name: &str| schema.as_ref().and_then(|s| s.message(name));
+        let (proto, module) = (message("xla.HloProto"), message("xla.HloModuleProto"));
+        Strict { schema, proto, module }
+    }
+
+    /// Fails with [`ErrorKind::Malformed`] where prost would not decode `bytes` as `message`.
+    fn check(&self, bytes: &[u8], message: Option<MessageId>) -> Result<()> {
+        let (Some(schema), Some(message)) = (&self.schema, message) else { return Ok(()) };
+        schema.check(bytes, message).map_err(|f| {
+            Error::new(ErrorKind::Malformed { path: f.path, why: f.why, offset: f.offset }, Location::default())
+        })
     }
 }
 
@@ -765,4 +821,53 @@ fn collectives(module: &Module) -> Result<(Vec<Collective>, Vec<Warning>)> {
         });
     }
     Ok((out, warnings))
+}
+
+#[cfg(test)]
+mod strict_tests {
+    use super::*;
+
+    #[test]
+    fn the_hlo_schema_builds_from_the_compiled_descriptor() {
+        let strict = Strict::new();
+        assert!(strict.schema.is_some() && strict.proto.is_some() && strict.module.is_some());
+    }
+
+    /// A field the model skips (an instruction's `OpMetadata.op_name`, here sent with wire
+    /// type 7 in place of its key, the length unchanged) fails the decode as prost's decode of
+    /// the proto fails, with the message named.
+    #[test]
+    fn a_malformed_field_the_model_skips_fails_the_decode() {
+        let bytes = crate::testing::tiny_module_bytes();
+        assert!(Module::decode(bytes.clone().into()).is_ok());
+        let name = b"jit(f)/dot_general";
+        let at = bytes.windows(name.len() + 2).position(|w| w[0] == 0x12 && w[1] == 18 && &w[2..] == name).unwrap();
+        let mut bad = bytes.clone();
+        bad[at] = 0x17;
+        assert!(<raw::HloProto as prost::Message>::decode(&bad[..]).is_err());
+        let e = Module::decode(bad.clone().into()).unwrap_err();
+        match e.kind() {
+            ErrorKind::Malformed { path, offset, .. } => {
+                assert!(path.starts_with("HloProto.hlo_module.computations[") && path.ends_with(".metadata"), "{path}");
+                assert_eq!(*offset, at);
+            }
+            other => panic!("{other}"),
+        }
+        assert!(e.is_decode());
+    }
+
+    /// A string the model skips that is not UTF-8 (here an instruction's `OpMetadata.op_name`)
+    /// fails the decode, as prost's decode of the proto fails (the campaign's seed 4042 found it
+    /// in a program shape's parameter names).
+    #[test]
+    fn a_string_that_is_not_utf8_fails_the_decode() {
+        let bytes = crate::testing::tiny_module_bytes();
+        let name = b"jit(f)/dot_general";
+        let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
+        let mut bad = bytes.clone();
+        bad[at + 3] = 0xff;
+        assert!(<raw::HloProto as prost::Message>::decode(&bad[..]).is_err());
+        let e = Module::decode(bad.into()).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Malformed { why, .. } if why.contains("UTF-8")), "{e}");
+    }
 }

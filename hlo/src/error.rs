@@ -80,6 +80,17 @@ pub enum ErrorKind {
     /// The bytes are not a protobuf `HloProto` / `HloModuleProto`.
     #[error("malformed HLO protobuf: {0}")]
     Decode(#[source] prost::DecodeError),
+    /// A field of the proto that prost would not decode, found by the strict check
+    /// ([`xlens_xplane::strict`]) where the decoder itself skips the field.
+    #[error("malformed HLO protobuf: a field of {path}: {why} (byte {offset})")]
+    Malformed {
+        /// The message whose field is malformed (`HloProto.hlo_module.computations[0]`).
+        path: String,
+        /// What prost would say.
+        why: &'static str,
+        /// The byte offset in the proto.
+        offset: usize,
+    },
     /// The proto decoded but holds no module (no computations).
     #[error("the proto holds no HLO module")]
     NoModule,
@@ -173,7 +184,10 @@ impl Error {
 
     /// True when the bytes are not a valid protobuf of the expected message.
     pub fn is_decode(&self) -> bool {
-        matches!(self.0.kind, ErrorKind::Decode(_) | ErrorKind::EmptyInput | ErrorKind::NoModule)
+        matches!(
+            self.0.kind,
+            ErrorKind::Decode(_) | ErrorKind::Malformed { .. } | ErrorKind::EmptyInput | ErrorKind::NoModule
+        )
     }
 
     /// Adds the module to the location (keeps one already set).

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use xlens_xplane::{Plane, Session, Space, names};
 
 use crate::cost::Cost;
-use crate::decode::{Parts, decode_assignment};
+use crate::decode::{Parts, Strict, decode_assignment};
 use crate::error::{Location, Warning, WarningKind};
 use crate::ids::InstrId;
 use crate::module::Module;
@@ -28,9 +28,15 @@ pub struct HloProtoEntry {
 }
 
 impl HloProtoEntry {
-    /// Decodes the proto and builds its module, tagged with the program id.
+    /// Decodes the proto and builds its module, tagged with the program id. The bytes must be
+    /// an `HloProto` that prost decodes whole (every field checked, [`xlens_xplane::strict`]).
     pub fn decode(&self) -> crate::Result<Module> {
-        self.tagged(Module::decode(self.bytes.clone()))
+        self.decode_checked(&Strict::new())
+    }
+
+    /// [`HloProtoEntry::decode`] with the strict check's tables built once for many entries.
+    fn decode_checked(&self, strict: &Strict) -> crate::Result<Module> {
+        self.tagged(Module::decode_checked(self.bytes.clone(), strict, true))
     }
 
     /// A module built from this entry, tagged with its program id (an error with its name).
@@ -133,13 +139,14 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
         assignment: Option<Assignment>,
         parts: Option<(Parts, Vec<Bytes>)>,
     }
+    let strict = &Strict::new();
     let mut slots: Vec<Slot<'_>> = entries
         .iter()
         .map(|entry| Slot {
             entry,
             module: None,
             assignment: None,
-            parts: if entry.bytes.len() >= SPLIT_MIN_BYTES { Parts::read(&entry.bytes) } else { None },
+            parts: if entry.bytes.len() >= SPLIT_MIN_BYTES { Parts::read(&entry.bytes, strict) } else { None },
         })
         .collect();
     let mut queue: Vec<&mut Slot<'_>> = slots.iter_mut().collect();
@@ -147,8 +154,8 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
     // Spawned in that order, taken in that order (FIFO) by whichever worker is free. Small
     // protos go in batches: one job each, a worker spent longer taking the next job from the
     // other's queue than decoding a module of a few instructions.
-    fn decode_all(batch: Vec<&mut Slot<'_>>) {
-        batch.into_iter().for_each(|slot| slot.module = Some(slot.entry.decode()));
+    fn decode_all(batch: Vec<&mut Slot<'_>>, strict: &Strict) {
+        batch.into_iter().for_each(|slot| slot.module = Some(slot.entry.decode_checked(strict)));
     }
     rayon::scope_fifo(|scope| {
         let mut batch: Vec<&mut Slot<'_>> = Vec::new();
@@ -161,7 +168,7 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
                 if batch_bytes >= BATCH_BYTES {
                     let full = std::mem::take(&mut batch);
                     batch_bytes = 0;
-                    scope.spawn_fifo(move |_| decode_all(full));
+                    scope.spawn_fifo(move |_| decode_all(full, strict));
                 }
                 continue;
             }
@@ -171,11 +178,11 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
                     scope.spawn_fifo(move |_| *module = Some(parts.build()));
                     scope.spawn_fifo(move |_| *assignment = Some(decode_assignment(&occurrences)));
                 }
-                None => scope.spawn_fifo(move |_| *module = Some(entry.decode())),
+                None => scope.spawn_fifo(move |_| *module = Some(entry.decode_checked(strict))),
             }
         }
         if !batch.is_empty() {
-            scope.spawn_fifo(move |_| decode_all(batch));
+            scope.spawn_fifo(move |_| decode_all(batch, strict));
         }
     });
     // The scope returns once every job has filled its slot.
@@ -189,7 +196,7 @@ fn decode_largest_first(entries: &[HloProtoEntry]) -> Vec<crate::Result<Module>>
             (Some(whole), None) => whole,
             // An assignment that does not decode fails the whole proto: read as a whole again
             // for the same error. (A job that did not run cannot happen: the scope waits.)
-            (Some(_), Some(Err(_))) | (None, _) => slot.entry.decode(),
+            (Some(_), Some(Err(_))) | (None, _) => slot.entry.decode_checked(strict),
         })
         .collect()
 }
@@ -362,7 +369,7 @@ mod tests {
         let space = xlens_xplane::open_space(std::path::Path::new(path)).unwrap();
         let (entries, _) = hlo_protos(&space);
         let large: Vec<&HloProtoEntry> = entries.iter().filter(|e| e.bytes.len() >= SPLIT_MIN_BYTES).collect();
-        assert!(!large.is_empty() && large.iter().all(|e| Parts::read(&e.bytes).is_some()));
+        assert!(!large.is_empty() && large.iter().all(|e| Parts::read(&e.bytes, &Strict::new()).is_some()));
         let same = |a: &crate::Result<Module>, b: &crate::Result<Module>| match (a, b) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(a.buffer_assignment(), b.buffer_assignment());

@@ -64,6 +64,7 @@ mod residency;
 mod session;
 mod space;
 mod stamp;
+pub mod strict;
 mod time_index;
 mod undecoded;
 mod validate;

@@ -772,6 +772,22 @@ impl Plane {
         self.decode_log.note(crate::Undecoded::StatPayload, &Error::new(ErrorKind::Malformed(what), location));
     }
 
+    /// The plane's message body, as the strict check reads it.
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Notes the fault the strict check found at `fault.offset` of the plane's bytes, in the
+    /// message named `path` (in line `line`, when in a line), in the space's decode log.
+    #[cold]
+    pub(crate) fn note_structure(&self, path: String, line: Option<usize>, fault: &crate::strict::Fault) {
+        let mut location = self.location_at(fault.offset);
+        location.line = line;
+        let span = self.offset_of(fault.span.start)..self.offset_of(fault.span.end);
+        let error = Error::new(ErrorKind::Malformed(fault.why), location);
+        self.decode_log.note_structure(crate::Undecoded::Message(path.into()), &error, span);
+    }
+
     /// Notes `error`, met decoding `what` after the parse, in the space's decode log
     /// ([`crate::Space::decode_errors`]), and returns it: the iterators' error path.
     #[cold]

@@ -34,6 +34,8 @@ pub struct Space {
     meter: WalkMeter,
     /// The decode errors met after the parse (shared with the planes).
     decode_log: DecodeLog,
+    /// Set once the strict check of every plane ran ([`Space::check_structure`]).
+    checked: std::sync::OnceLock<()>,
 }
 
 impl Space {
@@ -126,7 +128,18 @@ impl Space {
         for plane in &mut planes {
             plane.set_meter(&meter, &decode_log);
         }
-        Ok(Space { planes, errors, warnings, hostnames, encoded_len, path: None, stamp: None, meter, decode_log })
+        Ok(Space {
+            planes,
+            errors,
+            warnings,
+            hostnames,
+            encoded_len,
+            path: None,
+            stamp: None,
+            meter,
+            decode_log,
+            checked: std::sync::OnceLock::new(),
+        })
     }
 
     /// Hands the resident pages of the file back to the OS, when the space was opened from a
@@ -180,15 +193,18 @@ impl Space {
         self.meter.clone()
     }
 
-    /// The events and stats that did not decode, met so far by the walks over this space, each
-    /// entry once, in file order, with its location (file, plane, byte offset; line and event
-    /// for an event): at most [`limits::MAX_DECODE_ERRORS_KEPT`] and a count of the rest.
+    /// Everything in the space that prost would not decode as an XSpace, each entry once, in
+    /// file order, with its location (file, plane, byte offset; line and event for an event):
+    /// at most [`limits::MAX_DECODE_ERRORS_KEPT`] and a count of the rest.
     ///
     /// The parse reads the framing of planes, lines and metadata tables and fails on any error
     /// there; events and stats are decoded when read, and an iterator that meets malformed bytes
     /// yields one `Err` and stops. Callers that skip such an error (a stat read by id reads a
-    /// malformed one as absent) lose data all the same: this lists what was lost, so that a
-    /// report built on the space can say it is incomplete. Read it after the walks.
+    /// malformed one as absent) lose data all the same, and bytes no walk reads are never
+    /// decoded: so this runs the strict check of the whole space first
+    /// ([`Space::check_structure`], once), which finds every field prost rejects (a fault of a
+    /// message the walks met too is listed as they met it, once), and lists the walks' errors
+    /// beside its own, so that a report built on the space can say it is incomplete.
     ///
     /// ```
     /// use xlens_xplane::{Space, SpaceBuilder, Undecoded};
@@ -207,7 +223,11 @@ impl Space {
     /// bytes[1] += 1; // the plane's
     /// let space = Space::parse(bytes.into())?;
     /// let plane = &space.planes()[0];
-    /// assert!(space.decode_errors().is_empty(), "nothing read yet");
+    /// // Nothing read it yet: the strict check finds it.
+    /// let errors = space.decode_errors();
+    /// assert_eq!(errors.errors.len(), 1);
+    /// assert_eq!(errors.errors[0].what, Undecoded::Message("XSpace.planes[0].stats[0]".into()));
+    /// // A walk meets it too: listed once, as the walk met it.
     /// assert!(plane.stat_by_name("core_count").is_none());
     /// let errors = space.decode_errors();
     /// assert_eq!(errors.errors.len(), 1);
@@ -216,7 +236,19 @@ impl Space {
     /// # Ok::<(), xlens_xplane::Error>(())
     /// ```
     pub fn decode_errors(&self) -> DecodeErrors {
+        self.check_structure();
         self.decode_log.errors()
+    }
+
+    /// Checks every field of every plane as prost would decode it ([`crate::strict`]), once, and
+    /// notes each plane's or line's first fault in [`Space::decode_errors`]
+    /// ([`Undecoded::Message`](crate::Undecoded::Message), naming the message). The planes,
+    /// and the lines of each, are checked in parallel; nothing is allocated per field.
+    ///
+    /// [`Space::decode_errors`] runs it when it has not run: a scan starts it beside its
+    /// analyses, so that it costs no wall time of its own.
+    pub fn check_structure(&self) {
+        self.checked.get_or_init(|| crate::strict::check_planes(&self.planes));
     }
 
     /// The planes in file order.

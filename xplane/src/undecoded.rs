@@ -7,7 +7,9 @@
 //! id, [`Event::stat`](crate::Event::stat), reads a malformed one as absent). So that no such
 //! error goes unnoticed, the iterators note each one here as they yield it, on the error path
 //! alone: a walk of intact bytes pays nothing. A space shares one log with its planes, which are
-//! read from several threads.
+//! read from several threads. The strict check ([`crate::strict`],
+//! [`Space::check_structure`](crate::Space::check_structure)) notes here what no walk reads:
+//! each fault with the span of its message, so that a fault a walk met too is listed once.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,7 +19,7 @@ use crate::error::Error;
 use crate::limits::{MAX_DECODE_ERRORS_KEPT, MAX_DECODE_ERRORS_TRACKED};
 
 /// What did not decode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Undecoded {
     /// An event of a line (its fields, or the framing of the line's events).
@@ -31,6 +33,10 @@ pub enum Undecoded {
     /// The value of a `bytes` stat, which holds a message of its own
     /// ([`Plane::note_undecoded_payload`](crate::Plane::note_undecoded_payload)).
     StatPayload,
+    /// A field of a message that prost would not decode, found by the strict check of the
+    /// space's structure ([`Space::check_structure`](crate::Space::check_structure)): the
+    /// message's path, as `XSpace.planes[2].lines[0].events[5]`.
+    Message(Box<str>),
 }
 
 impl fmt::Display for Undecoded {
@@ -41,6 +47,7 @@ impl fmt::Display for Undecoded {
             Undecoded::MetadataStat => "a stat of an event metadata entry",
             Undecoded::PlaneStat => "a stat of a plane",
             Undecoded::StatPayload => "the value of a stat",
+            Undecoded::Message(path) => return write!(f, "a field of {path}"),
         })
     }
 }
@@ -103,6 +110,9 @@ struct Log {
     met: BTreeMap<u64, DecodeError>,
     /// More distinct offsets were met than tracked.
     saturated: bool,
+    /// By byte offset: the bytes of the message of each error the strict check noted, from
+    /// the key of the field that holds it (absolute offsets).
+    spans: BTreeMap<u64, std::ops::Range<u64>>,
 }
 
 impl DecodeLog {
@@ -113,8 +123,24 @@ impl DecodeLog {
     #[cold]
     #[inline(never)]
     pub(crate) fn note(&self, what: Undecoded, error: &Error) {
+        self.note_in(what, error, None);
+    }
+
+    /// Notes a fault the strict check found in the message whose bytes are `span` (absolute
+    /// offsets): listed unless a walk noted an error inside that message (the same fault, met
+    /// as the walk read it).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn note_structure(&self, what: Undecoded, error: &Error, span: std::ops::Range<u64>) {
+        self.note_in(what, error, Some(span));
+    }
+
+    fn note_in(&self, what: Undecoded, error: &Error, span: Option<std::ops::Range<u64>>) {
         let offset = error.location().offset.unwrap_or(u64::MAX);
         let Ok(mut log) = self.0.lock() else { return };
+        if let Some(span) = span {
+            log.spans.insert(offset, span);
+        }
         let tracked = log.met.len();
         match log.met.entry(offset) {
             std::collections::btree_map::Entry::Occupied(mut seen) => {
@@ -128,7 +154,7 @@ impl DecodeLog {
                     return;
                 }
                 let key = |w: Undecoded, e: &Error| (w, e.to_string());
-                if key(what, error) < key(seen.what, &seen.error) {
+                if key(what.clone(), error) < key(seen.what.clone(), &seen.error) {
                     *seen = DecodeError { what, error: error.duplicate() };
                 }
             }
@@ -142,15 +168,23 @@ impl DecodeLog {
         }
     }
 
-    /// The errors noted so far.
+    /// The errors noted so far: those of the strict check but where a walk met an error in the
+    /// same message.
     pub(crate) fn errors(&self) -> DecodeErrors {
         let Ok(log) = self.0.lock() else { return DecodeErrors::default() };
+        let walked = |e: &DecodeError| !matches!(e.what, Undecoded::Message(_));
+        let shown = |(offset, e): &(&u64, &DecodeError)| match log.spans.get(offset) {
+            Some(span) if !walked(e) => !log.met.range(span.clone()).any(|(_, other)| walked(other)),
+            _ => true,
+        };
+        let distinct = log.met.iter().filter(shown).count();
         let errors: Vec<DecodeError> = log
             .met
-            .values()
+            .iter()
+            .filter(shown)
             .take(MAX_DECODE_ERRORS_KEPT)
-            .map(|e| DecodeError { what: e.what, error: e.error.duplicate() })
+            .map(|(_, e)| DecodeError { what: e.what.clone(), error: e.error.duplicate() })
             .collect();
-        DecodeErrors { omitted: (log.met.len() - errors.len()) as u64, errors, saturated: log.saturated }
+        DecodeErrors { omitted: (distinct - errors.len()) as u64, errors, saturated: log.saturated }
     }
 }

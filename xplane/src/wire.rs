@@ -279,6 +279,13 @@ impl<'a> Reader<'a> {
     /// from the current position, without a branch per field: one test at the end decides.
     #[inline(always)]
     pub(crate) fn read_plain_event(&mut self) -> Option<PlainEvent> {
+        self.read_plain_of(0x22)
+    }
+
+    /// [`Reader::read_plain_event`] for a field whose key is the one byte `key` (0x22 for
+    /// events): the strict check reads a message of three varint fields so, whatever holds it.
+    #[inline(always)]
+    pub(crate) fn read_plain_of(&mut self, key: u8) -> Option<PlainEvent> {
         let window: &[u8; PLAIN_WINDOW] = self.buf.get(self.pos..self.pos + PLAIN_WINDOW)?.try_into().ok()?;
         let len = usize::from(window[1]);
         // Key 0x08 at 2, its varint at 3; key 0x10 after it, then its varint; the same for 0x18.
@@ -288,7 +295,7 @@ impl<'a> Reader<'a> {
         let key_c = key_b + 1 + b;
         let (duration, c, ok_c) = window_varint(window, key_c + 1);
         let body_end = key_c + 1 + c;
-        let ok = (window[0] == 0x22)
+        let ok = (window[0] == key)
             & (len == body_end - 2)
             & (window[2] == 0x08)
             & (window[key_b.min(PLAIN_WINDOW - 1)] == 0x10)
