@@ -248,7 +248,7 @@ impl Space {
     /// [`Space::decode_errors`] runs it when it has not run: a scan starts it beside its
     /// analyses, so that it costs no wall time of its own.
     pub fn check_structure(&self) {
-        self.checked.get_or_init(|| crate::strict::check_planes(&self.planes));
+        self.checked.get_or_init(|| check_planes(&self.planes));
     }
 
     /// The planes in file order.
@@ -361,6 +361,34 @@ impl Space {
         }
         out
     }
+}
+
+/// The strict check of a space's planes ([`crate::Space::check_structure`]): each plane's own
+/// fields, then its lines, in parallel; the first fault of each noted in the space's log.
+fn check_planes(planes: &[crate::Plane]) {
+    use rayon::prelude::*;
+    let schema = crate::strict::Schema::xspace();
+    let (Some(plane_message), Some(line_message)) =
+        (schema.message("tensorflow.profiler.XPlane"), schema.message("tensorflow.profiler.XLine"))
+    else {
+        return;
+    };
+    planes.par_iter().for_each(|plane| {
+        let buf = plane.body();
+        let p = plane.index();
+        // The lines (field 3) are handed out, to be checked in parallel.
+        let mut lines: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
+        let own =
+            schema.check_nested(buf, 0..buf.len(), plane_message, 1, Some(3), &mut |range, k| lines.push((range, k)));
+        if let Err(fault) = own {
+            plane.note_structure(format!("XSpace.planes[{p}]{}", fault.path), None, &fault);
+        }
+        lines.par_iter().with_max_len(1).for_each(|(range, k)| {
+            if let Err(fault) = schema.check_nested(buf, range.clone(), line_message, 2, None, &mut |_, _| {}) {
+                plane.note_structure(format!("XSpace.planes[{p}].lines[{k}]{}", fault.path), Some(*k), &fault);
+            }
+        });
+    });
 }
 
 #[cfg(test)]
