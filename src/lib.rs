@@ -49,11 +49,15 @@ pub use xlens_xplane as xplane;
 pub mod args;
 #[cfg(feature = "capture")]
 mod capture_run;
+#[cfg(feature = "capture")]
+pub mod monitor;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod documents;
 mod scan;
 
 #[cfg(feature = "capture")]
-pub use capture_run::{CaptureError, CaptureOutcome, CaptureRequest, capture_run};
+pub use capture_run::{CaptureError, CaptureOutcome, CaptureRequest, capture_run, snapshot_run};
+#[cfg(feature = "capture")]
+pub use monitor::{MonitorEvent, MonitorRequest, monitor};
 pub use scan::{DiffRequest, ScanError, ScanRequest, Scanned, diff_paths, report_of, scan_path, scan_run};
