@@ -49,11 +49,11 @@ pub use xlens_xplane as xplane;
 pub mod args;
 #[cfg(feature = "capture")]
 mod capture_run;
-#[cfg(feature = "capture")]
-pub mod monitor;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod documents;
+#[cfg(feature = "capture")]
+pub mod monitor;
 mod scan;
 
 #[cfg(feature = "capture")]

@@ -165,9 +165,10 @@ impl MonitorEvent {
             }
             MonitorEvent::Alert(a) => {
                 let s = &a.trigger_diff.step_time_ms;
-                let new_findings = a.diff.as_ref().map_or(Value::Array(Vec::new()), |d| {
-                    serde_json::to_value(&d.findings.new).unwrap_or(Value::Null)
-                });
+                let new_findings = a
+                    .diff
+                    .as_ref()
+                    .map_or(Value::Array(Vec::new()), |d| serde_json::to_value(&d.findings.new).unwrap_or(Value::Null));
                 json!({
                     "alert": "step_time_regressed",
                     "run": a.trigger.run,
@@ -237,14 +238,14 @@ pub fn monitor(
         let mut trigger = None;
         let mut verdict = None;
         match report {
-            Some(report) if in_baseline => {
-                if usable(&report) {
-                    summary.step_time_change_pct = change(previous, summary.step_time_ms);
-                    previous = summary.step_time_ms.or(previous);
-                    baseline.push(report);
-                }
+            // A baseline capture counts when it scanned completely with a step time.
+            Some(report) if in_baseline && usable(&report) => {
+                summary.step_time_change_pct = change(previous, summary.step_time_ms);
+                previous = summary.step_time_ms.or(previous);
+                baseline.push(report);
             }
-            Some(report) => {
+            // Past the baseline, which therefore holds at least one run.
+            Some(report) if !in_baseline => {
                 let d = diff_with_repeats(&baseline[0], &report, Repeats { base: &baseline[1..], new: &[] }, &config);
                 summary.step_time_change_pct = d.step_time_ms.delta_pct;
                 verdict = Some(d.verdict);
@@ -257,7 +258,7 @@ pub fn monitor(
                     armed = true;
                 }
             }
-            None => {}
+            _ => {}
         }
         let event = MonitorEvent::Capture(Box::new(Captured {
             summary: summary.clone(),
@@ -273,10 +274,10 @@ pub fn monitor(
             let full_run = format!("{run}_full");
             let outcome = capture_run(&request.full_request(full_run.clone()));
             let (full, full_run_dir, report) = summarise(&full_run, at, outcome);
-            let diff = report.map(|r| {
-                diff_with_repeats(&baseline[0], &r, Repeats { base: &baseline[1..], new: &[] }, &config)
-            });
-            let alert = MonitorEvent::Alert(Box::new(Alert { trigger: summary, trigger_diff, full, full_run_dir, diff }));
+            let diff = report
+                .map(|r| diff_with_repeats(&baseline[0], &r, Repeats { base: &baseline[1..], new: &[] }, &config));
+            let alert =
+                MonitorEvent::Alert(Box::new(Alert { trigger: summary, trigger_diff, full, full_run_dir, diff }));
             if !on_event(&alert) {
                 return Ok(MonitorEnd::Abandoned);
             }

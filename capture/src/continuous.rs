@@ -58,7 +58,13 @@ pub fn start_continuous(targets: &[Target], options: &Options) -> Result<Vec<Con
 pub fn stop_continuous(targets: &[Target], timeout: Duration) -> Result<Vec<Control>, Error> {
     check_targets(targets)?;
     if timeout.is_zero() || timeout > crate::limits::MAX_TIMEOUT {
-        return Err(Error::new(None, ErrorKind::Options(format!("the timeout must be from 1 ms to {} ms", crate::limits::MAX_TIMEOUT.as_millis()))));
+        return Err(Error::new(
+            None,
+            ErrorKind::Options(format!(
+                "the timeout must be from 1 ms to {} ms",
+                crate::limits::MAX_TIMEOUT.as_millis()
+            )),
+        ));
     }
     control(targets, timeout, move |mut client, _| async move { client.stop_continuous(timeout).await })
 }
@@ -110,7 +116,9 @@ where
             error: match answer {
                 Some(Ok(())) => None,
                 Some(Err(e)) => Some(e),
-                None => Some(Error::new(Some(&target.to_string()), ErrorKind::Options("the call's task failed".into()))),
+                None => {
+                    Some(Error::new(Some(&target.to_string()), ErrorKind::Options("the call's task failed".into())))
+                }
             },
         })
         .collect())

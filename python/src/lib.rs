@@ -147,8 +147,7 @@ fn capture(
 ) -> PyResult<(String, Option<NativeReport>)> {
     use std::time::Duration;
     use xlens::capture::{Options, Target};
-    let targets =
-        targets.iter().map(|t| Target::parse(t.trim())).collect::<Result<Vec<_>, _>>().map_err(error)?;
+    let targets = targets.iter().map(|t| Target::parse(t.trim())).collect::<Result<Vec<_>, _>>().map_err(error)?;
     let request = xlens::CaptureRequest {
         session,
         options: Options {

@@ -18,12 +18,12 @@ mod synth;
 
 #[cfg(feature = "capture")]
 pub use capture::{CAPTURE_EXIT_CODES, CaptureCmd};
-#[cfg(feature = "capture")]
-pub use monitor::{MONITOR_EXIT_CODES, MonitorCmd, SNAPSHOT_EXIT_CODES, SnapshotCmd};
 pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
     WatchCmd, example, usage_error,
 };
+#[cfg(feature = "capture")]
+pub use monitor::{MONITOR_EXIT_CODES, MonitorCmd, SNAPSHOT_EXIT_CODES, SnapshotCmd};
 
 use std::process::ExitCode;
 

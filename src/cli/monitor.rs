@@ -209,7 +209,7 @@ impl Job for SnapshotCmd {
             SnapshotAction::Start(t) => control("start", &t, |targets, timeout| {
                 start_continuous(targets, &Options { timeout, ..Options::default() })
             }),
-            SnapshotAction::Stop(t) => control("stop", &t, |targets, timeout| stop_continuous(targets, timeout)),
+            SnapshotAction::Stop(t) => control("stop", &t, stop_continuous),
             SnapshotAction::Take(t) => take(t),
         }
     }
