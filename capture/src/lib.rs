@@ -43,6 +43,7 @@ mod continuous;
 mod error;
 pub mod limits;
 mod session;
+mod space;
 mod target;
 
 /// The `ProfilerService` messages and client, compiled from the vendored protos

@@ -452,7 +452,7 @@ async fn attempt(target: &Target, host: &str, context: &Context) -> Result<Attem
         response.tool_data.iter().find(|t| t.name.ends_with(TRACE_TOOL) && !t.data.is_empty()).map(|t| &t.data)
     });
     if let Some(data) = returned {
-        if context.call == Call::Snapshot && !crate::continuous::has_events(data) {
+        if context.call == Call::Snapshot && !crate::space::has_events(data) {
             // Metadata planes without a single event: the runtime buffered nothing.
             return Err(Error::new(Some(&name), ErrorKind::NoSnapshotData));
         }
