@@ -138,3 +138,29 @@ fn a_slowdown_triggers_a_full_capture_and_sigterm_stops_cleanly() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Usage mistakes exit 2 with one line, before anything is sent: an interval shorter than the
+/// window, a threshold or baseline out of range, a target that is not `host:port`.
+#[test]
+fn usage_mistakes_exit_2() {
+    let dir = std::env::temp_dir().join(format!("xlens-monitor-usage-{}", std::process::id()));
+    let dir_arg = dir.display().to_string();
+    for args in [
+        &["localhost:1", "--every", "500ms", "--duration", "1s"][..],
+        &["localhost:1", "--regression-pct", "-5"],
+        &["localhost:1", "--baseline", "0"],
+        &["nonsense"],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_xlens"))
+            .arg("monitor")
+            .args(args)
+            .args(["--logdir", &dir_arg])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().filter(|l| l.starts_with("error")).count(), 1, "{args:?}: {stderr}");
+        assert!(o.stdout.is_empty());
+    }
+    assert!(!dir.exists(), "nothing was written");
+}

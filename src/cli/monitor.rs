@@ -265,12 +265,16 @@ fn take(t: SnapshotTake) -> ExitCode {
             let c = &outcome.captured;
             let full = outcome.text();
             let rest = full.split_once('\n').map_or("", |(_, rest)| rest);
-            let mut text = format!(
-                "saved the snapshot of {} of {} target(s) into {}\n{rest}",
-                c.captured(),
-                c.targets.len(),
-                c.run_dir.display()
-            );
+            let mut text = if c.captured() == 0 {
+                format!("saved no snapshot: none of {} target(s) returned data\n{rest}", c.targets.len())
+            } else {
+                format!(
+                    "saved the snapshot of {} of {} target(s) into {}\n{rest}",
+                    c.captured(),
+                    c.targets.len(),
+                    c.run_dir.display()
+                )
+            };
             if let Some(report) = &outcome.report {
                 text.push('\n');
                 text.push_str(&render::text(report));
