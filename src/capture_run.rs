@@ -86,6 +86,23 @@ pub enum CaptureError {
 pub fn capture_run(request: &CaptureRequest) -> Result<CaptureOutcome, CaptureError> {
     let spec = request.spec()?;
     let captured = crate::capture::capture(&spec)?;
+    scanned(request, captured)
+}
+
+/// `xlens snapshot take`: saves every target's continuous-profiling buffer as one run
+/// ([`crate::capture::snapshot`]) and, when asked, scans it, as [`capture_run`] does with an
+/// on-demand capture (`request.options`' window and tracer levels are not used). A target that
+/// returns no data is `empty` with its error (its runtime keeps no buffer, or continuous
+/// profiling was not started), never an empty host file; with no target captured the outcome
+/// has no run and no report ([`CaptureOutcome::any_captured`] is false).
+pub fn snapshot_run(request: &CaptureRequest) -> Result<CaptureOutcome, CaptureError> {
+    let spec = request.spec()?;
+    let captured = crate::capture::snapshot(&spec)?;
+    scanned(request, captured)
+}
+
+/// The outcome of `captured`, scanned when `request` asks.
+fn scanned(request: &CaptureRequest, captured: Captured) -> Result<CaptureOutcome, CaptureError> {
     let report = match &request.scan {
         Some(config) if captured.captured() > 0 => Some(scan_captured(&captured, config).map_err(|source| {
             CaptureError::Scan { run_dir: captured.run_dir.display().to_string(), source: Box::new(source) }

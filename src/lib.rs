@@ -52,8 +52,12 @@ mod capture_run;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod documents;
+#[cfg(feature = "capture")]
+pub mod monitor;
 mod scan;
 
 #[cfg(feature = "capture")]
-pub use capture_run::{CaptureError, CaptureOutcome, CaptureRequest, capture_run};
+pub use capture_run::{CaptureError, CaptureOutcome, CaptureRequest, capture_run, snapshot_run};
+#[cfg(feature = "capture")]
+pub use monitor::{MonitorEvent, MonitorRequest, monitor};
 pub use scan::{DiffRequest, ScanError, ScanRequest, Scanned, diff_paths, report_of, scan_path, scan_run};

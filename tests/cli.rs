@@ -128,7 +128,8 @@ fn usage_mistakes_name_what_is_wrong_and_the_subcommands_help() {
         (&["scan", "--format", "yaml", "--sample"], &["[possible values: text, json, html]"]),
         (&["scan", "--sample", "--jsn"], &["a similar argument exists: '--json'", "(see xlens scan --help)"]),
         (&["hlo"], &["not provided: <PATH>", "(see xlens hlo --help)"]),
-        (&["scna"], &["a similar subcommand exists: 'scan'", "(see xlens --help)"]),
+        // With `snapshot` beside `scan`, clap names both: "some similar subcommands exist".
+        (&["scna"], &["similar subcommand", "'scan'", "(see xlens --help)"]),
     ] {
         let o = xlens(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

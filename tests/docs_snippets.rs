@@ -20,6 +20,8 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("cargo run -p xlens-fuzz", "the campaign: fuzz/tests/campaign.rs runs it on every CI run"),
     ("campaign ", "a long campaign run, reported in docs/campaign.md"),
     ("xlens capture", "needs live programs: tests/capture.rs runs `xlens capture` against real JAX ones"),
+    ("xlens monitor", "needs live programs: tests/monitor.rs runs `xlens monitor` against a real JAX one"),
+    ("xlens snapshot", "needs live programs: tests/snapshot.rs runs it against a real JAX one and a test service"),
     ("--", "the continuation of a line above"),
 ];
 

@@ -6,7 +6,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::error::{Error, ErrorKind};
 use crate::proto::profiler_service_client::ProfilerServiceClient;
-use crate::proto::{ProfileRequest, ProfileResponse};
+use crate::proto::{GetSnapshotRequest, ProfileRequest, ProfileResponse, StopContinuousProfilingRequest};
 use crate::target::Target;
 
 /// The tool a capture asks the service for: the XSpace (`<host>.xplane.pb`), which is what
@@ -14,8 +14,9 @@ use crate::target::Target;
 pub const TRACE_TOOL: &str = "xplane.pb";
 
 /// A connection to one target's `ProfilerService`. The on-demand capture is
-/// [`ProfilerClient::profile`]; the service's other calls (monitoring, continuous profiling)
-/// belong beside it.
+/// [`ProfilerClient::profile`]; continuous profiling is
+/// [`ProfilerClient::start_continuous`], [`ProfilerClient::snapshot`] and
+/// [`ProfilerClient::stop_continuous`].
 #[derive(Debug, Clone)]
 pub struct ProfilerClient {
     target: Target,
@@ -52,7 +53,42 @@ impl ProfilerClient {
     pub async fn profile(&mut self, request: ProfileRequest, timeout: Duration) -> Result<ProfileResponse, Error> {
         let mut request = tonic::Request::new(request);
         request.set_timeout(timeout);
-        match tokio::time::timeout(timeout, self.inner.profile(request)).await {
+        let answer = tokio::time::timeout(timeout, self.inner.profile(request)).await;
+        self.finish(answer, timeout)
+    }
+
+    /// Runs `StartContinuousProfiling`: the target starts keeping the last window of its
+    /// traces in a circular buffer, until [`ProfilerClient::stop_continuous`].
+    pub async fn start_continuous(&mut self, request: ProfileRequest, timeout: Duration) -> Result<(), Error> {
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(timeout);
+        let answer = tokio::time::timeout(timeout, self.inner.start_continuous_profiling(request)).await;
+        self.finish(answer, timeout).map(drop)
+    }
+
+    /// Runs `GetSnapshot`: what the target's continuous-profiling buffer holds now.
+    pub async fn snapshot(&mut self, session: &str, timeout: Duration) -> Result<ProfileResponse, Error> {
+        let mut request = tonic::Request::new(GetSnapshotRequest { snapshot_session_id: session.to_owned() });
+        request.set_timeout(timeout);
+        let answer = tokio::time::timeout(timeout, self.inner.get_snapshot(request)).await;
+        self.finish(answer, timeout)
+    }
+
+    /// Runs `StopContinuousProfiling`.
+    pub async fn stop_continuous(&mut self, timeout: Duration) -> Result<(), Error> {
+        let mut request = tonic::Request::new(StopContinuousProfilingRequest {});
+        request.set_timeout(timeout);
+        let answer = tokio::time::timeout(timeout, self.inner.stop_continuous_profiling(request)).await;
+        self.finish(answer, timeout).map(drop)
+    }
+
+    /// A call's answer, or its failure as this crate's error.
+    fn finish<T>(
+        &self,
+        answer: Result<Result<tonic::Response<T>, tonic::Status>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+    ) -> Result<T, Error> {
+        match answer {
             Err(_) => Err(self.error(ErrorKind::Timeout(timeout))),
             Ok(Err(status)) => Err(self.status_error(&status, timeout)),
             Ok(Ok(response)) => Ok(response.into_inner()),

@@ -48,6 +48,10 @@ pub enum ErrorKind {
         /// Its size in bytes.
         bytes: u64,
     },
+    /// A snapshot call that returned no trace, or one without a single event: continuous profiling is not running on the
+    /// target, or its runtime keeps no buffer (the CPU runtime of jax accepts the calls but
+    /// records nothing).
+    NoSnapshotData,
     /// The run already holds this host's file: a capture never overwrites one.
     Exists(PathBuf),
     /// Reading, writing or moving a file or directory failed.
@@ -137,6 +141,11 @@ impl fmt::Display for ErrorKind {
                 f,
                 "the trace ({bytes} bytes) exceeds the limit of {} bytes: capture a shorter window",
                 crate::limits::MAX_TRACE_BYTES
+            ),
+            ErrorKind::NoSnapshotData => f.write_str(
+                "the target returned no continuous-profiling data (no trace events): continuous profiling is not running there \
+                 (xlens snapshot start), or its runtime does not support it (it keeps no trace buffer; jax's CPU \
+                 runtime accepts the calls but records nothing)",
             ),
             ErrorKind::Exists(path) => {
                 write!(

@@ -10,6 +10,10 @@
 //! the response is written under a temporary name; either is then linked into the run under
 //! its final name, which fails rather than overwrites.
 //!
+//! Continuous profiling ([`start_continuous`], [`snapshot`], [`stop_continuous`]) makes the
+//! calls of XProf's `continuous_profiling_snapshot` API; a snapshot is saved as a run the same
+//! way, and a target that returns no data is an error, never an empty host file.
+//!
 //! [`ProfilerClient`] is one target's connection ([`ProfilerClient::profile`]); the messages are
 //! compiled from the service's own `.proto` files ([`proto`], vendored with their licence).
 //! Reading what was captured is `xlens-source`'s and `xlens-xplane`'s job: this crate only
@@ -35,9 +39,11 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod client;
+mod continuous;
 mod error;
 pub mod limits;
 mod session;
+mod space;
 mod target;
 
 /// The `ProfilerService` messages and client, compiled from the vendored protos
@@ -48,6 +54,7 @@ pub mod proto {
 }
 
 pub use client::{ProfilerClient, TRACE_TOOL};
+pub use continuous::{Control, snapshot, start_continuous, stop_continuous};
 pub use error::{Error, ErrorKind};
 pub use session::{
     CaptureSpec, Captured, Options, Status, TargetCapture, capture, session_name, validate_session_name,

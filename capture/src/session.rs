@@ -258,6 +258,20 @@ pub fn validate_session_name(name: &str) -> Result<(), Error> {
 /// under a temporary name); the file is then linked into the run under its final name, which
 /// fails rather than overwrites, and the staging directory is removed.
 pub fn capture(spec: &CaptureSpec) -> Result<Captured, Error> {
+    capture_with(spec, Call::Profile)
+}
+
+/// Which call brings each target's trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// `Profile`: an on-demand capture of the window.
+    Profile,
+    /// `GetSnapshot`: the continuous-profiling buffer as it is now.
+    Snapshot,
+}
+
+/// [`capture`] with each target's trace brought by `call`.
+pub(crate) fn capture_with(spec: &CaptureSpec, call: Call) -> Result<Captured, Error> {
     spec.validate()?;
     let logdir = std::path::absolute(&spec.logdir).map_err(|e| Error::io(None, &spec.logdir, e))?;
     let run_dir = logdir.join("plugins").join("profile").join(&spec.session);
@@ -273,6 +287,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, Error> {
         staging: staging.clone(),
         session: spec.session.clone(),
         options: spec.options.clone(),
+        call,
     });
     let targets = runtime.block_on(capture_all(&spec.targets, context));
     // Best effort: what is left there is no part of the run.
@@ -285,7 +300,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, Error> {
 }
 
 /// At least one target, at most [`limits::MAX_TARGETS`], no two with the same host name.
-fn check_targets(targets: &[Target]) -> Result<(), Error> {
+pub(crate) fn check_targets(targets: &[Target]) -> Result<(), Error> {
     let bad = |what: String| Err(Error::new(None, ErrorKind::Options(what)));
     if targets.is_empty() {
         return bad("no target to capture".to_owned());
@@ -308,6 +323,7 @@ struct Context {
     staging: PathBuf,
     session: String,
     options: Options,
+    call: Call,
 }
 
 /// Captures the targets concurrently; the outcomes in the targets' order.
@@ -375,6 +391,17 @@ async fn capture_target(target: Target, context: &Context) -> TargetCapture {
                 };
             }
             Ok(Attempt::Empty) => (Status::Empty, Error::new(Some(&name), ErrorKind::EmptyTrace { attempts })),
+            Err(e) if matches!(e.kind(), ErrorKind::NoSnapshotData) => {
+                return TargetCapture {
+                    target,
+                    host,
+                    status: Status::Empty,
+                    file: None,
+                    bytes: 0,
+                    error: Some(e),
+                    attempts,
+                };
+            }
             Err(e) => {
                 let retry = matches!(e.kind(), ErrorKind::Connect(_));
                 if !retry {
@@ -413,22 +440,36 @@ async fn attempt(target: &Target, host: &str, context: &Context) -> Result<Attem
         host_name: host.to_owned(),
         ..ProfileRequest::default()
     };
-    let response = client.profile(request, options.timeout).await?;
+    let response = match context.call {
+        Call::Profile => client.profile(request, options.timeout).await?,
+        Call::Snapshot => client.snapshot(&context.session, options.timeout).await?,
+    };
     let file_name = format!("{host}{HOST_FILE_SUFFIX}");
     let final_path = context.run_dir.join(&file_name);
-    // A service that returns the trace in its answer: written under a temporary name (which
-    // no reader takes for a host file), then linked in.
-    if let Some(tool) = response.tool_data.iter().find(|t| t.name.ends_with(TRACE_TOOL) && !t.data.is_empty()) {
-        let bytes = tool.data.len() as u64;
+    // A service that returns the trace in its answer (as an XSpace, or as the tool's data):
+    // written under a temporary name (which no reader takes for a host file), then linked in.
+    let returned = Some(&response.xspace).filter(|x| !x.is_empty()).or_else(|| {
+        response.tool_data.iter().find(|t| t.name.ends_with(TRACE_TOOL) && !t.data.is_empty()).map(|t| &t.data)
+    });
+    if let Some(data) = returned {
+        if context.call == Call::Snapshot && !crate::space::has_events(data) {
+            // Metadata planes without a single event: the runtime buffered nothing.
+            return Err(Error::new(Some(&name), ErrorKind::NoSnapshotData));
+        }
+        let bytes = data.len() as u64;
         if bytes > limits::MAX_TRACE_BYTES {
             return Err(Error::new(Some(&name), ErrorKind::TooLarge { bytes }));
         }
         let temporary = context.run_dir.join(format!(".{file_name}.partial-{}", std::process::id()));
-        std::fs::write(&temporary, &tool.data).map_err(|e| Error::io(Some(&name), &temporary, e))?;
+        std::fs::write(&temporary, data).map_err(|e| Error::io(Some(&name), &temporary, e))?;
         let kept = keep(&temporary, &final_path, &name);
         let _ = std::fs::remove_file(&temporary);
         kept?;
         return Ok(Attempt::Kept(final_path, bytes));
+    }
+    if context.call == Call::Snapshot {
+        // A snapshot is returned, never written by the service: nothing returned is no data.
+        return Err(Error::new(Some(&name), ErrorKind::NoSnapshotData));
     }
     if response.empty_trace {
         return Ok(Attempt::Empty);

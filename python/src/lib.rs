@@ -126,6 +126,58 @@ fn scan(
     })
 }
 
+/// Captures live targets (`host:port`, their profiler service) into one run of `logdir` and,
+/// with `scan`, scans it: the capture's document (`xlens capture --json` without its report)
+/// and the report. No target captured is an error that names each target's.
+#[pyfunction]
+#[pyo3(signature = (targets, duration_ms, logdir, session=None, scan=true, host_tracer_level=2, device_tracer_level=1, python_tracer_level=0, attempts=3, timeout_ms=60_000))]
+#[allow(clippy::too_many_arguments)]
+fn capture(
+    py: Python<'_>,
+    targets: Vec<String>,
+    duration_ms: u64,
+    logdir: PathBuf,
+    session: Option<String>,
+    scan: bool,
+    host_tracer_level: u32,
+    device_tracer_level: u32,
+    python_tracer_level: u32,
+    attempts: u32,
+    timeout_ms: u64,
+) -> PyResult<(String, Option<NativeReport>)> {
+    use std::time::Duration;
+    use xlens::capture::{Options, Target};
+    let targets = targets.iter().map(|t| Target::parse(t.trim())).collect::<Result<Vec<_>, _>>().map_err(error)?;
+    let request = xlens::CaptureRequest {
+        session,
+        options: Options {
+            duration: Duration::from_millis(duration_ms),
+            host_tracer_level,
+            device_tracer_level,
+            python_tracer_level,
+            delay: Duration::ZERO,
+            attempts,
+            timeout: Duration::from_millis(timeout_ms),
+        },
+        scan: scan.then(ScanConfig::default),
+        ..xlens::CaptureRequest::new(targets, logdir)
+    };
+    py.detach(move || {
+        let mut outcome = xlens::capture_run(&request).map_err(|e| error(chain(&e)))?;
+        if !outcome.any_captured() {
+            let why: Vec<String> = outcome
+                .captured
+                .targets
+                .iter()
+                .map(|t| format!("{}: {}", t.target, t.error.as_ref().map_or_else(String::new, |e| e.reason())))
+                .collect();
+            return Err(error(format!("no target was captured ({})", why.join("; "))));
+        }
+        let report = outcome.report.take().map(|report| NativeReport { report });
+        Ok((outcome.json().to_string(), report))
+    })
+}
+
 /// A report saved as JSON (`fault_scan --format json`).
 #[pyfunction]
 fn load_report(text: &str) -> PyResult<NativeReport> {
@@ -305,6 +357,7 @@ fn _xlens(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeReport>()?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(load_report, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(diff_html, m)?)?;

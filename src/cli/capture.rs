@@ -75,11 +75,11 @@ pub struct CaptureCmd {
     steps: Option<StepRange>,
 }
 
-fn parse_target(s: &str) -> Result<Target, String> {
+pub(super) fn parse_target(s: &str) -> Result<Target, String> {
     Target::parse(s).map_err(|e| e.reason())
 }
 
-fn parse_session(s: &str) -> Result<String, String> {
+pub(super) fn parse_session(s: &str) -> Result<String, String> {
     validate_session_name(s).map(|()| s.to_owned()).map_err(|e| e.reason())
 }
 
@@ -106,7 +106,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A duration within `min..=max`.
-fn in_range(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+pub(super) fn in_range(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d < min || d > max {
         let ms = |d: Duration| format!("{} ms", d.as_millis());
@@ -115,7 +115,7 @@ fn in_range(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     Ok(d)
 }
 
-fn parse_window(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_window(s: &str) -> Result<Duration, String> {
     in_range(s, Duration::from_millis(1), limits::MAX_DURATION)
 }
 
@@ -123,7 +123,7 @@ fn parse_delay(s: &str) -> Result<Duration, String> {
     in_range(s, Duration::ZERO, limits::MAX_DELAY)
 }
 
-fn parse_timeout(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_timeout(s: &str) -> Result<Duration, String> {
     in_range(s, Duration::from_millis(1), limits::MAX_TIMEOUT)
 }
 

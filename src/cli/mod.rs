@@ -10,6 +10,8 @@ mod capture;
 mod commands;
 mod diff;
 mod jobs;
+#[cfg(feature = "capture")]
+mod monitor;
 mod runs;
 mod scan;
 mod synth;
@@ -20,6 +22,8 @@ pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
     WatchCmd, example, usage_error,
 };
+#[cfg(feature = "capture")]
+pub use monitor::{MONITOR_EXIT_CODES, MonitorCmd, SNAPSHOT_EXIT_CODES, SnapshotCmd};
 
 use std::process::ExitCode;
 
@@ -50,6 +54,14 @@ enum Command {
     /// parallel into one run; `--scan` scans it.
     #[cfg(feature = "capture")]
     Capture(CaptureCmd),
+    /// Watch running programs: a short capture at a fixed interval, one JSON line each; a
+    /// step-time regression beyond noise triggers a full capture and an alert line.
+    #[cfg(feature = "capture")]
+    Monitor(MonitorCmd),
+    /// Continuous profiling of running programs: start, take (save the buffer as a run and
+    /// scan it), stop.
+    #[cfg(feature = "capture")]
+    Snapshot(SnapshotCmd),
     /// Steps, the op profile (per-op self time, FLOPs, bytes, roofline bound) and the step anatomy.
     Ops(OpsCmd),
     /// The HLO modules: opcodes, FLOPs, aliasing, collectives.
@@ -97,6 +109,10 @@ pub fn main() -> ExitCode {
         Command::Watch(cmd) => cmd.run(),
         #[cfg(feature = "capture")]
         Command::Capture(cmd) => cmd.run(),
+        #[cfg(feature = "capture")]
+        Command::Monitor(cmd) => cmd.run(),
+        #[cfg(feature = "capture")]
+        Command::Snapshot(cmd) => cmd.run(),
         Command::Ops(cmd) => cmd.run(),
         Command::Hlo(cmd) => cmd.run(),
         Command::Inventory(cmd) => cmd.run(),

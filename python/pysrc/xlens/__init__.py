@@ -33,6 +33,7 @@ __all__ = [
     "Diff",
     "XlensError",
     "scan",
+    "capture",
     "load_report",
     "diff",
     "op_profile",
@@ -57,6 +58,9 @@ class Report:
         self._doc: dict[str, Any] = json.loads(native.json())
         self._frames_dir = frames_dir
         self._frames: dict[str, Any] | None = None
+        #: For a report of ``xlens.capture``: the capture's document (``run_dir``, ``session``,
+        #: ``duration_ms``, ``targets``), as ``xlens capture --json`` prints it; else ``None``.
+        self.capture: dict[str, Any] | None = None
         if frames_dir is not None and owns_frames_dir:
             self._cleanup = weakref.finalize(self, shutil.rmtree, frames_dir, True)
 
@@ -190,6 +194,53 @@ def scan(
             shutil.rmtree(frames_dir, ignore_errors=True)
         raise
     return Report(native, frames_dir)
+
+
+def capture(
+    targets: str | Sequence[str],
+    *,
+    duration_ms: int = 2000,
+    logdir: str | os.PathLike[str] = ".",
+    session: str | None = None,
+    scan: bool = True,
+    host_tracer_level: int = 2,
+    device_tracer_level: int = 1,
+    python_tracer_level: int = 0,
+    attempts: int = 3,
+    timeout_ms: int = 60_000,
+) -> Report | dict[str, Any]:
+    """Capture running programs now, as ``xlens capture`` does: every target (``"host:port"``
+    of a program that called ``jax.profiler.start_server(port)``; a list, or one string with
+    commas) in parallel, in one session, into ``<logdir>/plugins/profile/<session>/``.
+
+    With ``scan=True`` (the default) returns the run's :class:`Report` (``INCOMPLETE``, naming
+    them, when some targets were not captured), its ``capture`` attribute holding the capture's
+    document (``run_dir``, ``session``, ``duration_ms``, ``targets`` with each one's status and
+    error); with ``scan=False`` returns that document alone. Raises :class:`XlensError` when no
+    target was captured or an option is out of range. The report has no frames: scan
+    ``report.capture["run_dir"]`` with ``xlens.scan`` for them.
+    """
+    if isinstance(targets, str):
+        targets = targets.split(",")
+    doc_json, native = _xlens.capture(
+        list(targets),
+        duration_ms,
+        _path(logdir),
+        session,
+        scan,
+        host_tracer_level,
+        device_tracer_level,
+        python_tracer_level,
+        attempts,
+        timeout_ms,
+    )
+    doc: dict[str, Any] = json.loads(doc_json)
+    doc.pop("report", None)
+    if native is None:
+        return doc
+    report = Report(native)
+    report.capture = doc
+    return report
 
 
 def load_report(path: str | os.PathLike[str]) -> Report:

@@ -16,6 +16,18 @@ def scan(
     steps: str | None = None,
     frames_dir: str | None = None,
 ) -> NativeReport: ...
+def capture(
+    targets: list[str],
+    duration_ms: int,
+    logdir: str,
+    session: str | None = None,
+    scan: bool = True,
+    host_tracer_level: int = 2,
+    device_tracer_level: int = 1,
+    python_tracer_level: int = 0,
+    attempts: int = 3,
+    timeout_ms: int = 60000,
+) -> tuple[str, NativeReport | None]: ...
 def load_report(text: str) -> NativeReport: ...
 def diff(
     base: NativeReport,
