@@ -47,6 +47,7 @@ pub mod args;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod documents;
+pub mod events;
 mod scan;
 
 pub use scan::{DiffRequest, ScanError, ScanRequest, Scanned, diff_paths, report_of, scan_path, scan_run};

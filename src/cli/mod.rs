@@ -7,6 +7,7 @@
 
 mod commands;
 mod diff;
+mod events;
 mod jobs;
 mod runs;
 mod scan;
@@ -16,6 +17,7 @@ pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
     WatchCmd, example, usage_error,
 };
+pub use events::EventsCmd;
 
 use std::process::ExitCode;
 
@@ -50,6 +52,9 @@ enum Command {
     Inventory(InventoryCmd),
     /// GPU kernels: launches, durations, grid and block, tensor cores.
     Kernels(KernelsCmd),
+    /// Timeline events by plane, line, name pattern and time window: count, total, mean,
+    /// percentiles, top groups; the events themselves; each plane's lines.
+    Events(EventsCmd),
     /// The chip catalogue's rooflines and ridge points.
     Roofline(RooflineCmd),
     /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch.
@@ -91,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Hlo(cmd) => cmd.run(),
         Command::Inventory(cmd) => cmd.run(),
         Command::Kernels(cmd) => cmd.run(),
+        Command::Events(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
         Command::Plan(cmd) => cmd.run_as("xlens plan"),
