@@ -92,7 +92,7 @@ fn keep_readable<T, E: std::fmt::Display>(
 
 /// Opens every host of the run at `path` that can be read (in parallel); the others are skipped
 /// with their error. When none can be read, the first one's error is the command's.
-fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
+pub(crate) fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
     use rayon::prelude::*;
     let run = discover(&Location::from(path))?;
     let opened: Vec<_> =

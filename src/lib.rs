@@ -46,6 +46,7 @@ pub use xlens_xplane as xplane;
 pub mod args;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod device;
 pub mod documents;
 pub mod events;
 mod scan;

@@ -6,6 +6,7 @@
 //! `RUST_BACKTRACE` says) and exit status 1; usage mistakes exit 2 ([`EXIT_CODES`]).
 
 mod commands;
+mod device;
 mod diff;
 mod events;
 mod jobs;
@@ -17,6 +18,7 @@ pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
     WatchCmd, example, usage_error,
 };
+pub use device::DeviceCmd;
 pub use events::EventsCmd;
 
 use std::process::ExitCode;
@@ -55,6 +57,9 @@ enum Command {
     /// Timeline events by plane, line, name pattern and time window: count, total, mean,
     /// percentiles, top groups; the events themselves; each plane's lines.
     Events(EventsCmd),
+    /// Hosts, each host's device (type, peaks, ridge point) and the key figures: step time, duty
+    /// cycle, utilisations, roofline efficiency, memory peak.
+    Device(DeviceCmd),
     /// The chip catalogue's rooflines and ridge points.
     Roofline(RooflineCmd),
     /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch.
@@ -97,6 +102,7 @@ pub fn main() -> ExitCode {
         Command::Inventory(cmd) => cmd.run(),
         Command::Kernels(cmd) => cmd.run(),
         Command::Events(cmd) => cmd.run(),
+        Command::Device(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
         Command::Plan(cmd) => cmd.run_as("xlens plan"),

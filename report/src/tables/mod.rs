@@ -6,6 +6,7 @@
 //! return. Nothing here prints.
 
 pub mod budget;
+pub mod device;
 pub mod events;
 pub mod hlo;
 pub mod kernel_stats;
