@@ -214,6 +214,8 @@ const JSON_UNITLESS: &[(&str, &str)] = &[
     ("event_count", "a count of events (events --lines: XProf's `list_xplane_lines` key)"),
     ("total_events", "a count of events (events --lines: XProf's key)"),
     ("empty_lines", "a count of lines"),
+    ("devices", "a count (device: a host's TPU cores or GPUs)"),
+    ("cores_per_chip", "a count"),
 ];
 
 /// Objects whose keys are names (opcodes, plane names) and whose numbers are counts.
@@ -246,7 +248,7 @@ fn numeric_keys(
 }
 
 /// The unit convention of issue 39 for the JSON documents, as `frame_schemas_are_documented_and_carry_units`
-/// holds it for the Parquet columns: every numeric key of the scan, ops, kernels, inventory, hlo, events,
+/// holds it for the Parquet columns: every numeric key of the scan, ops, kernels, inventory, hlo, events, device,
 /// diff and runs JSON names its unit, is a count or id listed in [`JSON_UNITLESS`], or sits in an object
 /// keyed by unit (`categories_us`) or by name with counts ([`JSON_COUNT_MAPS`]).
 #[test]
@@ -270,6 +272,8 @@ fn json_keys_carry_units() {
         vec!["events".into(), at("testdata/tpu/tpu_basic"), "--group-by".into(), "line".into()],
         vec!["events".into(), at("testdata/corpus/clean"), "--list".into(), "--pattern".into(), "^train$".into()],
         vec!["events".into(), at("testdata/field/amd_jax08_gemm"), "--lines".into()],
+        vec!["device".into(), at("testdata/field/tpu_v6e_host_offload")],
+        vec!["device".into(), at("testdata/h200/h200_bf16_no_graphs")],
         vec!["diff".into(), at("testdata/h200/h200_bf16_graphs"), at("testdata/h200/h200_bf16_no_graphs")],
         vec!["diff".into(), at("testdata/corpus/clean"), at("testdata/corpus/host_callback")],
         runs,
