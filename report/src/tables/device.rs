@@ -146,9 +146,9 @@ pub fn device_text(d: &DeviceInfo) -> String {
     line(
         &mut out,
         format_args!(
-            "{} {}: {} core(s), {} {} of {} ms mean",
+            "session: {}{}, {} core(s), {} {} of {} ms mean",
             d.device,
-            d.device_type.as_deref().unwrap_or(""),
+            d.device_type.as_deref().map_or(String::new(), |t| format!(" ({t})")),
             d.cores,
             m.step_count,
             m.time_base,
