@@ -49,6 +49,7 @@ pub mod cli;
 pub mod device;
 pub mod documents;
 pub mod events;
+pub mod memory;
 mod scan;
 
 pub use scan::{DiffRequest, ScanError, ScanRequest, Scanned, diff_paths, report_of, scan_path, scan_run};

@@ -10,6 +10,7 @@ mod device;
 mod diff;
 mod events;
 mod jobs;
+mod memory;
 mod runs;
 mod scan;
 mod synth;
@@ -20,6 +21,7 @@ pub use commands::{
 };
 pub use device::DeviceCmd;
 pub use events::EventsCmd;
+pub use memory::MemoryCmd;
 
 use std::process::ExitCode;
 
@@ -60,6 +62,8 @@ enum Command {
     /// Hosts, each host's device (type, peaks, ridge point) and the key figures: step time, duty
     /// cycle, utilisations, roofline efficiency, memory peak.
     Device(DeviceCmd),
+    /// Each HLO program's device memory: its total and the buffers live at its peak.
+    Memory(MemoryCmd),
     /// The chip catalogue's rooflines and ridge points.
     Roofline(RooflineCmd),
     /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch.
@@ -103,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Kernels(cmd) => cmd.run(),
         Command::Events(cmd) => cmd.run(),
         Command::Device(cmd) => cmd.run(),
+        Command::Memory(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
         Command::Plan(cmd) => cmd.run_as("xlens plan"),

@@ -10,6 +10,7 @@ pub mod device;
 pub mod events;
 pub mod hlo;
 pub mod kernel_stats;
+pub mod memory;
 pub mod op_profile;
 pub mod roofline;
 
