@@ -1,4 +1,4 @@
-//! `xlens events` and `xlens device` as real processes: their text and JSON on one profile each
+//! `xlens events`, `xlens device` and `xlens memory` as real processes: their text and JSON on one profile each
 //! against `tests/golden/` (`XLENS_BLESS=1` rewrites them after an intended change), and the
 //! exit codes every subcommand keeps (usage mistakes: one line, exit 2; an unreadable profile:
 //! one line, exit 1).
@@ -40,6 +40,13 @@ fn device_outputs() {
     common::check("device_tpu_v6e_host_offload.json", &run_ok(&["device", &v6e, "--json"]));
 }
 
+#[test]
+fn memory_outputs() {
+    let attn = at("testdata/field/amd_te_fused_attn");
+    common::check("memory_amd_te_fused_attn.txt", &run_ok(&["memory", &attn, "--top", "3"]));
+    common::check("memory_amd_te_fused_attn.json", &run_ok(&["memory", &attn, "--top", "3", "--json"]));
+}
+
 /// A window keeps the events that start in it; the list and the aggregate agree.
 #[test]
 fn a_window_narrows_the_events() {
@@ -73,6 +80,8 @@ fn usage_mistakes_are_one_line_and_exit_two() {
         (vec!["events", &clean, "--list", "--lines"], "cannot be used with"),
         (vec!["device"], "<PATH>"),
         (vec!["device", &clean, "--top", "3"], "--top"),
+        (vec!["memory"], "<PATH>"),
+        (vec!["memory", &clean, "--top", "many"], "--top <N>"),
     ] {
         let o = xlens(&args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -81,7 +90,7 @@ fn usage_mistakes_are_one_line_and_exit_two() {
         assert!(err.starts_with("error: ") && err.contains(needle), "{args:?}: {needle:?} not in {err}");
         assert!(o.stdout.is_empty(), "{args:?}");
     }
-    for sub in ["events", "device"] {
+    for sub in ["events", "device", "memory"] {
         assert_eq!(xlens(&[sub, "--help"]).status.code(), Some(0), "{sub}");
         let o = xlens(&[sub, "/nonexistent/profile"]);
         assert_eq!(o.status.code(), Some(1), "{sub}");
