@@ -38,7 +38,7 @@ pub struct Partial<T> {
 impl<T> Partial<T> {
     /// `doc` with a `skipped_hosts` array when a host was skipped and an `errors` array when an
     /// entry did not decode (a complete session's document is unchanged).
-    fn document(&self, mut doc: Value) -> Value {
+    pub(crate) fn document(&self, mut doc: Value) -> Value {
         if let Value::Object(map) = &mut doc {
             if !self.skipped_hosts.is_empty() {
                 map.insert("skipped_hosts".to_owned(), serde_json::to_value(&self.skipped_hosts).unwrap_or_default());
@@ -92,7 +92,7 @@ fn keep_readable<T, E: std::fmt::Display>(
 
 /// Opens every host of the run at `path` that can be read (in parallel); the others are skipped
 /// with their error. When none can be read, the first one's error is the command's.
-fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
+pub(crate) fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
     use rayon::prelude::*;
     let run = discover(&Location::from(path))?;
     let opened: Vec<_> =
@@ -106,7 +106,7 @@ fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xpla
 /// error, unless every host fails (then the first error is the command's). A host whose file
 /// changed while it was read (`Space::check_file_unchanged`) is skipped too: what was read of
 /// it may mix two versions.
-fn per_host<T, E>(path: &Path, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
+pub(crate) fn per_host<T, E>(path: &Path, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
 where
     E: std::fmt::Display + Into<BoxError>,
 {

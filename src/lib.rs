@@ -51,7 +51,10 @@ pub mod args;
 mod capture_run;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod device;
 pub mod documents;
+pub mod events;
+pub mod memory;
 #[cfg(feature = "capture")]
 pub mod monitor;
 mod scan;

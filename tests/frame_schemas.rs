@@ -25,6 +25,7 @@ const UNITLESS: &[(&str, &str)] = &[
     ("events", "a count"),
     ("cores", "a count"),
     ("cores_per_chip", "a count"),
+    ("total_modules", "a count of programs (memory: XProf's `get_peak_allocations` key)"),
     ("flops", "a count of floating-point operations (XLA's cost analysis name)"),
     ("xprof_flops", "floating-point operations as XProf counts them (per launch)"),
     ("transcendentals", "a count"),
@@ -207,6 +208,16 @@ const JSON_UNITLESS: &[(&str, &str)] = &[
     ("steps", "a count"),
     ("value", "an evidence metric's value, its unit in `unit` beside it"),
     ("pct", "a share, in % (the key is the unit)"),
+    ("count", "a count of events (events: XProf's `aggregate_xplane_events` key)"),
+    ("returned", "a count of rows (events: XProf's key)"),
+    ("total_matched", "a count of groups or events (events: XProf's key)"),
+    ("events_scanned", "a count of events (events: XProf's key)"),
+    ("event_count", "a count of events (events --lines: XProf's `list_xplane_lines` key)"),
+    ("total_events", "a count of events (events --lines: XProf's key)"),
+    ("empty_lines", "a count of lines"),
+    ("devices", "a count (device: a host's TPU cores or GPUs)"),
+    ("cores_per_chip", "a count"),
+    ("total_modules", "a count of programs (memory: XProf's `get_peak_allocations` key)"),
 ];
 
 /// Objects whose keys are names (opcodes, plane names) and whose numbers are counts.
@@ -239,7 +250,7 @@ fn numeric_keys(
 }
 
 /// The unit convention of issue 39 for the JSON documents, as `frame_schemas_are_documented_and_carry_units`
-/// holds it for the Parquet columns: every numeric key of the scan, ops, kernels, inventory, hlo,
+/// holds it for the Parquet columns: every numeric key of the scan, ops, kernels, inventory, hlo, events, device, memory,
 /// diff and runs JSON names its unit, is a count or id listed in [`JSON_UNITLESS`], or sits in an object
 /// keyed by unit (`categories_us`) or by name with counts ([`JSON_COUNT_MAPS`]).
 #[test]
@@ -260,6 +271,12 @@ fn json_keys_carry_units() {
         vec!["kernels".into(), at("testdata/field/amd_conv3d_jax08")],
         vec!["inventory".into(), at("testdata/tpu/tpu_basic")],
         vec!["hlo".into(), at("testdata/corpus/host_callback")],
+        vec!["events".into(), at("testdata/tpu/tpu_basic"), "--group-by".into(), "line".into()],
+        vec!["events".into(), at("testdata/corpus/clean"), "--list".into(), "--pattern".into(), "^train$".into()],
+        vec!["events".into(), at("testdata/field/amd_jax08_gemm"), "--lines".into()],
+        vec!["device".into(), at("testdata/field/tpu_v6e_host_offload")],
+        vec!["device".into(), at("testdata/h200/h200_bf16_no_graphs")],
+        vec!["memory".into(), at("testdata/field/amd_te_fused_attn")],
         vec!["diff".into(), at("testdata/h200/h200_bf16_graphs"), at("testdata/h200/h200_bf16_no_graphs")],
         vec!["diff".into(), at("testdata/corpus/clean"), at("testdata/corpus/host_callback")],
         runs,

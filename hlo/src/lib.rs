@@ -78,7 +78,7 @@ pub use cost::{Cost, CostModel};
 pub use custom_call::CustomCallKind;
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
 pub use ids::{CompId, InstrId, UniqueId};
-pub use memory_types::{MemoryStats, PeakBuffer};
+pub use memory_types::{AllocationRow, AllocationRowKind, MemoryStats, PeakAllocations, PeakBuffer};
 pub use module::{
     AliasKind, BufferDonor, Computation, ComputationKind, Fusion, Instruction, IoAlias, Module, gpu_kernel_char,
     gpu_kernel_name,

@@ -15,7 +15,7 @@ use hashbrown::HashMap;
 
 use crate::error::{Error, ErrorKind, Location, Result};
 use crate::ids::InstrId;
-use crate::memory_types::{MemoryStats, PeakBuffer};
+use crate::memory_types::{AllocationRow, AllocationRowKind, MemoryStats, PeakAllocations, PeakBuffer};
 use crate::module::Module;
 use crate::raw;
 
@@ -164,6 +164,87 @@ impl Module {
                 .collect();
         }
         Ok(Some(stats))
+    }
+}
+
+/// The size from which XProf's `get_peak_allocations` lists a buffer on its own row.
+const OWN_ROW_BYTES: u64 = 1 << 20;
+
+impl Module {
+    /// The device memory (color 0) of the program as XProf's `get_peak_allocations` lists it:
+    /// the total of its allocations, and the buffers live at the heap peak with the
+    /// indefinite-lifetime allocations (parameters, outputs, constants), each of those named
+    /// after its largest logical buffer (the first of equal ones) and counted at its
+    /// allocation's size. Rows are largest first; among equal sizes the indefinite
+    /// allocations come first (in allocation order), then the heap's buffers (in the order
+    /// they were allocated), as XProf orders them. `Ok(None)` without a buffer assignment.
+    ///
+    /// Every module of `testdata` with XProf's reference gives XProf's rows
+    /// (`tests/xprof_memory.rs`).
+    pub fn peak_allocations(&self) -> Result<Option<PeakAllocations>> {
+        let (Some(stats), Some(ba)) = (self.hbm_memory_stats()?, self.buffer_assignment()) else { return Ok(None) };
+        let logical: HashMap<i64, &raw::LogicalBufferProto> = ba.logical_buffers.iter().map(|b| (b.id, b)).collect();
+        let unique: HashMap<i64, InstrId> = self.instructions().iter().map(|i| (i.unique_id().0, i.id())).collect();
+        let name = |instruction: Option<InstrId>| {
+            instruction.map_or_else(String::new, |i| self.instruction(i).name().to_owned())
+        };
+        // (instruction name, shape index, bytes), indefinite allocations first.
+        let mut buffers: Vec<(String, Vec<i64>, u64)> = Vec::new();
+        for a in ba.buffer_allocations.iter().filter(|a| a.color == 0 && !a.is_thread_local && indefinite(a)) {
+            let mut largest: Option<&raw::LogicalBufferProto> = None;
+            for lb in a.assigned.iter().filter_map(|x| logical.get(&x.logical_buffer_id)) {
+                if largest.is_none_or(|b| lb.size > b.size) {
+                    largest = Some(lb);
+                }
+            }
+            let Some(lb) = largest else { continue };
+            let at = lb.defined_at.as_ref();
+            let instruction = at.and_then(|d| unique.get(&d.instruction_id).copied());
+            buffers.push((name(instruction), at.map(|d| d.shape_index.clone()).unwrap_or_default(), bytes(a.size)));
+        }
+        for b in &stats.peak_buffers {
+            buffers.push((name(b.instruction), b.shape_index.clone(), b.size));
+        }
+        let others: u64 = buffers.iter().filter(|b| b.2 < OWN_ROW_BYTES).fold(0, |s, b| s.saturating_add(b.2));
+        let big: Vec<&(String, Vec<i64>, u64)> = buffers.iter().filter(|b| b.2 >= OWN_ROW_BYTES).collect();
+        let stem = |b: &(String, Vec<i64>, u64)| -> Option<String> {
+            let (p, d) = b.0.rsplit_once('.')?;
+            (b.1.is_empty() && !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit())).then(|| p.to_owned())
+        };
+        let mut rows = Vec::new();
+        let mut taken = vec![false; big.len()];
+        for i in 0..big.len() {
+            if taken[i] {
+                continue;
+            }
+            let key = stem(big[i]);
+            let members: Vec<usize> = match &key {
+                Some(k) => (i..big.len())
+                    .filter(|&j| !taken[j] && big[j].2 == big[i].2 && stem(big[j]).as_ref() == Some(k))
+                    .collect(),
+                None => vec![i],
+            };
+            for &j in &members {
+                taken[j] = true;
+            }
+            let each = big[i].2;
+            rows.push(match key {
+                Some(stem) if members.len() > 1 => AllocationRow {
+                    bytes: each.saturating_mul(members.len() as u64),
+                    kind: AllocationRowKind::Numbered { stem, count: members.len(), each_bytes: each },
+                },
+                _ => AllocationRow {
+                    kind: AllocationRowKind::Buffer { instruction: big[i].0.clone(), shape_index: big[i].1.clone() },
+                    bytes: each,
+                },
+            });
+        }
+        if others > 0 {
+            rows.push(AllocationRow { kind: AllocationRowKind::Others { under_bytes: OWN_ROW_BYTES }, bytes: others });
+        }
+        // Stable: equal sizes keep the order above.
+        rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+        Ok(Some(PeakAllocations { total_bytes: stats.total_allocation_bytes, rows }))
     }
 }
 

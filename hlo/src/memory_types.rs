@@ -68,3 +68,53 @@ impl MemoryStats {
         self.heap_peak_bytes.saturating_sub(self.heap_peak_unpadded_bytes)
     }
 }
+
+/// What one row of [`PeakAllocations`] stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllocationRowKind {
+    /// One buffer: the instruction that defines it and the index inside its result (empty for
+    /// the whole result).
+    Buffer {
+        /// The instruction's name (`""` when the buffer names no instruction of the module).
+        instruction: String,
+        /// Shape index inside the instruction's result.
+        shape_index: Vec<i64>,
+    },
+    /// Several buffers of one size whose instructions share a name up to a `.N` suffix
+    /// (`ynn_fusion.8`, `ynn_fusion.12`, ...).
+    Numbered {
+        /// The name before the suffix (`ynn_fusion`).
+        stem: String,
+        /// How many buffers.
+        count: usize,
+        /// The size of each, in bytes.
+        each_bytes: u64,
+    },
+    /// Every buffer under the size threshold, together.
+    Others {
+        /// The threshold in bytes.
+        under_bytes: u64,
+    },
+}
+
+/// A row of [`PeakAllocations`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocationRow {
+    /// What it stands for.
+    pub kind: AllocationRowKind,
+    /// Its bytes (a group's summed).
+    pub bytes: u64,
+}
+
+/// The device memory of a program as XProf's `get_peak_allocations` gives it
+/// ([`crate::Module::peak_allocations`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeakAllocations {
+    /// Every allocation of the color except thread-local ones
+    /// ([`MemoryStats::total_allocation_bytes`]).
+    pub total_bytes: u64,
+    /// The buffers live at the heap peak and the indefinite-lifetime allocations, largest
+    /// first: buffers of 1 MiB or more one by one (same-size buffers of one numbered name
+    /// together), the others in one row.
+    pub rows: Vec<AllocationRow>,
+}

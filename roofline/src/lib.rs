@@ -39,6 +39,7 @@ mod anatomy;
 mod chain;
 mod chip;
 mod device;
+pub mod events;
 mod gpu;
 mod host_ops;
 mod host_profile;

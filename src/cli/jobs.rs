@@ -61,7 +61,7 @@ pub(crate) fn kernels(path: &Path, json: bool, top: Option<usize>) -> anyhow::Re
 
 /// One line on stderr per host file that could not be read (the output covers the others) and
 /// per entry that did not decode (the output leaves it out).
-fn warn_skipped(skipped: &[crate::faults::SkippedHost], errors: &[String]) {
+pub(crate) fn warn_skipped(skipped: &[crate::faults::SkippedHost], errors: &[String]) {
     for h in skipped {
         let line = format!("warning: host {} skipped ({}): {}", h.host, h.file, h.error);
         eprintln!("{}", crate::report::render::printable(&line));

@@ -8,8 +8,11 @@
 #[cfg(feature = "capture")]
 mod capture;
 mod commands;
+mod device;
 mod diff;
+mod events;
 mod jobs;
+mod memory;
 #[cfg(feature = "capture")]
 mod monitor;
 mod runs;
@@ -22,6 +25,9 @@ pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
     WatchCmd, example, usage_error,
 };
+pub use device::DeviceCmd;
+pub use events::EventsCmd;
+pub use memory::MemoryCmd;
 #[cfg(feature = "capture")]
 pub use monitor::{MONITOR_EXIT_CODES, MonitorCmd, SNAPSHOT_EXIT_CODES, SnapshotCmd};
 
@@ -70,6 +76,14 @@ enum Command {
     Inventory(InventoryCmd),
     /// GPU kernels: launches, durations, grid and block, tensor cores.
     Kernels(KernelsCmd),
+    /// Timeline events by plane, line, name pattern and time window: count, total, mean,
+    /// percentiles, top groups; the events themselves; each plane's lines.
+    Events(EventsCmd),
+    /// Hosts, each host's device (type, peaks, ridge point) and the key figures: step time, duty
+    /// cycle, utilisations, roofline efficiency, memory peak.
+    Device(DeviceCmd),
+    /// Each HLO program's device memory: its total and the buffers live at its peak.
+    Memory(MemoryCmd),
     /// The chip catalogue's rooflines and ridge points.
     Roofline(RooflineCmd),
     /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch.
@@ -117,6 +131,9 @@ pub fn main() -> ExitCode {
         Command::Hlo(cmd) => cmd.run(),
         Command::Inventory(cmd) => cmd.run(),
         Command::Kernels(cmd) => cmd.run(),
+        Command::Events(cmd) => cmd.run(),
+        Command::Device(cmd) => cmd.run(),
+        Command::Memory(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
         Command::Plan(cmd) => cmd.run_as("xlens plan"),

@@ -6,8 +6,11 @@
 //! return. Nothing here prints.
 
 pub mod budget;
+pub mod device;
+pub mod events;
 pub mod hlo;
 pub mod kernel_stats;
+pub mod memory;
 pub mod op_profile;
 pub mod roofline;
 
