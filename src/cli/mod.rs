@@ -8,6 +8,7 @@
 mod commands;
 mod diff;
 mod jobs;
+mod mcp;
 mod runs;
 mod scan;
 mod synth;
@@ -16,6 +17,7 @@ pub use commands::{
     DiffCmd, EXIT_CODES, HloCmd, InventoryCmd, Job, KernelsCmd, OpsCmd, RooflineCmd, RunsCmd, ScanCmd, SynthCmd,
     WatchCmd, example, usage_error,
 };
+pub use mcp::McpCmd;
 
 use std::process::ExitCode;
 
@@ -58,6 +60,8 @@ enum Command {
     Audit(crate::args::AuditFlags),
     /// Write synthetic TPU- or GPU-shaped profiles for benchmarks and scale tests.
     Synth(SynthCmd),
+    /// Serve the analyses as MCP tools over stdio, for agents (see docs/agents.md).
+    Mcp(McpCmd),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -93,6 +97,7 @@ pub fn main() -> ExitCode {
         Command::Kernels(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
+        Command::Mcp(cmd) => cmd.run(),
         Command::Plan(cmd) => cmd.run_as("xlens plan"),
         Command::Audit(cmd) => cmd.run_as("xlens audit"),
         Command::Completions { shell } => {
