@@ -9,6 +9,8 @@
 //! cache); `offset` and `limit` are added to every tool's schema and handled by [`call`], which
 //! pages every result ([`super::page`]).
 
+#[cfg(test)]
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -177,12 +179,46 @@ pub(crate) fn call(state: &State, name: &str, mut arguments: Map<String, Value>)
             .map(Some)
             .ok_or_else(|| format!("invalid arguments for {name}: {key} must be a non-negative integer, not {v}")),
     };
+    check_types(&schema(tool), &arguments).map_err(|e| format!("invalid arguments: {e}"))?;
     let offset = count("offset", &mut arguments)?.unwrap_or(0);
     let limit = count("limit", &mut arguments)?;
     let doc = (tool.run)(state, arguments).map_err(|e| single_line(&e))?;
     let text = page(&doc, PageRequest { offset, limit }).map_err(|e| single_line(&e));
     state.cache.trim();
     text
+}
+
+/// Checks each argument against its property's `type` and `minimum` in `schema`, so that a
+/// mistyped argument is named (serde's own message says what it expected, not where).
+fn check_types(schema: &Map<String, Value>, arguments: &Map<String, Value>) -> Result<(), String> {
+    let Some(Value::Object(properties)) = schema.get("properties") else { return Ok(()) };
+    for (key, value) in arguments {
+        let Some(property) = properties.get(key) else { continue };
+        let types: Vec<&str> = match property.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        let fits = |t: &str| match t {
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !types.iter().any(|t| fits(t)) {
+            return Err(format!("{key} must be of type {}, not {value}", types.join(" or ")));
+        }
+        if let (Some(min), Some(v)) = (property.get("minimum").and_then(Value::as_f64), value.as_f64())
+            && v < min
+        {
+            return Err(format!("{key} must be at least {min}, not {value}"));
+        }
+    }
+    Ok(())
 }
 
 /// `tool`'s arguments read from the call's; a mistake (a missing or unknown field, a wrong
@@ -431,4 +467,74 @@ fn diff(state: &State, args: DiffArgs) -> Result<Value, String> {
     let d =
         diff_with_repeats(&base, &new, Repeats { base: &base_more, new: &new_more }, &DiffConfig { min_change_pct });
     serde_json::to_value(&d).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state() -> State {
+        let testdata = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata"));
+        State::new(Roots::new(&[testdata]).unwrap(), 1 << 30)
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(map) => map,
+            _ => unreachable!("arguments are an object"),
+        }
+    }
+
+    #[test]
+    fn a_tool_is_its_documents_function_paged() {
+        let s = state();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/recompilation");
+        let whole: Value = serde_json::from_str(&call(&s, "ops", args(json!({ "path": path }))).unwrap()).unwrap();
+        let expected = documents::op_profile(std::path::Path::new(path)).unwrap();
+        assert_eq!(whole, expected);
+        // The same document, a row a list, from the kept profile.
+        let paged: Value = serde_json::from_str(
+            &call(&s, "ops", args(json!({ "path": "corpus/recompilation", "limit": 1 }))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(paged["truncated"], json!(true));
+        assert_eq!(paged["page"]["next_offset"], json!(1));
+        assert!(paged["page"]["lists"].as_array().is_some_and(|l| !l.is_empty()));
+        assert_eq!(paged["hosts"][0]["ops"][0], expected["hosts"][0]["ops"][0]);
+    }
+
+    #[test]
+    fn refusals_and_mistakes_are_one_line_errors() {
+        let s = state();
+        let cases = [
+            ("ops", json!({ "path": "../Cargo.toml" }), "outside the server's --root"),
+            ("ops", json!({ "path": "/etc" }), "outside the server's --root"),
+            ("scan", json!({ "path": "https://example.com/x.xplane.pb" }), "is a URL"),
+            ("scan", json!({}), "missing field `path`"),
+            ("scan", json!({ "path": "corpus/clean", "nope": 1 }), "unknown field `nope`"),
+            ("ops", json!({ "path": "corpus/clean", "offset": "x" }), "offset must be of type integer"),
+            ("ops", json!({ "path": "corpus/clean", "offset": -1 }), "offset must be at least 0"),
+            ("kernels", json!({ "path": "corpus/clean", "top": "ten" }), "top must be of type integer"),
+            ("ops", json!({ "path": "corpus/clean", "limit": 0 }), "limit must be at least 1"),
+            ("diff", json!({ "base": "corpus/clean", "new": "corpus/clean", "min_change": -1 }), "min_change"),
+            ("scan", json!({ "path": "corpus/clean", "only": ["nope"] }), "not a detector id"),
+            ("roofline", json!({ "chips": ["nope"] }), "nope"),
+            ("nope", json!({}), "no tool \"nope\""),
+        ];
+        for (tool, a, why) in cases {
+            let e = call(&s, tool, args(a.clone())).unwrap_err();
+            assert!(e.contains(why), "{tool} {a}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn every_schema_is_an_object_with_paging() {
+        for (name, description, schema) in list() {
+            assert_eq!(schema["type"], "object", "{name}");
+            assert!(schema["properties"]["offset"].is_object() && schema["properties"]["limit"].is_object(), "{name}");
+            assert!(description.len() > 80, "{name}");
+        }
+    }
 }
