@@ -26,16 +26,23 @@ pub(crate) struct PageRequest {
 /// `doc` as the JSON text a tool returns: whole when it fits and no page was asked for, else the
 /// page asked for (or the largest that fits); an error when not even one row a list fits.
 pub(crate) fn page(doc: &Value, request: PageRequest) -> Result<String, String> {
+    let mut whole_bytes = None;
     if request == PageRequest::default() {
         let whole = serde_json::to_string(doc).map_err(|e| e.to_string())?;
         if whole.len() <= MAX_RESULT_BYTES {
             return Ok(whole);
         }
+        whole_bytes = Some(whole.len());
     }
     let mut limit = match request.limit {
         Some(0) => return Err("limit must be at least 1".to_owned()),
         Some(limit) => limit,
-        None => longest_list(doc).max(1),
+        // The share of the rows that the room allows, as a first try: the lists are most of a
+        // large document, so this page is about the largest that fits.
+        None => {
+            let longest = longest_list(doc).max(1);
+            whole_bytes.map_or(longest, |bytes| (longest * MAX_RESULT_BYTES / bytes.max(1)).clamp(1, longest))
+        }
     };
     loop {
         let text = serde_json::to_string(&cut(doc, request.offset, limit)).map_err(|e| e.to_string())?;

@@ -182,10 +182,10 @@ pub(crate) fn call(state: &State, name: &str, mut arguments: Map<String, Value>)
     check_types(&schema(tool), &arguments).map_err(|e| format!("invalid arguments: {e}"))?;
     let offset = count("offset", &mut arguments)?.unwrap_or(0);
     let limit = count("limit", &mut arguments)?;
-    let doc = (tool.run)(state, arguments).map_err(|e| single_line(&e))?;
-    let text = page(&doc, PageRequest { offset, limit }).map_err(|e| single_line(&e));
+    let text = (tool.run)(state, arguments).and_then(|doc| page(&doc, PageRequest { offset, limit }));
+    // A failed call may have opened a profile too (a scan that failed after the decode).
     state.cache.trim();
-    text
+    text.map_err(|e| single_line(&e))
 }
 
 /// Checks each argument against its property's `type` and `minimum` in `schema`, so that a
