@@ -36,8 +36,11 @@ pub(crate) struct Tool {
     /// The JSON Schema of its arguments (without `offset` and `limit`, which [`schema`] adds).
     pub(crate) arguments: fn() -> schemars::Schema,
     /// The call: its arguments to its document.
-    pub(crate) run: fn(&State, Map<String, Value>) -> Result<Arc<Value>, String>,
+    pub(crate) run: Call,
 }
+
+/// A tool's call: the server's state and the call's arguments to the tool's document, or why not.
+pub(crate) type Call = fn(&State, Map<String, Value>) -> Result<Arc<Value>, String>;
 
 /// Every tool, in the order the client lists them.
 pub(crate) static TOOLS: &[Tool] = &[
