@@ -86,7 +86,7 @@ impl Profile {
     /// Its hosts, decoded on first use and kept.
     pub(crate) fn opened(&self) -> Result<Arc<OpenedRun>, String> {
         let run = self.run.as_ref().ok_or_else(|| format!("{} is not a profile", self.path.display()))?;
-        self.opened.get_or_init(|| open_run(run).map(Arc::new).map_err(|e| super::tools::one_line(&e))).clone()
+        self.opened.get_or_init(|| open_run(run).map(Arc::new).map_err(|e| super::one_line(&e))).clone()
     }
 
     /// The document `key`, computed by `make` on first use and kept (errors are not kept).

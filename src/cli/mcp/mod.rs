@@ -65,6 +65,12 @@ fn serve(cmd: &McpCmd) -> anyhow::Result<()> {
     })
 }
 
+/// An error and its causes, as one line (as the CLI prints them, without `error: `).
+fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let line = crate::report::tables::error_line(e);
+    line.strip_prefix("error: ").unwrap_or(&line).to_owned()
+}
+
 /// The MCP server: the tools over the shared state.
 #[derive(Clone, Debug)]
 struct Server {

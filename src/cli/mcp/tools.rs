@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 
 use super::cache::{Cache, Key, Profile};
 use super::guard::Roots;
+use super::one_line;
 use super::page::{PageRequest, page};
 use crate::faults::{Report, ScanConfig, StepRange};
 use crate::report::diff::{DiffConfig, Repeats, diff_with_repeats};
@@ -232,12 +233,6 @@ fn parse<A: DeserializeOwned>(arguments: Map<String, Value>) -> Result<A, String
 
 fn arguments<A: JsonSchema>() -> schemars::Schema {
     schemars::schema_for!(A)
-}
-
-/// An error and its causes, as one line (as the CLI prints them, without `error: `).
-pub(crate) fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
-    let line = crate::report::tables::error_line(e);
-    line.strip_prefix("error: ").unwrap_or(&line).to_owned()
 }
 
 fn single_line(s: &str) -> String {
