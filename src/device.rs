@@ -16,7 +16,7 @@ use crate::roofline::ProgramWork;
 
 /// The hosts, devices and key figures of the profile at `path` (`xlens device`).
 pub fn device_info(path: &Path) -> Result<Partial<DeviceInfo>, BoxError> {
-    let (session, skipped_hosts) = open_readable(path)?;
+    let crate::documents::OpenedRun { session, skipped_hosts } = open_readable(path)?;
     let profile = Profile::from_session(session);
     let report = scan(&profile, &ScanConfig::default());
     let hosts = profile

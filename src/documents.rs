@@ -2,7 +2,9 @@
 //! give their analyses ([`host_op_profiles`], [`hlo_modules_of`], [`host_inventories`],
 //! [`host_kernel_stats`]), and their JSON documents ([`op_profile`], [`hlo_modules`], [`planes`],
 //! [`kernels`]) are built from those: what the command lines print, as text or JSON, and what
-//! bindings (the Python package) return, from one implementation.
+//! bindings (the Python package) return, from one implementation. Each analysis also reads a
+//! run opened once ([`open_run`], then [`host_op_profiles_in`], [`hlo_modules_in`],
+//! [`host_inventories_in`], [`host_kernel_stats_in`]): what `xlens mcp` keeps between calls.
 
 use std::path::Path;
 
@@ -16,7 +18,7 @@ use crate::report::tables::kernel_stats::{HostKernelStats, kernel_stats_json};
 use crate::report::tables::op_profile::{HostOpProfile, OpProfileHostsJson, analyze};
 use crate::report::tables::{HostInventory, inventory_json};
 use crate::roofline::KernelStats;
-use crate::source::{Location, discover};
+use crate::source::{Location, Run, discover};
 use crate::xplane::{Host, HostInput, Session, inventory};
 
 /// An error of a command that reads a profile.
@@ -90,27 +92,50 @@ fn keep_readable<T, E: std::fmt::Display>(
     }
 }
 
-/// Opens every host of the run at `path` that can be read (in parallel); the others are skipped
-/// with their error. When none can be read, the first one's error is the command's.
-pub(crate) fn open_readable(path: &Path) -> Result<(Session, Vec<SkippedHost>), crate::xplane::Error> {
+/// The hosts of a run that could be read, decoded (their files memory-mapped), and those that
+/// could not: what the commands below read, opened once. A caller that keeps it (`xlens mcp`
+/// keeps the profiles it was asked about) answers the next command without decoding again.
+#[derive(Debug)]
+pub struct OpenedRun {
+    /// The hosts read.
+    pub session: Session,
+    /// The host files that could not be read, each with its error.
+    pub skipped_hosts: Vec<SkippedHost>,
+}
+
+/// Opens every host of `run` that can be read (in parallel); the others are skipped with their
+/// error. When none can be read, the first one's error is the command's.
+pub fn open_run(run: &Run) -> Result<OpenedRun, crate::xplane::Error> {
     use rayon::prelude::*;
-    let run = discover(&Location::from(path))?;
     let opened: Vec<_> =
         run.hosts.par_iter().map(|h| (h.host.clone(), h.display(), h.open().map(|s| Host::new(&h.host, s)))).collect();
     let mut skipped_hosts = Vec::new();
     let hosts = keep_readable(opened, &mut skipped_hosts)?;
-    Ok((Session::from_hosts(run.run, hosts), skipped_hosts))
+    Ok(OpenedRun { session: Session::from_hosts(run.run.clone(), hosts), skipped_hosts })
 }
 
-/// `f` on every readable host of `path`; a host whose file or analysis fails is skipped with its
-/// error, unless every host fails (then the first error is the command's). A host whose file
-/// changed while it was read (`Space::check_file_unchanged`) is skipped too: what was read of
-/// it may mix two versions.
+/// [`open_run`] of the run at `path` (a file, a run directory, a logdir's newest run).
+pub(crate) fn open_readable(path: &Path) -> Result<OpenedRun, crate::xplane::Error> {
+    open_run(&discover(&Location::from(path))?)
+}
+
+/// [`per_host_in`] of the run at `path`.
 pub(crate) fn per_host<T, E>(path: &Path, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
 where
     E: std::fmt::Display + Into<BoxError>,
 {
-    let (session, mut skipped_hosts) = open_readable(path)?;
+    per_host_in(&open_readable(path)?, f)
+}
+
+/// `f` on every host of `opened`; a host whose analysis fails is skipped with its error, unless
+/// every host fails (then the first error is the command's). A host whose file changed while it
+/// was read (`Space::check_file_unchanged`) is skipped too: what was read of it may mix two
+/// versions.
+fn per_host_in<T, E>(opened: &OpenedRun, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
+where
+    E: std::fmt::Display + Into<BoxError>,
+{
+    let (session, mut skipped_hosts) = (&opened.session, opened.skipped_hosts.clone());
     let mut errors = Vec::new();
     let results = session.hosts().iter().map(|h| {
         let result = f(h).map_err(Into::into).and_then(|v| match h.space().check_file_unchanged() {
@@ -128,7 +153,12 @@ where
 
 /// Steps, the op profile and the step anatomy of every host (`xlens ops`).
 pub fn host_op_profiles(path: &Path) -> Result<Partial<Vec<HostOpProfile>>, BoxError> {
-    per_host(path, |h| analyze(h.name(), h.space()))
+    host_op_profiles_in(&open_readable(path)?)
+}
+
+/// [`host_op_profiles`] of a run already opened.
+pub fn host_op_profiles_in(opened: &OpenedRun) -> Result<Partial<Vec<HostOpProfile>>, BoxError> {
+    per_host_in(opened, |h| analyze(h.name(), h.space()))
 }
 
 /// [`host_op_profiles`] as `ops --json` prints it.
@@ -177,11 +207,16 @@ pub fn hlo_modules_of(path: &Path) -> Result<HloModules, BoxError> {
         let modules = vec![Module::open(path)?];
         return Ok(HloModules { modules, hosts: ModuleHosts::new(), warnings: Vec::new(), skipped_hosts: Vec::new() });
     }
-    let (session, skipped_hosts) = open_readable(path)?;
-    let (modules, warnings) = modules_from_session(&session);
+    Ok(hlo_modules_in(&open_readable(path)?))
+}
+
+/// The HLO modules of a run already opened.
+pub fn hlo_modules_in(opened: &OpenedRun) -> HloModules {
+    let session = &opened.session;
+    let (modules, warnings) = modules_from_session(session);
     let mut warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
     warnings.extend(session.hosts().iter().flat_map(decode_errors));
-    Ok(HloModules { modules, hosts: module_hosts(&session), warnings, skipped_hosts })
+    HloModules { modules, hosts: module_hosts(session), warnings, skipped_hosts: opened.skipped_hosts.clone() }
 }
 
 /// [`hlo_modules_of`] as `hlo --json` prints it, with the warnings.
@@ -198,7 +233,12 @@ pub fn hlo_document(hlo: &HloModules) -> Value {
 
 /// Planes, lines and event counts of every host (`xlens inventory`).
 pub fn host_inventories(path: &Path) -> Result<Partial<Vec<HostInventory>>, BoxError> {
-    per_host(path, |h| inventory(h.space()).map(|planes| HostInventory { host: h.name().to_owned(), planes }))
+    host_inventories_in(&open_readable(path)?)
+}
+
+/// [`host_inventories`] of a run already opened.
+pub fn host_inventories_in(opened: &OpenedRun) -> Result<Partial<Vec<HostInventory>>, BoxError> {
+    per_host_in(opened, |h| inventory(h.space()).map(|planes| HostInventory { host: h.name().to_owned(), planes }))
 }
 
 /// [`host_inventories`] as `inventory --json` prints it.
@@ -213,7 +253,14 @@ pub fn planes_document(inv: &Partial<Vec<HostInventory>>) -> Value {
 
 /// GPU kernels of every host: launches, durations, launch shapes (`xlens kernels`).
 pub fn host_kernel_stats(path: &Path) -> Result<Partial<Vec<HostKernelStats>>, BoxError> {
-    per_host(path, |h| KernelStats::read(h.space()).map(|stats| HostKernelStats { host: h.name().to_owned(), stats }))
+    host_kernel_stats_in(&open_readable(path)?)
+}
+
+/// [`host_kernel_stats`] of a run already opened.
+pub fn host_kernel_stats_in(opened: &OpenedRun) -> Result<Partial<Vec<HostKernelStats>>, BoxError> {
+    per_host_in(opened, |h| {
+        KernelStats::read(h.space()).map(|stats| HostKernelStats { host: h.name().to_owned(), stats })
+    })
 }
 
 /// [`host_kernel_stats`] as `kernels --json` prints it (`top` kernels per host, all when `None`).

@@ -166,7 +166,9 @@ fn plan_and_audit_usage_mistakes_exit_2() {
 /// goldens of `tests/golden/`).
 #[test]
 fn subcommands_print_what_their_examples_print() {
-    for sub in ["scan", "ops", "hlo", "inventory", "kernels", "roofline", "plan", "audit", "synth", "completions"] {
+    for sub in
+        ["scan", "ops", "hlo", "inventory", "kernels", "roofline", "plan", "audit", "synth", "mcp", "completions"]
+    {
         let o = xlens(&[sub, "--help"]);
         assert_eq!(o.status.code(), Some(0), "{sub} --help: {}", stderr(&o));
         assert!(!o.stdout.is_empty(), "{sub}");

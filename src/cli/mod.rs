@@ -12,6 +12,7 @@ mod device;
 mod diff;
 mod events;
 mod jobs;
+mod mcp;
 mod memory;
 #[cfg(feature = "capture")]
 mod monitor;
@@ -27,6 +28,7 @@ pub use commands::{
 };
 pub use device::DeviceCmd;
 pub use events::EventsCmd;
+pub use mcp::McpCmd;
 pub use memory::MemoryCmd;
 #[cfg(feature = "capture")]
 pub use monitor::{MONITOR_EXIT_CODES, MonitorCmd, SNAPSHOT_EXIT_CODES, SnapshotCmd};
@@ -92,6 +94,8 @@ enum Command {
     Audit(crate::args::AuditFlags),
     /// Write synthetic TPU- or GPU-shaped profiles for benchmarks and scale tests.
     Synth(SynthCmd),
+    /// Serve the analyses as MCP tools over stdio, for agents (see docs/agents.md).
+    Mcp(McpCmd),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -136,6 +140,7 @@ pub fn main() -> ExitCode {
         Command::Memory(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
+        Command::Mcp(cmd) => cmd.run(),
         Command::Plan(cmd) => cmd.run_as("xlens plan"),
         Command::Audit(cmd) => cmd.run_as("xlens audit"),
         Command::Completions { shell } => {

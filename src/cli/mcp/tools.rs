@@ -1,0 +1,538 @@
+//! The tools of `xlens mcp`: one entry of [`TOOLS`] each, and nothing else to change to add one.
+//!
+//! A tool is a name, a paragraph for the model, its arguments (a struct that serde reads and
+//! schemars describes: the JSON Schema the client sees is derived from the struct the call
+//! reads) and a call: a thin call of the same library entry point as the CLI subcommand of the
+//! same name, so that its result is that command's `--json` document for the same arguments.
+//! To add a tool (`events`, `device`, ...): write its arguments struct and its call below, and
+//! add its [`Tool`] to [`TOOLS`]. Paths go through [`State::profile`] (the `--root` guard and the
+//! cache); `offset` and `limit` are added to every tool's schema and handled by [`call`], which
+//! pages every result ([`super::page`]).
+
+#[cfg(test)]
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::cache::{Cache, Key, Profile};
+use super::guard::Roots;
+use super::one_line;
+use super::page::{PageRequest, page};
+use crate::faults::{Report, ScanConfig, StepRange};
+use crate::report::diff::{DiffConfig, Repeats, diff_with_repeats};
+use crate::roofline::{ChipSpec, chips::CATALOGUE};
+use crate::{ScanRequest, documents};
+
+/// A tool: what the client lists and what runs when it is called.
+#[derive(Debug)]
+pub(crate) struct Tool {
+    /// Its name.
+    pub(crate) name: &'static str,
+    /// One paragraph for the model: what it answers, when to call it, what comes back.
+    pub(crate) description: &'static str,
+    /// The JSON Schema of its arguments (without `offset` and `limit`, which [`schema`] adds).
+    pub(crate) arguments: fn() -> schemars::Schema,
+    /// The call: its arguments to its document.
+    pub(crate) run: Call,
+}
+
+/// A tool's call: the server's state and the call's arguments to the tool's document, or why not.
+pub(crate) type Call = fn(&State, Map<String, Value>) -> Result<Arc<Value>, String>;
+
+/// Every tool, in the order the client lists them.
+pub(crate) static TOOLS: &[Tool] = &[
+    Tool {
+        name: "scan",
+        description: "Scan an XProf profile (a *.xplane.pb file, a run directory of host files, or a logdir, whose newest run is taken) for performance faults, as `xlens scan --json`. Returns the report: status (OK, NEEDS_ATTENTION, INCOMPLETE), session metrics (step time, utilisation, duty cycle), per-host step table, and findings sorted by severity (P0 worst), each with its id, what is happening, the expected gain, evidence and a fix. Call it first on a profile; then call `findings` with a finding's id for its full evidence, `ops` for the op profile, `hlo` for the programs, `kernels` on GPU profiles. The profile is decoded once and kept, so follow-up calls on it are fast.",
+        arguments: arguments::<ScanArgs>,
+        run: |s, a| scan(s, parse(a)?),
+    },
+    Tool {
+        name: "findings",
+        description: "The full evidence of one finding of a profile's scan, by its id (the `id` field of a finding in `scan`'s result, e.g. `exposed_collective`, `recompilation`, `host_bound_step`): every finding of that detector with its text, impact, per-host severities, evidence (metrics, ops, instructions, time ranges) and fix, exactly as in `xlens scan --json`'s `findings`. Use it after `scan` to dig into one problem without reading the whole report; an unknown id is an error that lists the ids the scan found.",
+        arguments: arguments::<FindingsArgs>,
+        run: |s, a| findings(s, parse(a)?).map(Arc::new),
+    },
+    Tool {
+        name: "ops",
+        description: "The op profile of every host of a profile, as `xlens ops --json`: per step its time and breakdown, per HLO op its occurrences, total and self time, FLOPs, bytes, arithmetic intensity and roofline bound (compute or memory), sorted by self time, and the step anatomy (matmul, collectives, vector, data formatting, idle). Call it to find which ops dominate the step and whether they are compute- or memory-bound; large profiles come back paged (see `page` in the result).",
+        arguments: arguments::<PathArgs>,
+        run: |s, a| ops(s, parse(a)?),
+    },
+    Tool {
+        name: "hlo",
+        description: "The compiled HLO programs of a profile (or of one *.hlo_proto.pb file), as `xlens hlo --json`: per module its instruction count, opcode histogram, FLOPs and bytes, memory, input/output aliasing, collectives with their replica groups, and which hosts ran it. Call it to see what a program computes and communicates, e.g. after a finding names a module or a collective.",
+        arguments: arguments::<PathArgs>,
+        run: |s, a| hlo(s, parse(a)?),
+    },
+    Tool {
+        name: "inventory",
+        description: "What a profile holds, as `xlens inventory --json`: per host its planes (devices, host threads), their lines and event counts. Call it when a result looks empty or odd, to check whether the capture has device traces, step markers or HLO metadata at all.",
+        arguments: arguments::<PathArgs>,
+        run: |s, a| inventory(s, parse(a)?),
+    },
+    Tool {
+        name: "kernels",
+        description: "GPU kernel statistics of a profile, as `xlens kernels --json`: per host and kernel its launches, total, mean, min and max duration, grid and block shape, registers, shared memory, occupancy and whether it uses tensor cores, sorted by total time. Call it on GPU profiles to see which kernels take the time and whether matmuls reach the tensor cores; `top` keeps the first N kernels per host.",
+        arguments: arguments::<KernelsArgs>,
+        run: |s, a| kernels(s, parse(a)?),
+    },
+    Tool {
+        name: "roofline",
+        description: "The chip catalogue's rooflines, as `xlens roofline --json`: per chip its peak FLOP/s per data type, HBM bandwidth and capacity, and ridge point (the arithmetic intensity in FLOP/byte above which an op is compute-bound). Call it to judge an op's intensity from `ops` against a chip, or to compare chips; `chips` picks some by name (all by default).",
+        arguments: arguments::<RooflineArgs>,
+        run: |_, a| roofline(parse(a)?).map(Arc::new),
+    },
+    Tool {
+        name: "diff",
+        description: "Compare two runs (profiles, or saved `xlens scan --json` reports), as `xlens diff --json`: a verdict on the step time (IMPROVED, REGRESSED, NEUTRAL, INCOMPARABLE) from a bootstrap interval that respects step-to-step noise, the categories and ops whose time moved (matched across recompiled programs), and findings resolved, new and persisting. Call it to check whether a change helped; `steps` compares only some steps, `min_change` is the smallest change in % that counts.",
+        arguments: arguments::<DiffArgs>,
+        run: |s, a| diff(s, parse(a)?).map(Arc::new),
+    },
+];
+
+/// The server's state: where it may read, and what it keeps.
+#[derive(Debug)]
+pub(crate) struct State {
+    roots: Roots,
+    cache: Cache,
+}
+
+impl State {
+    /// A server that reads under `roots` and keeps at most `cache_bytes` of profiles.
+    pub(crate) fn new(roots: Roots, cache_bytes: u64) -> State {
+        State { roots, cache: Cache::new(cache_bytes) }
+    }
+
+    /// The profile at `path` (its run `run`, its hosts `hosts` when given), refused unless it and
+    /// each of its files lie under the roots; kept or new.
+    fn profile(&self, path: &str, run: Option<&str>, hosts: &[String]) -> Result<Arc<Profile>, String> {
+        let canonical = self.roots.resolve(path)?;
+        if canonical.is_file() && canonical.to_string_lossy().ends_with(".hlo_proto.pb") {
+            let key = Key::new(canonical.clone(), std::slice::from_ref(&canonical))?;
+            return Ok(self.cache.get(key, None));
+        }
+        let request = ScanRequest {
+            path: canonical.clone(),
+            run: run.map(str::to_owned),
+            hosts: hosts.to_vec(),
+            ..ScanRequest::default()
+        };
+        let found = request.discover().map_err(|e| one_line(&e))?;
+        let mut files = Vec::with_capacity(found.hosts.len());
+        for h in &found.hosts {
+            let file = h.location.local_path().ok_or_else(|| format!("{} is not a local file", h.location))?;
+            self.roots.check_file(file)?;
+            files.push(file.to_path_buf());
+        }
+        Ok(self.cache.get(Key::new(canonical, &files)?, Some(found)))
+    }
+
+    /// The scan report of `profile` under `config` (kept per `key`).
+    fn report(&self, profile: &Profile, key: &str, config: ScanConfig) -> Result<Arc<Report>, String> {
+        profile.report(key, || {
+            let run = profile.run.as_ref().ok_or_else(|| format!("{} is not a profile", profile.path.display()))?;
+            let request = ScanRequest { path: profile.path.clone(), config, ..ScanRequest::default() };
+            let scanned = crate::scan_run(run, &request, &Silent).map_err(|e| one_line(&e))?;
+            Ok(scanned.report)
+        })
+    }
+}
+
+/// Lists the tools: name, description and the schema of the arguments.
+pub(crate) fn list() -> impl Iterator<Item = (&'static str, &'static str, Map<String, Value>)> {
+    TOOLS.iter().map(|t| (t.name, t.description, schema(t)))
+}
+
+/// The JSON Schema of `tool`'s arguments, with `offset` and `limit`.
+pub(crate) fn schema(tool: &Tool) -> Map<String, Value> {
+    let mut schema = match (tool.arguments)().to_value() {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let properties = schema.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(properties) = properties {
+        properties.insert(
+            "offset".to_owned(),
+            serde_json::json!({ "type": "integer", "minimum": 0, "description": "Rows to skip in every list that is paged (a result over 64 KiB is paged: ask again with the `page.next_offset` it gives)." }),
+        );
+        properties.insert(
+            "limit".to_owned(),
+            serde_json::json!({ "type": "integer", "minimum": 1, "description": "Rows per page in every list longer than this; by default as many as fit in 64 KiB." }),
+        );
+    }
+    schema.insert("type".to_owned(), Value::String("object".to_owned()));
+    schema
+}
+
+/// Calls the tool `name`: its result as JSON text of at most 64 KiB, or a one-line error.
+pub(crate) fn call(state: &State, name: &str, mut arguments: Map<String, Value>) -> Result<String, String> {
+    let tool = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| {
+        let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+        format!("no tool {name:?} (tools: {})", names.join(", "))
+    })?;
+    let count = |key: &str, arguments: &mut Map<String, Value>| match arguments.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| format!("invalid arguments for {name}: {key} must be a non-negative integer, not {v}")),
+    };
+    check_types(&schema(tool), &arguments).map_err(|e| format!("invalid arguments: {e}"))?;
+    let offset = count("offset", &mut arguments)?.unwrap_or(0);
+    let limit = count("limit", &mut arguments)?;
+    let text = (tool.run)(state, arguments).and_then(|doc| page(&doc, PageRequest { offset, limit }));
+    // A failed call may have opened a profile too (a scan that failed after the decode).
+    state.cache.trim();
+    text.map_err(|e| single_line(&e))
+}
+
+/// Checks each argument against its property's `type` and `minimum` in `schema`, so that a
+/// mistyped argument is named (serde's own message says what it expected, not where).
+fn check_types(schema: &Map<String, Value>, arguments: &Map<String, Value>) -> Result<(), String> {
+    let Some(Value::Object(properties)) = schema.get("properties") else { return Ok(()) };
+    for (key, value) in arguments {
+        let Some(property) = properties.get(key) else { continue };
+        let types: Vec<&str> = match property.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        let fits = |t: &str| match t {
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !types.iter().any(|t| fits(t)) {
+            return Err(format!("{key} must be of type {}, not {value}", types.join(" or ")));
+        }
+        if let (Some(min), Some(v)) = (property.get("minimum").and_then(Value::as_f64), value.as_f64())
+            && v < min
+        {
+            return Err(format!("{key} must be at least {min}, not {value}"));
+        }
+    }
+    Ok(())
+}
+
+/// `tool`'s arguments read from the call's; a mistake (a missing or unknown field, a wrong
+/// type) is one line that names it.
+fn parse<A: DeserializeOwned>(arguments: Map<String, Value>) -> Result<A, String> {
+    serde_json::from_value(Value::Object(arguments)).map_err(|e| format!("invalid arguments: {e}"))
+}
+
+fn arguments<A: JsonSchema>() -> schemars::Schema {
+    schemars::schema_for!(A)
+}
+
+fn single_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A scan that tells nobody how it goes.
+struct Silent;
+
+impl crate::faults::ScanObserver for Silent {}
+
+/// `scan`'s arguments (those of `xlens scan` that change the report).
+#[derive(Debug, Deserialize, JsonSchema, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct ScanArgs {
+    /// The profile: a `*.xplane.pb`, a run directory or a logdir, under the server's root
+    /// (relative paths are taken from the first root).
+    path: String,
+    /// This run of the logdir (`PATH/plugins/profile/RUN`) instead of the newest.
+    #[serde(default)]
+    run: Option<String>,
+    /// Only these hosts of the run (host names; all by default).
+    #[serde(default)]
+    hosts: Vec<String>,
+    /// Run only these detectors (ids as in the findings).
+    #[serde(default)]
+    only: Vec<String>,
+    /// Do not run these detectors.
+    #[serde(default)]
+    disable: Vec<String>,
+    /// Only these steps: `A..B` (both included), `A..`, `..B` or `N`.
+    #[serde(default)]
+    steps: Option<String>,
+}
+
+impl ScanArgs {
+    /// The scan configuration, as `xlens scan` makes it of the same flags (no `xlens.toml`).
+    fn config(&self) -> Result<ScanConfig, String> {
+        let steps = self.steps.as_deref().map(StepRange::parse).transpose().map_err(|e| format!("steps: {e}"))?;
+        let mut config = ScanConfig { steps, ..ScanConfig::default() };
+        for id in self.only.iter().chain(&self.disable) {
+            crate::cli::commands::parse_detector(id)?;
+        }
+        if !self.only.is_empty() {
+            config.only = Some(self.only.clone());
+            config.only_from = Some("--only".to_owned());
+        }
+        if !self.disable.is_empty() {
+            config.disabled = self.disable.clone();
+            config.disabled_from = Some("--disable".to_owned());
+        }
+        Ok(config)
+    }
+
+    /// What tells its reports apart on one profile.
+    fn key(&self) -> String {
+        serde_json::json!([self.only, self.disable, self.steps]).to_string()
+    }
+}
+
+fn scan(state: &State, args: ScanArgs) -> Result<Arc<Value>, String> {
+    let config = args.config()?;
+    let profile = state.profile(&args.path, args.run.as_deref(), &args.hosts)?;
+    let key = args.key();
+    profile.document(&format!("scan {key}"), || {
+        let report = state.report(&profile, &key, config)?;
+        serde_json::from_str(&crate::report::render::json(&report)).map_err(|e| e.to_string())
+    })
+}
+
+/// `findings`' arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FindingsArgs {
+    /// The profile, as for `scan` (scanned with every detector on, if it was not yet).
+    path: String,
+    /// The finding's id (its detector's id, e.g. `exposed_collective`).
+    id: String,
+    /// This run of the logdir instead of the newest.
+    #[serde(default)]
+    run: Option<String>,
+}
+
+fn findings(state: &State, args: FindingsArgs) -> Result<Value, String> {
+    let report = scan(
+        state,
+        ScanArgs {
+            path: args.path,
+            run: args.run,
+            hosts: Vec::new(),
+            only: Vec::new(),
+            disable: Vec::new(),
+            steps: None,
+        },
+    )?;
+    let all = report["findings"].as_array().cloned().unwrap_or_default();
+    let found: Vec<Value> = all.iter().filter(|f| f["id"] == args.id.as_str()).cloned().collect();
+    if found.is_empty() {
+        let mut ids: Vec<&str> = all.iter().filter_map(|f| f["id"].as_str()).collect();
+        ids.dedup();
+        let ids = if ids.is_empty() { "none".to_owned() } else { ids.join(", ") };
+        return Err(format!("no finding {:?} in this profile's scan (findings: {ids})", args.id));
+    }
+    Ok(serde_json::json!({ "id": args.id, "findings": found }))
+}
+
+/// The arguments of the tools that read one profile.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PathArgs {
+    /// The profile: a `*.xplane.pb`, a run directory or a logdir, under the server's root.
+    path: String,
+}
+
+fn ops(state: &State, args: PathArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document("ops", || {
+        let ops = documents::host_op_profiles_in(&*profile.opened()?).map_err(|e| one_line(&*e))?;
+        Ok(documents::op_profile_document(&ops))
+    })
+}
+
+fn hlo(state: &State, args: PathArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document("hlo", || {
+        let modules = match &profile.run {
+            Some(_) => documents::hlo_modules_in(&*profile.opened()?),
+            None => documents::hlo_modules_of(&profile.path).map_err(|e| one_line(&*e))?,
+        };
+        Ok(documents::hlo_document(&modules))
+    })
+}
+
+fn inventory(state: &State, args: PathArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document("inventory", || {
+        let inv = documents::host_inventories_in(&*profile.opened()?).map_err(|e| one_line(&*e))?;
+        Ok(documents::planes_document(&inv))
+    })
+}
+
+/// `kernels`' arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct KernelsArgs {
+    /// The profile (a GPU capture), under the server's root.
+    path: String,
+    /// Kernels kept per host, the longest first (all by default).
+    #[serde(default)]
+    top: Option<usize>,
+}
+
+fn kernels(state: &State, args: KernelsArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document(&format!("kernels {:?}", args.top), || {
+        let k = documents::host_kernel_stats_in(&*profile.opened()?).map_err(|e| one_line(&*e))?;
+        Ok(documents::kernels_document(&k, args.top))
+    })
+}
+
+/// `roofline`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RooflineArgs {
+    /// Only these chips (names as in the catalogue, e.g. `TPU v5e`, `H100 SXM`, or a device type);
+    /// every chip by default.
+    #[serde(default)]
+    chips: Vec<String>,
+}
+
+fn roofline(args: RooflineArgs) -> Result<Value, String> {
+    let chips: Vec<&'static ChipSpec> = if args.chips.is_empty() {
+        CATALOGUE.iter().collect()
+    } else {
+        args.chips.iter().map(|c| ChipSpec::by_name(c).map_err(|e| e.to_string())).collect::<Result<_, _>>()?
+    };
+    Ok(crate::report::tables::roofline::roofline_table_json(&chips))
+}
+
+/// `diff`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DiffArgs {
+    /// The base run: a profile, or a saved `xlens scan --json` report (`*.json`), under the root.
+    base: String,
+    /// The new run (the same kinds of input).
+    new: String,
+    /// More runs of the base side (run-to-run noise joins the interval).
+    #[serde(default)]
+    base_repeat: Vec<String>,
+    /// More runs of the new side.
+    #[serde(default)]
+    new_repeat: Vec<String>,
+    /// Compare only these steps of each run: `A..B`, `A..`, `..B` or `N`.
+    #[serde(default)]
+    steps: Option<String>,
+    /// The smallest change of the step time, in %, that counts as IMPROVED or REGRESSED
+    /// (default 2).
+    #[serde(default)]
+    min_change: Option<f64>,
+}
+
+fn diff(state: &State, args: DiffArgs) -> Result<Value, String> {
+    let min_change_pct = args.min_change.unwrap_or(2.0);
+    if !(min_change_pct.is_finite() && min_change_pct >= 0.0) {
+        return Err(format!("min_change must be a non-negative percentage, not {min_change_pct}"));
+    }
+    let scan_args = |path: &str| ScanArgs {
+        path: path.to_owned(),
+        run: None,
+        hosts: Vec::new(),
+        only: Vec::new(),
+        disable: Vec::new(),
+        steps: args.steps.clone(),
+    };
+    let report = |path: &str| -> Result<Report, String> {
+        let given = scan_args(path);
+        let config = given.config()?;
+        let canonical = state.roots.resolve(path)?;
+        if canonical.is_file() && canonical.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+            return crate::report_of(&canonical, config.steps).map_err(|e| one_line(&e));
+        }
+        let profile = state.profile(path, None, &[])?;
+        Ok((*state.report(&profile, &given.key(), config)?).clone())
+    };
+    let base = report(&args.base)?;
+    let new = report(&args.new)?;
+    let base_more = args.base_repeat.iter().map(|p| report(p)).collect::<Result<Vec<_>, _>>()?;
+    let new_more = args.new_repeat.iter().map(|p| report(p)).collect::<Result<Vec<_>, _>>()?;
+    let d =
+        diff_with_repeats(&base, &new, Repeats { base: &base_more, new: &new_more }, &DiffConfig { min_change_pct });
+    serde_json::to_value(&d).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state() -> State {
+        let testdata = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata"));
+        State::new(Roots::new(&[testdata]).unwrap(), 1 << 30)
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(map) => map,
+            _ => unreachable!("arguments are an object"),
+        }
+    }
+
+    #[test]
+    fn a_tool_is_its_documents_function_paged() {
+        let s = state();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/recompilation");
+        let whole: Value = serde_json::from_str(&call(&s, "ops", args(json!({ "path": path }))).unwrap()).unwrap();
+        let expected = documents::op_profile(std::path::Path::new(path)).unwrap();
+        assert_eq!(whole, expected);
+        // The same document, a row a list, from the kept profile.
+        let paged: Value = serde_json::from_str(
+            &call(&s, "ops", args(json!({ "path": "corpus/recompilation", "limit": 1 }))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(paged["truncated"], json!(true));
+        assert_eq!(paged["page"]["next_offset"], json!(1));
+        assert!(paged["page"]["lists"].as_array().is_some_and(|l| !l.is_empty()));
+        assert_eq!(paged["hosts"][0]["ops"][0], expected["hosts"][0]["ops"][0]);
+    }
+
+    #[test]
+    fn refusals_and_mistakes_are_one_line_errors() {
+        let s = state();
+        let cases = [
+            ("ops", json!({ "path": "../Cargo.toml" }), "outside the server's --root"),
+            ("ops", json!({ "path": "/etc" }), "outside the server's --root"),
+            ("scan", json!({ "path": "https://example.com/x.xplane.pb" }), "is a URL"),
+            ("scan", json!({}), "missing field `path`"),
+            ("scan", json!({ "path": "corpus/clean", "nope": 1 }), "unknown field `nope`"),
+            ("ops", json!({ "path": "corpus/clean", "offset": "x" }), "offset must be of type integer"),
+            ("ops", json!({ "path": "corpus/clean", "offset": -1 }), "offset must be at least 0"),
+            ("kernels", json!({ "path": "corpus/clean", "top": "ten" }), "top must be of type integer"),
+            ("ops", json!({ "path": "corpus/clean", "limit": 0 }), "limit must be at least 1"),
+            ("diff", json!({ "base": "corpus/clean", "new": "corpus/clean", "min_change": -1 }), "min_change"),
+            ("scan", json!({ "path": "corpus/clean", "only": ["nope"] }), "not a detector id"),
+            ("roofline", json!({ "chips": ["nope"] }), "nope"),
+            ("nope", json!({}), "no tool \"nope\""),
+        ];
+        for (tool, a, why) in cases {
+            let e = call(&s, tool, args(a.clone())).unwrap_err();
+            assert!(e.contains(why), "{tool} {a}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn every_schema_is_an_object_with_paging() {
+        for (name, description, schema) in list() {
+            assert_eq!(schema["type"], "object", "{name}");
+            assert!(schema["properties"]["offset"].is_object() && schema["properties"]["limit"].is_object(), "{name}");
+            assert!(description.len() > 80, "{name}");
+        }
+    }
+}
