@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::capture::{Options, Status, Target, session_name};
+use crate::capture::{Options, Target, session_name};
 use crate::faults::{Report, ScanConfig, Status as Verdict};
 use crate::report::diff::{Diff, DiffConfig, Repeats, Verdict as DiffVerdict, diff_with_repeats};
 use crate::report::runs::{RunSummary, capture_time};
@@ -334,13 +334,7 @@ fn summarise(
     match outcome.report {
         Some(report) => (RunSummary::of(run, captured, size, &report), run_dir, Some(report)),
         None => {
-            let errors: Vec<String> = c
-                .targets
-                .iter()
-                .filter(|t| t.status != Status::Ok)
-                .map(|t| format!("{}: {}", t.target, t.error.as_ref().map_or_else(String::new, |e| e.reason())))
-                .collect();
-            let error = format!("no target was captured ({})", errors.join("; "));
+            let error = format!("no target was captured ({})", c.failures());
             (RunSummary::failed(run, captured, c.targets.len(), 0, error), run_dir, None)
         }
     }

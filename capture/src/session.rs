@@ -194,6 +194,18 @@ pub struct Captured {
 }
 
 impl Captured {
+    /// The targets not captured, each as `target: why`, joined with `; ` (empty when every
+    /// target was): what an error line says when nothing was captured.
+    pub fn failures(&self) -> String {
+        let why = |t: &TargetCapture| t.error.as_ref().map_or_else(String::new, |e| e.reason());
+        self.targets
+            .iter()
+            .filter(|t| t.status != Status::Ok)
+            .map(|t| format!("{}: {}", t.target, why(t)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// The targets whose host file is in the run.
     pub fn captured(&self) -> usize {
         self.targets.iter().filter(|t| t.status == Status::Ok).count()

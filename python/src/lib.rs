@@ -165,13 +165,7 @@ fn capture(
     py.detach(move || {
         let mut outcome = xlens::capture_run(&request).map_err(|e| error(chain(&e)))?;
         if !outcome.any_captured() {
-            let why: Vec<String> = outcome
-                .captured
-                .targets
-                .iter()
-                .map(|t| format!("{}: {}", t.target, t.error.as_ref().map_or_else(String::new, |e| e.reason())))
-                .collect();
-            return Err(error(format!("no target was captured ({})", why.join("; "))));
+            return Err(error(format!("no target was captured ({})", outcome.captured.failures())));
         }
         let report = outcome.report.take().map(|report| NativeReport { report });
         Ok((outcome.json().to_string(), report))

@@ -283,13 +283,7 @@ fn take(t: SnapshotTake) -> ExitCode {
         };
         super::emit(&text)?;
         if !captured_any {
-            let why: Vec<String> = outcome
-                .captured
-                .targets
-                .iter()
-                .map(|t| format!("{}: {}", t.target, t.error.as_ref().map_or_else(String::new, |e| e.reason())))
-                .collect();
-            anyhow::bail!("no snapshot was saved: {}", why.join("; "));
+            anyhow::bail!("no snapshot was saved: {}", outcome.captured.failures());
         }
         Ok(())
     });
