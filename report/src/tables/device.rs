@@ -155,17 +155,20 @@ pub fn device_text(d: &DeviceInfo) -> String {
             opt(m.step_time_ms_mean, "")
         ),
     );
+    // Unknown, not zero, where no op carries a cost (`Metrics::utilization_unknown`).
+    let unknown = m.utilization_unknown.is_some();
+    let util = |v: Option<f64>| if unknown { "unknown".to_owned() } else { opt(v, " %") };
     line(
         &mut out,
         format_args!(
             "  duty cycle {}  FLOP utilisation {} (XProf {})  HBM {}  roofline efficiency {} (XProf {})  bound by {}",
             opt(m.device_duty_cycle_pct, " %"),
-            opt(m.flops_utilization_pct, " %"),
-            opt(m.xprof_flops_utilization_pct, " %"),
-            opt(m.hbm_utilization_pct, " %"),
-            opt(m.roofline_efficiency_pct, " %"),
-            opt(d.xprof_roofline_efficiency_pct, " %"),
-            m.bound_by.as_deref().unwrap_or("-")
+            util(m.flops_utilization_pct),
+            util(m.xprof_flops_utilization_pct),
+            util(m.hbm_utilization_pct),
+            util(m.roofline_efficiency_pct),
+            util(d.xprof_roofline_efficiency_pct),
+            m.bound_by.as_deref().unwrap_or(if unknown { "unknown" } else { "-" })
         ),
     );
     if let Some(peak) = m.memory_peak_bytes {
