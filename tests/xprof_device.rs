@@ -9,37 +9,12 @@
 //! capture's duty cycle, a step time per module execution where XProf finds no steps) the test
 //! says so instead of comparing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
 
 use serde_json::Value;
 use xlens::device::{device_document, device_info};
-
-fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
-}
-
-/// Every profile dir of `testdata/*/*/` with `xprof/<command>.json`, and that reference's output.
-fn references(command: &str) -> Vec<(PathBuf, Value)> {
-    let mut out = Vec::new();
-    for group in std::fs::read_dir(testdata()).unwrap().flatten() {
-        let Ok(profiles) = std::fs::read_dir(group.path()) else { continue };
-        for profile in profiles.flatten() {
-            let file = profile.path().join("xprof").join(format!("{command}.json"));
-            let Ok(text) = std::fs::read_to_string(&file) else { continue };
-            let mut doc: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(doc["rc"], 0, "{}", file.display());
-            assert_eq!(
-                doc["argv"].as_array().unwrap().len(),
-                3,
-                "{}: flags this test does not translate",
-                file.display()
-            );
-            out.push((profile.path(), doc["output"].take()));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
 
 fn ours(dir: &Path) -> Value {
     device_document(&device_info(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())))
@@ -60,7 +35,7 @@ fn printed(s: &str) -> Option<(f64, f64)> {
 
 #[test]
 fn hosts_match_xprof() {
-    let refs = references("get_hosts");
+    let refs = common::xprof_references("get_hosts", true);
     assert!(refs.len() > 40, "expected XProf's host lists: {}", refs.len());
     for (dir, theirs) in refs {
         let doc = ours(&dir);
@@ -77,7 +52,7 @@ fn hosts_match_xprof() {
 
 #[test]
 fn device_information_matches_xprof() {
-    let refs = references("get_device_information");
+    let refs = common::xprof_references("get_device_information", true);
     assert!(refs.len() > 50, "expected XProf's device information: {}", refs.len());
     for (dir, theirs) in refs {
         let what = dir.display().to_string();
@@ -153,7 +128,7 @@ fn step_trace_average(dir: &Path) -> f64 {
 
 #[test]
 fn kpis_match_xprof() {
-    let refs = references("get_kpi_metrics");
+    let refs = common::xprof_references("get_kpi_metrics", true);
     assert!(refs.len() > 30, "expected XProf's KPIs: {}", refs.len());
     for (dir, theirs) in refs {
         let what = dir.display().to_string();

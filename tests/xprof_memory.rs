@@ -6,38 +6,17 @@
 //! with those it lists.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+
+mod common;
 
 use serde_json::Value;
 use xlens::memory::{memory_document, program_memory};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
-fn references() -> Vec<(PathBuf, Value)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
-    let mut out = Vec::new();
-    for group in std::fs::read_dir(root).unwrap().flatten() {
-        let Ok(profiles) = std::fs::read_dir(group.path()) else { continue };
-        for profile in profiles.flatten() {
-            let file = profile.path().join("xprof/get_peak_allocations.json");
-            let Ok(text) = std::fs::read_to_string(&file) else { continue };
-            let mut doc: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(
-                doc["argv"].as_array().unwrap().len(),
-                3,
-                "{}: flags this test does not translate",
-                file.display()
-            );
-            out.push((profile.path(), doc["output"].take()));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
-
 #[test]
 fn peak_allocations_match_xprof() {
-    let refs = references();
+    let refs = common::xprof_references("get_peak_allocations", false);
     assert!(refs.len() > 30, "expected XProf's peak allocations: {}", refs.len());
     let mut compared = 0;
     for (dir, theirs) in refs {

@@ -111,3 +111,30 @@ pub(crate) fn add_run(logdir: &std::path::Path, run: &str, from: &str) {
         }
     }
 }
+
+/// XProf's `output` of `command` on every testdata profile that has its reference
+/// (`testdata/<group>/<profile>/xprof/<command>.json`, run with no flag), by profile path;
+/// `require_ok`: every reference must be a run of XProf that succeeded (exit status 0).
+pub(crate) fn xprof_references(command: &str, require_ok: bool) -> Vec<(PathBuf, serde_json::Value)> {
+    let mut out = Vec::new();
+    for group in std::fs::read_dir(root().join("testdata")).unwrap().flatten() {
+        let Ok(profiles) = std::fs::read_dir(group.path()) else { continue };
+        for profile in profiles.flatten() {
+            let file = profile.path().join("xprof").join(format!("{command}.json"));
+            let Ok(text) = std::fs::read_to_string(&file) else { continue };
+            let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+            if require_ok {
+                assert_eq!(doc["rc"], 0, "{}", file.display());
+            }
+            assert_eq!(
+                doc["argv"].as_array().unwrap().len(),
+                3,
+                "{}: flags this test does not translate",
+                file.display()
+            );
+            out.push((profile.path(), doc["output"].take()));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
