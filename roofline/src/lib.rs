@@ -43,6 +43,7 @@ pub mod events;
 mod gpu;
 mod host_ops;
 mod host_profile;
+mod input_pipeline;
 mod intervals;
 mod kernel_stats;
 mod matmul_free;
@@ -85,6 +86,7 @@ pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use host_profile::{
     HostProfile, Profile, StepMedians, host_step_medians, op_analyses, prepare_step_medians, step_modules,
 };
+pub use input_pipeline::{InputPipeline, MAX_INPUT_STEPS, MAX_TF_DATA_STAGES, StepInput, TfDataStage};
 pub use intervals::{IntervalCursor, in_intervals, median_of};
 pub use kernel_stats::{KernelStat, KernelStats};
 pub use matmul_free::{MatmulFreeStretch, MatmulFreeStretches};
