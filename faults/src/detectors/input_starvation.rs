@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use xlens_roofline::{Span, StepSource, Steps};
+use xlens_roofline::{InputPipeline, Span, StepSource, Steps};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -26,16 +26,19 @@ const META: DetectorMeta = DetectorMeta {
         detects: "Steps whose device work waits for the host to deliver input. TPU: XProf's input-pipeline \
                   rule: the largest core's `infeed` op time per step, plus, when the program has no infeed op, \
                   the idle time that host input waits (IteratorGetNext, data loaders, host-to-device transfers) \
-                  explain. Host-run programs (XLA:CPU): the host phase at the start of each step before the \
-                  first op or program dispatch, during which the device has nothing to run (e.g. a `data_loader` \
-                  TraceMe on the training thread).",
+                  explain. TensorFlow captures (step groups): per step, the host's wait in the `tf.data` iterator \
+                  (`IteratorGetNext`) and the copies in while the device runs nothing of the step, measured with \
+                  XProf's step-event priorities. Host-run programs (XLA:CPU): the host phase at the start of each \
+                  step before the first op or program dispatch, during which the device has nothing to run (e.g. a \
+                  `data_loader` TraceMe on the training thread).",
         why: "While the input pipeline runs on the critical path the accelerator idles: the step is as slow as \
               the loader, and faster hardware or better kernels do not help. XProf calls a profile MODERATELY \
               input-bound from 5 % of the step and HIGHLY input-bound from 20 %.",
         evidence: "The input-bound share of the step time and the input wait per step; the steps affected; the \
                    host events of the input phase grouped by name (the loader TraceMe, IteratorGetNext, \
                    device_put) with the longest occurrences as timeline events; on TPU the infeed ops with their \
-                   time per step; the gap between the step start and its first op.",
+                   time per step; on TensorFlow the slowest `tf.data` stages (self time) and XProf's own input \
+                   figure; the gap between the step start and its first op.",
         thresholds: "Reported when the input wait is at least `input_starvation.min_input_pct` (default 5) % of \
                      the step time, as P0 from `input_starvation.p0_input_pct` (default 20) % (XProf's moderate \
                      and high input-bound thresholds); P2 below 2 % of the step.",
@@ -43,7 +46,10 @@ const META: DetectorMeta = DetectorMeta {
               tf.data/grain prefetching (`.prefetch(2)`), overlap the host-to-device copy with the previous step \
               (e.g. `jax.device_put` of batch k+1 before running step k, or flax's `prefetch_to_device`), move \
               expensive preprocessing (tokenisation, decoding, augmentation) offline or onto more worker processes, \
-              and never sleep or block on I/O inside the step.",
+              and never sleep or block on I/O inside the step. In TensorFlow: `dataset.map(f, \
+              num_parallel_calls=tf.data.AUTOTUNE)`, `.cache()` after the expensive decode, \
+              `.prefetch(tf.data.AUTOTUNE)` last, `interleave` for parallel file reads, and no Python generator \
+              (`from_generator`) on the hot path.",
     },
 };
 
@@ -326,6 +332,43 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
     out
 }
 
+/// Where the steps come from on a TensorFlow capture with step groups.
+const TF_SOURCE: &str = "TensorFlow step groups (host tf.data wait against the device)";
+
+/// TensorFlow step groups: per step, the host's `tf.data` wait against the device's work.
+fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> InputWaits<'a> {
+    let by_group: BTreeMap<String, Picos> = input.steps.iter().map(|s| (s.group.to_string(), s.input_wait())).collect();
+    let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
+    out.per_step = steps.steps.iter().map(|s| by_group.get(&s.name).copied().unwrap_or(Picos::ZERO)).collect();
+    let spans: Vec<Span> = input.steps.iter().map(|s| s.span).collect();
+    for ev in evidence::host_events(host, |n| n.to_ascii_lowercase().starts_with("iteratorgetnext")) {
+        if !spans.iter().any(|s| s.start < ev.end() && ev.start() < s.end) {
+            continue;
+        }
+        let entry = out.by_name.entry(ev.name()).or_default();
+        entry.0 += ev.duration();
+        entry.1 += 1;
+        out.longest.push(ev);
+    }
+    let n = input.steps.len().max(1) as f64;
+    let xprof: Picos = input.steps.iter().map(|s| s.xprof_input()).sum();
+    out.notes.push(Evidence::metric(
+        "xprof_input_time",
+        format!("XProf's input time {} (host waits on a GPU capture are its 'All others')", TimeBase::of(host).per()),
+        xprof.as_ms_f64() / n,
+        "ms",
+    ));
+    for stage in input.stages.iter().take(3) {
+        out.notes.push(Evidence::note(format!(
+            "tf.data stage `{}`: {} call(s), {:.3} ms self time in the capture",
+            stage.name,
+            stage.count,
+            stage.self_time.as_ms_f64()
+        )));
+    }
+    out
+}
+
 impl Detector for InputStarvation {
     const META: DetectorMeta = META;
 
@@ -358,6 +401,10 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
             _ => "program executions on the device (infeed)",
         };
         (tpu_waits(host, steps), source)
+    } else if let Some(input) =
+        InputPipeline::read(host.space()).map_err(Skip::because)?.filter(|i| !i.steps.is_empty())
+    {
+        (tf_waits(host, steps, &input), TF_SOURCE)
     } else {
         let waits =
             host_waits(host, steps).ok_or_else(|| Skip::because("the profile has no op events on its host threads"))?;
@@ -457,11 +504,17 @@ fn describe(
         Severity::from_impact(impact.pct_of_step, META.severity)
     };
     let loader = names.first().map_or(String::new(), |(name, _)| format!(", mostly in `{name}`"));
+    // XProf 2.24 files the host's waits of GPU steps under "All others": its thresholds, not its
+    // verdict, apply there.
+    let xprof = if m.source == TF_SOURCE {
+        format!("{} by XProf's thresholds (XProf itself counts this wait as 'All others')", xprof_label(pct))
+    } else {
+        format!("XProf would call this profile {}", xprof_label(pct))
+    };
     let what = format!(
         "The device waits for input {pct:.1} % {of_the} time ({ms_per_step:.3} ms {per}{loader}) in {} of \
-             {n} steps: XProf would call this profile {}.",
+             {n} steps: {xprof}.",
         affected.len(),
-        xprof_label(pct),
         of_the = TimeBase::of(host).of_the(),
         per = TimeBase::of(host).per(),
     );
@@ -647,6 +700,71 @@ mod tests {
         );
         // 20 us per step is 2 %: not input-bound.
         assert!(scan(tpu_with_host_input(20)).is_empty());
+    }
+
+    /// A TensorFlow GPU capture (step groups): 4 steps of 1 ms, each with a kernel over its last
+    /// `1000 - wait_us` us; the host waits in `IteratorGetNext` over the first `wait_us` us.
+    fn tf_gpu_with_iterator_wait(wait_us: i64) -> Space {
+        use xlens_xplane::{SpaceBuilder, names};
+        const US: i64 = 1_000_000;
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let gid = host.stat_metadata(names::stat::GROUP_ID);
+            let next = host.event_metadata("IteratorGetNext:IteratorGetNext");
+            let stage = host.event_metadata("Iterator::Model::MapAndBatch");
+            {
+                let mut line = host.line(1, "tf_Compute", 0);
+                for s in 0..4 {
+                    line.event(next, s * 1000 * US, wait_us * US).stat(gid, s);
+                }
+            }
+            let mut line = host.line(2, "tf_data_iterator_get_next", 0);
+            for s in 0..4 {
+                line.event(stage, s * 1000 * US, wait_us * US);
+            }
+        }
+        {
+            let mut gpu = b.plane(2, "/device:GPU:0");
+            let gid = gpu.stat_metadata(names::stat::GROUP_ID);
+            let corr = gpu.stat_metadata(names::stat::CORRELATION_ID);
+            let kernel = gpu.event_metadata("volta_sgemm_128x64_nn");
+            let steps: Vec<_> = (0..4).map(|s| gpu.event_metadata(&s.to_string())).collect();
+            {
+                let mut line = gpu.line(1000, names::line::STEPS, 0);
+                for (s, &m) in steps.iter().enumerate() {
+                    line.event(m, s as i64 * 1000 * US, 1000 * US).stat(gid, s as i64);
+                }
+            }
+            let mut line = gpu.line(3, "Stream #7(Compute)", 0);
+            for s in 0..4 {
+                line.event(kernel, (s * 1000 + wait_us) * US, (1000 - wait_us) * US).stat(gid, s).stat(corr, s);
+            }
+        }
+        Space::parse(b.finish().into()).unwrap()
+    }
+
+    #[test]
+    fn tensorflow_iterator_wait_against_the_device_is_input() {
+        let scan = |space| {
+            let report = scan(&Profile::from_space("synth", space), &ScanConfig::only("input_starvation"));
+            assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+            report.findings
+        };
+        let findings = scan(tf_gpu_with_iterator_wait(300));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!((29.9..30.1).contains(&metric(f, "input-bound share of the step time")), "{f:#?}");
+        assert_eq!(metric(f, "steps waiting for input"), 4.0);
+        assert!(f.what.contains("HIGHLY input-bound") && f.what.contains("IteratorGetNext"), "{}", f.what);
+        let text: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|e| e.starts_with("tf.data stage `Iterator::Model::MapAndBatch`: 4 call(s)")),
+            "{text:#?}"
+        );
+        assert!(text.iter().any(|e| e.contains("TensorFlow step groups")), "{text:#?}");
+        // 20 us of a 1 ms step is 2 %: not input-bound.
+        assert!(scan(tf_gpu_with_iterator_wait(20)).is_empty());
     }
 
     #[test]
