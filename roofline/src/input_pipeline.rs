@@ -128,8 +128,15 @@ impl InputPipeline {
     ///
     /// ```
     /// use xlens_roofline::InputPipeline;
-    /// use xlens_xplane::{Space, SpaceBuilder};
-    /// let space = Space::parse(SpaceBuilder::default().finish().into())?;
+    /// use xlens_xplane::{Space, SpaceBuilder, names};
+    /// // A host plane without TensorFlow's step grouping: nothing to read.
+    /// let mut b = SpaceBuilder::default();
+    /// {
+    ///     let mut host = b.plane(1, names::plane::HOST_CPU);
+    ///     let next = host.event_metadata("IteratorGetNext");
+    ///     host.line(1, "python", 0).event(next, 0, 1_000);
+    /// }
+    /// let space = Space::parse(b.finish().into())?;
     /// assert!(InputPipeline::read(&space)?.is_none());
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
