@@ -189,6 +189,8 @@ pub struct Thresholds {
     pub hbm_pressure: HbmPressure,
     /// `truncated_capture`.
     pub truncated_capture: TruncatedCapture,
+    /// `low_utilization` (its reporting limit is `status.min_flops_utilization`).
+    pub low_utilization: LowUtilization,
 }
 
 macro_rules! section {
@@ -466,5 +468,16 @@ section!(
         /// Report a device core whose last op ends at least this many median steps before the
         /// latest core's last op. Default 1.
         min_core_lag_steps: f64 = 1.0,
+    }
+);
+
+section!(
+    /// Thresholds of `low_utilization`.
+    LowUtilization {
+        /// The share of its own roofline an op can be expected to reach; time above it is
+        /// recoverable, an op at or above it counts for nothing. Default 0.8: the maximum
+        /// achievable matmul FLOPS measured on NVIDIA data-centre GPUs are 80 to 87 % of their
+        /// datasheet peaks (docs/metrics.md). Values outside `0.01..=1` are clamped.
+        attainable_roofline_share: f64 = 0.8,
     }
 );
