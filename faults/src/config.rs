@@ -468,6 +468,10 @@ section!(
         /// Report a device core whose last op ends at least this many median steps before the
         /// latest core's last op. Default 1.
         min_core_lag_steps: f64 = 1.0,
+        /// Report ops after the last step marker only when their work is more than this % of the
+        /// work inside the steps, and more than the steps' own spread of it. Default 2 (the
+        /// share under which any impact is minor, `Severity::from_impact`'s P2 line).
+        min_trailing_pct: f64 = 2.0,
     }
 );
 
