@@ -397,6 +397,10 @@ section!(
         /// ... and compilation/autotuning explains at least this fraction of its excess over that
         /// median. Default 0.1.
         min_compile_share: f64 = 0.1,
+        /// Also report, whatever the step count, when warm-up work (compile and autotune events,
+        /// graph construction, GPU autotuning kernels) covers at least this fraction of the
+        /// capture up to the end of its first step. Default 0.3.
+        min_warmup_share: f64 = 0.3,
     }
 );
 
