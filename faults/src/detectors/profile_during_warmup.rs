@@ -624,4 +624,50 @@ mod tests {
             assert!(run_on("profile_during_warmup", &testdata(dir)).is_empty(), "{dir}");
         }
     }
+
+    /// A host capture of `steps` marked steps of 10 ms, the first holding `build_ms` of graph
+    /// construction (a TensorFlow function instantiated for its executor) on another thread.
+    fn graph_building_capture(steps: i64, build_ms: i64) -> Vec<crate::finding::Finding> {
+        use xlens_xplane::{SpaceBuilder, names};
+        let ms = 1_000_000_000i64;
+        let mut b = SpaceBuilder::default();
+        {
+            let mut plane = b.plane(1, names::plane::HOST_CPU);
+            let root = plane.stat_metadata(names::stat::IS_ROOT);
+            let step_num = plane.stat_metadata(names::stat::STEP_NUM);
+            let step = plane.event_metadata("train");
+            let build = plane.event_metadata("FunctionLibraryRuntime::Instantiate");
+            let run = plane.event_metadata("ExecutorState::Process");
+            {
+                let mut line = plane.line(1, "python3", 0);
+                for i in 0..steps {
+                    line.event(step, i * 10 * ms, 10 * ms).stat(root, 1i64).stat(step_num, i);
+                }
+            }
+            let mut line = plane.line(2, "tf_executor", 0);
+            line.event(build, ms / 10, build_ms * ms);
+            for i in 0..steps {
+                line.event(run, i * 10 * ms + 9 * ms, ms / 2);
+            }
+        }
+        let space = xlens_xplane::Space::parse(b.finish().into()).unwrap();
+        let profile = crate::profile::Profile::from_space("synth", space);
+        let report = crate::scan::scan(&profile, &crate::config::ScanConfig::only("profile_during_warmup"));
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        report.findings
+    }
+
+    #[test]
+    fn finds_a_first_step_dominated_by_graph_construction() {
+        // One step of 10 ms, 8 ms of it instantiating the step's function graph.
+        let findings = graph_building_capture(1, 8);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert!((7.9..8.1).contains(&metric(f, "graph construction on the host")), "{f:#?}");
+        assert!((79.0..81.0).contains(&metric(f, "warm-up share of it")), "{f:#?}");
+        assert!(f.what.contains("building graphs 8.000 ms"), "{}", f.what);
+        // A function instantiated in 1 ms of a 10 ms first step is no warm-up capture.
+        assert!(graph_building_capture(1, 1).is_empty());
+        assert!(graph_building_capture(5, 1).is_empty());
+    }
 }
