@@ -189,6 +189,8 @@ pub struct Thresholds {
     pub hbm_pressure: HbmPressure,
     /// `truncated_capture`.
     pub truncated_capture: TruncatedCapture,
+    /// `low_utilization` (its reporting limit is `status.min_flops_utilization`).
+    pub low_utilization: LowUtilization,
 }
 
 macro_rules! section {
@@ -395,6 +397,10 @@ section!(
         /// ... and compilation/autotuning explains at least this fraction of its excess over that
         /// median. Default 0.1.
         min_compile_share: f64 = 0.1,
+        /// Also report, whatever the step count, when warm-up work (compile and autotune events,
+        /// graph construction, GPU autotuning kernels) covers at least this fraction of the
+        /// capture up to the end of its first step. Default 0.3.
+        min_warmup_share: f64 = 0.3,
     }
 );
 
@@ -466,5 +472,20 @@ section!(
         /// Report a device core whose last op ends at least this many median steps before the
         /// latest core's last op. Default 1.
         min_core_lag_steps: f64 = 1.0,
+        /// Report ops after the last step marker only when their work is more than this % of the
+        /// work inside the steps, and more than the steps' own spread of it. Default 2 (the
+        /// share under which any impact is minor, `Severity::from_impact`'s P2 line).
+        min_trailing_pct: f64 = 2.0,
+    }
+);
+
+section!(
+    /// Thresholds of `low_utilization`.
+    LowUtilization {
+        /// The share of its own roofline an op can be expected to reach; time above it is
+        /// recoverable, an op at or above it counts for nothing. Default 0.8: the maximum
+        /// achievable matmul FLOPS measured on NVIDIA data-centre GPUs are 80 to 87 % of their
+        /// datasheet peaks (docs/metrics.md). Values outside `0.01..=1` are clamped.
+        attainable_roofline_share: f64 = 0.8,
     }
 );

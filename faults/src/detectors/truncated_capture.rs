@@ -25,7 +25,9 @@ const META: DetectorMeta = DetectorMeta {
                   lost (buffer full, event cap reached, dropped); `dropped_traces` stats; steps that end after \
                   the capture stopped (`profile_stop_time` on `Task Environment`); ops of the step program \
                   after the last step marker, fewer than a step's worth, in a profile whose steps otherwise hold \
-                  all their ops (the capture stopped inside a step and the step's marker was lost); a TPU core \
+                  all their ops (the capture stopped inside a step and the step's marker was lost), when they move \
+                  the figures they distort by more than the noise (a handful of ops after the last marker is \
+                  normal); a TPU core \
                   whose op events end long before the other cores' or that recorded fewer steps.",
         why: "Every figure of a truncated profile is computed on partial data: dropped events make ops, steps and \
               idle time disappear, a core whose buffer filled looks idle or shows fewer steps (XProf keeps only \
@@ -34,12 +36,16 @@ const META: DetectorMeta = DetectorMeta {
               the fault is in the measurement, and it is critical to trusting the other findings.",
         evidence: "The profiler's messages about lost data; the dropped event count; the steps that end after the \
                    capture stop, with both times; the ops that ran after the last step marker (count against the \
-                   ops of a complete step, programs, first and last op on the timeline); per lagging core, when \
+                   ops of a complete step, programs, first and last op on the timeline, their share of the steps' \
+                   work against the noise); per lagging core, when \
                    its op events end against the latest core and its step count.",
         thresholds: "Dropped events are reported from `truncated_capture.min_dropped_events` (default 1); a core \
                      lags when its last op ends at least `truncated_capture.min_core_lag_steps` (default 1) median \
                      steps before the latest core's. Trailing ops count when at least 95 % of the op time before \
-                     the last step end lies inside steps. Severity P1 with lost events or a lagging core, P2 when \
+                     the last step end lies inside steps, and when their work (op time; op count on TPU) as a share \
+                     of the work inside the steps, which is how far the step count and per-step op time move, \
+                     exceeds the noise: the steps' own spread of their work (1.4826 × MAD over the median, from \
+                     three steps), at least `truncated_capture.min_trailing_pct` (default 2 %). Severity P1 with lost events or a lagging core, P2 when \
                      only the last step was cut; the impact is 0 ms per step (nothing runs faster once fixed).",
         fix: "Capture fewer steps or fewer events so the trace fits the buffers: profile a short window of \
               steady-state steps (`jax.profiler.start_trace`/`stop_trace` around steps N..N+k), lower the host \
@@ -55,6 +61,84 @@ fn says_data_lost(message: &str) -> bool {
     ["drop", "reaches max", "reached max", "overflow", "buffer full", "buffer is full", "lost", "truncat", "exceed"]
         .iter()
         .any(|k| lower.contains(k))
+}
+
+/// How far ops after the last step marker move the figures they distort, against the noise of
+/// the steps themselves.
+///
+/// Ops that ran after the last marker belong to no step: the step count misses a part of a step,
+/// and every capture total divided by the step count (per-step op time) counts them. Both move by
+/// the trailing ops' share of the op work inside the steps. The noise is the steps' own spread of
+/// that work (the robust coefficient of variation, 1.4826 × MAD over the median, from three
+/// steps up), with a floor of `truncated_capture.min_trailing_pct` (default 2 %) for captures of
+/// one or two steps or of steps that repeat exactly.
+#[derive(Clone, Copy, Debug)]
+struct Distortion {
+    /// The trailing ops' work as a share of the work inside the steps (%).
+    pct: f64,
+    /// `max(spread_pct, floor)`: the distortion must exceed it to be reported.
+    noise_pct: f64,
+}
+
+impl Distortion {
+    /// `trailing` work after the last marker against the work `per_step` of each step (op time
+    /// or op count); `None` without work inside the steps.
+    fn of(trailing: f64, per_step: &[f64], floor_pct: f64) -> Option<Distortion> {
+        let inside: f64 = per_step.iter().sum();
+        if inside.is_nan() || inside <= 0.0 {
+            return None;
+        }
+        let spread_pct = if per_step.len() >= 3 { 100.0 * robust_cv(per_step) } else { 0.0 };
+        let floor = if floor_pct.is_finite() { floor_pct.max(0.0) } else { 0.0 };
+        Some(Distortion { pct: 100.0 * trailing / inside, noise_pct: spread_pct.max(floor) })
+    }
+
+    /// True when the figures move by more than the noise.
+    fn beyond_noise(&self) -> bool {
+        self.pct > self.noise_pct
+    }
+
+    /// The evidence: the distortion and the noise it is held against.
+    fn evidence(&self) -> [Evidence; 2] {
+        [
+            Evidence::metric(
+                "trailing_work_share",
+                "work after the last step marker, as a share of the work inside the steps (the move of the step \
+                 count and of per-step op time)",
+                self.pct,
+                "%",
+            ),
+            Evidence::metric(
+                "step_work_noise",
+                "noise: the steps' own spread of their work (robust CV), at least the floor",
+                self.noise_pct,
+                "%",
+            ),
+        ]
+    }
+}
+
+/// The robust coefficient of variation: 1.4826 × the median absolute deviation over the median
+/// (0 when the median is 0).
+fn robust_cv(values: &[f64]) -> f64 {
+    let median = |v: &mut Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let mut v = values.to_vec();
+    let m = median(&mut v);
+    if m.is_nan() || m <= 0.0 {
+        return 0.0;
+    }
+    let mut dev: Vec<f64> = values.iter().map(|x| (x - m).abs()).collect();
+    1.4826 * median(&mut dev) / m
 }
 
 fn median_picos(mut v: Vec<Picos>) -> Picos {
@@ -91,11 +175,14 @@ fn capture_window(host: &HostProfile) -> Option<Picos> {
 }
 
 /// TPU cores with fewer ops after their last step marker than a complete step has: the capture
-/// stopped inside a step whose marker was lost.
-fn tpu_trailing_partial_step(timeline: &xlens_roofline::DeviceTimeline) -> Option<Signal> {
+/// stopped inside a step whose marker was lost. A core counts only when those ops move its
+/// figures by more than the noise ([`Distortion`], on op counts: the timeline keeps no time for
+/// ops after the last marker).
+fn tpu_trailing_partial_step(timeline: &xlens_roofline::DeviceTimeline, floor_pct: f64) -> Option<Signal> {
     let mut evidence = Vec::new();
     let mut count = 0u64;
     let mut full_steps = Vec::new();
+    let mut worst: Option<Distortion> = None;
     for core in &timeline.cores {
         let mut per_step: Vec<u32> = core.steps.iter().map(|s| s.ops).collect();
         if per_step.is_empty() || core.ops_after_last_marker == 0 {
@@ -105,6 +192,14 @@ fn tpu_trailing_partial_step(timeline: &xlens_roofline::DeviceTimeline) -> Optio
         let full = u64::from(per_step[per_step.len() / 2]);
         if core.ops_after_last_marker >= full {
             continue;
+        }
+        let work: Vec<f64> = per_step.iter().map(|&n| f64::from(n)).collect();
+        let Some(d) = Distortion::of(core.ops_after_last_marker as f64, &work, floor_pct) else { continue };
+        if !d.beyond_noise() {
+            continue;
+        }
+        if worst.is_none_or(|w| d.pct > w.pct) {
+            worst = Some(d);
         }
         count += core.ops_after_last_marker;
         full_steps.push(full);
@@ -118,6 +213,9 @@ fn tpu_trailing_partial_step(timeline: &xlens_roofline::DeviceTimeline) -> Optio
     }
     evidence
         .insert(0, Evidence::metric("ops_after_last_step", "ops after the last step marker", count as f64, "count"));
+    if let Some(d) = worst {
+        evidence.extend(d.evidence());
+    }
     Some(Signal {
         label: format!("the capture stopped inside a step ({count} op(s) ran after the last step markers)"),
         evidence,
@@ -168,6 +266,8 @@ struct Trailing<'h> {
     full: usize,
     /// The step programs' ops after the last step, in timeline order (at least one, fewer than `full`).
     ops: Vec<OpSpan<'h>>,
+    /// How far they move the figures, beyond the noise.
+    distortion: Distortion,
 }
 
 /// What the signals of host-run ops ask of the op table, gathered in one walk of it (a walk per
@@ -180,6 +280,8 @@ struct HostWalk<'h> {
     /// Of the ops that start before the last step's end: the ops of each step, the programs of
     /// those inside a step, and their time inside steps and in all.
     per_step: Vec<usize>,
+    /// Of the same ops, their time in each step.
+    per_step_time: Vec<Picos>,
     programs: BTreeSet<Option<u64>>,
     inside: Picos,
     before: Picos,
@@ -195,6 +297,7 @@ fn walk_host_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps, windo
         late: Vec::new(),
         after: Vec::new(),
         per_step: vec![0usize; steps.steps.len()],
+        per_step_time: vec![Picos::ZERO; steps.steps.len()],
         programs: BTreeSet::new(),
         inside: Picos::ZERO,
         before: Picos::ZERO,
@@ -224,6 +327,7 @@ fn walk_host_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps, windo
             if let Some(k) = step_of(op.start) {
                 walk.inside += duration;
                 walk.per_step[k] += 1;
+                walk.per_step_time[k] += duration;
                 if last_context != Some(op.context) {
                     walk.programs.insert(host_ops.context(op).program_id);
                     last_context = Some(op.context);
@@ -244,11 +348,13 @@ fn walk_host_ops<'h>(host: &'h HostProfile, steps: &xlens_roofline::Steps, windo
 }
 
 /// From the ops of each step, the step programs' ops after the last one; `None` when the steps
-/// do not hold their own ops or the trailing ops make a complete step.
+/// do not hold their own ops, the trailing ops make a complete step, or they move the figures by
+/// no more than the noise ([`Distortion`]: a handful of ops after the last marker is normal).
 fn trailing_ops<'h>(
     host: &'h HostProfile,
     steps: &xlens_roofline::Steps,
     walk: &mut HostWalk<'h>,
+    floor_pct: f64,
 ) -> Option<Trailing<'h>> {
     let last_end = steps.steps.last()?.end();
     // Steps must hold their own ops (synchronous steps), else work after the last marker is
@@ -263,7 +369,13 @@ fn trailing_ops<'h>(
     if trailing.is_empty() || trailing.len() >= full {
         return None;
     }
-    Some(Trailing { last_end, full, ops: trailing })
+    let trailing_time: Picos = trailing.iter().map(|o| o.duration()).sum();
+    let work: Vec<f64> = walk.per_step_time.iter().map(|t| t.0 as f64).collect();
+    let distortion = Distortion::of(trailing_time.0 as f64, &work, floor_pct)?;
+    if !distortion.beyond_noise() {
+        return None;
+    }
+    Some(Trailing { last_end, full, ops: trailing, distortion })
 }
 
 /// Ops of the step programs after the last step marker, fewer than a complete step's (host-run
@@ -272,8 +384,9 @@ fn trailing_partial_step<'h>(
     host: &'h HostProfile,
     steps: &xlens_roofline::Steps,
     walk: &mut HostWalk<'h>,
+    floor_pct: f64,
 ) -> Option<Signal> {
-    let Trailing { last_end, full, ops: trailing } = trailing_ops(host, steps, walk)?;
+    let Trailing { last_end, full, ops: trailing, distortion } = trailing_ops(host, steps, walk, floor_pct)?;
     let first = trailing.first()?;
     let last = trailing.iter().max_by_key(|o| (o.end, o.start))?;
     let names: BTreeSet<String> = trailing
@@ -285,7 +398,7 @@ fn trailing_partial_step<'h>(
         })
         .collect();
     let names: Vec<String> = names.into_iter().collect();
-    let evidence = vec![
+    let mut evidence = vec![
         Evidence::metric("ops_after_last_step", "ops after the last step marker", trailing.len() as f64, "count"),
         Evidence::metric("complete_step_ops_median", "ops of a complete step (median)", full as f64, "count"),
         Evidence::note(format!(
@@ -299,6 +412,7 @@ fn trailing_partial_step<'h>(
         evidence::event_parts(host, first.plane, first.line, &first.name, first.start, first.duration()),
         evidence::event_parts(host, last.plane, last.line, &last.name, last.start, last.duration()),
     ];
+    evidence.extend(distortion.evidence());
     Some(Signal {
         label: format!(
             "the capture stopped inside a step ({} of a step's {full} ops ran after the last marker)",
@@ -424,14 +538,19 @@ fn lost_signals(lost: &Lost<'_>, min_dropped_events: u64) -> Vec<Signal> {
 }
 
 /// Host-run ops: ops past the capture stop, a trailing partial step and lagging cores.
-fn host_step_signals(host: &HostProfile, steps: &xlens_roofline::Steps, median_step: Picos, lag: f64) -> Vec<Signal> {
+fn host_step_signals(
+    host: &HostProfile,
+    steps: &xlens_roofline::Steps,
+    median_step: Picos,
+    t: &crate::config::TruncatedCapture,
+) -> Vec<Signal> {
     let mut signals = Vec::new();
     let mut walk = walk_host_ops(host, steps, capture_window(host));
     // Only the ops past the stop are materialised.
     let late = evidence::picked_host_op_spans(host, std::mem::take(&mut walk.late));
     signals.extend(past_the_stop(host, steps, &late));
-    signals.extend(trailing_partial_step(host, steps, &mut walk));
-    signals.extend(lagging_cores(host, &walk.last_op, median_step, lag));
+    signals.extend(trailing_partial_step(host, steps, &mut walk, t.min_trailing_pct));
+    signals.extend(lagging_cores(host, &walk.last_op, median_step, t.min_core_lag_steps));
     signals
 }
 
@@ -440,7 +559,7 @@ fn tpu_step_signals(
     host: &HostProfile,
     steps: &xlens_roofline::Steps,
     median_step: Picos,
-    lag: f64,
+    t: &crate::config::TruncatedCapture,
 ) -> Result<Vec<Signal>, Skip> {
     let mut signals = Vec::new();
     // TPU: the shared device timeline knows each core's last op and the ops after its
@@ -453,10 +572,10 @@ fn tpu_step_signals(
         _ => Vec::new(),
     };
     signals.extend(past_the_stop(host, steps, &ops));
-    signals.extend(tpu_trailing_partial_step(timeline));
+    signals.extend(tpu_trailing_partial_step(timeline, t.min_trailing_pct));
     let ends: BTreeMap<i64, Picos> =
         timeline.cores.iter().filter_map(|c| c.op_span.map(|(_, e)| (i64::from(c.core), e))).collect();
-    signals.extend(lagging_cores(host, &ends, median_step, lag));
+    signals.extend(lagging_cores(host, &ends, median_step, t.min_core_lag_steps));
     Ok(signals)
 }
 
@@ -469,9 +588,9 @@ fn signals(host: &HostProfile, config: &ScanConfig) -> Result<Vec<Signal>, Skip>
     {
         let median_step = median_picos(steps.steps.iter().map(|s| s.duration).collect());
         if host.space().tpu_tensor_cores().is_empty() {
-            signals.extend(host_step_signals(host, steps, median_step, t.min_core_lag_steps));
+            signals.extend(host_step_signals(host, steps, median_step, t));
         } else {
-            signals.extend(tpu_step_signals(host, steps, median_step, t.min_core_lag_steps)?);
+            signals.extend(tpu_step_signals(host, steps, median_step, t)?);
         }
     }
     Ok(signals)
@@ -560,6 +679,56 @@ mod tests {
         assert!(f.what.contains("the capture stopped inside a step"), "{}", f.what);
         assert!(f.evidence.iter().any(|e| e.to_string().contains("after train 3 ended at")), "{f:#?}");
         assert!(f.evidence.iter().any(|e| e.to_string().contains("jit_train_step(36)")), "{f:#?}");
+        // Half a step of four moves the figures by about an eighth, far beyond the steps' spread.
+        let (moved, noise) = (metric(f, TRAILING), metric(f, NOISE));
+        assert!(moved > noise && (5.0..20.0).contains(&moved), "{moved} {noise}");
+    }
+
+    const TRAILING: &str = "work after the last step marker, as a share of the work inside the steps (the move of \
+                            the step count and of per-step op time)";
+    const NOISE: &str = "noise: the steps' own spread of their work (robust CV), at least the floor";
+
+    /// corpus/clean stopped `cut` into its last step (`train 4`), the step's marker lost.
+    fn cut_inside_the_last_step(fraction: f64) -> Space {
+        let space = open("corpus/clean");
+        let profile = Profile::from_space("vm", open("corpus/clean"));
+        let steps = profile.hosts()[0].steps().unwrap().steps.clone();
+        let last = steps.last().unwrap();
+        let cut = last.start + Picos((last.duration.0 as f64 * fraction) as i64);
+        let keep = |e: &Event<'_>| e.end() <= cut;
+        let stop_ns = space.profile_start_ns().unwrap() + (cut.0 / 1000) as u64;
+        rewrite(&space, &Edit { keep: Some(&keep), stop_ns: Some(stop_ns), ..Edit::default() })
+    }
+
+    #[test]
+    fn a_handful_of_ops_after_the_last_marker_is_normal() {
+        // Stopped 5 % into `train 4`: 20 of a step's 127 ops ran after the last marker, 0.35 % of
+        // the work inside the four complete steps, whose own work varies by 6 % (robust CV).
+        // Neither the step count nor per-step op time moves beyond that noise.
+        assert!(findings_of(cut_inside_the_last_step(0.05)).is_empty());
+        // Nor with the floor at 0: the steps' spread is the noise.
+        let profile = Profile::from_space("vm", cut_inside_the_last_step(0.05));
+        let mut config = ScanConfig::only("truncated_capture");
+        config.thresholds.truncated_capture.min_trailing_pct = 0.0;
+        assert!(scan(&profile, &config).findings.is_empty());
+    }
+
+    #[test]
+    fn the_noise_is_the_steps_spread_with_a_floor() {
+        use super::Distortion;
+        // One Keras step of 1,265 ops and one op after its marker: no spread to measure, the 2 %
+        // floor holds (0.08 %).
+        let one = Distortion::of(1.0, &[1265.0], 2.0).unwrap();
+        assert!(!one.beyond_noise() && one.noise_pct == 2.0, "{one:?}");
+        // Steps that vary by about 10 %: a third of a step in eight is 4 %, within it.
+        let steps = [90.0, 100.0, 110.0, 95.0, 105.0, 100.0, 92.0, 108.0];
+        let third = Distortion::of(33.0, &steps, 2.0).unwrap();
+        assert!((5.0..15.0).contains(&third.noise_pct) && !third.beyond_noise(), "{third:?}");
+        // Steps that repeat exactly: the floor alone, and half a step of four is beyond it.
+        let half = Distortion::of(50.0, &[100.0; 4], 2.0).unwrap();
+        assert!(half.noise_pct == 2.0 && half.beyond_noise(), "{half:?}");
+        // No work inside the steps: nothing to compare with.
+        assert!(Distortion::of(1.0, &[0.0, 0.0], 2.0).is_none());
     }
 
     #[test]
