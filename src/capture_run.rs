@@ -161,7 +161,6 @@ fn take(logdir: &Path, spec: CaptureSpec, call: Call) -> Result<Captured, Captur
 }
 
 /// A store error of `what` at `url`.
-#[cfg_attr(not(feature = "stores"), allow(dead_code))]
 fn store_error(what: &'static str, url: &str, source: crate::source::Error) -> CaptureError {
     CaptureError::Store { what, url: url.to_owned(), source: Box::new(source) }
 }
