@@ -212,6 +212,31 @@ pub enum MonitorEnd {
 /// capture in which no target answered is a summary with status `ERROR`, and monitoring goes
 /// on. `on_event` returning `false` ends the loop. The error is the request's (refused before
 /// anything is sent).
+///
+/// ```no_run
+/// use std::sync::atomic::AtomicBool;
+/// use std::time::Duration;
+/// use xlens::capture::Target;
+/// use xlens::{MonitorEvent, MonitorRequest, monitor};
+///
+/// // A program that called `jax.profiler.start_server(9012)`: a 1 s capture every 10 s into
+/// // `logs/` (or `s3://bucket/logs`), three of them the baseline, twenty in all.
+/// let request = MonitorRequest {
+///     every: Duration::from_secs(10),
+///     baseline: 3,
+///     count: Some(20),
+///     ..MonitorRequest::new(vec![Target::parse("localhost:9012")?], "logs")
+/// };
+/// let stop = AtomicBool::new(false); // raised by a signal handler, or another thread
+/// monitor(&request, &stop, &mut |event| {
+///     if let MonitorEvent::Alert(alert) = event {
+///         eprintln!("regressed: full capture in {:?}", alert.full_run_dir);
+///     }
+///     println!("{}", event.json());
+///     true
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn monitor(
     request: &MonitorRequest,
     stop: &AtomicBool,

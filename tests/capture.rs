@@ -1,8 +1,10 @@
 //! `xlens capture` and `capture_run` against real JAX programs (`scripts/capture/train_server.py`
 //! serving `jax.profiler.start_server`): one and two live targets, a closed port beside a live
-//! one, and no target at all. The tests that need a live program skip with a message where no
-//! Python imports jax (`xlens_testkit::jax`; CI sets `XLENS_REQUIRE_JAX`, so there they fail
-//! instead).
+//! one, no target at all, a program whose tracers are all off (its trace is empty), and a logdir
+//! in an S3-compatible store (moto's server, `xlens_testkit::s3`). The tests that need a live
+//! program skip with a message where no Python imports jax (`xlens_testkit::jax`; CI sets
+//! `XLENS_REQUIRE_JAX`, so there they fail instead), and those that need the store where no
+//! Python imports moto's server (CI sets `XLENS_REQUIRE_S3`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -13,6 +15,7 @@ use xlens::capture::{Options, Status, Target};
 use xlens::faults::{ScanConfig, Status as Verdict};
 use xlens::{CaptureRequest, ScanRequest, capture_run, scan_path};
 use xlens_testkit::jax::{TrainServer, free_port, jax_python};
+use xlens_testkit::s3::{S3Server, env_for, s3_python};
 
 /// An empty logdir of its own for each test.
 fn logdir(name: &str) -> PathBuf {
@@ -32,6 +35,16 @@ fn request(targets: &[String], logdir: &Path, session: &str) -> CaptureRequest {
 
 fn xlens(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_xlens")).args(args).output().unwrap()
+}
+
+/// `xlens` with the environment `env` added (an object store's endpoint and credentials).
+fn xlens_with(args: &[&str], env: &[(&str, String)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_xlens"));
+    command.args(args);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
 }
 
 /// The `*.xplane.pb` file names of a directory, sorted.
@@ -226,4 +239,137 @@ fn a_riegeli_host_in_a_run_is_refused_not_ignored() {
     assert_eq!(report.skipped_hosts[0].host, "host1");
     assert!(report.skipped_hosts[0].error.contains("not supported yet"), "{}", report.skipped_hosts[0].error);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A live program with every tracer off (`--host-tracer-level 0 --device-tracer-level 0`): its
+/// service answers with `empty_trace` set (jax 0.10.2 still writes a file of metadata planes,
+/// which is no host file of the run), so the target is `empty` with its error, no run is left,
+/// and the command exits 1.
+#[test]
+fn a_program_with_every_tracer_off_is_an_empty_target() {
+    let Some(python) = jax_python() else { return };
+    let live = TrainServer::start(&python, None).unwrap();
+    let dir = logdir("empty");
+    let dir_arg = dir.display().to_string();
+    let o = xlens(&[
+        "capture",
+        &live.target(),
+        "--duration",
+        "500ms",
+        "--host-tracer-level",
+        "0",
+        "--device-tracer-level",
+        "0",
+        "--attempts",
+        "2",
+        "--logdir",
+        &dir_arg,
+        "--session",
+        "empty",
+        "--scan",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &doc["targets"][0];
+    assert_eq!(row["status"], "empty", "{row}");
+    assert!(row["file"].is_null() && row["bytes"] == 0, "{row}");
+    let error = row["error"].as_str().unwrap();
+    assert!(error.contains("the trace was empty in each of 2 attempt(s)"), "{error}");
+    assert!(doc["report"].is_null());
+    assert!(!Path::new(doc["run_dir"].as_str().unwrap()).exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A logdir in an S3-compatible store: one live program, then two. jax's CPU runtime cannot
+/// write to `s3://` (it answers the call with `Internal`, "File system scheme 's3' not
+/// implemented"), so each target is captured again into a local staging logdir and xlens puts
+/// its file into the store. `run_dir` and each `file` are URLs; the run's scan (read back from
+/// the store) equals scanning the run in the store afterwards; nothing is left on local disk.
+#[test]
+fn live_programs_are_captured_into_an_s3_logdir() {
+    let Some(python) = jax_python() else { return };
+    let Some(s3_python) = s3_python() else { return };
+    let store = S3Server::start(&s3_python).unwrap();
+    store.create_bucket("pod").unwrap();
+    let env = store.env();
+    let (a, b) = (TrainServer::start(&python, None).unwrap(), TrainServer::start(&python, None).unwrap());
+    for (session, targets) in [("s3-one", vec![a.target()]), ("s3-two", vec![a.target(), b.target()])] {
+        let o = xlens_with(
+            &[
+                "capture",
+                &targets.join(","),
+                "--duration",
+                "1s",
+                "--logdir",
+                "s3://pod/logs/",
+                "--session",
+                session,
+                "--scan",
+                "--json",
+            ],
+            &env,
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let run_dir = format!("s3://pod/logs/plugins/profile/{session}");
+        assert_eq!(doc["run_dir"].as_str(), Some(run_dir.as_str()));
+        let rows = doc["targets"].as_array().unwrap();
+        assert_eq!(rows.len(), targets.len());
+        for (row, target) in rows.iter().zip(&targets) {
+            let host = target.replace(':', "_");
+            assert_eq!(row["status"], "ok", "{row}");
+            assert_eq!(row["file"].as_str(), Some(format!("{run_dir}/{host}.xplane.pb").as_str()));
+            assert!(row["bytes"].as_u64().unwrap() > 1000, "{row}");
+        }
+        let report = &doc["report"];
+        assert_eq!(report["profile"]["hosts"].as_array().unwrap().len(), targets.len(), "{}", report["profile"]);
+        assert!(report["metrics"]["step_count"].as_u64().unwrap() > 10, "{}", report["metrics"]);
+        assert!(report["profile"]["main_program"].as_str().unwrap().contains("train_step"));
+        let afterwards = xlens_with(&["scan", &run_dir, "--format", "json"], &env);
+        assert!(afterwards.status.success(), "{}", String::from_utf8_lossy(&afterwards.stderr));
+        let afterwards: Value = serde_json::from_slice(&afterwards.stdout).unwrap();
+        assert_eq!(report, &afterwards);
+        // The staging logdir is gone.
+        let left = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!(".xlens-capture-{session}-")))
+            .collect::<Vec<_>>();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    // A capture never overwrites a host file, in the store too: the same session again fails.
+    let o = xlens_with(
+        &["capture", &a.target(), "--duration", "200ms", "--logdir", "s3://pod/logs", "--session", "s3-one"],
+        &env,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("s3://pod/logs") && stderr.contains("exists already"), "{stderr}");
+}
+
+/// A logdir URL whose store cannot be reached: one line naming the URL, exit 1, before any
+/// target is asked (the target here is a closed port, which would be a different error).
+#[test]
+fn an_unreachable_store_is_one_line_and_exit_1() {
+    let closed_store = format!("http://127.0.0.1:{}", free_port());
+    let dir = logdir("unreachable");
+    let started = std::time::Instant::now();
+    let o = xlens_with(
+        &["capture", &format!("localhost:{}", free_port()), "--duration", "100ms", "--logdir", "s3://pod/logs"],
+        &env_for(&closed_store),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: reaching the logdir s3://pod/logs"), "{stderr}");
+    assert!(!stderr.contains("cannot connect (is the program"), "the targets were not asked: {stderr}");
+    assert!(o.stdout.is_empty());
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(!dir.exists());
+    // An HTTP URL cannot be written: one line too.
+    let o = xlens(&["capture", "localhost:9012", "--logdir", "https://example.invalid/logs"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("https://example.invalid/logs") && stderr.contains("not over HTTP"), "{stderr}");
 }

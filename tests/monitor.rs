@@ -1,8 +1,10 @@
 //! `xlens monitor` against a real JAX program (`scripts/capture/train_server.py`): a baseline
 //! of short captures, then the program slows down (its trigger file), an alert line appears
 //! with a full capture that scans, and SIGTERM ends the command cleanly (exit 0, no staging
-//! directory or partial file left). Skipped where no Python imports jax
-//! (`xlens_testkit::jax`; CI sets `XLENS_REQUIRE_JAX`).
+//! directory or partial file left). A monitor into an `s3://` logdir (moto's server,
+//! `xlens_testkit::s3`) writes and scans each run there. Skipped where no Python imports jax
+//! (`xlens_testkit::jax`; CI sets `XLENS_REQUIRE_JAX`) or moto's server (CI sets
+//! `XLENS_REQUIRE_S3`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use xlens::{ScanRequest, scan_path};
 use xlens_testkit::jax::{TrainServer, jax_python};
+use xlens_testkit::s3::{S3Server, s3_python};
 
 /// Every file and directory under `dir`, recursively.
 fn tree(dir: &Path) -> Vec<PathBuf> {
@@ -163,4 +166,32 @@ fn usage_mistakes_exit_2() {
         assert!(o.stdout.is_empty());
     }
     assert!(!dir.exists(), "nothing was written");
+}
+
+/// `--logdir s3://…`: each capture's run is written into the store and scanned from there; its
+/// line names the run by its URL.
+#[test]
+fn a_monitor_writes_its_runs_into_an_s3_logdir() {
+    let Some(python) = jax_python() else { return };
+    let Some(s3_python) = s3_python() else { return };
+    let store = S3Server::start(&s3_python).unwrap();
+    store.create_bucket("pod").unwrap();
+    let server = TrainServer::start(&python, None).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_xlens"))
+        .args(["monitor", &server.target(), "--every", "1s", "--duration", "300ms", "--baseline", "1"])
+        .args(["--count", "2", "--logdir", "s3://pod/monitored"])
+        .envs(store.env())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, phase) in lines.iter().zip(["baseline", "watch"]) {
+        assert_eq!(line["phase"], phase, "{line}");
+        assert_ne!(line["status"], "ERROR", "{line}");
+        let run = line["run"].as_str().unwrap();
+        assert_eq!(line["run_dir"].as_str(), Some(format!("s3://pod/monitored/plugins/profile/{run}").as_str()));
+        assert!(line["step_time_ms"].as_f64().is_some_and(|t| t > 0.0), "{line}");
+    }
 }

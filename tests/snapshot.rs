@@ -1,7 +1,10 @@
 //! `xlens snapshot` (continuous profiling): against a real JAX program, whose CPU runtime
 //! accepts the calls but buffers nothing (a clear error, exit 1, no run left), and against a
 //! test `ProfilerService` in Rust, built from the same messages, that serves a recorded XSpace
-//! (the run written is the recording, and its scan is the recording's scan).
+//! (the run written is the recording, and its scan is the recording's scan). The same service
+//! answers `Profile` as a pod's host that can write to an object store does: it writes the
+//! recording into the `s3://` repository root it is sent (moto's server, `xlens_testkit::s3`),
+//! which is how `xlens capture --logdir s3://…` meets a target that writes the run itself.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -21,6 +24,7 @@ use xlens::capture::proto::{
 };
 use xlens::{ScanRequest, scan_path};
 use xlens_testkit::jax::{TrainServer, free_port, jax_python};
+use xlens_testkit::s3::{S3Server, s3_python};
 
 /// The recording the test service serves.
 const RECORDED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/tpu/tpu_healthy/host0.xplane.pb");
@@ -76,18 +80,60 @@ fn a_closed_port_cannot_start() {
 }
 
 /// The test service: answers the three continuous-profiling calls; `GetSnapshot` returns the
-/// recording as the response's XSpace once profiling was started.
+/// recording as the response's XSpace once profiling was started. `Profile` with an `s3://`
+/// repository root writes the recording to `<root>/<session>/<host>.xplane.pb` in the store
+/// (with `store`: the Python that puts it with boto3, and the store's environment) and answers
+/// with nothing returned, as a target that writes into a shared bucket does; any other root is
+/// refused.
 #[derive(Clone)]
 struct Recorded {
     space: Bytes,
     started: Arc<AtomicBool>,
+    store: Option<Arc<Store>>,
 }
+
+/// The Python that writes into the test store, and the store's environment.
+type Store = (PathBuf, Vec<(&'static str, String)>);
 
 type Answer<T> = Pin<Box<dyn Future<Output = Result<tonic::Response<T>, tonic::Status>> + Send>>;
 
 struct Start(Recorded);
 struct Take(Recorded);
 struct Stop(Recorded);
+struct Write(Recorded);
+
+impl tonic::server::UnaryService<ProfileRequest> for Write {
+    type Response = ProfileResponse;
+    type Future = Answer<Self::Response>;
+    fn call(&mut self, request: tonic::Request<ProfileRequest>) -> Self::Future {
+        let request = request.into_inner();
+        let store = self.0.store.clone();
+        Box::pin(async move {
+            let (Some(store), Some(rest)) = (store, request.repository_root.strip_prefix("s3://")) else {
+                return Err(tonic::Status::internal(format!("cannot write to {}", request.repository_root)));
+            };
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let key = format!("{prefix}/{}/{}.xplane.pb", request.session_id, request.host_name);
+            let (python, env) = (store.0.clone(), store.1.clone());
+            let bucket = bucket.to_owned();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                let put = "import os, sys, boto3; boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT'])\
+                           .upload_file(sys.argv[1], sys.argv[2], sys.argv[3])";
+                let mut command = Command::new(python);
+                command.args(["-c", put, RECORDED, &bucket, &key]);
+                for (k, v) in &env {
+                    command.env(k, v);
+                }
+                let _ = tx.send(command.output());
+            });
+            match rx.await {
+                Ok(Ok(o)) if o.status.success() => Ok(tonic::Response::new(ProfileResponse::default())),
+                other => Err(tonic::Status::internal(format!("the test service could not write: {other:?}"))),
+            }
+        })
+    }
+}
 
 impl tonic::server::UnaryService<ProfileRequest> for Start {
     type Response = ContinuousProfilingResponse;
@@ -138,6 +184,9 @@ impl Service<http::Request<Body>> for Recorded {
                 "/tensorflow.ProfilerService/StopContinuousProfiling" => {
                     tonic::server::Grpc::new(tonic_prost::ProstCodec::default()).unary(Stop(me), request).await
                 }
+                "/tensorflow.ProfilerService/Profile" => {
+                    tonic::server::Grpc::new(tonic_prost::ProstCodec::default()).unary(Write(me), request).await
+                }
                 _ => tonic::Status::unimplemented("not a call of this test service").into_http(),
             })
         })
@@ -153,10 +202,15 @@ struct TestService {
 
 impl TestService {
     fn start(space: Bytes) -> TestService {
+        TestService::start_with(space, None)
+    }
+
+    /// [`TestService::start`], writing to the store the Python and environment of `store` reach.
+    fn start_with(space: Bytes, store: Option<Store>) -> TestService {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let port = free_port();
         let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
-        let service = Recorded { space, started: Arc::new(AtomicBool::new(false)) };
+        let service = Recorded { space, started: Arc::new(AtomicBool::new(false)), store: store.map(Arc::new) };
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         runtime.spawn(async move {
             let _ = tonic::transport::Server::builder()
@@ -229,4 +283,63 @@ fn a_snapshot_is_saved_as_a_run_and_scanned() {
     assert_eq!(xlens(&["snapshot", "stop", &target]).status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&copy);
+}
+
+/// A target that writes the run into the object store itself (the test service, as a pod's host
+/// sharing a bucket): `xlens capture --logdir s3://…` sends it `<url>/plugins/profile` as its
+/// repository root, finds the host file there (its size read from the store), puts nothing
+/// itself, and scans the run read from the store; `snapshot take` into the same store puts the
+/// returned buffer there.
+#[test]
+fn a_target_that_writes_into_the_store_itself() {
+    let Some(s3_python) = s3_python() else { return };
+    let store = S3Server::start(&s3_python).unwrap();
+    store.create_bucket("pod").unwrap();
+    let env = store.env();
+    let recorded = std::fs::read(RECORDED).unwrap();
+    let service = TestService::start_with(Bytes::from(recorded.clone()), Some((s3_python, env.clone())));
+    let target = format!("127.0.0.1:{}", service.port);
+    let host = format!("127.0.0.1_{}", service.port);
+    let xlens_env = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_xlens"));
+        command.args(args);
+        for (k, v) in &env {
+            command.env(k, v);
+        }
+        command.output().unwrap()
+    };
+
+    let o = xlens_env(&[
+        "capture",
+        &target,
+        "--duration",
+        "100ms",
+        "--logdir",
+        "s3://pod/pod-logs",
+        "--session",
+        "written",
+        "--scan",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let run_dir = "s3://pod/pod-logs/plugins/profile/written";
+    assert_eq!(doc["run_dir"], run_dir);
+    let row = &doc["targets"][0];
+    assert_eq!(row["status"], "ok", "{row}");
+    assert_eq!(row["file"].as_str(), Some(format!("{run_dir}/{host}.xplane.pb").as_str()));
+    assert_eq!(row["bytes"].as_u64(), Some(recorded.len() as u64));
+    let afterwards = xlens_env(&["scan", run_dir, "--format", "json"]);
+    assert!(afterwards.status.success(), "{}", String::from_utf8_lossy(&afterwards.stderr));
+    let afterwards: serde_json::Value = serde_json::from_slice(&afterwards.stdout).unwrap();
+    assert_eq!(doc["report"], afterwards);
+    assert_eq!(doc["report"]["profile"]["hosts"][0], host.as_str());
+
+    assert_eq!(xlens_env(&["snapshot", "start", &target]).status.code(), Some(0));
+    let take = xlens_env(&["snapshot", "take", &target, "--logdir", "s3://pod/snaps", "--session", "snap", "--json"]);
+    assert_eq!(take.status.code(), Some(0), "{}", String::from_utf8_lossy(&take.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&take.stdout).unwrap();
+    assert_eq!(doc["run_dir"], "s3://pod/snaps/plugins/profile/snap");
+    assert_eq!(doc["targets"][0]["bytes"].as_u64(), Some(recorded.len() as u64));
+    assert_eq!(doc["report"]["profile"]["hosts"][0], host.as_str());
 }

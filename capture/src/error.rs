@@ -43,6 +43,14 @@ pub enum ErrorKind {
     },
     /// The service said it wrote the trace, but the file is not on this machine.
     NotWritten(PathBuf),
+    /// The service said it wrote the trace into the store ([`crate::CaptureSpec::remote_logdir`]),
+    /// but the object cannot be read there.
+    NotStored {
+        /// The object's URL.
+        url: String,
+        /// Why it cannot be read.
+        why: String,
+    },
     /// The trace is larger than [`crate::limits::MAX_TRACE_BYTES`].
     TooLarge {
         /// Its size in bytes.
@@ -137,6 +145,9 @@ impl fmt::Display for ErrorKind {
                  writes it on its own file system (give a --logdir that both reach)",
                 path.display()
             ),
+            ErrorKind::NotStored { url, why } => {
+                write!(f, "the service reported writing {url}, but it cannot be read there: {why}")
+            }
             ErrorKind::TooLarge { bytes } => write!(
                 f,
                 "the trace ({bytes} bytes) exceeds the limit of {} bytes: capture a shorter window",

@@ -28,6 +28,7 @@
 //!     logdir: "/tmp/logs".into(),
 //!     session: session_name(std::time::SystemTime::now()),
 //!     options: Options { duration: Duration::from_secs(2), ..Options::default() },
+//!     remote_logdir: None,
 //! };
 //! let captured = capture(&spec)?;
 //! for t in &captured.targets {

@@ -125,6 +125,16 @@ pub struct CaptureSpec {
     pub session: String,
     /// How to trace.
     pub options: Options,
+    /// A logdir URL (`s3://bucket/prefix`, `gs://…`) the targets are asked to write the run into
+    /// themselves, as XProf's client asks: the repository root sent is `<url>/plugins/profile`,
+    /// so a target that can write there (a TPU pod's hosts sharing a bucket) leaves
+    /// `<url>/plugins/profile/<session>/<host>.xplane.pb` behind it ([`TargetCapture::stored`]).
+    /// A target that returns its trace instead, or answers with an error (one that cannot
+    /// write to the URL: jax's CPU runtime answers `Internal`, "File system scheme 's3' not
+    /// implemented", after its window), is captured into `logdir` as without a URL (a second
+    /// window, for the latter), for the caller to upload. This crate never reads or writes the
+    /// store itself. `None`: every target writes into, or is kept in, `logdir`.
+    pub remote_logdir: Option<String>,
 }
 
 impl CaptureSpec {
@@ -169,7 +179,8 @@ pub struct TargetCapture {
     pub host: String,
     /// How it ended.
     pub status: Status,
-    /// Its host file in the run, when it was captured.
+    /// Its host file in the run, when it was captured (with [`TargetCapture::stored`], the
+    /// URL the target wrote it to).
     pub file: Option<PathBuf>,
     /// The host file's size in bytes (0 when there is none).
     pub bytes: u64,
@@ -177,6 +188,9 @@ pub struct TargetCapture {
     pub error: Option<Error>,
     /// The attempts made.
     pub attempts: u32,
+    /// True when the target wrote its host file into [`CaptureSpec::remote_logdir`] itself:
+    /// `file` is then that URL and `bytes` is 0 (not known here).
+    pub stored: bool,
 }
 
 /// A capture's run: where it is, and each target's outcome, in the order the targets were given.
@@ -300,6 +314,7 @@ pub(crate) fn capture_with(spec: &CaptureSpec, call: Call) -> Result<Captured, E
         session: spec.session.clone(),
         options: spec.options.clone(),
         call,
+        remote_root: spec.remote_logdir.as_ref().map(|url| format!("{}/plugins/profile", url.trim_end_matches('/'))),
     });
     let targets = runtime.block_on(capture_all(&spec.targets, context));
     // Best effort: what is left there is no part of the run.
@@ -336,6 +351,8 @@ struct Context {
     session: String,
     options: Options,
     call: Call,
+    /// The repository root sent to the targets when they are asked to write into a store.
+    remote_root: Option<String>,
 }
 
 /// Captures the targets concurrently; the outcomes in the targets' order.
@@ -369,6 +386,7 @@ async fn capture_all(targets: &[Target], context: Arc<Context>) -> Vec<TargetCap
                     ErrorKind::Options("the capture task failed".into()),
                 )),
                 attempts: 0,
+                stored: false,
             })
         })
         .collect()
@@ -378,6 +396,8 @@ async fn capture_all(targets: &[Target], context: Arc<Context>) -> Vec<TargetCap
 enum Attempt {
     /// The host file, in the run, and its size.
     Kept(PathBuf, u64),
+    /// The URL the target wrote its host file to itself.
+    Stored(String),
     /// An empty trace.
     Empty,
 }
@@ -388,9 +408,12 @@ async fn capture_target(target: Target, context: &Context) -> TargetCapture {
     let host = target.host_name();
     let name = target.to_string();
     let mut attempts = 0;
+    // Whether the target is asked to write into the store: until it answers with an error.
+    let mut remote = context.remote_root.is_some();
     loop {
         attempts += 1;
-        let (status, error) = match attempt(&target, &host, context).await {
+        let tried = attempt(&target, &host, context, remote).await;
+        let (status, error) = match tried {
             Ok(Attempt::Kept(file, bytes)) => {
                 return TargetCapture {
                     target,
@@ -400,7 +423,27 @@ async fn capture_target(target: Target, context: &Context) -> TargetCapture {
                     bytes,
                     error: None,
                     attempts,
+                    stored: false,
                 };
+            }
+            Ok(Attempt::Stored(url)) => {
+                return TargetCapture {
+                    target,
+                    host,
+                    status: Status::Ok,
+                    file: Some(PathBuf::from(url)),
+                    bytes: 0,
+                    error: None,
+                    attempts,
+                    stored: true,
+                };
+            }
+            // The service could not write into the store: captured again into the local
+            // staging logdir, at once, as one more attempt (not counted against `attempts`).
+            Err(e) if remote && matches!(e.kind(), ErrorKind::Status { .. }) => {
+                remote = false;
+                attempts -= 1;
+                continue;
             }
             Ok(Attempt::Empty) => (Status::Empty, Error::new(Some(&name), ErrorKind::EmptyTrace { attempts })),
             Err(e) if matches!(e.kind(), ErrorKind::NoSnapshotData) => {
@@ -412,6 +455,7 @@ async fn capture_target(target: Target, context: &Context) -> TargetCapture {
                     bytes: 0,
                     error: Some(e),
                     attempts,
+                    stored: false,
                 };
             }
             Err(e) => {
@@ -425,20 +469,31 @@ async fn capture_target(target: Target, context: &Context) -> TargetCapture {
                         bytes: 0,
                         error: Some(e),
                         attempts,
+                        stored: false,
                     };
                 }
                 (Status::Failed, e)
             }
         };
         if attempts >= context.options.attempts {
-            return TargetCapture { target, host, status, file: None, bytes: 0, error: Some(error), attempts };
+            return TargetCapture {
+                target,
+                host,
+                status,
+                file: None,
+                bytes: 0,
+                error: Some(error),
+                attempts,
+                stored: false,
+            };
         }
         tokio::time::sleep(RETRY_PAUSE).await;
     }
 }
 
-/// One `Profile` call and keeping what it gave.
-async fn attempt(target: &Target, host: &str, context: &Context) -> Result<Attempt, Error> {
+/// One `Profile` call and keeping what it gave; `remote`: the target is asked to write into
+/// the store (`context.remote_root`).
+async fn attempt(target: &Target, host: &str, context: &Context, remote: bool) -> Result<Attempt, Error> {
     let name = target.to_string();
     let options = &context.options;
     let mut client = ProfilerClient::connect(target, options.timeout).await?;
@@ -447,7 +502,10 @@ async fn attempt(target: &Target, host: &str, context: &Context) -> Result<Attem
         max_events: limits::MAX_EVENTS,
         tools: vec![TRACE_TOOL.to_owned()],
         opts: Some(options.profile_options()),
-        repository_root: context.staging.to_string_lossy().into_owned(),
+        repository_root: match (&context.remote_root, remote) {
+            (Some(root), true) => root.clone(),
+            _ => context.staging.to_string_lossy().into_owned(),
+        },
         session_id: context.session.clone(),
         host_name: host.to_owned(),
         ..ProfileRequest::default()
@@ -485,6 +543,10 @@ async fn attempt(target: &Target, host: &str, context: &Context) -> Result<Attem
     }
     if response.empty_trace {
         return Ok(Attempt::Empty);
+    }
+    if let (Some(root), true) = (&context.remote_root, remote) {
+        // The service wrote `<repository_root>/<session>/<host>.xplane.pb` into the store.
+        return Ok(Attempt::Stored(format!("{root}/{}/{file_name}", context.session)));
     }
     // The service wrote `<repository_root>/<session>/<host>.xplane.pb` itself.
     let written = context.staging.join(&context.session).join(&file_name);
@@ -604,6 +666,7 @@ mod tests {
             targets: vec![Target::parse(&format!("127.0.0.1:{port}")).unwrap()],
             logdir: logdir.clone(),
             session: "silent".to_owned(),
+            remote_logdir: None,
             options: Options {
                 duration: Duration::from_millis(100),
                 timeout: Duration::from_millis(600),
@@ -634,6 +697,7 @@ mod tests {
             targets: vec![Target::parse(&format!("127.0.0.1:{port}")).unwrap()],
             logdir: logdir.clone(),
             session: "closed".to_owned(),
+            remote_logdir: None,
             options: Options { duration: Duration::from_millis(100), attempts: 2, ..Options::default() },
         };
         let captured = capture(&spec).unwrap();

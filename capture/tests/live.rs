@@ -24,6 +24,7 @@ fn a_live_program_gives_one_host_file() {
         logdir: logdir.clone(),
         session: "live".to_owned(),
         options: Options { duration: Duration::from_secs(1), ..Options::default() },
+        remote_logdir: None,
     };
     let captured = capture(&spec).unwrap();
     let t = &captured.targets[0];

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import xlens
+from test_stores import s3  # noqa: F401  (the S3 server fixture)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TRAIN_SERVER = os.path.join(ROOT, "scripts", "capture", "train_server.py")
@@ -73,3 +74,20 @@ def test_capture_of_nothing_is_an_error(tmp_path):
         xlens.capture([f"localhost:{free_port()}"], duration_ms=100, logdir=tmp_path, attempts=1)
     with pytest.raises(xlens.XlensError, match="not a target"):
         xlens.capture("nonsense", duration_ms=100, logdir=tmp_path)
+
+
+def test_capture_into_an_s3_logdir(train_server, s3):
+    """``logdir=`` an object-store URL (moto's server on loopback, the fixture of
+    ``test_stores.py``): jax's CPU runtime cannot write to ``s3://``, so xlens puts the host file
+    into the store, and the report is that of the run read back from there."""
+    # A prefix of its own: moto's in-process servers share one backend, so test_stores.py's
+    # "pod/logs" must not see this run.
+    r = xlens.capture(train_server, duration_ms=1000, logdir="s3://pod/capture-logs", session="py-s3")
+    run_dir = "s3://pod/capture-logs/plugins/profile/py-s3"
+    host = train_server.replace(":", "_")
+    assert r.capture["run_dir"] == run_dir
+    assert r.capture["targets"][0]["status"] == "ok"
+    assert r.capture["targets"][0]["file"] == f"{run_dir}/{host}.xplane.pb"
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="pod", Prefix="capture-logs/")["Contents"]]
+    assert keys == [f"capture-logs/plugins/profile/py-s3/{host}.xplane.pb"]
+    assert r.to_dict() == xlens.scan(run_dir, frames=False).to_dict()

@@ -2,13 +2,20 @@
 //! `object_store` (credentials, region and endpoint from the usual environment:
 //! `AWS_*`, `GOOGLE_*`, `AZURE_*`), listed like a logdir on disk and fetched in ranged reads of
 //! [`crate::http::CHUNK_BYTES`], memory following the bytes received.
+//!
+//! It also writes, for the runs a capture saves into a store ([`Stores::put_new`]: one whole
+//! object per put, which a store makes visible atomically, and never over an object that
+//! exists), and checks a logdir URL before a capture writes there ([`Stores::check_logdir`]).
+//! These calls give up after a few quick retries ([`WRITE_RETRIES`]), so that a store that
+//! cannot be reached is an error in seconds, not minutes.
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
 use xlens_xplane::{Error, ErrorKind, Location as At, Result, XPLANE_SUFFIX};
 
 use crate::http::{CHUNK_BYTES, MAX_REMOTE_FILE_BYTES};
@@ -36,6 +43,48 @@ impl Source for Stores {
     }
 }
 
+/// The retries of [`Stores::check_logdir`], [`Stores::put_new`] and [`Stores::size`]: a call
+/// that fails to connect is tried this many times more, for at most [`WRITE_RETRY_TIMEOUT`].
+pub const WRITE_RETRIES: usize = 3;
+
+/// How long [`Stores::check_logdir`], [`Stores::put_new`] and [`Stores::size`] keep retrying.
+pub const WRITE_RETRY_TIMEOUT: Duration = Duration::from_secs(20);
+
+impl Stores {
+    /// Checks that the store behind the logdir URL `location` can be reached and listed with
+    /// the credentials of the environment (one listing of its prefix), before a capture writes
+    /// a run there. Whether it may be written is known only when it is.
+    pub fn check_logdir(&self, location: &Location) -> crate::Result<()> {
+        at(location, check_store(&store_url(location)?))
+    }
+
+    /// Writes the local file `from` as the object at `location`, in one put (the store makes
+    /// the object visible whole, or not at all), never over an object that exists there
+    /// (a conditional put where the store has one, else a look first); returns its size.
+    pub fn put_new(&self, from: &Path, location: &Location) -> crate::Result<u64> {
+        at(location, put_store(from, &store_url(location)?))
+    }
+
+    /// The size in bytes of the object at `location`.
+    pub fn size(&self, location: &Location) -> crate::Result<u64> {
+        at(location, size_store(&store_url(location)?))
+    }
+}
+
+/// The URL of an object-store location; any other location is an error naming it.
+fn store_url(location: &Location) -> crate::Result<String> {
+    match location {
+        Location::Store(url) => Ok(url.as_str().to_owned()),
+        other => {
+            let text = other.to_string();
+            Err(crate::Error::new(
+                other,
+                io(&text, std::io::ErrorKind::Unsupported, "not an object-store URL (s3://, gs://, az://)".to_owned()),
+            ))
+        }
+    }
+}
+
 fn io(url: &str, kind: std::io::ErrorKind, what: String) -> Error {
     Error::new(ErrorKind::Io(std::io::Error::new(kind, what)), At::default().with_file(Path::new(url)))
 }
@@ -53,15 +102,46 @@ fn store_error(url: &str, e: object_store::Error) -> Error {
 
 /// The bucket's store (built from the environment) and the object path of `url`.
 fn open_store(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath, String)> {
+    open_store_with(url, None)
+}
+
+/// [`open_store`] with the retries of the writing calls.
+fn open_store_for_writes(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath, String)> {
+    let retry =
+        RetryConfig { max_retries: WRITE_RETRIES, retry_timeout: WRITE_RETRY_TIMEOUT, ..RetryConfig::default() };
+    open_store_with(url, Some(retry))
+}
+
+/// [`open_store`] with `retry` instead of the store's default retries, when given.
+fn open_store_with(url: &str, retry: Option<RetryConfig>) -> Result<(Arc<dyn ObjectStore>, ObjectPath, String)> {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     let root = format!("{scheme}://{bucket}");
     let built: std::result::Result<Arc<dyn ObjectStore>, object_store::Error> = match scheme {
-        "s3" => object_store::aws::AmazonS3Builder::from_env().with_url(&root).build().map(|s| Arc::new(s) as _),
-        "gs" => {
-            object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(&root).build().map(|s| Arc::new(s) as _)
+        "s3" => {
+            let b = object_store::aws::AmazonS3Builder::from_env().with_url(&root);
+            let b = match retry {
+                Some(r) => b.with_retry(r),
+                None => b,
+            };
+            b.build().map(|s| Arc::new(s) as _)
         }
-        _ => object_store::azure::MicrosoftAzureBuilder::from_env().with_url(&root).build().map(|s| Arc::new(s) as _),
+        "gs" => {
+            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(&root);
+            let b = match retry {
+                Some(r) => b.with_retry(r),
+                None => b,
+            };
+            b.build().map(|s| Arc::new(s) as _)
+        }
+        _ => {
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(&root);
+            let b = match retry {
+                Some(r) => b.with_retry(r),
+                None => b,
+            };
+            b.build().map(|s| Arc::new(s) as _)
+        }
     };
     let store = built.map_err(|e| store_error(url, e))?;
     Ok((store, ObjectPath::from(key.trim_end_matches('/')), root))
@@ -98,6 +178,53 @@ fn fetch_store(url: &str) -> Result<Bytes> {
         }
         Ok(Bytes::from(out))
     })
+}
+
+/// Lists the prefix of the logdir URL `url` once (see [`Stores::check_logdir`]).
+fn check_store(url: &str) -> Result<()> {
+    let (store, path, _) = open_store_for_writes(url)?;
+    runtime(url)?.block_on(async {
+        store.list_with_delimiter(Some(&path)).await.map_err(|e| store_error(url, e))?;
+        Ok(())
+    })
+}
+
+/// Puts the file `from` as the new object `url` (see [`Stores::put_new`]).
+fn put_store(from: &Path, url: &str) -> Result<u64> {
+    let data = std::fs::read(from).map_err(|e| Error::io(e, from))?;
+    let size = data.len() as u64;
+    if size > MAX_REMOTE_FILE_BYTES {
+        return Err(io(url, std::io::ErrorKind::Other, format!("{size} bytes, more than a host file may have")));
+    }
+    let (store, path, _) = open_store_for_writes(url)?;
+    let exists = || {
+        io(url, std::io::ErrorKind::AlreadyExists, "exists already: a capture never overwrites a host file".to_owned())
+    };
+    runtime(url)?.block_on(async {
+        let payload = PutPayload::from(Bytes::from(data));
+        let create = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        match store.put_opts(&path, payload.clone(), create).await {
+            Ok(_) => Ok(size),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(exists()),
+            // A store without conditional puts: look first, then put (one whole object still).
+            Err(object_store::Error::NotImplemented { .. }) => {
+                match store.head(&path).await {
+                    Ok(_) => return Err(exists()),
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(store_error(url, e)),
+                }
+                store.put(&path, payload).await.map_err(|e| store_error(url, e))?;
+                Ok(size)
+            }
+            Err(e) => Err(store_error(url, e)),
+        }
+    })
+}
+
+/// The size of the object `url` (see [`Stores::size`]).
+fn size_store(url: &str) -> Result<u64> {
+    let (store, path, _) = open_store_for_writes(url)?;
+    runtime(url)?.block_on(async { Ok(store.head(&path).await.map_err(|e| store_error(url, e))?.size) })
 }
 
 /// True for a URL that names a host file (`*.xplane.pb`, or `*.xplane.riegeli`, refused when opened).

@@ -32,7 +32,9 @@ pub struct CaptureCmd {
     /// The capture window: a number with a unit (`500ms`, `2s`, `1m`), at most 10 min.
     #[arg(long, value_name = "DURATION", default_value = "2s", allow_hyphen_values = true, value_parser = parse_window)]
     duration: Duration,
-    /// The logdir the run goes into.
+    /// The logdir the run goes into: a directory, or an object-store URL (`s3://bucket/prefix`,
+    /// `gs://…`, `az://…`; credentials from the environment), which the targets are asked to
+    /// write into themselves and xlens puts the rest of the run into.
     #[arg(long, value_name = "DIR", default_value = ".")]
     logdir: PathBuf,
     /// The session (run directory) name [default: the capture's start, YYYY_MM_DD_HH_MM_SS, UTC].

@@ -50,7 +50,7 @@ pub struct MonitorCmd {
     /// The short captures' window.
     #[arg(long, value_name = "DURATION", default_value = "1s", allow_hyphen_values = true, value_parser = parse_window)]
     duration: Duration,
-    /// The logdir every run goes into.
+    /// The logdir every run goes into: a directory or an object-store URL (`s3://bucket/prefix`).
     #[arg(long, value_name = "DIR", required = true)]
     logdir: PathBuf,
     /// The short captures that make the baseline.
@@ -189,7 +189,7 @@ struct SnapshotTake {
     /// The targets, `host:port` (comma-separated or repeated).
     #[arg(value_name = "TARGET", required = true, value_delimiter = ',', value_parser = parse_target)]
     targets: Vec<Target>,
-    /// The logdir the run goes into.
+    /// The logdir the run goes into: a directory or an object-store URL (`s3://bucket/prefix`).
     #[arg(long, value_name = "DIR", default_value = ".")]
     logdir: PathBuf,
     /// The session (run directory) name [default: now, YYYY_MM_DD_HH_MM_SS, UTC].

@@ -27,6 +27,7 @@ pub mod gpu;
 pub mod invariants;
 pub mod jax;
 pub mod rewrite;
+pub mod s3;
 pub mod splice;
 pub mod synth;
 pub mod tpu;

@@ -212,6 +212,10 @@ def capture(
     """Capture running programs now, as ``xlens capture`` does: every target (``"host:port"``
     of a program that called ``jax.profiler.start_server(port)``; a list, or one string with
     commas) in parallel, in one session, into ``<logdir>/plugins/profile/<session>/``.
+    ``logdir`` may be an object-store URL (``"s3://bucket/prefix"``, ``gs://``, ``az://``;
+    credentials from the environment): the targets are asked to write there, xlens puts the
+    files of the others into the store, and the run is scanned from the store (``run_dir`` is
+    then the URL).
 
     With ``scan=True`` (the default) returns the run's :class:`Report` (``INCOMPLETE``, naming
     them, when some targets were not captured), its ``capture`` attribute holding the capture's
