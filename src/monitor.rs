@@ -205,7 +205,8 @@ pub enum MonitorEnd {
 /// `REGRESSED` by at least `request.regression_pct` % triggers a full capture of
 /// `request.full_duration` at once, scanned and handed over as an [`Alert`] with its diff
 /// against the baseline. After an alert the next alert waits for a capture that did not
-/// regress, so that one slowdown gives one full capture.
+/// regress, so that one slowdown gives one full capture, unless the step time grows again by
+/// more than `request.regression_pct` % over the one that alerted (a further slowdown).
 ///
 /// `stop` is looked at between captures and while waiting: a capture under way is finished
 /// (each host file is complete under its final name, or absent), then the loop ends. A
@@ -247,7 +248,10 @@ pub fn monitor(
     let started = Instant::now();
     let mut baseline: Vec<Report> = Vec::new();
     let mut previous: Option<f64> = None;
+    // Disarmed after an alert until a capture is back within noise; while disarmed, the step
+    // time the last alert saw, so a further regression beyond the threshold alerts again.
     let mut armed = true;
+    let mut alerted_ms: Option<f64> = None;
     let mut taken = 0usize;
     loop {
         let due = started + request.every.saturating_mul(u32::try_from(taken).unwrap_or(u32::MAX));
@@ -275,12 +279,14 @@ pub fn monitor(
                 summary.step_time_change_pct = d.step_time_ms.delta_pct;
                 verdict = Some(d.verdict);
                 if d.verdict == DiffVerdict::Regressed {
-                    if armed {
+                    if armed || worse_again(alerted_ms, summary.step_time_ms, request.regression_pct) {
+                        alerted_ms = summary.step_time_ms;
                         trigger = Some(d);
                     }
                     armed = false;
                 } else {
                     armed = true;
+                    alerted_ms = None;
                 }
             }
             _ => {}
@@ -310,6 +316,15 @@ pub fn monitor(
         if request.count.is_some_and(|c| taken >= c) {
             return Ok(MonitorEnd::Counted);
         }
+    }
+}
+
+/// Whether a capture that regressed while the monitor was disarmed regressed further: its step
+/// time exceeds the one the last alert saw by more than `regression_pct`.
+fn worse_again(alerted_ms: Option<f64>, now_ms: Option<f64>, regression_pct: f64) -> bool {
+    match (alerted_ms, now_ms) {
+        (Some(then), Some(now)) if then > 0.0 => (now - then) / then * 100.0 > regression_pct,
+        _ => false,
     }
 }
 
@@ -362,5 +377,22 @@ fn summarise(
             let error = format!("no target was captured ({})", c.failures());
             (RunSummary::failed(run, captured, c.targets.len(), 0, error), run_dir, None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worse_again;
+
+    #[test]
+    fn a_disarmed_monitor_alerts_again_only_on_a_further_regression() {
+        // An alert raised by noise at 1 ms, then the program slows to 50 ms: alert again.
+        assert!(worse_again(Some(1.0), Some(50.0), 20.0));
+        // Still as slow as at the last alert (within the threshold): stay quiet.
+        assert!(!worse_again(Some(50.0), Some(55.0), 20.0));
+        // No alert yet, or no step time: nothing to compare.
+        assert!(!worse_again(None, Some(50.0), 20.0));
+        assert!(!worse_again(Some(50.0), None, 20.0));
+        assert!(!worse_again(Some(0.0), Some(50.0), 20.0));
     }
 }

@@ -91,7 +91,9 @@ fn a_slowdown_triggers_a_full_capture_and_sigterm_stops_cleanly() {
     // line follows it. An alert raised by noise before the slowdown (steps under a millisecond)
     // is not this one.
     std::fs::write(&trigger, b"").unwrap();
+    let alert_deadline = Instant::now() + Duration::from_secs(90);
     let alert = loop {
+        assert!(Instant::now() < alert_deadline, "no alert within 90 s of the slowdown");
         let line = next("alert");
         if line.get("alert").is_some() && line["step_time_ms"].as_f64().is_some_and(|t| t > 20.0) {
             break line;
