@@ -140,7 +140,8 @@ pub fn graph_document(g: &Partial<OpGraph>) -> Value {
 
 /// The HLO text of the instruction or computation `req.op`, or of the whole program when `op` is
 /// `None` (`xlens graph PROFILE --text`; XProf's `get_hlo_text`): a document with the program,
-/// what was printed (`instruction`, `computation`, `module`), its line count and the text.
+/// what was printed (`instruction`, `computation`, `module`), its line and byte counts and its
+/// `lines`.
 ///
 /// ```
 /// use std::path::Path;
@@ -150,7 +151,7 @@ pub fn graph_document(g: &Partial<OpGraph>) -> Value {
 /// let req = GraphRequest { op: Some("%dot.32".into()), ..GraphRequest::default() };
 /// let doc = hlo_text(&profile, &req)?;
 /// assert_eq!(doc["kind"], "instruction");
-/// assert!(doc["content"].as_str().unwrap().starts_with("dot.32 = f32["));
+/// assert!(doc["lines"][0].as_str().unwrap().starts_with("dot.32 = f32["));
 /// Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn hlo_text(path: &Path, req: &GraphRequest) -> Result<Value, GraphError> {
@@ -341,13 +342,14 @@ fn text_document(modules: &[Module], req: &GraphRequest) -> Result<Value, GraphE
             (*m, "module", None, m.module_text())
         }
     };
+    let lines: Vec<&str> = content.lines().collect();
     Ok(json!({
         "program": m.display_name(),
         "program_id": m.program_id(),
         "op": name,
         "kind": kind,
-        "line_count": content.lines().count(),
+        "line_count": lines.len(),
         "byte_count": content.len(),
-        "content": content,
+        "lines": lines,
     }))
 }

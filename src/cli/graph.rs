@@ -75,7 +75,7 @@ impl GraphCmd {
         let out = if self.text {
             let doc = hlo_text(&self.path, &req)?;
             super::jobs::warn_skipped(&[], &strings(&doc["errors"]));
-            if self.json { emit_json(&doc) } else { emit(&format!("{}\n", doc["content"].as_str().unwrap_or(""))) }
+            if self.json { emit_json(&doc) } else { emit(&text_lines(&doc)) }
         } else {
             let g = op_graph(&self.path, &req)?;
             super::jobs::warn_skipped(&g.skipped_hosts, &g.errors);
@@ -83,6 +83,11 @@ impl GraphCmd {
         };
         out.map_err(|e| GraphError::Read(e.into()))
     }
+}
+
+/// The text's lines, each ended by a newline.
+fn text_lines(doc: &Value) -> String {
+    strings(&doc["lines"]).iter().map(|l| format!("{l}\n")).collect()
 }
 
 fn strings(v: &Value) -> Vec<String> {
