@@ -293,14 +293,19 @@ fn mistakes_are_usage_errors_that_say_why() {
         Err(e) => panic!("not a usage error: {e}"),
         Ok(_) => panic!("no error"),
     };
+    let mut whys = Vec::new();
     let why = usage(op_graph(&clean, &req("nope.1", None, 2)).map(|_| ()));
     assert!(why.contains("no instruction or computation \"nope.1\""), "{why}");
+    whys.push(why);
     let why = usage(op_graph(&clean, &req("dot.32", None, 33)).map(|_| ()));
     assert!(why.contains("--hops 33") && why.contains("32"), "{why}");
+    whys.push(why);
     let why = usage(op_graph(&clean, &req("dot.32", Some("nope"), 2)).map(|_| ()));
     assert!(why.contains("no program \"nope\"") && why.contains("jit_train_step(36)"), "{why}");
+    whys.push(why);
     let why = usage(op_graph(&clean, &req("main.40", None, 2)).map(|_| ()));
     assert!(why.contains("is a computation"), "{why}");
+    whys.push(why);
     // A name in two programs: recompilation compiles the train step twice.
     let recompiled = common::root().join("testdata/corpus/recompilation");
     let hlo = xlens::documents::hlo_modules_of(&recompiled).unwrap();
@@ -309,7 +314,11 @@ fn mistakes_are_usage_errors_that_say_why() {
     let shared = names[0].iter().find(|n| names[1..].iter().any(|o| o.contains(n))).unwrap();
     let why = usage(op_graph(&recompiled, &req(shared, None, 1)).map(|_| ()));
     assert!(why.contains("pick one with --program"), "{why}");
-    for why in [why] {
+    whys.push(why);
+    let why = usage(hlo_text(&recompiled, &GraphRequest::default()).map(|_| ()));
+    assert!(why.contains("pick one with --program"), "{why}");
+    whys.push(why);
+    for why in whys {
         assert!(!why.contains('\n'), "{why}");
     }
 }
