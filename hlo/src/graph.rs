@@ -2,7 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 
 use crate::error::{Error, ErrorKind, Location, Result};
 use crate::ids::{CompId, InstrId};
@@ -351,5 +351,99 @@ impl Module {
             frontier = next;
         }
         seen
+    }
+}
+
+/// A module's graph in figures, as XProf's `query_hlo_graph --mode=summary` counts them
+/// ([`Module::graph_summary`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphSummary {
+    /// Computations, the entry and fused bodies included.
+    pub computations: usize,
+    /// Instructions of every computation.
+    pub instructions: usize,
+    /// Operand edges (an instruction that reads one value twice counts twice).
+    pub edges: usize,
+    /// `fusion` instructions.
+    pub fusions: usize,
+    /// `custom-call` instructions.
+    pub custom_calls: usize,
+    /// Instructions that break fusion (bitcasts, copies, reshapes, converts, transposes, and the
+    /// `AnalyzeLayout` / `AllocateBuffer` custom calls) outside fused bodies and reducers.
+    pub fusion_blockers: usize,
+    /// Kernel-level instructions by opcode (those outside fused bodies and reducers, calls,
+    /// loops, conditionals and async starts that wrap a computation left out): most first, then
+    /// by opcode.
+    pub kernel_opcodes: Vec<(String, usize)>,
+}
+
+impl Module {
+    /// The module's graph in figures, as XProf's `query_hlo_graph --mode=summary` counts them:
+    /// computations, instructions, operand edges, fusions, custom calls, fusion blockers and the
+    /// kernel-level opcodes. Fused bodies are the computations fusions call (and, as XProf
+    /// counts them, those named `fused_computation*`); reducers those reduce, scatter, sort,
+    /// map and the reducing collectives apply.
+    ///
+    /// ```
+    /// use xlens_hlo::{Module, testing};
+    /// let module = Module::decode(testing::tiny_module_bytes().into())?;
+    /// let s = module.graph_summary();
+    /// assert_eq!(s.instructions, module.instructions().len());
+    /// assert!(s.kernel_opcodes.iter().any(|(op, _)| op == "dot"));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn graph_summary(&self) -> GraphSummary {
+        let mut inner: HashSet<CompId> =
+            self.computations.iter().filter(|c| c.name().starts_with("fused_computation")).map(|c| c.id()).collect();
+        for i in &self.instructions {
+            let reducer = matches!(
+                i.opcode,
+                Opcode::Reduce
+                    | Opcode::ReduceWindow
+                    | Opcode::Scatter
+                    | Opcode::SelectAndScatter
+                    | Opcode::Map
+                    | Opcode::Sort
+                    | Opcode::AllReduce
+                    | Opcode::ReduceScatter
+            );
+            if i.opcode == Opcode::Fusion || reducer {
+                inner.extend(i.called.iter().copied());
+            }
+        }
+        let mut edges = 0;
+        let (mut fusions, mut custom_calls, mut fusion_blockers) = (0, 0, 0);
+        let mut kernel: BTreeMap<&str, usize> = BTreeMap::new();
+        for i in &self.instructions {
+            edges += i.operands.len();
+            fusions += usize::from(i.opcode == Opcode::Fusion);
+            custom_calls += usize::from(i.opcode == Opcode::CustomCall);
+            if inner.contains(&i.computation()) {
+                continue;
+            }
+            let pinned =
+                i.custom_call_target().is_some_and(|t| t.contains("AnalyzeLayout") || t.contains("AllocateBuffer"));
+            let blocker = matches!(
+                i.opcode,
+                Opcode::Bitcast | Opcode::Copy | Opcode::Reshape | Opcode::Convert | Opcode::Transpose
+            ) || pinned;
+            fusion_blockers += usize::from(blocker);
+            let wrapper = matches!(i.opcode, Opcode::Call | Opcode::While | Opcode::Conditional | Opcode::AsyncStart)
+                && !i.called.is_empty();
+            if !wrapper {
+                *kernel.entry(i.opcode_name()).or_default() += 1;
+            }
+        }
+        let mut kernel_opcodes: Vec<(String, usize)> = kernel.into_iter().map(|(k, n)| (k.to_owned(), n)).collect();
+        kernel_opcodes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        GraphSummary {
+            computations: self.computations.len(),
+            instructions: self.instructions.len(),
+            edges,
+            fusions,
+            custom_calls,
+            fusion_blockers,
+            kernel_opcodes,
+        }
     }
 }

@@ -80,7 +80,7 @@ pub use collective::{Collective, GroupEncoding};
 pub use cost::{Cost, CostModel};
 pub use custom_call::CustomCallKind;
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
-pub use graph::{Neighbor, Neighborhood, Relation};
+pub use graph::{GraphSummary, Neighbor, Neighborhood, Relation};
 pub use ids::{CompId, InstrId, UniqueId};
 pub use memory_types::{AllocationRow, AllocationRowKind, MemoryStats, PeakAllocations, PeakBuffer};
 pub use module::{
