@@ -169,6 +169,66 @@ pub fn hlo_text_in(opened: &OpenedRun, req: &GraphRequest) -> Result<Value, Grap
     Ok(partial.document(text_document(&hlo.modules, req)?))
 }
 
+/// Kernel-level opcodes listed by [`graph_summary`], most frequent first (XProf lists 15).
+pub const SUMMARY_OPCODES: usize = 15;
+
+/// The program `req.program` names (the only one when the profile has one) in figures, as
+/// XProf's `query_hlo_graph --mode=summary` counts them (`xlens graph PROFILE --summary`): its
+/// entry computation, counts of computations, instructions, operand edges, fusions, custom calls
+/// and fusion blockers, and its kernel-level opcodes by count ([`SUMMARY_OPCODES`] of them).
+pub fn graph_summary(path: &Path, req: &GraphRequest) -> Result<Value, GraphError> {
+    if path.to_string_lossy().ends_with(".hlo_proto.pb") {
+        let modules = vec![Module::open(path).map_err(|e| GraphError::Read(e.into()))?];
+        return summary_document(&modules, req);
+    }
+    graph_summary_in(&open_readable(path).map_err(|e| GraphError::Read(e.into()))?, req)
+}
+
+/// [`graph_summary`] of a run already opened.
+pub fn graph_summary_in(opened: &OpenedRun, req: &GraphRequest) -> Result<Value, GraphError> {
+    let hlo = hlo_modules_in(opened);
+    let partial = Partial { hosts: (), skipped_hosts: opened.skipped_hosts.clone(), errors: hlo.warnings.clone() };
+    Ok(partial.document(summary_document(&hlo.modules, req)?))
+}
+
+/// The one program `req.program` names, or a usage error that lists them.
+fn one_program<'m>(modules: &'m [Module], req: &GraphRequest, what: &str) -> Result<&'m Module, GraphError> {
+    let found = programs(modules, req)?;
+    match found.as_slice() {
+        [m] => Ok(m),
+        _ => {
+            let list: Vec<String> = found.iter().map(|m| m.display_name()).collect();
+            Err(GraphError::Usage(format!(
+                "{what} is about one program: pick one with --program ({})",
+                list.join(", ")
+            )))
+        }
+    }
+}
+
+fn summary_document(modules: &[Module], req: &GraphRequest) -> Result<Value, GraphError> {
+    let m = one_program(modules, req, "--summary")?;
+    let s = m.graph_summary();
+    let top: Vec<Value> = s
+        .kernel_opcodes
+        .iter()
+        .take(SUMMARY_OPCODES)
+        .map(|(opcode, count)| json!({ "opcode": opcode, "count": count }))
+        .collect();
+    Ok(json!({
+        "program": m.display_name(),
+        "program_id": m.program_id(),
+        "entry_computation": m.entry().name(),
+        "computation_count": s.computations,
+        "instruction_count": s.instructions,
+        "edge_count": s.edges,
+        "fusion_count": s.fusions,
+        "custom_call_count": s.custom_calls,
+        "fusion_blocker_count": s.fusion_blockers,
+        "top_opcodes": top,
+    }))
+}
+
 fn check_hops(hops: usize) -> Result<(), GraphError> {
     if hops as u64 > MAX_NEIGHBORHOOD_HOPS {
         return Err(GraphError::Usage(format!(
@@ -331,15 +391,8 @@ fn text_document(modules: &[Module], req: &GraphRequest) -> Result<Value, GraphE
             (m, Named::Computation(c)) => (m, "computation", Some(m.computation(c).name()), m.computation_text(c)),
         },
         None => {
-            let found = programs(modules, req)?;
-            let [m] = found.as_slice() else {
-                let list: Vec<String> = found.iter().map(|m| m.display_name()).collect();
-                return Err(GraphError::Usage(format!(
-                    "--text without --op prints one program: pick one with --program ({})",
-                    list.join(", ")
-                )));
-            };
-            (*m, "module", None, m.module_text())
+            let m = one_program(modules, req, "--text without --op")?;
+            (m, "module", None, m.module_text())
         }
     };
     let lines: Vec<&str> = content.lines().collect();

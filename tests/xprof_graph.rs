@@ -3,6 +3,10 @@
 //! `xprof/get_hlo_text__*.json`, made by `scripts/capture/xprof_refs.py` with XProf run cold):
 //! each reference's argv is replayed as the same request.
 //!
+//! `query_hlo_graph --mode=summary` is replayed as `graph --summary`: every count exactly, and
+//! the kernel opcodes with their counts (in XProf's order up to ties, which SQLite leaves in
+//! any order).
+//!
 //! A neighbourhood is compared exactly: the same instructions, at the same distances, in the
 //! same computations, in XProf's order (distance, then name). Each instruction's line is
 //! compared up to its operands (name, shape with layout, opcode, operands), with its fusion
@@ -18,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use xlens::graph::{GraphError, GraphRequest, graph_document, hlo_text, op_graph};
+use xlens::graph::{GraphError, GraphRequest, graph_document, graph_summary, hlo_text, op_graph};
 
 /// The value of `--flag=` in XProf's argv.
 fn flag<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
@@ -277,6 +281,52 @@ fn module_text_matches_xprof() {
         }
     }
     assert!(bad.is_empty(), "{} module texts differ from XProf's:\n{}", bad.len(), bad.join("\n"));
+}
+
+#[test]
+fn summaries_match_xprof() {
+    let refs = common::xprof_runs("query_hlo_graph__summary");
+    assert!(refs.len() >= 29, "expected XProf's graph summaries: {}", refs.len());
+    let mut bad = Vec::new();
+    for (dir, file, doc) in &refs {
+        let argv = argv(doc);
+        let what = format!("{} ({})", file.display(), argv.join(" "));
+        assert_eq!(flag(&argv, "mode"), Some("summary"), "{what}");
+        let theirs = &doc["output"];
+        let req = GraphRequest { program: flag(&argv, "module_name").map(str::to_owned), ..GraphRequest::default() };
+        let ours = graph_summary(dir, &req).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(ours["program"], theirs["module_name"], "{what}");
+        for key in [
+            "entry_computation",
+            "computation_count",
+            "instruction_count",
+            "edge_count",
+            "fusion_count",
+            "custom_call_count",
+            "fusion_blocker_count",
+        ] {
+            if ours[key] != theirs[key] {
+                bad.push(format!("{what}: {key}: {} vs {}", ours[key], theirs[key]));
+            }
+        }
+        let rows = |v: &Value| -> Vec<(String, u64)> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r["opcode"].as_str().unwrap().to_owned(), r["count"].as_u64().unwrap()))
+                .collect()
+        };
+        let (o, t) = (rows(&ours["top_opcodes"]), rows(&theirs["top_opcodes"]));
+        let counts = |r: &[(String, u64)]| r.iter().map(|x| x.1).collect::<Vec<_>>();
+        // The same counts in the same order; each opcode XProf lists with the same count (the
+        // last count's ties may be cut at another opcode).
+        let last = t.last().map_or(0, |x| x.1);
+        let by_opcode: BTreeMap<&str, u64> = o.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        if counts(&o) != counts(&t) || t.iter().any(|(k, n)| *n != last && by_opcode.get(k.as_str()) != Some(n)) {
+            bad.push(format!("{what}: top_opcodes\n  ours:   {o:?}\n  theirs: {t:?}"));
+        }
+    }
+    assert!(bad.is_empty(), "{} summaries differ from XProf's:\n{}", bad.len(), bad.join("\n"));
 }
 
 #[test]

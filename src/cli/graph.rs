@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::commands::{EXIT_CODES, Job};
 use super::{emit, emit_json};
-use crate::graph::{GraphError, GraphRequest, graph_document, hlo_text, op_graph};
+use crate::graph::{GraphError, GraphRequest, graph_document, graph_summary, hlo_text, op_graph};
 use crate::hlo::limits::NEIGHBORHOOD_NODES;
 
 /// The HLO graph around one instruction: its producers and consumers within some hops, each with
@@ -23,7 +23,7 @@ pub struct GraphCmd {
     path: PathBuf,
     /// The instruction (e.g. `fusion.12`; a leading `%` is ignored); with `--text`, also a
     /// computation. Required unless `--text`.
-    #[arg(long, value_name = "NAME", required_unless_present = "text")]
+    #[arg(long, value_name = "NAME", required_unless_present_any = ["text", "summary"])]
     op: Option<String>,
     /// The program to look in (`jit_step(3)`, its name without the id when unique, or a prefix),
     /// needed when the name is in several programs.
@@ -39,6 +39,10 @@ pub struct GraphCmd {
     /// `--program` names without `--op`) instead of the neighbourhood.
     #[arg(long, conflicts_with_all = ["hops", "max_nodes"])]
     text: bool,
+    /// The program's graph in figures (XProf's `query_hlo_graph --mode=summary`): computations,
+    /// instructions, edges, fusions, custom calls, fusion blockers, kernel opcodes.
+    #[arg(long, conflicts_with_all = ["op", "hops", "max_nodes", "text"])]
+    summary: bool,
     /// One JSON document.
     #[arg(long)]
     json: bool,
@@ -72,7 +76,11 @@ impl GraphCmd {
 
     fn job(&self) -> Result<(), GraphError> {
         let req = self.request();
-        let out = if self.text {
+        let out = if self.summary {
+            let doc = graph_summary(&self.path, &req)?;
+            super::jobs::warn_skipped(&[], &strings(&doc["errors"]));
+            if self.json { emit_json(&doc) } else { emit(&summary_text(&doc)) }
+        } else if self.text {
             let doc = hlo_text(&self.path, &req)?;
             super::jobs::warn_skipped(&[], &strings(&doc["errors"]));
             if self.json { emit_json(&doc) } else { emit(&text_lines(&doc)) }
@@ -92,6 +100,30 @@ fn text_lines(doc: &Value) -> String {
 
 fn strings(v: &Value) -> Vec<String> {
     v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+}
+
+/// The summary: the counts, then the kernel opcodes.
+fn summary_text(doc: &Value) -> String {
+    let mut out = format!(
+        "{} (entry {})\n",
+        doc["program"].as_str().unwrap_or(""),
+        doc["entry_computation"].as_str().unwrap_or("")
+    );
+    for key in [
+        "computation_count",
+        "instruction_count",
+        "edge_count",
+        "fusion_count",
+        "custom_call_count",
+        "fusion_blocker_count",
+    ] {
+        let _ = writeln!(out, "  {:<22} {}", key.trim_end_matches("_count"), doc[key]);
+    }
+    out.push_str("  kernel opcodes:\n");
+    for row in doc["top_opcodes"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "    {:<24} {}", row["opcode"].as_str().unwrap_or(""), row["count"]);
+    }
+    out
 }
 
 /// The neighbourhood as a table: one line per instruction, nearest first.
