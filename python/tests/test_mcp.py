@@ -160,6 +160,10 @@ def test_each_tool_is_its_cli_json() -> None:
             await ok(session, "graph", {"path": CPU, "program": "jit_train_step(38)", "text": True}),
             cli("graph", CPU, "--program", "jit_train_step(38)", "--text"),
         )
+        same_as_cli(
+            await ok(session, "graph", {"path": GPU, "program": "jit_step", "summary": True}),
+            cli("graph", GPU, "--program", "jit_step", "--summary"),
+        )
         await refused(session, "graph", {"path": CPU, "op": "dot.32"}, "pick one with --program")
         same_as_cli(await ok(session, "roofline", {}), cli("roofline"))
         same_as_cli(

@@ -95,7 +95,7 @@ pub(crate) static TOOLS: &[Tool] = &[
     },
     Tool {
         name: "graph",
-        description: "The HLO graph around one instruction of a profile's programs, as `xlens graph --op NAME --json` (XProf's get_hlo_neighborhood): every instruction within `hops` hops (default 2) through operands and users, nearest first, each with its distance, relation to the centre (producer, consumer, sibling), opcode, shape, layout, fusion kind, called computations, sharding, JAX op name, source file:line, operands, users, HLO text line, and measured occurrences, time and self time from the op profile. With `text: true`, the HLO text of the instruction or computation `op` names, or of the whole program `program` names when `op` is omitted (XProf's get_hlo_text). Call it after `ops` or a finding names a slow op, to see what feeds it and what reads it (a copy, bitcast or transpose next to it that blocks fusion, the source line to change). A name found in several programs needs `program`.",
+        description: "The HLO graph around one instruction of a profile's programs, as `xlens graph --op NAME --json` (XProf's get_hlo_neighborhood): every instruction within `hops` hops (default 2) through operands and users, nearest first, each with its distance, relation to the centre (producer, consumer, sibling), opcode, shape, layout, fusion kind, called computations, sharding, JAX op name, source file:line, operands, users, HLO text line, and measured occurrences, time and self time from the op profile. With `text: true`, the HLO text of the instruction or computation `op` names, or of the whole program `program` names when `op` is omitted (XProf's get_hlo_text); with `summary: true`, the program's counts of computations, instructions, edges, fusions, custom calls and fusion blockers and its commonest kernel opcodes (XProf's query_hlo_graph summary). Call it after `ops` or a finding names a slow op, to see what feeds it and what reads it (a copy, bitcast or transpose next to it that blocks fusion, the source line to change). A name found in several programs needs `program`.",
         arguments: arguments::<GraphArgs>,
         run: |s, a| graph(s, parse(a)?),
     },
@@ -423,15 +423,24 @@ struct GraphArgs {
     /// The HLO text of `op` (or of the program) instead of the neighbourhood.
     #[serde(default)]
     text: bool,
+    /// The program's graph in figures instead (XProf's `query_hlo_graph --mode=summary`): needs
+    /// `program` when the profile has several, no `op`.
+    #[serde(default)]
+    summary: bool,
 }
 
 fn graph(state: &State, args: GraphArgs) -> Result<Arc<Value>, String> {
-    use crate::graph::{GraphRequest, graph_document, hlo_text, hlo_text_in, op_graph, op_graph_in};
-    if args.op.is_none() && !args.text {
-        return Err("invalid arguments: op is required unless text is true".to_owned());
+    use crate::graph::{
+        GraphRequest, graph_document, graph_summary, graph_summary_in, hlo_text, hlo_text_in, op_graph, op_graph_in,
+    };
+    if args.op.is_none() && !args.text && !args.summary {
+        return Err("invalid arguments: op is required unless text or summary is true".to_owned());
     }
-    if args.text && (args.hops.is_some() || args.max_nodes.is_some()) {
-        return Err("invalid arguments: hops and max_nodes do not go with text".to_owned());
+    if (args.text || args.summary) && (args.hops.is_some() || args.max_nodes.is_some()) {
+        return Err("invalid arguments: hops and max_nodes do not go with text or summary".to_owned());
+    }
+    if args.summary && (args.text || args.op.is_some()) {
+        return Err("invalid arguments: summary goes with neither op nor text".to_owned());
     }
     let defaults = GraphRequest::default();
     let req = GraphRequest {
@@ -441,8 +450,15 @@ fn graph(state: &State, args: GraphArgs) -> Result<Arc<Value>, String> {
         max_nodes: args.max_nodes.unwrap_or(defaults.max_nodes),
     };
     let profile = state.profile(&args.path, None, &[])?;
-    let key = serde_json::json!(["graph", args.op, args.program, req.hops, req.max_nodes, args.text]).to_string();
+    let key = serde_json::json!(["graph", args.op, args.program, req.hops, req.max_nodes, args.text, args.summary])
+        .to_string();
     let why = |e: crate::graph::GraphError| one_line(&e);
+    if args.summary {
+        return profile.document(&key, || match &profile.run {
+            Some(_) => graph_summary_in(&*profile.opened()?, &req).map_err(why),
+            None => graph_summary(&profile.path, &req).map_err(why),
+        });
+    }
     profile.document(&key, || match (&profile.run, args.text) {
         (Some(_), true) => hlo_text_in(&*profile.opened()?, &req).map_err(why),
         (None, true) => hlo_text(&profile.path, &req).map_err(why),
