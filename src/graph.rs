@@ -176,6 +176,19 @@ pub const SUMMARY_OPCODES: usize = 15;
 /// XProf's `query_hlo_graph --mode=summary` counts them (`xlens graph PROFILE --summary`): its
 /// entry computation, counts of computations, instructions, operand edges, fusions, custom calls
 /// and fusion blockers, and its kernel-level opcodes by count ([`SUMMARY_OPCODES`] of them).
+///
+/// ```
+/// use std::path::Path;
+/// use xlens::graph::{GraphRequest, graph_summary};
+///
+/// let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/clean");
+/// let req = GraphRequest { program: Some("jit_train_step".into()), ..GraphRequest::default() };
+/// let doc = graph_summary(&profile, &req)?;
+/// assert_eq!(doc["program"], "jit_train_step(36)");
+/// assert_eq!(doc["entry_computation"], "main.40");
+/// assert_eq!(doc["top_opcodes"][0]["opcode"], "fusion");
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn graph_summary(path: &Path, req: &GraphRequest) -> Result<Value, GraphError> {
     if path.to_string_lossy().ends_with(".hlo_proto.pb") {
         let modules = vec![Module::open(path).map_err(|e| GraphError::Read(e.into()))?];
