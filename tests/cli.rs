@@ -692,8 +692,8 @@ fn hlo_text_is_named_as_such() {
 }
 
 /// `xlens graph`: a name that matches nothing, a name in two programs without `--program`, hops
-/// over the limit and `--text` with `--hops` are usage mistakes (one line, exit 2); the
-/// neighbourhood and the text print.
+/// over the limit and `--text` with `--hops` are usage mistakes (one line, exit 2), an unreadable
+/// profile an error (exit 1); the neighbourhood and the text print.
 #[test]
 fn graph_mistakes_exit_2_and_answers_print() {
     let clean = common::root().join("testdata/corpus/clean");
@@ -713,6 +713,10 @@ fn graph_mistakes_exit_2_and_answers_print() {
         assert!(err.starts_with("error: ") && err.contains(why), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?}");
     }
+    // An unreadable profile is an error, not a usage mistake: exit 1, one line.
+    let o = xlens(&["graph", "/nonexistent/profile", "--op", "dot.32"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     let o = xlens(&["graph", clean, "--op", "dot.32", "--hops", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
