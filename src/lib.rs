@@ -54,6 +54,7 @@ pub mod cli;
 pub mod device;
 pub mod documents;
 pub mod events;
+pub mod graph;
 pub mod memory;
 #[cfg(feature = "capture")]
 pub mod monitor;

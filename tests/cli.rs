@@ -690,3 +690,39 @@ fn hlo_text_is_named_as_such() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `xlens graph`: a name that matches nothing, a name in two programs without `--program`, hops
+/// over the limit and `--text` with `--hops` are usage mistakes (one line, exit 2), an unreadable
+/// profile an error (exit 1); the neighbourhood and the text print.
+#[test]
+fn graph_mistakes_exit_2_and_answers_print() {
+    let clean = common::root().join("testdata/corpus/clean");
+    let recompiled = common::root().join("testdata/corpus/recompilation");
+    let (clean, recompiled) = (clean.to_str().unwrap(), recompiled.to_str().unwrap());
+    for (args, why) in [
+        (&["graph", clean, "--op", "nope.1"][..], "no instruction or computation \"nope.1\""),
+        (&["graph", recompiled, "--op", "dot.32"], "pick one with --program"),
+        (&["graph", clean, "--op", "dot.32", "--hops", "33"], "--hops 33"),
+        (&["graph", clean, "--op", "dot.32", "--text", "--hops", "1"], "--hops"),
+        (&["graph", clean], "--op"),
+    ] {
+        let o = xlens(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(why), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    // An unreadable profile is an error, not a usage mistake: exit 1, one line.
+    let o = xlens(&["graph", "/nonexistent/profile", "--op", "dot.32"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let o = xlens(&["graph", clean, "--op", "dot.32", "--hops", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("jit_train_step(36) / main.40: dot.32 within 1 hops"), "{text}");
+    assert!(text.contains("producer") && text.contains("consumer"), "{text}");
+    let o = xlens(&["graph", recompiled, "--program", "jit_train_step(38)", "--text"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("HloModule jit_train_step\n"), "{}", stdout(&o));
+}

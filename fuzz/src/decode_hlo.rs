@@ -49,7 +49,14 @@ pub fn check(module: &Module) {
         let _ = (module.source(id), module.source_stack(id).len() as u64 <= limits::MAX_STACK_DEPTH);
         let near = module.neighborhood(id, 2);
         assert_eq!(near.first(), Some(&(id, 0)));
+        let within = module.neighborhood_within(id, 2, 16).expect("2 hops is under the limit");
+        assert_eq!(within.nodes.first().map(|n| (n.id, n.distance)), Some((id, 0)));
+        assert!(within.nodes.len() <= 16 && within.found >= within.nodes.len());
+        let _ = module.sharding_text(id);
     }
+    let summary = module.graph_summary();
+    assert_eq!(summary.instructions, module.instructions().len());
+    let _ = module.module_text();
     for comp in module.computations() {
         if let Some(root) = comp.root() {
             assert_eq!(module.instruction(root).computation(), comp.id(), "root outside its computation");

@@ -308,4 +308,6 @@ pub enum Limit {
     ReplicaGroupDevices,
     /// Frames walked for one instruction's call stack.
     StackDepth,
+    /// Hops of a neighbourhood query, from its instruction.
+    NeighborhoodHops,
 }

@@ -14,9 +14,12 @@
 //! - **Costs.** [`Cost`] per instruction and for the whole program, following XLA's
 //!   `HloCostAnalysis` ([`cost`]).
 //! - **Sources.** [`Module::source`] resolves `stack_frame_id`s to the user's file and line.
-//! - **Queries.** By name, opcode, class or category; neighborhoods; collectives with their
+//! - **Queries.** By name, opcode, class or category; neighborhoods
+//!   ([`Module::neighborhood_within`]: producers, consumers, siblings); collectives with their
 //!   replica groups ([`Collective`]); donation ([`Module::input_output_aliases`]); fusions;
-//!   one-line text ([`Module::instruction_text`]); static memory ([`Module::memory_stats`]).
+//!   one-line text ([`Module::instruction_text`]), a computation's or the module's text
+//!   ([`Module::computation_text`], [`Module::module_text`]); shardings
+//!   ([`Module::sharding_text`]); static memory ([`Module::memory_stats`]).
 //! - **Safe on any input.** Decoding is bounded by [`limits`]; bad protos are typed
 //!   [`Error`]s; odd data becomes [`Warning`]s.
 //! - **Frames.** [`frame`] (feature `frames`) turns modules into DataFrames.
@@ -77,6 +80,7 @@ pub use collective::{Collective, GroupEncoding};
 pub use cost::{Cost, CostModel};
 pub use custom_call::CustomCallKind;
 pub use error::{Error, ErrorKind, Location, Result, Warning, WarningKind};
+pub use graph::{GraphSummary, Neighbor, Neighborhood, Relation};
 pub use ids::{CompId, InstrId, UniqueId};
 pub use memory_types::{AllocationRow, AllocationRowKind, MemoryStats, PeakAllocations, PeakBuffer};
 pub use module::{

@@ -34,6 +34,13 @@ pub const MAX_CALL_DEPTH: u64 = 1 << 10;
 pub const MAX_REPLICA_GROUP_DEVICES: u64 = 1 << 22;
 /// Most frames walked for one call stack.
 pub const MAX_STACK_DEPTH: u64 = 1 << 12;
+/// Most hops a neighbourhood query ([`crate::Module::neighborhood_within`]) walks from its
+/// instruction: a query's own argument, not the input's, bounded so that one query's answer
+/// stays readable (at [`NEIGHBORHOOD_NODES`] it is cut anyway).
+pub const MAX_NEIGHBORHOOD_HOPS: u64 = 32;
+/// Most instructions a neighbourhood lists by default, nearest first: XProf's
+/// `get_hlo_neighborhood --max_nodes` default.
+pub const NEIGHBORHOOD_NODES: usize = 200;
 
 /// Bytes of memory a module's decode may charge per byte of its encoded proto, beyond
 /// [`MODULE_BUDGET_MARGIN`]. Real modules hold 130 to 200 bytes of proto per instruction, need 4
@@ -110,6 +117,7 @@ impl Limit {
             Limit::CallDepth => MAX_CALL_DEPTH,
             Limit::ReplicaGroupDevices => MAX_REPLICA_GROUP_DEVICES,
             Limit::StackDepth => MAX_STACK_DEPTH,
+            Limit::NeighborhoodHops => MAX_NEIGHBORHOOD_HOPS,
         }
     }
 
@@ -122,6 +130,7 @@ impl Limit {
             Limit::CallDepth => "depth of computation calls",
             Limit::ReplicaGroupDevices => "number of device ids in expanded replica groups",
             Limit::StackDepth => "depth of a call stack",
+            Limit::NeighborhoodHops => "number of hops of a neighbourhood",
         }
     }
 }

@@ -551,11 +551,16 @@ impl fmt::Display for Shape {
                 }
                 write!(f, "{d}")?;
             }
-            if !l.tiles.is_empty() {
+            // XLA's `Layout::ToString`: `:` before the tiles and memory space, one `T` before
+            // the tiles (`{1,0:T(8,128)(2,1)S(5)}`).
+            if !l.tiles.is_empty() || l.memory_space != 0 {
                 f.write_str(":")?;
+            }
+            if !l.tiles.is_empty() {
+                f.write_str("T")?;
                 for t in &l.tiles {
                     let dims: Vec<String> = t.iter().map(|d| d.to_string()).collect();
-                    write!(f, "T({})", dims.join(","))?;
+                    write!(f, "({})", dims.join(","))?;
                 }
             }
             if l.memory_space != 0 {
@@ -605,7 +610,7 @@ mod tests {
             vec![raw::TileProto { dimensions: vec![8, 128] }, raw::TileProto { dimensions: vec![2, 1] }];
         let s = Shape::from_proto(&p).unwrap();
         assert_eq!(s.tpu_padded_bytes(), 8 * 128 * 2);
-        assert_eq!(s.to_string(), "bf16[3,100]{1,0:T(8,128)T(2,1)}");
+        assert_eq!(s.to_string(), "bf16[3,100]{1,0:T(8,128)(2,1)}");
     }
 
     #[test]

@@ -90,3 +90,79 @@ pub fn device_tiles(s: &raw::OpSharding) -> Option<BTreeMap<i64, Vec<i64>>> {
         _ => None,
     }
 }
+
+/// An `OpSharding` as XLA's HLO text writes it: `{replicated}`, `{maximal device=3}`,
+/// `{manual}`, `{devices=[2,1]0,1}`, `{devices=[2,2]<=[2,2]T(1,0) last_tile_dim_replicate}`, a
+/// tuple's element shardings as `{a, b}`.
+///
+/// ```
+/// use xlens_hlo::raw::OpSharding;
+/// use xlens_hlo::sharding::sharding_text;
+/// let tiled = OpSharding {
+///     r#type: 3,
+///     tile_assignment_dimensions: vec![2, 1],
+///     tile_assignment_devices: vec![0, 1],
+///     ..OpSharding::default()
+/// };
+/// assert_eq!(sharding_text(&tiled), "{devices=[2,1]0,1}");
+/// assert_eq!(sharding_text(&OpSharding::default()), "{replicated}");
+/// ```
+pub fn sharding_text(s: &raw::OpSharding) -> String {
+    format!("{{{}}}", sharding_body(s, 0))
+}
+
+/// Nested tuples deeper than this are written as `...`.
+const MAX_TUPLE_DEPTH: usize = 8;
+
+fn sharding_body(s: &raw::OpSharding, depth: usize) -> String {
+    let join = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    match s.r#type {
+        0 => "replicated".to_owned(),
+        1 => format!("maximal device={}", s.tile_assignment_devices.first().copied().unwrap_or(0)),
+        2 if depth >= MAX_TUPLE_DEPTH => "...".to_owned(),
+        2 => s
+            .tuple_shardings
+            .iter()
+            .map(|t| format!("{{{}}}", sharding_body(t, depth + 1)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        4 => "manual".to_owned(),
+        5 => "unknown".to_owned(),
+        6 => "unreduced".to_owned(),
+        _ => {
+            let devices = if !s.tile_assignment_devices.is_empty() {
+                join(&s.tile_assignment_devices)
+            } else {
+                let reshape = if s.iota_reshape_dims.is_empty() {
+                    vec![s.tile_assignment_dimensions.iter().product::<i64>()]
+                } else {
+                    s.iota_reshape_dims.clone()
+                };
+                let perm = if s.iota_transpose_perm.is_empty() {
+                    String::new()
+                } else {
+                    let p: Vec<String> = s.iota_transpose_perm.iter().map(i32::to_string).collect();
+                    format!("T({})", p.join(","))
+                };
+                format!("<=[{}]{perm}", join(&reshape))
+            };
+            let mut out = format!("devices=[{}]{devices}", join(&s.tile_assignment_dimensions));
+            if s.replicate_on_last_tile_dim {
+                out.push_str(" last_tile_dim_replicate");
+            } else if !s.last_tile_dims.is_empty() {
+                let names: Vec<&str> = s
+                    .last_tile_dims
+                    .iter()
+                    .map(|&t| match t {
+                        0 => "replicated",
+                        4 => "manual",
+                        6 => "unreduced",
+                        _ => "unknown",
+                    })
+                    .collect();
+                out.push_str(&format!(" last_tile_dims={{{}}}", names.join(", ")));
+            }
+            out
+        }
+    }
+}

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::ids::InstrId;
+use crate::ids::{CompId, InstrId};
 use crate::module::Module;
 use crate::opcode::Opcode;
 
@@ -151,5 +151,112 @@ impl Module {
             let _ = write!(s, ", custom_call_target=\"{t}\"");
         }
         s
+    }
+
+    /// A computation as HLO text: `name {` (`ENTRY name {` for the entry), one
+    /// [`Module::instruction_text`] line per instruction, indented by two spaces, and `}`. The
+    /// instructions come in XLA's order: the schedule's where the module schedules the
+    /// computation ([`Module::schedule`]), else XLA's post order (`MakeInstructionPostOrder`:
+    /// from each instruction without users, in the proto's order, operands first, the first
+    /// operand's first).
+    ///
+    /// ```
+    /// use xlens_hlo::{Module, testing};
+    /// let module = Module::decode(testing::tiny_module_bytes().into())?;
+    /// let text = module.computation_text(module.entry().id());
+    /// assert!(text.starts_with("ENTRY "));
+    /// assert!(text.contains("\n  dot.1 = f32[8,16]{1,0} dot(p0, p1)"));
+    /// assert!(text.ends_with("}"));
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn computation_text(&self, id: CompId) -> String {
+        let c = self.computation(id);
+        let mut s = String::new();
+        if id == self.entry().id() {
+            s.push_str("ENTRY ");
+        }
+        let _ = writeln!(s, "{} {{", c.name());
+        let scheduled = self.schedule(id);
+        let post;
+        let order = if scheduled.len() == c.instructions().len() {
+            scheduled
+        } else {
+            post = self.post_order(id);
+            &post
+        };
+        for &i in order {
+            let _ = writeln!(s, "  {}", self.instruction_text(i));
+        }
+        s.push('}');
+        s
+    }
+
+    /// The whole module as HLO text: `HloModule NAME`, then every computation
+    /// ([`Module::computation_text`]) in post order (callees before callers, the entry last), as
+    /// XLA prints a module, separated by blank lines.
+    pub fn module_text(&self) -> String {
+        let mut s = format!("HloModule {}\n", self.name());
+        for &c in self.computation_post_order() {
+            s.push('\n');
+            s.push_str(&self.computation_text(c));
+            s.push('\n');
+        }
+        s
+    }
+
+    /// The instruction's sharding as HLO text (`{devices=[2,1]0,1}`, `{replicated}`,
+    /// `{maximal device=0}`, ...; [`crate::sharding::sharding_text`]), or `None` when it has
+    /// none (or its proto does not decode).
+    pub fn sharding_text(&self, id: InstrId) -> Option<String> {
+        const SHARDING: u64 = 40;
+        let i = self.instruction(id);
+        if !i.encoded.is_empty() && !crate::wire::has_any(&i.encoded, &[SHARDING]).unwrap_or(true) {
+            return None;
+        }
+        i.raw().ok()?.sharding.as_deref().map(crate::sharding::sharding_text)
+    }
+
+    /// XLA's `MakeInstructionPostOrder` of a computation: a depth-first walk from each
+    /// instruction that has no users (in the proto's order) that lists an instruction after its
+    /// operands (the first operand's subgraph first) and its control predecessors.
+    fn post_order(&self, id: CompId) -> Vec<InstrId> {
+        let members = self.computation(id).instructions();
+        let mut state: std::collections::HashMap<InstrId, bool> = std::collections::HashMap::new();
+        let mut out = Vec::with_capacity(members.len());
+        let mut stack = Vec::new();
+        for &start in members {
+            if !self.instruction(start).users().is_empty() || state.contains_key(&start) {
+                continue;
+            }
+            stack.push(start);
+            while let Some(&at) = stack.last() {
+                match state.get(&at) {
+                    Some(&done) => {
+                        stack.pop();
+                        if !done {
+                            state.insert(at, true);
+                            out.push(at);
+                        }
+                    }
+                    None => {
+                        state.insert(at, false);
+                        let i = self.instruction(at);
+                        for &p in i.control_predecessors().iter().rev() {
+                            if !state.contains_key(&p) {
+                                stack.push(p);
+                            }
+                        }
+                        for &o in i.operands().iter().rev() {
+                            if !state.contains_key(&o) {
+                                stack.push(o);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Instructions on a cycle, or otherwise never reached, keep the proto's order at the end.
+        out.extend(members.iter().filter(|m| !state.get(m).copied().unwrap_or(false)));
+        out
     }
 }

@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTDATA = os.path.realpath(os.path.join(ROOT, "testdata"))
-TOOLS = {"scan", "findings", "ops", "hlo", "inventory", "kernels", "roofline", "diff"}
+TOOLS = {"scan", "findings", "ops", "hlo", "inventory", "kernels", "roofline", "diff", "graph"}
 CPU = os.path.join(TESTDATA, "corpus", "recompilation")
 BASELINE = os.path.join(TESTDATA, "corpus", "data_formatting_baseline")
 CHANGED = os.path.join(TESTDATA, "corpus", "data_formatting")
@@ -147,6 +147,24 @@ def test_each_tool_is_its_cli_json() -> None:
         )
         same_as_cli(await ok(session, "kernels", {"path": GPU}), cli("kernels", GPU))
         same_as_cli(await ok(session, "kernels", {"path": GPU, "top": 3}), cli("kernels", GPU, "--top", "3"))
+        # The graph around an instruction, and HLO text (recompilation has the op in two programs).
+        same_as_cli(
+            await ok(session, "graph", {"path": CPU, "op": "dot.32", "program": "jit_train_step(36)"}),
+            cli("graph", CPU, "--op", "dot.32", "--program", "jit_train_step(36)"),
+        )
+        same_as_cli(
+            await ok(session, "graph", {"path": GPU, "op": "gemm_fusion_dot.16", "hops": 3, "max_nodes": 20}),
+            cli("graph", GPU, "--op", "gemm_fusion_dot.16", "--hops", "3", "--max-nodes", "20"),
+        )
+        same_as_cli(
+            await ok(session, "graph", {"path": CPU, "program": "jit_train_step(38)", "text": True}),
+            cli("graph", CPU, "--program", "jit_train_step(38)", "--text"),
+        )
+        same_as_cli(
+            await ok(session, "graph", {"path": GPU, "program": "jit_step", "summary": True}),
+            cli("graph", GPU, "--program", "jit_step", "--summary"),
+        )
+        await refused(session, "graph", {"path": CPU, "op": "dot.32"}, "pick one with --program")
         same_as_cli(await ok(session, "roofline", {}), cli("roofline"))
         same_as_cli(
             await ok(session, "roofline", {"chips": ["TPU v5e", "H100 SXM"]}),
@@ -218,6 +236,9 @@ def test_refusals_are_tool_errors_and_the_server_keeps_serving() -> None:
             await refused(session, "roofline", {"chips": ["no such chip"]}, "no such chip")
             await refused(session, "scan", {"path": "missing.xplane.pb"}, "missing.xplane.pb")
             await refused(session, "no_such_tool", {}, "no tool")
+            await refused(session, "graph", {"path": "inside.xplane.pb", "op": "no_such_op.1"}, "no_such_op.1")
+            await refused(session, "graph", {"path": "inside.xplane.pb", "op": "dot.32", "hops": 99}, "hops")
+            await refused(session, "graph", {"path": "escape.xplane.pb", "op": "dot.32"}, "outside the server's --root")
             # Still serving, and reading what it may.
             inside = os.path.join(root, "inside.xplane.pb")
             same_as_cli(await ok(session, "scan", {"path": "inside.xplane.pb"}), cli("scan", inside))

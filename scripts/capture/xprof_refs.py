@@ -1,6 +1,6 @@
 """Run XProf 2.24.2's own CLI on a captured trace and store its answers as reference output.
 
-    python scripts/capture/xprof_refs.py TRACE_DIR [--only cmd1,cmd2] [--xprof PATH]
+    python scripts/capture/xprof_refs.py TRACE_DIR [--only cmd1,cmd2,prefix*] [--xprof PATH]
         [--baseline NAME=DIR] [--timeout S]
 
 TRACE_DIR holds `<host>.xplane.pb` (flattened) and `ground_truth.json`. For every command,
@@ -238,6 +238,66 @@ def _user():
     return getpass.getuser()
 
 
+def _entry_and_bodies(text):
+    """`(entry lines, {computation: lines})` of an HLO module's text (XProf's `get_hlo_text`)."""
+    comps, name, lines, entry = {}, None, [], None
+    for line in text.splitlines():
+        s = line.strip()
+        if name is None:
+            m = re.match(r"^(ENTRY )?%?([^\s({]+) .*\{$", s)
+            if m and not s.startswith("HloModule"):
+                name, lines = m.group(2), []
+                if m.group(1):
+                    entry = name
+        elif s == "}":
+            comps[name] = lines
+            name = None
+        else:
+            lines.append(s)
+    return comps.get(entry, []), {k: v for k, v in comps.items() if k != entry}
+
+
+def _opcode(line):
+    m = re.match(r"^(?:ROOT )?%?(\S+) = .*? ([a-z][a-z0-9-]*)\(", line)
+    return (m.group(1), m.group(2)) if m else (None, None)
+
+
+def graph_focus(text):
+    """The instructions whose neighbourhoods are asked for: the entry's first dot, convolution or
+    custom call (else its first fusion), its last fusion, and the root of the body the first entry
+    fusion calls. Chosen from XProf's own module text so that the references need nothing of
+    xlens."""
+    entry, bodies = _entry_and_bodies(text)
+    ops = [_opcode(l) for l in entry]
+    picks = {}
+    heavy = [n for n, o in ops if o in ("dot", "convolution", "custom-call")]
+    fusions = [n for n, o in ops if o == "fusion"]
+    if heavy or fusions:
+        picks["first"] = (heavy or fusions)[0]
+    if fusions:
+        picks["last_fusion"] = fusions[-1]
+        first = next(l for l in entry if _opcode(l)[0] == fusions[0])
+        m = re.search(r"calls=%?([^\s,})]+)", first)
+        body = bodies.get(m.group(1)) if m else None
+        root = next((l for l in body or [] if l.startswith("ROOT ")), None)
+        if root:
+            picks["fused_root"] = _opcode(root)[0]
+    return picks
+
+
+def graph_commands(trace_name, module, text):
+    """XProf's HLO-graph commands on the instructions `graph_focus` picks."""
+    cmds = []
+    for key, op in graph_focus(text).items():
+        radius = {"first": [], "last_fusion": ["--radius=3"], "fused_root": ["--radius=1"]}[key]
+        cmds.append((f"get_hlo_neighborhood__{key}", ["get_hlo_neighborhood", trace_name,
+                     f"--instruction_name={op}", f"--module_name={module}"] + radius))
+        if key == "first":
+            cmds.append((f"get_hlo_text__{key}", ["get_hlo_text", trace_name, f"--module_name={module}",
+                         f"--op_name={op}"]))
+    return cmds
+
+
 def commands_for(trace_name, module, gt, baseline_name=None):
     cmds = []
     for name, tail in BASE_COMMANDS:
@@ -283,10 +343,21 @@ def main():
         bname, bdir = a.baseline.split("=", 1)
         extra[bname] = sorted(os.path.join(bdir, f) for f in os.listdir(bdir) if f.endswith(".xplane.pb"))
     cmds = commands_for(tname, module, gt, bname)
+    out = a.out or os.path.join(tdir, "xprof")
+    text_ref = os.path.join(out, "get_hlo_text__main.json")
+    if os.path.exists(text_ref):
+        # The module and its text as XProf printed them (the corpus's ground truth names no
+        # module: its references were made with the module in the argv).
+        with open(text_ref) as fh:
+            ref = json.load(fh)
+        text = (ref.get("output") or {}).get("content") or ""
+        named = next((a.split("=", 1)[1] for a in ref["argv"] if a.startswith("--module_name=")), None)
+        if named and text:
+            cmds += graph_commands(tname, named, text)
     if a.only:
         keep = set(a.only.split(","))
-        cmds = [c for c in cmds if c[0] in keep]
-    out = a.out or os.path.join(tdir, "xprof")
+        cmds = [c for c in cmds if c[0] in keep or any(c[0].startswith(k.rstrip("*")) for k in keep
+                                                        if k.endswith("*"))]
     os.makedirs(out, exist_ok=True)
     ipath = os.path.join(out, "_index.json")
     index = {}

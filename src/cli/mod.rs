@@ -11,6 +11,7 @@ mod commands;
 mod device;
 mod diff;
 mod events;
+mod graph;
 mod jobs;
 mod mcp;
 mod memory;
@@ -28,6 +29,7 @@ pub use commands::{
 };
 pub use device::DeviceCmd;
 pub use events::EventsCmd;
+pub use graph::GraphCmd;
 pub use mcp::McpCmd;
 pub use memory::MemoryCmd;
 #[cfg(feature = "capture")]
@@ -86,6 +88,9 @@ enum Command {
     Device(DeviceCmd),
     /// Each HLO program's device memory: its total and the buffers live at its peak.
     Memory(MemoryCmd),
+    /// The HLO graph around one instruction (producers, consumers, their shapes, sources and
+    /// times), or the HLO text of an instruction, a computation or a program.
+    Graph(GraphCmd),
     /// The chip catalogue's rooflines and ridge points.
     Roofline(RooflineCmd),
     /// HBM plans: state, activations, KV cache, bytes per chip, fewest chips, largest batch.
@@ -138,6 +143,7 @@ pub fn main() -> ExitCode {
         Command::Events(cmd) => cmd.run(),
         Command::Device(cmd) => cmd.run(),
         Command::Memory(cmd) => cmd.run(),
+        Command::Graph(cmd) => cmd.run(),
         Command::Roofline(cmd) => cmd.run(),
         Command::Synth(cmd) => cmd.run(),
         Command::Mcp(cmd) => cmd.run(),

@@ -138,3 +138,26 @@ pub(crate) fn xprof_references(command: &str, require_ok: bool) -> Vec<(PathBuf,
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
+
+/// Every XProf run of testdata whose reference name starts with `prefix`
+/// (`testdata/<group>/<profile>/xprof/<prefix>*.json`): the profile's path, the reference's path
+/// and the whole record (`argv`, `rc`, `output` or `stdout_text`), by profile then name; for
+/// tests that replay XProf's argv.
+pub(crate) fn xprof_runs(prefix: &str) -> Vec<(PathBuf, PathBuf, serde_json::Value)> {
+    let mut out = Vec::new();
+    for group in std::fs::read_dir(root().join("testdata")).unwrap().flatten() {
+        let Ok(profiles) = std::fs::read_dir(group.path()) else { continue };
+        for profile in profiles.flatten() {
+            let Ok(refs) = std::fs::read_dir(profile.path().join("xprof")) else { continue };
+            for r in refs.flatten() {
+                let name = r.file_name().to_string_lossy().into_owned();
+                if name.starts_with(prefix) && name.ends_with(".json") {
+                    let doc = serde_json::from_str(&std::fs::read_to_string(r.path()).unwrap()).unwrap();
+                    out.push((profile.path(), r.path(), doc));
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out
+}

@@ -93,6 +93,12 @@ pub(crate) static TOOLS: &[Tool] = &[
         arguments: arguments::<DiffArgs>,
         run: |s, a| diff(s, parse(a)?).map(Arc::new),
     },
+    Tool {
+        name: "graph",
+        description: "The HLO graph around one instruction of a profile's programs, as `xlens graph --op NAME --json` (XProf's get_hlo_neighborhood): every instruction within `hops` hops (default 2) through operands and users, nearest first, each with its distance, relation to the centre (producer, consumer, sibling), opcode, shape, layout, fusion kind, called computations, sharding, JAX op name, source file:line, operands, users, HLO text line, and measured occurrences, time and self time from the op profile. With `text: true`, the HLO text of the instruction or computation `op` names, or of the whole program `program` names when `op` is omitted (XProf's get_hlo_text); with `summary: true`, the program's counts of computations, instructions, edges, fusions, custom calls and fusion blockers and its commonest kernel opcodes (XProf's query_hlo_graph summary). Call it after `ops` or a finding names a slow op, to see what feeds it and what reads it (a copy, bitcast or transpose next to it that blocks fusion, the source line to change). A name found in several programs needs `program`.",
+        arguments: arguments::<GraphArgs>,
+        run: |s, a| graph(s, parse(a)?),
+    },
 ];
 
 /// The server's state: where it may read, and what it keeps.
@@ -393,6 +399,74 @@ fn kernels(state: &State, args: KernelsArgs) -> Result<Arc<Value>, String> {
     })
 }
 
+/// `graph`'s arguments (those of `xlens graph`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GraphArgs {
+    /// The profile (or a `*.hlo_proto.pb`), under the server's root.
+    path: String,
+    /// The instruction (e.g. `fusion.12`); with `text`, also a computation. Required unless
+    /// `text`.
+    #[serde(default)]
+    op: Option<String>,
+    /// The program to look in (`jit_step(3)`, its name without the id when unique, or a prefix).
+    #[serde(default)]
+    program: Option<String>,
+    /// Hops walked from the instruction (default 2, at most 32).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    hops: Option<usize>,
+    /// Instructions listed at most, nearest first (default 200).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    max_nodes: Option<usize>,
+    /// The HLO text of `op` (or of the program) instead of the neighbourhood.
+    #[serde(default)]
+    text: bool,
+    /// The program's graph in figures instead (XProf's `query_hlo_graph --mode=summary`): needs
+    /// `program` when the profile has several, no `op`.
+    #[serde(default)]
+    summary: bool,
+}
+
+fn graph(state: &State, args: GraphArgs) -> Result<Arc<Value>, String> {
+    use crate::graph::{
+        GraphRequest, graph_document, graph_summary, graph_summary_in, hlo_text, hlo_text_in, op_graph, op_graph_in,
+    };
+    if args.op.is_none() && !args.text && !args.summary {
+        return Err("invalid arguments: op is required unless text or summary is true".to_owned());
+    }
+    if (args.text || args.summary) && (args.hops.is_some() || args.max_nodes.is_some()) {
+        return Err("invalid arguments: hops and max_nodes do not go with text or summary".to_owned());
+    }
+    if args.summary && (args.text || args.op.is_some()) {
+        return Err("invalid arguments: summary goes with neither op nor text".to_owned());
+    }
+    let defaults = GraphRequest::default();
+    let req = GraphRequest {
+        op: args.op.clone(),
+        program: args.program.clone(),
+        hops: args.hops.unwrap_or(defaults.hops),
+        max_nodes: args.max_nodes.unwrap_or(defaults.max_nodes),
+    };
+    let profile = state.profile(&args.path, None, &[])?;
+    let key = serde_json::json!(["graph", args.op, args.program, req.hops, req.max_nodes, args.text, args.summary])
+        .to_string();
+    let why = |e: crate::graph::GraphError| one_line(&e);
+    if args.summary {
+        return profile.document(&key, || match &profile.run {
+            Some(_) => graph_summary_in(&*profile.opened()?, &req).map_err(why),
+            None => graph_summary(&profile.path, &req).map_err(why),
+        });
+    }
+    profile.document(&key, || match (&profile.run, args.text) {
+        (Some(_), true) => hlo_text_in(&*profile.opened()?, &req).map_err(why),
+        (None, true) => hlo_text(&profile.path, &req).map_err(why),
+        (Some(_), false) => op_graph_in(&*profile.opened()?, &req).map(|g| graph_document(&g)).map_err(why),
+        (None, false) => op_graph(&profile.path, &req).map(|g| graph_document(&g)).map_err(why),
+    })
+}
+
 /// `roofline`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -503,6 +577,23 @@ mod tests {
     }
 
     #[test]
+    fn graph_is_xlens_graph_json() {
+        let s = state();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/corpus/clean");
+        let got: Value =
+            serde_json::from_str(&call(&s, "graph", args(json!({ "path": path, "op": "dot.32", "hops": 1 }))).unwrap())
+                .unwrap();
+        let req = crate::graph::GraphRequest { op: Some("dot.32".into()), hops: 1, ..Default::default() };
+        let expected = crate::graph::graph_document(&crate::graph::op_graph(std::path::Path::new(path), &req).unwrap());
+        assert_eq!(got, expected);
+        let text: Value = serde_json::from_str(
+            &call(&s, "graph", args(json!({ "path": "corpus/clean", "op": "main.40", "text": true }))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(text["kind"], "computation");
+    }
+
+    #[test]
     fn refusals_and_mistakes_are_one_line_errors() {
         let s = state();
         let cases = [
@@ -519,6 +610,9 @@ mod tests {
             ("scan", json!({ "path": "corpus/clean", "only": ["nope"] }), "not a detector id"),
             ("roofline", json!({ "chips": ["nope"] }), "nope"),
             ("nope", json!({}), "no tool \"nope\""),
+            ("graph", json!({ "path": "corpus/clean", "op": "nope.1" }), "no instruction or computation \"nope.1\""),
+            ("graph", json!({ "path": "corpus/clean", "op": "dot.32", "hops": 99 }), "over the limit of 32"),
+            ("graph", json!({ "path": "corpus/clean" }), "op is required"),
         ];
         for (tool, a, why) in cases {
             let e = call(&s, tool, args(a.clone())).unwrap_err();
