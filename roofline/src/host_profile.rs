@@ -10,7 +10,7 @@ use xlens_hlo::Module;
 use xlens_xplane::{DeviceKind, Error, Host, Picos, Session, Space, SpaceSummary, summarize};
 
 use crate::intervals::{IntervalCursor, median_of};
-use crate::{Chip, DeviceTimeline, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
+use crate::{Chip, DeviceTimeline, FrameworkInfo, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
 
 /// Per op name of one program: the median over steps of its time in each step (ms).
 pub type StepMedians = std::collections::BTreeMap<String, f64>;
@@ -27,6 +27,7 @@ pub struct HostProfile {
     op_profile: OnceLock<Result<OpProfile, Shared>>,
     anatomy: OnceLock<Result<Vec<StepAnatomy>, Shared>>,
     chip: OnceLock<Option<Chip>>,
+    framework: OnceLock<FrameworkInfo>,
     host_ops: OnceLock<(HostOps, Option<Shared>)>,
     /// The op table as [`HostProfile::prepare`] reads it beside the HLO modules, before its
     /// graph kernels are named: naming them needs the modules, and a worker that waited for
@@ -51,6 +52,7 @@ impl HostProfile {
             op_profile: OnceLock::new(),
             anatomy: OnceLock::new(),
             chip: OnceLock::new(),
+            framework: OnceLock::new(),
             host_ops: OnceLock::new(),
             host_ops_read: std::sync::Mutex::default(),
             host_op_order: OnceLock::new(),
@@ -378,6 +380,15 @@ impl HostProfile {
             (ops, None) => Ok(ops),
             (_, Some(e)) => Err(e.clone()),
         }
+    }
+
+    /// The framework that produced the profile (JAX, TensorFlow, PyTorch/XLA or unknown), with
+    /// whether it ran through XLA and the names that say so ([`crate::framework`] gives the
+    /// rule). Read from names the capture records; the HLO modules are decoded only when no
+    /// name decides.
+    pub fn framework(&self) -> &FrameworkInfo {
+        self.framework
+            .get_or_init(|| crate::framework::detect(&self.space, self.summary.hlo_programs, || self.modules()))
     }
 
     /// The chip: peaks from the profile's capability stats, else the catalogue; `None` on CPU.
