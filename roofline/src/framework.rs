@@ -147,7 +147,7 @@ impl FrameworkInfo {
             return FrameworkInfo {
                 name: first.name,
                 xla: hosts.iter().any(|(_, f)| f.xla),
-                evidence: (*first).evidence.clone(),
+                evidence: first.evidence.clone(),
             };
         }
         let listed: Vec<String> = hosts.iter().take(8).map(|(h, f)| format!("{h}: {}", f.name.as_str())).collect();
@@ -192,23 +192,33 @@ pub(crate) fn detect<'m>(space: &Space, hlo_programs: usize, modules: impl FnOnc
     })
 }
 
-/// One kind of sign: how many names showed it and the first of them.
+/// One kind of sign: how many distinct names showed it (a name each plane's table repeats
+/// counts once) and the first of them.
 #[derive(Default, Debug)]
 struct Sign {
-    count: usize,
+    names: std::collections::HashSet<String>,
     example: Option<String>,
 }
 
+/// Distinct names counted per sign; more are still a sign, not counted.
+const MAX_NAMES_COUNTED: usize = 100_000;
+
 impl Sign {
     fn add(&mut self, name: &str) {
-        self.count += 1;
+        if self.names.len() < MAX_NAMES_COUNTED && !self.names.contains(name) {
+            self.names.insert(name.to_owned());
+        }
         if self.example.is_none() {
             self.example = Some(clip(name));
         }
     }
 
+    fn count(&self) -> usize {
+        self.names.len()
+    }
+
     fn found(&self) -> bool {
-        self.count > 0
+        !self.names.is_empty()
     }
 }
 
@@ -312,7 +322,7 @@ impl Signs {
         // TensorFlow op events alone (a `name:Type` TraceMe) are the weakest sign: they need
         // company, or a few of them.
         let strong = tf[..5].iter().any(|(s, _)| s.found());
-        if strong || self.tf_ops.count >= MIN_TF_OPS_ALONE {
+        if strong || self.tf_ops.count() >= MIN_TF_OPS_ALONE {
             let mut evidence = evidence(&tf).unwrap_or_default();
             let xla = has_programs || self.tf_xla_ops.found();
             if let Some(example) = &self.tf_xla_ops.example {
@@ -353,12 +363,17 @@ const XLA_OP_TYPES: &[&str] = &[
     "TPUCompile",
 ];
 
-/// The signs found, in words: `what (example, N names)`, joined; `None` when none.
+/// Signs named in the evidence: the strongest few say enough.
+const MAX_SIGNS_NAMED: usize = 3;
+
+/// The signs found (the first [`MAX_SIGNS_NAMED`]), in words: `what (example and N more)`,
+/// joined; `None` when none.
 fn evidence(signs: &[(&Sign, &str)]) -> Option<String> {
     let parts: Vec<String> = signs
         .iter()
         .filter(|(s, _)| s.found())
-        .map(|(s, what)| match (&s.example, s.count) {
+        .take(MAX_SIGNS_NAMED)
+        .map(|(s, what)| match (&s.example, s.count()) {
             (Some(e), 1) => format!("{what} ({e})"),
             (Some(e), n) => format!("{what} ({e} and {} more)", n - 1),
             (None, _) => (*what).to_owned(),
@@ -367,9 +382,9 @@ fn evidence(signs: &[(&Sign, &str)]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-/// A name as evidence: at most 80 characters.
+/// A name as evidence: at most 60 characters.
 fn clip(name: &str) -> String {
-    const MAX: usize = 80;
+    const MAX: usize = 60;
     if name.chars().count() <= MAX {
         name.to_owned()
     } else {

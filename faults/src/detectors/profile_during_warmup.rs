@@ -7,7 +7,7 @@ use xlens_xplane::{Event, Picos};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 
 /// See the module docs.
@@ -39,10 +39,21 @@ const META: DetectorMeta = DetectorMeta {
                      compile time, so it fires there only when the first device step itself is slow. The impact \
                      is the first step's excess over the median spread over all steps: P0 from 20 % of the mean \
                      step, P2 under 2 %.",
-        fix: "Run one or more warm-up steps before starting the profiler (call the jitted step once and \
-              `jax.block_until_ready` its result, or compile ahead with `jax.jit(f).lower(...).compile()`), then \
-              capture a window of steady-state steps with `jax.profiler.start_trace`/`stop_trace` or \
-              `jax.profiler.trace` around steps N..N+k; enable the persistent compilation cache to shorten warm-up.",
+        fix: "Run one or more warm-up steps before starting the profiler (run the compiled step once and wait for \
+              its result, or compile ahead of time), then capture a window of steady-state steps; enable the \
+              persistent compilation cache to shorten warm-up.",
+        fix_lines: FixLines {
+            jax: "call the jitted step once and `jax.block_until_ready` its result (or compile ahead with \
+                  `jax.jit(f).lower(...).compile()`), then trace steps N..N+k with \
+                  `jax.profiler.start_trace`/`stop_trace` or `jax.profiler.trace`; the persistent cache is \
+                  `jax_compilation_cache_dir`.",
+            tensorflow: "profile later batches: Keras's `TensorBoard(profile_batch=(10, 15))` callback, or \
+                         `tf.profiler.experimental.start`/`stop` around steps N..N+k once the first steps have built \
+                         the graph and autotuned cuDNN.",
+            pytorch_xla: "run a few steps (every input shape once) before `xp.start_trace`/`xp.trace_detached` \
+                          (`torch_xla.debug.profiler`), and keep compiled graphs across runs with \
+                          `torch_xla.runtime.initialize_cache(path)`.",
+        },
     },
 };
 
