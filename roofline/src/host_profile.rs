@@ -82,8 +82,8 @@ impl HostProfile {
     }
 
     /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules,
-    /// duty cycle, the per-step op medians of host-thread ops), instead of on first use. Errors
-    /// are kept and reported by the accessors.
+    /// duty cycle, the per-step op medians of host-thread ops, chip, framework), instead of on
+    /// first use. Errors are kept and reported by the accessors.
     pub fn prepare(&self) {
         self.prepare_timed(&|_, _| {});
     }
@@ -189,6 +189,11 @@ impl HostProfile {
         );
         time("chip", &|| {
             let _ = self.chip();
+        });
+        // Every detector's findings read it (their fixes follow the framework): built here, no
+        // detector waits for another to detect it.
+        time("framework", &|| {
+            let _ = self.framework();
         });
     }
 
