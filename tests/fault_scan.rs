@@ -41,6 +41,7 @@ fn json_contract_and_stable_order() {
             "status",
             "summary",
             "profile",
+            "framework",
             "metrics",
             "hosts",
             "findings",
@@ -53,6 +54,9 @@ fn json_contract_and_stable_order() {
             "comparison"
         ]
     );
+    let framework: Vec<&str> = v["framework"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(framework, ["name", "xla", "evidence"]);
+    assert_eq!((&v["framework"]["name"], &v["framework"]["xla"]), (&"jax".into(), &true.into()));
     let comparison: Vec<&str> = v["comparison"].as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(comparison, ["step_times_ms", "categories", "ops", "ops_cutoff_ms_per_step", "cores"]);
     assert_eq!(v["comparison"]["step_times_ms"].as_array().unwrap().len(), r.metrics.step_count);

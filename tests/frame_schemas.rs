@@ -69,7 +69,9 @@ const NOTES: &[(&str, &str)] = &[
         "metrics",
         "A row per health figure of a host (docs/metrics.md). A scan of several hosts also writes \
          `session_metrics`, with the same columns: the report's own figures (its step time the slowest \
-         host's per step), which no host's table holds.",
+         host's per step), which no host's table holds. The profile's framework is three rows of words \
+         (`text`): `framework` (`jax`, `tensorflow`, `pytorch_xla` or `unknown`, the JSON's `framework.name`), \
+         `framework_xla` (`true` or `false`) and `framework_evidence` (what in the capture says so).",
     ),
     (
         "evidence",

@@ -13,12 +13,15 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use xlens::faults::{DETECTORS, Profile, ScanConfig, Severity, Status, scan};
+use xlens::roofline::{FRAMEWORKS, Framework};
 
 /// One labelled profile.
 struct Label {
     profile: String,
     report: BTreeSet<String>,
     not: BTreeSet<String>,
+    /// The framework its scan detected (filled in by the scan).
+    framework: Framework,
 }
 
 fn labels() -> Vec<Label> {
@@ -35,6 +38,7 @@ fn labels() -> Vec<Label> {
             profile: p["profile"].as_str().unwrap().to_owned(),
             report: set(&p["report"]),
             not: set(&p["not"]),
+            framework: Framework::Unknown,
         })
         .collect()
 }
@@ -67,6 +71,8 @@ struct Score {
     forbidden: usize,
     missed: Vec<String>,
     false_alarms: Vec<String>,
+    /// Per framework of the profiles: labelled, found, false alarms.
+    by_framework: BTreeMap<Framework, (usize, usize, usize)>,
 }
 
 fn pct(part: usize, whole: usize) -> String {
@@ -82,13 +88,33 @@ fn scorecard(scores: &BTreeMap<&str, Score>, labels: &[Label]) -> String {
          report it; *found* counts those it reported at P0/P1; a *false alarm* is a P0/P1 report the labels do \
          not ask for, or any report the labels forbid. The test fails on any miss or false alarm.\n\n",
     );
-    let _ = writeln!(s, "{} labelled profiles.\n", labels.len());
-    let _ = writeln!(s, "| detector | labelled | found | forbidden on | false alarms | recall | precision |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    // A column per framework the profiles come from (the framework each scan detected).
+    let frameworks: Vec<Framework> =
+        FRAMEWORKS.into_iter().filter(|f| labels.iter().any(|l| l.framework == *f)).collect();
+    let counts: Vec<String> = frameworks
+        .iter()
+        .map(|f| format!("{} {}", labels.iter().filter(|l| l.framework == *f).count(), f.label()))
+        .collect();
+    let _ = writeln!(s, "{} labelled profiles ({}).\n", labels.len(), counts.join(", "));
+    let _ = writeln!(
+        s,
+        "Each framework's column gives the detector's found / labelled on that framework's profiles, and its false \
+         alarms there when it has any.\n"
+    );
+    let columns: String = frameworks.iter().map(|f| format!(" {} |", f.label())).collect();
+    let _ = writeln!(s, "| detector | labelled | found | forbidden on | false alarms | recall | precision |{columns}");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(frameworks.len()));
     for (id, sc) in scores {
+        let cells: String = frameworks
+            .iter()
+            .map(|f| match sc.by_framework.get(f).copied().unwrap_or_default() {
+                (labelled, found, 0) => format!(" {found}/{labelled} |"),
+                (labelled, found, alarms) => format!(" {found}/{labelled}, {alarms} false alarm(s) |"),
+            })
+            .collect();
         let _ = writeln!(
             s,
-            "| `{id}` | {} | {} | {} | {} | {} | {} |",
+            "| `{id}` | {} | {} | {} | {} | {} | {} |{cells}",
             sc.labelled,
             sc.found,
             sc.forbidden,
@@ -98,8 +124,8 @@ fn scorecard(scores: &BTreeMap<&str, Score>, labels: &[Label]) -> String {
         );
     }
     let _ = writeln!(s, "\n## The labels\n");
-    let _ = writeln!(s, "| profile | must report (P0/P1) | must not report |");
-    let _ = writeln!(s, "|---|---|---|");
+    let _ = writeln!(s, "| profile | framework | must report (P0/P1) | must not report |");
+    let _ = writeln!(s, "|---|---|---|---|");
     let list = |set: &BTreeSet<String>| {
         if set.is_empty() {
             "-".to_owned()
@@ -108,17 +134,18 @@ fn scorecard(scores: &BTreeMap<&str, Score>, labels: &[Label]) -> String {
         }
     };
     for l in labels {
-        let _ = writeln!(s, "| `{}` | {} | {} |", l.profile, list(&l.report), list(&l.not));
+        let _ = writeln!(s, "| `{}` | {} | {} | {} |", l.profile, l.framework.label(), list(&l.report), list(&l.not));
     }
     s
 }
 
-/// The ids a scan reports at P0/P1 and at any severity, and its verdict.
-fn scanned(dir: &Path) -> (BTreeSet<String>, BTreeSet<String>, Status) {
+/// The ids a scan reports at P0/P1 and at any severity, its verdict and the framework it
+/// detected.
+fn scanned(dir: &Path) -> (BTreeSet<String>, BTreeSet<String>, Status, Framework) {
     let report = scan(&Profile::from_session(xlens_testkit::open_session(dir).unwrap()), &ScanConfig::default());
     let serious = report.findings.iter().filter(|f| f.severity <= Severity::P1).map(|f| f.id.clone()).collect();
     let all = report.findings.iter().map(|f| f.id.clone()).collect();
-    (serious, all, report.status)
+    (serious, all, report.status, report.framework.name)
 }
 
 /// The detector a capture manifest's fault name stands for.
@@ -185,7 +212,7 @@ fn labels_agree_with_the_captures_ground_truth() {
 
 #[test]
 fn every_profile_is_labelled_and_every_detector_scores_full_marks() {
-    let labels = labels();
+    let mut labels = labels();
     let labelled: BTreeSet<String> = labels.iter().map(|l| l.profile.clone()).collect();
     let on_disk = profile_dirs();
     assert_eq!(labelled.len(), labels.len(), "a profile is labelled twice");
@@ -196,26 +223,31 @@ fn every_profile_is_labelled_and_every_detector_scores_full_marks() {
 
     let ids: BTreeSet<&str> = DETECTORS.iter().map(|d| d.id()).collect();
     let mut scores: BTreeMap<&str, Score> = ids.iter().map(|&id| (id, Score::default())).collect();
-    for label in &labels {
+    for label in &mut labels {
         for id in label.report.iter().chain(&label.not) {
             assert!(ids.contains(id.as_str()), "{}: unknown detector {id}", label.profile);
         }
-        let (serious, all, status) = scanned(&root().join("testdata").join(&label.profile));
+        let (serious, all, status, framework) = scanned(&root().join("testdata").join(&label.profile));
+        label.framework = framework;
         // The verdict follows the findings: OPTIMAL exactly when nothing is due at P0/P1.
         let verdict = if label.report.is_empty() { Status::Optimal } else { Status::NeedsAttention };
         assert_eq!(status, verdict, "{}", label.profile);
         for &id in &ids {
             let score = scores.get_mut(id).unwrap();
             let must = label.report.contains(id);
+            let by_framework = score.by_framework.entry(framework).or_default();
             if must {
                 score.labelled += 1;
+                by_framework.0 += 1;
                 if serious.contains(id) {
                     score.found += 1;
+                    by_framework.1 += 1;
                 } else {
                     score.missed.push(label.profile.clone());
                 }
             } else if serious.contains(id) || (label.not.contains(id) && all.contains(id)) {
                 score.false_alarms.push(label.profile.clone());
+                by_framework.2 += 1;
             }
             if label.not.contains(id) {
                 score.forbidden += 1;

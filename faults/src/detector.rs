@@ -1,7 +1,7 @@
 //! The `Detector` trait: one fault, one unit struct, one file under `detectors/`.
 
 use crate::config::ScanConfig;
-use crate::finding::{Evidence, Finding, Findings, Impact, Scope, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Scope, Severity};
 use crate::profile::HostProfile;
 pub use crate::profile::Need;
 use crate::report::HostSummary;
@@ -17,8 +17,12 @@ pub struct DetectorDoc {
     pub evidence: &'static str,
     /// Its thresholds, with their config names.
     pub thresholds: &'static str,
-    /// The usual fix.
+    /// The usual fix, framework-neutral: what to change, in words any framework's user reads
+    /// (no framework's API).
     pub fix: &'static str,
+    /// The usual fix in each framework's own API, added after `fix` for a profile of that
+    /// framework ([`FixLines::text`]).
+    pub fix_lines: FixLines,
 }
 
 /// A detector declines to run on odd data with a reason (it is then listed as skipped).
@@ -127,7 +131,7 @@ impl std::fmt::Debug for dyn AnyDetector {
 // The constructor lives beside the trait it reads, so that `finding` does not depend on it.
 impl Finding {
     /// A finding of `detector` (its id, title and fix), on the host being scanned: the scan
-    /// fills in the host.
+    /// fills in the host, and [`Findings::push`] the fix's line for the profile's framework.
     pub fn new(
         detector: &(impl AnyDetector + ?Sized),
         severity: Severity,
@@ -147,6 +151,7 @@ impl Finding {
             scope: Scope::Host,
             hosts: Vec::new(),
             variant: String::new(),
+            fix_lines: Some(detector.doc().fix_lines),
         }
     }
 }

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::Serialize;
+use xlens_roofline::Framework;
 
 /// How urgent a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
@@ -223,6 +224,54 @@ impl Impact {
     }
 }
 
+/// The framework-specific lines of a fix: what its framework-neutral core (the detector's
+/// [`DetectorDoc::fix`](crate::DetectorDoc::fix)) means in each framework's own API. A finding's
+/// fix is the core followed by the line of the profile's framework ([`FixLines::text`]); a
+/// profile of an unknown framework gets the core alone, so no user reads another framework's
+/// API. An empty line adds nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FixLines {
+    /// For JAX.
+    pub jax: &'static str,
+    /// For TensorFlow (Keras, `tf.function`, `tf.data`, `tf.distribute`).
+    pub tensorflow: &'static str,
+    /// For PyTorch/XLA (`torch_xla`).
+    pub pytorch_xla: &'static str,
+}
+
+impl FixLines {
+    /// No framework-specific line: the core alone for every framework.
+    pub const NONE: FixLines = FixLines { jax: "", tensorflow: "", pytorch_xla: "" };
+
+    /// The line for `framework` (empty for an unknown one).
+    pub fn line(&self, framework: Framework) -> &'static str {
+        match framework {
+            Framework::Jax => self.jax,
+            Framework::TensorFlow => self.tensorflow,
+            Framework::PyTorchXla => self.pytorch_xla,
+            Framework::Unknown => "",
+        }
+    }
+
+    /// The fix a user of `framework` reads: `core`, then `In <framework>: <line>` when there is
+    /// a line.
+    ///
+    /// ```
+    /// use xlens_faults::FixLines;
+    /// use xlens_roofline::Framework;
+    /// let lines = FixLines { jax: "`jax.jit` it.", tensorflow: "`tf.function` it.", pytorch_xla: "" };
+    /// assert_eq!(lines.text("Compile the step.", Framework::TensorFlow), "Compile the step. In TensorFlow: `tf.function` it.");
+    /// assert_eq!(lines.text("Compile the step.", Framework::PyTorchXla), "Compile the step.");
+    /// assert_eq!(lines.text("Compile the step.", Framework::Unknown), "Compile the step.");
+    /// ```
+    pub fn text(&self, core: &str, framework: Framework) -> String {
+        match self.line(framework) {
+            "" => core.to_owned(),
+            line => format!("{core} In {}: {line}", framework.label()),
+        }
+    }
+}
+
 /// Whether a finding is about hosts (found on one or several) or about the whole session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -262,7 +311,9 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
     /// The expected gain from fixing it.
     pub impact: Impact,
-    /// What to do about it.
+    /// What to do about it: the detector's framework-neutral core, then the line for the
+    /// profile's framework ([`FixLines::text`]; written when the finding is pushed to
+    /// [`Findings`]).
     pub fix: String,
     /// The host whose figures `what`, `impact` and `evidence` give: the host it was found on, the
     /// worst of them when found on several, [`SESSION_HOST`] for session-wide findings.
@@ -277,12 +328,24 @@ pub struct Finding {
     /// the JSON (the text says which pattern it is).
     #[serde(skip)]
     pub variant: String,
+    /// The framework-specific lines `fix` still waits for: [`Findings::push`] writes the line of
+    /// the scanned profile's framework after the core and clears them. Not part of the JSON.
+    #[serde(skip)]
+    pub fix_lines: Option<FixLines>,
 }
 
 impl Finding {
-    /// The same finding with another fix (one fitting what was found).
+    /// The same finding with another framework-neutral fix (one fitting what was found); the
+    /// framework-specific lines stay those of the detector.
     pub fn with_fix(mut self, fix: String) -> Finding {
         self.fix = fix;
+        self
+    }
+
+    /// The same finding with other framework-specific lines ([`FixLines::NONE`]: the core
+    /// alone).
+    pub fn with_fix_lines(mut self, lines: FixLines) -> Finding {
+        self.fix_lines = Some(lines);
         self
     }
 
@@ -298,15 +361,30 @@ impl Finding {
     }
 }
 
-/// Where detectors put their findings.
+/// Where detectors put their findings, for a profile of one framework (unknown by default): a
+/// finding's fix gets that framework's line as it comes in.
 #[derive(Debug, Default)]
 pub struct Findings {
     items: Vec<Finding>,
+    framework: Framework,
 }
 
 impl Findings {
-    /// Adds a finding.
-    pub fn push(&mut self, finding: Finding) {
+    /// A sink for the findings on a profile of `framework`.
+    pub fn for_framework(framework: Framework) -> Findings {
+        Findings { items: Vec::new(), framework }
+    }
+
+    /// The framework whose users read these findings.
+    pub fn framework(&self) -> Framework {
+        self.framework
+    }
+
+    /// Adds a finding, its fix completed with the line for the framework ([`FixLines::text`]).
+    pub fn push(&mut self, mut finding: Finding) {
+        if let Some(lines) = finding.fix_lines.take() {
+            finding.fix = lines.text(&finding.fix, self.framework);
+        }
         self.items.push(finding);
     }
 

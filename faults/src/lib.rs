@@ -39,7 +39,9 @@ pub(crate) mod testing;
 
 pub use config::{ScanConfig, StatusThresholds, StepRange, Thresholds};
 pub use detector::{AnyDetector, Detector, DetectorDoc, DetectorMeta, Need, Skip};
-pub use finding::{Evidence, Finding, Findings, HostImpact, Impact, SESSION_HOST, Scope, Severity, fmt_value};
+pub use finding::{
+    Evidence, Finding, Findings, FixLines, HostImpact, Impact, SESSION_HOST, Scope, Severity, fmt_value,
+};
 pub use profile::{HostNeeds, HostProfile, Profile, StepMedians, select_steps};
 pub use registry::{DETECTORS, catalogue_markdown, detector};
 pub use report::{

@@ -3,6 +3,7 @@
 
 use crate::detector::AnyDetector;
 use crate::detectors;
+use xlens_roofline::Framework;
 
 /// Every detector, in catalogue order.
 pub static DETECTORS: &[&dyn AnyDetector] = &[
@@ -48,7 +49,10 @@ pub fn catalogue_markdown() -> String {
     use std::fmt::Write as _;
     let mut s = String::from(
         "# Detector catalogue\n\nGenerated from `faults/src/registry.rs` by `cargo test -p xlens-faults --test catalogue` \
-         (set `XLENS_BLESS=1` to rewrite). Thresholds live in `xlens_faults::config::Thresholds`.\n\n\
+         (set `XLENS_BLESS=1` to rewrite). Thresholds live in `xlens_faults::config::Thresholds`. Each fix is \
+         framework-neutral; a finding on a JAX, TensorFlow or PyTorch/XLA profile adds the line for that framework \
+         listed under it (`In TensorFlow: …`), and one on a profile of an unknown framework reads the neutral fix \
+         alone.\n\n\
          | id | title | default severity | needs |\n|---|---|---|---|\n",
     );
     for d in DETECTORS {
@@ -69,6 +73,19 @@ pub fn catalogue_markdown() -> String {
             doc.thresholds,
             doc.fix
         );
+        // What the fix adds for each framework's users (a profile of an unknown framework gets
+        // the core above alone).
+        let lines: Vec<(Framework, &str)> = [Framework::Jax, Framework::TensorFlow, Framework::PyTorchXla]
+            .into_iter()
+            .map(|f| (f, doc.fix_lines.line(f)))
+            .filter(|(_, line)| !line.is_empty())
+            .collect();
+        if !lines.is_empty() {
+            s.push('\n');
+            for (f, line) in lines {
+                let _ = writeln!(s, "- In {}: {line}", f.label());
+            }
+        }
     }
     s
 }

@@ -3,7 +3,9 @@
 //! these types.
 
 use serde::{Deserialize, Serialize};
-use xlens_roofline::{Chip, OpProfile, PerfEnv, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass};
+use xlens_roofline::{
+    Chip, FrameworkInfo, OpProfile, PerfEnv, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass,
+};
 use xlens_xplane::Picos;
 
 use crate::comparison::Comparison;
@@ -386,6 +388,11 @@ pub struct Report {
     pub summary: String,
     /// What was scanned.
     pub profile: ProfileInfo,
+    /// The framework that produced the profile (`{"name": "tensorflow", "xla": false,
+    /// "evidence": "…"}`): the hosts' own when they agree, else unknown; unknown in reports
+    /// saved before it existed.
+    #[serde(default)]
+    pub framework: FrameworkInfo,
     /// The health snapshot of the session: its step times are the slowest host's per step (a
     /// synchronous session runs at its slowest host's pace, as XProf's overview reports), its
     /// utilisation and duty cycle every host's work and time added up (XProf's all-hosts view),
@@ -491,6 +498,9 @@ pub struct HostSummary {
     pub device: String,
     /// Device type string, when recorded.
     pub device_type: Option<String>,
+    /// The framework that produced the host's profile ([`HostProfile::framework`]).
+    #[serde(default)]
+    pub framework: FrameworkInfo,
     /// Analysed cores.
     pub cores: usize,
     /// HLO programs.
@@ -590,6 +600,7 @@ impl HostSummary {
                 .device_type
                 .clone()
                 .or_else(|| host.chip().and_then(|c| c.device_type().map(str::to_owned))),
+            framework: host.framework().clone(),
             cores: match host.summary().device_cores {
                 0 => host.op_profile().map_or(0, |p| p.cores as usize),
                 n => n,

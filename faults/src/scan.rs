@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use rayon::prelude::*;
-use xlens_roofline::ProgramWork;
+use xlens_roofline::{FrameworkInfo, ProgramWork};
 use xlens_xplane::{HostInput, Picos};
 
 use crate::config::ScanConfig;
@@ -350,8 +350,9 @@ fn finish(
         }
     }
     let mut findings = merge_hosts(host_findings, summaries.len());
+    let framework = session_framework(&summaries);
     for (d, detector) in detectors.iter().enumerate() {
-        let mut out = Findings::default();
+        let mut out = Findings::for_framework(framework.name);
         match detector.run_session(&summaries, config, &mut out) {
             Ok(()) => findings.extend(out.into_vec().into_iter().map(|mut f| {
                 f.scope = Scope::Session;
@@ -378,6 +379,11 @@ fn finish(
     build_report(run, &summaries, config, findings, skipped, skipped_hosts, checked)
 }
 
+/// The framework of a session: its hosts' when they agree ([`FrameworkInfo::of_hosts`]).
+fn session_framework(hosts: &[HostSummary]) -> FrameworkInfo {
+    FrameworkInfo::of_hosts(hosts.iter().map(|h| (h.name.as_str(), &h.framework)))
+}
+
 /// How many detectors the scan enabled, and which ran on at least one host (or the session).
 struct Checked {
     enabled: usize,
@@ -392,7 +398,7 @@ fn run_host(detector: &dyn AnyDetector, host: &HostProfile, config: &ScanConfig)
             None => Skip::because(need.missing()),
         });
     }
-    let mut out = Findings::default();
+    let mut out = Findings::for_framework(host.framework().name);
     detector.run(host, config, &mut out)?;
     let mut findings = out.into_vec();
     for f in &mut findings {
@@ -678,6 +684,7 @@ fn build_report(
         status,
         summary,
         profile: info,
+        framework: session_framework(hosts),
         metrics,
         hosts: rows,
         findings,

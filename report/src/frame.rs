@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
+use xlens_roofline::FrameworkInfo;
 
 use xlens_faults::{
     Evidence, Finding, HostProfile, HostRow, Impact, Profile, Report, Scope, Severity, Skipped, host_metrics,
@@ -199,16 +200,22 @@ fn skipped_df(skipped: &[Skipped]) -> Result<DataFrame, FrameError> {
 }
 
 /// A host's health snapshot as a long frame: `metric`, `value` (null when not available), `text`
-/// (the figures that are words: `time_base`, `bound_by`; null for the others).
+/// (the figures that are words: `time_base`, `bound_by`, and the profile's `framework`,
+/// `framework_xla` and `framework_evidence`; null for the others).
 pub fn metrics_frame(host: &HostProfile) -> Result<DataFrame, FrameError> {
-    metrics_df(&host_metrics(host))
+    metrics_df(&host_metrics(host), host.framework())
 }
 
 /// A health block as the long `metrics` table: `metric`, `value` (numbers) and `text`
-/// (`time_base`, `bound_by`).
-fn metrics_df(m: &xlens_faults::Metrics) -> Result<DataFrame, FrameError> {
-    let mut rows: Vec<(&str, Option<f64>, Option<String>)> =
-        vec![("time_base", None, Some(m.time_base.clone())), ("bound_by", None, m.bound_by.clone())];
+/// (`time_base`, `bound_by`, `framework`, `framework_xla`, `framework_evidence`).
+fn metrics_df(m: &xlens_faults::Metrics, framework: &FrameworkInfo) -> Result<DataFrame, FrameError> {
+    let mut rows: Vec<(&str, Option<f64>, Option<String>)> = vec![
+        ("time_base", None, Some(m.time_base.clone())),
+        ("bound_by", None, m.bound_by.clone()),
+        ("framework", None, Some(framework.name.as_str().to_owned())),
+        ("framework_xla", None, Some(framework.xla.to_string())),
+        ("framework_evidence", None, Some(framework.evidence.clone())),
+    ];
     let numbers = m.figures();
     rows.extend(numbers.into_iter().map(|(k, v)| (k, v, None)));
     frame(vec![
@@ -438,7 +445,7 @@ impl Dataset {
         if report.hosts.len() > 1 {
             // The session's own figures (its step time is the slowest host's per step), which
             // no host's `metrics` table holds.
-            written.push(self.write(&mut metrics_df(&report.metrics)?, "session_metrics", None)?);
+            written.push(self.write(&mut metrics_df(&report.metrics, &report.framework)?, "session_metrics", None)?);
             written.push(self.write(&mut findings_df(&session_rows, true)?, "session_findings", None)?);
             written.push(self.write(&mut evidence_df(&session_evidence, true)?, "session_evidence", None)?);
         }

@@ -10,7 +10,7 @@ use xlens_hlo::Module;
 use xlens_xplane::{DeviceKind, Error, Host, Picos, Session, Space, SpaceSummary, summarize};
 
 use crate::intervals::{IntervalCursor, median_of};
-use crate::{Chip, DeviceTimeline, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
+use crate::{Chip, DeviceTimeline, FrameworkInfo, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
 
 /// Per op name of one program: the median over steps of its time in each step (ms).
 pub type StepMedians = std::collections::BTreeMap<String, f64>;
@@ -27,6 +27,7 @@ pub struct HostProfile {
     op_profile: OnceLock<Result<OpProfile, Shared>>,
     anatomy: OnceLock<Result<Vec<StepAnatomy>, Shared>>,
     chip: OnceLock<Option<Chip>>,
+    framework: OnceLock<FrameworkInfo>,
     host_ops: OnceLock<(HostOps, Option<Shared>)>,
     /// The op table as [`HostProfile::prepare`] reads it beside the HLO modules, before its
     /// graph kernels are named: naming them needs the modules, and a worker that waited for
@@ -51,6 +52,7 @@ impl HostProfile {
             op_profile: OnceLock::new(),
             anatomy: OnceLock::new(),
             chip: OnceLock::new(),
+            framework: OnceLock::new(),
             host_ops: OnceLock::new(),
             host_ops_read: std::sync::Mutex::default(),
             host_op_order: OnceLock::new(),
@@ -80,8 +82,8 @@ impl HostProfile {
     }
 
     /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules,
-    /// duty cycle, the per-step op medians of host-thread ops), instead of on first use. Errors
-    /// are kept and reported by the accessors.
+    /// duty cycle, the per-step op medians of host-thread ops, chip, framework), instead of on
+    /// first use. Errors are kept and reported by the accessors.
     pub fn prepare(&self) {
         self.prepare_timed(&|_, _| {});
     }
@@ -187,6 +189,11 @@ impl HostProfile {
         );
         time("chip", &|| {
             let _ = self.chip();
+        });
+        // Every detector's findings read it (their fixes follow the framework): built here, no
+        // detector waits for another to detect it.
+        time("framework", &|| {
+            let _ = self.framework();
         });
     }
 
@@ -378,6 +385,15 @@ impl HostProfile {
             (ops, None) => Ok(ops),
             (_, Some(e)) => Err(e.clone()),
         }
+    }
+
+    /// The framework that produced the profile (JAX, TensorFlow, PyTorch/XLA or unknown), with
+    /// whether it ran through XLA and the names that say so ([`crate::framework`] gives the
+    /// rule). Read from names the capture records; the HLO modules are decoded only when no
+    /// name decides.
+    pub fn framework(&self) -> &FrameworkInfo {
+        self.framework
+            .get_or_init(|| crate::framework::detect(&self.space, self.summary.hlo_programs, || self.modules()))
     }
 
     /// The chip: peaks from the profile's capability stats, else the catalogue; `None` on CPU.

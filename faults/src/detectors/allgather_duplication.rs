@@ -9,7 +9,7 @@ use xlens_hlo::{Collective, InstrId, Module};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -41,11 +41,19 @@ const META: DetectorMeta = DetectorMeta {
         thresholds: "An operand counts as duplicated when it is gathered at least \
                      `allgather_duplication.min_gathers_per_operand` times (default 2) per step. Severity P1; P0 when the \
                      redundant gathers take at least 20 % of the step, P2 under 2 %.",
-        fix: "Gather once and reuse: keep the gathered weight as a residual of the forward (in a `custom_vjp` return \
-              the gathered array, not the shard; with `jax.checkpoint` use a policy that saves the all-gather \
-              result, e.g. `save_only_these_names` with `checkpoint_name`), or let the compiler see both uses (one \
-              `all_gather` feeding forward and backward). Keep re-gathering only \
-              when memory forces it (ZeRO-3), and then overlap it with compute.",
+        fix: "Gather once and reuse: keep the gathered weight for the backward pass instead of gathering it again \
+              (save the all-gather result where the step rematerialises), or let the compiler see both uses of one \
+              gather. Keep re-gathering only when memory forces it (ZeRO-3, FSDP), and then overlap it with compute.",
+        fix_lines: FixLines {
+            jax: "keep the gathered weight as a residual of the forward (in a `custom_vjp` return the gathered \
+                  array, not the shard; with `jax.checkpoint` use a policy that saves the all-gather result, e.g. \
+                  `save_only_these_names` with `checkpoint_name`), or write one `all_gather` feeding forward and \
+                  backward.",
+            tensorflow: "under `tf.distribute` (TPUStrategy, DTensor), keep the gathered weight outside a \
+                         `tf.recompute_grad` block so the backward pass reuses it.",
+            pytorch_xla: "with `XlaFullyShardedDataParallel`, set `reshard_after_forward=False` on the layers whose \
+                          gathered weights fit, so the backward pass reuses them.",
+        },
     },
 };
 

@@ -9,7 +9,7 @@ use xlens_xplane::{Event, Picos, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -38,10 +38,20 @@ const META: DetectorMeta = DetectorMeta {
         thresholds: "Reported when the median step has at least `barrier_in_loop.min_syncs_per_step` (default 2) \
                      host syncs and the idle time in serialised gaps is at least `barrier_in_loop.min_idle_pct` \
                      (default 10) % of the step time. P0 when that idle is 20 % of the step or more, P2 under 2 %.",
-        fix: "Remove `block_until_ready` (and `.item()`, `float(x)`, `np.asarray(x)`, printing device values) from \
-              inside the step; keep one sync per step at most, ideally only when a value is logged every N steps. \
-              Fuse the sub-calls of the step under one `jax.jit` so the whole step is a single dispatch, and time \
-              steps with the profiler or a single sync at the end.",
+        fix: "Remove host synchronisation from inside the step (reading a device value on the host, converting it to \
+              a host number or array, printing it); keep one sync per step at most, ideally only when a value is \
+              logged every N steps. Run the parts of the step as one compiled program so the whole step is a single \
+              dispatch, and time steps with the profiler or a single sync at the end.",
+        fix_lines: FixLines {
+            jax: "remove `block_until_ready`, `.item()`, `float(x)`, `np.asarray(x)` and printing of device arrays \
+                  from inside the step, and fuse its sub-calls under one `jax.jit`.",
+            tensorflow: "remove `.numpy()`, `float(t)`, `print(t)` and `tf.print` of tensors from inside the step, \
+                         wrap the whole step in one `tf.function`, and in Keras raise `steps_per_execution` in \
+                         `model.compile` so several steps run per host call.",
+            pytorch_xla: "remove `.item()`, `.cpu()`, `print(t)` and `xm.wait_device_ops()` from inside the step, \
+                          call `xm.mark_step()` once per step (`MpDeviceLoader` does it), and log through \
+                          `xm.add_step_closure`.",
+        },
     },
 };
 

@@ -8,7 +8,7 @@ use xlens_hlo::{InstrId, Module};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 use xlens_hlo::layout::{Work, kernel_body, work_of};
@@ -43,11 +43,23 @@ const META: DetectorMeta = DetectorMeta {
                      (structure: on a memory-bound accelerator their time follows their bytes). Without an op \
                      timeline, each kernel counts once. The impact is the formatting kernels' self time; severity P1, \
                      P0 at 20 % of the step, P2 under 2 % when only the time rule fired.",
-        fix: "Write the computation in the layout the matmuls want instead of transposing around them: pick einsum \
-              output orders that match the next op (`btd,df->btf`, not `->ftb`), drop explicit `.T`/`jnp.transpose` \
-              between matmuls (let dot_general contract the right dimension), keep one dtype through a block \
-              (cast once at the boundary, or use `preferred_element_type` in the matmul) instead of casting around \
-              each op, and check the sources listed in the evidence first.",
+        fix: "Write the computation in the layout the matmuls want instead of transposing around them: pick output \
+              dimension orders that match the next op, drop explicit transposes between matmuls (let the matmul \
+              contract the right dimension), keep one dtype through a block (cast once at the boundary, or ask the \
+              matmul for a wider output type) instead of casting around each op, and check the sources listed in the \
+              evidence first.",
+        fix_lines: FixLines {
+            jax: "pick einsum output orders that match the next op (`btd,df->btf`, not `->ftb`), drop \
+                  `.T`/`jnp.transpose` between matmuls (let `dot_general` contract the right dimension), and use \
+                  `preferred_element_type` in the matmul instead of `astype` around it.",
+            tensorflow: "pick `tf.einsum` output orders that match the next op, use `tf.matmul(a, b, \
+                         transpose_b=True)` instead of `tf.transpose`, and set one mixed-precision policy \
+                         (`tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')`) instead of `tf.cast` \
+                         around each layer.",
+            pytorch_xla: "use `torch.einsum`/`torch.matmul` with the dimension order the next op reads instead of \
+                          `.permute(...)` between matmuls, and autocast (`torch_xla.amp.autocast`) instead of \
+                          `.to(dtype)` around each op.",
+        },
     },
 };
 

@@ -8,7 +8,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -39,15 +39,24 @@ const META: DetectorMeta = DetectorMeta {
                      cover at least `dcn_exposed_reduce.min_dcn_overlap` (default 0.5) of it. A tail without DCN \
                      activity is an ICI collective, reported by `exposed_collective`. Severity P1, P0 from 20 % of \
                      the step, P2 under 2 %.",
-        fix: "Overlap the cross-slice reduce with the backward pass: reduce gradients in buckets (per layer or \
-              per scan iteration) as soon as they are produced instead of once at the end, so the DCN transfer runs \
-              under the remaining backward compute (on TPU, MaxText's multi-slice configs set \
-              `--xla_tpu_enable_data_parallel_all_reduce_opt=true` and \
-              `--xla_tpu_data_parallel_opt_different_sized_ops=true` in `LIBTPU_INIT_ARGS` for this); reduce \
-              hierarchically (reduce-scatter inside the slice over ICI, all-reduce only the 1/N shard across slices \
-              over DCN, all-gather inside the slice), which shrinks the DCN bytes N-fold (sharding the optimizer state \
-              over the data axis gives this for free); accumulate gradients over several micro-batches before one \
-              cross-slice reduce; send gradients in bf16.",
+        fix: "Overlap the cross-slice reduce with the backward pass: reduce gradients in buckets (per layer or per \
+              loop iteration) as soon as they are produced instead of once at the end, so the DCN transfer runs \
+              under the remaining backward compute; reduce hierarchically (reduce-scatter inside the slice over ICI, \
+              all-reduce only the 1/N shard across slices over DCN, all-gather inside the slice), which shrinks the \
+              DCN bytes N-fold (sharding the optimizer state over the data axis gives this for free); accumulate \
+              gradients over several micro-batches before one cross-slice reduce; send gradients in bf16.",
+        fix_lines: FixLines {
+            jax: "on TPU, MaxText's multi-slice configs set `--xla_tpu_enable_data_parallel_all_reduce_opt=true` and \
+                  `--xla_tpu_data_parallel_opt_different_sized_ops=true` in `LIBTPU_INIT_ARGS` for this.",
+            tensorflow: "under `tf.distribute`, pack the all-reduce into buckets with \
+                         `tf.distribute.experimental.CommunicationOptions(bytes_per_pack=...)`; on TPU the \
+                         `LIBTPU_INIT_ARGS` flags `--xla_tpu_enable_data_parallel_all_reduce_opt=true` and \
+                         `--xla_tpu_data_parallel_opt_different_sized_ops=true` apply as well.",
+            pytorch_xla: "`xm.optimizer_step` reduces every gradient once at the end: with \
+                          `XlaFullyShardedDataParallel` or SPMD sharding the reduce-scatter runs per layer instead; \
+                          on TPU the `LIBTPU_INIT_ARGS` flags `--xla_tpu_enable_data_parallel_all_reduce_opt=true` \
+                          and `--xla_tpu_data_parallel_opt_different_sized_ops=true` apply as well.",
+        },
     },
 };
 

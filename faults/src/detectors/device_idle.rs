@@ -7,7 +7,7 @@ use xlens_xplane::{Picos, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -34,13 +34,24 @@ const META: DetectorMeta = DetectorMeta {
                    and the longest idle gaps on the first device's timeline.",
         thresholds: "Report when idle time is above `status.max_idle_pct` (default 10) % of the step, the rule that \
                      makes the status NEEDS_ATTENTION. Severity P1, P0 from 20 % of the step.",
-        fix: "Keep the device fed: prefetch the next batch while the step runs (a background data loader, \
-              `jax.device_put` ahead of time, double buffering), remove host synchronisation from the training loop \
-              (no `block_until_ready`, `.item()`, `float(x)` or printing of device arrays per step; log every N \
-              steps), jit the whole step instead of several small functions, and on GPUs reduce launch overhead \
-              (larger fused kernels, XLA command buffers / CUDA graphs). The other findings of this report name the \
-              specific cause when they recognise it (input_starvation, barrier_in_loop, host_callback_stall, \
-              launch_bound).",
+        fix: "Keep the device fed: prefetch the next batch while the step runs (a background data loader, double \
+              buffering, the next batch copied to the device ahead of time), remove host synchronisation from the \
+              training loop (no reads or prints of device values per step; log every N steps), run the whole step as \
+              one compiled program instead of several small ones, and on GPUs reduce launch overhead (larger fused \
+              kernels, CUDA graphs). The other findings of this report name the specific cause when they recognise \
+              it (input_starvation, barrier_in_loop, host_callback_stall, launch_bound).",
+        fix_lines: FixLines {
+            jax: "`jax.device_put` the next batch ahead of time, no `block_until_ready`, `.item()`, `float(x)` or \
+                  printing of device arrays per step, jit the whole step instead of several small functions, and on \
+                  GPUs let XLA record command buffers.",
+            tensorflow: "`dataset.prefetch(tf.data.AUTOTUNE)` (under `tf.distribute`, \
+                         `experimental_distribute_dataset` prefetches to the devices), no `.numpy()` or printing of \
+                         tensors per step, the whole step in one `tf.function` (`jit_compile=True` fuses its kernels \
+                         with XLA), and `steps_per_execution` in Keras's `model.compile`.",
+            pytorch_xla: "load batches through `torch_xla.distributed.parallel_loader.MpDeviceLoader`, which copies \
+                          the next batch while the step runs and calls `xm.mark_step()`, and keep `.item()` and \
+                          `.cpu()` out of the step.",
+        },
     },
 };
 

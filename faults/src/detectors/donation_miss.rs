@@ -9,7 +9,7 @@ use xlens_hlo::{InstrId, Instruction, MemoryStats, Module, Opcode, Shape};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, P2_IMPACT_PCT, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, P2_IMPACT_PCT, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -43,10 +43,20 @@ const META: DetectorMeta = DetectorMeta {
                      the program's argument bytes. Severity P1; P0 when the device capacity is known and the \
                      program's memory peak is at least `donation_miss.p0_peak_fraction` (default 0.9) of it; P2 \
                      when the extra copies are under 2 % of the memory peak.",
-        fix: "Donate the training state: `jax.jit(train_step, donate_argnums=(0,))` (or `donate_argnames`), and \
-              return the new state with the same shapes, dtypes and shardings as the old one so XLA can alias every \
-              leaf (JAX warns 'Some donated buffers were not usable' when it cannot). Do not reuse a donated array \
-              after the call.",
+        fix: "Let the step update its state in place: donate the input buffers the step overwrites (parameters, \
+              optimizer state) so the compiler can alias each input with its output, and return the new state with \
+              the same shapes, dtypes and shardings as the old one so every buffer can be reused. Do not use a \
+              donated array after the call.",
+        fix_lines: FixLines {
+            jax: "`jax.jit(train_step, donate_argnums=(0,))` (or `donate_argnames`); JAX warns 'Some donated buffers \
+                  were not usable' when it cannot alias a leaf.",
+            tensorflow: "keep the state in `tf.Variable`s updated with `assign` or the optimizer's `apply_gradients` \
+                         inside the compiled `tf.function(jit_compile=True)`, rather than passing tensors in and \
+                         returning new ones: XLA then updates the variables in place.",
+            pytorch_xla: "update the parameters in place (`optimizer.step()` on the module's own parameters, not new \
+                          tensors each step), so PyTorch/XLA aliases them in the graph `xm.mark_step()` cuts \
+                          (`XLA_ENABLE_PARAM_ALIASING`, on by default).",
+        },
     },
 };
 

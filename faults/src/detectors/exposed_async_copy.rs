@@ -12,7 +12,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, AsyncPairer, DeviceOp, DeviceOpInfo, DeviceOpLine, async_phase, covered};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -45,14 +45,24 @@ const META: DetectorMeta = DetectorMeta {
         thresholds: "Report when exposed copy time is at least `exposed_async_copy.min_pct_of_step` (default 5) % \
                      of the step (the module execution, or the device window, on profiles without step markers). \
                      Severity P1, P0 from 20 % of the step, P2 under 2 %.",
-        fix: "Keep the hot buffers in HBM when they fit (the report's memory peak says how much room there is), and \
-              otherwise overlap the copies with compute: start host-to-device prefetches a layer or a step ahead \
-              (scan over layers so XLA can schedule the next layer's copy during the current one), offload only \
-              what the step does not need soon (a `jax.checkpoint` offload policy such as \
-              `save_and_offload_only_these_names`, or `memory_kind='pinned_host'` only for cold state), and give \
-              the scheduler independent work between `copy-start` and `copy-done`. On GPUs, stage input batches \
-              with prefetching (`jax.device_put` of the next batch before the step, pinned host buffers), avoid \
-              host reads of device values inside the step, and keep data on the device between steps.",
+        fix: "Keep the hot buffers in device memory when they fit (the report's memory peak says how much room there \
+              is), and otherwise overlap the copies with compute: start host-to-device prefetches a layer or a step \
+              ahead, offload only what the step does not need soon, and give the scheduler independent work between \
+              a copy's start and its use. On GPUs, stage input batches with prefetching (the next batch copied \
+              before the step, pinned host buffers), avoid host reads of device values inside the step, and keep \
+              data on the device between steps.",
+        fix_lines: FixLines {
+            jax: "scan over layers so XLA can schedule the next layer's copy during the current one, offload with a \
+                  `jax.checkpoint` policy such as `save_and_offload_only_these_names` (or \
+                  `memory_kind='pinned_host'`) only for cold state, and `jax.device_put` the next batch before the \
+                  step.",
+            tensorflow: "end the input pipeline with `tf.data.experimental.prefetch_to_device('/gpu:0')` (or use \
+                         `experimental_distribute_dataset` under `tf.distribute`) so batches reach the GPU ahead of \
+                         the step, and keep variables on the device (no `tf.device('/cpu:0')` scopes inside the \
+                         step).",
+            pytorch_xla: "`MpDeviceLoader` copies the next batch ahead of the step; keep tensors on the XLA device \
+                          between steps (no `.cpu()` round trips).",
+        },
     },
 };
 

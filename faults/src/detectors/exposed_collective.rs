@@ -11,7 +11,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, async_phase, covered, union};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -51,16 +51,25 @@ const META: DetectorMeta = DetectorMeta {
                      most: CPU collectives are synchronous thunks no scheduling can hide, and virtual devices \
                      sharing the host's cores inflate the rendezvous waits, so the figure describes how \
                      communication-heavy the program is rather than a TPU/GPU overlap fault.",
-        fix: "Let XLA overlap the collectives: keep them asynchronous and give the scheduler independent work. \
-              On TPU, production configs enable the async collective passes in `LIBTPU_INIT_ARGS` (e.g. \
+        fix: "Let the collectives overlap compute: keep them asynchronous and give the scheduler independent work; \
+              do not consume a gathered weight immediately (loop over layers so the compiler prefetches the next \
+              layer's all-gather); replace synchronous reductions inside the step by collectives the compiler can \
+              schedule asynchronously; when the bytes exceed what the matmuls can hide, move fewer bytes: shard \
+              along the mesh axis with the fastest links, use reduce-scatter instead of all-reduce plus slice, \
+              gather in bf16, or enlarge the per-device batch so compute grows faster than communication. On TPU, \
+              production configs enable XLA's async collective passes in `LIBTPU_INIT_ARGS` (e.g. \
               `--xla_tpu_enable_async_collective_fusion=true`, \
               `--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true`, \
-              `--xla_tpu_overlap_compute_collective_tc=true`, `--xla_enable_async_all_gather=true`); do not consume a \
-              gathered weight immediately (scan over layers so XLA prefetches the next layer's all-gather); replace \
-              synchronous psums inside the step by collectives XLA can schedule asynchronously; when the bytes exceed \
-              what the matmuls can hide, move fewer bytes: shard along the mesh axis with the fastest links, use \
-              reduce-scatter instead of all-reduce plus slice, gather in bf16, or enlarge the per-device batch so compute \
-              grows faster than communication.",
+              `--xla_tpu_overlap_compute_collective_tc=true`, `--xla_enable_async_all_gather=true`).",
+        fix_lines: FixLines {
+            jax: "scan over layers (`jax.lax.scan`) so XLA prefetches the next layer's all-gather, and replace \
+                  synchronous `psum`s inside `shard_map` by collectives XLA can schedule asynchronously.",
+            tensorflow: "under `tf.distribute`, let the gradient all-reduce run in packs while the backward pass \
+                         goes on (`tf.distribute.experimental.CommunicationOptions(bytes_per_pack=...)`), and \
+                         compile the step with `jit_compile=True` so XLA can schedule the collectives.",
+            pytorch_xla: "with SPMD sharding (`torch_xla.distributed.spmd`) or `XlaFullyShardedDataParallel` XLA \
+                          schedules the collectives; do not `xm.all_reduce` small tensors one by one (bucket them).",
+        },
     },
 };
 
@@ -339,10 +348,13 @@ fn describe(detector: &ExposedCollective, host: &HostProfile, m: &Measured, s: &
         per = TimeBase::of(host).per(),
         of_the = TimeBase::of(host).of_the(),
     );
-    Finding::new(detector, severity, what, evidence, impact).with_fix(fix_for(hideable, analysis.cpu))
+    let finding = Finding::new(detector, severity, what, evidence, impact).with_fix(fix_for(hideable, analysis.cpu));
+    // XLA:CPU's advice is the same in every framework.
+    if analysis.cpu && hideable != Some(false) { finding.with_fix_lines(FixLines::NONE) } else { finding }
 }
 
-/// The fix: the usual one, with a note when overlap cannot hide the bytes, or the XLA:CPU one.
+/// The fix's framework-neutral core: the usual one, with a note when overlap cannot hide the
+/// bytes, or the XLA:CPU one (which no framework's line follows).
 fn fix_for(hideable: Option<bool>, cpu: bool) -> String {
     match hideable {
         Some(false) => format!(

@@ -6,7 +6,7 @@ use xlens_xplane::names;
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 
 /// See the module docs.
@@ -37,13 +37,21 @@ const META: DetectorMeta = DetectorMeta {
                      capacity; P0 at or above `hbm_pressure.p0_peak_fraction` (default 0.95), else P1 (critical by \
                      nature: not lowered for a small time impact). Every program with a buffer assignment is checked; \
                      the one closest to the limit is reported.",
-        fix: "Free HBM: donate the buffers the step overwrites (`jax.jit(..., donate_argnums=...)` for params and \
-              optimizer state) so inputs and outputs share memory; rematerialise activations \
-              (`jax.checkpoint` with a policy such as `dots_with_no_batch_dims_saveable`) instead of keeping them \
-              for the backward pass; shard parameters and optimizer state over the data axis (FSDP/ZeRO); keep \
-              parameters or optimizer moments in bf16; lower the per-device batch and accumulate gradients over \
-              micro-batches; offload optimizer state to host memory where supported. Check the largest buffers \
-              below first.",
+        fix: "Free device memory: donate the buffers the step overwrites so inputs and outputs share memory; \
+              rematerialise activations instead of keeping them for the backward pass; shard parameters and \
+              optimizer state over the data axis (FSDP/ZeRO); keep parameters or optimizer moments in bf16; lower \
+              the per-device batch and accumulate gradients over micro-batches; offload optimizer state to host \
+              memory where supported. Check the largest buffers below first.",
+        fix_lines: FixLines {
+            jax: "`jax.jit(..., donate_argnums=...)` for params and optimizer state, `jax.checkpoint` with a policy \
+                  such as `dots_with_no_batch_dims_saveable`, and the state sharded with a `NamedSharding` over the \
+                  data axis.",
+            tensorflow: "`tf.recompute_grad` around blocks to rematerialise them, a mixed-precision policy \
+                         (`mixed_bfloat16`, or `mixed_float16` on GPUs), a smaller batch with gradient accumulation, \
+                         and DTensor layouts that shard the variables over the devices.",
+            pytorch_xla: "`torch_xla.utils.checkpoint.checkpoint` around blocks, `XlaFullyShardedDataParallel` to \
+                          shard parameters and optimizer state, and bf16 through `torch_xla.amp.autocast`.",
+        },
     },
 };
 

@@ -10,7 +10,7 @@ use xlens_xplane::{Picos, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::{self, OpSpan};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -40,10 +40,19 @@ const META: DetectorMeta = DetectorMeta {
         thresholds: "Reported when the stall (callback time with no other op running, per core) is at least \
                      `host_callback_stall.min_pct_of_step` (default 2) % of the mean step time. P0 from 20 % of \
                      the step.",
-        fix: "Remove `jax.debug.print`/`jax.debug.callback` from the training step (guard them with a Python flag \
-              so they are not traced in production), return the values to log as outputs of the step and log them \
-              outside `jit` every N steps, and replace `io_callback`/`pure_callback` work with jittable code or move \
-              it between steps. Unordered callbacks (`ordered=False`) at least let independent work overlap.",
+        fix: "Take host callbacks out of the step: remove debug prints and callbacks of device values from the \
+              training step (guard them with a Python flag so they are not traced in production), return the values \
+              to log as outputs of the step and log them every N steps, and replace host-side work inside the step \
+              by device code or move it between steps.",
+        fix_lines: FixLines {
+            jax: "remove `jax.debug.print`/`jax.debug.callback` from the step, log outside `jit`, and replace \
+                  `io_callback`/`pure_callback` work with jittable code; unordered callbacks (`ordered=False`) at \
+                  least let independent work overlap.",
+            tensorflow: "remove `tf.print` and `tf.py_function`/`tf.numpy_function` from the `tf.function` step \
+                         (each is a host round trip), or move them into the `tf.data` pipeline.",
+            pytorch_xla: "remove `print(t)`, `.item()` and `.cpu()` of XLA tensors from the step, and log through \
+                          `xm.add_step_closure` so it runs after the graph executes.",
+        },
     },
 };
 

@@ -9,7 +9,7 @@ use xlens_xplane::Picos;
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -42,14 +42,22 @@ const META: DetectorMeta = DetectorMeta {
         thresholds: "Reported when the input wait is at least `input_starvation.min_input_pct` (default 5) % of \
                      the step time, as P0 from `input_starvation.p0_input_pct` (default 20) % (XProf's moderate \
                      and high input-bound thresholds); P2 below 2 % of the step.",
-        fix: "Take input preparation off the critical path: prefetch batches on a background thread or with \
-              tf.data/grain prefetching (`.prefetch(2)`), overlap the host-to-device copy with the previous step \
-              (e.g. `jax.device_put` of batch k+1 before running step k, or flax's `prefetch_to_device`), move \
-              expensive preprocessing (tokenisation, decoding, augmentation) offline or onto more worker processes, \
-              and never sleep or block on I/O inside the step. In TensorFlow: `dataset.map(f, \
-              num_parallel_calls=tf.data.AUTOTUNE)`, `.cache()` after the expensive decode, \
-              `.prefetch(tf.data.AUTOTUNE)` last, `interleave` for parallel file reads, and no Python generator \
-              (`from_generator`) on the hot path.",
+        fix: "Take input preparation off the critical path: prefetch batches on a background thread or process, \
+              overlap the host-to-device copy of batch k+1 with step k, move expensive preprocessing (tokenisation, \
+              decoding, augmentation) offline or onto more worker processes, and never sleep or block on I/O inside \
+              the step.",
+        fix_lines: FixLines {
+            jax: "`jax.device_put` batch k+1 before running step k (or flax's `prefetch_to_device`), with grain or \
+                  tf.data prefetching (`.prefetch(2)`) behind it.",
+            tensorflow: "`dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE)`, `.cache()` after the expensive steps \
+                         that do not change between epochs, `.prefetch(tf.data.AUTOTUNE)` last, and \
+                         `interleave` for parallel file reads, no Python generator (`from_generator`) on the hot \
+                         path, and `tf.data.experimental.prefetch_to_device` (or `experimental_distribute_dataset` \
+                         under `tf.distribute`) for the copy; the tf.data service spreads preprocessing over more \
+                         machines.",
+            pytorch_xla: "`MpDeviceLoader` over a `DataLoader` with `num_workers` > 0 and `persistent_workers=True`, \
+                          so batches are prepared in worker processes and copied ahead of the step.",
+        },
     },
 };
 

@@ -7,7 +7,7 @@ use xlens_xplane::Picos;
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -37,10 +37,21 @@ const META: DetectorMeta = DetectorMeta {
                      A gap counts when it is under `launch_bound.max_gap_us` (default 100) µs and the kernel after it \
                      under `launch_bound.max_kernel_us` (default 20) µs. Severity P1, P0 from 20 % of the step, P2 \
                      under 2 %.",
-        fix: "Launch fewer, larger kernels: jit the whole step (not op by op), replace Python loops over small \
-              arrays by `jax.lax.scan` / `vmap`, let XLA fuse elementwise chains, grow the per-device batch, and \
-              let XLA record the step in command buffers (CUDA graphs: `--xla_gpu_enable_command_buffer`, on by \
-              default in recent XLA for fusions and library calls) so the host launches a graph, not each kernel.",
+        fix: "Launch fewer, larger kernels: compile the whole step as one program (not op by op), replace Python \
+              loops over small arrays by loops the compiler sees or by batching, let the compiler fuse elementwise \
+              chains, grow the per-device batch, and record the step as a CUDA graph so the host launches a graph, \
+              not each kernel.",
+        fix_lines: FixLines {
+            jax: "jit the whole step, replace Python loops by `jax.lax.scan` / `vmap`, and keep XLA's command \
+                  buffers on (`--xla_gpu_enable_command_buffer`, on by default in recent XLA for fusions and library \
+                  calls).",
+            tensorflow: "compile the step with `tf.function(jit_compile=True)` so XLA fuses its ops (without XLA, \
+                         TensorFlow launches at least one kernel per op), use `tf.while_loop` or `tf.vectorized_map` \
+                         instead of Python loops, and raise `steps_per_execution` in Keras's `model.compile`.",
+            pytorch_xla: "cut one graph per step with `xm.mark_step()` (not per op), keep ops that fall back to the \
+                          CPU out of the step (`torch_xla.debug.metrics.short_metrics_report()` counts them as \
+                          `aten::` ops), and keep shapes fixed so graphs are reused.",
+        },
     },
 };
 

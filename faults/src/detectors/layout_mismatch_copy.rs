@@ -12,7 +12,7 @@ use xlens_hlo::{InstrId, Module};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -44,10 +44,18 @@ const META: DetectorMeta = DetectorMeta {
                      step; without an op timeline or steps, when there are at least `min_count` of them in the step's \
                      programs (impact then unknown, severity P2).",
         fix: "Make producer and consumer agree on the layout: gather or reduce along the major dimension (or \
-              transpose the smaller operand before the collective instead of the gathered result), contract \
-              `dot_general` over the dimension the operand already has minor, keep weights stored in the layout their \
-              matmul reads, and for jitted arguments let XLA pick the layout (`jax.jit(..., in_shardings=...)` with \
-              `Layout(AUTO)` from `jax.experimental.layout`) instead of forcing the default row-major one.",
+              transpose the smaller operand before the collective instead of the gathered result), contract matmuls \
+              over the dimension the operand already has minor, keep weights stored in the layout their matmul \
+              reads, and let the compiler pick the layout of the step's arguments instead of forcing the default \
+              row-major one.",
+        fix_lines: FixLines {
+            jax: "contract `dot_general` over the minor dimension, and let XLA pick the layout of jitted arguments \
+                  (`jax.jit(..., in_shardings=...)` with `Layout(AUTO)` from `jax.experimental.layout`).",
+            tensorflow: "keep variables in the shape their `tf.matmul` reads (`transpose_a`/`transpose_b` rather \
+                         than `tf.transpose`) in the `jit_compile=True` step.",
+            pytorch_xla: "store weights in the order `F.linear`/`torch.matmul` reads them, and avoid \
+                          `.permute()`/`.t()` of a tensor right before a collective.",
+        },
     },
 };
 

@@ -5,7 +5,7 @@ use xlens_roofline::{BoundBy, KernelLibrary, OpStats};
 
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -51,9 +51,17 @@ const META: DetectorMeta = DetectorMeta {
               let XLA fuse elementwise chains into their producers, keep activations and weights in bf16, make \
               matmuls larger (more batch or sequence per device, fewer tiny ops), and avoid materialising \
               intermediate copies. Compute-bound but far from the roof: use the matrix units (bf16/fp8 inputs, \
-              dimensions multiple of 128 on TPU and of 8/16 on GPU). Time in unpriced custom calls or copies: \
-              look at those kernels first (`kernel_stats`), the roofline cannot see their work. Idle time inside \
-              the window counts against utilisation too: see the idle and input findings.",
+              dimensions multiple of 128 on TPU and of 8/16 on GPU). Time in unpriced custom calls or copies: look \
+              at those kernels first (`kernel_stats`), the roofline cannot see their work. Idle time inside the \
+              window counts against utilisation too: see the idle and input findings.",
+        fix_lines: FixLines {
+            jax: "",
+            tensorflow: "compile the step with `tf.function(jit_compile=True)` so XLA fuses elementwise ops, and set \
+                         a mixed-precision policy (`tf.keras.mixed_precision.set_global_policy('mixed_float16')` on \
+                         GPUs, `'mixed_bfloat16'` on TPUs) so matmuls and convolutions run on the matrix units.",
+            pytorch_xla: "run matmuls in bf16 with `torch_xla.amp.autocast`, and keep layer widths and the batch at \
+                          multiples of 8 (GPU) or 128 (TPU).",
+        },
     },
 };
 

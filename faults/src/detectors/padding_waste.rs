@@ -8,7 +8,7 @@ use xlens_hlo::{InstrId, Module, Opcode, Shape, TPU_LANES, Tile2D};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 use xlens_hlo::layout::kernel_body;
@@ -47,6 +47,13 @@ const META: DetectorMeta = DetectorMeta {
               128 (or 256 on MXUs of that size), batch per core to a multiple of 8 (16 for bf16), attention head \
               dims to 128 (fewer, wider heads), vocabulary and embedding tables padded to 128; pad once at the input \
               rather than letting every op pad. Dims just past a multiple (129, 130, 257) are the costliest.",
+        fix_lines: FixLines {
+            jax: "",
+            tensorflow: "these are the `units`/`filters` of Keras layers, the batch size of `dataset.batch` (with \
+                         `drop_remainder=True`), and the vocabulary size of `Embedding` layers.",
+            pytorch_xla: "these are the widths of `nn.Linear`/`nn.Conv2d`/`nn.Embedding` and the `DataLoader` batch \
+                          size (with `drop_last=True`).",
+        },
     },
 };
 

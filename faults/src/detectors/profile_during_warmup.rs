@@ -7,7 +7,7 @@ use xlens_xplane::{Event, Picos};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 
 /// See the module docs.
@@ -52,6 +52,18 @@ const META: DetectorMeta = DetectorMeta {
         fix: "Capture later steps: start the profiler once the first steps have run (they trace and compile the \
               step, build its graph and autotune its kernels) and profile a short window of steady-state steps; a \
               persistent compilation or autotuning cache shortens warm-up itself.",
+        fix_lines: FixLines {
+            jax: "call the jitted step once and `jax.block_until_ready` its result (or compile ahead with \
+                  `jax.jit(f).lower(...).compile()`), then trace steps N..N+k with \
+                  `jax.profiler.start_trace`/`stop_trace` or `jax.profiler.trace`; the persistent cache is \
+                  `jax_compilation_cache_dir`.",
+            tensorflow: "profile later batches: Keras's `TensorBoard(profile_batch=(10, 15))` callback, or \
+                         `tf.profiler.experimental.start`/`stop` around steps N..N+k once the first steps have built \
+                         the graph and autotuned cuDNN.",
+            pytorch_xla: "run a few steps (every input shape once) before `xp.start_trace`/`xp.trace_detached` \
+                          (`torch_xla.debug.profiler`), and keep compiled graphs across runs with \
+                          `torch_xla.runtime.initialize_cache(path)`.",
+        },
     },
 };
 

@@ -11,7 +11,7 @@ use xlens_xplane::Picos;
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -39,9 +39,19 @@ const META: DetectorMeta = DetectorMeta {
                      markers (module executions as the time base) a compile counts only when the function executed \
                      next had already run. Severity P1, P0 when the compile time per step is at least 20 % of the \
                      step, P2 when only several programs are seen and no compile falls in the window to price.",
-        fix: "Give jit stable shapes: pad or bucket variable dimensions (e.g. pad the last batch to the batch size), \
-              mark shape-determining arguments static and keep them constant, and run every shape once before \
-              measuring. `jax.config.update('jax_log_compiles', True)` names the function and the cause.",
+        fix: "Give the compiled step stable shapes: pad or bucket variable dimensions (e.g. pad the last batch to \
+              the batch size), keep the arguments that change the program (static arguments, Python values) \
+              constant, and run every shape once before measuring.",
+        fix_lines: FixLines {
+            jax: "mark shape-determining arguments static in `jax.jit` and keep them constant; \
+                  `jax.config.update('jax_log_compiles', True)` names the function and the cause.",
+            tensorflow: "give the `tf.function` an `input_signature` with `None` for the variable dimensions (or \
+                         `reduce_retracing=True`), pass tensors rather than Python numbers, and batch with \
+                         `drop_remainder=True`; TensorFlow's retracing warning names the function.",
+            pytorch_xla: "pad inputs to a few fixed shapes and keep Python scalars out of the traced graph; \
+                          `PT_XLA_DEBUG_LEVEL=2` (or the `CompileTime` count of `torch_xla.debug.metrics`) says what \
+                          made each compilation.",
+        },
     },
 };
 

@@ -8,7 +8,7 @@ use xlens_hlo::{Collective, InstrId, Module};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -41,12 +41,20 @@ const META: DetectorMeta = DetectorMeta {
         thresholds: "Reported when at least `replicated_activations.min_activations` (default 2) different \
                      activations are all-gathered in a step's program. Severity P1; P0 when the activation gathers \
                      take at least 20 % of the step, P2 under 2 %.",
-        fix: "Keep activations sharded: constrain them to the spec their consumer wants (for a Megatron MLP, \
-              `P('data', 'model')` on the hidden activation and `P('data', None)` on the layer output) instead of \
-              `P(None)`/`P()`, or drop the constraint and let the partitioner propagate the weights' sharding. \
-              Check the source lines in the evidence; `jax.debug.inspect_array_sharding` or the compiled HLO \
-              (`.lower(...).compile().as_text()`) shows where the gathers appear. If the gathers are deliberate \
+        fix: "Keep activations sharded: constrain them to the sharding their consumer wants (for a Megatron MLP, the \
+              hidden activation sharded over data and model, the layer output over data) instead of replicating \
+              them, or drop the constraint and let the partitioner propagate the weights' sharding. Check the source \
+              lines in the evidence; the compiled HLO shows where the gathers appear. If the gathers are deliberate \
               (sequence parallelism), overlap them with compute.",
+        fix_lines: FixLines {
+            jax: "`P('data', 'model')` on the hidden activation and `P('data', None)` on the layer output instead of \
+                  `P(None)`/`P()` in `with_sharding_constraint`; `jax.debug.inspect_array_sharding` or \
+                  `.lower(...).compile().as_text()` shows where the gathers appear.",
+            tensorflow: "with DTensor, give the activations a sharded `Layout` (`dtensor.relayout`) rather than a \
+                         replicated one.",
+            pytorch_xla: "with SPMD, `xs.mark_sharding(hidden, mesh, ('data', 'model'))` on the hidden activation \
+                          instead of a replicated spec.",
+        },
     },
 };
 

@@ -10,7 +10,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceOpLine, covered, union};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -48,10 +48,17 @@ const META: DetectorMeta = DetectorMeta {
         fix: "Give the SparseCores less to do per step or more room: shard and stack embedding tables so every \
               SparseCore gets an even share, deduplicate ids before the lookup, lower the lookups per example \
               (feature hashing, smaller multivalent features), and size the per-partition id limits of the embedding \
-              configuration (`max_ids_per_partition` / `max_unique_ids_per_partition` of a jax-tpu-embedding \
-              `TableSpec`) to the real id distribution; run large-table lookups through the SparseCore embedding API \
-              rather than as dense `jnp.take`/gathers on the TensorCore. When the trace dropped events, profile fewer \
-              steps or trace fewer SparseCores to see the whole timeline.",
+              configuration to the real id distribution; run large-table lookups through the SparseCore embedding \
+              API rather than as dense gathers on the TensorCore. When the trace dropped events, profile fewer steps \
+              or trace fewer SparseCores to see the whole timeline.",
+        fix_lines: FixLines {
+            jax: "the limits are `max_ids_per_partition` / `max_unique_ids_per_partition` of a jax-tpu-embedding \
+                  `TableSpec`; avoid `jnp.take` on large tables.",
+            tensorflow: "use TensorFlow's TPU embedding API (`tf.tpu.experimental.embedding.TPUEmbeddingV2` on \
+                         SparseCore) with each `TableConfig` sized to the id distribution, rather than `tf.gather` \
+                         on the TensorCore.",
+            pytorch_xla: "",
+        },
     },
 };
 

@@ -9,7 +9,7 @@ use xlens_xplane::Picos;
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, HostImpact, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, HostImpact, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::report::HostSummary;
 use crate::units::{TimeBase, TimeUnit};
@@ -48,6 +48,7 @@ const META: DetectorMeta = DetectorMeta {
               mesh puts the same amount of data on every device (uneven shapes pad some shards). When the slow core \
               or host does the same ops as the others only slower, suspect the hardware (throttling, a bad host): \
               compare its op times run to run and drain the host.",
+        fix_lines: FixLines { jax: "", tensorflow: "", pytorch_xla: "" },
     },
 };
 

@@ -8,7 +8,7 @@ use xlens_xplane::{Picos, names};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::{self, OpSpan};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 
 /// See the module docs.
@@ -48,10 +48,18 @@ const META: DetectorMeta = DetectorMeta {
                      three steps), at least `truncated_capture.min_trailing_pct` (default 2 %). Severity P1 with lost events or a lagging core, P2 when \
                      only the last step was cut; the impact is 0 ms per step (nothing runs faster once fixed).",
         fix: "Capture fewer steps or fewer events so the trace fits the buffers: profile a short window of \
-              steady-state steps (`jax.profiler.start_trace`/`stop_trace` around steps N..N+k), lower the host \
-              tracer level or disable the Python tracer (`jax.profiler.ProfileOptions`: `host_tracer_level`, \
-              `python_tracer_level`), trace SparseCore on fewer cores, and stop the trace only after the last \
-              step's results are ready (`jax.block_until_ready` before `stop_trace`).",
+              steady-state steps, lower the host tracer level or disable the Python tracer, trace SparseCore on \
+              fewer cores, and stop the trace only after the last step's results are ready.",
+        fix_lines: FixLines {
+            jax: "`jax.profiler.start_trace`/`stop_trace` around steps N..N+k, `jax.profiler.ProfileOptions` \
+                  (`host_tracer_level`, `python_tracer_level`), and `jax.block_until_ready` before `stop_trace`.",
+            tensorflow: "`tf.profiler.experimental.start(logdir, \
+                         options=tf.profiler.experimental.ProfilerOptions(host_tracer_level=1, \
+                         python_tracer_level=0))` around a few steps, or a short `profile_batch` range in Keras's \
+                         TensorBoard callback.",
+            pytorch_xla: "a short `duration_ms` in `xp.trace_detached` (`torch_xla.debug.profiler`), and \
+                          `xm.wait_device_ops()` before the trace stops.",
+        },
     },
 };
 

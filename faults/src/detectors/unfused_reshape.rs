@@ -8,7 +8,7 @@ use xlens_hlo::{InstrId, Module, Opcode};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 use xlens_hlo::layout::{Work, is_layout_only_copy, kernel_body, work_of};
@@ -38,11 +38,18 @@ const META: DetectorMeta = DetectorMeta {
         thresholds: "Reported when there are at least `unfused_reshape.min_count` (default 1) such kernels per step and, \
                      with an op timeline, they take at least `unfused_reshape.min_pct_of_step` (default 5) % of the \
                      step; without an op timeline, on the count alone (severity P2). The impact is their time.",
-        fix: "Let the matmul absorb the permutation: write the einsum / dot_general with the dimension order you need \
-              instead of transposing before or after it (e.g. `jnp.einsum('bthd,bshd->bhts', q, k)` rather than \
-              transposing q and k to bhtd first), keep head split/merge as reshapes of the minor dimension, and drop \
-              explicit `.T` between matmuls. On TPU, check that the transpose sits inside the convolution fusion in \
-              the optimized HLO.",
+        fix: "Let the matmul absorb the permutation: write the matmul with the dimension order you need instead of \
+              transposing before or after it, keep head split/merge as reshapes of the minor dimension, and drop \
+              explicit transposes between matmuls. On TPU, check that the transpose sits inside the convolution \
+              fusion in the optimized HLO.",
+        fix_lines: FixLines {
+            jax: "e.g. `jnp.einsum('bthd,bshd->bhts', q, k)` rather than transposing q and k to bhtd first, and no \
+                  `.T` between matmuls.",
+            tensorflow: "`tf.einsum('bthd,bshd->bhts', q, k)` rather than `tf.transpose` of q and k first, or \
+                         `tf.matmul(..., transpose_b=True)`.",
+            pytorch_xla: "`torch.einsum('bthd,bshd->bhts', q, k)` rather than `.permute()`/`.transpose()` of q and k \
+                          first.",
+        },
     },
 };
 

@@ -7,7 +7,7 @@ use xlens_hlo::{CompId, ComputationKind, InstrId, Module, Opcode};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -44,12 +44,19 @@ const META: DetectorMeta = DetectorMeta {
                      20 % of the step, P2 under 2 %, and P2 as well when the device capacity is known and the memory \
                      peak is at least `unintended_remat.needed_peak_fraction` (default 0.8) of it (the \
                      recomputation is then probably needed).",
-        fix: "Save more in the forward: use a checkpoint policy that keeps the expensive results \
-              (`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`, `save_only_these_names` with \
-              `checkpoint_name`, or `offload_dot_with_no_batch_dims` to host memory) instead of `nothing_saveable`, \
-              checkpoint only every k-th layer, or drop `jax.checkpoint` where activations fit. For XLA's own `.remat` \
-              clones, lower the memory pressure (smaller per-device batch, sharding, donation) so the pass has no \
-              reason to recompute.",
+        fix: "Save more in the forward: use a checkpoint policy that keeps the expensive results (the matmul \
+              outputs, or offload them to host memory) instead of saving nothing, checkpoint only every k-th layer, \
+              or drop checkpointing where activations fit. For XLA's own `.remat` clones, lower the memory pressure \
+              (smaller per-device batch, sharding, donation) so the pass has no reason to recompute.",
+        fix_lines: FixLines {
+            jax: "`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`, `save_only_these_names` with \
+                  `checkpoint_name`, or `offload_dot_with_no_batch_dims` instead of `nothing_saveable`; drop \
+                  `jax.checkpoint` where activations fit.",
+            tensorflow: "apply `tf.recompute_grad` to fewer blocks (every k-th layer), or drop it where activations \
+                         fit.",
+            pytorch_xla: "apply `torch_xla.utils.checkpoint.checkpoint` to fewer layers (every k-th), or drop it \
+                          where activations fit.",
+        },
     },
 };
 

@@ -10,7 +10,7 @@ use xlens_hlo::{InstrId, Module, OpClass, Opcode, PrimitiveType};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 use xlens_hlo::layout::{Work, kernel_body, work_of};
@@ -43,10 +43,17 @@ const META: DetectorMeta = DetectorMeta {
                      step's programs. The impact estimate is, per chain, the reduce kernel's time times the fraction \
                      of its input bytes the wide type adds (1/2 for bf16 -> f32), plus the whole time of upcast \
                      kernels that only convert and feed nothing but chain reduces.",
-        fix: "Reduce the narrow array directly and let the reduction accumulate wide: `jnp.mean(x, axis=-1, \
-              dtype=jnp.float32)` / `jnp.sum(x, dtype=jnp.float32)` instead of `x.astype(jnp.float32).mean()`, then \
-              cast the (small) result; for norms use `jax.lax.reduce_precision` or a fused layer-norm. Check the \
-              source lines in the evidence.",
+        fix: "Reduce the narrow array directly and let the reduction accumulate wide instead of converting the whole \
+              array first, then cast the (small) result; for norms use a fused layer-norm. Check the source lines in \
+              the evidence.",
+        fix_lines: FixLines {
+            jax: "`jnp.mean(x, axis=-1, dtype=jnp.float32)` / `jnp.sum(x, dtype=jnp.float32)` instead of \
+                  `x.astype(jnp.float32).mean()`; for norms `jax.lax.reduce_precision` or a fused layer-norm.",
+            tensorflow: "let Keras's `LayerNormalization` under a mixed-precision policy do the wide accumulation, \
+                         instead of `tf.cast(x, tf.float32)` of the whole activation before `tf.reduce_mean`.",
+            pytorch_xla: "`x.mean(dim=-1, dtype=torch.float32)` / `x.sum(dim=-1, dtype=torch.float32)` instead of \
+                          `x.float().mean(-1)`.",
+        },
     },
 };
 

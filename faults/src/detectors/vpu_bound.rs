@@ -8,7 +8,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence::duration_text;
 use crate::evidence::{self, DeviceOpLine};
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -47,12 +47,16 @@ const META: DetectorMeta = DetectorMeta {
                      (of all vector ops when they dominate, of the vector-unit-bound ones for a stretch), an upper \
                      bound of the gain. Severity P1, P0 from 20 % of the step, P2 under 2 %.",
         fix: "Cut or move vector work: keep elementwise math in bf16 (f32 only where accuracy needs it), use \
-              approximate activations (`jax.nn.gelu(approximate=True)`), fuse normalisation and activation into \
-              the neighbouring matmul (check the HLO for fusion breaks such as layout copies between them), \
-              express reductions over a feature axis as matmuls with a ones vector, drop redundant casts and \
-              masks, and make the matmuls larger (batch, sequence or model width) so MXU work dominates. Vector \
-              ops marked HBM bound move more bytes than they compute on: fuse them with their producers or \
-              consumers to avoid the HBM round trip.",
+              approximate activations (tanh GELU), fuse normalisation and activation into the neighbouring matmul \
+              (check the HLO for fusion breaks such as layout copies between them), express reductions over a \
+              feature axis as matmuls with a ones vector, drop redundant casts and masks, and make the matmuls \
+              larger (batch, sequence or model width) so MXU work dominates. Vector ops marked HBM bound move more \
+              bytes than they compute on: fuse them with their producers or consumers to avoid the HBM round trip.",
+        fix_lines: FixLines {
+            jax: "`jax.nn.gelu(approximate=True)`.",
+            tensorflow: "`tf.nn.gelu(x, approximate=True)` and a `mixed_bfloat16` policy.",
+            pytorch_xla: "`F.gelu(x, approximate='tanh')` and bf16 through `torch_xla.amp.autocast`.",
+        },
     },
 };
 

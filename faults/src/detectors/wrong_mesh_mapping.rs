@@ -16,7 +16,7 @@ use xlens_hlo::{Collective, ComputationKind, InstrId, Module, Opcode, raw};
 use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
-use crate::finding::{Evidence, Finding, Findings, Impact, Severity};
+use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
 use crate::profile::HostProfile;
 use crate::units::TimeBase;
 
@@ -57,13 +57,21 @@ const META: DetectorMeta = DetectorMeta {
                      `wrong_mesh_mapping.min_hop_multiple` (default 2) times the contiguous class's. The idle-axis \
                      pattern needs at least 4 devices and an inner block of at least 2. Severity P1; P0 when the \
                      impact is at least 20 % of the step, P2 under 2 %.",
-        fix: "Map the parallelism that communicates most to the inner mesh axis: in `jax.make_mesh((4, 2), ('data', \
-              'model'))` the last axis ('model') is the fast one, so shard weights `P(None, 'model')`/`P('model', \
-              None)` for tensor parallelism and keep data/FSDP parallelism on the outer axis; shard the batch over \
-              both axes (`P(('data', 'model'))`) when an axis would otherwise hold replicas; or reorder the mesh \
-              axes (or use `mesh_utils.create_device_mesh`) so the heavy collectives run over neighbouring devices. \
-              Replace chains of `ppermute` over strided devices by one collective (`all_gather`, `psum_scatter`) or \
-              a ring over the inner axis.",
+        fix: "Map the parallelism that communicates most to the inner (fastest) mesh axis: shard weights along that \
+              axis for tensor parallelism and keep data/FSDP parallelism on the outer axis; shard the batch over \
+              both axes when an axis would otherwise hold replicas; or reorder the mesh axes so the heavy \
+              collectives run over neighbouring devices. Replace chains of point-to-point transfers over strided \
+              devices by one collective (all-gather, reduce-scatter) or a ring over the inner axis.",
+        fix_lines: FixLines {
+            jax: "in `jax.make_mesh((4, 2), ('data', 'model'))` the last axis ('model') is the fast one, so shard \
+                  weights `P(None, 'model')`/`P('model', None)` for tensor parallelism, the batch `P(('data', \
+                  'model'))` where an axis would hold replicas, or build the mesh with \
+                  `mesh_utils.create_device_mesh`; replace `ppermute` chains by `all_gather`/`psum_scatter`.",
+            tensorflow: "with DTensor the last dimension of `dtensor.create_mesh` is the inner one: put the model \
+                         dimension there.",
+            pytorch_xla: "with SPMD the last axis of `xs.Mesh(device_ids, mesh_shape, axis_names)` is the inner one: \
+                          put the model axis there.",
+        },
     },
 };
 

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use super::format::{escape, inline_code, si};
 use super::layout::BREAKPOINT_PX;
 use super::step_chart::{ANATOMY_COLORS, MAX_PANELS};
-use super::{memory_peak, profile_sentence, roofline_chart, step_chart, steps_sentence, where_found};
+use super::{
+    framework_sentence, memory_peak, profile_sentence, roofline_chart, step_chart, steps_sentence, where_found,
+};
 use xlens_faults::{ANATOMY_CLASSES, Charts, Finding, HostRow, Metrics, Report, StepSeries, TimeUnit, fmt_value};
 
 fn css() -> String {
@@ -75,10 +77,12 @@ pub fn html(report: &Report) -> String {
 fn header(s: &mut String, report: &Report) {
     let _ = write!(
         s,
-        "<h1>xlens fault scan <span class=\"status {0}\">{0}</span></h1><p>{1}</p><p class=\"note\">{2}</p>",
+        "<h1>xlens fault scan <span class=\"status {0}\">{0}</span></h1><p>{1}</p><p class=\"note\">{2}</p>\
+         <p class=\"note\" id=\"framework\">Framework: {3}</p>",
         report.status.as_str(),
         escape(&report.summary),
-        escape(&profile_sentence(report))
+        escape(&profile_sentence(report)),
+        escape(&framework_sentence(report))
     );
 }
 

@@ -49,6 +49,7 @@ fn json_document(report: &Report) -> String {
 pub(crate) use format::escape;
 
 use xlens_faults::{Finding, HostRow, Metrics, Report, Scope, fmt_value};
+use xlens_roofline::Framework;
 
 fn opt(v: Option<f64>, unit: &str) -> String {
     match v {
@@ -307,6 +308,20 @@ fn profile_sentence(report: &Report) -> String {
     )
 }
 
+/// What the header says of the framework: which one (and whether XLA ran), and what in the
+/// capture says so; an unknown one says that the fixes stay framework-neutral.
+pub(crate) fn framework_sentence(report: &Report) -> String {
+    let f = &report.framework;
+    match (f.name, f.evidence.is_empty()) {
+        (Framework::Unknown, true) => {
+            "unknown: nothing in the profile names it (fixes are framework-neutral)".to_owned()
+        }
+        (Framework::Unknown, false) => format!("unknown: {} (fixes are framework-neutral)", f.evidence),
+        (_, true) => f.describe(),
+        (_, false) => format!("{}, from {}", f.describe(), f.evidence),
+    }
+}
+
 /// The text report's `Slowest ops` list (nothing without ops).
 fn slowest_ops(s: &mut String, m: &Metrics) {
     if m.slowest_ops.is_empty() {
@@ -335,6 +350,7 @@ pub fn text(report: &Report) -> String {
     line(&mut s, format_args!("{}", report.summary));
     s.push('\n');
     line(&mut s, format_args!("Profile   {}", profile_sentence(report)));
+    line(&mut s, format_args!("Framework {}", framework_sentence(report)));
     let m = &report.metrics;
     line(&mut s, format_args!("Steps     {}", steps_sentence(report)));
     if report.hosts.len() > 1 {
