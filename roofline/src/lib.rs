@@ -46,6 +46,7 @@ mod host_profile;
 mod intervals;
 mod kernel_stats;
 mod matmul_free;
+pub mod memory_profile;
 mod model;
 mod op_profile;
 mod op_profile_cpu;
