@@ -131,7 +131,10 @@ where
 /// every host fails (then the first error is the command's). A host whose file changed while it
 /// was read (`Space::check_file_unchanged`) is skipped too: what was read of it may mix two
 /// versions.
-fn per_host_in<T, E>(opened: &OpenedRun, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
+pub(crate) fn per_host_in<T, E>(
+    opened: &OpenedRun,
+    f: impl Fn(&Host) -> Result<T, E>,
+) -> Result<Partial<Vec<T>>, BoxError>
 where
     E: std::fmt::Display + Into<BoxError>,
 {
