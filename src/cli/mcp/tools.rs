@@ -22,8 +22,10 @@ use super::cache::{Cache, Key, Profile};
 use super::guard::Roots;
 use super::one_line;
 use super::page::{PageRequest, page};
+use crate::events::{self as ev, EventsRequest, NamePattern};
 use crate::faults::{Report, ScanConfig, StepRange};
 use crate::report::diff::{DiffConfig, Repeats, diff_with_repeats};
+use crate::roofline::events::GroupBy;
 use crate::roofline::{ChipSpec, chips::CATALOGUE};
 use crate::{ScanRequest, documents};
 
@@ -80,6 +82,24 @@ pub(crate) static TOOLS: &[Tool] = &[
         description: "GPU kernel statistics of a profile, as `xlens kernels --json`: per host and kernel its launches, total, mean, min and max duration, grid and block shape, registers, shared memory, occupancy and whether it uses tensor cores, sorted by total time. Call it on GPU profiles to see which kernels take the time and whether matmuls reach the tensor cores; `top` keeps the first N kernels per host.",
         arguments: arguments::<KernelsArgs>,
         run: |s, a| kernels(s, parse(a)?),
+    },
+    Tool {
+        name: "events",
+        description: "Timeline events of a profile chosen by name, plane and line patterns (regular expressions searched in the name, as XProf's) and a time window in ms from the host's first event, as `xlens events --json`: by default their duration statistics grouped by event name (or by line with `group_by: \"line\"`): count, total, mean, min, max, p50, p90, p99 and standard deviation, longest total first; `list: true` lists the events themselves (plane, line, name, start, duration); `lines: true` lists every plane's lines with their event counts instead. Call it to measure something the op profile does not name: host-side stalls, Python or runtime events, a kernel or marker by name, or what happens in one window of the trace. Equals XProf's `aggregate_xplane_events`, `list_xplane_events` and `list_xplane_lines`.",
+        arguments: arguments::<EventsArgs>,
+        run: |s, a| events(s, parse(a)?),
+    },
+    Tool {
+        name: "device",
+        description: "The hosts and devices of a profile and its key figures, as `xlens device --json`: the device type, chip and core count, per host its chip's peaks (FLOP/s, HBM bandwidth and capacity, ridge point), and the session's metrics as the scan computes them (step time, FLOP and HBM-bandwidth utilisation, duty cycle, memory peak) with XProf's own roofline efficiency beside them. Call it first on an unknown profile to learn what hardware ran and how busy it was, or to read the peaks an op's intensity should be judged against. Equals XProf's `get_hosts`, `get_device_information` and `get_kpi_metrics`.",
+        arguments: arguments::<PathArgs>,
+        run: |s, a| device(s, parse(a)?),
+    },
+    Tool {
+        name: "memory",
+        description: "Device memory of a profile, as `xlens memory --json`: per compiled HLO program the total of its buffer assignment and the buffers live at its peak, grouped as XProf groups them (parameters, outputs, temporaries; `top` keeps the largest N programs); and under `memory_profile`, per host the runtime memory profile from the allocator events (GPU and TPU captures): per allocator (memory id) its peak in use, stack and heap at the peak, free memory, capacity, utilisation and the fragmentation the allocator reported there, and which allocator has the largest peak. A host without allocator events has `peak_memory_id: null` and a `reason`, never zeros. Call it for out-of-memory questions, to see how close a program runs to the device's capacity, or which buffers to shrink. Equals XProf's `get_peak_allocations` and `get_memory_profile`.",
+        arguments: arguments::<MemoryArgs>,
+        run: |s, a| memory(s, parse(a)?),
     },
     Tool {
         name: "roofline",
@@ -393,6 +413,150 @@ fn kernels(state: &State, args: KernelsArgs) -> Result<Arc<Value>, String> {
     })
 }
 
+/// `events`' arguments (those of `xlens events`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EventsArgs {
+    /// The profile: a `*.xplane.pb`, a run directory or a logdir, under the server's root.
+    path: String,
+    /// Event names: a regular expression searched in the name (`^train$`, `^(?!end: ).*fusion`).
+    #[serde(default)]
+    pattern: Option<String>,
+    /// Plane names (e.g. `^/device:GPU:0$`, `/host:CPU`).
+    #[serde(default)]
+    plane: Option<String>,
+    /// Line names (e.g. `XLA Ops`, `python`).
+    #[serde(default)]
+    line: Option<String>,
+    /// Only events starting at or after this many ms from the host's first event.
+    #[serde(default)]
+    from_ms: Option<f64>,
+    /// Only events starting before this many ms from the host's first event.
+    #[serde(default)]
+    to_ms: Option<f64>,
+    /// Group the statistics by event `name` (default) or by `line`.
+    #[serde(default)]
+    group_by: Option<EventsGroup>,
+    /// Rows kept per host: groups, or listed events (all by default).
+    #[serde(default)]
+    top: Option<usize>,
+    /// List the events themselves instead of their statistics.
+    #[serde(default)]
+    list: bool,
+    /// List every plane's lines with their event counts instead (no other filter applies).
+    #[serde(default)]
+    lines: bool,
+}
+
+/// How `events` groups its statistics.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum EventsGroup {
+    /// By event name.
+    Name,
+    /// By line name.
+    Line,
+}
+
+impl EventsArgs {
+    /// The request `xlens events --json` makes of the same flags; the combinations it refuses
+    /// are refused alike.
+    fn request(&self) -> Result<EventsRequest, String> {
+        if self.lines
+            && (self.list
+                || self.pattern.is_some()
+                || self.plane.is_some()
+                || self.line.is_some()
+                || self.from_ms.is_some()
+                || self.to_ms.is_some()
+                || self.group_by.is_some()
+                || self.top.is_some())
+        {
+            return Err(
+                "lines lists every line: it takes no list, pattern, plane, line, from_ms, to_ms, group_by or top"
+                    .to_owned(),
+            );
+        }
+        if self.list && self.group_by.is_some() {
+            return Err("list lists events: it takes no group_by".to_owned());
+        }
+        for (key, ms) in [("from_ms", self.from_ms), ("to_ms", self.to_ms)] {
+            if ms.is_some_and(|v| !v.is_finite()) {
+                return Err(format!("{key} must be a finite time in ms"));
+            }
+        }
+        let pattern = |key: &str, p: &Option<String>| {
+            p.as_deref().map(NamePattern::new).transpose().map_err(|e| format!("{key}: {e}"))
+        };
+        Ok(EventsRequest {
+            name: pattern("pattern", &self.pattern)?,
+            plane: pattern("plane", &self.plane)?,
+            line: pattern("line", &self.line)?,
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            group_by: match self.group_by {
+                Some(EventsGroup::Line) => GroupBy::Line,
+                Some(EventsGroup::Name) | None => GroupBy::Name,
+            },
+            top: self.top,
+        })
+    }
+}
+
+fn events(state: &State, args: EventsArgs) -> Result<Arc<Value>, String> {
+    let req = args.request()?;
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document(&format!("events {args:?}"), || {
+        let opened = profile.opened()?;
+        if args.lines {
+            let inv = documents::host_inventories_in(&opened).map_err(|e| one_line(&*e))?;
+            return Ok(ev::lines_document(&inv));
+        }
+        if args.list {
+            let list = ev::event_list_in(&opened, &req).map_err(|e| one_line(&*e))?;
+            return Ok(ev::list_document(&list));
+        }
+        let agg = ev::event_aggregates_in(&opened, &req).map_err(|e| one_line(&*e))?;
+        Ok(ev::aggregates_document(&agg, req.top))
+    })
+}
+
+fn device(state: &State, args: PathArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    if profile.run.is_none() {
+        return Err(format!("{} is not a profile of hosts (a lone HLO proto has no device)", args.path));
+    }
+    profile.document("device", || {
+        // The key figures are a scan's over hosts it owns: the profile's files, read again once
+        // (the document is kept).
+        let d = crate::device::device_info(&profile.path).map_err(|e| one_line(&*e))?;
+        Ok(crate::device::device_document(&d))
+    })
+}
+
+/// `memory`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MemoryArgs {
+    /// The profile (or one `*.hlo_proto.pb`), under the server's root.
+    path: String,
+    /// Programs kept, the largest first (all by default).
+    #[serde(default)]
+    top: Option<usize>,
+}
+
+fn memory(state: &State, args: MemoryArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document(&format!("memory {:?}", args.top), || {
+        let report = match &profile.run {
+            Some(_) => crate::memory::memory_report_in(&*profile.opened()?),
+            None => crate::memory::memory_report(&profile.path),
+        }
+        .map_err(|e| one_line(&*e))?;
+        Ok(crate::memory::memory_report_document(&report, args.top))
+    })
+}
+
 /// `roofline`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -518,6 +682,12 @@ mod tests {
             ("diff", json!({ "base": "corpus/clean", "new": "corpus/clean", "min_change": -1 }), "min_change"),
             ("scan", json!({ "path": "corpus/clean", "only": ["nope"] }), "not a detector id"),
             ("roofline", json!({ "chips": ["nope"] }), "nope"),
+            ("events", json!({ "path": "corpus/clean", "lines": true, "top": 3 }), "lines lists every line"),
+            ("events", json!({ "path": "corpus/clean", "list": true, "group_by": "line" }), "takes no group_by"),
+            ("events", json!({ "path": "corpus/clean", "pattern": "(" }), "pattern: bad pattern"),
+            ("events", json!({ "path": "corpus/clean", "group_by": "plane" }), "unknown variant"),
+            ("memory", json!({ "path": "corpus/clean", "top": -2 }), "top must be at least 0"),
+            ("device", json!({ "path": "../README.md" }), "outside the server's --root"),
             ("nope", json!({}), "no tool \"nope\""),
         ];
         for (tool, a, why) in cases {
@@ -525,6 +695,40 @@ mod tests {
             assert!(e.contains(why), "{tool} {a}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn events_device_and_memory_are_their_commands_documents() {
+        let s = state();
+        let dir = |rel: &str| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata")).join(rel);
+        let called =
+            |tool: &str, a: Value| -> Value { serde_json::from_str(&call(&s, tool, args(a)).unwrap()).unwrap() };
+        let clean = dir("corpus/clean");
+        let req = EventsRequest { name: Some(NamePattern::new("^train$").unwrap()), ..EventsRequest::default() };
+        assert_eq!(
+            called("events", json!({ "path": "corpus/clean", "pattern": "^train$" })),
+            ev::aggregates_document(&ev::event_aggregates(&clean, &req).unwrap(), None)
+        );
+        let listed = EventsRequest { top: Some(2), ..req };
+        assert_eq!(
+            called("events", json!({ "path": "corpus/clean", "pattern": "^train$", "list": true, "top": 2 })),
+            ev::list_document(&ev::event_list(&clean, &listed).unwrap())
+        );
+        assert_eq!(
+            called("events", json!({ "path": "corpus/clean", "lines": true })),
+            ev::lines_document(&ev::event_lines(&clean).unwrap())
+        );
+        assert_eq!(
+            called("device", json!({ "path": "corpus/clean" })),
+            crate::device::device_document(&crate::device::device_info(&clean).unwrap())
+        );
+        let attn = dir("field/amd_te_fused_attn");
+        let memory = called("memory", json!({ "path": "field/amd_te_fused_attn", "top": 1 }));
+        assert_eq!(
+            memory,
+            crate::memory::memory_report_document(&crate::memory::memory_report(&attn).unwrap(), Some(1))
+        );
+        assert_eq!(memory["memory_profile"]["hosts"][0]["peak_memory_id"], "GPU_0_bfc");
     }
 
     #[test]
