@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::cache::{Cache, Key, Profile};
-use super::guard::Roots;
+use super::guard::{OutDir, Roots};
 use super::one_line;
 use super::page::{PageRequest, page};
 use crate::events::{self as ev, EventsRequest, NamePattern};
@@ -49,7 +49,7 @@ pub(crate) type Call = fn(&State, Map<String, Value>) -> Result<Arc<Value>, Stri
 pub(crate) static TOOLS: &[Tool] = &[
     Tool {
         name: "scan",
-        description: "Scan an XProf profile (a *.xplane.pb file, a run directory of host files, or a logdir, whose newest run is taken) for performance faults, as `xlens scan --json`. Returns the report: status (OK, NEEDS_ATTENTION, INCOMPLETE), session metrics (step time, utilisation, duty cycle), per-host step table, and findings sorted by severity (P0 worst), each with its id, what is happening, the expected gain, evidence and a fix. Call it first on a profile; then call `findings` with a finding's id for its full evidence, `ops` for the op profile, `hlo` for the programs, `kernels` on GPU profiles. The profile is decoded once and kept, so follow-up calls on it are fast.",
+        description: "Scan an XProf profile (a *.xplane.pb file, a run directory of host files, or a logdir, whose newest run is taken) for performance faults, as `xlens scan --json`. Returns the report: status (OK, NEEDS_ATTENTION, INCOMPLETE), session metrics (step time, utilisation, duty cycle), per-host step table, and findings sorted by severity (P0 worst), each with its id, what is happening, the expected gain, evidence and a fix. Call it first on a profile; then call `findings` with a finding's id for its full evidence, `ops` for the op profile, `hlo` for the programs, `kernels` on GPU profiles. The profile is decoded once and kept, so follow-up calls on it are fast. With `html` (a file name, when the server was started with `--out DIR`) it also writes the report page a person can open into that directory, and adds its path as `html_page`.",
         arguments: arguments::<ScanArgs>,
         run: |s, a| scan(s, parse(a)?),
     },
@@ -115,17 +115,19 @@ pub(crate) static TOOLS: &[Tool] = &[
     },
 ];
 
-/// The server's state: where it may read, and what it keeps.
+/// The server's state: where it may read and write, and what it keeps.
 #[derive(Debug)]
 pub(crate) struct State {
     roots: Roots,
+    out: OutDir,
     cache: Cache,
 }
 
 impl State {
-    /// A server that reads under `roots` and keeps at most `cache_bytes` of profiles.
-    pub(crate) fn new(roots: Roots, cache_bytes: u64) -> State {
-        State { roots, cache: Cache::new(cache_bytes) }
+    /// A server that reads under `roots`, writes only into `out` and keeps at most
+    /// `cache_bytes` of profiles.
+    pub(crate) fn new(roots: Roots, out: OutDir, cache_bytes: u64) -> State {
+        State { roots, out, cache: Cache::new(cache_bytes) }
     }
 
     /// The profile at `path` (its run `run`, its hosts `hosts` when given), refused unless it and
@@ -286,6 +288,11 @@ struct ScanArgs {
     /// Only these steps: `A..B` (both included), `A..`, `..B` or `N`.
     #[serde(default)]
     steps: Option<String>,
+    /// Also write the HTML report page (`xlens scan --html`) to this file name under the
+    /// server's `--out` directory (a relative path such as `report.html`); refused when the
+    /// server was started without `--out`.
+    #[serde(default)]
+    html: Option<String>,
 }
 
 impl ScanArgs {
@@ -317,10 +324,18 @@ fn scan(state: &State, args: ScanArgs) -> Result<Arc<Value>, String> {
     let config = args.config()?;
     let profile = state.profile(&args.path, args.run.as_deref(), &args.hosts)?;
     let key = args.key();
-    profile.document(&format!("scan {key}"), || {
-        let report = state.report(&profile, &key, config)?;
+    let doc = profile.document(&format!("scan {key}"), || {
+        let report = state.report(&profile, &key, config.clone())?;
         serde_json::from_str(&crate::report::render::json(&report)).map_err(|e| e.to_string())
-    })
+    })?;
+    let Some(name) = &args.html else { return Ok(doc) };
+    let report = state.report(&profile, &key, config)?;
+    let written = state.out.write("the HTML page", name, crate::report::render::html(&report).as_bytes())?;
+    let mut doc = (*doc).clone();
+    if let Value::Object(map) = &mut doc {
+        map.insert("html_page".to_owned(), Value::String(written.display().to_string()));
+    }
+    Ok(Arc::new(doc))
 }
 
 /// `findings`' arguments.
@@ -346,6 +361,7 @@ fn findings(state: &State, args: FindingsArgs) -> Result<Value, String> {
             only: Vec::new(),
             disable: Vec::new(),
             steps: None,
+            html: None,
         },
     )?;
     let all = report["findings"].as_array().cloned().unwrap_or_default();
@@ -611,6 +627,7 @@ fn diff(state: &State, args: DiffArgs) -> Result<Value, String> {
         only: Vec::new(),
         disable: Vec::new(),
         steps: args.steps.clone(),
+        html: None,
     };
     let report = |path: &str| -> Result<Report, String> {
         let given = scan_args(path);
@@ -638,7 +655,7 @@ mod tests {
 
     fn state() -> State {
         let testdata = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata"));
-        State::new(Roots::new(&[testdata]).unwrap(), 1 << 30)
+        State::new(Roots::new(&[testdata]).unwrap(), OutDir::default(), 1 << 30)
     }
 
     fn args(v: Value) -> Map<String, Value> {
@@ -729,6 +746,34 @@ mod tests {
             crate::memory::memory_report_document(&crate::memory::memory_report(&attn).unwrap(), Some(1))
         );
         assert_eq!(memory["memory_profile"]["hosts"][0]["peak_memory_id"], "GPU_0_bfc");
+    }
+
+    #[test]
+    fn scan_writes_its_page_into_out_only() {
+        let e = call(&state(), "scan", args(json!({ "path": "corpus/clean", "html": "page.html" }))).unwrap_err();
+        assert!(e.contains("start it with --out"), "{e}");
+        let out = std::env::temp_dir().join(format!("xlens-mcp-out-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let testdata = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata"));
+        let s = State::new(Roots::new(&[testdata]).unwrap(), OutDir::new(Some(&out)).unwrap(), 1 << 30);
+        let plain: Value =
+            serde_json::from_str(&call(&s, "scan", args(json!({ "path": "corpus/clean" }))).unwrap()).unwrap();
+        let with: Value = serde_json::from_str(
+            &call(&s, "scan", args(json!({ "path": "corpus/clean", "html": "pages/clean.html" }))).unwrap(),
+        )
+        .unwrap();
+        let page = out.canonicalize().unwrap().join("pages/clean.html");
+        assert_eq!(with["html_page"], page.display().to_string());
+        let mut without = with.clone();
+        without.as_object_mut().unwrap().remove("html_page");
+        assert_eq!(without, plain);
+        assert!(std::fs::read_to_string(&page).unwrap().starts_with("<!DOCTYPE html>"));
+        for bad in ["../escape.html", "/tmp/escape.html", "a/../../escape.html"] {
+            let e = call(&s, "scan", args(json!({ "path": "corpus/clean", "html": bad }))).unwrap_err();
+            assert!(e.contains("--out") && !e.contains('\n'), "{bad}: {e}");
+        }
+        assert!(!out.parent().unwrap().join("escape.html").exists());
+        let _ = std::fs::remove_dir_all(&out);
     }
 
     #[test]
