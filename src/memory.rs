@@ -58,12 +58,21 @@ pub fn memory_report(path: &Path) -> Result<MemoryReport, BoxError> {
     memory_report_in(&open_readable(path)?)
 }
 
-/// [`memory_report`] of a run already opened.
+/// [`memory_report`] of a run already opened. A host whose allocator events do not decode is
+/// skipped from the memory profile (with its error); the programs are answered whatever the
+/// memory profile's fate.
 pub fn memory_report_in(opened: &OpenedRun) -> Result<MemoryReport, BoxError> {
     let programs = programs_of(&hlo_modules_in(opened));
     let runtime = crate::documents::per_host_in(opened, |h| {
         memory_profile(h.space()).map(|profile| HostMemoryProfile { host: h.name().to_owned(), profile })
-    })?;
+    })
+    // Every host's allocator events failed to decode: the programs are still answered, and the
+    // memory profile says why it has no host.
+    .unwrap_or_else(|e| {
+        let line = crate::report::tables::error_line(&*e);
+        let why = line.strip_prefix("error: ").unwrap_or(&line);
+        Partial { hosts: Vec::new(), skipped_hosts: Vec::new(), errors: vec![format!("memory profile: {why}")] }
+    });
     Ok(MemoryReport { programs, runtime: Some(runtime) })
 }
 
