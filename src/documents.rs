@@ -119,19 +119,14 @@ pub(crate) fn open_readable(path: &Path) -> Result<OpenedRun, crate::xplane::Err
     open_run(&discover(&Location::from(path))?)
 }
 
-/// [`per_host_in`] of the run at `path`.
-pub(crate) fn per_host<T, E>(path: &Path, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
-where
-    E: std::fmt::Display + Into<BoxError>,
-{
-    per_host_in(&open_readable(path)?, f)
-}
-
 /// `f` on every host of `opened`; a host whose analysis fails is skipped with its error, unless
 /// every host fails (then the first error is the command's). A host whose file changed while it
 /// was read (`Space::check_file_unchanged`) is skipped too: what was read of it may mix two
 /// versions.
-fn per_host_in<T, E>(opened: &OpenedRun, f: impl Fn(&Host) -> Result<T, E>) -> Result<Partial<Vec<T>>, BoxError>
+pub(crate) fn per_host_in<T, E>(
+    opened: &OpenedRun,
+    f: impl Fn(&Host) -> Result<T, E>,
+) -> Result<Partial<Vec<T>>, BoxError>
 where
     E: std::fmt::Display + Into<BoxError>,
 {

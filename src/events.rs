@@ -11,7 +11,7 @@ use std::path::Path;
 
 use regex::Regex;
 
-use crate::documents::{BoxError, Partial, per_host};
+use crate::documents::{BoxError, OpenedRun, Partial, open_readable, per_host_in};
 use crate::report::tables::HostInventory;
 use crate::report::tables::events::{HostEventAggregates, HostEventList};
 use crate::roofline::events::{EventFilter, GroupBy, TimeWindow, aggregate_events, list_events};
@@ -149,7 +149,15 @@ impl EventsRequest {
 
 /// The duration statistics of the events `req` chooses, per host (`xlens events`).
 pub fn event_aggregates(path: &Path, req: &EventsRequest) -> Result<Partial<Vec<HostEventAggregates>>, BoxError> {
-    per_host(path, |h| {
+    event_aggregates_in(&open_readable(path)?, req)
+}
+
+/// [`event_aggregates`] of a run already opened.
+pub fn event_aggregates_in(
+    opened: &OpenedRun,
+    req: &EventsRequest,
+) -> Result<Partial<Vec<HostEventAggregates>>, BoxError> {
+    per_host_in(opened, |h| {
         req.with_filter(|f| aggregate_events(h.space(), f, req.group_by)).map(|aggregates| HostEventAggregates {
             host: h.name().to_owned(),
             group_by: req.group_by,
@@ -160,7 +168,12 @@ pub fn event_aggregates(path: &Path, req: &EventsRequest) -> Result<Partial<Vec<
 
 /// The events `req` chooses, per host, the first `req.top` of each (`xlens events --list`).
 pub fn event_list(path: &Path, req: &EventsRequest) -> Result<Partial<Vec<HostEventList>>, BoxError> {
-    per_host(path, |h| {
+    event_list_in(&open_readable(path)?, req)
+}
+
+/// [`event_list`] of a run already opened.
+pub fn event_list_in(opened: &OpenedRun, req: &EventsRequest) -> Result<Partial<Vec<HostEventList>>, BoxError> {
+    per_host_in(opened, |h| {
         req.with_filter(|f| list_events(h.space(), f, req.top))
             .map(|list| HostEventList { host: h.name().to_owned(), list })
     })

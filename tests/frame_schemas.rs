@@ -26,6 +26,9 @@ const UNITLESS: &[(&str, &str)] = &[
     ("cores", "a count"),
     ("cores_per_chip", "a count"),
     ("total_modules", "a count of programs (memory: XProf's `get_peak_allocations` key)"),
+    ("allocations", "a count of allocation events (memory: an allocator's)"),
+    ("deallocations", "a count of deallocation events (memory: an allocator's)"),
+    ("events_beyond_limit", "a count of events (memory: those of memory ids over the limit)"),
     ("flops", "a count of floating-point operations (XLA's cost analysis name)"),
     ("xprof_flops", "floating-point operations as XProf counts them (per launch)"),
     ("transcendentals", "a count"),
@@ -220,6 +223,9 @@ const JSON_UNITLESS: &[(&str, &str)] = &[
     ("devices", "a count (device: a host's TPU cores or GPUs)"),
     ("cores_per_chip", "a count"),
     ("total_modules", "a count of programs (memory: XProf's `get_peak_allocations` key)"),
+    ("allocations", "a count of allocation events (memory: an allocator's)"),
+    ("deallocations", "a count of deallocation events (memory: an allocator's)"),
+    ("events_beyond_limit", "a count of events (memory: those of memory ids over the limit)"),
 ];
 
 /// Objects whose keys are names (opcodes, plane names) and whose numbers are counts.

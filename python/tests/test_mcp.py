@@ -27,11 +27,26 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTDATA = os.path.realpath(os.path.join(ROOT, "testdata"))
-TOOLS = {"scan", "findings", "ops", "hlo", "inventory", "kernels", "roofline", "diff", "graph"}
+TOOLS = {
+    "scan",
+    "findings",
+    "ops",
+    "hlo",
+    "inventory",
+    "kernels",
+    "roofline",
+    "diff",
+    "graph",
+    "events",
+    "device",
+    "memory",
+}
 CPU = os.path.join(TESTDATA, "corpus", "recompilation")
 BASELINE = os.path.join(TESTDATA, "corpus", "data_formatting_baseline")
 CHANGED = os.path.join(TESTDATA, "corpus", "data_formatting")
 GPU = os.path.join(TESTDATA, "h200", "h200_small_launch_bound")
+# A capture with a runtime memory profile on several allocators.
+MEMORY = os.path.join(TESTDATA, "field", "amd_jax08_gemm")
 
 
 def xlens_bin() -> str:
@@ -104,9 +119,9 @@ async def refused(session: ClientSession, tool: str, args: dict, why: str) -> No
     assert why in value, f"{tool} {args}: {value!r} does not say {why!r}"
 
 
-def run_session(body, root: str = TESTDATA) -> None:
+def run_session(body, root: str = TESTDATA, extra: tuple[str, ...] = ()) -> None:
     async def main() -> None:
-        params = StdioServerParameters(command=xlens_bin(), args=["mcp", "--root", root], cwd=root)
+        params = StdioServerParameters(command=xlens_bin(), args=["mcp", "--root", root, *extra], cwd=root)
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
@@ -126,7 +141,7 @@ def test_tools_are_listed_with_schemas_and_descriptions() -> None:
             assert schema["type"] == "object"
             assert {"offset", "limit"} <= set(schema["properties"]), t.name
         path_tools = {t.name for t in tools if "path" in field(t, "input_schema", "inputSchema").get("required", [])}
-        assert path_tools >= {"scan", "findings", "ops", "hlo", "inventory", "kernels"}
+        assert path_tools >= {"scan", "findings", "ops", "hlo", "inventory", "kernels", "events", "device", "memory"}
 
     run_session(body)
 
@@ -175,6 +190,36 @@ def test_each_tool_is_its_cli_json() -> None:
             await ok(session, "diff", {"base": CPU, "new": CPU, "min_change": 5}),
             cli("diff", CPU, CPU, "--min-change", "5"),
         )
+        # events: aggregates, grouped by line, a window, a list and the lines, as `xlens events`.
+        same_as_cli(await ok(session, "events", {"path": CPU}), cli("events", CPU))
+        same_as_cli(
+            await ok(session, "events", {"path": CPU, "pattern": "^train$", "top": 3}),
+            cli("events", CPU, "--pattern", "^train$", "--top", "3"),
+        )
+        same_as_cli(
+            await ok(session, "events", {"path": GPU, "group_by": "line", "plane": "^/device:GPU"}),
+            cli("events", GPU, "--group-by", "line", "--plane", "^/device:GPU"),
+        )
+        same_as_cli(
+            await ok(session, "events", {"path": CPU, "from_ms": 1.5, "to_ms": 40, "line": "python"}),
+            cli("events", CPU, "--from-ms", "1.5", "--to-ms", "40", "--line", "python"),
+        )
+        same_as_cli(
+            await ok(session, "events", {"path": CPU, "list": True, "pattern": "^train$", "top": 5}),
+            cli("events", CPU, "--list", "--pattern", "^train$", "--top", "5"),
+        )
+        same_as_cli(await ok(session, "events", {"path": GPU, "lines": True}), cli("events", GPU, "--lines"))
+        await refused(session, "events", {"path": CPU, "lines": True, "top": 2}, "lines")
+        await refused(session, "events", {"path": CPU, "pattern": "("}, "pattern")
+        # device and memory, with and without a runtime memory profile.
+        for path in (CPU, GPU, MEMORY):
+            same_as_cli(await ok(session, "device", {"path": path}), cli("device", path))
+            same_as_cli(await ok(session, "memory", {"path": path}), cli("memory", path))
+        same_as_cli(await ok(session, "memory", {"path": MEMORY, "top": 1}), cli("memory", MEMORY, "--top", "1"))
+        memory = await ok(session, "memory", {"path": MEMORY})
+        assert memory["memory_profile"]["hosts"][0]["peak_memory_id"] == "GPU_0_bfc"
+        none = (await ok(session, "memory", {"path": CPU}))["memory_profile"]["hosts"][0]
+        assert none["peak_memory_id"] is None and none["reason"]
         # One finding's full evidence is the scan's finding.
         report = cli("scan", CPU)
         first = report["findings"][0]["id"]
@@ -244,3 +289,41 @@ def test_refusals_are_tool_errors_and_the_server_keeps_serving() -> None:
             same_as_cli(await ok(session, "scan", {"path": "inside.xplane.pb"}), cli("scan", inside))
 
         run_session(body, root=root)
+
+
+def test_scan_writes_its_page_into_out_only() -> None:
+    """With `--out DIR` a scan's `html` page lands in DIR (the page `xlens scan --html` writes);
+    without it, or with a name that leaves DIR, the call is a tool error and nothing is written."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out")
+        outside = os.path.join(tmp, "outside")
+        os.makedirs(outside)
+        cli_page = os.path.join(tmp, "cli.html")
+        expected = cli("scan", CPU, "--html", cli_page)
+        with open(cli_page, encoding="utf-8") as f:
+            page = f.read()
+
+        async def without_out(session: ClientSession) -> None:
+            await refused(session, "scan", {"path": CPU, "html": "page.html"}, "--out")
+            # Still serving.
+            same_as_cli(await ok(session, "scan", {"path": CPU}), expected)
+
+        run_session(without_out)
+
+        async def with_out(session: ClientSession) -> None:
+            result = await ok(session, "scan", {"path": CPU, "html": "pages/cpu.html"})
+            written = result.pop("html_page")
+            assert written == os.path.join(os.path.realpath(out), "pages", "cpu.html")
+            same_as_cli(result, expected)
+            with open(written, encoding="utf-8") as f:
+                assert f.read() == page
+            for bad in ("../outside/page.html", os.path.join(outside, "page.html"), "a/../../page.html", "x/../.."):
+                await refused(session, "scan", {"path": CPU, "html": bad}, "--out")
+            os.symlink(outside, os.path.join(out, "away"))
+            await refused(session, "scan", {"path": CPU, "html": "away/page.html"}, "leads outside")
+            assert os.listdir(outside) == []
+            # Still serving.
+            same_as_cli(await ok(session, "ops", {"path": CPU}), cli("ops", CPU))
+
+        run_session(with_out, extra=("--out", out))
+        assert sorted(os.listdir(out)) == ["away", "pages"]

@@ -48,6 +48,7 @@ mod input_pipeline;
 mod intervals;
 mod kernel_stats;
 mod matmul_free;
+pub mod memory_profile;
 mod model;
 mod op_profile;
 mod op_profile_cpu;

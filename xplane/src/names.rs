@@ -233,6 +233,9 @@ pub mod stat {
     pub const BYTES_AVAILABLE: &str = "bytes_available";
     /// Peak bytes in use over the allocator's lifetime.
     pub const PEAK_BYTES_IN_USE: &str = "peak_bytes_in_use";
+    /// The allocator's fragmentation at the event (a fraction: 1 - largest free block / free
+    /// memory, as the allocator computes it).
+    pub const FRAGMENTATION: &str = "fragmentation";
     /// Requested bytes.
     pub const REQUESTED_BYTES: &str = "requested_bytes";
     /// Allocation bytes.

@@ -11,6 +11,7 @@ pub mod events;
 pub mod hlo;
 pub mod kernel_stats;
 pub mod memory;
+pub mod memory_profile;
 pub mod op_profile;
 pub mod roofline;
 

@@ -1,4 +1,5 @@
-//! Which files the server may read: only under its `--root` directories.
+//! Which files the server may read: only under its `--root` directories; and where it may
+//! write: only into its `--out` directory ([`OutDir`]).
 //!
 //! A path is made absolute against the first root, resolved with every symlink followed
 //! (`canonicalize`), and accepted only when the result lies under a root that was itself
@@ -62,6 +63,89 @@ impl Roots {
     /// The roots, comma-separated, for messages.
     fn shown(&self) -> String {
         self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The one directory the server may write into (`--out`), canonical; `None` when it was started
+/// without one, and then writes nothing.
+///
+/// A tool names what it writes by a relative path of plain components (`page.html`,
+/// `reports/run1.html`): an absolute path, `..`, a URL, or a directory under `--out` that leads
+/// out through a symlink is refused. The file is written to a new temporary file beside its
+/// target (created exclusively, so no symlink is followed) and renamed over the target (which
+/// replaces a symlink there instead of writing through it).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OutDir {
+    dir: Option<PathBuf>,
+}
+
+impl OutDir {
+    /// The directory `dir` (created if missing) made canonical; no directory when `None`.
+    pub(crate) fn new(dir: Option<&Path>) -> Result<OutDir, String> {
+        let Some(dir) = dir else { return Ok(OutDir::default()) };
+        std::fs::create_dir_all(dir).map_err(|e| format!("--out {}: {e}", dir.display()))?;
+        let canonical = dir.canonicalize().map_err(|e| format!("--out {}: {e}", dir.display()))?;
+        if !canonical.is_dir() {
+            return Err(format!("--out {}: not a directory", dir.display()));
+        }
+        Ok(OutDir { dir: Some(canonical) })
+    }
+
+    /// Writes `bytes` to `name` under the directory (its `what` for messages): the path written,
+    /// or a one-line refusal.
+    pub(crate) fn write(&self, what: &str, name: &str, bytes: &[u8]) -> Result<PathBuf, String> {
+        let target = self.target(what, name)?;
+        let parent = target.parent().unwrap_or(&target).to_path_buf();
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temp = parent.join(format!(".xlens-{}-{n}.tmp", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+            .and_then(|()| std::fs::rename(&temp, &target));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(format!("writing {name:?} into --out: {e}"));
+        }
+        Ok(target)
+    }
+
+    /// Where `name` lands under the directory, its parent directories made (each checked to lie
+    /// under it first); refused when there is no directory or `name` would leave it.
+    fn target(&self, what: &str, name: &str) -> Result<PathBuf, String> {
+        let Some(dir) = &self.dir else {
+            return Err(format!("this server writes nothing: start it with --out DIR to write {what}"));
+        };
+        if looks_like_url(name) {
+            return Err(format!("{what} {name:?} is a URL: give a file name under the server's --out"));
+        }
+        let path = Path::new(name);
+        let plain = path.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if name.trim().is_empty() || !plain {
+            return Err(format!(
+                "{what} {name:?} must be a relative path of plain names under the server's --out ({}), without .. or a leading /",
+                dir.display()
+            ));
+        }
+        let target = dir.join(path);
+        let parent = target.parent().unwrap_or(dir);
+        // The deepest directory that exists must lie under --out once resolved (a symlink under
+        // --out may lead elsewhere); the rest is made inside it.
+        let mut existing = parent.to_path_buf();
+        while !existing.exists() {
+            existing = existing.parent().map_or_else(|| dir.clone(), Path::to_path_buf);
+        }
+        let resolved = existing.canonicalize().map_err(|e| format!("{what} {name:?}: {e}"))?;
+        if !resolved.starts_with(dir) || !resolved.is_dir() {
+            return Err(format!("{what} {name:?} leads outside the server's --out ({})", dir.display()));
+        }
+        std::fs::create_dir_all(parent).map_err(|e| format!("{what} {name:?}: {e}"))?;
+        if target.is_dir() {
+            return Err(format!("{what} {name:?} is a directory under the server's --out"));
+        }
+        Ok(target)
     }
 }
 
@@ -135,6 +219,46 @@ mod tests {
         for url in ["https://example.com/p.xplane.pb", "s3://bucket/key", "gs://b/k", "file:///etc/passwd", "http:x"] {
             assert!(roots.resolve(url).unwrap_err().contains("is a URL"), "{url}");
         }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn writes_land_in_the_out_directory_only() {
+        let base = tree("out");
+        let none = OutDir::new(None).unwrap();
+        assert!(none.write("the page", "page.html", b"x").unwrap_err().contains("start it with --out"));
+        let out = OutDir::new(Some(&base.join("inside/out"))).unwrap();
+        let written = out.write("the page", "reports/page.html", b"<html>").unwrap();
+        let inside = base.join("inside/out").canonicalize().unwrap();
+        assert_eq!(written, inside.join("reports/page.html"));
+        assert_eq!(std::fs::read(&written).unwrap(), b"<html>");
+        // Written again: replaced, and no temporary file left behind.
+        out.write("the page", "reports/page.html", b"<html>2").unwrap();
+        assert_eq!(std::fs::read_dir(inside.join("reports")).unwrap().count(), 1);
+        for bad in ["../escape.html", "/etc/passwd", "a/../../b.html", "", "https://x/y.html", "."] {
+            let e = out.write("the page", bad, b"x").unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(!base.join("inside/escape.html").exists(), "{bad}");
+        }
+        assert!(out.write("the page", "reports", b"x").unwrap_err().contains("is a directory"));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_under_out_do_not_lead_writes_out() {
+        let base = tree("out-symlinks");
+        let out_dir = base.join("inside/out");
+        let out = OutDir::new(Some(&out_dir)).unwrap();
+        std::os::unix::fs::symlink(base.join("outside"), out_dir.join("away")).unwrap();
+        assert!(out.write("the page", "away/page.html", b"x").unwrap_err().contains("leads outside"));
+        assert!(out.write("the page", "away/new/page.html", b"x").unwrap_err().contains("leads outside"));
+        assert!(!base.join("outside/page.html").exists() && !base.join("outside/new").exists());
+        // A symlink at the target is replaced, not written through.
+        std::os::unix::fs::symlink(base.join("outside/secret.xplane.pb"), out_dir.join("page.html")).unwrap();
+        out.write("the page", "page.html", b"page").unwrap();
+        assert_eq!(std::fs::read(base.join("outside/secret.xplane.pb")).unwrap(), b"x");
+        assert!(!std::fs::symlink_metadata(out_dir.join("page.html")).unwrap().file_type().is_symlink());
         let _ = std::fs::remove_dir_all(&base);
     }
 

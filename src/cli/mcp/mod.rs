@@ -7,7 +7,8 @@
 //! of every result ([`page`]). A tool that fails, whatever the cause (bad arguments, a path
 //! outside the roots, a profile that does not decode, a panic in an analysis), answers a tool
 //! error of one line and the server goes on serving. The server reads only under its roots and
-//! writes nothing; stdout carries the protocol alone.
+//! writes only into the `--out` directory given at start (nothing without one); stdout carries
+//! the protocol alone.
 
 mod cache;
 mod guard;
@@ -40,6 +41,10 @@ pub struct McpCmd {
     /// size); the least recently used profiles are dropped first.
     #[arg(long, value_name = "MB", default_value_t = 4096)]
     cache_mb: u64,
+    /// The one directory the tools may write into (created if missing): `scan`'s `html` page
+    /// lands there. Without it the server writes nothing.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 impl Job for McpCmd {
@@ -51,7 +56,8 @@ impl Job for McpCmd {
 /// Serves on stdin/stdout until the client closes them.
 fn serve(cmd: &McpCmd) -> anyhow::Result<()> {
     let roots = guard::Roots::new(&cmd.roots).map_err(anyhow::Error::msg)?;
-    let state = Arc::new(tools::State::new(roots, cmd.cache_mb.saturating_mul(1 << 20)));
+    let out = guard::OutDir::new(cmd.out.as_deref()).map_err(anyhow::Error::msg)?;
+    let state = Arc::new(tools::State::new(roots, out, cmd.cache_mb.saturating_mul(1 << 20)));
     // One thread for the protocol; each call runs on the blocking pool, and the analyses on
     // rayon's workers as in the CLI.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -91,8 +97,9 @@ impl ServerHandler for Server {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
             "xlens analyses XProf profiles (*.xplane.pb, run directories, logdirs) offline. Start with `scan` on a \
              profile, then follow its findings: `findings` for one finding's evidence, `ops` for the op profile, \
-             `hlo` for the programs, `kernels` on GPUs, `diff` to compare two runs. Results over 64 KiB are paged: \
-             call again with `offset` = `page.next_offset`.",
+             `hlo` for the programs, `kernels` on GPUs, `diff` to compare two runs, `device` for the hardware and key \
+             figures, `memory` for programs' memory and the runtime memory profile, `events` for any timeline event. \
+             Results over 64 KiB are paged: call again with `offset` = `page.next_offset`.",
         )
     }
 

@@ -19,11 +19,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::cache::{Cache, Key, Profile};
-use super::guard::Roots;
+use super::guard::{OutDir, Roots};
 use super::one_line;
 use super::page::{PageRequest, page};
+use crate::events::{self as ev, EventsRequest, NamePattern};
 use crate::faults::{Report, ScanConfig, StepRange};
 use crate::report::diff::{DiffConfig, Repeats, diff_with_repeats};
+use crate::roofline::events::GroupBy;
 use crate::roofline::{ChipSpec, chips::CATALOGUE};
 use crate::{ScanRequest, documents};
 
@@ -47,7 +49,7 @@ pub(crate) type Call = fn(&State, Map<String, Value>) -> Result<Arc<Value>, Stri
 pub(crate) static TOOLS: &[Tool] = &[
     Tool {
         name: "scan",
-        description: "Scan an XProf profile (a *.xplane.pb file, a run directory of host files, or a logdir, whose newest run is taken) for performance faults, as `xlens scan --json`. Returns the report: status (OK, NEEDS_ATTENTION, INCOMPLETE), session metrics (step time, utilisation, duty cycle), per-host step table, and findings sorted by severity (P0 worst), each with its id, what is happening, the expected gain, evidence and a fix. Call it first on a profile; then call `findings` with a finding's id for its full evidence, `ops` for the op profile, `hlo` for the programs, `kernels` on GPU profiles. The profile is decoded once and kept, so follow-up calls on it are fast.",
+        description: "Scan an XProf profile (a *.xplane.pb file, a run directory of host files, or a logdir, whose newest run is taken) for performance faults, as `xlens scan --json`. Returns the report: status (OK, NEEDS_ATTENTION, INCOMPLETE), session metrics (step time, utilisation, duty cycle), per-host step table, and findings sorted by severity (P0 worst), each with its id, what is happening, the expected gain, evidence and a fix. Call it first on a profile; then call `findings` with a finding's id for its full evidence, `ops` for the op profile, `hlo` for the programs, `kernels` on GPU profiles. The profile is decoded once and kept, so follow-up calls on it are fast. With `html` (a file name, when the server was started with `--out DIR`) it also writes the report page a person can open into that directory, and adds its path as `html_page`.",
         arguments: arguments::<ScanArgs>,
         run: |s, a| scan(s, parse(a)?),
     },
@@ -82,6 +84,24 @@ pub(crate) static TOOLS: &[Tool] = &[
         run: |s, a| kernels(s, parse(a)?),
     },
     Tool {
+        name: "events",
+        description: "Timeline events of a profile chosen by name, plane and line patterns (regular expressions searched in the name, as XProf's) and a time window in ms from the host's first event, as `xlens events --json`: by default their duration statistics grouped by event name (or by line with `group_by: \"line\"`): count, total, mean, min, max, p50, p90, p99 and standard deviation, longest total first; `list: true` lists the events themselves (plane, line, name, start, duration); `lines: true` lists every plane's lines with their event counts instead. Call it to measure something the op profile does not name: host-side stalls, Python or runtime events, a kernel or marker by name, or what happens in one window of the trace. Equals XProf's `aggregate_xplane_events`, `list_xplane_events` and `list_xplane_lines`.",
+        arguments: arguments::<EventsArgs>,
+        run: |s, a| events(s, parse(a)?),
+    },
+    Tool {
+        name: "device",
+        description: "The hosts and devices of a profile and its key figures, as `xlens device --json`: the device type, chip and core count, per host its chip's peaks (FLOP/s, HBM bandwidth and capacity, ridge point), and the session's metrics as the scan computes them (step time, FLOP and HBM-bandwidth utilisation, duty cycle, memory peak) with XProf's own roofline efficiency beside them. Call it first on an unknown profile to learn what hardware ran and how busy it was, or to read the peaks an op's intensity should be judged against. Equals XProf's `get_hosts`, `get_device_information` and `get_kpi_metrics`.",
+        arguments: arguments::<PathArgs>,
+        run: |s, a| device(s, parse(a)?),
+    },
+    Tool {
+        name: "memory",
+        description: "Device memory of a profile, as `xlens memory --json`: per compiled HLO program the total of its buffer assignment and the buffers live at its peak, grouped as XProf groups them (parameters, outputs, temporaries; `top` keeps the largest N programs); and under `memory_profile`, per host the runtime memory profile from the allocator events (GPU and TPU captures): per allocator (memory id) its peak in use, stack and heap at the peak, free memory, capacity, utilisation and the fragmentation the allocator reported there, and which allocator has the largest peak. A host without allocator events has `peak_memory_id: null` and a `reason`, never zeros. Call it for out-of-memory questions, to see how close a program runs to the device's capacity, or which buffers to shrink. Equals XProf's `get_peak_allocations` and `get_memory_profile`.",
+        arguments: arguments::<MemoryArgs>,
+        run: |s, a| memory(s, parse(a)?),
+    },
+    Tool {
         name: "roofline",
         description: "The chip catalogue's rooflines, as `xlens roofline --json`: per chip its peak FLOP/s per data type, HBM bandwidth and capacity, and ridge point (the arithmetic intensity in FLOP/byte above which an op is compute-bound). Call it to judge an op's intensity from `ops` against a chip, or to compare chips; `chips` picks some by name (all by default).",
         arguments: arguments::<RooflineArgs>,
@@ -101,17 +121,19 @@ pub(crate) static TOOLS: &[Tool] = &[
     },
 ];
 
-/// The server's state: where it may read, and what it keeps.
+/// The server's state: where it may read and write, and what it keeps.
 #[derive(Debug)]
 pub(crate) struct State {
     roots: Roots,
+    out: OutDir,
     cache: Cache,
 }
 
 impl State {
-    /// A server that reads under `roots` and keeps at most `cache_bytes` of profiles.
-    pub(crate) fn new(roots: Roots, cache_bytes: u64) -> State {
-        State { roots, cache: Cache::new(cache_bytes) }
+    /// A server that reads under `roots`, writes only into `out` and keeps at most
+    /// `cache_bytes` of profiles.
+    pub(crate) fn new(roots: Roots, out: OutDir, cache_bytes: u64) -> State {
+        State { roots, out, cache: Cache::new(cache_bytes) }
     }
 
     /// The profile at `path` (its run `run`, its hosts `hosts` when given), refused unless it and
@@ -272,6 +294,11 @@ struct ScanArgs {
     /// Only these steps: `A..B` (both included), `A..`, `..B` or `N`.
     #[serde(default)]
     steps: Option<String>,
+    /// Also write the HTML report page (`xlens scan --html`) to this file name under the
+    /// server's `--out` directory (a relative path such as `report.html`); refused when the
+    /// server was started without `--out`.
+    #[serde(default)]
+    html: Option<String>,
 }
 
 impl ScanArgs {
@@ -303,10 +330,18 @@ fn scan(state: &State, args: ScanArgs) -> Result<Arc<Value>, String> {
     let config = args.config()?;
     let profile = state.profile(&args.path, args.run.as_deref(), &args.hosts)?;
     let key = args.key();
-    profile.document(&format!("scan {key}"), || {
-        let report = state.report(&profile, &key, config)?;
+    let doc = profile.document(&format!("scan {key}"), || {
+        let report = state.report(&profile, &key, config.clone())?;
         serde_json::from_str(&crate::report::render::json(&report)).map_err(|e| e.to_string())
-    })
+    })?;
+    let Some(name) = &args.html else { return Ok(doc) };
+    let report = state.report(&profile, &key, config)?;
+    let written = state.out.write("the HTML page", name, crate::report::render::html(&report).as_bytes())?;
+    let mut doc = (*doc).clone();
+    if let Value::Object(map) = &mut doc {
+        map.insert("html_page".to_owned(), Value::String(written.display().to_string()));
+    }
+    Ok(Arc::new(doc))
 }
 
 /// `findings`' arguments.
@@ -332,6 +367,7 @@ fn findings(state: &State, args: FindingsArgs) -> Result<Value, String> {
             only: Vec::new(),
             disable: Vec::new(),
             steps: None,
+            html: None,
         },
     )?;
     let all = report["findings"].as_array().cloned().unwrap_or_default();
@@ -467,6 +503,150 @@ fn graph(state: &State, args: GraphArgs) -> Result<Arc<Value>, String> {
     })
 }
 
+/// `events`' arguments (those of `xlens events`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EventsArgs {
+    /// The profile: a `*.xplane.pb`, a run directory or a logdir, under the server's root.
+    path: String,
+    /// Event names: a regular expression searched in the name (`^train$`, `^(?!end: ).*fusion`).
+    #[serde(default)]
+    pattern: Option<String>,
+    /// Plane names (e.g. `^/device:GPU:0$`, `/host:CPU`).
+    #[serde(default)]
+    plane: Option<String>,
+    /// Line names (e.g. `XLA Ops`, `python`).
+    #[serde(default)]
+    line: Option<String>,
+    /// Only events starting at or after this many ms from the host's first event.
+    #[serde(default)]
+    from_ms: Option<f64>,
+    /// Only events starting before this many ms from the host's first event.
+    #[serde(default)]
+    to_ms: Option<f64>,
+    /// Group the statistics by event `name` (default) or by `line`.
+    #[serde(default)]
+    group_by: Option<EventsGroup>,
+    /// Rows kept per host: groups, or listed events (all by default).
+    #[serde(default)]
+    top: Option<usize>,
+    /// List the events themselves instead of their statistics.
+    #[serde(default)]
+    list: bool,
+    /// List every plane's lines with their event counts instead (no other filter applies).
+    #[serde(default)]
+    lines: bool,
+}
+
+/// How `events` groups its statistics.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum EventsGroup {
+    /// By event name.
+    Name,
+    /// By line name.
+    Line,
+}
+
+impl EventsArgs {
+    /// The request `xlens events --json` makes of the same flags; the combinations it refuses
+    /// are refused alike.
+    fn request(&self) -> Result<EventsRequest, String> {
+        if self.lines
+            && (self.list
+                || self.pattern.is_some()
+                || self.plane.is_some()
+                || self.line.is_some()
+                || self.from_ms.is_some()
+                || self.to_ms.is_some()
+                || self.group_by.is_some()
+                || self.top.is_some())
+        {
+            return Err(
+                "lines lists every line: it takes no list, pattern, plane, line, from_ms, to_ms, group_by or top"
+                    .to_owned(),
+            );
+        }
+        if self.list && self.group_by.is_some() {
+            return Err("list lists events: it takes no group_by".to_owned());
+        }
+        for (key, ms) in [("from_ms", self.from_ms), ("to_ms", self.to_ms)] {
+            if ms.is_some_and(|v| !v.is_finite()) {
+                return Err(format!("{key} must be a finite time in ms"));
+            }
+        }
+        let pattern = |key: &str, p: &Option<String>| {
+            p.as_deref().map(NamePattern::new).transpose().map_err(|e| format!("{key}: {e}"))
+        };
+        Ok(EventsRequest {
+            name: pattern("pattern", &self.pattern)?,
+            plane: pattern("plane", &self.plane)?,
+            line: pattern("line", &self.line)?,
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            group_by: match self.group_by {
+                Some(EventsGroup::Line) => GroupBy::Line,
+                Some(EventsGroup::Name) | None => GroupBy::Name,
+            },
+            top: self.top,
+        })
+    }
+}
+
+fn events(state: &State, args: EventsArgs) -> Result<Arc<Value>, String> {
+    let req = args.request()?;
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document(&format!("events {args:?}"), || {
+        let opened = profile.opened()?;
+        if args.lines {
+            let inv = documents::host_inventories_in(&opened).map_err(|e| one_line(&*e))?;
+            return Ok(ev::lines_document(&inv));
+        }
+        if args.list {
+            let list = ev::event_list_in(&opened, &req).map_err(|e| one_line(&*e))?;
+            return Ok(ev::list_document(&list));
+        }
+        let agg = ev::event_aggregates_in(&opened, &req).map_err(|e| one_line(&*e))?;
+        Ok(ev::aggregates_document(&agg, req.top))
+    })
+}
+
+fn device(state: &State, args: PathArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    if profile.run.is_none() {
+        return Err(format!("{} is not a profile of hosts (a lone HLO proto has no device)", args.path));
+    }
+    profile.document("device", || {
+        // The key figures are a scan's over hosts it owns: the profile's files, read again once
+        // (the document is kept).
+        let d = crate::device::device_info(&profile.path).map_err(|e| one_line(&*e))?;
+        Ok(crate::device::device_document(&d))
+    })
+}
+
+/// `memory`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MemoryArgs {
+    /// The profile (or one `*.hlo_proto.pb`), under the server's root.
+    path: String,
+    /// Programs kept, the largest first (all by default).
+    #[serde(default)]
+    top: Option<usize>,
+}
+
+fn memory(state: &State, args: MemoryArgs) -> Result<Arc<Value>, String> {
+    let profile = state.profile(&args.path, None, &[])?;
+    profile.document(&format!("memory {:?}", args.top), || {
+        let report = match &profile.run {
+            Some(_) => crate::memory::memory_report_in(&*profile.opened()?),
+            None => crate::memory::memory_report(&profile.path),
+        }
+        .map_err(|e| one_line(&*e))?;
+        Ok(crate::memory::memory_report_document(&report, args.top))
+    })
+}
+
 /// `roofline`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -521,6 +701,7 @@ fn diff(state: &State, args: DiffArgs) -> Result<Value, String> {
         only: Vec::new(),
         disable: Vec::new(),
         steps: args.steps.clone(),
+        html: None,
     };
     let report = |path: &str| -> Result<Report, String> {
         let given = scan_args(path);
@@ -548,7 +729,7 @@ mod tests {
 
     fn state() -> State {
         let testdata = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata"));
-        State::new(Roots::new(&[testdata]).unwrap(), 1 << 30)
+        State::new(Roots::new(&[testdata]).unwrap(), OutDir::default(), 1 << 30)
     }
 
     fn args(v: Value) -> Map<String, Value> {
@@ -609,6 +790,12 @@ mod tests {
             ("diff", json!({ "base": "corpus/clean", "new": "corpus/clean", "min_change": -1 }), "min_change"),
             ("scan", json!({ "path": "corpus/clean", "only": ["nope"] }), "not a detector id"),
             ("roofline", json!({ "chips": ["nope"] }), "nope"),
+            ("events", json!({ "path": "corpus/clean", "lines": true, "top": 3 }), "lines lists every line"),
+            ("events", json!({ "path": "corpus/clean", "list": true, "group_by": "line" }), "takes no group_by"),
+            ("events", json!({ "path": "corpus/clean", "pattern": "(" }), "pattern: bad pattern"),
+            ("events", json!({ "path": "corpus/clean", "group_by": "plane" }), "unknown variant"),
+            ("memory", json!({ "path": "corpus/clean", "top": -2 }), "top must be at least 0"),
+            ("device", json!({ "path": "../README.md" }), "outside the server's --root"),
             ("nope", json!({}), "no tool \"nope\""),
             ("graph", json!({ "path": "corpus/clean", "op": "nope.1" }), "no instruction or computation \"nope.1\""),
             ("graph", json!({ "path": "corpus/clean", "op": "dot.32", "hops": 99 }), "over the limit of 32"),
@@ -619,6 +806,68 @@ mod tests {
             assert!(e.contains(why), "{tool} {a}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn events_device_and_memory_are_their_commands_documents() {
+        let s = state();
+        let dir = |rel: &str| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata")).join(rel);
+        let called =
+            |tool: &str, a: Value| -> Value { serde_json::from_str(&call(&s, tool, args(a)).unwrap()).unwrap() };
+        let clean = dir("corpus/clean");
+        let req = EventsRequest { name: Some(NamePattern::new("^train$").unwrap()), ..EventsRequest::default() };
+        assert_eq!(
+            called("events", json!({ "path": "corpus/clean", "pattern": "^train$" })),
+            ev::aggregates_document(&ev::event_aggregates(&clean, &req).unwrap(), None)
+        );
+        let listed = EventsRequest { top: Some(2), ..req };
+        assert_eq!(
+            called("events", json!({ "path": "corpus/clean", "pattern": "^train$", "list": true, "top": 2 })),
+            ev::list_document(&ev::event_list(&clean, &listed).unwrap())
+        );
+        assert_eq!(
+            called("events", json!({ "path": "corpus/clean", "lines": true })),
+            ev::lines_document(&ev::event_lines(&clean).unwrap())
+        );
+        assert_eq!(
+            called("device", json!({ "path": "corpus/clean" })),
+            crate::device::device_document(&crate::device::device_info(&clean).unwrap())
+        );
+        let attn = dir("field/amd_te_fused_attn");
+        let memory = called("memory", json!({ "path": "field/amd_te_fused_attn", "top": 1 }));
+        assert_eq!(
+            memory,
+            crate::memory::memory_report_document(&crate::memory::memory_report(&attn).unwrap(), Some(1))
+        );
+        assert_eq!(memory["memory_profile"]["hosts"][0]["peak_memory_id"], "GPU_0_bfc");
+    }
+
+    #[test]
+    fn scan_writes_its_page_into_out_only() {
+        let e = call(&state(), "scan", args(json!({ "path": "corpus/clean", "html": "page.html" }))).unwrap_err();
+        assert!(e.contains("start it with --out"), "{e}");
+        let out = std::env::temp_dir().join(format!("xlens-mcp-out-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let testdata = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata"));
+        let s = State::new(Roots::new(&[testdata]).unwrap(), OutDir::new(Some(&out)).unwrap(), 1 << 30);
+        let plain: Value =
+            serde_json::from_str(&call(&s, "scan", args(json!({ "path": "corpus/clean" }))).unwrap()).unwrap();
+        let with: Value = serde_json::from_str(
+            &call(&s, "scan", args(json!({ "path": "corpus/clean", "html": "pages/clean.html" }))).unwrap(),
+        )
+        .unwrap();
+        let page = out.canonicalize().unwrap().join("pages/clean.html");
+        assert_eq!(with["html_page"], page.display().to_string());
+        let mut without = with.clone();
+        without.as_object_mut().unwrap().remove("html_page");
+        assert_eq!(without, plain);
+        assert!(std::fs::read_to_string(&page).unwrap().starts_with("<!DOCTYPE html>"));
+        for bad in ["../escape.html", "/tmp/escape.html", "a/../../escape.html"] {
+            let e = call(&s, "scan", args(json!({ "path": "corpus/clean", "html": bad }))).unwrap_err();
+            assert!(e.contains("--out") && !e.contains('\n'), "{bad}: {e}");
+        }
+        assert!(!out.parent().unwrap().join("escape.html").exists());
+        let _ = std::fs::remove_dir_all(&out);
     }
 
     #[test]
