@@ -85,7 +85,8 @@ pub use gpu::{
 };
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use host_profile::{
-    HostProfile, Profile, StepMedians, host_step_medians, op_analyses, prepare_step_medians, step_modules,
+    HostProfile, Profile, StepMedians, framework_op_analysis, host_step_medians, op_analyses, prepare_step_medians,
+    step_modules,
 };
 pub use intervals::{IntervalCursor, in_intervals, median_of};
 pub use kernel_stats::{KernelStat, KernelStats};
