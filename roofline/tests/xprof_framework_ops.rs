@@ -5,8 +5,10 @@
 //!
 //! Where the capture names its kernels' ops in the `level 0` stat (TensorFlow of 2020), XProf
 //! 2.24 attributes no kernel and lists no device op; xlens does, and its device ops are checked
-//! against the capture's own `TensorFlow Ops` line instead (the op spans TensorFlow derived
-//! when it wrote the capture).
+//! against the capture's own `TensorFlow Ops` line (the op spans TensorFlow derived when it
+//! wrote the capture), and against XProf's output for a copy whose `level 0` stat is renamed
+//! `tf_op` (`scripts/capture/level0_as_tf_op.py`, applied here in memory), on which XProf
+//! attributes every kernel.
 
 mod common;
 
@@ -33,6 +35,67 @@ fn us_eq(theirs: f64, ours_ps: i64) -> bool {
     (theirs - ours_ps as f64 / 1e6).abs() <= 1e-3_f64.max(1e-9 * theirs.abs())
 }
 
+type Row = serde_json::Map<String, serde_json::Value>;
+
+fn side_of(r: &Row) -> OpSide {
+    if r["host_or_device"] == "Device" { OpSide::Device } else { OpSide::Host }
+}
+
+fn num(r: &Row, k: &str) -> f64 {
+    r[k].as_f64().unwrap()
+}
+
+/// Checks one side of `ours` against XProf's table (with idle): the side's total and idle time
+/// and every op row XProf lists.
+fn compare_side(ctx: &str, ours: &FrameworkOpStats, rows: &[Row], side: OpSide) {
+    let theirs: Vec<&Row> = rows.iter().filter(|r| side_of(r) == side).collect();
+    let (total, idle, ops) = match side {
+        OpSide::Device => (ours.device_total, ours.device_idle(), &ours.device),
+        OpSide::Host => (ours.host_total, ours.host_idle(), &ours.host),
+    };
+    let share_key = match side {
+        OpSide::Device => "device_total_self_time_percent",
+        OpSide::Host => "host_total_self_time_percent",
+    };
+    if let Some(r) = theirs.iter().find(|r| r["type"] == "IDLE") {
+        // The side's total from the idle row's share (the table lists 500 ops at most, so its
+        // rows do not add up to it).
+        let their_total = num(r, "total_self_time") / num(r, share_key);
+        assert!(
+            (their_total - total.0 as f64 / 1e6).abs() <= 1e-3 + 1e-9 * their_total,
+            "{ctx} {side:?}: total {their_total} us, ours {total:?}"
+        );
+        if !(side == OpSide::Device && ours.attribution == DeviceAttribution::Level0) {
+            assert!(us_eq(num(r, "total_self_time"), idle.0), "{ctx} {side:?}: idle");
+        }
+    }
+    let listed: Vec<&&Row> = theirs.iter().filter(|r| r["type"] != "IDLE").collect();
+    if side == OpSide::Device && ours.attribution == DeviceAttribution::Level0 {
+        assert!(listed.is_empty(), "{ctx}: XProf 2.24 reads no `level 0` stat");
+        return;
+    }
+    // XProf lists at most 500 ops a side, its `IDLE` row among them.
+    let cap = 500 - (theirs.len() - listed.len());
+    assert_eq!(listed.len(), ops.len().min(cap), "{ctx} {side:?}: op count");
+    let by_name: HashMap<&str, _> = ops.iter().map(|o| (o.name.as_str(), o)).collect();
+    for r in listed {
+        let name = r["operation"].as_str().unwrap();
+        let o = by_name.get(name).unwrap_or_else(|| panic!("{ctx} {side:?}: no op {name}"));
+        assert_eq!(r["type"].as_str().unwrap(), o.op_type, "{ctx}: {name} type");
+        assert_eq!(num(r, "occurrences") as u64, o.occurrences, "{ctx}: {name} occurrences");
+        assert!(us_eq(num(r, "total_time"), o.total.0), "{ctx}: {name} total");
+        assert!(us_eq(num(r, "total_self_time"), o.self_time.0), "{ctx}: {name} self");
+    }
+}
+
+/// The first table (with idle) of a stored `framework_op_stats` output.
+fn xprof_rows(dir: &std::path::Path, file: &str) -> Vec<Row> {
+    let json = xprof_json(dir, file);
+    // The tool's output is a list of two tables (with idle, without); the first is kept.
+    let table = if json.is_array() { json[0].clone() } else { json };
+    table_rows(&table)
+}
+
 #[test]
 fn framework_op_stats_match_xprof_on_every_tf_capture() {
     let dirs = capture_dirs();
@@ -43,57 +106,120 @@ fn framework_op_stats_match_xprof_on_every_tf_capture() {
         let space = session.hosts()[0].space();
         assert!(FrameworkOpStats::applies(space), "{ctx}: a TF capture without HLO");
         let ours = FrameworkOpStats::read(space).unwrap();
-        let json = xprof_json(&dir, "tool_framework_op_stats.json");
-        // The tool's output is a list of two tables (with idle, without); the first is kept.
-        let table = if json.is_array() { json[0].clone() } else { json };
-        let rows = table_rows(&table);
-        let side_of = |r: &serde_json::Map<String, serde_json::Value>| {
-            if r["host_or_device"] == "Device" { OpSide::Device } else { OpSide::Host }
-        };
-        let num = |r: &serde_json::Map<String, serde_json::Value>, k: &str| r[k].as_f64().unwrap();
+        let rows = xprof_rows(&dir, "tool_framework_op_stats.json");
         for side in [OpSide::Device, OpSide::Host] {
-            let theirs: Vec<_> = rows.iter().filter(|r| side_of(r) == side).collect();
-            let (total, idle, ops) = match side {
-                OpSide::Device => (ours.device_total, ours.device_idle(), &ours.device),
-                OpSide::Host => (ours.host_total, ours.host_idle(), &ours.host),
-            };
-            let share_key = match side {
-                OpSide::Device => "device_total_self_time_percent",
-                OpSide::Host => "host_total_self_time_percent",
-            };
-            if let Some(r) = theirs.iter().find(|r| r["type"] == "IDLE") {
-                // The side's total from the idle row's share (the table lists 500 ops at most,
-                // so its rows do not add up to it).
-                let their_total = num(r, "total_self_time") / num(r, share_key);
-                // Each side's total (ops and idle) is XProf's; only the split differs where
-                // XProf attributes no device op (`level 0` captures).
-                assert!(
-                    (their_total - total.0 as f64 / 1e6).abs() <= 1e-3 + 1e-9 * their_total,
-                    "{ctx} {side:?}: total {their_total} us, ours {total:?}"
-                );
-                if !(side == OpSide::Device && ours.attribution == DeviceAttribution::Level0) {
-                    assert!(us_eq(num(r, "total_self_time"), idle.0), "{ctx} {side:?}: idle");
-                }
-            }
-            let listed: Vec<_> = theirs.iter().filter(|r| r["type"] != "IDLE").collect();
-            if side == OpSide::Device && ours.attribution == DeviceAttribution::Level0 {
-                assert!(listed.is_empty(), "{ctx}: XProf 2.24 reads no `level 0` stat");
-                continue;
-            }
-            // XProf lists at most 500 ops a side, its `IDLE` row among them.
-            let cap = 500 - (theirs.len() - listed.len());
-            assert_eq!(listed.len(), ops.len().min(cap), "{ctx} {side:?}: op count");
-            let by_name: HashMap<&str, _> = ops.iter().map(|o| (o.name.as_str(), o)).collect();
-            for r in listed {
-                let name = r["operation"].as_str().unwrap();
-                let o = by_name.get(name).unwrap_or_else(|| panic!("{ctx} {side:?}: no op {name}"));
-                assert_eq!(r["type"].as_str().unwrap(), o.op_type, "{ctx}: {name} type");
-                assert_eq!(num(r, "occurrences") as u64, o.occurrences, "{ctx}: {name} occurrences");
-                assert!(us_eq(num(r, "total_time"), o.total.0), "{ctx}: {name} total");
-                assert!(us_eq(num(r, "total_self_time"), o.self_time.0), "{ctx}: {name} self");
-            }
+            compare_side(&ctx, &ours, &rows, side);
         }
     }
+}
+
+/// A varint at `b[*i..]`.
+fn read_varint(b: &[u8], i: &mut usize) -> u64 {
+    let (mut v, mut shift) = (0u64, 0);
+    loop {
+        let c = b[*i];
+        *i += 1;
+        v |= u64::from(c & 0x7f) << shift;
+        shift += 7;
+        if c < 0x80 {
+            return v;
+        }
+    }
+}
+
+fn write_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        out.push(if v > 0 { b | 0x80 } else { b });
+        if v == 0 {
+            return;
+        }
+    }
+}
+
+/// The fields of a message: (field, wire type, the value's bytes or the varint).
+fn fields(b: &[u8]) -> Vec<(u64, u64, Vec<u8>, u64)> {
+    let (mut i, mut out) = (0, Vec::new());
+    while i < b.len() {
+        let key = read_varint(b, &mut i);
+        let (f, w) = (key >> 3, key & 7);
+        match w {
+            0 => out.push((f, w, Vec::new(), read_varint(b, &mut i))),
+            1 | 5 => {
+                let n = if w == 1 { 8 } else { 4 };
+                out.push((f, w, b[i..i + n].to_vec(), 0));
+                i += n;
+            }
+            2 => {
+                let n = read_varint(b, &mut i) as usize;
+                out.push((f, w, b[i..i + n].to_vec(), 0));
+                i += n;
+            }
+            _ => panic!("wire type {w}"),
+        }
+    }
+    out
+}
+
+fn encode(fields: &[(u64, u64, Vec<u8>, u64)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (f, w, bytes, v) in fields {
+        write_varint(&mut out, (f << 3) | w);
+        match w {
+            0 => write_varint(&mut out, *v),
+            2 => {
+                write_varint(&mut out, bytes.len() as u64);
+                out.extend_from_slice(bytes);
+            }
+            _ => out.extend_from_slice(bytes),
+        }
+    }
+    out
+}
+
+/// `scripts/capture/level0_as_tf_op.py` in memory: the `level 0` stat metadata of every GPU
+/// plane renamed `tf_op`, every other byte kept.
+fn level0_as_tf_op(space: &[u8]) -> Vec<u8> {
+    let mut top = fields(space);
+    for plane in top.iter_mut().filter(|f| f.0 == 1) {
+        let mut pf = fields(&plane.2);
+        if !pf.iter().any(|f| f.0 == 2 && f.2.starts_with(b"/device:GPU:")) {
+            continue;
+        }
+        for entry in pf.iter_mut().filter(|f| f.0 == 5) {
+            let mut ef = fields(&entry.2);
+            for md in ef.iter_mut().filter(|f| f.0 == 2) {
+                let mut mf = fields(&md.2);
+                for name in mf.iter_mut().filter(|f| f.0 == 2 && f.2 == b"level 0") {
+                    name.2 = b"tf_op".to_vec();
+                }
+                md.2 = encode(&mf);
+            }
+            entry.2 = encode(&ef);
+        }
+        plane.2 = encode(&pf);
+    }
+    encode(&top)
+}
+
+/// XProf reads `tf_op` only: with the capture's `level 0` renamed `tf_op` (XProf's output for
+/// that copy is stored), XProf attributes every kernel, and its device table is ours row for
+/// row, idle included: the `tf_op` path of current TensorFlow captures, checked on real kernels.
+#[test]
+fn device_ops_match_xprof_where_the_kernels_name_their_op_in_tf_op() {
+    let dir = testdata().join("field/tf_v100_multiworker");
+    let bytes = std::fs::read(dir.join("34.83.195.179_6003.xplane.pb")).unwrap();
+    let renamed = level0_as_tf_op(&bytes);
+    assert_eq!(renamed.len() + 6, bytes.len(), "three stats renamed, two bytes shorter each");
+    let space = xlens_xplane::Space::parse(renamed.into()).unwrap();
+    let ours = FrameworkOpStats::read(&space).unwrap();
+    assert_eq!(ours.attribution, DeviceAttribution::TfOp);
+    let rows = xprof_rows(&dir, "tool_framework_op_stats__level0_as_tf_op.json");
+    compare_side("tf_v100_multiworker, level 0 as tf_op", &ours, &rows, OpSide::Device);
+    // The same ops as read from `level 0`.
+    let original = FrameworkOpStats::read(xlens_testkit::open_session(&dir).unwrap().hosts()[0].space()).unwrap();
+    assert_eq!((original.device, original.device_total), (ours.device, ours.device_total));
 }
 
 #[test]
