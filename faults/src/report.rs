@@ -776,7 +776,7 @@ fn framework_charts(c: &mut Charts, fw: &xlens_roofline::FrameworkOpStats) {
     c.device_framework_ops = rows(&fw.device);
     c.host_framework_ops = rows(&fw.host);
     let source = match fw.attribution {
-        xlens_roofline::DeviceAttribution::Level0 => " (named by the `level 0` stat of TensorFlow 2.2–2.4)",
+        xlens_roofline::DeviceAttribution::Level0 => " (named by the \"level 0\" stat of TensorFlow 2.2–2.4)",
         _ => "",
     };
     c.framework_ops = Some(format!(
