@@ -124,7 +124,8 @@ pub struct FrameworkOpStats {
     pub host_op_time: Picos,
     /// Which stat named the device's ops.
     pub attribution: DeviceAttribution,
-    /// Distinct ops past [`MAX_FRAMEWORK_OPS`] (counted in the totals, not listed).
+    /// Launches (device) and executions (host) of ops first seen past [`MAX_FRAMEWORK_OPS`]
+    /// distinct ops: counted in the side's totals, not listed.
     pub ops_dropped: usize,
 }
 
