@@ -18,6 +18,7 @@ const UNITS: &[&str] = &["ps", "us", "ms", "ns", "bytes", "pct", "ulps", "gib", 
 /// Numeric columns without a unit suffix, and why that is right.
 const UNITLESS: &[(&str, &str)] = &[
     ("occurrences", "a count"),
+    ("kernels", "a count of the distinct kernels a framework op launched"),
     ("number", "a step number"),
     ("index", "a position"),
     ("program_id", "an id"),
@@ -68,6 +69,14 @@ const UNITLESS: &[(&str, &str)] = &[
 
 /// What a table's columns mean where their name and type do not say it all, printed under it.
 const NOTES: &[(&str, &str)] = &[
+    (
+        "framework_ops",
+        "Written only for a host without HLO whose kernels name their TensorFlow op (TensorFlow without XLA): \
+         XProf's framework-op statistics, a row per op and an `IDLE` row per side (`side`: `Device`, `Host`). \
+         `share_pct` is the op's self time over its side's total, idle included. `kernels` counts the distinct \
+         kernels and copies a device op launched. `attribution` is the stat that named the kernels' ops: `tf_op`, \
+         `level_0` (TensorFlow 2.2-2.4, which XProf 2.24 no longer reads) or `none`.",
+    ),
     (
         "metrics",
         "A row per health figure of a host (docs/metrics.md). A scan of several hosts also writes \
@@ -151,6 +160,9 @@ fn frame_schemas_are_documented_and_carry_units() {
     describe(&mut out, "anatomy", &anatomy, &mut bad);
     describe(&mut out, "op_profile", &xlens::roofline::frame::op_profile_frame(ops).unwrap(), &mut bad);
     describe(&mut out, "categories", &xlens::roofline::frame::categories_frame(ops).unwrap(), &mut bad);
+    let tf = xlens_testkit::open_session(root.join("testdata/field/tf_v100_multiworker")).unwrap();
+    let fw = xlens::roofline::framework_op_analysis(tf.hosts()[0].space()).unwrap().unwrap();
+    describe(&mut out, "framework_ops", &xlens::roofline::frame::framework_ops_frame(&fw).unwrap(), &mut bad);
     let report = scan(&profile, &ScanConfig::default());
     describe(&mut out, "findings", &report_frame::findings_frame(&report).unwrap(), &mut bad);
     describe(&mut out, "evidence", &report_frame::evidence_frame(&report).unwrap(), &mut bad);

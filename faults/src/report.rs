@@ -377,6 +377,17 @@ pub struct Charts {
     /// The host the op charts (categories, top ops, roofline) describe, in a session of
     /// several hosts (the slowest).
     pub ops_host: Option<String>,
+    /// Set on a host without HLO whose kernels name their TensorFlow op: what the op charts
+    /// show then (framework ops, XProf's framework-op statistics), in words.
+    #[serde(default)]
+    pub framework_ops: Option<String>,
+    /// The device's framework ops, slowest first (op type as category, % of the device's op
+    /// time, the first kernels they launched as program), with `framework_ops`.
+    #[serde(default)]
+    pub device_framework_ops: Vec<TopOp>,
+    /// The host's framework ops (executor threads, `tf.data`), slowest first, with `framework_ops`.
+    #[serde(default)]
+    pub host_framework_ops: Vec<TopOp>,
 }
 
 /// The result of a scan: rendered as text, JSON, HTML and frames.
@@ -748,7 +759,40 @@ fn charts(host: &HostProfile) -> Charts {
         c.compute_roofs = compute_roofs(&env, host.chip());
         c.memory_roofs = memory_roofs(&env, host.chip());
     }
+    if let Some(Ok(fw)) = host.framework_ops() {
+        framework_charts(&mut c, fw);
+    }
     c
+}
+
+/// The op charts of a host without HLO: its framework ops instead of its kernels.
+fn framework_charts(c: &mut Charts, fw: &xlens_roofline::FrameworkOpStats) {
+    if fw.is_empty() {
+        return;
+    }
+    let rows = |ops: &[xlens_roofline::FrameworkOp]| -> Vec<TopOp> {
+        ops.iter()
+            .take(TOP_OPS)
+            .map(|o| TopOp {
+                program: o.kernels.iter().map(|k| k.0.as_str()).take(3).collect::<Vec<_>>().join("; "),
+                name: o.name.clone(),
+                category: o.op_type.clone(),
+                self_time_ms: o.self_time.as_ms_f64(),
+                pct: 100.0 * fw.share_of_ops(o),
+                flops_per_s: None,
+                bound: None,
+            })
+            .collect()
+    };
+    c.device_framework_ops = rows(&fw.device);
+    c.host_framework_ops = rows(&fw.host);
+    let source = match fw.attribution {
+        xlens_roofline::DeviceAttribution::Level0 => " (named by the \"level 0\" stat of TensorFlow 2.2–2.4)",
+        _ => "",
+    };
+    c.framework_ops = Some(format!(
+        "No HLO in this profile: the ops are TensorFlow's, each kernel attributed to the op that launched it{source}, as XProf's framework op statistics count them."
+    ));
 }
 
 /// Ops in the page's top-ops table.

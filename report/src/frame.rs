@@ -383,7 +383,8 @@ impl Dataset {
         Ok(written)
     }
 
-    /// Writes one host's tables: its metrics, steps, anatomy, op profile, categories and the
+    /// Writes one host's tables: its metrics, steps, anatomy, op profile, categories, its
+    /// framework ops when it has no HLO (`framework_ops`, TensorFlow without XLA) and the
     /// detectors that could not run on it. Called while the host is still open, so sessions
     /// can stream hosts; the findings come with the report ([`Dataset::write_report`]).
     pub fn write_host(&self, host: &HostProfile, skipped: &[Skipped]) -> Result<Vec<PathBuf>, FrameError> {
@@ -400,6 +401,10 @@ impl Dataset {
         if let Ok(ops) = host.op_profile() {
             written.push(self.write(&mut xlens_roofline::frame::op_profile_frame(ops)?, "op_profile", name)?);
             written.push(self.write(&mut xlens_roofline::frame::categories_frame(ops)?, "categories", name)?);
+        }
+        if let Some(Ok(fw)) = host.framework_ops() {
+            let mut df = xlens_roofline::frame::framework_ops_frame(fw)?;
+            written.push(self.write(&mut df, "framework_ops", name)?);
         }
         written.push(self.write(&mut skipped_df(skipped)?, "skipped", name)?);
         Ok(written)

@@ -111,6 +111,55 @@ pub fn op_profile_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
     ])
 }
 
+/// The framework op profile of a host without HLO ([`crate::FrameworkOpStats`]) as a frame,
+/// one row per op and an `IDLE` row per side (XProf's framework-op statistics with idle), device
+/// first, each side by self time: `side` (`Device`, `Host`), `type`, `name`, `occurrences`,
+/// `time_ps`, `self_time_ps`, `share_pct` (of the side's total with idle), `eager`, `kernels`
+/// (distinct kernels and copies a device op launched), `attribution` (`tf_op`, `level_0`, `none`).
+///
+/// ```
+/// use xlens_roofline::{FrameworkOpStats, frame};
+/// let df = frame::framework_ops_frame(&FrameworkOpStats::default())?;
+/// assert_eq!((df.height(), df.width()), (0, 10));
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn framework_ops_frame(stats: &crate::FrameworkOpStats) -> Result<DataFrame> {
+    use crate::{FrameworkOp, OpSide};
+    let idle = |side: OpSide, t: xlens_xplane::Picos| FrameworkOp {
+        side,
+        op_type: crate::IDLE.to_owned(),
+        name: crate::IDLE.to_owned(),
+        occurrences: 0,
+        total: t,
+        self_time: t,
+        eager: false,
+        kernels: Vec::new(),
+    };
+    let mut rows: Vec<FrameworkOp> = Vec::new();
+    for (side, ops, total, idle_time) in [
+        (OpSide::Device, &stats.device, stats.device_total, stats.device_idle()),
+        (OpSide::Host, &stats.host, stats.host_total, stats.host_idle()),
+    ] {
+        rows.extend(ops.iter().cloned());
+        if total.0 > 0 {
+            rows.push(idle(side, idle_time));
+        }
+    }
+    let attribution = stats.attribution.as_str();
+    frame(vec![
+        Column::new("side".into(), rows.iter().map(|o| o.side.label()).collect::<Vec<_>>()),
+        Column::new("type".into(), rows.iter().map(|o| o.op_type.as_str()).collect::<Vec<_>>()),
+        Column::new("name".into(), rows.iter().map(|o| o.name.as_str()).collect::<Vec<_>>()),
+        Column::new("occurrences".into(), rows.iter().map(|o| o.occurrences).collect::<Vec<_>>()),
+        Column::new("time_ps".into(), rows.iter().map(|o| o.total.0).collect::<Vec<_>>()),
+        Column::new("self_time_ps".into(), rows.iter().map(|o| o.self_time.0).collect::<Vec<_>>()),
+        Column::new("share_pct".into(), rows.iter().map(|o| 100.0 * stats.share(o)).collect::<Vec<_>>()),
+        Column::new("eager".into(), rows.iter().map(|o| o.eager).collect::<Vec<_>>()),
+        Column::new("kernels".into(), rows.iter().map(|o| o.kernels.len() as u64).collect::<Vec<_>>()),
+        Column::new("attribution".into(), rows.iter().map(|_| attribution).collect::<Vec<_>>()),
+    ])
+}
+
 /// The category pie as a frame: `category`, `self_time_ps`, `self_time_us`.
 pub fn categories_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
     let cats = profile.categories();

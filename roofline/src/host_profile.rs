@@ -10,7 +10,10 @@ use xlens_hlo::Module;
 use xlens_xplane::{DeviceKind, Error, Host, Picos, Session, Space, SpaceSummary, summarize};
 
 use crate::intervals::{IntervalCursor, median_of};
-use crate::{Chip, DeviceTimeline, FrameworkInfo, HostOps, OpProfile, StepAnatomy, Steps, anatomy_from_timeline};
+use crate::{
+    Chip, DeviceTimeline, FrameworkInfo, FrameworkOpStats, HostOps, OpProfile, StepAnatomy, Steps,
+    anatomy_from_timeline,
+};
 
 /// Per op name of one program: the median over steps of its time in each step (ms).
 pub type StepMedians = std::collections::BTreeMap<String, f64>;
@@ -36,6 +39,7 @@ pub struct HostProfile {
     host_op_order: OnceLock<Vec<u32>>,
     duty_cycle: OnceLock<Option<(Picos, Picos)>>,
     step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<OnceLock<Arc<StepMedians>>>>>,
+    framework_ops: OnceLock<Option<Result<FrameworkOpStats, Shared>>>,
 }
 
 impl HostProfile {
@@ -58,6 +62,7 @@ impl HostProfile {
             host_op_order: OnceLock::new(),
             duty_cycle: OnceLock::new(),
             step_medians: std::sync::Mutex::default(),
+            framework_ops: OnceLock::new(),
         }
     }
 
@@ -307,6 +312,19 @@ impl HostProfile {
             .as_ref()
             .map(Vec::as_slice)
             .map_err(|e| &**e)
+    }
+
+    /// The framework op profile ([`FrameworkOpStats`]) of a host without HLO: `None` when the
+    /// host has HLO modules or its devices no `TensorFlow Ops` line
+    /// ([`FrameworkOpStats::applies`]), so that XLA captures keep the HLO op profile alone.
+    pub fn framework_ops(&self) -> Option<Result<&FrameworkOpStats, &Error>> {
+        self.framework_ops
+            .get_or_init(|| {
+                (FrameworkOpStats::applies(&self.space) && self.modules().is_empty())
+                    .then(|| FrameworkOpStats::read(&self.space).map_err(Arc::new))
+            })
+            .as_ref()
+            .map(|r| r.as_ref().map_err(|e| &**e))
     }
 
     /// Every `hlo_op` event of the host threads (empty on profiles without them), read once and
@@ -652,6 +670,22 @@ pub fn op_analyses(space: &Space) -> Result<(Steps, OpProfile, Vec<StepAnatomy>)
     let profile = op_profile_of(space, || Ok::<_, Error>(&timeline), || Ok(&host_ops), || &modules)?;
     let anatomy = anatomy_of(space, &steps, || Ok::<_, Error>(&timeline), || Ok(&profile), || Ok(&host_ops))?;
     Ok((steps, profile, anatomy))
+}
+
+/// The framework op profile of a decoded space without HLO, as
+/// [`HostProfile::framework_ops`] gives it: `None` for a space with HLO modules or without
+/// `TensorFlow Ops` lines.
+///
+/// ```
+/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/field/tf_v100_multiworker");
+/// let session = xlens_testkit::open_session(dir)?;
+/// let stats = xlens_roofline::framework_op_analysis(session.hosts()[0].space()).unwrap()?;
+/// assert!(!stats.device.is_empty());
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn framework_op_analysis(space: &Space) -> Option<Result<FrameworkOpStats, Error>> {
+    (FrameworkOpStats::applies(space) && xlens_hlo::modules_from_space(space).0.is_empty())
+        .then(|| FrameworkOpStats::read(space))
 }
 
 /// An analysis's error, shared by the analyses built on it (a failed timeline fails the steps).

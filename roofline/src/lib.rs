@@ -41,6 +41,7 @@ mod chip;
 mod device;
 pub mod events;
 pub mod framework;
+mod framework_ops;
 mod gpu;
 mod host_ops;
 mod host_profile;
@@ -81,13 +82,15 @@ pub use anatomy::{
 pub use chip::{Chip, ChipSpecRoofline, PeakSource, Peaks, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use framework::{FRAMEWORKS, Framework, FrameworkInfo};
+pub use framework_ops::{DeviceAttribution, FrameworkOp, FrameworkOpStats, MAX_FRAMEWORK_OPS, OpSide, UNKNOWN_OP_TYPE};
 pub use gpu::{
     CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,
     unattributed_category, uses_tensor_cores,
 };
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use host_profile::{
-    HostProfile, Profile, StepMedians, host_step_medians, op_analyses, prepare_step_medians, step_modules,
+    HostProfile, Profile, StepMedians, framework_op_analysis, host_step_medians, op_analyses, prepare_step_medians,
+    step_modules,
 };
 pub use input_pipeline::{InputPipeline, MAX_INPUT_STEPS, MAX_TF_DATA_STAGES, StepInput, TfDataStage};
 pub use intervals::{IntervalCursor, in_intervals, median_of};

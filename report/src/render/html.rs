@@ -342,16 +342,59 @@ fn anatomy_table(series: &StepSeries, total: &[f64; ANATOMY_CLASSES.len()], name
 }
 
 fn ops(c: &Charts) -> String {
-    if c.categories_ms.is_empty() && c.top_ops.is_empty() {
+    if c.categories_ms.is_empty() && c.top_ops.is_empty() && c.framework_ops.is_none() {
         return "<h2 id=\"ops\">Ops</h2><p class=\"muted\">No op profile in this profile.</p>".to_owned();
     }
     let mut s = String::new();
     if let Some(h) = &c.ops_host {
         let _ = write!(s, "<p class=\"note\">The op figures below are {}'s, the slowest host.</p>", escape(h));
     }
+    if let Some(note) = &c.framework_ops {
+        s.push_str(&framework_ops(c, note));
+    }
     s.push_str(&top_ops(c));
     s.push_str(&categories(c));
     s.push_str(&roofline(c));
+    s
+}
+
+/// The framework ops of a profile without HLO, before its kernels: the device's and the host's
+/// slowest framework ops (type, self time, share of the side's op time), the kernels of a
+/// device op in its tooltip.
+fn framework_ops(c: &Charts, note: &str) -> String {
+    let mut s = format!("<h2 id=\"framework-ops\">Slowest framework ops</h2><p class=\"note\">{}</p>", escape(note));
+    for (title, ops) in [("Device", &c.device_framework_ops), ("Host", &c.host_framework_ops)] {
+        if ops.is_empty() {
+            continue;
+        }
+        let unit = TimeUnit::for_ms(ops.iter().map(|o| o.self_time_ms).fold(0.0, f64::max));
+        let cols = [
+            Col::new("#", ColKind::Rank),
+            Col::new("Op", ColKind::Key),
+            Col::new("Type", ColKind::Text),
+            Col::new(format!("Self time ({})", unit.label()), ColKind::Number),
+            Col::new(format!("% of {} op time", title.to_lowercase()), ColKind::Number),
+            Col::new("Cumulative %", ColKind::Number),
+        ];
+        let mut cumulative = 0.0;
+        let rows: Vec<(bool, Vec<String>)> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                cumulative += o.pct;
+                let cells = vec![
+                    (i + 1).to_string(),
+                    format!("<code title=\"{}\">{}</code>", escape(&o.program), escape(&o.name)),
+                    escape(&o.category),
+                    unit.number(o.self_time_ms),
+                    format!("{:.1}", o.pct),
+                    format!("{cumulative:.1}"),
+                ];
+                (false, cells)
+            })
+            .collect();
+        let _ = write!(s, "<h3>{title}</h3>{}", cards(&cols, &rows));
+    }
     s
 }
 

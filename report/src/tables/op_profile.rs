@@ -4,7 +4,7 @@ use super::line;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
-use xlens_roofline::{OpProfile, OpStats, Step, StepAnatomy, Steps};
+use xlens_roofline::{FrameworkOp, FrameworkOpStats, OpProfile, OpSide, OpStats, Step, StepAnatomy, Steps};
 use xlens_xplane::{Picos, Space};
 
 /// The analyses of one host that `op_profile` prints.
@@ -18,13 +18,18 @@ pub struct HostOpProfile {
     pub steps: Steps,
     /// The anatomy of each step.
     pub anatomy: Vec<StepAnatomy>,
+    /// The framework op profile of a host without HLO (TensorFlow without XLA), which the
+    /// text and JSON give instead of the kernel-level op table; `None` for XLA captures
+    /// ([`xlens_roofline::framework_op_analysis`]).
+    pub framework: Option<FrameworkOpStats>,
 }
 
 /// Builds the op profile, steps and anatomy of one decoded host, with the builders of the
 /// detectors' `HostProfile` ([`xlens_roofline::op_analyses`]), so `ops` prints what a scan reads.
 pub fn analyze(host: &str, space: &Space) -> Result<HostOpProfile, xlens_xplane::Error> {
     let (steps, profile, anatomy) = xlens_roofline::op_analyses(space)?;
-    Ok(HostOpProfile { host: host.to_owned(), profile, steps, anatomy })
+    let framework = xlens_roofline::framework_op_analysis(space).transpose()?;
+    Ok(HostOpProfile { host: host.to_owned(), profile, steps, anatomy, framework })
 }
 
 fn us(t: Picos) -> f64 {
@@ -45,6 +50,10 @@ pub fn op_profile_session_json(hosts: &[HostOpProfile]) -> Value {
 /// Categories and ops cover the whole profile (all cores, all steps), as XProf's op profile counts:
 /// `categories_us` is each category's self time in µs over the capture. `flops` is per execution,
 /// `xprof_flops` XProf's count (docs/metrics.md).
+///
+/// A host without HLO whose devices name each kernel's TensorFlow op (TensorFlow without XLA)
+/// has one key more, `framework_ops` ([`framework_ops_json`]): XProf's framework-op
+/// statistics. XLA captures do not have it.
 pub fn op_profile_json(h: &HostOpProfile) -> Value {
     serde_json::to_value(OpProfileJson(h)).unwrap_or_default()
 }
@@ -70,7 +79,7 @@ pub struct OpProfileJson<'a>(pub &'a HostOpProfile);
 impl Serialize for OpProfileJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (h, p) = (self.0, &self.0.profile);
-        let mut map = s.serialize_map(Some(7))?;
+        let mut map = s.serialize_map(Some(7 + usize::from(h.framework.is_some())))?;
         map.serialize_entry("host", &h.host)?;
         map.serialize_entry("device", p.device_type.as_deref().unwrap_or("unknown"))?;
         map.serialize_entry("steps", &Rows(|| h.steps.steps.iter().map(StepJson)))?;
@@ -78,6 +87,9 @@ impl Serialize for OpProfileJson<'_> {
         map.serialize_entry("categories_us", &CategoriesJson(p))?;
         map.serialize_entry("ops", &Rows(|| p.ops.iter().map(|o| OpJson(p, o))))?;
         map.serialize_entry("anatomy", &Rows(|| h.steps.steps.iter().zip(&h.anatomy).map(|(s, a)| AnatomyJson(s, a))))?;
+        if let Some(fw) = &h.framework {
+            map.serialize_entry("framework_ops", &framework_ops_json(fw))?;
+        }
         map.end()
     }
 }
@@ -140,6 +152,49 @@ impl Serialize for OpJson<'_> {
     }
 }
 
+/// The `framework_ops` entry of a host without HLO: XProf's framework-op statistics
+/// (`framework_op_stats`, with idle time):
+/// `{"attribution","device":{"total_us","idle_us","ops":[..]},"host":{"total_us","idle_us","ops":[..]}}`,
+/// each op `{"type","name","occurrences","total_us","self_us","share_pct","eager"}` (`share_pct`:
+/// of the side's total, idle included), device ops with `"kernels":[{"name","occurrences","total_us"}]`,
+/// the kernels and copies they launched. Ops by self time, longest first. `attribution` is the
+/// stat that named the kernels' ops: `tf_op`, `level_0` (TensorFlow 2.2–2.4, which XProf 2.24
+/// no longer reads: its table has no device op there) or `none`.
+pub fn framework_ops_json(fw: &FrameworkOpStats) -> Value {
+    let op = |o: &FrameworkOp| {
+        let mut v = json!({
+            "type": o.op_type,
+            "name": o.name,
+            "occurrences": o.occurrences,
+            "total_us": us(o.total),
+            "self_us": us(o.self_time),
+            "share_pct": 100.0 * fw.share(o),
+            "eager": o.eager,
+        });
+        if o.side == OpSide::Device {
+            v["kernels"] = o
+                .kernels
+                .iter()
+                .map(|(name, n, t)| json!({"name": name, "occurrences": n, "total_us": us(*t)}))
+                .collect();
+        }
+        v
+    };
+    json!({
+        "attribution": fw.attribution.as_str(),
+        "device": {
+            "total_us": us(fw.device_total),
+            "idle_us": us(fw.device_idle()),
+            "ops": fw.device.iter().map(op).collect::<Vec<_>>(),
+        },
+        "host": {
+            "total_us": us(fw.host_total),
+            "idle_us": us(fw.host_idle()),
+            "ops": fw.host.iter().map(op).collect::<Vec<_>>(),
+        },
+    })
+}
+
 /// One step's anatomy row, in µs.
 struct AnatomyJson<'a>(&'a Step, &'a StepAnatomy);
 
@@ -174,6 +229,116 @@ fn variance_text(v: &xlens_roofline::StepVariance) -> String {
     }
 }
 
+/// The category pie of the op profile.
+fn categories_text(s: &mut String, p: &OpProfile) {
+    let total: Picos = p.categories().values().copied().sum();
+    s.push('\n');
+    line(
+        s,
+        format_args!(
+            "categories (self time summed over all cores and the whole capture, us; IDLE includes time outside the steps)"
+        ),
+    );
+    let mut cats: Vec<(String, Picos)> = p.categories().into_iter().collect();
+    cats.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for (name, t) in cats {
+        let pct = if total.0 > 0 { 100.0 * t.0 as f64 / total.0 as f64 } else { 0.0 };
+        line(s, format_args!("  {name:<28} {:>14.3} us {pct:>6.1}%", us(t)));
+    }
+}
+
+/// The top ops of the HLO (or kernel-level) op profile.
+fn ops_text(s: &mut String, p: &OpProfile, top: usize) {
+    s.push('\n');
+    line(s, format_args!("top {top} ops by self time (summed over the capture)"));
+    line(
+        s,
+        format_args!(
+            "  {:<36} {:<24} {:>8} {:>14} {:>12} {:>12}  bound",
+            "op", "category", "count", "self us", "GFLOP/s", "GB/s"
+        ),
+    );
+    for o in p.ops.iter().take(top) {
+        let bound = p.roofline(o).map_or("-", |r| r.bound_by.label());
+        // No rate for an async start or an op above the peaks (see `OpProfile::rates`).
+        let (flops, hbm) = match p.rates(o) {
+            Some((f, b)) => (format!("{:.1}", f / 1e9), format!("{:.1}", b / 1e9)),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
+        line(
+            s,
+            format_args!(
+                "  {:<36} {:<24} {:>8} {:>14.3} {flops:>12} {hbm:>12}  {bound}",
+                o.name,
+                o.category,
+                o.occurrences,
+                us(o.self_time)
+            ),
+        );
+    }
+}
+
+/// The framework op table of a host without HLO: each side's total and idle time, and its top
+/// ops by self time with their share of the side's total (XProf's framework-op statistics).
+fn framework_text(s: &mut String, fw: &FrameworkOpStats, top: usize) {
+    s.push('\n');
+    line(
+        s,
+        format_args!(
+            "framework ops (no HLO: XProf's framework op statistics; each kernel attributed to the TensorFlow op that launched it)"
+        ),
+    );
+    if fw.attribution == xlens_roofline::DeviceAttribution::Level0 {
+        line(
+            s,
+            format_args!(
+                "  kernels named by their `level 0` stat (TensorFlow 2.2-2.4), which XProf 2.24 no longer reads"
+            ),
+        );
+    }
+    for (side, ops, total, idle) in [
+        (OpSide::Device, &fw.device, fw.device_total, fw.device_idle()),
+        (OpSide::Host, &fw.host, fw.host_total, fw.host_idle()),
+    ] {
+        if ops.is_empty() && total.0 == 0 {
+            continue;
+        }
+        s.push('\n');
+        let idle_pct = if total.0 > 0 { 100.0 * idle.0 as f64 / total.0 as f64 } else { 0.0 };
+        line(
+            s,
+            format_args!(
+                "{} ops: {}  total {:.3} us  IDLE {:.3} us ({idle_pct:.1}%)",
+                side.label().to_lowercase(),
+                ops.len(),
+                us(total),
+                us(idle)
+            ),
+        );
+        line(
+            s,
+            format_args!(
+                "  {:<28} {:<52} {:>8} {:>14} {:>14} {:>7}",
+                "type", "op", "count", "total us", "self us", "share"
+            ),
+        );
+        for o in ops.iter().take(top) {
+            line(
+                s,
+                format_args!(
+                    "  {:<28} {:<52} {:>8} {:>14.3} {:>14.3} {:>6.1}%",
+                    o.op_type,
+                    o.name,
+                    o.occurrences,
+                    us(o.total),
+                    us(o.self_time),
+                    100.0 * fw.share(o)
+                ),
+            );
+        }
+    }
+}
+
 /// The op profile as text: steps, the category pie, the top ops, the anatomy.
 pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
     let p = &h.profile;
@@ -200,46 +365,10 @@ pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
             line(&mut s, format_args!("steps: none"));
         }
     }
-    let total: Picos = p.categories().values().copied().sum();
-    s.push('\n');
-    line(
-        &mut s,
-        format_args!(
-            "categories (self time summed over all cores and the whole capture, us; IDLE includes time outside the steps)"
-        ),
-    );
-    let mut cats: Vec<(String, Picos)> = p.categories().into_iter().collect();
-    cats.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    for (name, t) in cats {
-        let pct = if total.0 > 0 { 100.0 * t.0 as f64 / total.0 as f64 } else { 0.0 };
-        line(&mut s, format_args!("  {name:<28} {:>14.3} us {pct:>6.1}%", us(t)));
-    }
-    s.push('\n');
-    line(&mut s, format_args!("top {top} ops by self time (summed over the capture)"));
-    line(
-        &mut s,
-        format_args!(
-            "  {:<36} {:<24} {:>8} {:>14} {:>12} {:>12}  bound",
-            "op", "category", "count", "self us", "GFLOP/s", "GB/s"
-        ),
-    );
-    for o in p.ops.iter().take(top) {
-        let bound = p.roofline(o).map_or("-", |r| r.bound_by.label());
-        // No rate for an async start or an op above the peaks (see `OpProfile::rates`).
-        let (flops, hbm) = match p.rates(o) {
-            Some((f, b)) => (format!("{:.1}", f / 1e9), format!("{:.1}", b / 1e9)),
-            None => ("-".to_owned(), "-".to_owned()),
-        };
-        line(
-            &mut s,
-            format_args!(
-                "  {:<36} {:<24} {:>8} {:>14.3} {flops:>12} {hbm:>12}  {bound}",
-                o.name,
-                o.category,
-                o.occurrences,
-                us(o.self_time)
-            ),
-        );
+    categories_text(&mut s, p);
+    match &h.framework {
+        Some(fw) => framework_text(&mut s, fw, top),
+        None => ops_text(&mut s, p, top),
     }
     s.push('\n');
     line(&mut s, format_args!("step anatomy (us)"));

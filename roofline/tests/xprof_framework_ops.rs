@@ -1,0 +1,361 @@
+//! The framework op profile equals XProf's framework-op statistics (`framework_op_stats`, the
+//! table with idle time) on every TensorFlow capture of `testdata/field` that carries XProf's
+//! output (`xprof/tool_framework_op_stats.json`): each side's total and idle time, and every
+//! op row XProf lists (type, name, occurrences, total and self time).
+//!
+//! Where the capture names its kernels' ops in the `level 0` stat (TensorFlow of 2020), XProf
+//! 2.24 attributes no kernel and lists no device op; xlens does, and its device ops are checked
+//! against the capture's own `TensorFlow Ops` line (the op spans TensorFlow derived when it
+//! wrote the capture), and against XProf's output for a copy whose `level 0` stat is renamed
+//! `tf_op` (`scripts/capture/level0_as_tf_op.py`, applied here in memory), on which XProf
+//! attributes every kernel.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use common::{table_rows, testdata, xprof_json};
+use xlens_roofline::{DeviceAttribution, FrameworkOpStats, OpSide};
+use xlens_xplane::{PlaneKind, names};
+
+/// Field captures with XProf's framework-op statistics.
+fn capture_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(testdata().join("field"))
+        .map(|rd| {
+            rd.flatten().map(|e| e.path()).filter(|p| p.join("xprof/tool_framework_op_stats.json").is_file()).collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// Microseconds as XProf prints them, against picoseconds.
+fn us_eq(theirs: f64, ours_ps: i64) -> bool {
+    (theirs - ours_ps as f64 / 1e6).abs() <= 1e-3_f64.max(1e-9 * theirs.abs())
+}
+
+type Row = serde_json::Map<String, serde_json::Value>;
+
+fn side_of(r: &Row) -> OpSide {
+    if r["host_or_device"] == "Device" { OpSide::Device } else { OpSide::Host }
+}
+
+fn num(r: &Row, k: &str) -> f64 {
+    r[k].as_f64().unwrap()
+}
+
+/// Checks one side of `ours` against XProf's table (with idle): the side's total and idle time
+/// and every op row XProf lists.
+fn compare_side(ctx: &str, ours: &FrameworkOpStats, rows: &[Row], side: OpSide) {
+    let theirs: Vec<&Row> = rows.iter().filter(|r| side_of(r) == side).collect();
+    let (total, idle, ops) = match side {
+        OpSide::Device => (ours.device_total, ours.device_idle(), &ours.device),
+        OpSide::Host => (ours.host_total, ours.host_idle(), &ours.host),
+    };
+    let share_key = match side {
+        OpSide::Device => "device_total_self_time_percent",
+        OpSide::Host => "host_total_self_time_percent",
+    };
+    if let Some(r) = theirs.iter().find(|r| r["type"] == "IDLE") {
+        // The side's total from the idle row's share (the table lists 500 ops at most, so its
+        // rows do not add up to it).
+        let their_total = num(r, "total_self_time") / num(r, share_key);
+        assert!(
+            (their_total - total.0 as f64 / 1e6).abs() <= 1e-3 + 1e-9 * their_total,
+            "{ctx} {side:?}: total {their_total} us, ours {total:?}"
+        );
+        if !(side == OpSide::Device && ours.attribution == DeviceAttribution::Level0) {
+            assert!(us_eq(num(r, "total_self_time"), idle.0), "{ctx} {side:?}: idle");
+        }
+    }
+    let listed: Vec<&&Row> = theirs.iter().filter(|r| r["type"] != "IDLE").collect();
+    if side == OpSide::Device && ours.attribution == DeviceAttribution::Level0 {
+        assert!(listed.is_empty(), "{ctx}: XProf 2.24 reads no `level 0` stat");
+        return;
+    }
+    // XProf lists at most 500 ops a side, its `IDLE` row among them.
+    let cap = 500 - (theirs.len() - listed.len());
+    assert_eq!(listed.len(), ops.len().min(cap), "{ctx} {side:?}: op count");
+    let by_name: HashMap<&str, _> = ops.iter().map(|o| (o.name.as_str(), o)).collect();
+    for r in listed {
+        let name = r["operation"].as_str().unwrap();
+        let o = by_name.get(name).unwrap_or_else(|| panic!("{ctx} {side:?}: no op {name}"));
+        assert_eq!(r["type"].as_str().unwrap(), o.op_type, "{ctx}: {name} type");
+        assert_eq!(num(r, "occurrences") as u64, o.occurrences, "{ctx}: {name} occurrences");
+        assert!(us_eq(num(r, "total_time"), o.total.0), "{ctx}: {name} total");
+        assert!(us_eq(num(r, "total_self_time"), o.self_time.0), "{ctx}: {name} self");
+        // Not the execution mode: XProf 2.24.2 shows "Function" for the synthetic capture's
+        // op whose event has `is_eager` 1, which its sources read as eager; xlens reads it so.
+    }
+}
+
+/// The first table (with idle) of a stored `framework_op_stats` output.
+fn xprof_rows(dir: &std::path::Path, file: &str) -> Vec<Row> {
+    let json = xprof_json(dir, file);
+    // The tool's output is a list of two tables (with idle, without); the first is kept.
+    let table = if json.is_array() { json[0].clone() } else { json };
+    table_rows(&table)
+}
+
+#[test]
+fn framework_op_stats_match_xprof_on_every_tf_capture() {
+    let dirs = capture_dirs();
+    assert!(dirs.iter().any(|d| d.ends_with("tf_v100_multiworker")), "the V100 capture has its reference");
+    for dir in dirs {
+        let ctx = dir.display().to_string();
+        let session = xlens_testkit::open_session(&dir).unwrap();
+        let space = session.hosts()[0].space();
+        assert!(FrameworkOpStats::applies(space), "{ctx}: a TF capture without HLO");
+        let ours = FrameworkOpStats::read(space).unwrap();
+        let rows = xprof_rows(&dir, "tool_framework_op_stats.json");
+        for side in [OpSide::Device, OpSide::Host] {
+            compare_side(&ctx, &ours, &rows, side);
+        }
+    }
+}
+
+/// A varint at `b[*i..]`.
+fn read_varint(b: &[u8], i: &mut usize) -> u64 {
+    let (mut v, mut shift) = (0u64, 0);
+    loop {
+        let c = b[*i];
+        *i += 1;
+        v |= u64::from(c & 0x7f) << shift;
+        shift += 7;
+        if c < 0x80 {
+            return v;
+        }
+    }
+}
+
+fn write_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        out.push(if v > 0 { b | 0x80 } else { b });
+        if v == 0 {
+            return;
+        }
+    }
+}
+
+/// The fields of a message: (field, wire type, the value's bytes or the varint).
+fn fields(b: &[u8]) -> Vec<(u64, u64, Vec<u8>, u64)> {
+    let (mut i, mut out) = (0, Vec::new());
+    while i < b.len() {
+        let key = read_varint(b, &mut i);
+        let (f, w) = (key >> 3, key & 7);
+        match w {
+            0 => out.push((f, w, Vec::new(), read_varint(b, &mut i))),
+            1 | 5 => {
+                let n = if w == 1 { 8 } else { 4 };
+                out.push((f, w, b[i..i + n].to_vec(), 0));
+                i += n;
+            }
+            2 => {
+                let n = read_varint(b, &mut i) as usize;
+                out.push((f, w, b[i..i + n].to_vec(), 0));
+                i += n;
+            }
+            _ => panic!("wire type {w}"),
+        }
+    }
+    out
+}
+
+fn encode(fields: &[(u64, u64, Vec<u8>, u64)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (f, w, bytes, v) in fields {
+        write_varint(&mut out, (f << 3) | w);
+        match w {
+            0 => write_varint(&mut out, *v),
+            2 => {
+                write_varint(&mut out, bytes.len() as u64);
+                out.extend_from_slice(bytes);
+            }
+            _ => out.extend_from_slice(bytes),
+        }
+    }
+    out
+}
+
+/// `scripts/capture/level0_as_tf_op.py` in memory: the `level 0` stat metadata of every GPU
+/// plane renamed `tf_op`, every other byte kept.
+fn level0_as_tf_op(space: &[u8]) -> Vec<u8> {
+    let mut top = fields(space);
+    for plane in top.iter_mut().filter(|f| f.0 == 1) {
+        let mut pf = fields(&plane.2);
+        if !pf.iter().any(|f| f.0 == 2 && f.2.starts_with(b"/device:GPU:")) {
+            continue;
+        }
+        for entry in pf.iter_mut().filter(|f| f.0 == 5) {
+            let mut ef = fields(&entry.2);
+            for md in ef.iter_mut().filter(|f| f.0 == 2) {
+                let mut mf = fields(&md.2);
+                for name in mf.iter_mut().filter(|f| f.0 == 2 && f.2 == b"level 0") {
+                    name.2 = b"tf_op".to_vec();
+                }
+                md.2 = encode(&mf);
+            }
+            entry.2 = encode(&ef);
+        }
+        plane.2 = encode(&pf);
+    }
+    encode(&top)
+}
+
+/// XProf reads `tf_op` only: with the capture's `level 0` renamed `tf_op` (XProf's output for
+/// that copy is stored), XProf attributes every kernel, and its device table is ours row for
+/// row, idle included: the `tf_op` path of current TensorFlow captures, checked on real kernels.
+#[test]
+fn device_ops_match_xprof_where_the_kernels_name_their_op_in_tf_op() {
+    let dir = testdata().join("field/tf_v100_multiworker");
+    let bytes = std::fs::read(dir.join("34.83.195.179_6003.xplane.pb")).unwrap();
+    let renamed = level0_as_tf_op(&bytes);
+    assert_eq!(renamed.len() + 6, bytes.len(), "three stats renamed, two bytes shorter each");
+    let space = xlens_xplane::Space::parse(renamed.into()).unwrap();
+    let ours = FrameworkOpStats::read(&space).unwrap();
+    assert_eq!(ours.attribution, DeviceAttribution::TfOp);
+    let rows = xprof_rows(&dir, "tool_framework_op_stats__level0_as_tf_op.json");
+    compare_side("tf_v100_multiworker, level 0 as tf_op", &ours, &rows, OpSide::Device);
+    // The same ops as read from `level 0`.
+    let original = FrameworkOpStats::read(xlens_testkit::open_session(&dir).unwrap().hosts()[0].space()).unwrap();
+    assert_eq!((original.device, original.device_total), (ours.device, ours.device_total));
+}
+
+#[test]
+fn level0_device_ops_equal_the_captures_own_tensorflow_ops_line() {
+    let dir = testdata().join("field/tf_v100_multiworker");
+    let session = xlens_testkit::open_session(&dir).unwrap();
+    let space = session.hosts()[0].space();
+    let ours = FrameworkOpStats::read(space).unwrap();
+    assert_eq!(ours.attribution, DeviceAttribution::Level0);
+    // Time per op on the `TensorFlow Ops` lines (names `name` or `name:type`).
+    let mut line_time: HashMap<String, i64> = HashMap::new();
+    for plane in space.planes().iter().filter(|p| matches!(p.kind(), PlaneKind::Gpu { .. })) {
+        if let Some(line) = plane.line_by_name(names::line::TENSORFLOW_OPS) {
+            for ev in line.events(plane) {
+                let ev = ev.unwrap();
+                let name = ev.name().split(':').next().unwrap().to_owned();
+                *line_time.entry(name).or_default() += ev.duration().0;
+            }
+        }
+    }
+    assert!(!ours.device.is_empty());
+    let ours_time: HashMap<String, i64> = ours.device.iter().map(|o| (o.name.clone(), o.self_time.0)).collect();
+    // Copies carry their op too but are not on the line: compare the line's ops.
+    for (name, t) in &line_time {
+        assert_eq!(ours_time.get(name), Some(t), "{name}");
+    }
+    let rng = ours.device.iter().find(|o| o.op_type == "RandomUniform").unwrap();
+    assert!(rng.kernels.iter().any(|k| k.0.contains("FillPhiloxRandomKernelLaunch")));
+}
+
+/// A TensorFlow-executor-shaped capture (no XLA), small enough to read: host ops that nest
+/// (a function call around its ops, `tf.data` iterators three deep, an allocation naming its op
+/// by `tf_op` stat with no type, an unknown `ExecutorState::Process` that is no op), an eager op,
+/// and two GPUs whose kernels and copies name their op by `tf_op` (two kernels per MatMul, on
+/// both GPUs), an unattributed autotuning kernel, and the `TensorFlow Ops` line TensorFlow
+/// derives. `XLENS_WRITE_XSPACE=PATH` writes it, for XProf
+/// (`roofline/tests/xprof/framework_op_stats_synthetic.json` is XProf 2.24.2's
+/// `framework_op_stats` of it, made cold with `scripts/capture/xprof_tool_data.py`).
+fn synthetic_tf_capture() -> Vec<u8> {
+    use xlens_xplane::SpaceBuilder;
+    const US: i64 = 1_000_000;
+    let mut b = SpaceBuilder::default();
+    {
+        let mut plane = b.plane(1, names::plane::HOST_CPU);
+        let tf_op = plane.stat_metadata(names::stat::TF_OP);
+        let eager = plane.stat_metadata("is_eager");
+        let call = plane.event_metadata("StatefulPartitionedCall:StatefulPartitionedCall");
+        let matmul = plane.event_metadata("model/dense/MatMul:MatMul");
+        let bias = plane.event_metadata("model/dense/BiasAdd:BiasAdd");
+        let relu = plane.event_metadata("model/relu/Relu_1:");
+        let process = plane.event_metadata("ExecutorState::Process");
+        let alloc = plane.event_metadata("MemoryAllocation");
+        let add = plane.event_metadata("AddV2:AddV2");
+        let prefetch = plane.event_metadata("Iterator::Prefetch");
+        let map = plane.event_metadata("Iterator::Prefetch::Map");
+        let slices = plane.event_metadata("Iterator::Prefetch::Map::TensorSlice");
+        {
+            let mut line = plane.line(11, "tf_Compute/11", 1_000);
+            for step in 0..2 {
+                let t = step * 1_000 * US;
+                line.event(call, t, 500 * US);
+                line.event(process, t + 5 * US, 300 * US);
+                line.event(matmul, t + 10 * US, 100 * US);
+                line.event(alloc, t + 20 * US, 0).stat(tf_op, "model/dense/MatMul");
+                line.event(bias, t + 120 * US, 20 * US);
+                line.event(relu, t + 150 * US, 10 * US);
+            }
+            line.event(add, 2_000 * US, 7 * US).stat(eager, 1i64);
+        }
+        {
+            let mut line = plane.line(12, "tf_data_iterator/12", 1_000);
+            for step in 0..3 {
+                let t = step * 700 * US;
+                line.event(prefetch, t, 50 * US);
+                line.event(map, t + 5 * US, 40 * US);
+                line.event(slices, t + 10 * US, 10 * US);
+            }
+        }
+    }
+    for gpu in 0..2i64 {
+        let mut plane = b.plane(10 + gpu, &format!("/device:GPU:{gpu}"));
+        let tf_op = plane.stat_metadata(names::stat::TF_OP);
+        let sgemm = plane.event_metadata("volta_sgemm_128x64_nn");
+        let reduce = plane.event_metadata("splitKreduce_kernel");
+        let bias_kernel = plane.event_metadata("BiasNHWCKernel");
+        let redzone = plane.event_metadata("redzone_checker");
+        let copy = plane.event_metadata("MemcpyH2D");
+        let op_line = plane.event_metadata("model/dense/MatMul");
+        let start = 1_000 + 50 * gpu;
+        {
+            let mut line = plane.line(7, "Stream #7(Compute)", start);
+            line.event(redzone, 0, 3 * US);
+            for step in 0..2 {
+                let t = 10 * US + step * 1_000 * US;
+                line.event(sgemm, t, (30 + gpu) * US).stat(tf_op, "model/dense/MatMul:MatMul");
+                line.event(reduce, t + 40 * US, 2 * US).stat(tf_op, "model/dense/MatMul:MatMul");
+                line.event(reduce, t + 45 * US, 2 * US).stat(tf_op, "model/dense/MatMul:MatMul");
+                line.event(bias_kernel, t + 60 * US, 4 * US).stat(tf_op, "model/dense/BiasAdd:BiasAdd");
+            }
+        }
+        {
+            let mut line = plane.line(8, "Stream #8(MemcpyH2D)", start);
+            line.event(copy, 2 * US, 5 * US).stat(tf_op, "IteratorGetNext:IteratorGetNext");
+        }
+        {
+            let mut line = plane.line(names::line::DERIVED_ID_MIN + 3, names::line::TENSORFLOW_OPS, start);
+            for step in 0..2 {
+                line.event(op_line, 10 * US + step * 1_000 * US, 37 * US);
+            }
+        }
+    }
+    b.finish()
+}
+
+#[test]
+fn synthetic_tf_capture_matches_xprof_row_for_row() {
+    let bytes = synthetic_tf_capture();
+    if let Some(path) = std::env::var_os("XLENS_WRITE_XSPACE") {
+        std::fs::write(path, &bytes).unwrap();
+    }
+    let space = xlens_xplane::Space::parse(bytes.into()).unwrap();
+    assert!(FrameworkOpStats::applies(&space));
+    let ours = FrameworkOpStats::read(&space).unwrap();
+    assert_eq!(ours.attribution, DeviceAttribution::TfOp);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let rows = xprof_rows(&dir, "framework_op_stats_synthetic.json");
+    for side in [OpSide::Device, OpSide::Host] {
+        compare_side("synthetic", &ours, &rows, side);
+    }
+    // What the rows say, in words: a MatMul ran twice (its reduce kernel ran four times per
+    // GPU, but occurrences are the most launches of one kernel summed over GPUs) ...
+    let matmul = ours.device.iter().find(|o| o.name == "model/dense/MatMul").unwrap();
+    assert_eq!((matmul.occurrences, matmul.kernels.len()), (8, 2));
+    // ... and the host's call has its children's time taken off.
+    let call = ours.host.iter().find(|o| o.op_type == "StatefulPartitionedCall").unwrap();
+    assert!(call.self_time < call.total);
+}
