@@ -1,5 +1,5 @@
 //! The framework of every capture in `testdata/` (and `../shared/real` when present): the
-//! TensorFlow captures read as TensorFlow without XLA, every other capture (JAX on CPU, GPU and
+//! TensorFlow captures read as TensorFlow, with XLA only for `jit_compile=True`, every other capture (JAX on CPU, GPU and
 //! TPU, real or shaped by the testkit after JAX's captures) as JAX, each with the names that say
 //! so. `XLENS_FRAMEWORK_DIRS` may name more capture folders, `dir=framework` separated by `;`,
 //! to check captures that cannot be committed.
@@ -32,11 +32,15 @@ fn capture_dirs(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// What each capture must read as: TensorFlow for the TensorFlow captures (named `tf_…`), JAX
-/// for all others.
+/// What each capture must read as: TensorFlow for the TensorFlow captures (named `tf_…`; with
+/// XLA where the name ends in `_xla`, `jit_compile=True`), JAX for all others.
 fn expected(dir: &Path) -> (Framework, bool) {
     let name = dir.file_name().unwrap().to_string_lossy();
-    if name.starts_with("tf_") { (Framework::TensorFlow, false) } else { (Framework::Jax, true) }
+    if name.starts_with("tf_") {
+        (Framework::TensorFlow, name.ends_with("_xla"))
+    } else {
+        (Framework::Jax, true)
+    }
 }
 
 fn check(dir: &Path, want: Framework, want_xla: Option<bool>) {
@@ -62,7 +66,7 @@ fn every_capture_reads_as_its_framework() {
         tensorflow += usize::from(want == Framework::TensorFlow);
         check(dir, want, Some(xla));
     }
-    assert!(tensorflow >= 1);
+    assert!(tensorflow >= 5, "{tensorflow} TensorFlow captures");
 }
 
 /// Captures outside the repository (`XLENS_FRAMEWORK_DIRS="dir=tensorflow;dir2=jax"`).
