@@ -829,14 +829,11 @@ fn memory_chart(host: &HostProfile) -> MemoryChart {
     c
 }
 
-/// The host's GPU kernels as `xlens kernels` reads them ([`xlens_roofline::KernelStats::read`]),
-/// cut to [`KERNEL_ROWS`]; none off GPUs, or when the stream lines cannot be read (their
-/// errors are the host's read errors).
+/// The host's GPU kernels as `xlens kernels` reads them ([`HostProfile::kernel_stats`], built
+/// beside the op profile), cut to [`KERNEL_ROWS`]; none off GPUs, or when the stream lines
+/// cannot be read (their errors are the host's read errors).
 fn kernel_chart(host: &HostProfile) -> Vec<KernelChart> {
-    if host.device_kind() != xlens_xplane::DeviceKind::Gpu {
-        return Vec::new();
-    }
-    let Ok(mut stats) = xlens_roofline::KernelStats::read(host.space()) else { return Vec::new() };
+    let Some(mut stats) = host.kernel_stats().cloned() else { return Vec::new() };
     let (kernel_time, kernel_count) = (stats.kernel_time(), stats.kernels.len());
     let launches = stats.kernels.iter().map(|k| k.occurrences).sum();
     stats.kernels.truncate(KERNEL_ROWS);
