@@ -3,7 +3,9 @@
 //! every quantity a user reads (the step time's mean and median, busy, idle, host wait, infeed/outfeed,
 //! exposed communication, FLOP and HBM utilisation, roofline efficiency, duty cycle, each
 //! finding's impact in ms per step and % of the step, the slowest ops' times, the categories'
-//! times) must read the same in the text report, the JSON, the HTML page, the Parquet dataset,
+//! times, each HLO program's device memory, each GPU kernel's figures) must read the same in the
+//! text report, the JSON, the HTML page (its memory section `memory --json`'s figures, its kernel
+//! section `kernels --json`'s), the Parquet dataset,
 //! the `ops` document and, against itself, in `diff A A` (both sides the scan's figure, a zero
 //! change) and in `runs` (the run's step time is the scan's). Text and HTML are compared at the
 //! precision they print (the JSON figure rounded as the renderer rounds it).
@@ -444,6 +446,11 @@ fn compare(profile: &TestProfile) -> Vec<Mismatch> {
         c.printed(&q, "html", scaled, decimals, cell);
     }
 
+    // The page's memory and kernel sections: `memory --json`'s and `kernels --json`'s figures,
+    // and the main program's peak the health's memory peak.
+    page_memory(&mut c, &html, &o.memory, j, single_host);
+    page_kernels(&mut c, &html, &o.kernels, j);
+
     // diff A A, from the saved report.
     let saved = dir.join("report.json");
     std::fs::write(&saved, xlens::report::render::json(&o.report)).unwrap();
@@ -482,6 +489,216 @@ fn compare(profile: &TestProfile) -> Vec<Mismatch> {
     assert!(c.checked >= 60, "{}: only {} comparisons made", profile.name, c.checked);
     println!("{}: {} comparisons, {} mismatches", profile.name, c.checked, c.found.len());
     c.found
+}
+
+/// The page's section under `<h2 id="{id}">`, up to the next `<h2`.
+fn section<'a>(html: &'a str, id: &str) -> Option<&'a str> {
+    let at = html.find(&format!("<h2 id=\"{id}\">"))?;
+    let end = html[at + 3..].find("<h2").map_or(html.len(), |e| at + 3 + e);
+    Some(&html[at..end])
+}
+
+/// One cell of a page table: its column's label (`data-label`, empty for the rank and the key)
+/// and its inner HTML.
+struct Cell<'a> {
+    label: &'a str,
+    inner: &'a str,
+}
+
+/// The body rows of each card table in `html`, in order: per table, per row, its cells.
+fn card_tables(html: &str) -> Vec<Vec<Vec<Cell<'_>>>> {
+    html.split("<table class=\"cards\">")
+        .skip(1)
+        .map(|t| {
+            let t = t.split("</table>").next().unwrap_or("");
+            // The first piece is empty, the second the head row.
+            t.split("<tr")
+                .skip(2)
+                .map(|row| {
+                    row.split("<td")
+                        .skip(1)
+                        .map(|td| {
+                            let open = td.find('>').unwrap_or(0);
+                            let label = between(&td[..open], "data-label=\"", "\"").unwrap_or("");
+                            let inner = td[open + 1..].rsplit_once("</td>").map_or("", |(a, _)| a);
+                            Cell { label, inner }
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The text of a `<code>` cell.
+fn code(cell: &str) -> &str {
+    between(cell, "<code", "</code>").and_then(|c| c.split_once('>')).map_or(cell, |(_, t)| t)
+}
+
+/// The cell of `row` under the column whose label starts with `label`.
+fn col<'a>(row: &'a [Cell<'a>], label: &str) -> Option<&'a Cell<'a>> {
+    row.iter().find(|c| c.label.starts_with(label))
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The page's memory section against `memory --json` (`doc`): the program count, each listed
+/// program's total and its buffer rows (labels and sizes); the main program's peak and share
+/// against the health's memory peak (one host: a session's health is its pace host's).
+fn page_memory(c: &mut Compare, html: &str, doc: &Value, j: &Value, single_host: bool) {
+    let Some(sec) = section(html, "memory") else {
+        c.push("memory section", "html_memory", "a section".to_owned(), "(none)".to_owned());
+        return;
+    };
+    let modules = doc["modules"].as_array().cloned().unwrap_or_default();
+    let count = doc["summary"]["total_modules"].as_u64();
+    c.checked += 1;
+    if modules.is_empty() {
+        if sec.contains("<table") {
+            c.push("memory programs", "html_memory", "no table (no program)".to_owned(), "a table".to_owned());
+        }
+        return;
+    }
+    let printed = between(sec, "throughout. ", " program(s)");
+    c.printed("memory total_modules", "html_memory", count.map(|n| n as f64), 0, printed);
+    let tables = card_tables(sec);
+    let programs = tables.first().map_or(&[][..], Vec::as_slice);
+    c.same("memory programs listed", "html_memory", Some(modules.len().min(8) as f64), Some(programs.len() as f64));
+    let main = j["profile"]["main_program"].as_str();
+    let m = &j["metrics"];
+    for (i, row) in programs.iter().enumerate() {
+        let Some(module) = modules.get(i) else { break };
+        let name = module["module_name"].as_str().unwrap_or("");
+        let q = format!("memory program[{i}] {name}");
+        let shown = row.get(1).map(|cell| code(cell.inner)).unwrap_or("");
+        if shown != html_escape(name) {
+            c.push(&format!("{q} name"), "html_memory", html_escape(name), shown.to_owned());
+        }
+        let total = module["total_hbm_bytes"].as_u64().map(|b| b as f64 / MIB);
+        c.printed(
+            &format!("{q} total_hbm_bytes"),
+            "html_memory",
+            total,
+            3,
+            col(row, "Allocated").and_then(|x| after(x.inner, "")),
+        );
+        if single_host && main == Some(name) {
+            let peak = m["memory_peak_bytes"].as_f64().map(|b| b / MIB);
+            c.printed("memory_peak_bytes", "html_memory", peak, 3, col(row, "Peak (").and_then(|x| after(x.inner, "")));
+            c.printed(
+                "memory_peak_pct",
+                "html_memory",
+                m["memory_peak_pct"].as_f64(),
+                1,
+                col(row, "Peak %").and_then(|x| after(x.inner, "")),
+            );
+        }
+        // The first three programs' buffers, in their own tables.
+        let Some(buffers) = tables.get(1 + i).filter(|_| i < 3) else { continue };
+        let rows = module["top_buffers"].as_array().cloned().unwrap_or_default();
+        c.same(&format!("{q} buffer rows"), "html_memory", Some(rows.len().min(10) as f64), Some(buffers.len() as f64));
+        for (k, (b, cells)) in rows.iter().zip(buffers).enumerate() {
+            let label = b["instruction"].as_str().unwrap_or("");
+            let shown = cells.get(1).map(|cell| code(cell.inner)).unwrap_or("");
+            if shown != html_escape(label) {
+                c.push(&format!("{q} buffer[{k}]"), "html_memory", html_escape(label), shown.to_owned());
+            }
+            let size = b["size_bytes"].as_u64().map(|v| v as f64 / MIB);
+            c.printed(
+                &format!("{q} buffer[{k}] {label} size_bytes"),
+                "html_memory",
+                size,
+                3,
+                col(cells, "Size").and_then(|x| after(x.inner, "")),
+            );
+        }
+    }
+}
+
+/// The page's kernel section against `kernels --json` (`doc`): the kernel and device time, and
+/// each listed kernel's name, op, launches, times, share, occupancy and registers.
+fn page_kernels(c: &mut Compare, html: &str, doc: &Value, j: &Value) {
+    let kernels = doc["kernels"].as_array().cloned().unwrap_or_default();
+    let sec = section(html, "kernels");
+    c.checked += 1;
+    let gpu = j["profile"]["device"].as_str() == Some("GPU");
+    if sec.is_some() != (gpu || !kernels.is_empty()) {
+        c.push("kernels section", "html_kernels", format!("a section: {gpu}"), format!("{}", sec.is_some()));
+        return;
+    }
+    let Some(sec) = sec else { return };
+    if kernels.is_empty() {
+        if sec.contains("<table") {
+            c.push("kernels", "html_kernels", "no table (no kernel)".to_owned(), "a table".to_owned());
+        }
+        return;
+    }
+    let note = between(sec, "<p class=\"note\">", "</p>").unwrap_or("");
+    let ms = |key: &str| doc[key].as_f64().map(|us| us / 1e3);
+    c.printed("kernel_time_us", "html_kernels", ms("kernel_time_us"), 3, after(note, "kernel time "));
+    c.printed(
+        "total_device_duration_us",
+        "html_kernels",
+        ms("total_device_duration_us"),
+        3,
+        after(note, "a GPU busy "),
+    );
+    c.printed("kernels (count)", "html_kernels", Some(kernels.len() as f64), 0, after(note, "gives them: "));
+    let launches: u64 = kernels.iter().filter_map(|k| k["occurrences"].as_u64()).sum();
+    c.printed("kernels (launches)", "html_kernels", Some(launches as f64), 0, after(note, "kernel(s), "));
+    let rows = card_tables(sec).into_iter().next().unwrap_or_default();
+    c.same("kernels listed", "html_kernels", Some(kernels.len().min(15) as f64), Some(rows.len() as f64));
+    for (i, (k, row)) in kernels.iter().zip(&rows).enumerate() {
+        let name = k["kernel_name"].as_str().unwrap_or("");
+        let q = format!("kernel[{i}] {}", k["hlo_op"].as_str().unwrap_or(name));
+        let title = row.get(1).and_then(|cell| between(cell.inner, "title=\"", "\"")).unwrap_or("");
+        if title != html_escape(name) {
+            c.push(&format!("{q} kernel_name"), "html_kernels", html_escape(name), title.to_owned());
+        }
+        let op = row.get(1).and_then(|cell| between(cell.inner, "op <code>", "</code>")).unwrap_or("");
+        let want_op = k["hlo_op"].as_str().map_or_else(String::new, html_escape);
+        if op != want_op {
+            c.push(&format!("{q} hlo_op"), "html_kernels", want_op, op.to_owned());
+        }
+        c.printed(
+            &format!("{q} occurrences"),
+            "html_kernels",
+            k["occurrences"].as_f64(),
+            0,
+            col(row, "Launches").and_then(|x| after(x.inner, "")),
+        );
+        for (key, label) in [
+            ("total_duration_us", "Total ("),
+            ("avg_duration_us", "Mean ("),
+            ("min_duration_us", "Min ("),
+            ("max_duration_us", "Max ("),
+        ] {
+            let cell = col(row, label);
+            // The column's unit: ms (3 decimals) or µs (1 decimal), as its label says.
+            let (scale, decimals) = if cell.is_some_and(|x| x.label.contains("(µs)")) { (1.0, 1) } else { (1e-3, 3) };
+            c.printed(
+                &format!("{q} {key}"),
+                "html_kernels",
+                k[key].as_f64().map(|v| v * scale),
+                decimals,
+                cell.and_then(|x| after(x.inner, "")),
+            );
+        }
+        for (key, label, decimals) in [
+            ("share_pct", "% of kernel time", 1),
+            ("occupancy_pct", "Occupancy", 1),
+            ("registers_per_thread", "Registers", 0),
+            ("static_shared_bytes", "Shared", 0),
+        ] {
+            c.printed(
+                &format!("{q} {key}"),
+                "html_kernels",
+                k[key].as_f64(),
+                decimals,
+                col(row, label).and_then(|x| after(x.inner, "")),
+            );
+        }
+    }
 }
 
 /// The `ops --json` entry of `host` (the first host when it is not named).

@@ -1,7 +1,8 @@
 //! Every figure of every report keeps its invariants (issue 39, "Done when"): each profile of
 //! `testdata/` and of `../shared/real` (or `$XLENS_SHARED/real`) is scanned once through the
 //! library, and the shared checks of `xlens_testkit::invariants` run over its scan report (JSON),
-//! its Parquet dataset (read back), its `ops --json` and its `kernels --json` documents: no share
+//! its Parquet dataset (read back), its `ops --json`, `kernels --json` and `memory --json`
+//! documents (the last two what the HTML page's kernel and memory sections show): no share
 //! outside [0, 100], no op above its device's peak FLOP rate or HBM bandwidth, a health block
 //! that adds up, ordered step figures, one idle, no OPTIMAL verdict without evidence.
 //!
@@ -16,12 +17,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use outputs::{TestProfile, outputs, scratch, shared_real_profiles, testdata_profiles};
 use rayon::prelude::*;
-use xlens_testkit::invariants::{Context, Violation, check_frames, check_kernels, check_ops, check_report};
+use xlens_testkit::invariants::{
+    Context, Violation, check_frames, check_kernels, check_memory, check_ops, check_report,
+};
 
 /// The violations known today, as (profile, output, rule): each a figure issue 39 says is wrong
 /// and that is being fixed; remove an entry with its fix (the test fails while a listed one no
 /// longer occurs). Outputs: `scan` (the report JSON), `frames` (the Parquet dataset), `ops`,
-/// `kernels`.
+/// `kernels`, `memory`.
 const KNOWN: &[(&str, &str, &str)] = &[];
 
 /// One violation found: on which profile, in which output.
@@ -44,6 +47,7 @@ fn check(profile: &TestProfile) -> Vec<Found> {
     add("frames", check_frames(&o.frames, &ctx));
     add("ops", check_ops(&o.ops, &ctx));
     add("kernels", check_kernels(&o.kernels));
+    add("memory", check_memory(&o.memory));
     let _ = std::fs::remove_dir_all(&dir);
     found
 }

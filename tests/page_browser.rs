@@ -245,11 +245,14 @@ fn sample_pages_fit_desktop_and_phone_widths() {
     }
     // Module executions named by program, a memory peak with its capacity, no step markers.
     check_layout(&chromium, &dir, "v6e_offload", &render::html(&report("testdata/field/tpu_v6e_host_offload")));
+    // A GPU page: its programs' memory and the kernel-statistics table.
+    check_layout(&chromium, &dir, "h200", &render::html(&report("testdata/h200/h200_bf16_graphs")));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A page pushed to its limits still fits: a dozen hosts with long names and thousands of steps
-/// each, a kernel name of hundreds of characters, a finding with a long code span.
+/// each, a kernel name of hundreds of characters (in the top ops and the kernel table), a
+/// program of a long name in the memory table, a finding with a long code span.
 #[test]
 fn a_crowded_page_fits_desktop_and_phone_widths() {
     let Some(chromium) = browser() else { return };
@@ -272,8 +275,16 @@ fn a_crowded_page_fits_desktop_and_phone_widths() {
             " Set `--xla_tpu_enable_async_collective_fusion_fuse_all_gather_and_reduce_scatter_everywhere=true`.",
         );
     }
+    // The memory and kernel sections of a GPU page, with names of hundreds of characters.
+    let gpu = report("testdata/h200/h200_bf16_graphs");
+    r.charts.memory = gpu.charts.memory.clone();
+    r.charts.memory.programs[0].module_name = format!("jit_{}(1)", "train_step_with_a_long_name_".repeat(10));
+    r.charts.kernels = gpu.charts.kernels.clone();
+    r.charts.kernels[0].stats.kernels[0].kernel_name = format!("void_ck_tile::kentry<{}>", "ck_tile::Gemm".repeat(30));
+    r.charts.kernels[0].stats.kernels[0].hlo_op = Some("custom-call".repeat(12));
     let html = render::html(&r);
     assert!(html.contains("steps 0 to "), "3000 steps are drawn as buckets");
+    assert!(html.contains("<h2 id=\"kernels\">") && html.contains("<h2 id=\"memory\">"));
     check_layout(&chromium, &dir, "crowded", &html);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -45,8 +45,9 @@ pub use finding::{
 pub use profile::{HostNeeds, HostProfile, Profile, StepMedians, select_steps};
 pub use registry::{DETECTORS, catalogue_markdown, detector};
 pub use report::{
-    ANATOMY_CLASSES, Charts, HostRow, HostSummary, Metrics, ProfileInfo, Report, Roof, RooflineDot, Skipped,
-    SkippedHost, SlowOp, Status, StepBar, StepSeries, TopOp, host_metrics,
+    ANATOMY_CLASSES, Charts, HostRow, HostSummary, KERNEL_ROWS, KernelChart, MEMORY_ROWS, MemoryChart, Metrics,
+    ProfileInfo, ProgramMemory, Report, Roof, RooflineDot, Skipped, SkippedHost, SlowOp, Status, StepBar, StepSeries,
+    TopOp, host_metrics,
 };
 pub use scan::{
     HostOutcome, ScanObserver, combine, scan, scan_host, scan_host_observed, scan_session, scan_session_observed,

@@ -388,6 +388,65 @@ pub struct Charts {
     /// The host's framework ops (executor threads, `tf.data`), slowest first, with `framework_ops`.
     #[serde(default)]
     pub host_framework_ops: Vec<TopOp>,
+    /// The device memory of the HLO programs (every host's programs in a session).
+    #[serde(default)]
+    pub memory: MemoryChart,
+    /// The GPU kernels of each host with any, in host order (empty off GPUs).
+    #[serde(default)]
+    pub kernels: Vec<KernelChart>,
+}
+
+/// Buffer rows of a program kept for the page's memory section (the largest first).
+pub const MEMORY_ROWS: usize = 10;
+/// Kernels of a host kept for the page's kernel-statistics section (the longest first).
+pub const KERNEL_ROWS: usize = 15;
+
+/// One HLO program's device memory, for the page's memory section: what `xlens memory` lists of
+/// it (XProf's `get_peak_allocations`, from [`xlens_hlo::Module::peak_allocations`]) and the
+/// peak of its heap replay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramMemory {
+    /// The program id, when the module has one.
+    pub program_id: Option<u64>,
+    /// The program, `name(program_id)` as XProf names it.
+    pub module_name: String,
+    /// Its allocations: the total whole, the rows cut to the first [`MEMORY_ROWS`].
+    pub allocations: xlens_hlo::PeakAllocations,
+    /// Rows left out by the cut.
+    pub more_rows: usize,
+    /// The peak of its HBM heap replay with the indefinite-lifetime allocations
+    /// ([`xlens_hlo::MemoryStats::peak_bytes`]): the health's memory peak for the main program.
+    pub peak_bytes: u64,
+}
+
+/// The device memory of a profile's HLO programs, for the page's memory section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryChart {
+    /// True when the profile carries HLO programs: without, there are no memory figures.
+    pub has_hlo: bool,
+    /// The programs with a buffer assignment, by program id then name (as `xlens memory`
+    /// reads them; a session's programs once each, from the first host that has them).
+    pub programs: Vec<ProgramMemory>,
+    /// The programs whose heap trace did not replay, one line each with its error.
+    pub failed: Vec<String>,
+    /// The HBM capacity of one device, when known.
+    pub capacity_bytes: Option<u64>,
+}
+
+/// One host's GPU kernels, for the page's kernel-statistics section: its statistics as
+/// `xlens kernels` reads them ([`xlens_roofline::KernelStats::read`]), cut to the longest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelChart {
+    /// Host name.
+    pub host: String,
+    /// The statistics, the kernels cut to the first [`KERNEL_ROWS`] (the device time whole).
+    pub stats: xlens_roofline::KernelStats,
+    /// Every kernel's summed time before the cut ([`xlens_roofline::KernelStats::kernel_time`]).
+    pub kernel_time: Picos,
+    /// Distinct kernels before the cut.
+    pub kernel_count: usize,
+    /// Launches of every kernel before the cut.
+    pub launches: u64,
 }
 
 /// The result of a scan: rendered as text, JSON, HTML and frames.
@@ -744,7 +803,7 @@ pub(crate) const NO_COST: &str = "no op of the profile carries a FLOP or byte co
                            without XLA, or kernels XLA did not compile): the utilisations are unknown, not zero";
 
 fn charts(host: &HostProfile) -> Charts {
-    let mut c = Charts::default();
+    let mut c = Charts { memory: memory_chart(host), kernels: kernel_chart(host), ..Charts::default() };
     let Ok(profile) = host.op_profile() else { return c };
     let mut cats: Vec<(String, f64)> = profile.categories().into_iter().map(|(k, v)| (k, v.as_ms_f64())).collect();
     cats.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -793,6 +852,75 @@ fn framework_charts(c: &mut Charts, fw: &xlens_roofline::FrameworkOpStats) {
     c.framework_ops = Some(format!(
         "No HLO in this profile: the ops are TensorFlow's, each kernel attributed to the op that launched it{source}, as XProf's framework op statistics count them."
     ));
+}
+
+/// The device memory of the host's programs: each one's allocations as `xlens memory` lists
+/// them ([`xlens_hlo::Module::peak_allocations`]), its rows cut to [`MEMORY_ROWS`].
+fn memory_chart(host: &HostProfile) -> MemoryChart {
+    let mut c = MemoryChart {
+        has_hlo: !host.modules().is_empty(),
+        capacity_bytes: host.chip().and_then(|c| c.hbm_capacity()).map(|b| b.0),
+        ..MemoryChart::default()
+    };
+    for m in host.modules() {
+        match m.peak_allocations() {
+            Ok(Some(mut allocations)) => {
+                let more_rows = allocations.rows.len().saturating_sub(MEMORY_ROWS);
+                allocations.rows.truncate(MEMORY_ROWS);
+                let peak_bytes = m.hbm_memory_stats().ok().flatten().map_or(0, |s| s.peak_bytes());
+                c.programs.push(ProgramMemory {
+                    program_id: m.program_id(),
+                    module_name: m.display_name(),
+                    allocations,
+                    more_rows,
+                    peak_bytes,
+                });
+            }
+            Ok(None) => {}
+            Err(e) => c.failed.push(e.to_string()),
+        }
+    }
+    c.programs.sort_by(|a, b| (a.program_id, &a.module_name).cmp(&(b.program_id, &b.module_name)));
+    c
+}
+
+/// The host's GPU kernels as `xlens kernels` reads them ([`HostProfile::kernel_stats`], built
+/// beside the op profile), cut to [`KERNEL_ROWS`]; none off GPUs, or when the stream lines
+/// cannot be read (their errors are the host's read errors).
+fn kernel_chart(host: &HostProfile) -> Vec<KernelChart> {
+    let Some(mut stats) = host.kernel_stats().cloned() else { return Vec::new() };
+    let (kernel_time, kernel_count) = (stats.kernel_time(), stats.kernels.len());
+    let launches = stats.kernels.iter().map(|k| k.occurrences).sum();
+    stats.kernels.truncate(KERNEL_ROWS);
+    vec![KernelChart { host: host.name().to_owned(), stats, kernel_time, kernel_count, launches }]
+}
+
+/// The session's memory chart: every host's programs once (the first host's, in host order,
+/// as `xlens memory` reads a session), by program id then name; the capacity of the host the
+/// health figures describe, else the first known.
+pub(crate) fn session_memory(hosts: &[HostSummary], pace: Option<&HostSummary>) -> MemoryChart {
+    let mut c = MemoryChart {
+        has_hlo: hosts.iter().any(|h| h.charts.memory.has_hlo),
+        capacity_bytes: pace
+            .and_then(|h| h.charts.memory.capacity_bytes)
+            .or_else(|| hosts.iter().find_map(|h| h.charts.memory.capacity_bytes)),
+        ..MemoryChart::default()
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for h in hosts {
+        for p in &h.charts.memory.programs {
+            if seen.insert((p.program_id, p.module_name.clone())) {
+                c.programs.push(p.clone());
+            }
+        }
+        for f in &h.charts.memory.failed {
+            if !c.failed.contains(f) {
+                c.failed.push(f.clone());
+            }
+        }
+    }
+    c.programs.sort_by(|a, b| (a.program_id, &a.module_name).cmp(&(b.program_id, &b.module_name)));
+    c
 }
 
 /// Ops in the page's top-ops table.

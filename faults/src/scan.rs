@@ -677,6 +677,8 @@ fn build_report(
         comparison.step_times_ms = series.into_iter().map(|(_, t)| t.as_ms_f64()).collect();
     }
     charts.step_series = step_series(hosts);
+    charts.memory = crate::report::session_memory(hosts, pace);
+    charts.kernels = hosts.iter().flat_map(|h| h.charts.kernels.iter().cloned()).collect();
     if hosts.len() > 1 {
         charts.ops_host = pace.map(|h| h.name.clone());
     }

@@ -70,7 +70,7 @@ impl MemoryStats {
 }
 
 /// What one row of [`PeakAllocations`] stands for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AllocationRowKind {
     /// One buffer: the instruction that defines it and the index inside its result (empty for
     /// the whole result).
@@ -98,7 +98,7 @@ pub enum AllocationRowKind {
 }
 
 /// A row of [`PeakAllocations`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AllocationRow {
     /// What it stands for.
     pub kind: AllocationRowKind,
@@ -108,7 +108,7 @@ pub struct AllocationRow {
 
 /// The device memory of a program as XProf's `get_peak_allocations` gives it
 /// ([`crate::Module::peak_allocations`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PeakAllocations {
     /// Every allocation of the color except thread-local ones
     /// ([`MemoryStats::total_allocation_bytes`]).

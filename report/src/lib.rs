@@ -28,6 +28,7 @@ pub mod diff;
 pub mod render;
 pub mod runs;
 pub mod tables;
+mod text;
 
 #[cfg(feature = "frames")]
 pub mod frame;

@@ -152,6 +152,7 @@ impl GpuCaps {
 /// `grid:… block:… private_mem:<b> group_mem:<b> occ_pct:<p>`, where `group_mem` (LDS) is the
 /// shared memory and `private_mem` the scratch per work item. Unknown keys are ignored.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct KernelDetails {
     /// Registers per thread (NVIDIA).
     pub registers_per_thread: u32,

@@ -38,6 +38,7 @@ pub struct HostProfile {
     host_ops_read: std::sync::Mutex<Option<(HostOps, Option<xlens_xplane::Error>)>>,
     host_op_order: OnceLock<Vec<u32>>,
     duty_cycle: OnceLock<Option<(Picos, Picos)>>,
+    kernel_stats: OnceLock<Option<crate::KernelStats>>,
     step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<OnceLock<Arc<StepMedians>>>>>,
     framework_ops: OnceLock<Option<Result<FrameworkOpStats, Shared>>>,
 }
@@ -61,6 +62,7 @@ impl HostProfile {
             host_ops_read: std::sync::Mutex::default(),
             host_op_order: OnceLock::new(),
             duty_cycle: OnceLock::new(),
+            kernel_stats: OnceLock::new(),
             step_medians: std::sync::Mutex::default(),
             framework_ops: OnceLock::new(),
         }
@@ -87,8 +89,8 @@ impl HostProfile {
     }
 
     /// Builds the shared analyses now (device timeline, steps, op profile, anatomy, HLO modules,
-    /// duty cycle, the per-step op medians of host-thread ops, chip, framework), instead of on
-    /// first use. Errors are kept and reported by the accessors.
+    /// duty cycle, the per-step op medians of host-thread ops, chip, framework, the GPU kernel
+    /// statistics), instead of on first use. Errors are kept and reported by the accessors.
     pub fn prepare(&self) {
         self.prepare_timed(&|_, _| {});
     }
@@ -172,16 +174,32 @@ impl HostProfile {
                 let _ = module.hbm_memory_stats();
             }
         };
-        let host_chain: &[Phase<'_>] = &[
-            ("graph_kernels", &name_graph_kernels),
-            ("steps", &steps),
-            ("duty_cycle", &duty_cycle),
-            ("memory", &memory),
-        ];
-        let device_chain: &[Phase<'_>] = if self.device_kind() == DeviceKind::Gpu {
-            &[("gpu_costs", &gpu_costs), ("op_profile", &op_profile)]
+        // The GPU kernel statistics (the report page's kernel section) last, beside the device
+        // chain rather than after the detectors.
+        let kernel_stats = || {
+            let _ = self.kernel_stats();
+        };
+        let (host_chain, device_chain): (&[Phase<'_>], &[Phase<'_>]) = if self.device_kind() == DeviceKind::Gpu {
+            (
+                &[
+                    ("graph_kernels", &name_graph_kernels),
+                    ("steps", &steps),
+                    ("duty_cycle", &duty_cycle),
+                    ("memory", &memory),
+                    ("kernel_stats", &kernel_stats),
+                ],
+                &[("gpu_costs", &gpu_costs), ("op_profile", &op_profile)],
+            )
         } else {
-            &[("op_profile", &op_profile)]
+            (
+                &[
+                    ("graph_kernels", &name_graph_kernels),
+                    ("steps", &steps),
+                    ("duty_cycle", &duty_cycle),
+                    ("memory", &memory),
+                ],
+                &[("op_profile", &op_profile)],
+            )
         };
         beside(host_chain, device_chain);
         // The per-step op medians of the step programs (host-thread ops) beside the anatomy: six
@@ -266,6 +284,17 @@ impl HostProfile {
     /// streams (and host-run ops) the union of each device's ops over its window.
     pub fn duty_cycle_pct(&self) -> Option<f64> {
         self.duty_cycle().map(|(busy, window)| 100.0 * busy.0 as f64 / window.0 as f64)
+    }
+
+    /// The GPU kernels as `xlens kernels` reads them ([`crate::KernelStats::read`]), read once
+    /// ([`HostProfile::prepare`] reads them beside the op profile); `None` off GPUs, or when a
+    /// stream line does not decode (the error is in the space's decode log).
+    pub fn kernel_stats(&self) -> Option<&crate::KernelStats> {
+        self.kernel_stats
+            .get_or_init(|| {
+                if self.device_kind() == DeviceKind::Gpu { crate::KernelStats::read(&self.space).ok() } else { None }
+            })
+            .as_ref()
     }
 
     /// The devices' on-duty time and their windows, summed over devices (what

@@ -22,6 +22,7 @@ use crate::gpu::{GpuCaps, KernelDetails, uses_tensor_cores};
 
 /// One kernel (name, HLO op and launch configuration) over all its launches.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct KernelStat {
     /// The kernel's name as XProf gives it.
     pub kernel_name: String,
@@ -51,6 +52,7 @@ impl KernelStat {
 
 /// The kernel statistics of a host's GPUs.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct KernelStats {
     /// Time any GPU ran a kernel or copy (the union over every stream of every GPU): wall time,
     /// XProf's `total_device_duration`. On a host of several GPUs it is less than the kernels'

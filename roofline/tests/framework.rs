@@ -36,11 +36,7 @@ fn capture_dirs(root: &Path) -> Vec<PathBuf> {
 /// XLA where the name ends in `_xla`, `jit_compile=True`), JAX for all others.
 fn expected(dir: &Path) -> (Framework, bool) {
     let name = dir.file_name().unwrap().to_string_lossy();
-    if name.starts_with("tf_") {
-        (Framework::TensorFlow, name.ends_with("_xla"))
-    } else {
-        (Framework::Jax, true)
-    }
+    if name.starts_with("tf_") { (Framework::TensorFlow, name.ends_with("_xla")) } else { (Framework::Jax, true) }
 }
 
 fn check(dir: &Path, want: Framework, want_xla: Option<bool>) {

@@ -7,6 +7,8 @@
 //! - [`check_report`]: a scan report (`xlens scan --format json`);
 //! - [`check_ops`]: the op profile (`xlens ops --json`);
 //! - [`check_kernels`]: the GPU kernel statistics (`xlens kernels --json`);
+//! - [`check_memory`]: the programs' device memory (`xlens memory --json`), which the HTML
+//!   page's memory section shows;
 //! - [`check_frames`]: the tables of the Parquet dataset (`xlens scan --out`), given as one JSON
 //!   object of `table name → [row objects]` (a test turns the DataFrames into that shape, so this
 //!   crate needs no polars).
@@ -277,6 +279,57 @@ pub fn check_kernels(kernels: &Value) -> Vec<Violation> {
                 rule: Rule::ShareOfWhole,
                 path: format!("{at}.total_duration_us"),
                 message: format!("{t} us is {:.1} % of the kernel time ({total} us)", 100.0 * t / total),
+            });
+        }
+    }
+    out
+}
+
+/// Checks the programs' device memory (`xlens memory --json`): the generic rules, each buffer
+/// row within its program's total ([`Rule::ShareOfWhole`]: no row holds more than every
+/// allocation of the program), and the summary's totals those of the modules it names
+/// ([`Rule::SameFigure`]).
+///
+/// ```
+/// use serde_json::json;
+/// use xlens_testkit::invariants::{Rule, check_memory};
+/// let doc = json!({
+///     "summary": {"total_modules": 1, "top_modules": [{"module_name": "a(1)", "total_hbm_bytes": 10}]},
+///     "modules": [{"module_name": "a(1)", "total_hbm_bytes": 10,
+///                  "top_buffers": [{"instruction": "fusion", "size_bytes": 12}]}]
+/// });
+/// let v = check_memory(&doc);
+/// assert!(v.iter().any(|v| v.rule == Rule::ShareOfWhole));
+/// ```
+pub fn check_memory(memory: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    walk(memory, "$", None, &mut out);
+    let Some(modules) = memory["modules"].as_array() else { return out };
+    for (i, m) in modules.iter().enumerate() {
+        let at = format!("$.modules[{i}]({})", clip(m["module_name"].as_str().unwrap_or("")));
+        let total = m["total_hbm_bytes"].as_u64();
+        for (k, b) in m["top_buffers"].as_array().map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
+            if let (Some(size), Some(total)) = (b["size_bytes"].as_u64(), total)
+                && size > total
+            {
+                out.push(Violation {
+                    rule: Rule::ShareOfWhole,
+                    path: format!("{at}.top_buffers[{k}]"),
+                    message: format!("{size} bytes in one row, more than the program's {total}"),
+                });
+            }
+        }
+        let listed = memory["summary"]["top_modules"].get(i);
+        if let Some(listed) = listed
+            && (listed["module_name"] != m["module_name"] || listed["total_hbm_bytes"] != m["total_hbm_bytes"])
+        {
+            out.push(Violation {
+                rule: Rule::SameFigure,
+                path: format!("$.summary.top_modules[{i}]"),
+                message: format!(
+                    "{} / {} against the module's {}",
+                    listed["module_name"], listed["total_hbm_bytes"], m["total_hbm_bytes"]
+                ),
             });
         }
     }

@@ -1,6 +1,6 @@
 //! What the invariant and consistency tests share: the profiles of `testdata/` and
 //! `../shared/real`, and every output of one scan of a profile (the report, its Parquet tables
-//! read back, the `ops` and `kernels` documents) with the peaks of its device.
+//! read back, the `ops`, `kernels` and `memory` documents) with the peaks of its device.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -106,6 +106,8 @@ pub(crate) struct Outputs {
     pub(crate) ops: Value,
     /// `kernels --json`, every kernel.
     pub(crate) kernels: Value,
+    /// `memory --json`, every program ([`xlens::memory::program_memory`], the command's call).
+    pub(crate) memory: Value,
     /// The device's peaks (per core), when it has any.
     pub(crate) peaks: Option<Peaks>,
     /// Where the Parquet dataset was written.
@@ -122,7 +124,8 @@ pub(crate) fn scratch(test: &str, name: &str) -> PathBuf {
 }
 
 /// Scans `profile` once through the library ([`scan_path`], its Parquet dataset written under
-/// `scratch`) and reads its `ops` and `kernels` documents from one decode of its hosts.
+/// `scratch`), reads its `ops` and `kernels` documents from one decode of its hosts, and its
+/// `memory` document as `xlens memory` reads it.
 pub(crate) fn outputs(profile: &TestProfile, scratch: &Path) -> Outputs {
     let frames_dir = scratch.join("frames");
     let request = ScanRequest { frames_dir: Some(frames_dir.clone()), ..ScanRequest::new(&profile.dir) };
@@ -146,7 +149,9 @@ pub(crate) fn outputs(profile: &TestProfile, scratch: &Path) -> Outputs {
         .collect();
     let kernels = kernels_document(&Partial { hosts: kernels, skipped_hosts: Vec::new(), errors: Vec::new() }, None);
     let peaks = hosts.first().and_then(|h| peaks(h.space()));
-    Outputs { report, json, frames: frames_json(&frames_dir), ops, kernels, peaks, frames_dir }
+    let memory = xlens::memory::program_memory(&profile.dir).unwrap_or_else(|e| panic!("{}: {e}", profile.name));
+    let memory = xlens::memory::memory_document(&memory, None);
+    Outputs { report, json, frames: frames_json(&frames_dir), ops, kernels, memory, peaks, frames_dir }
 }
 
 /// The physical peaks of a host's device, per core: the chip catalogue's dense bf16 rate and

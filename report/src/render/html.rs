@@ -8,23 +8,29 @@ use super::format::{escape, inline_code, si};
 use super::layout::BREAKPOINT_PX;
 use super::step_chart::{ANATOMY_COLORS, MAX_PANELS};
 use super::{
-    framework_sentence, memory_peak, profile_sentence, roofline_chart, step_chart, steps_sentence, where_found,
+    bytes, framework_sentence, memory_peak, profile_sentence, roofline_chart, step_chart, steps_sentence, where_found,
 };
-use xlens_faults::{ANATOMY_CLASSES, Charts, Finding, HostRow, Metrics, Report, StepSeries, TimeUnit, fmt_value};
+use crate::tables::kernel_stats::{HostKernelStats, kernel_stats_json_of};
+use crate::tables::memory::memory_json;
+use serde_json::Value;
+use xlens_faults::{
+    ANATOMY_CLASSES, Charts, Finding, HostRow, KernelChart, MemoryChart, Metrics, Report, StepSeries, TimeUnit,
+    fmt_value,
+};
 
 fn css() -> String {
     format!(
         "*{{box-sizing:border-box}}\
 body{{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#1d2330;background:#fafbfc;line-height:1.45}}\
 main{{max-width:1100px;margin:0 auto;padding:1.2em 1.5em 3em}}\
-h1{{font-size:1.6em;margin:.3em 0}}h2{{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}}\
+h1{{font-size:1.6em;margin:.3em 0}}h2{{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}}h3{{font-size:1em;margin:1.2em 0 .4em;overflow-wrap:anywhere}}\
 p,li,.fhead{{overflow-wrap:break-word}}.muted{{color:#667}}.note{{color:#556;font-size:.9em}}\
 code{{font-size:.9em;background:#eef1f5;padding:0 .25em;border-radius:.2em;overflow-wrap:anywhere}}\
 .status{{display:inline-block;padding:.15em .6em;border-radius:.3em;color:#fff;font-weight:600;font-size:.8em;vertical-align:.15em}}\
 .OPTIMAL{{background:#2e7d32}}.NEEDS_ATTENTION{{background:#c62828}}.INCOMPLETE{{background:#6d4c41}}\
 .scroll{{overflow-x:auto;max-width:100%}}table{{border-collapse:collapse;width:100%}}\
 td,th{{text-align:left;padding:.3em .5em;border-bottom:1px solid #eee;font-size:.92em;vertical-align:top;overflow-wrap:anywhere}}\
-th{{font-weight:600}}\
+th{{font-weight:600}}th,td.n{{overflow-wrap:normal}}\
 .tiles{{display:grid;grid-template-columns:repeat(auto-fill,minmax(10.5em,1fr));gap:.5em}}\
 .tile{{background:#fff;border:1px solid #e0e3e8;border-radius:.35em;padding:.4em .6em;min-width:0}}\
 .tile .k{{font-size:.8em;color:#556}}.tile .v{{font-size:1.15em;font-weight:600;overflow-wrap:anywhere}}.wide2{{grid-column:span 2}}.n{{text-align:right;font-variant-numeric:tabular-nums}}\
@@ -51,7 +57,7 @@ table.cards td[data-label]::before{{content:attr(data-label) \": \";color:#667;f
 
 /// The report as a self-contained HTML page (inline CSS and SVG; nothing loaded from a network,
 /// no script): health, hosts, step times with their anatomy, the slowest ops, time by category,
-/// the roofline, the findings.
+/// the roofline, the device memory of the HLO programs, the GPU kernels (on GPUs), the findings.
 pub fn html(report: &Report) -> String {
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
@@ -69,6 +75,10 @@ pub fn html(report: &Report) -> String {
     s.push_str(&steps(report));
     s.push_str(&anatomy(&report.charts.step_series, report.metrics.step_time_host.as_deref()));
     s.push_str(&ops(&report.charts));
+    s.push_str(&memory(&report.charts.memory));
+    if report.profile.device == "GPU" || !report.charts.kernels.is_empty() {
+        s.push_str(&kernels(&report.charts.kernels));
+    }
     findings(&mut s, report);
     s.push_str("</main></body></html>\n");
     s
@@ -534,6 +544,233 @@ fn roof_legend(c: &Charts) -> String {
             "<p class=\"note\">{above} op(s) sit above their roof (over 100 % of it): the peaks the profile reports are conservative for them.</p>"
         );
     }
+    s
+}
+
+/// Programs in the page's memory table (the largest first).
+const MEMORY_PROGRAMS: usize = 8;
+/// Programs whose largest buffers the page lists.
+const BUFFER_PROGRAMS: usize = 3;
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Bytes as MiB with `xlens memory`'s three decimals.
+fn mib(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), |v| format!("{:.3}", v as f64 / MIB))
+}
+
+/// The device memory of the HLO programs: per program the HBM of its buffer assignment and its
+/// peak against the capacity, then the largest programs' buffers, from `xlens memory`'s own
+/// document ([`memory_json`]); without HLO or buffer assignments, a sentence that says so.
+fn memory(c: &MemoryChart) -> String {
+    let mut s = String::from("<h2 id=\"memory\">Device memory</h2>");
+    if !c.has_hlo {
+        s.push_str("<p class=\"muted\">No HLO programs in this profile: no buffer assignment to show.</p>");
+        return s;
+    }
+    if c.programs.is_empty() {
+        s.push_str(
+            "<p class=\"muted\">No HLO program of this profile carries a buffer assignment: no device memory figures.</p>",
+        );
+        failed_programs(&mut s, c);
+        return s;
+    }
+    let programs: Vec<crate::tables::memory::ProgramMemory> = c
+        .programs
+        .iter()
+        .map(|p| crate::tables::memory::ProgramMemory {
+            module_name: p.module_name.clone(),
+            allocations: p.allocations.clone(),
+        })
+        .collect();
+    let doc = memory_json(&programs, Some(MEMORY_PROGRAMS));
+    let modules = doc["modules"].as_array().map_or(&[][..], Vec::as_slice);
+    let count = doc["summary"]["total_modules"].as_u64().unwrap_or(0);
+    let capacity = match c.capacity_bytes {
+        Some(cap) => format!("HBM capacity {} per device.", bytes(cap)),
+        None => "The device's HBM capacity is unknown.".to_owned(),
+    };
+    let _ = write!(
+        s,
+        "<p class=\"note\">Per HLO program, the HBM of its buffer assignment as <code>xlens memory</code> (XProf's \
+         peak allocations) counts it: every allocation, parameters, outputs and constants included; its peak is the \
+         heap replay's highest point with the buffers that live throughout. {count} program(s) with a buffer \
+         assignment{}. {capacity}</p>",
+        if count as usize > modules.len() { format!(", the {} largest shown", modules.len()) } else { String::new() }
+    );
+    let peak_of = |name: &str| c.programs.iter().find(|p| p.module_name == name).map(|p| p.peak_bytes);
+    let cols = [
+        Col::new("#", ColKind::Rank),
+        Col::new("Program", ColKind::Key),
+        Col::new("Allocated (MiB)", ColKind::Number),
+        Col::new("Peak (MiB)", ColKind::Number),
+        Col::new("Peak % of capacity", ColKind::Number),
+    ];
+    let rows: Vec<(bool, Vec<String>)> = modules
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let name = m["module_name"].as_str().unwrap_or("");
+            let peak = peak_of(name);
+            let share = match (peak, c.capacity_bytes) {
+                (Some(p), Some(cap)) if cap > 0 => {
+                    let pct = 100.0 * p as f64 / cap as f64;
+                    let color = if pct >= 90.0 { "#c62828" } else { "#3f6fb5" };
+                    format!(
+                        "{pct:.1}<span class=\"meter\"><span style=\"width:{:.1}%;background:{color}\"></span></span>",
+                        pct.clamp(0.0, 100.0)
+                    )
+                }
+                _ => "n/a".to_owned(),
+            };
+            let cells = vec![
+                (i + 1).to_string(),
+                format!("<code>{}</code>", escape(name)),
+                mib(m["total_hbm_bytes"].as_u64()),
+                mib(peak),
+                share,
+            ];
+            (false, cells)
+        })
+        .collect();
+    s.push_str(&cards(&cols, &rows));
+    for (i, m) in modules.iter().take(BUFFER_PROGRAMS).enumerate() {
+        let name = m["module_name"].as_str().unwrap_or("");
+        let total = m["total_hbm_bytes"].as_u64().unwrap_or(0);
+        let _ = write!(s, "<h3 id=\"memory-{}\">Largest buffers of <code>{}</code></h3>", i + 1, escape(name));
+        let cols = [
+            Col::new("#", ColKind::Rank),
+            Col::new("Buffer", ColKind::Key),
+            Col::new("Size (MiB)", ColKind::Number),
+            Col::new("% of allocated", ColKind::Number),
+        ];
+        let buffers = m["top_buffers"].as_array().map_or(&[][..], Vec::as_slice);
+        let rows: Vec<(bool, Vec<String>)> = buffers
+            .iter()
+            .enumerate()
+            .map(|(j, b)| {
+                let size = b["size_bytes"].as_u64();
+                let share = size
+                    .filter(|_| total > 0)
+                    .map_or_else(|| "n/a".to_owned(), |v| format!("{:.1}", 100.0 * v as f64 / total as f64));
+                let cells = vec![
+                    (j + 1).to_string(),
+                    format!("<code>{}</code>", escape(b["instruction"].as_str().unwrap_or(""))),
+                    mib(size),
+                    share,
+                ];
+                (false, cells)
+            })
+            .collect();
+        s.push_str(&cards(&cols, &rows));
+        let more = c.programs.iter().find(|p| p.module_name == name).map_or(0, |p| p.more_rows);
+        if more > 0 {
+            let _ = write!(
+                s,
+                "<p class=\"note\">{more} smaller row(s) not shown (<code>xlens memory</code> lists them).</p>"
+            );
+        }
+    }
+    failed_programs(&mut s, c);
+    s
+}
+
+/// The programs whose heap trace did not replay, when any.
+fn failed_programs(s: &mut String, c: &MemoryChart) {
+    if c.failed.is_empty() {
+        return;
+    }
+    let _ =
+        write!(s, "<p class=\"note\">{} program(s) left out: their heap trace did not replay.</p><ul>", c.failed.len());
+    for f in &c.failed {
+        let _ = write!(s, "<li>{}</li>", inline_code(f));
+    }
+    s.push_str("</ul>");
+}
+
+/// The GPU kernels, the longest first, from `xlens kernels`' own document
+/// ([`kernel_stats_json_of`], over the kernels each host kept and the session's whole kernel
+/// time).
+fn kernels(charts: &[KernelChart]) -> String {
+    let mut s = String::from("<h2 id=\"kernels\">GPU kernels</h2>");
+    if charts.is_empty() {
+        s.push_str("<p class=\"muted\">No GPU kernels in this profile (no stream lines on its GPU planes).</p>");
+        return s;
+    }
+    let hosts: Vec<HostKernelStats> =
+        charts.iter().map(|k| HostKernelStats { host: k.host.clone(), stats: k.stats.clone() }).collect();
+    let kernel_time = charts.iter().map(|k| k.kernel_time).sum();
+    let doc = kernel_stats_json_of(&hosts, kernel_time, Some(xlens_faults::KERNEL_ROWS));
+    let rows = doc["kernels"].as_array().map_or(&[][..], Vec::as_slice);
+    let count: usize = charts.iter().map(|k| k.kernel_count).sum();
+    let launches: u64 = charts.iter().map(|k| k.launches).sum();
+    let ms = |key: &str| doc[key].as_f64().unwrap_or(0.0) / 1000.0;
+    let _ = write!(
+        s,
+        "<p class=\"note\">The longest kernels by total time over the capture, as <code>xlens kernels</code> (XProf's \
+         kernel stats) gives them: {count} kernel(s), {launches} launch(es); kernel time {:.3} ms (every launch on \
+         every GPU added up: the base of each share), a GPU busy {:.3} ms.{}</p>",
+        ms("kernel_time_us"),
+        ms("total_device_duration_us"),
+        if count > rows.len() { format!(" The {} longest shown.", rows.len()) } else { String::new() }
+    );
+    let several = charts.len() > 1;
+    let us = |v: &Value| v.as_f64();
+    let total_unit =
+        TimeUnit::for_ms(rows.iter().filter_map(|r| us(&r["total_duration_us"])).fold(0.0, f64::max) / 1e3);
+    let launch_unit = TimeUnit::for_ms(rows.iter().filter_map(|r| us(&r["max_duration_us"])).fold(0.0, f64::max) / 1e3);
+    let mut cols = vec![Col::new("#", ColKind::Rank), Col::new("Kernel (the op that launched it)", ColKind::Key)];
+    if several {
+        cols.push(Col::new("Host", ColKind::Text));
+    }
+    cols.extend([
+        Col::new("Launches", ColKind::Number),
+        Col::new(format!("Total ({})", total_unit.label()), ColKind::Number),
+        Col::new(format!("Mean ({})", launch_unit.label()), ColKind::Number),
+        Col::new(format!("Min ({})", launch_unit.label()), ColKind::Number),
+        Col::new(format!("Max ({})", launch_unit.label()), ColKind::Number),
+        Col::new("% of kernel time", ColKind::Number),
+        Col::new("Occupancy %", ColKind::Number),
+        Col::new("Registers / thread", ColKind::Number),
+        Col::new("Shared memory, static + dynamic (B)", ColKind::Number),
+    ]);
+    let na = || "n/a".to_owned();
+    let table: Vec<(bool, Vec<String>)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let name = r["kernel_name"].as_str().unwrap_or("");
+            let time = |key: &str, unit: TimeUnit| us(&r[key]).map_or_else(na, |v| unit.number(v / 1e3));
+            let shared = match (r["static_shared_bytes"].as_u64(), r["dynamic_shared_bytes"].as_u64()) {
+                (Some(st), Some(0)) => st.to_string(),
+                (Some(st), Some(dy)) => format!("{st} + {dy}"),
+                _ => na(),
+            };
+            let op = r["hlo_op"]
+                .as_str()
+                .map_or_else(String::new, |o| format!("<br><span class=\"note\">op <code>{}</code></span>", escape(o)));
+            let mut cells = vec![
+                (i + 1).to_string(),
+                format!("<code title=\"{}\">{}</code>{op}", escape(name), escape(&super::clip(name, 80))),
+            ];
+            if several {
+                cells.push(escape(r["host"].as_str().unwrap_or("")));
+            }
+            cells.extend([
+                r["occurrences"].as_u64().map_or_else(na, |n| n.to_string()),
+                time("total_duration_us", total_unit),
+                time("avg_duration_us", launch_unit),
+                time("min_duration_us", launch_unit),
+                time("max_duration_us", launch_unit),
+                us(&r["share_pct"]).map_or_else(na, |v| format!("{v:.1}")),
+                us(&r["occupancy_pct"]).map_or_else(na, |v| format!("{v:.1}")),
+                r["registers_per_thread"].as_u64().map_or_else(na, |n| n.to_string()),
+                shared,
+            ]);
+            (false, cells)
+        })
+        .collect();
+    s.push_str(&cards(&cols, &table));
     s
 }
 

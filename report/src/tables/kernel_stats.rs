@@ -31,8 +31,15 @@ fn us(t: Picos) -> f64 {
 /// hosts. `kernel_time_us` is every launch's time added up (over all GPUs), the base of each
 /// kernel's `share_pct`, so the shares add up to 100 % on a host of several GPUs too.
 pub fn kernel_stats_json(hosts: &[HostKernelStats], top: Option<usize>) -> Value {
-    let total: Picos = hosts.iter().map(|h| h.stats.total_device_duration).sum();
     let kernel_time: Picos = hosts.iter().map(|h| h.stats.kernel_time()).sum();
+    kernel_stats_json_of(hosts, kernel_time, top)
+}
+
+/// [`kernel_stats_json`] of hosts whose kernels were cut to their longest (the HTML page keeps
+/// those of each host), given the session's `kernel_time` before the cut: the rows and shares
+/// of the kernels kept are those of the whole document.
+pub fn kernel_stats_json_of(hosts: &[HostKernelStats], kernel_time: Picos, top: Option<usize>) -> Value {
+    let total: Picos = hosts.iter().map(|h| h.stats.total_device_duration).sum();
     let share = |k: &xlens_roofline::KernelStat| {
         if kernel_time.0 > 0 { 100.0 * k.total.0 as f64 / kernel_time.0 as f64 } else { 0.0 }
     };
@@ -110,7 +117,7 @@ pub fn kernel_stats_text(hosts: &[HostKernelStats], top: usize) -> String {
                     dims(k.details.map(|d| d.grid)),
                     dims(k.details.map(|d| d.block)),
                     if k.uses_tensor_cores { "yes" } else { "" },
-                    crate::render::clip(&k.kernel_name, 80),
+                    crate::text::clip(&k.kernel_name, 80),
                     k.hlo_op.as_deref().map(|o| format!(" ({o})")).unwrap_or_default(),
                 ),
             );

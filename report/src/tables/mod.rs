@@ -18,7 +18,7 @@ pub mod roofline;
 use serde_json::{Value, json};
 use xlens_xplane::{PlaneInventory, SpaceSummary};
 
-use crate::render::printable;
+use crate::text::printable;
 
 /// The progress line a scan redraws on stderr: the bar by bytes of the host files read, the hosts
 /// done, and the hosts being worked on (the first, and how many more). It starts before the
