@@ -130,8 +130,10 @@ fn no_malformed_stat_makes_a_report_optimal() {
             assert_eq!(scan_bytes("vm", bad).errors, report.errors, "stat at {at}");
         }
     }
-    // Most stats are read by no analysis: their errors are the strict check's.
-    assert!(unread >= sample.len() / 3, "{unread} of {}", sample.len());
+    // Many stats are read by no analysis: their errors are the strict check's (48 of 159 since
+    // the scan also reads the GPU kernel statistics and the memory profile; a quarter keeps
+    // that path exercised).
+    assert!(unread >= sample.len() / 4, "{unread} of {}", sample.len());
 }
 
 /// A malformed stat no analysis reads (the first event stat of the capture that no scan reads):
