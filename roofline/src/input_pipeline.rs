@@ -160,7 +160,7 @@ impl InputPipeline {
             Some(id) => Grouping::Stat(id),
             // Without TensorFlow's stats: XProf's own grouping, on a CPU-only TensorFlow
             // capture (device events would need the launch correlation, not read here).
-            None if gpus.is_empty() => {
+            None if gpus.is_empty() && HostEventGroups::has_tensorflow_executor(host) => {
                 derived = HostEventGroups::build(host)?;
                 match &derived {
                     Some(g) if g.is_tensorflow() && !g.is_empty() => Grouping::Derived(g),

@@ -256,6 +256,13 @@ impl HostEventGroups {
         Ok(Some(HostEventGroups { by_event, names, named_roots, tensorflow }))
     }
 
+    /// True when the plane defines TensorFlow executor events (`ExecutorState::Process`,
+    /// `FunctionRun`, `SessionRun`, `RunGraph`), from its metadata alone: a cheap test before
+    /// [`HostEventGroups::build`] walks every event.
+    pub fn has_tensorflow_executor(plane: &Plane) -> bool {
+        !plane.metadata_mask(|m| Kind::of(m.name()).is_tf_executor()).is_empty()
+    }
+
     /// The group of the event at `index` (its position in the line) of the plane's line
     /// `line` (its position in the plane).
     pub fn group(&self, line: usize, index: usize) -> Option<i64> {
