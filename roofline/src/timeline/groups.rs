@@ -110,6 +110,12 @@ struct Ids {
     graph_type: Option<StatMetadataId>,
 }
 
+/// A producer/consumer context: (type, id).
+type ContextKey = (u64, u64);
+
+/// The events of one context: (producers, consumers).
+type Context = (Vec<u32>, Vec<u32>);
+
 /// An integer stat as XProf's `IntOrUintValue` (the bits of either).
 fn int_bits(stat: Option<Stat<'_>>) -> Option<u64> {
     match stat?.value() {
@@ -172,8 +178,7 @@ impl HostEventGroups {
         };
         let mut nodes: Vec<Node<'_>> = Vec::new();
         let mut by_event: Vec<Vec<u32>> = Vec::with_capacity(plane.lines().len());
-        // (type, id) → (producers, consumers)
-        let mut contexts: HashMap<(u64, u64), (Vec<u32>, Vec<u32>)> = HashMap::new();
+        let mut contexts: HashMap<ContextKey, Context> = HashMap::new();
         for (li, line) in plane.lines().iter().enumerate() {
             let first = nodes.len();
             for ev in line.events(plane) {
@@ -226,7 +231,7 @@ impl HostEventGroups {
                 add_child(&mut nodes, parent, i as u32);
             }
         }
-        let mut contexts: Vec<((u64, u64), (Vec<u32>, Vec<u32>))> = contexts.into_iter().collect();
+        let mut contexts: Vec<(ContextKey, Context)> = contexts.into_iter().collect();
         contexts.sort_unstable_by_key(|(k, _)| *k);
         for (_, (producers, consumers)) in &contexts {
             if producers.len() >= MAX_CONTEXT_FANOUT && consumers.len() >= MAX_CONTEXT_FANOUT {
