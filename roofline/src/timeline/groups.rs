@@ -523,4 +523,32 @@ mod tests {
         // The iterator op through its executor's step id and iteration.
         assert_eq!(g.group(2, 0), Some(1));
     }
+
+    /// An executor loop (`iter_num` 0, 1, 2 of one step id): each iteration is a group, rooted
+    /// at its first event, whatever `_r` roots the capture has.
+    #[test]
+    fn executor_loop_iterations_are_the_groups() {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let root = host.stat_metadata(names::stat::IS_ROOT);
+            let id = host.stat_metadata(names::stat::STEP_ID);
+            let iter = host.stat_metadata(names::stat::ITER_NUM);
+            let train = host.event_metadata("train");
+            let exec = host.event_metadata("ExecutorState::Process");
+            host.line(1, "python", 0).event(train, 0, 10_000).stat(root, 1i64);
+            let mut ex = host.line(2, "tf_Compute", 0);
+            for k in 0..3i64 {
+                ex.event(exec, 100 + 1_000 * k, 100).stat(id, 5i64).stat(iter, k);
+                ex.event(exec, 300 + 1_000 * k, 100).stat(id, 5i64).stat(iter, k);
+            }
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        let g = HostEventGroups::build(space.host_threads().unwrap()).unwrap().unwrap();
+        assert_eq!((g.len(), g.name(0), g.name(2)), (3, Some("0"), Some("2")));
+        assert_eq!((g.group(1, 0), g.group(1, 1), g.group(1, 5)), (Some(0), Some(0), Some(2)));
+        // The `train` root is not one: loops take precedence, as in XProf.
+        assert_eq!(g.group(0, 0), None);
+        assert!(!g.is_named_root(1, 0));
+    }
 }
