@@ -32,14 +32,19 @@
 //! pipeline: `Iterator::Model::ParallelMapV2::Zip[0]::…`), with their count, total and self time
 //! (less the stages nested in them on the same thread), as XProf's input-op table lists them.
 //!
-//! This is read only where the capture carries TensorFlow's grouping (a `group_id` stat on the
-//! host plane); JAX, PyTorch/XLA and TPU captures have their own input rules.
+//! This is read where the capture carries TensorFlow's grouping (a `group_id` stat on the host
+//! plane), and on TensorFlow captures without a device that carry none (TensorFlow 2.21 writes
+//! none; XProf groups the events itself): there the events are grouped as XProf groups them
+//! ([`HostEventGroups`], from the `train` step roots, nesting and the producer/consumer
+//! stats) and the steps are named as XProf names them (`train 19`). JAX, PyTorch/XLA and TPU
+//! captures have their own input rules.
 
 use std::collections::BTreeMap;
 
 use xlens_xplane::{Picos, Plane, Space, names};
 
 use crate::span::Span;
+use crate::timeline::HostEventGroups;
 
 /// The most step groups read (the first ones found are kept, the others are not analysed):
 /// bounds the per-step tables of a capture that marks millions of groups.
@@ -68,6 +73,9 @@ enum Class {
 pub struct StepInput {
     /// The step's group id (the name of its `Steps` events).
     pub group: i64,
+    /// The step's name in XProf's input-pipeline analysis: the group id where the capture
+    /// carries `group_id` stats, the group's name where XProf grouped it (`train 19`).
+    pub name: String,
     /// The step's span (its device marker; its host marker without a device).
     pub span: Span,
     /// The host waiting on the input iterator (`IteratorGetNext*`) while the device runs
@@ -123,8 +131,9 @@ pub struct InputPipeline {
 
 impl InputPipeline {
     /// Reads the input pipeline of a space that carries TensorFlow's step grouping (a
-    /// `group_id` stat on the `/host:CPU` plane); `None` for any other capture (no host plane,
-    /// no grouping, or TPU planes).
+    /// `group_id` stat on the `/host:CPU` plane), or of a TensorFlow capture without a device
+    /// whose host events XProf would group ([`HostEventGroups`]); `None` for any other capture
+    /// (no host plane, no grouping, or TPU planes).
     ///
     /// ```
     /// use xlens_roofline::InputPipeline;
@@ -142,10 +151,24 @@ impl InputPipeline {
     /// ```
     pub fn read(space: &Space) -> xlens_xplane::Result<Option<InputPipeline>> {
         let Some(host) = space.host_threads() else { return Ok(None) };
-        if host.stat_id(names::stat::GROUP_ID).is_none() || !space.tpu_tensor_cores().is_empty() {
+        if !space.tpu_tensor_cores().is_empty() {
             return Ok(None);
         }
         let gpus = space.gpus();
+        let derived;
+        let grouping = match host.stat_id(names::stat::GROUP_ID) {
+            Some(id) => Grouping::Stat(id),
+            // Without TensorFlow's stats: XProf's own grouping, on a CPU-only TensorFlow
+            // capture (device events would need the launch correlation, not read here).
+            None if gpus.is_empty() && HostEventGroups::has_tensorflow_executor(host) => {
+                derived = HostEventGroups::build(host)?;
+                match &derived {
+                    Some(g) if g.is_tensorflow() && !g.is_empty() => Grouping::Derived(g),
+                    _ => return Ok(None),
+                }
+            }
+            None => return Ok(None),
+        };
         let mut groups: BTreeMap<i64, Group> = BTreeMap::new();
         for plane in &gpus {
             read_device_markers(plane, &mut groups)?;
@@ -154,10 +177,15 @@ impl InputPipeline {
         for plane in &gpus {
             read_device_events(plane, &mut groups)?;
         }
-        let stages = read_host(host, has_device, &mut groups)?;
+        let stages = read_host(host, has_device, &grouping, &mut groups)?;
         let mut steps = Vec::new();
         for (&group, g) in &groups {
-            if let Some(step) = g.step(group, has_device) {
+            if let Some(mut step) = g.step(group, has_device) {
+                if let Grouping::Derived(d) = &grouping
+                    && let Some(name) = d.name(group)
+                {
+                    step.name = name.to_string();
+                }
                 steps.push(step);
             }
         }
@@ -226,6 +254,7 @@ impl Group {
             uncovered(&spans(&|c| c == Class::HostToDevice, false), &spans(&|c| c > Class::HostToDevice, false));
         Some(StepInput {
             group,
+            name: group.to_string(),
             span,
             host_wait_input,
             copy_in,
@@ -233,6 +262,36 @@ impl Group {
             device_compute: compute.iter().map(|s| s.duration()).sum(),
             host_counted_by_xprof: !has_device,
         })
+    }
+}
+
+/// Where the step groups of the host events come from.
+enum Grouping<'g> {
+    /// TensorFlow's `group_id` stat.
+    Stat(xlens_xplane::StatMetadataId),
+    /// XProf's grouping, made here.
+    Derived(&'g HostEventGroups),
+}
+
+impl Grouping<'_> {
+    /// The group of the event at position `line` of the plane's lines.
+    fn of(&self, line: usize, ev: &xlens_xplane::Event<'_>) -> Option<i64> {
+        match self {
+            Grouping::Stat(id) => group_of(ev, Some(*id)),
+            Grouping::Derived(g) => g.group(line, ev.index()),
+        }
+    }
+
+    /// True for the host events that mark a step: explicit markers, or the events with a
+    /// `step_name` stat (those TensorFlow's grouping names; XProf's own grouping names its
+    /// roots that are not implicit).
+    fn is_marker(
+        &self,
+        line: usize,
+        ev: &xlens_xplane::Event<'_>,
+        step_name: Option<xlens_xplane::StatMetadataId>,
+    ) -> bool {
+        is_host_marker(ev, step_name) || matches!(self, Grouping::Derived(g) if g.is_named_root(line, ev.index()))
     }
 }
 
@@ -355,17 +414,17 @@ fn mark_host(g: &mut Group, span: Span) {
 fn read_host(
     host: &Plane,
     has_device: bool,
+    grouping: &Grouping<'_>,
     groups: &mut BTreeMap<i64, Group>,
 ) -> xlens_xplane::Result<Vec<TfDataStage>> {
-    let gid = host.stat_id(names::stat::GROUP_ID);
     let corr = host.stat_id(names::stat::CORRELATION_ID);
     let step_name = host.stat_id(names::stat::STEP_NAME);
     if !has_device {
-        for line in host.lines() {
+        for (li, line) in host.lines().iter().enumerate() {
             for ev in line.events(host) {
                 let ev = ev?;
-                if is_host_marker(&ev, step_name)
-                    && let Some(group) = group_of(&ev, gid)
+                if grouping.is_marker(li, &ev, step_name)
+                    && let Some(group) = grouping.of(li, &ev)
                     && (groups.len() < MAX_INPUT_STEPS || groups.contains_key(&group))
                 {
                     mark_host(groups.entry(group).or_default(), Span::new(ev.start(), ev.end()));
@@ -375,7 +434,7 @@ fn read_host(
     }
     // name → (count, total, self)
     let mut stages: BTreeMap<&str, (u64, Picos, Picos)> = BTreeMap::new();
-    for line in host.lines() {
+    for (li, line) in host.lines().iter().enumerate() {
         // The open `tf.data` stages of this thread (end, stage name), innermost last.
         let mut open: Vec<(Picos, &str)> = Vec::new();
         for ev in line.events(host) {
@@ -385,9 +444,9 @@ fn read_host(
             if name.starts_with("Iterator::") {
                 stage(&mut stages, &mut open, name, span);
             }
-            let Some(g) = group_of(&ev, gid).and_then(|group| groups.get_mut(&group)) else { continue };
+            let Some(g) = grouping.of(li, &ev).and_then(|group| groups.get_mut(&group)) else { continue };
             // Step markers and wrappers are not host work.
-            if !is_host_marker(&ev, step_name)
+            if !grouping.is_marker(li, &ev, step_name)
                 && !is_wrapper(name)
                 && let Some(class) = host_class(name, has_device, corr.is_some_and(|id| ev.stat(id).is_some()))
             {

@@ -11,6 +11,10 @@
 //! Events are expected in start order (parents before the children they contain), which is how
 //! profilers write op lines; a line that is not is collected and sorted first (same result).
 
+mod groups;
+
+pub use groups::{HostEventGroups, MAX_GROUPED_EVENTS};
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 

@@ -2,7 +2,8 @@
 //! time, the device compute and the input time; and the `tf.data` stages of its input-op table.
 //!
 //! Every capture under `testdata/` with XProf's `tool_input_pipeline_analyzer.json` whose space
-//! carries TensorFlow's grouping is checked, plus the session directories listed in
+//! carries TensorFlow's grouping (its `group_id` stats, or, on a CPU-only TensorFlow capture
+//! without them, the grouping XProf makes itself) is checked, plus the session directories listed in
 //! `XLENS_TF_INPUT_DIRS` (`:`-separated; each with `*.xplane.pb` and `xprof/`): captures that
 //! may not be kept in the repository are checked the same way.
 
@@ -43,7 +44,7 @@ fn close(ours_ms: f64, theirs_ms: f64) -> bool {
 
 #[test]
 fn tensorflow_steps_match_the_input_pipeline_analysis() {
-    let mut checked = 0;
+    let mut checked = Vec::new();
     for dir in dirs_with_reference() {
         let Some(ours) = read(&dir) else { continue };
         let tables = xprof_json(&dir, "tool_input_pipeline_analyzer.json");
@@ -53,7 +54,7 @@ fn tensorflow_steps_match_the_input_pipeline_analysis() {
         for (row, step) in rows.iter().zip(&ours.steps) {
             let ctx = format!("{ctx} step {}", step.group);
             let get = |k: &str| row[k].as_f64().unwrap();
-            assert_eq!(row["stepnum"].as_str().unwrap(), step.group.to_string(), "{ctx}");
+            assert_eq!(row["stepnum"].as_str().unwrap(), step.name, "{ctx}");
             assert!(close(step.span.duration().as_ms_f64(), get("stepTimeMs")), "{ctx}: step time");
             assert!(close(step.device_compute.as_ms_f64(), get("deviceComputeTimeMs")), "{ctx}: device compute");
             assert!(
@@ -73,7 +74,33 @@ fn tensorflow_steps_match_the_input_pipeline_analysis() {
             assert!(close(stage.total.as_ms_f64(), op["timeInMs"].as_f64().unwrap()), "{ctx}: {name} total");
             assert!(close(stage.self_time.as_ms_f64(), op["selfTimeInMs"].as_f64().unwrap()), "{ctx}: {name} self");
         }
-        checked += 1;
+        checked.push(dir.file_name().unwrap().to_string_lossy().into_owned());
     }
-    assert!(checked >= 1, "no TensorFlow capture with XProf's input-pipeline analysis");
+    assert!(!checked.is_empty(), "no TensorFlow capture with XProf's input-pipeline analysis");
+    // The TensorFlow 2.21 CPU captures, grouped here as XProf groups them, are among them.
+    for name in ["tf_cpu_keras_warmup", "tf_cpu_keras_steady", "tf_cpu_keras_input_bound", "tf_cpu_keras_xla"] {
+        assert!(checked.iter().any(|c| c == name), "{name} not checked: {checked:?}");
+    }
+}
+
+/// The TensorFlow 2.21 CPU captures carry no `group_id`: XProf groups their events itself, and
+/// so must we, or their input time goes unmeasured.
+#[test]
+fn tensorflow_cpu_captures_without_group_ids_are_grouped_as_xprof_groups_them() {
+    for (name, steps, input_pct) in [
+        ("tf_cpu_keras_warmup", 2, 0.9),
+        ("tf_cpu_keras_steady", 5, 0.5),
+        ("tf_cpu_keras_input_bound", 5, 55.5),
+        ("tf_cpu_keras_xla", 5, 4.3),
+    ] {
+        let dir = testdata().join("field").join(name);
+        let ours = read(&dir).unwrap_or_else(|| panic!("{name}: no input pipeline"));
+        assert_eq!(ours.steps.len(), steps, "{name}");
+        assert!(ours.steps.iter().all(|s| s.name.starts_with("train ")), "{name}: {:?}", ours.steps);
+        let input: f64 = ours.steps.iter().map(|s| s.xprof_input().as_ms_f64()).sum();
+        let pct = 100.0 * input / ours.step_time().as_ms_f64();
+        // XProf prints the share with one decimal.
+        assert!((pct - input_pct).abs() < 0.05, "{name}: input {pct:.2} % vs XProf's {input_pct} %");
+        assert!((ours.input_wait_pct().unwrap() - input_pct).abs() < 0.05, "{name}");
+    }
 }

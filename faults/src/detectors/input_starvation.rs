@@ -10,7 +10,7 @@ use crate::config::ScanConfig;
 use crate::detector::{Detector, DetectorDoc, DetectorMeta, Need, Skip};
 use crate::evidence;
 use crate::finding::{Evidence, Finding, Findings, FixLines, Impact, Severity};
-use crate::profile::HostProfile;
+use crate::profile::{HostNeeds, HostProfile};
 use crate::units::TimeBase;
 
 /// See the module docs.
@@ -21,12 +21,14 @@ const META: DetectorMeta = DetectorMeta {
     id: "input_starvation",
     title: "The device waits for input at the start of each step",
     severity: Severity::P1,
-    needs: &[Need::Steps, Need::OpTimeline],
+    // Op events are needed except on TensorFlow captures with step groups (see `measure`).
+    needs: &[Need::Steps],
     doc: DetectorDoc {
         detects: "Steps whose device work waits for the host to deliver input. TPU: XProf's input-pipeline \
                   rule: the largest core's `infeed` op time per step, plus, when the program has no infeed op, \
                   the idle time that host input waits (IteratorGetNext, data loaders, host-to-device transfers) \
-                  explain. TensorFlow captures (step groups): per step, the host's wait in the `tf.data` iterator \
+                  explain. TensorFlow captures (step groups: TensorFlow's `group_id`, or on CPU-only captures without \
+                  it the groups XProf makes itself): per step, the host's wait in the `tf.data` iterator \
                   (`IteratorGetNext`) and the copies in while the device runs nothing of the step, measured with \
                   XProf's step-event priorities. Host-run programs (XLA:CPU): the host phase at the start of each \
                   step before the first op or program dispatch, during which the device has nothing to run (e.g. a \
@@ -343,9 +345,18 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
 /// Where the steps come from on a TensorFlow capture with step groups.
 const TF_SOURCE: &str = "TensorFlow step groups (host tf.data wait against the device)";
 
+/// Where the steps come from on a TensorFlow capture without a device (XProf counts the host's
+/// waits as input there).
+const TF_HOST_SOURCE: &str = "TensorFlow step groups (host tf.data wait, no device)";
+
 /// TensorFlow step groups: per step, the host's `tf.data` wait against the device's work.
 fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> InputWaits<'a> {
-    let by_group: BTreeMap<String, Picos> = input.steps.iter().map(|s| (s.group.to_string(), s.input_wait())).collect();
+    // Steps are named by group id, or as XProf names the groups it makes (`train 19`).
+    let by_group: BTreeMap<String, Picos> = input
+        .steps
+        .iter()
+        .flat_map(|s| [(s.group.to_string(), s.input_wait()), (s.name.clone(), s.input_wait())])
+        .collect();
     let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
     out.per_step = steps.steps.iter().map(|s| by_group.get(&s.name).copied().unwrap_or(Picos::ZERO)).collect();
     let spans: Vec<Span> = input.steps.iter().map(|s| s.span).collect();
@@ -360,9 +371,17 @@ fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> 
     }
     let n = input.steps.len().max(1) as f64;
     let xprof: Picos = input.steps.iter().map(|s| s.xprof_input()).sum();
+    let host_counted = input.steps.iter().all(|s| s.host_counted_by_xprof);
     out.notes.push(Evidence::metric(
         "xprof_input_time",
-        format!("XProf's input time {} (host waits on a GPU capture are its 'All others')", TimeBase::of(host).per()),
+        if host_counted {
+            format!("XProf's input time {} (no device: the host's waits are its input)", TimeBase::of(host).per())
+        } else {
+            format!(
+                "XProf's input time {} (host waits on a GPU capture are its 'All others')",
+                TimeBase::of(host).per()
+            )
+        },
         xprof.as_ms_f64() / n,
         "ms",
     ));
@@ -403,16 +422,22 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
         return Err(Skip::because("the profile has no step markers"));
     }
     let tpu = !host.space().tpu_tensor_cores().is_empty();
+    // TensorFlow's step groups measure the input from the host's iterator events alone (a
+    // CPU-only TensorFlow capture has no op timeline of its own); the other rules read the ops.
+    let input = if tpu { None } else { InputPipeline::read(host.space()).map_err(Skip::because)? };
+    let input = input.filter(|i| !i.steps.is_empty());
+    if input.is_none() && !host.has(Need::OpTimeline) {
+        return Err(Skip::because(Need::OpTimeline.missing()));
+    }
     let (waits, source) = if tpu {
         let source = match steps.source {
             StepSource::DeviceSteps => "device steps (infeed)",
             _ => "program executions on the device (infeed)",
         };
         (tpu_waits(host, steps), source)
-    } else if let Some(input) =
-        InputPipeline::read(host.space()).map_err(Skip::because)?.filter(|i| !i.steps.is_empty())
-    {
-        (tf_waits(host, steps, &input), TF_SOURCE)
+    } else if let Some(input) = input {
+        let source = if input.steps.iter().all(|s| s.host_counted_by_xprof) { TF_HOST_SOURCE } else { TF_SOURCE };
+        (tf_waits(host, steps, &input), source)
     } else {
         let waits =
             host_waits(host, steps).ok_or_else(|| Skip::because("the profile has no op events on its host threads"))?;
@@ -773,6 +798,23 @@ mod tests {
         assert!(text.iter().any(|e| e.contains("TensorFlow step groups")), "{text:#?}");
         // 20 us of a 1 ms step is 2 %: not input-bound.
         assert!(scan(tf_gpu_with_iterator_wait(20)).is_empty());
+    }
+
+    #[test]
+    fn tensorflow_cpu_captures_without_group_ids_follow_xprof() {
+        // TensorFlow 2.21 on CPU writes no `group_id`: the steps are grouped as XProf groups them.
+        // A `from_generator` sleeping 60 ms per batch: XProf 55.5 % input, HIGHLY input-bound.
+        let findings = run_on("input_starvation", &testdata("field/tf_cpu_keras_input_bound"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::P0);
+        assert!((55.4..55.6).contains(&metric(f, "input-bound share of the step time")), "{f:#?}");
+        assert!(f.what.contains("IteratorGetNext") && f.what.contains("HIGHLY input-bound"), "{}", f.what);
+        // XProf: 0.5 % (prefetching pipeline) and 4.3 % (XLA; its `EagerCopyToDevice` is host
+        // compute, not input): not input-bound.
+        for dir in ["field/tf_cpu_keras_steady", "field/tf_cpu_keras_xla"] {
+            assert!(run_on("input_starvation", &testdata(dir)).is_empty(), "{dir}");
+        }
     }
 
     #[test]

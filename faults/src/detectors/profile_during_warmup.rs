@@ -25,8 +25,8 @@ const META: DetectorMeta = DetectorMeta {
                   profile was started before warm-up finished. Also, whatever the step count (a capture of one \
                   step), a capture whose start up to the end of its first step is mostly warm-up work: compile \
                   and autotune events, graph construction on the host (a function traced into a graph, \
-                  optimised and instantiated: func_graph_from_py_func, Grappler, FunctionLibraryRuntime \
-                  Instantiate, trace_to_jaxpr), and autotuning on the GPUs (the redzone_checker buffer checks of \
+                  optimised and instantiated: func_graph_from_py_func, tf.function-graph_building, Grappler, \
+                  FunctionLibraryRuntime Instantiate, trace_to_jaxpr), and autotuning on the GPUs (the redzone_checker buffer checks of \
                   cuDNN's, cuBLAS's and XLA's algorithm search, from the first to the last, and the FFT kernels \
                   it tries on streams beside the busiest). Compilations in later steps, or one function \
                   compiled under several programs, are `recompilation` findings instead.",
@@ -79,12 +79,15 @@ fn is_warmup_event(name: &str) -> bool {
 
 /// Host events of graph construction: a function traced into a graph and the graph built,
 /// optimised and instantiated for its executor (TensorFlow's `func_graph_from_py_func`,
-/// Grappler, `FunctionLibraryRuntime::Instantiate`, `RemoteCall: Instantiate: …`; JAX's
+/// `tf.function-graph_building` (TensorFlow 2.x tracing a `tf.function`, e.g. Keras's train
+/// function on its first call), Grappler, `FunctionLibraryRuntime::Instantiate`,
+/// `RemoteCall: Instantiate: …`; JAX's
 /// `trace_to_jaxpr`, its lowering to MLIR). `InstantiatedCapturedFunction` (a `tf.data`
 /// function running) is not one.
 fn is_graph_build_event(name: &str) -> bool {
-    const PARTS: [&str; 9] = [
+    const PARTS: [&str; 10] = [
         "func_graph_from_py_func",
+        "graph_building",
         "FuncGraph",
         "Grappler",
         "MetaOptimizer",
@@ -681,5 +684,19 @@ mod tests {
         // A function instantiated in 1 ms of a 10 ms first step is no warm-up capture.
         assert!(graph_building_capture(1, 1).is_empty());
         assert!(graph_building_capture(5, 1).is_empty());
+    }
+
+    #[test]
+    fn finds_keras_tracing_its_train_function_in_a_real_cpu_capture() {
+        // TensorFlow 2.21 / Keras 3 on CPU, the first two steps of `fit`: step 0 (4.49 s) traces
+        // `multi_step_on_iterator` into a graph (`tf.function-graph_building`, 3.1 s), step 1
+        // takes 123 ms.
+        let findings = run_on("profile_during_warmup", &testdata("field/tf_cpu_keras_warmup"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert!(metric(&findings[0], "graph construction on the host") > 3000.0, "{:#?}", findings[0]);
+        // The steady-state captures of the same program hold no tracing.
+        for dir in ["field/tf_cpu_keras_steady", "field/tf_cpu_keras_input_bound", "field/tf_cpu_keras_xla"] {
+            assert!(run_on("profile_during_warmup", &testdata(dir)).is_empty(), "{dir}");
+        }
     }
 }
