@@ -14,7 +14,7 @@ use crate::tables::kernel_stats::{HostKernelStats, kernel_stats_json_of};
 use crate::tables::memory::memory_json;
 use serde_json::Value;
 use xlens_faults::{
-    ANATOMY_CLASSES, Charts, Finding, HostRow, KernelChart, MemoryChart, Metrics, Report, StepSeries, TimeUnit,
+    ANATOMY_CLASSES, Charts, Finding, HostRow, KernelChart, MemoryChart, Metrics, Report, StepSeries, TimeUnit, TopOp,
     fmt_value,
 };
 
@@ -387,25 +387,25 @@ fn framework_ops(c: &Charts, note: &str) -> String {
             Col::new("Cumulative %", ColKind::Number),
         ];
         let mut cumulative = 0.0;
-        let rows: Vec<(bool, Vec<String>)> = ops
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                cumulative += o.pct;
-                let cells = vec![
-                    (i + 1).to_string(),
-                    format!("<code title=\"{}\">{}</code>", escape(&o.program), escape(&o.name)),
-                    escape(&o.category),
-                    unit.number(o.self_time_ms),
-                    format!("{:.1}", o.pct),
-                    format!("{cumulative:.1}"),
-                ];
-                (false, cells)
-            })
-            .collect();
+        let rows: Vec<(bool, Vec<String>)> =
+            ops.iter().enumerate().map(|(i, o)| (false, op_cells(i, o, unit, &mut cumulative))).collect();
         let _ = write!(s, "<h3>{title}</h3>{}", cards(&cols, &rows));
     }
     s
+}
+
+/// The cells every op table starts with: rank, op (its program in the tooltip), category, self
+/// time, share and the cumulative share (`cumulative` carries the running sum).
+fn op_cells(i: usize, o: &TopOp, unit: TimeUnit, cumulative: &mut f64) -> Vec<String> {
+    *cumulative += o.pct;
+    vec![
+        (i + 1).to_string(),
+        format!("<code title=\"{}\">{}</code>", escape(&o.program), escape(&o.name)),
+        escape(&o.category),
+        unit.number(o.self_time_ms),
+        format!("{:.1}", o.pct),
+        format!("{:.1}", *cumulative),
+    ]
 }
 
 fn top_ops(c: &Charts) -> String {
@@ -429,17 +429,11 @@ fn top_ops(c: &Charts) -> String {
         .iter()
         .enumerate()
         .map(|(i, o)| {
-            cumulative += o.pct;
-            let cells = vec![
-                (i + 1).to_string(),
-                format!("<code title=\"{}\">{}</code>", escape(&o.program), escape(&o.name)),
-                escape(&o.category),
-                unit.number(o.self_time_ms),
-                format!("{:.1}", o.pct),
-                format!("{cumulative:.1}"),
+            let mut cells = op_cells(i, o, unit, &mut cumulative);
+            cells.extend([
                 o.flops_per_s.map_or_else(|| "n/a".to_owned(), |f| si(f, "FLOP/s")),
                 escape(o.bound.as_deref().unwrap_or("n/a")),
-            ];
+            ]);
             (false, cells)
         })
         .collect();
