@@ -37,6 +37,10 @@ use xlens_xplane::{Event, Picos, Plane, PlaneKind, Space, StatMetadataId, names}
 /// capture has a few thousand).
 pub const MAX_FRAMEWORK_OPS: usize = 1 << 20;
 
+/// The name TensorFlow's executor gives its host threads (`tf_Compute/<tid>`): on a capture
+/// without a device plane, the threads where its ops run.
+pub const TF_EXECUTOR_THREAD: &str = "tf_Compute";
+
 /// The type XProf gives a device op whose TensorFlow op has none.
 pub const UNKNOWN_OP_TYPE: &str = "Unknown";
 
@@ -151,7 +155,10 @@ struct TfOp {
 
 impl FrameworkOpStats {
     /// Whether a space is one for this table: no HLO op lines (`XLA Ops`) on any device plane,
-    /// and the TensorFlow op lines (`TensorFlow Ops`) present on one at least.
+    /// and either the TensorFlow op lines (`TensorFlow Ops`) present on one at least, or, in a
+    /// capture with no device plane at all (TensorFlow on the CPU), the host's TensorFlow
+    /// executor threads (`tf_Compute…` lines with events) on its host-thread plane: there every
+    /// TensorFlow op runs on the host, and XProf's table has host rows alone.
     ///
     /// ```
     /// use xlens_roofline::FrameworkOpStats;
@@ -163,7 +170,18 @@ impl FrameworkOpStats {
     pub fn applies(space: &Space) -> bool {
         let devices = || space.planes().iter().filter(|p| p.kind().is_device());
         let has = |name: &str| devices().any(|p| p.lines().iter().any(|l| l.name() == name && l.event_count() > 0));
-        !has(names::line::XLA_OPS) && has(names::line::TENSORFLOW_OPS)
+        if has(names::line::XLA_OPS) {
+            return false;
+        }
+        if has(names::line::TENSORFLOW_OPS) {
+            return true;
+        }
+        devices().next().is_none()
+            && space
+                .planes()
+                .iter()
+                .filter(|p| p.name() == names::plane::HOST_CPU)
+                .any(|p| p.lines().iter().any(|l| l.name().starts_with(TF_EXECUTOR_THREAD) && l.event_count() > 0))
     }
 
     /// Reads the GPU planes and the host-thread plane of a space (empty sides without them).
