@@ -381,3 +381,42 @@ fn synthetic_tf_capture_matches_xprof_row_for_row() {
     let call = ours.host.iter().find(|o| o.op_type == "StatefulPartitionedCall").unwrap();
     assert!(call.self_time < call.total);
 }
+
+/// TensorFlow on the CPU alone: the executor threads are the device. XProf's overview gives
+/// such a capture no device figure (`device_core_count` 0, device compute 0 ms); its step time
+/// is ours, and the executor's busy time per step (ops on any executor thread, counted once)
+/// lies within its "host compute" time per step (`host_compute_time_ms_avg`).
+#[test]
+fn executor_busy_per_step_is_xprofs_host_compute_time() {
+    for name in ["tf_cpu_keras_steady", "tf_cpu_keras_input_bound", "tf_cpu_keras_warmup"] {
+        let dir = testdata().join("field").join(name);
+        let session = xlens_testkit::open_session(&dir).unwrap();
+        let space = session.hosts()[0].space();
+        let (steps, _, _) = xlens_roofline::op_analyses(space).unwrap();
+        let windows: Vec<_> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+        let busy = FrameworkOpStats::executor_busy(space, &windows).unwrap();
+        assert!(busy.threads > 0, "{name}: executor threads");
+        let n = windows.len() as f64;
+        let ours = busy.busy.iter().map(|b| b.0 as f64 / 1e9).sum::<f64>() / n;
+        let step = steps.steps.iter().map(|s| s.duration.0 as f64 / 1e9).sum::<f64>() / n;
+        let overview = xprof_json(&dir, "tool_overview_page.json");
+        let p = &overview[1]["p"];
+        let theirs: f64 = p["host_compute_time_ms_avg"].as_str().unwrap().parse().unwrap();
+        let their_step: f64 = p["steptime_ms_average"].as_str().unwrap().parse().unwrap();
+        eprintln!(
+            "{name}: busy {ours:.3} ms of {step:.3} ms, xprof host compute {theirs} of {their_step}, {} threads",
+            busy.threads
+        );
+        assert!((step - their_step).abs() <= 0.05, "{name}: step {step} ms, XProf {their_step}");
+        // XProf's host compute is every host event of the step that is not input (the Python
+        // loop's dispatch included): the executor's ops are a part of it.
+        assert!(ours <= theirs + 0.05, "{name}: busy {ours} ms, XProf host compute {theirs}");
+        // Past warm-up it is most of it; the warm-up capture's first step is graph building
+        // (`tf.function` tracing on the Python thread), which XProf counts as host compute.
+        if name != "tf_cpu_keras_warmup" {
+            assert!(ours >= 0.8 * theirs, "{name}: busy {ours} ms, XProf host compute {theirs}");
+        } else {
+            assert!(ours < 0.2 * theirs, "{name}: busy {ours} ms, XProf host compute {theirs}");
+        }
+    }
+}
