@@ -83,7 +83,8 @@ pub use chip::{Chip, ChipSpecRoofline, PeakSource, Peaks, gpu_flops_per_cycle_pe
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use framework::{FRAMEWORKS, Framework, FrameworkInfo};
 pub use framework_ops::{
-    DeviceAttribution, FrameworkOp, FrameworkOpStats, MAX_FRAMEWORK_OPS, OpSide, TF_EXECUTOR_THREAD, UNKNOWN_OP_TYPE,
+    DeviceAttribution, ExecutorBusy, FrameworkOp, FrameworkOpStats, MAX_FRAMEWORK_OPS, OpSide, TF_EXECUTOR_THREAD,
+    UNKNOWN_OP_TYPE,
 };
 pub use gpu::{
     CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,

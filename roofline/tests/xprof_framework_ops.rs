@@ -134,7 +134,8 @@ fn framework_op_stats_match_xprof_on_every_tf_capture() {
             compare_side(&ctx, &ours, &rows, side);
         }
     }
-    assert!(checked >= 1 + host_only.len(), "{checked} captures checked");
+    // The V100 capture and the three CPU ones.
+    assert!(checked > host_only.len(), "{checked} captures checked");
 }
 
 /// A varint at `b[*i..]`.
