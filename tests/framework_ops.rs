@@ -26,6 +26,15 @@ const XLA: &[&str] = &[
     "testdata/h200/h200_train_bf16",
     "testdata/tpu/tpu_basic",
     "testdata/real/sharded_collectives",
+    "testdata/corpus/clean",
+    "testdata/field/tf_cpu_keras_xla",
+];
+
+/// TensorFlow on the CPU alone, without XLA: no device plane, every op on the host's executor.
+const TF_CPU: &[&str] = &[
+    "testdata/field/tf_cpu_keras_steady",
+    "testdata/field/tf_cpu_keras_input_bound",
+    "testdata/field/tf_cpu_keras_warmup",
 ];
 
 #[test]
@@ -75,10 +84,16 @@ fn the_page_and_the_dataset_carry_the_framework_ops_of_a_tf_capture_only() {
         let has_table = written.iter().any(|p| p.components().any(|c| c.as_os_str() == "framework_ops"));
         assert_eq!(has_table, tf, "{rel}");
         if tf {
-            assert!(page.contains("Slowest framework ops") && page.contains("Iterator::Prefetch"));
+            assert!(page.contains("Slowest framework ops"), "{rel}");
+        }
+        if rel == TF {
+            assert!(page.contains("Iterator::Prefetch"));
         }
     };
     check(TF, true);
+    for rel in TF_CPU {
+        check(rel, true);
+    }
     for rel in XLA {
         check(rel, false);
     }
@@ -96,5 +111,35 @@ fn xla_captures_have_no_framework_op_table() {
         for host in doc["hosts"].as_array().unwrap() {
             assert!(host.get("framework_ops").is_none(), "{rel}");
         }
+    }
+}
+
+/// The scan of a TensorFlow capture made on the CPU alone: its device is the executor's threads
+/// (their count the cores), busy the time they ran ops in the steps (not the 0 % of a device
+/// that never ran), and the slowest ops are its framework ops.
+#[test]
+fn a_cpu_only_tf_scan_takes_its_device_figures_from_the_executor() {
+    for rel in TF_CPU {
+        let profile = Profile::from_session(xlens_testkit::open_session(root().join(rel)).unwrap());
+        let report = scan(&profile, &ScanConfig::default());
+        let host = &profile.hosts()[0];
+        let fw = framework_op_analysis(host.space()).unwrap().unwrap();
+        assert!(fw.device.is_empty() && !fw.host.is_empty(), "{rel}");
+        let steps = host.steps().unwrap();
+        let windows: Vec<_> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+        let busy = xlens::roofline::FrameworkOpStats::executor_busy(host.space(), &windows).unwrap();
+        assert_eq!(report.profile.cores, busy.threads, "{rel}");
+        assert!(report.profile.cores > 0, "{rel}");
+        let total: i64 = steps.steps.iter().map(|s| s.duration.0).sum();
+        let pct = 100.0 * busy.busy.iter().map(|b| b.0).sum::<i64>() as f64 / total as f64;
+        let m = &report.metrics;
+        assert!((m.device_busy_pct.unwrap() - pct).abs() < 1e-9, "{rel}");
+        assert!(pct > 5.0 && pct < 100.0, "{rel}: {pct}");
+        assert!((m.device_busy_pct.unwrap() + m.idle_pct.unwrap() - 100.0).abs() < 1e-9, "{rel}");
+        let names: Vec<&str> = m.slowest_ops.iter().map(|o| o.name.as_str()).collect();
+        let theirs: Vec<&str> = fw.host.iter().take(5).map(|o| o.name.as_str()).collect();
+        assert_eq!(names, theirs, "{rel}");
+        let text = xlens::report::render::text(&report);
+        assert!(!text.contains("0 core(s)") && text.contains("Slowest ops"), "{rel}: {text}");
     }
 }

@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 use xlens_roofline::{
-    Chip, FrameworkInfo, OpProfile, PerfEnv, ProgramWork, RooflinePoint, StepAnatomy, StepSource, TimeClass,
+    Chip, ExecutorBusy, FrameworkInfo, FrameworkOpStats, OpProfile, PerfEnv, ProgramWork, RooflinePoint, StepAnatomy,
+    StepSource, TimeClass,
 };
 use xlens_xplane::Picos;
 
@@ -672,7 +673,10 @@ impl HostSummary {
                 .or_else(|| host.chip().and_then(|c| c.device_type().map(str::to_owned))),
             framework: host.framework().clone(),
             cores: match host.summary().device_cores {
-                0 => host.op_profile().map_or(0, |p| p.cores as usize),
+                0 => match executor_device(host) {
+                    Some((_, busy, _)) => busy.threads,
+                    None => host.op_profile().map_or(0, |p| p.cores as usize),
+                },
                 n => n,
             },
             hlo_programs: host.modules().len(),
@@ -713,6 +717,32 @@ fn peak_name(by: xlens_roofline::BoundBy) -> &'static str {
 
 fn pct(part: Picos, whole: Picos) -> Option<f64> {
     if whole.0 > 0 { Some(100.0 * part.0 as f64 / whole.0 as f64) } else { None }
+}
+
+/// The program the slowest ops of a capture whose device is TensorFlow's executor name: they
+/// are its framework ops (the host's, the `tf.data` ones among them), in no HLO program.
+const EXECUTOR_PROGRAM: &str = "TensorFlow host ops";
+
+/// A host whose device is TensorFlow's executor: TensorFlow on the CPU alone (no device plane,
+/// no HLO), whose framework op table has host ops only. Its framework ops, the executor's busy
+/// time in each step ([`FrameworkOpStats::executor_busy`]) and the steps' summed time; `None`
+/// for every other host (JAX and XLA captures included) or without steps.
+fn executor_device(host: &HostProfile) -> Option<(&FrameworkOpStats, ExecutorBusy, Picos)> {
+    if host.space().planes().iter().any(|p| p.kind().is_device()) || !host.modules().is_empty() {
+        return None;
+    }
+    let ops = match host.framework_ops() {
+        Some(Ok(ops)) if ops.device_total == Picos::ZERO && !ops.host.is_empty() => ops,
+        _ => return None,
+    };
+    let steps = host.steps().ok()?;
+    if steps.steps.is_empty() {
+        return None;
+    }
+    let windows: Vec<(Picos, Picos)> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+    let busy = FrameworkOpStats::executor_busy(host.space(), &windows).ok()?;
+    let total = steps.steps.iter().map(|s| s.duration).sum();
+    Some((ops, busy, total))
 }
 
 /// The health snapshot of one host.
@@ -764,6 +794,28 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
                 category: o.category.clone(),
                 self_time_ms: o.self_time.as_ms_f64(),
                 pct: pct(o.self_time, op_time).unwrap_or(0.0),
+            })
+            .collect();
+    }
+    // TensorFlow on the CPU alone: the executor's threads are the device (as the host's XLA ops
+    // are in a JAX CPU capture). Busy is the time they ran ops in the steps; the rest of the
+    // step the device waits on the rest of the host (the Python loop, the input pipeline).
+    if let Some((ops, busy, total)) = executor_device(host) {
+        let busy: Picos = busy.busy.iter().copied().sum::<Picos>().min(total);
+        let idle = total.saturating_sub(busy);
+        m.device_busy_pct = pct(busy, total);
+        m.idle_pct = pct(idle, total);
+        m.host_wait_pct = pct(idle, total);
+        m.slowest_ops = ops
+            .host
+            .iter()
+            .take(5)
+            .map(|o| SlowOp {
+                program: EXECUTOR_PROGRAM.to_owned(),
+                name: o.name.clone(),
+                category: o.op_type.clone(),
+                self_time_ms: o.self_time.as_ms_f64(),
+                pct: 100.0 * ops.share_of_ops(o),
             })
             .collect();
     }

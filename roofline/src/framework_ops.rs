@@ -37,6 +37,10 @@ use xlens_xplane::{Event, Picos, Plane, PlaneKind, Space, StatMetadataId, names}
 /// capture has a few thousand).
 pub const MAX_FRAMEWORK_OPS: usize = 1 << 20;
 
+/// The name TensorFlow's executor gives its host threads (`tf_Compute/<tid>`): on a capture
+/// without a device plane, the threads where its ops run.
+pub const TF_EXECUTOR_THREAD: &str = "tf_Compute";
+
 /// The type XProf gives a device op whose TensorFlow op has none.
 pub const UNKNOWN_OP_TYPE: &str = "Unknown";
 
@@ -151,7 +155,10 @@ struct TfOp {
 
 impl FrameworkOpStats {
     /// Whether a space is one for this table: no HLO op lines (`XLA Ops`) on any device plane,
-    /// and the TensorFlow op lines (`TensorFlow Ops`) present on one at least.
+    /// and either the TensorFlow op lines (`TensorFlow Ops`) present on one at least, or, in a
+    /// capture with no device plane at all (TensorFlow on the CPU), the host's TensorFlow
+    /// executor threads (`tf_Compute…` lines with events) on its host-thread plane: there every
+    /// TensorFlow op runs on the host, and XProf's table has host rows alone.
     ///
     /// ```
     /// use xlens_roofline::FrameworkOpStats;
@@ -163,7 +170,18 @@ impl FrameworkOpStats {
     pub fn applies(space: &Space) -> bool {
         let devices = || space.planes().iter().filter(|p| p.kind().is_device());
         let has = |name: &str| devices().any(|p| p.lines().iter().any(|l| l.name() == name && l.event_count() > 0));
-        !has(names::line::XLA_OPS) && has(names::line::TENSORFLOW_OPS)
+        if has(names::line::XLA_OPS) {
+            return false;
+        }
+        if has(names::line::TENSORFLOW_OPS) {
+            return true;
+        }
+        devices().next().is_none()
+            && space
+                .planes()
+                .iter()
+                .filter(|p| p.name() == names::plane::HOST_CPU)
+                .any(|p| p.lines().iter().any(|l| l.name().starts_with(TF_EXECUTOR_THREAD) && l.event_count() > 0))
     }
 
     /// Reads the GPU planes and the host-thread plane of a space (empty sides without them).
@@ -218,6 +236,71 @@ impl FrameworkOpStats {
     /// True when neither side has an op.
     pub fn is_empty(&self) -> bool {
         self.device.is_empty() && self.host.is_empty()
+    }
+}
+
+/// The TensorFlow executor's work on a host with no device plane (TensorFlow on the CPU): the
+/// host's executor threads are its device ([`FrameworkOpStats::executor_busy`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecutorBusy {
+    /// Executor threads (`tf_Compute…` lines) that ran a TensorFlow op.
+    pub threads: usize,
+    /// Per window asked for: the time at least one executor thread ran a TensorFlow op in it.
+    pub busy: Vec<Picos>,
+}
+
+impl FrameworkOpStats {
+    /// The time TensorFlow's executor threads ran ops (events named `name:Type`, nested or on
+    /// several threads at once counted once) in each of `windows` (start, end), and how many
+    /// threads ran one: on a capture without a device plane these threads do the device's work,
+    /// as the host's XLA ops do in a JAX CPU capture.
+    ///
+    /// ```
+    /// use xlens_roofline::FrameworkOpStats;
+    /// use xlens_xplane::Picos;
+    /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/field/tf_cpu_keras_steady");
+    /// let session = xlens_testkit::open_session(dir)?;
+    /// let all = [(Picos(i64::MIN), Picos(i64::MAX))];
+    /// let busy = FrameworkOpStats::executor_busy(session.hosts()[0].space(), &all)?;
+    /// assert!(busy.threads > 0 && busy.busy[0] > Picos::ZERO);
+    /// Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn executor_busy(space: &Space, windows: &[(Picos, Picos)]) -> xlens_xplane::Result<ExecutorBusy> {
+        let mut out = ExecutorBusy { threads: 0, busy: vec![Picos::ZERO; windows.len()] };
+        let Some(plane) = space.planes().iter().find(|p| p.name() == names::plane::HOST_CPU) else {
+            return Ok(out);
+        };
+        let is_op = plane.metadata_mask(|m| parse_tf_op(m.name()).category == Category::TensorFlow);
+        let mut spans: Vec<(i64, i64)> = Vec::new();
+        for line in plane.lines().iter().filter(|l| l.name().starts_with(TF_EXECUTOR_THREAD)) {
+            let before = spans.len();
+            for ev in line.events(plane) {
+                let ev = ev?;
+                if is_op.contains(&ev) {
+                    spans.push((ev.start().0, ev.end().0));
+                }
+            }
+            out.threads += usize::from(spans.len() > before);
+        }
+        // The union of the spans, in order.
+        spans.sort_unstable();
+        let mut union: Vec<(i64, i64)> = Vec::new();
+        for (start, end) in spans {
+            match union.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => union.push((start, end)),
+            }
+        }
+        for (busy, &(from, to)) in out.busy.iter_mut().zip(windows) {
+            let first = union.partition_point(|s| s.1 <= from.0);
+            let time: i64 = union[first..]
+                .iter()
+                .take_while(|s| s.0 < to.0)
+                .map(|s| s.1.min(to.0).saturating_sub(s.0.max(from.0)).max(0))
+                .sum();
+            *busy = Picos(time);
+        }
+        Ok(out)
     }
 }
 

@@ -82,7 +82,10 @@ pub use anatomy::{
 pub use chip::{Chip, ChipSpecRoofline, PeakSource, Peaks, gpu_flops_per_cycle_per_sm};
 pub use device::{MemoryBytes, OpMetadata, device_timespan, op_metadata_by_position};
 pub use framework::{FRAMEWORKS, Framework, FrameworkInfo};
-pub use framework_ops::{DeviceAttribution, FrameworkOp, FrameworkOpStats, MAX_FRAMEWORK_OPS, OpSide, UNKNOWN_OP_TYPE};
+pub use framework_ops::{
+    DeviceAttribution, ExecutorBusy, FrameworkOp, FrameworkOpStats, MAX_FRAMEWORK_OPS, OpSide, TF_EXECUTOR_THREAD,
+    UNKNOWN_OP_TYPE,
+};
 pub use gpu::{
     CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,
     unattributed_category, uses_tensor_cores,

@@ -1,7 +1,9 @@
 //! The framework op profile equals XProf's framework-op statistics (`framework_op_stats`, the
 //! table with idle time) on every TensorFlow capture of `testdata/field` that carries XProf's
 //! output (`xprof/tool_framework_op_stats.json`): each side's total and idle time, and every
-//! op row XProf lists (type, name, occurrences, total and self time).
+//! op row XProf lists (type, name, occurrences, total and self time). That includes TensorFlow
+//! run on the CPU alone (`tf_cpu_keras_*` without XLA), whose table has host rows only; the
+//! capture with XLA (`tf_cpu_keras_xla`) keeps its HLO op profile and is not one for this table.
 //!
 //! Where the capture names its kernels' ops in the `level 0` stat (TensorFlow of 2020), XProf
 //! 2.24 attributes no kernel and lists no device op; xlens does, and its device ops are checked
@@ -102,17 +104,38 @@ fn xprof_rows(dir: &std::path::Path, file: &str) -> Vec<Row> {
 fn framework_op_stats_match_xprof_on_every_tf_capture() {
     let dirs = capture_dirs();
     assert!(dirs.iter().any(|d| d.ends_with("tf_v100_multiworker")), "the V100 capture has its reference");
+    // TensorFlow on the CPU alone: no device plane, every op on the host's executor threads.
+    let host_only = ["tf_cpu_keras_steady", "tf_cpu_keras_input_bound", "tf_cpu_keras_warmup"];
+    for name in host_only {
+        assert!(dirs.iter().any(|d| d.ends_with(name)), "{name} has its reference");
+    }
+    let mut checked = 0;
     for dir in dirs {
         let ctx = dir.display().to_string();
         let session = xlens_testkit::open_session(&dir).unwrap();
         let space = session.hosts()[0].space();
-        assert!(FrameworkOpStats::applies(space), "{ctx}: a TF capture without HLO");
-        let ours = FrameworkOpStats::read(space).unwrap();
+        let Some(ours) = xlens_roofline::framework_op_analysis(space) else {
+            // A TensorFlow capture with XLA (`jit_compile=True`) keeps its HLO op profile.
+            assert!(!xlens_hlo::modules_from_space(space).0.is_empty(), "{ctx}: a TF capture without HLO");
+            continue;
+        };
+        assert!(FrameworkOpStats::applies(space), "{ctx}");
+        let ours = ours.unwrap();
         let rows = xprof_rows(&dir, "tool_framework_op_stats.json");
+        if host_only.iter().any(|n| dir.ends_with(n)) {
+            // XProf's table of a CPU-only capture: host rows alone, an `IDLE` row among them.
+            assert!(rows.iter().all(|r| side_of(r) == OpSide::Host), "{ctx}: host rows only");
+            assert!(rows.iter().any(|r| r["type"] == "IDLE"), "{ctx}: an IDLE row");
+            assert!(ours.device.is_empty() && ours.device_total == xlens_xplane::Picos::ZERO, "{ctx}: no device");
+            assert!(!ours.host.is_empty(), "{ctx}: host ops");
+        }
+        checked += 1;
         for side in [OpSide::Device, OpSide::Host] {
             compare_side(&ctx, &ours, &rows, side);
         }
     }
+    // The V100 capture and the three CPU ones.
+    assert!(checked > host_only.len(), "{checked} captures checked");
 }
 
 /// A varint at `b[*i..]`.
@@ -358,4 +381,43 @@ fn synthetic_tf_capture_matches_xprof_row_for_row() {
     // ... and the host's call has its children's time taken off.
     let call = ours.host.iter().find(|o| o.op_type == "StatefulPartitionedCall").unwrap();
     assert!(call.self_time < call.total);
+}
+
+/// TensorFlow on the CPU alone: the executor threads are the device. XProf's overview gives
+/// such a capture no device figure (`device_core_count` 0, device compute 0 ms); its step time
+/// is ours, and the executor's busy time per step (ops on any executor thread, counted once)
+/// lies within its "host compute" time per step (`host_compute_time_ms_avg`).
+#[test]
+fn executor_busy_per_step_is_xprofs_host_compute_time() {
+    for name in ["tf_cpu_keras_steady", "tf_cpu_keras_input_bound", "tf_cpu_keras_warmup"] {
+        let dir = testdata().join("field").join(name);
+        let session = xlens_testkit::open_session(&dir).unwrap();
+        let space = session.hosts()[0].space();
+        let (steps, _, _) = xlens_roofline::op_analyses(space).unwrap();
+        let windows: Vec<_> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+        let busy = FrameworkOpStats::executor_busy(space, &windows).unwrap();
+        assert!(busy.threads > 0, "{name}: executor threads");
+        let n = windows.len() as f64;
+        let ours = busy.busy.iter().map(|b| b.0 as f64 / 1e9).sum::<f64>() / n;
+        let step = steps.steps.iter().map(|s| s.duration.0 as f64 / 1e9).sum::<f64>() / n;
+        let overview = xprof_json(&dir, "tool_overview_page.json");
+        let p = &overview[1]["p"];
+        let theirs: f64 = p["host_compute_time_ms_avg"].as_str().unwrap().parse().unwrap();
+        let their_step: f64 = p["steptime_ms_average"].as_str().unwrap().parse().unwrap();
+        eprintln!(
+            "{name}: busy {ours:.3} ms of {step:.3} ms, xprof host compute {theirs} of {their_step}, {} threads",
+            busy.threads
+        );
+        assert!((step - their_step).abs() <= 0.05, "{name}: step {step} ms, XProf {their_step}");
+        // XProf's host compute is every host event of the step that is not input (the Python
+        // loop's dispatch included): the executor's ops are a part of it.
+        assert!(ours <= theirs + 0.05, "{name}: busy {ours} ms, XProf host compute {theirs}");
+        // Past warm-up it is most of it; the warm-up capture's first step is graph building
+        // (`tf.function` tracing on the Python thread), which XProf counts as host compute.
+        if name != "tf_cpu_keras_warmup" {
+            assert!(ours >= 0.8 * theirs, "{name}: busy {ours} ms, XProf host compute {theirs}");
+        } else {
+            assert!(ours < 0.2 * theirs, "{name}: busy {ours} ms, XProf host compute {theirs}");
+        }
+    }
 }
