@@ -77,9 +77,8 @@ pub fn memory_report_in(opened: &OpenedRun) -> Result<MemoryReport, BoxError> {
 }
 
 /// The `memory --json` document of what [`memory_report`] read: [`memory_document`]'s, with
-/// `memory_profile`: `{"hosts": [...]}` (see
-/// [`memory_profile_json`](crate::report::tables::memory_profile::memory_profile_json)), or
-/// `{"hosts": null, "reason"}` for a lone `*.hlo_proto.pb`.
+/// `memory_profile`: `{"hosts": [...]}` (see [`memory_profile_json`]), or `{"hosts": null,
+/// "reason"}` for a lone `*.hlo_proto.pb`.
 pub fn memory_report_document(r: &MemoryReport, top: Option<usize>) -> serde_json::Value {
     let mut doc = memory_document(&r.programs, top);
     let runtime = match &r.runtime {
