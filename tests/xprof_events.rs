@@ -12,34 +12,19 @@
 //! its minimum and maximum) are checked against ours added up over the hosts, the quantiles not
 //! (they are not sums).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use common::flag;
 use serde_json::Value;
 use xlens::events::{EventsRequest, NamePattern, aggregates_document, event_aggregates, event_lines, event_list};
 use xlens::roofline::events::GroupBy;
 
-fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
-}
-
 /// Every `(profile dir, reference file)` of `testdata/*/*/xprof/` whose name starts with `prefix`.
 fn references(prefix: &str) -> Vec<(PathBuf, PathBuf)> {
-    let mut out = Vec::new();
-    for group in std::fs::read_dir(testdata()).unwrap().flatten() {
-        let Ok(profiles) = std::fs::read_dir(group.path()) else { continue };
-        for profile in profiles.flatten() {
-            let Ok(refs) = std::fs::read_dir(profile.path().join("xprof")) else { continue };
-            for r in refs.flatten() {
-                let name = r.file_name().to_string_lossy().into_owned();
-                if name.starts_with(prefix) && name.ends_with(".json") {
-                    out.push((profile.path(), r.path()));
-                }
-            }
-        }
-    }
-    out.sort();
-    out
+    common::xprof_runs(prefix).into_iter().map(|(profile, file, _)| (profile, file)).collect()
 }
 
 fn load(file: &Path) -> (Vec<String>, Value) {
@@ -47,11 +32,6 @@ fn load(file: &Path) -> (Vec<String>, Value) {
     let argv = doc["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
     assert_eq!(doc["rc"], 0, "{}", file.display());
     (argv, doc["output"].take())
-}
-
-/// The value of `--flag=` in XProf's argv.
-fn flag<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
-    argv.iter().find_map(|a| a.strip_prefix(&format!("--{name}=")))
 }
 
 fn request(argv: &[String]) -> EventsRequest {

@@ -21,13 +21,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use common::flag;
 use serde_json::Value;
 use xlens::graph::{GraphError, GraphRequest, graph_document, graph_summary, hlo_text, op_graph};
-
-/// The value of `--flag=` in XProf's argv.
-fn flag<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
-    argv.iter().find_map(|a| a.strip_prefix(&format!("--{name}=")))
-}
 
 fn argv(doc: &Value) -> Vec<String> {
     doc["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()

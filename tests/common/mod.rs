@@ -161,3 +161,8 @@ pub(crate) fn xprof_runs(prefix: &str) -> Vec<(PathBuf, PathBuf, serde_json::Val
     out.sort_by(|a, b| a.1.cmp(&b.1));
     out
 }
+
+/// The value of `--name=` in an XProf argv.
+pub(crate) fn flag<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
+    argv.iter().find_map(|a| a.strip_prefix(&format!("--{name}=")))
+}
