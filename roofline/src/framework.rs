@@ -43,6 +43,8 @@
 use xlens_hlo::Module;
 use xlens_xplane::Space;
 
+use crate::framework_ops::{is_jax_op_type, is_tf_op_name, is_tf_op_type};
+
 /// The framework that produced a profile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -413,32 +415,6 @@ fn is_module_name(name: &str) -> bool {
 fn tf_op_type(full: &str) -> Option<&str> {
     let (name, op_type) = full.split_once(':')?;
     (is_tf_op_name(name) && is_tf_op_type(op_type)).then_some(op_type)
-}
-
-/// XProf's `IsTfOpName`: `[A-Za-z0-9.][A-Za-z0-9_.\/>-]*`.
-fn is_tf_op_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'.')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'\\' | b'/' | b'>' | b'-'))
-}
-
-/// XProf's `IsTfOpType`: `[A-Z_][a-zA-Z0-9_]*`.
-fn is_tf_op_type(op_type: &str) -> bool {
-    let mut bytes = op_type.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_uppercase() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// XProf's `IsJaxOpType`: `[a-z_][a-z0-9_]*(\[.*\])?`.
-fn is_jax_op_type(op_type: &str) -> bool {
-    let (head, rest) = match op_type.find('[') {
-        Some(i) => (&op_type[..i], Some(&op_type[i..])),
-        None => (op_type, None),
-    };
-    let mut bytes = head.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
-        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && rest.is_none_or(|r| r.ends_with(']'))
 }
 
 /// XProf's `IsJaxOpNameAndType`: a JAX op type that the last scope of the op name contains.

@@ -33,6 +33,8 @@ use std::collections::HashMap;
 
 use xlens_xplane::{Event, Picos, Plane, PlaneKind, Space, StatMetadataId, names};
 
+use crate::span::Span;
+
 /// The most distinct ops kept per side; launches of further ops count in the totals only (a
 /// capture has a few thousand).
 pub const MAX_FRAMEWORK_OPS: usize = 1 << 20;
@@ -271,34 +273,22 @@ impl FrameworkOpStats {
             return Ok(out);
         };
         let is_op = plane.metadata_mask(|m| parse_tf_op(m.name()).category == Category::TensorFlow);
-        let mut spans: Vec<(i64, i64)> = Vec::new();
+        let mut spans: Vec<Span> = Vec::new();
         for line in plane.lines().iter().filter(|l| l.name().starts_with(TF_EXECUTOR_THREAD)) {
             let before = spans.len();
             for ev in line.events(plane) {
                 let ev = ev?;
                 if is_op.contains(&ev) {
-                    spans.push((ev.start().0, ev.end().0));
+                    spans.push(Span { start: ev.start(), end: ev.end() });
                 }
             }
             out.threads += usize::from(spans.len() > before);
         }
-        // The union of the spans, in order.
-        spans.sort_unstable();
-        let mut union: Vec<(i64, i64)> = Vec::new();
-        for (start, end) in spans {
-            match union.last_mut() {
-                Some(last) if start <= last.1 => last.1 = last.1.max(end),
-                _ => union.push((start, end)),
-            }
-        }
+        let union = crate::span::union(spans);
         for (busy, &(from, to)) in out.busy.iter_mut().zip(windows) {
-            let first = union.partition_point(|s| s.1 <= from.0);
-            let time: i64 = union[first..]
-                .iter()
-                .take_while(|s| s.0 < to.0)
-                .map(|s| s.1.min(to.0).saturating_sub(s.0.max(from.0)).max(0))
-                .sum();
-            *busy = Picos(time);
+            let window = Span { start: from, end: to };
+            let first = union.partition_point(|s| s.end <= from);
+            *busy = union[first..].iter().take_while(|s| s.start < to).map(|s| s.overlap(window)).sum();
         }
         Ok(out)
     }
@@ -309,8 +299,8 @@ fn sort_ops(ops: &mut [FrameworkOp]) {
     ops.sort_by(|a, b| b.self_time.cmp(&a.self_time).then_with(|| a.name.cmp(&b.name)));
 }
 
-/// Whether a name is a TensorFlow op name: `[A-Za-z0-9.][A-Za-z0-9_./>-]*`.
-fn is_tf_op_name(s: &str) -> bool {
+/// Whether a name is a TensorFlow op name (XProf's `IsTfOpName`): `[A-Za-z0-9.][A-Za-z0-9_./>-]*`.
+pub(crate) fn is_tf_op_name(s: &str) -> bool {
     let mut bytes = s.bytes();
     match bytes.next() {
         Some(b) if b.is_ascii_alphanumeric() || b == b'.' => {}
@@ -319,8 +309,8 @@ fn is_tf_op_name(s: &str) -> bool {
     bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'/' | b'>' | b'-'))
 }
 
-/// Whether a type is a TensorFlow op type: `[A-Z_][a-zA-Z0-9_]*`.
-fn is_tf_op_type(s: &str) -> bool {
+/// Whether a type is a TensorFlow op type (XProf's `IsTfOpType`): `[A-Z_][a-zA-Z0-9_]*`.
+pub(crate) fn is_tf_op_type(s: &str) -> bool {
     let mut bytes = s.bytes();
     match bytes.next() {
         Some(b) if b.is_ascii_uppercase() || b == b'_' => {}
@@ -329,8 +319,8 @@ fn is_tf_op_type(s: &str) -> bool {
     bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-/// Whether a type is a JAX op type: `[a-z_][a-z0-9_]*(\[.*\])?`.
-fn is_jax_op_type(s: &str) -> bool {
+/// Whether a type is a JAX op type (XProf's `IsJaxOpType`): `[a-z_][a-z0-9_]*(\[.*\])?`.
+pub(crate) fn is_jax_op_type(s: &str) -> bool {
     let (head, rest) = match s.find('[') {
         Some(i) => (&s[..i], &s[i..]),
         None => (s, ""),

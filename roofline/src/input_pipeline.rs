@@ -44,6 +44,7 @@ use std::collections::BTreeMap;
 use xlens_xplane::{Picos, Plane, Space, names};
 
 use crate::span::Span;
+use crate::span::union;
 use crate::timeline::HostEventGroups;
 
 /// The most step groups read (the first ones found are kept, the others are not analysed):
@@ -487,19 +488,6 @@ fn stage<'a>(
         s.2 += duration;
         open.push((span.end, name));
     }
-}
-
-/// The union of spans, sorted and disjoint.
-fn union(mut spans: Vec<Span>) -> Vec<Span> {
-    spans.sort_unstable();
-    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
-    for s in spans {
-        match out.last_mut() {
-            Some(last) if s.start <= last.end => last.end = last.end.max(s.end),
-            _ => out.push(s),
-        }
-    }
-    out
 }
 
 /// The time of `a` (sorted, disjoint) not covered by `b` (sorted, disjoint).

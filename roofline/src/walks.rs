@@ -237,28 +237,7 @@ pub fn op_spans_where<'a>(
     out
 }
 
-/// Merges `[start, end)` intervals into a sorted, disjoint union, in place.
-pub fn union(mut intervals: Vec<Span>) -> Vec<Span> {
-    intervals.retain(|iv| iv.start < iv.end);
-    // By start alone: which of two intervals with one start comes first does not change the
-    // union. The stable sort merges the sorted runs that a device's lines give, one per line.
-    if !intervals.is_sorted_by_key(|iv| iv.start) {
-        intervals.sort_by_key(|iv| iv.start);
-    }
-    let mut kept = 0usize;
-    for i in 0..intervals.len() {
-        let iv = intervals[i];
-        match kept.checked_sub(1).map(|k| &mut intervals[k]) {
-            Some(last) if iv.start <= last.end => last.end = last.end.max(iv.end),
-            _ => {
-                intervals[kept] = iv;
-                kept += 1;
-            }
-        }
-    }
-    intervals.truncate(kept);
-    intervals
-}
+pub use crate::span::union;
 
 /// An op event's start and (non-negative) duration on the device clock (see
 /// [`crate::device_timespan`]).
