@@ -13,11 +13,12 @@
 //! kernels. The total device time is the union of all those events over all GPUs (concurrent
 //! kernels, streams and devices count once).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use xlens_xplane::{Picos, PlaneKind, Space, names};
+use xlens_xplane::{Event, EventMetadataId, Picos, Plane, PlaneKind, Space, Stat, StatMetadataId, names};
 
-use crate::Vendor;
+use crate::Span;
 use crate::gpu::{GpuCaps, KernelDetails, uses_tensor_cores};
 
 /// One kernel (name, HLO op and launch configuration) over all its launches.
@@ -97,93 +98,84 @@ impl KernelStats {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn read(space: &Space) -> xlens_xplane::Result<KernelStats> {
+        let mut records: HashMap<Key, KernelStat> = HashMap::new();
         let mut names_table: Vec<String> = Vec::new();
         let mut name_index: HashMap<String, u32> = HashMap::new();
-        let mut intern = |s: &str| -> u32 {
-            if let Some(&i) = name_index.get(s) {
-                return i;
-            }
-            let i = names_table.len() as u32;
-            names_table.push(s.to_owned());
-            name_index.insert(s.to_owned(), i);
-            i
-        };
-        let mut records: HashMap<Key, (KernelStat, Option<Vendor>)> = HashMap::new();
-        let mut spans: Vec<(Picos, Picos)> = Vec::new();
+        let mut spans: Vec<Span> = Vec::new();
         for plane in space.planes().iter().filter(|p| matches!(p.kind(), PlaneKind::Gpu { .. })) {
             let vendor = GpuCaps::of(plane).vendor;
-            let stat = |name: &str| plane.stat_id(name);
-            let (tf_op_name, hlo_op, details_id) =
-                (stat("tf_op_name"), stat(names::stat::HLO_OP), stat(names::stat::KERNEL_DETAILS));
-            let labels: Vec<_> = ["msg", "message", "annotation", "label"].iter().filter_map(|n| stat(n)).collect();
-            // Launch parameters parsed once per distinct `kernel_details` value.
-            let mut parsed: HashMap<String, KernelDetails> = HashMap::new();
+            let ids = StatIds::of(plane);
+            // The launches of this plane by what the events hold (their metadata and the raw
+            // values of the stats that name them), before any string is built: the per-event
+            // work is one pass over the event's bytes and one hash of borrowed values.
+            // In the order first met, so that a record's launch details are its first event's.
+            // foldhash, not SipHash: one lookup per event.
+            let mut index: hashbrown::HashMap<RawKey<'_>, usize> = hashbrown::HashMap::new();
+            let mut launches: Vec<(RawKey<'_>, Launches)> = Vec::new();
+            let mut gathered = xlens_xplane::GatheredStats::new(|id| ids.wants(id));
             for line in plane.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())) {
-                for ev in line.events(plane) {
+                let mut events = line.events(plane);
+                while let Some(ev) = events.next_gathering(&mut gathered) {
                     let ev = ev?;
-                    spans.push((ev.start(), ev.end()));
-                    let mut name = std::borrow::Cow::Borrowed(ev.name());
-                    let mut op = None;
-                    let mut details = None;
-                    if ev.has_stats() {
-                        if let Some(s) = tf_op_name.and_then(|id| ev.stat(id)).and_then(|s| s.as_str()) {
-                            name = std::borrow::Cow::Owned(s.into_owned());
-                        } else if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
-                            let label = labels
-                                .iter()
-                                .filter_map(|&id| ev.stat(id).and_then(|s| s.as_str()))
-                                .find(|s| !s.is_empty());
-                            if let Some(label) = label {
-                                name = std::borrow::Cow::Owned(label.into_owned());
-                            }
-                        }
-                        op = hlo_op
-                            .and_then(|id| ev.stat(id))
-                            .and_then(|s| s.as_str())
-                            .map(|s| s.rsplit("::").next().unwrap_or(&s).to_owned());
-                        if let Some(text) = details_id.and_then(|id| ev.stat(id)).and_then(|s| s.as_str()) {
-                            let d = match parsed.get(text.as_ref()) {
-                                Some(d) => *d,
-                                None => {
-                                    let d = KernelDetails::parse(&text);
-                                    parsed.insert(text.into_owned(), d);
-                                    d
-                                }
-                            };
-                            details = Some(d);
-                        }
-                    }
-                    let key: Key = (
-                        intern(&name),
-                        op.as_deref().map(&mut intern),
-                        details.map(|d| {
-                            (d.grid, d.block, d.registers_per_thread, d.static_shared_bytes, d.dynamic_shared_bytes)
-                        }),
-                    );
-                    let duration = ev.duration();
-                    let (record, _) = records.entry(key).or_insert_with(|| {
-                        (
-                            KernelStat {
-                                kernel_name: name.clone().into_owned(),
-                                hlo_op: op,
-                                occurrences: 0,
-                                total: Picos::ZERO,
-                                min: duration,
-                                max: duration,
-                                details,
-                                uses_tensor_cores: uses_tensor_cores(vendor, &name),
-                            },
-                            vendor,
-                        )
+                    spans.push(Span::new(ev.start(), ev.end()));
+                    let key = ids.raw_key(&ev, gathered.stats());
+                    let i = *index.entry_ref(&key).or_insert_with(|| {
+                        launches.push((key.clone(), Launches::new()));
+                        launches.len() - 1
                     });
-                    record.occurrences += 1;
-                    record.total += duration;
-                    record.min = record.min.min(duration);
-                    record.max = record.max.max(duration);
+                    launches[i].1.add(ev.duration());
                 }
             }
+            // Launch parameters parsed once per distinct `kernel_details` value.
+            let mut parsed: HashMap<&str, KernelDetails> = HashMap::new();
+            for (raw, l) in &launches {
+                let name: &str = match (&raw.tf_op_name, &raw.label) {
+                    (Some(tf), _) => tf,
+                    (None, Some(label)) => label,
+                    (None, None) => plane.event_metadata_by_id(raw.metadata_id).map_or("", |m| m.name()),
+                };
+                let op = raw.hlo_op.as_deref().map(|s| s.rsplit("::").next().unwrap_or(s));
+                let details = raw.details.as_deref().map(|text| match parsed.get(text) {
+                    Some(d) => *d,
+                    None => {
+                        let d = KernelDetails::parse(text);
+                        parsed.insert(text, d);
+                        d
+                    }
+                });
+                let mut intern = |s: &str| -> u32 {
+                    if let Some(&i) = name_index.get(s) {
+                        return i;
+                    }
+                    let i = names_table.len() as u32;
+                    names_table.push(s.to_owned());
+                    name_index.insert(s.to_owned(), i);
+                    i
+                };
+                let key: Key = (
+                    intern(name),
+                    op.map(&mut intern),
+                    details.map(|d| {
+                        (d.grid, d.block, d.registers_per_thread, d.static_shared_bytes, d.dynamic_shared_bytes)
+                    }),
+                );
+                let record = records.entry(key).or_insert_with(|| KernelStat {
+                    kernel_name: name.to_owned(),
+                    hlo_op: op.map(str::to_owned),
+                    occurrences: 0,
+                    total: Picos::ZERO,
+                    min: l.min,
+                    max: l.max,
+                    details,
+                    uses_tensor_cores: uses_tensor_cores(vendor, name),
+                });
+                record.occurrences += l.occurrences;
+                record.total += l.total;
+                record.min = record.min.min(l.min);
+                record.max = record.max.max(l.max);
+            }
         }
-        let mut kernels: Vec<KernelStat> = records.into_values().map(|(r, _)| r).collect();
+        let mut kernels: Vec<KernelStat> = records.into_values().collect();
         kernels.sort_by(|a, b| {
             b.total
                 .cmp(&a.total)
@@ -191,7 +183,8 @@ impl KernelStats {
                 .then_with(|| a.hlo_op.cmp(&b.hlo_op))
                 .then_with(|| launch_key(a).cmp(&launch_key(b)))
         });
-        Ok(KernelStats { total_device_duration: union_length(spans), kernels })
+        let total_device_duration = crate::span::union(spans).iter().map(|s| s.duration()).sum();
+        Ok(KernelStats { total_device_duration, kernels })
     }
 
     /// Occurrences and total duration per kernel name, longest first (then by name): the
@@ -213,36 +206,90 @@ fn launch_key(k: &KernelStat) -> Option<Launch> {
     k.details.map(|d| (d.grid, d.block, d.registers_per_thread, d.static_shared_bytes, d.dynamic_shared_bytes))
 }
 
-/// Length of the union of intervals.
-fn union_length(mut spans: Vec<(Picos, Picos)>) -> Picos {
-    spans.sort_unstable();
-    let mut total = Picos::ZERO;
-    let mut current: Option<(Picos, Picos)> = None;
-    for (s, e) in spans {
-        match &mut current {
-            Some((_, ce)) if s <= *ce => *ce = (*ce).max(e),
-            _ => {
-                if let Some((cs, ce)) = current {
-                    total += ce - cs;
-                }
-                current = Some((s, e));
-            }
-        }
-    }
-    if let Some((cs, ce)) = current {
-        total += ce - cs;
-    }
-    total
+/// The stats that name a launch, by their ids on one plane.
+struct StatIds {
+    tf_op_name: Option<StatMetadataId>,
+    hlo_op: Option<StatMetadataId>,
+    details: Option<StatMetadataId>,
+    /// `msg`, `message`, `annotation`, `label`: the first non-empty one names a kernel whose
+    /// own name is only digits.
+    labels: [Option<StatMetadataId>; 4],
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl StatIds {
+    fn of(plane: &Plane) -> StatIds {
+        let stat = |name: &str| plane.stat_id(name);
+        StatIds {
+            tf_op_name: stat("tf_op_name"),
+            hlo_op: stat(names::stat::HLO_OP),
+            details: stat(names::stat::KERNEL_DETAILS),
+            labels: ["msg", "message", "annotation", "label"].map(stat),
+        }
+    }
 
-    #[test]
-    fn union_counts_overlaps_once() {
-        let p = |a: i64, b: i64| (Picos(a), Picos(b));
-        assert_eq!(union_length(vec![p(5, 8), p(0, 2), p(1, 3), p(8, 9)]), Picos(7));
-        assert_eq!(union_length(Vec::new()), Picos::ZERO);
+    #[inline]
+    fn wants(&self, id: StatMetadataId) -> bool {
+        [self.tf_op_name, self.hlo_op, self.details].contains(&Some(id)) || self.labels.contains(&Some(id))
+    }
+
+    /// What names an event's launch, as borrowed from the plane: the first value of each stat,
+    /// as [`Event::stat`](xlens_xplane::Event::stat) finds it.
+    #[inline]
+    fn raw_key<'a>(&self, ev: &Event<'a>, stats: &[Stat<'a>]) -> RawKey<'a> {
+        let first = |id: Option<StatMetadataId>| {
+            let id = id?;
+            stats.iter().find(|s| s.metadata_id() == id).and_then(|s| s.as_str())
+        };
+        let tf_op_name = first(self.tf_op_name);
+        let label = if tf_op_name.is_none() && !stats.is_empty() && is_number(ev.name()) {
+            self.labels.iter().filter_map(|&id| first(id)).find(|s| !s.is_empty())
+        } else {
+            None
+        };
+        RawKey {
+            metadata_id: ev.metadata_id(),
+            tf_op_name,
+            label,
+            hlo_op: first(self.hlo_op),
+            details: first(self.details),
+        }
+    }
+}
+
+/// A name made only of digits (a launch the tracer could not name).
+fn is_number(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A launch's identity as the event holds it: its metadata and the values of the stats that
+/// name it ([`StatIds`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct RawKey<'a> {
+    metadata_id: EventMetadataId,
+    tf_op_name: Option<Cow<'a, str>>,
+    label: Option<Cow<'a, str>>,
+    hlo_op: Option<Cow<'a, str>>,
+    details: Option<Cow<'a, str>>,
+}
+
+/// Launches of one [`RawKey`]: count, summed, shortest and longest duration.
+struct Launches {
+    occurrences: u64,
+    total: Picos,
+    min: Picos,
+    max: Picos,
+}
+
+impl Launches {
+    fn new() -> Launches {
+        Launches { occurrences: 0, total: Picos::ZERO, min: Picos(i64::MAX), max: Picos(i64::MIN) }
+    }
+
+    #[inline]
+    fn add(&mut self, duration: Picos) {
+        self.occurrences += 1;
+        self.total += duration;
+        self.min = self.min.min(duration);
+        self.max = self.max.max(duration);
     }
 }
