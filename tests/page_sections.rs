@@ -127,3 +127,37 @@ fn a_page_without_hlo_says_so() {
     assert!(!sec.contains("<table") && !sec.contains("0.000"), "{sec}");
     assert!(sec.contains("No HLO programs in this profile") || sec.contains("carries a buffer assignment"), "{sec}");
 }
+
+/// The kernel statistics are read only for a page: `xlens scan --html FILE` and `--format html`
+/// draw the kernel section as the library's page does, and a scan without a page (text, JSON)
+/// says the same as one with it while its report leaves the kernel charts empty.
+#[test]
+fn kernels_are_read_for_pages_only() {
+    let dir = common::root().join("testdata/h200/h200_bf16_graphs");
+    let with = scan_path(&ScanRequest::new(&dir)).unwrap().report;
+    let mut request = ScanRequest::new(&dir);
+    request.config.no_page = true;
+    let without = scan_path(&request).unwrap().report;
+    assert!(!with.charts.kernels.is_empty());
+    assert!(without.charts.kernels.is_empty());
+    assert_eq!(render::json(&with), render::json(&without));
+    assert_eq!(render::text(&with), render::text(&without));
+
+    let out = std::env::temp_dir().join(format!("xlens-page-kernels-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let file = out.join("page.html");
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_xlens")).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let dir_arg = dir.display().to_string();
+    run(&["scan", &dir_arg, "-q", "--html", &file.display().to_string()]);
+    let stdout_page = run(&["scan", &dir_arg, "-q", "--format", "html"]);
+    let library_page = render::html(&with);
+    let kernel_section = section(&library_page, "kernels").unwrap();
+    for page in [std::fs::read_to_string(&file).unwrap(), stdout_page] {
+        assert_eq!(section(&page, "kernels"), Some(kernel_section));
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}

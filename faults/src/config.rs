@@ -21,6 +21,11 @@ pub struct ScanConfig {
     pub only_from: Option<String>,
     /// Where `disabled` was set (`--disable`, `xlens.toml`, ...), as `only_from`.
     pub disabled_from: Option<String>,
+    /// The report will not be drawn as an HTML page: what only the page shows (each GPU host's
+    /// kernel statistics, a second walk of every stream event) is not read, and the report's
+    /// [`Charts::kernels`](crate::Charts::kernels) stay empty. `false` (the page's data is
+    /// read) by default.
+    pub no_page: bool,
 }
 
 /// Steps to analyse, by step number (XProf's step number: a marker's `step_num`, or the

@@ -609,6 +609,12 @@ pub struct HostSummary {
 impl HostSummary {
     /// Summarises a host whose analyses are built.
     pub fn of(host: &HostProfile) -> HostSummary {
+        HostSummary::of_page(host, true)
+    }
+
+    /// [`HostSummary::of`]; with `page` false, the charts only the HTML page shows and that cost
+    /// a walk of their own (the GPU kernel statistics) are left empty.
+    pub fn of_page(host: &HostProfile, page: bool) -> HostSummary {
         let mut warnings = Vec::new();
         for w in host.space().warnings() {
             warnings.push(format!("{}: {w}", host.name()));
@@ -690,7 +696,7 @@ impl HostSummary {
             program_work: host.op_profile().ok().and_then(OpProfile::program_work),
             duty_cycle: host.duty_cycle(),
             metrics,
-            charts: charts(host),
+            charts: charts(host, page),
             comparison: crate::comparison::of_host(host),
             warnings,
             errors: Vec::new(),
@@ -854,8 +860,9 @@ pub(crate) fn set_roofline(m: &mut Metrics, work: &ProgramWork) {
 pub(crate) const NO_COST: &str = "no op of the profile carries a FLOP or byte cost (no HLO cost model: a TensorFlow capture \
                            without XLA, or kernels XLA did not compile): the utilisations are unknown, not zero";
 
-fn charts(host: &HostProfile) -> Charts {
-    let mut c = Charts { memory: memory_chart(host), kernels: kernel_chart(host), ..Charts::default() };
+fn charts(host: &HostProfile, page: bool) -> Charts {
+    let kernels = if page { kernel_chart(host) } else { Vec::new() };
+    let mut c = Charts { memory: memory_chart(host), kernels, ..Charts::default() };
     let Ok(profile) = host.op_profile() else { return c };
     let mut cats: Vec<(String, f64)> = profile.categories().into_iter().map(|(k, v)| (k, v.as_ms_f64())).collect();
     cats.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -936,8 +943,8 @@ fn memory_chart(host: &HostProfile) -> MemoryChart {
     c
 }
 
-/// The host's GPU kernels as `xlens kernels` reads them ([`HostProfile::kernel_stats`], built
-/// beside the op profile), cut to [`KERNEL_ROWS`]; none off GPUs, or when the stream lines
+/// The host's GPU kernels as `xlens kernels` reads them ([`HostProfile::kernel_stats`], read
+/// beside the analyses when the scan draws a page), cut to [`KERNEL_ROWS`]; none off GPUs, or when the stream lines
 /// cannot be read (their errors are the host's read errors).
 fn kernel_chart(host: &HostProfile) -> Vec<KernelChart> {
     let Some(mut stats) = host.kernel_stats().cloned() else { return Vec::new() };

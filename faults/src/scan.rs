@@ -106,7 +106,7 @@ pub fn scan_host_observed(host: &HostProfile, config: &ScanConfig, observer: &dy
         || analyse(host, config, observer),
     );
     let start = std::time::Instant::now();
-    let mut summary = HostSummary::of(host);
+    let mut summary = HostSummary::of_page(host, !config.no_page);
     observer.timed(host.name(), "summary", start.elapsed());
     summary.skipped = detectors
         .iter()
@@ -126,7 +126,19 @@ fn analyse(
     let detectors = enabled_detectors(config);
     // Build the shared analyses first (cores in parallel inside): a detector job that found them
     // missing would build them while the other workers wait.
-    host.prepare_timed(&|phase, elapsed| observer.timed(host.name(), phase, elapsed));
+    // The GPU kernel statistics only the page shows, beside the analyses (a worker takes them
+    // when one is free) rather than after them.
+    let timed = |phase: &str, elapsed| observer.timed(host.name(), phase, elapsed);
+    rayon::join(
+        || host.prepare_timed(&timed),
+        || {
+            if !config.no_page {
+                let start = std::time::Instant::now();
+                let _ = host.kernel_stats();
+                timed("kernel_stats", start.elapsed());
+            }
+        },
+    );
     // One queue for every worker, the long-running detectors first: the short ones fill in
     // around them and the workers end together (rayon's split of the list in halves left the
     // last detector of the registry, launch_bound, to start late and run alone on GPU

@@ -75,6 +75,8 @@ fn scan_config(config_json: Option<&str>, steps: Option<&str>) -> PyResult<ScanC
         disabled: config.disable,
         thresholds: config.thresholds,
         steps,
+        // The report object can draw its page (`.html()`), so the page's data is read.
+        no_page: false,
     })
 }
 

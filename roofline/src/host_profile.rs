@@ -174,11 +174,6 @@ impl HostProfile {
                 let _ = module.hbm_memory_stats();
             }
         };
-        // The GPU kernel statistics (the report page's kernel section) last, beside the device
-        // chain rather than after the detectors.
-        let kernel_stats = || {
-            let _ = self.kernel_stats();
-        };
         let (host_chain, device_chain): (&[Phase<'_>], &[Phase<'_>]) = if self.device_kind() == DeviceKind::Gpu {
             (
                 &[
@@ -186,7 +181,6 @@ impl HostProfile {
                     ("steps", &steps),
                     ("duty_cycle", &duty_cycle),
                     ("memory", &memory),
-                    ("kernel_stats", &kernel_stats),
                 ],
                 &[("gpu_costs", &gpu_costs), ("op_profile", &op_profile)],
             )
@@ -286,9 +280,9 @@ impl HostProfile {
         self.duty_cycle().map(|(busy, window)| 100.0 * busy.0 as f64 / window.0 as f64)
     }
 
-    /// The GPU kernels as `xlens kernels` reads them ([`crate::KernelStats::read`]), read once
-    /// ([`HostProfile::prepare`] reads them beside the op profile); `None` off GPUs, or when a
-    /// stream line does not decode (the error is in the space's decode log).
+    /// The GPU kernels as `xlens kernels` reads them ([`crate::KernelStats::read`]), read once,
+    /// when first asked for (no other analysis needs them); `None` off GPUs, or when a stream
+    /// line does not decode (the error is in the space's decode log).
     pub fn kernel_stats(&self) -> Option<&crate::KernelStats> {
         self.kernel_stats
             .get_or_init(|| {

@@ -289,11 +289,14 @@ impl ScanCmd {
             None => file.output.format.as_deref().unwrap_or("text"),
         };
         let format = crate::report::render::format(name).expect("clap and config_file accept only known formats");
+        let html = self.html.or(file.output.html);
+        // Without a page to draw, the page's own data (GPU kernel statistics) is not read.
+        config.no_page = html.is_none() && format.name != "html";
         ScanArgs {
             // clap requires PATH unless --sample is given.
             path: self.path.unwrap_or_else(|| PathBuf::from(SAMPLE)),
             format,
-            html: self.html.or(file.output.html),
+            html,
             out: self.out.or(file.output.out),
             fail_on: self.fail_on.or(file.output.fail_on),
             quiet: self.quiet,
