@@ -214,3 +214,79 @@ fn group_plane(plane: &Plane, host: &HostEventGroups, seen: &mut usize) -> xlens
     }
     Ok(Some(PlaneGroups { plane: plane.index(), by_event, steps }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xlens_xplane::SpaceBuilder;
+
+    /// Two steps (`FunctionRun` roots at 0 and 1 000) on the host, each launching kernels; on
+    /// the device, kernels take their launch's group, a kernel nested in another takes the lower
+    /// group, a TF-op-named host event with a correlation id is no launch, the last launch of a
+    /// repeated id wins, and the derived `Steps` follow runs of one group in time order.
+    #[test]
+    fn kernels_take_their_launches_groups_and_runs_make_steps() {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let root = host.stat_metadata(names::stat::IS_ROOT);
+            let corr = host.stat_metadata(names::stat::CORRELATION_ID);
+            let run = host.event_metadata("FunctionRun");
+            let launch = host.event_metadata("cuLaunchKernel");
+            let op = host.event_metadata("dense/MatMul:MatMul");
+            let mut line = host.line(1, "python", 0);
+            line.event(run, 0, 900).stat(root, 1i64);
+            line.event(launch, 10, 5).stat(corr, 1u64);
+            line.event(launch, 20, 5).stat(corr, 2u64);
+            line.event(op, 30, 5).stat(corr, 3u64);
+            line.event(launch, 40, 5).stat(corr, 4u64);
+            line.event(run, 1_000, 900).stat(root, 1i64);
+            line.event(launch, 1_010, 5).stat(corr, 5u64);
+            // Correlation id 4 again, in the second step: this launch is the one kept.
+            line.event(launch, 1_020, 5).stat(corr, 4u64);
+            // A launch outside any step.
+            line.event(launch, 2_000, 5).stat(corr, 6u64);
+        }
+        {
+            let mut gpu = b.plane(2, "/device:GPU:0");
+            let corr = gpu.stat_metadata(names::stat::CORRELATION_ID);
+            let k = gpu.event_metadata("kernel");
+            let mut s = gpu.line(7, "Stream #7(Compute)", 0);
+            s.event(k, 100, 100).stat(corr, 1u64); // step 0
+            s.event(k, 300, 400).stat(corr, 2u64); // step 0, encloses the next
+            s.event(k, 350, 50).stat(corr, 5u64); // launched in step 1, nested in step 0's
+            s.event(k, 800, 50).stat(corr, 3u64); // a TF op's id: no launch
+            s.event(k, 1_100, 50).stat(corr, 4u64); // the last launch with id 4: step 1
+            s.event(k, 1_200, 50).stat(corr, 1u64); // step 0 again, after step 1's kernel
+            s.event(k, 2_100, 50).stat(corr, 6u64); // a launch in no group
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        assert!(DeviceEventGroups::applies(&space));
+        let host = HostEventGroups::build(space.host_threads().unwrap()).unwrap().unwrap();
+        let d = DeviceEventGroups::build(&space, &host).unwrap().unwrap();
+        let gpu = &space.gpus()[0];
+        let groups: Vec<Option<i64>> = (0..7).map(|i| d.group(gpu, 0, i)).collect();
+        assert_eq!(groups, [Some(0), Some(0), Some(0), None, Some(1), Some(0), None]);
+        let steps: Vec<(i64, i64, i64)> = d.step_markers(gpu).iter().map(|&(g, s)| (g, s.start.0, s.end.0)).collect();
+        assert_eq!(steps, [(0, 100, 700), (1, 1_100, 1_150), (0, 1_200, 1_250)]);
+    }
+
+    /// A capture that carries `group_id` anywhere keeps its own grouping.
+    #[test]
+    fn captures_with_group_ids_are_not_regrouped() {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let run = host.event_metadata("ExecutorState::Process");
+            host.line(1, "tf_Compute", 0).event(run, 0, 10);
+        }
+        {
+            let mut gpu = b.plane(2, "/device:GPU:0");
+            let gid = gpu.stat_metadata(names::stat::GROUP_ID);
+            let k = gpu.event_metadata("kernel");
+            gpu.line(7, "Stream #7(Compute)", 0).event(k, 0, 10).stat(gid, 3i64);
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        assert!(!DeviceEventGroups::applies(&space));
+    }
+}
