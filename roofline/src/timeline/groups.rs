@@ -152,7 +152,9 @@ pub struct HostEventGroups {
 }
 
 impl HostEventGroups {
-    /// Groups the events of a host plane; `None` when it has more than [`MAX_GROUPED_EVENTS`].
+    /// Groups the events of a host plane; `None` when it has more than [`MAX_GROUPED_EVENTS`],
+    /// or when it holds TensorFlow loop ops (`WhileOp-EvalCond`, `WhileOp-StartBody`, `ForOp`,
+    /// `ParallelForOp`, `ForeverOp`), whose captures XProf does not group (`CheckLoopOp`).
     ///
     /// ```
     /// use xlens_roofline::HostEventGroups;
@@ -194,6 +196,9 @@ impl HostEventGroups {
         } else {
             plane.metadata_mask(|_| false)
         };
+        if !plane.metadata_mask(|m| is_loop_op(m.name())).is_empty() {
+            return Ok(None);
+        }
         let mut nodes: Vec<Node<'_>> = Vec::new();
         let mut by_event: Vec<Vec<u32>> = Vec::with_capacity(plane.lines().len());
         let mut contexts: HashMap<ContextKey, Context> = HashMap::new();
@@ -345,6 +350,11 @@ impl HostEventGroups {
     pub fn is_tensorflow(&self) -> bool {
         self.tensorflow
     }
+}
+
+/// XProf's TensorFlow loop-op event types (`CheckLoopOp`).
+fn is_loop_op(name: &str) -> bool {
+    matches!(name, "WhileOp-EvalCond" | "WhileOp-StartBody" | "ForOp" | "ParallelForOp" | "ForeverOp")
 }
 
 /// True for an event name XProf reads as a launch when the event has a `correlation_id`: not a
@@ -577,6 +587,23 @@ mod tests {
         assert_eq!((g.group(1, 0), g.group(1, 1), g.group(1, 2)), (Some(0), Some(1), None));
         // The iterator op through its executor's step id and iteration.
         assert_eq!(g.group(2, 0), Some(1));
+    }
+
+    /// A plane with a TensorFlow loop op is not grouped, as XProf does not group it.
+    #[test]
+    fn loop_ops_leave_the_capture_ungrouped() {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let root = host.stat_metadata(names::stat::IS_ROOT);
+            let train = host.event_metadata("train");
+            let for_op = host.event_metadata("ForOp");
+            let mut line = host.line(1, "python", 0);
+            line.event(train, 0, 1_000).stat(root, 1i64);
+            line.event(for_op, 10, 100);
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        assert!(HostEventGroups::build(space.host_threads().unwrap()).unwrap().is_none());
     }
 
     /// An executor loop (`iter_num` 0, 1, 2 of one step id): each iteration is a group, rooted
