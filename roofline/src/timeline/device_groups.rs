@@ -15,6 +15,11 @@
 //! - **Groups.** A device event's group is the first group (lowest id) that reaches it through
 //!   either parent: the lower of its launch's group and its enclosing event's group. Device
 //!   events root no group and lead to no host event, so the host groups are unchanged.
+//! - **Ungrouped events.** XProf then gives every device event still without a group the group
+//!   of the latest grouped event before it on the same plane (all lines, in start order;
+//!   `ProcessUngroupedEvents` in `derived_timeline.cc`, for eager events between graph ones):
+//!   a copy launched outside any step (a `tf.data` function's) lands in the step running then.
+//!   Events before the plane's first grouped event stay ungrouped.
 //! - **Steps.** Each plane's grouped events in start order (longer first on ties), runs of one
 //!   group merged, give the plane's derived `Steps` events: one per run, named by the group id,
 //!   from the run's first start to its latest end.
@@ -150,8 +155,8 @@ fn group_plane(plane: &Plane, host: &HostEventGroups, seen: &mut usize) -> xlens
     let is_async = plane.stat_id(names::stat::IS_ASYNC);
     let launches = plane.metadata_mask(|m| is_launch_name(m.name()));
     let mut by_event = Vec::with_capacity(plane.lines().len());
-    // Grouped events of the plane: (start, end, group).
-    let mut grouped: Vec<(Picos, Picos, u32)> = Vec::new();
+    // Every event of the plane's stream lines: (start, end, line, index).
+    let mut all: Vec<(Picos, Picos, u32, u32)> = Vec::new();
     for line in plane.lines() {
         if names::line::is_derived(line.id().0, line.name()) {
             by_event.push(Vec::new());
@@ -197,16 +202,26 @@ fn group_plane(plane: &Plane, host: &HostEventGroups, seen: &mut usize) -> xlens
             if let Some(slot) = groups.get_mut(n.index as usize) {
                 *slot = group;
             }
-            if group != u32::MAX {
-                grouped.push((n.start, n.end, group));
-            }
+            all.push((n.start, n.end, by_event.len() as u32, n.index));
         }
         by_event.push(groups);
     }
-    // XProf's `DeriveStepEventsFromGroups`: runs of one group in start order.
-    grouped.sort_by_key(|&(start, end, group)| (start, std::cmp::Reverse(end), group));
+    // XProf's `ProcessUngroupedEvents`, then `DeriveStepEventsFromGroups` (runs of one group),
+    // both over the plane's events in start order.
+    all.sort_by_key(|&(start, end, line, index)| (start, std::cmp::Reverse(end), line, index));
+    let mut latest = u32::MAX;
     let mut steps: Vec<(i64, Span)> = Vec::new();
-    for (start, end, group) in grouped {
+    for (start, end, line, index) in all {
+        let Some(slot) = by_event.get_mut(line as usize).and_then(|v| v.get_mut(index as usize)) else { continue };
+        if *slot == u32::MAX {
+            *slot = latest;
+        } else {
+            latest = *slot;
+        }
+        let group = *slot;
+        if group == u32::MAX {
+            continue;
+        }
         match steps.last_mut() {
             Some((g, span)) if *g == i64::from(group) => span.end = span.end.max(end),
             _ => steps.push((i64::from(group), Span::new(start, end))),
@@ -223,7 +238,8 @@ mod tests {
     /// Two steps (`FunctionRun` roots at 0 and 1 000) on the host, each launching kernels; on
     /// the device, kernels take their launch's group, a kernel nested in another takes the lower
     /// group, a TF-op-named host event with a correlation id is no launch, the last launch of a
-    /// repeated id wins, and the derived `Steps` follow runs of one group in time order.
+    /// repeated id wins, an ungrouped kernel takes the latest group before it (none before the
+    /// first grouped one), and the derived `Steps` follow runs of one group in time order.
     #[test]
     fn kernels_take_their_launches_groups_and_runs_make_steps() {
         let mut b = SpaceBuilder::default();
@@ -252,23 +268,24 @@ mod tests {
             let corr = gpu.stat_metadata(names::stat::CORRELATION_ID);
             let k = gpu.event_metadata("kernel");
             let mut s = gpu.line(7, "Stream #7(Compute)", 0);
+            s.event(k, 20, 10).stat(corr, 3u64); // a TF op's id: no launch, nothing before it
             s.event(k, 100, 100).stat(corr, 1u64); // step 0
             s.event(k, 300, 400).stat(corr, 2u64); // step 0, encloses the next
             s.event(k, 350, 50).stat(corr, 5u64); // launched in step 1, nested in step 0's
-            s.event(k, 800, 50).stat(corr, 3u64); // a TF op's id: no launch
+            s.event(k, 800, 50).stat(corr, 3u64); // no launch: the latest group, step 0
             s.event(k, 1_100, 50).stat(corr, 4u64); // the last launch with id 4: step 1
             s.event(k, 1_200, 50).stat(corr, 1u64); // step 0 again, after step 1's kernel
-            s.event(k, 2_100, 50).stat(corr, 6u64); // a launch in no group
+            s.event(k, 2_100, 50).stat(corr, 6u64); // a launch in no group: step 0, the latest
         }
         let space = Space::parse(b.finish().into()).unwrap();
         assert!(DeviceEventGroups::applies(&space));
         let host = HostEventGroups::build(space.host_threads().unwrap()).unwrap().unwrap();
         let d = DeviceEventGroups::build(&space, &host).unwrap().unwrap();
         let gpu = &space.gpus()[0];
-        let groups: Vec<Option<i64>> = (0..7).map(|i| d.group(gpu, 0, i)).collect();
-        assert_eq!(groups, [Some(0), Some(0), Some(0), None, Some(1), Some(0), None]);
+        let groups: Vec<Option<i64>> = (0..8).map(|i| d.group(gpu, 0, i)).collect();
+        assert_eq!(groups, [None, Some(0), Some(0), Some(0), Some(0), Some(1), Some(0), Some(0)]);
         let steps: Vec<(i64, i64, i64)> = d.step_markers(gpu).iter().map(|&(g, s)| (g, s.start.0, s.end.0)).collect();
-        assert_eq!(steps, [(0, 100, 700), (1, 1_100, 1_150), (0, 1_200, 1_250)]);
+        assert_eq!(steps, [(0, 100, 850), (1, 1_100, 1_150), (0, 1_200, 2_150)]);
     }
 
     /// A capture that carries `group_id` anywhere keeps its own grouping.
