@@ -33,10 +33,12 @@
 //! (less the stages nested in them on the same thread), as XProf's input-op table lists them.
 //!
 //! This is read where the capture carries TensorFlow's grouping (a `group_id` stat on the host
-//! plane), and on TensorFlow captures without a device that carry none (TensorFlow 2.21 writes
-//! none; XProf groups the events itself): there the events are grouped as XProf groups them
+//! plane), and on TensorFlow captures that carry none (TensorFlow 2.21 writes none; XProf groups
+//! the events itself): there the events are grouped as XProf groups them
 //! ([`HostEventGroups`], from the `train` step roots, nesting and the producer/consumer
-//! stats) and the steps are named as XProf names them (`train 19`). JAX, PyTorch/XLA and TPU
+//! stats; on GPUs, [`DeviceEventGroups`]: each device event in its launch's group, and the
+//! device markers XProf derives from the groups) and the steps are named as XProf names them
+//! (`train 19`). JAX, PyTorch/XLA and TPU
 //! captures have their own input rules.
 
 use std::collections::BTreeMap;
@@ -45,7 +47,7 @@ use xlens_xplane::{Picos, Plane, Space, names};
 
 use crate::span::Span;
 use crate::span::union;
-use crate::timeline::HostEventGroups;
+use crate::timeline::{DeviceEventGroups, HostEventGroups};
 
 /// The most step groups read (the first ones found are kept, the others are not analysed):
 /// bounds the per-step tables of a capture that marks millions of groups.
@@ -132,9 +134,9 @@ pub struct InputPipeline {
 
 impl InputPipeline {
     /// Reads the input pipeline of a space that carries TensorFlow's step grouping (a
-    /// `group_id` stat on the `/host:CPU` plane), or of a TensorFlow capture without a device
-    /// whose host events XProf would group ([`HostEventGroups`]); `None` for any other capture
-    /// (no host plane, no grouping, or TPU planes).
+    /// `group_id` stat on the `/host:CPU` plane), or of a TensorFlow capture without one whose
+    /// events XProf would group ([`HostEventGroups`], and [`DeviceEventGroups`] with GPUs);
+    /// `None` for any other capture (no host plane, no grouping, or TPU planes).
     ///
     /// ```
     /// use xlens_roofline::InputPipeline;
@@ -157,26 +159,36 @@ impl InputPipeline {
         }
         let gpus = space.gpus();
         let derived;
+        let derived_devices;
+        let mut devices = None;
         let grouping = match host.stat_id(names::stat::GROUP_ID) {
             Some(id) => Grouping::Stat(id),
-            // Without TensorFlow's stats: XProf's own grouping, on a CPU-only TensorFlow
-            // capture (device events would need the launch correlation, not read here).
-            None if gpus.is_empty() && HostEventGroups::has_tensorflow_executor(host) => {
+            // Without TensorFlow's stats: XProf's own grouping, on a TensorFlow capture without
+            // a device, or with GPUs and no `group_id` on any plane (the device events then
+            // take their launches' groups).
+            None if HostEventGroups::has_tensorflow_executor(host)
+                && (gpus.is_empty() || DeviceEventGroups::applies(space)) =>
+            {
                 derived = HostEventGroups::build(host)?;
-                match &derived {
-                    Some(g) if g.is_tensorflow() && !g.is_empty() => Grouping::Derived(g),
-                    _ => return Ok(None),
+                let Some(g) = derived.as_ref().filter(|g| g.is_tensorflow() && !g.is_empty()) else {
+                    return Ok(None);
+                };
+                if !gpus.is_empty() {
+                    derived_devices = DeviceEventGroups::build(space, g)?;
+                    let Some(d) = &derived_devices else { return Ok(None) };
+                    devices = Some(d);
                 }
+                Grouping::Derived(g)
             }
             None => return Ok(None),
         };
         let mut groups: BTreeMap<i64, Group> = BTreeMap::new();
         for plane in &gpus {
-            read_device_markers(plane, &mut groups)?;
+            read_device_markers(plane, devices, &mut groups)?;
         }
         let has_device = !gpus.is_empty();
         for plane in &gpus {
-            read_device_events(plane, &mut groups)?;
+            read_device_events(plane, devices, &mut groups)?;
         }
         let stages = read_host(host, has_device, &grouping, &mut groups)?;
         let mut steps = Vec::new();
@@ -301,21 +313,36 @@ fn group_of(ev: &xlens_xplane::Event<'_>, id: Option<xlens_xplane::StatMetadataI
     id.and_then(|id| ev.stat(id)).and_then(|s| s.value().as_i64())
 }
 
-/// The `Steps` events of a GPU plane: each group's longest one is its device marker.
-fn read_device_markers(plane: &Plane, groups: &mut BTreeMap<i64, Group>) -> xlens_xplane::Result<()> {
+/// Keeps a step group's longest device marker (a new group only below [`MAX_INPUT_STEPS`]).
+fn mark_device(groups: &mut BTreeMap<i64, Group>, group: i64, span: Span) {
+    if groups.len() >= MAX_INPUT_STEPS && !groups.contains_key(&group) {
+        return;
+    }
+    let g = groups.entry(group).or_default();
+    if g.device_marker.is_none_or(|m| span.duration() > m.duration()) {
+        g.device_marker = Some(span);
+    }
+}
+
+/// The `Steps` events of a GPU plane (those XProf derives from the grouping made here, where
+/// `devices` is given): each group's longest one is its device marker.
+fn read_device_markers(
+    plane: &Plane,
+    devices: Option<&DeviceEventGroups>,
+    groups: &mut BTreeMap<i64, Group>,
+) -> xlens_xplane::Result<()> {
+    if let Some(d) = devices {
+        for &(group, span) in d.step_markers(plane) {
+            mark_device(groups, group, span);
+        }
+        return Ok(());
+    }
     let Some(line) = plane.line_by_name(names::line::STEPS) else { return Ok(()) };
     let gid = plane.stat_id(names::stat::GROUP_ID);
     for ev in line.events(plane) {
         let ev = ev?;
         let Some(group) = group_of(&ev, gid).or_else(|| ev.name().parse().ok()) else { continue };
-        let span = Span::new(ev.start(), ev.end());
-        if groups.len() >= MAX_INPUT_STEPS && !groups.contains_key(&group) {
-            continue;
-        }
-        let g = groups.entry(group).or_default();
-        if g.device_marker.is_none_or(|m| span.duration() > m.duration()) {
-            g.device_marker = Some(span);
-        }
+        mark_device(groups, group, Span::new(ev.start(), ev.end()));
     }
     Ok(())
 }
@@ -336,21 +363,29 @@ fn device_class(name: &str) -> Class {
     }
 }
 
-/// The stream events of a GPU plane that belong to a step (a `group_id` of a step with a device
-/// marker, and a `correlation_id`).
-fn read_device_events(plane: &Plane, groups: &mut BTreeMap<i64, Group>) -> xlens_xplane::Result<()> {
+/// The stream events of a GPU plane that belong to a step (a `group_id`, or the group `devices`
+/// gives, of a step with a device marker, and a `correlation_id`).
+fn read_device_events(
+    plane: &Plane,
+    devices: Option<&DeviceEventGroups>,
+    groups: &mut BTreeMap<i64, Group>,
+) -> xlens_xplane::Result<()> {
     let gid = plane.stat_id(names::stat::GROUP_ID);
     let Some(corr) = plane.stat_id(names::stat::CORRELATION_ID) else { return Ok(()) };
-    if gid.is_none() {
+    if gid.is_none() && devices.is_none() {
         return Ok(());
     }
-    for line in plane.lines().iter().filter(|l| !names::line::is_derived(l.id().0, l.name())) {
+    for (li, line) in plane.lines().iter().enumerate().filter(|(_, l)| !names::line::is_derived(l.id().0, l.name())) {
         for ev in line.events(plane) {
             let ev = ev?;
             if ev.stat(corr).is_none() {
                 continue;
             }
-            let Some(group) = group_of(&ev, gid) else { continue };
+            let group = match devices {
+                Some(d) => d.group(plane, li, ev.index()),
+                None => group_of(&ev, gid),
+            };
+            let Some(group) = group else { continue };
             if let Some(g) = groups.get_mut(&group).filter(|g| g.device_marker.is_some()) {
                 g.events.push((device_class(ev.name()), Span::new(ev.start(), ev.end()), true));
             }

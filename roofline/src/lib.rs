@@ -113,7 +113,7 @@ pub use steps::{
     CoreStep, FLAT_CV, OUTLIER_FACTOR, Step, StepStats, StepVariance, Steps, TpuStepSummary, steps_from_timeline,
 };
 pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OFF_DUTY_CATEGORIES, OpAggregate};
-pub use timeline::{HostEventGroups, MAX_GROUPED_EVENTS};
+pub use timeline::{DeviceEventGroups, HostEventGroups, MAX_GROUPED_EVENTS};
 pub use xlens_chips::{
     Bytes, BytesPerSec, ChipSpec, Error, ErrorKind, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB, MemoryKind, OnChip,
     OnChipMemory, Result, Vendor,

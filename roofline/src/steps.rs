@@ -313,13 +313,18 @@ fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Ve
         .collect())
 }
 
-/// Host markers, else the `Steps` lines of GPU planes; [`StepSource::None`] without either.
+/// Host markers, else the `Steps` lines of GPU planes (or, on a TensorFlow GPU capture without
+/// `group_id` stats, the `Steps` events XProf derives from its own grouping); [`StepSource::None`]
+/// without any.
 fn marked_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Steps> {
     let host = host_steps(space, lines)?;
     if !host.is_empty() {
         return Ok(Steps { source: StepSource::HostMarkers, steps: host });
     }
-    let gpu = gpu_steps(space)?;
+    let mut gpu = gpu_steps(space)?;
+    if gpu.is_empty() {
+        gpu = derived_gpu_steps(space)?;
+    }
     let source = if gpu.is_empty() { StepSource::None } else { StepSource::DeviceSteps };
     Ok(Steps { source, steps: gpu })
 }
@@ -328,26 +333,60 @@ fn marked_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<
 /// captures, one event per step group): one step per event name, from the earliest start,
 /// charged the longest device's duration, as XProf's step trace reports it.
 fn gpu_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
-    let mut by_name: std::collections::BTreeMap<String, (Picos, Picos)> = std::collections::BTreeMap::new();
+    let mut by_name = StepsByName::new();
     for plane in space.gpus() {
         let Some(line) = plane.line_by_name(names::line::STEPS) else { continue };
         for ev in line.events(plane) {
             let ev = ev?;
-            let entry = by_name.entry(ev.name().to_owned()).or_insert((ev.start(), ev.duration()));
-            entry.0 = entry.0.min(ev.start());
-            entry.1 = entry.1.max(ev.duration());
+            add_step_event(&mut by_name, ev.name(), ev.start(), ev.duration());
         }
     }
+    Ok(steps_by_name(by_name))
+}
+
+/// Per `Steps` event name: the earliest start and the longest duration.
+type StepsByName = std::collections::BTreeMap<String, (Picos, Picos)>;
+
+fn add_step_event(by_name: &mut StepsByName, name: &str, start: Picos, duration: Picos) {
+    let entry = by_name.entry(name.to_owned()).or_insert((start, duration));
+    entry.0 = entry.0.min(start);
+    entry.1 = entry.1.max(duration);
+}
+
+/// The steps of a TensorFlow GPU capture without `group_id` stats: the `Steps` events XProf
+/// derives after grouping the events itself ([`crate::DeviceEventGroups`]), read as
+/// [`gpu_steps`] reads the capture's own. Empty for any other capture (metadata alone tells).
+fn derived_gpu_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
+    if !crate::DeviceEventGroups::applies(space) {
+        return Ok(Vec::new());
+    }
+    let Some(host) = space.host_threads() else { return Ok(Vec::new()) };
+    let Some(groups) = crate::HostEventGroups::build(host)? else { return Ok(Vec::new()) };
+    if !groups.is_tensorflow() || groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(devices) = crate::DeviceEventGroups::build(space, &groups)? else { return Ok(Vec::new()) };
+    let mut by_name = StepsByName::new();
+    for plane in space.gpus() {
+        for &(group, span) in devices.step_markers(plane) {
+            add_step_event(&mut by_name, &group.to_string(), span.start, span.duration());
+        }
+    }
+    Ok(steps_by_name(by_name))
+}
+
+/// One step per `Steps` event name, in start order (then by duration and name).
+fn steps_by_name(by_name: StepsByName) -> Vec<Step> {
     let mut steps: Vec<(Picos, Picos, String)> = by_name.into_iter().map(|(n, (s, d))| (s, d, n)).collect();
     steps.sort();
-    Ok(steps
+    steps
         .into_iter()
         .enumerate()
         .map(|(i, (start, duration, name))| {
             let number = name.parse().unwrap_or(i as i64);
             Step { name, number, start, duration, cores: Vec::new() }
         })
-        .collect())
+        .collect()
 }
 
 /// The module executions of a profile without step markers whose ops are not on TPU op lines:

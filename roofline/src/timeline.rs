@@ -11,8 +11,10 @@
 //! Events are expected in start order (parents before the children they contain), which is how
 //! profilers write op lines; a line that is not is collected and sorted first (same result).
 
+mod device_groups;
 mod groups;
 
+pub use device_groups::DeviceEventGroups;
 pub use groups::{HostEventGroups, MAX_GROUPED_EVENTS};
 
 use std::cmp::Reverse;

@@ -29,6 +29,7 @@ pub mod jax;
 pub mod rewrite;
 pub mod s3;
 pub mod splice;
+pub mod strip;
 pub mod synth;
 pub mod tpu;
 

@@ -27,8 +27,8 @@ const META: DetectorMeta = DetectorMeta {
         detects: "Steps whose device work waits for the host to deliver input. TPU: XProf's input-pipeline \
                   rule: the largest core's `infeed` op time per step, plus, when the program has no infeed op, \
                   the idle time that host input waits (IteratorGetNext, data loaders, host-to-device transfers) \
-                  explain. TensorFlow captures (step groups: TensorFlow's `group_id`, or on CPU-only captures without \
-                  it the groups XProf makes itself): per step, the host's wait in the `tf.data` iterator \
+                  explain. TensorFlow captures (step groups: TensorFlow's `group_id`, or on captures without it the \
+                  groups XProf makes itself, GPU kernels and copies in the group of their host launch): per step, the host's wait in the `tf.data` iterator \
                   (`IteratorGetNext`) and the copies in while the device runs nothing of the step, measured with \
                   XProf's step-event priorities. Host-run programs (XLA:CPU): the host phase at the start of each \
                   step before the first op or program dispatch, during which the device has nothing to run (e.g. a \

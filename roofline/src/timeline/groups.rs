@@ -23,9 +23,13 @@
 //!   (`FunctionRun`, `SessionRun`, `RunGraph`, `ExecutorState::Process`) are named by the number
 //!   alone.
 //!
-//! Not done here: tf.data producer/consumer links (`ConnectTfDataEvents`), worker and model-id
-//! groups, and device events (the launch/kernel correlation): captures with a device are read
-//! only when they carry TensorFlow's own `group_id`.
+//! - **Launches.** A host event with a `correlation_id` stat (a kernel launch or copy API call),
+//!   unless its name is a TensorFlow op or one of the event types above, is a launch: its group
+//!   is what the device event with the same correlation id inherits
+//!   ([`HostEventGroups::launch_group`], read by [`super::DeviceEventGroups`]).
+//!
+//! Not done here: tf.data producer/consumer links (`ConnectTfDataEvents`) and worker and
+//! model-id groups.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -91,6 +95,8 @@ struct Node<'a> {
     graph_type: Option<String>,
     /// An `_a` stat: left out of the nesting.
     is_async: bool,
+    /// The `correlation_id` of a launch event (see [`is_launch_name`]).
+    correlation: Option<u64>,
     parents: Vec<u32>,
     children: Vec<u32>,
     group: Option<u32>,
@@ -108,6 +114,7 @@ struct Ids {
     iter_num: Option<StatMetadataId>,
     step_num: Option<StatMetadataId>,
     graph_type: Option<StatMetadataId>,
+    correlation: Option<StatMetadataId>,
 }
 
 /// A producer/consumer context: (type, id).
@@ -138,10 +145,16 @@ pub struct HostEventGroups {
     /// True when the plane has TensorFlow executor events (`ExecutorState::Process`,
     /// `FunctionRun`, `SessionRun`, `RunGraph`).
     tensorflow: bool,
+    /// The group of each launch event's `correlation_id` (`u32::MAX` for a launch in no
+    /// group); where several launches share an id, the last in line order, as XProf's map of
+    /// launches keeps it.
+    launches: HashMap<u64, u32>,
 }
 
 impl HostEventGroups {
-    /// Groups the events of a host plane; `None` when it has more than [`MAX_GROUPED_EVENTS`].
+    /// Groups the events of a host plane; `None` when it has more than [`MAX_GROUPED_EVENTS`],
+    /// or when it holds TensorFlow loop ops (`WhileOp-EvalCond`, `WhileOp-StartBody`, `ForOp`,
+    /// `ParallelForOp`, `ForeverOp`), whose captures XProf does not group (`CheckLoopOp`).
     ///
     /// ```
     /// use xlens_roofline::HostEventGroups;
@@ -175,7 +188,17 @@ impl HostEventGroups {
             iter_num: plane.stat_id(names::stat::ITER_NUM),
             step_num: plane.stat_id(names::stat::STEP_NUM),
             graph_type: plane.stat_id(names::stat::GRAPH_TYPE),
+            correlation: plane.stat_id(names::stat::CORRELATION_ID),
         };
+        // Launch events by name (decided per metadata entry, not per event).
+        let launch_names = if ids.correlation.is_some() {
+            plane.metadata_mask(|m| is_launch_name(m.name()))
+        } else {
+            plane.metadata_mask(|_| false)
+        };
+        if !plane.metadata_mask(|m| is_loop_op(m.name())).is_empty() {
+            return Ok(None);
+        }
         let mut nodes: Vec<Node<'_>> = Vec::new();
         let mut by_event: Vec<Vec<u32>> = Vec::with_capacity(plane.lines().len());
         let mut contexts: HashMap<ContextKey, Context> = HashMap::new();
@@ -207,6 +230,11 @@ impl HostEventGroups {
                     step_num: get(ids.step_num).and_then(|s| s.as_i64()),
                     graph_type: get(ids.graph_type).and_then(|s| s.value().as_str().map(str::to_string)),
                     is_async: get(ids.is_async).is_some(),
+                    correlation: if launch_names.contains(&ev) {
+                        ids.correlation.and_then(|id| ev.stat(id)).and_then(|s| int_bits(Some(s)))
+                    } else {
+                        None
+                    },
                     parents: Vec::new(),
                     children: Vec::new(),
                     group: None,
@@ -258,7 +286,13 @@ impl HostEventGroups {
             }
         }
         let tensorflow = nodes.iter().any(|n| n.kind.is_tf_executor());
-        Ok(Some(HostEventGroups { by_event, names, named_roots, tensorflow }))
+        let mut launches = HashMap::new();
+        for n in &nodes {
+            if let Some(c) = n.correlation {
+                launches.insert(c, n.group.unwrap_or(u32::MAX));
+            }
+        }
+        Ok(Some(HostEventGroups { by_event, names, named_roots, tensorflow, launches }))
     }
 
     /// True when the plane defines TensorFlow executor events (`ExecutorState::Process`,
@@ -284,6 +318,18 @@ impl HostEventGroups {
         }
     }
 
+    /// The group of the launch event (a host event with a `correlation_id`, see the module
+    /// notes) whose correlation id is `correlation`: `None` when no launch has it or the
+    /// launch is in no group.
+    pub fn launch_group(&self, correlation: u64) -> Option<u32> {
+        self.launches.get(&correlation).copied().filter(|&g| g != u32::MAX)
+    }
+
+    /// True when some host event is a launch (has a `correlation_id`).
+    pub fn has_launches(&self) -> bool {
+        !self.launches.is_empty()
+    }
+
     /// The name of a group (`train 19`).
     pub fn name(&self, group: i64) -> Option<&str> {
         usize::try_from(group).ok().and_then(|g| self.names.get(g)).map(String::as_str)
@@ -303,6 +349,25 @@ impl HostEventGroups {
     /// `FunctionRun`, `SessionRun`, `RunGraph`): the grouping is TensorFlow's.
     pub fn is_tensorflow(&self) -> bool {
         self.tensorflow
+    }
+}
+
+/// XProf's TensorFlow loop-op event types (`CheckLoopOp`).
+fn is_loop_op(name: &str) -> bool {
+    matches!(name, "WhileOp-EvalCond" | "WhileOp-StartBody" | "ForOp" | "ParallelForOp" | "ForeverOp")
+}
+
+/// True for an event name XProf reads as a launch when the event has a `correlation_id`: not a
+/// host event type the grouping uses, nor a TensorFlow op (`name:Type`) or `tf.data` iterator
+/// (`Iterator::…`), which XProf types by name first (`GetEventType`, `FindTfOpEventType`).
+pub(crate) fn is_launch_name(name: &str) -> bool {
+    if Kind::of(name) != Kind::Other {
+        return false;
+    }
+    match name.split_once(':') {
+        Some(("Iterator", _)) => false,
+        Some((op, ty)) => !(crate::framework_ops::is_tf_op_name(op) && crate::framework_ops::is_tf_op_type(ty)),
+        None => true,
     }
 }
 
@@ -522,6 +587,23 @@ mod tests {
         assert_eq!((g.group(1, 0), g.group(1, 1), g.group(1, 2)), (Some(0), Some(1), None));
         // The iterator op through its executor's step id and iteration.
         assert_eq!(g.group(2, 0), Some(1));
+    }
+
+    /// A plane with a TensorFlow loop op is not grouped, as XProf does not group it.
+    #[test]
+    fn loop_ops_leave_the_capture_ungrouped() {
+        let mut b = SpaceBuilder::default();
+        {
+            let mut host = b.plane(1, names::plane::HOST_CPU);
+            let root = host.stat_metadata(names::stat::IS_ROOT);
+            let train = host.event_metadata("train");
+            let for_op = host.event_metadata("ForOp");
+            let mut line = host.line(1, "python", 0);
+            line.event(train, 0, 1_000).stat(root, 1i64);
+            line.event(for_op, 10, 100);
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        assert!(HostEventGroups::build(space.host_threads().unwrap()).unwrap().is_none());
     }
 
     /// An executor loop (`iter_num` 0, 1, 2 of one step id): each iteration is a group, rooted
