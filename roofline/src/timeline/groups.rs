@@ -31,9 +31,13 @@
 //! Not done here: tf.data producer/consumer links (`ConnectTfDataEvents`) and worker and
 //! model-id groups.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
-use xlens_xplane::{Picos, Plane, Stat, StatMetadataId, StatValue, names};
+// foldhash, not SipHash: the maps key every event's contexts and launches (none is iterated in
+// hash order where the order shows).
+use hashbrown::{HashMap, HashSet};
+
+use xlens_xplane::{Event, Picos, Plane, Stat, StatMetadataId, StatValue, names};
 
 /// The most host events grouped: a larger plane is not grouped (its steps are not analysed).
 pub const MAX_GROUPED_EVENTS: usize = 20_000_000;
@@ -115,6 +119,51 @@ struct Ids {
     step_num: Option<StatMetadataId>,
     graph_type: Option<StatMetadataId>,
     correlation: Option<StatMetadataId>,
+}
+
+/// The stats [`Ids::gather`] reads, in slot order (the event's own, else its metadata's).
+const GATHERED: usize = 10;
+
+impl Ids {
+    /// The ids of the gathered stats, by slot.
+    fn slots(&self) -> [Option<StatMetadataId>; GATHERED] {
+        [
+            self.root,
+            self.is_async,
+            self.producer_type,
+            self.producer_id,
+            self.consumer_type,
+            self.consumer_id,
+            self.step_id,
+            self.iter_num,
+            self.step_num,
+            self.graph_type,
+        ]
+    }
+
+    /// The slot of a gathered stat's id.
+    fn slot(&self, id: Option<StatMetadataId>) -> Option<usize> {
+        let id = id?;
+        self.slots().iter().position(|s| *s == Some(id))
+    }
+
+    /// Every gathered stat of an event, as [`Event::stat_or_metadata_stat`] finds each (the
+    /// first on the event itself, else the first on its metadata), in one pass over each list
+    /// instead of one search per stat.
+    fn gather<'a>(&self, ev: &Event<'a>) -> [Option<Stat<'a>>; GATHERED] {
+        let slots = self.slots();
+        let mut found: [Option<Stat<'a>>; GATHERED] = [None; GATHERED];
+        let mut fill = |s: Stat<'a>| {
+            if let Some(k) = slots.iter().position(|w| *w == Some(s.metadata_id()))
+                && found[k].is_none()
+            {
+                found[k] = Some(s);
+            }
+        };
+        ev.stats().map_while(Result::ok).for_each(&mut fill);
+        ev.metadata_stats().map_while(Result::ok).for_each(&mut fill);
+        found
+    }
 }
 
 /// A producer/consumer context: (type, id).
@@ -209,7 +258,8 @@ impl HostEventGroups {
                 if nodes.len() >= MAX_GROUPED_EVENTS {
                     return Ok(None);
                 }
-                let get = |id: Option<StatMetadataId>| id.and_then(|id| ev.stat_or_metadata_stat(id));
+                let found = ids.gather(&ev);
+                let get = |id: Option<StatMetadataId>| ids.slot(id).and_then(|k| found[k]);
                 let n = nodes.len() as u32;
                 if let (Some(t), Some(p)) = (int_bits(get(ids.producer_type)), int_bits(get(ids.producer_id))) {
                     contexts.entry((t, p)).or_default().0.push(n);
@@ -406,7 +456,7 @@ fn connect_nested(nodes: &mut [Node<'_>], first: usize) {
 /// ancestor's (breadth first).
 fn context_key(nodes: &[Node<'_>], i: u32) -> Option<(u64, u64)> {
     let find = |get: &dyn Fn(&Node<'_>) -> Option<u64>| -> Option<u64> {
-        let mut seen = HashSet::from([i]);
+        let mut seen: HashSet<u32> = HashSet::from_iter([i]);
         let mut queue = VecDeque::from([i]);
         while let Some(n) = queue.pop_front() {
             let node = &nodes[n as usize];
@@ -491,7 +541,7 @@ fn create_groups(nodes: &mut [Node<'_>]) -> (Vec<String>, Vec<u32>) {
 
 /// True when an ancestor of the event (not the event) has a root level.
 fn has_root_ancestor(nodes: &[Node<'_>], i: u32) -> bool {
-    let mut seen = HashSet::from([i]);
+    let mut seen: HashSet<u32> = HashSet::from_iter([i]);
     let mut queue: VecDeque<u32> = nodes[i as usize].parents.iter().copied().collect();
     while let Some(n) = queue.pop_front() {
         if !seen.insert(n) {
@@ -508,7 +558,7 @@ fn has_root_ancestor(nodes: &[Node<'_>], i: u32) -> bool {
 /// Gives `group` to the root and every event reachable from it that has no group yet (an event
 /// already grouped stops the walk).
 fn propagate(nodes: &mut [Node<'_>], root: u32, group: u32) {
-    let mut seen = HashSet::from([root]);
+    let mut seen: HashSet<u32> = HashSet::from_iter([root]);
     let mut queue = VecDeque::from([root]);
     while let Some(n) = queue.pop_front() {
         if nodes[n as usize].group.is_some() {
