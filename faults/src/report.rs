@@ -96,16 +96,21 @@ pub struct ProfileInfo {
 /// One op among the slowest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SlowOp {
-    /// The program (`name(program_id)`) the op belongs to.
+    /// The program (`name(program_id)`) the op belongs to; on a capture without HLO, where
+    /// the ops are the framework's, `TensorFlow device ops` or `TensorFlow host ops`.
     pub program: String,
     /// Op (instruction) name.
     pub name: String,
-    /// Category.
+    /// Category (a framework op's type).
     pub category: String,
     /// Self time over the profile, in ms.
     pub self_time_ms: f64,
     /// Share of all ops' self time, in %.
     pub pct: f64,
+    /// A framework device op's distinct kernels (and copies) it launched; absent on every
+    /// other op.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<usize>,
 }
 
 /// The health snapshot: the numbers an engineer reads first. Absent figures are `null`.
@@ -364,7 +369,9 @@ pub struct Charts {
     pub step_series: Vec<StepSeries>,
     /// Category and self time (ms), largest first.
     pub categories_ms: Vec<(String, f64)>,
-    /// The op profile's slowest ops by self time (ops without inner ops).
+    /// The op profile's slowest ops by self time (ops without inner ops); on a GPU host
+    /// without HLO whose kernels name their TensorFlow op, its framework device ops instead
+    /// (the metrics' `slowest_ops`, program `TensorFlow device ops`).
     pub top_ops: Vec<TopOp>,
     /// Top ops on the roofline.
     pub roofline: Vec<RooflineDot>,
@@ -383,7 +390,8 @@ pub struct Charts {
     #[serde(default)]
     pub framework_ops: Option<String>,
     /// The device's framework ops, slowest first (op type as category, % of the device's op
-    /// time, the first kernels they launched as program), with `framework_ops`.
+    /// time, the first kernels they launched as program), with `framework_ops`; empty when
+    /// they are the `top_ops`.
     #[serde(default)]
     pub device_framework_ops: Vec<TopOp>,
     /// The host's framework ops (executor threads, `tf.data`), slowest first, with `framework_ops`.
@@ -723,6 +731,20 @@ fn pct(part: Picos, whole: Picos) -> Option<f64> {
 /// are its framework ops (the host's, the `tf.data` ones among them), in no HLO program.
 const EXECUTOR_PROGRAM: &str = "TensorFlow host ops";
 
+/// The program the slowest ops of a GPU capture without HLO name: they are the TensorFlow ops
+/// that launched its kernels, in no HLO program.
+const FRAMEWORK_DEVICE_PROGRAM: &str = "TensorFlow device ops";
+
+/// The framework op profile of a host whose slowest ops are its framework device ops: no HLO,
+/// and kernels that name the TensorFlow op that launched them ([`FrameworkOpStats::device`]
+/// not empty); `None` for every other host (JAX and XLA captures, CPU-only TensorFlow).
+fn device_framework_ops(host: &HostProfile) -> Option<&FrameworkOpStats> {
+    match host.framework_ops() {
+        Some(Ok(fw)) if !fw.device.is_empty() => Some(fw),
+        _ => None,
+    }
+}
+
 /// A host whose device is TensorFlow's executor: TensorFlow on the CPU alone (no device plane,
 /// no HLO), whose framework op table has host ops only. Its framework ops, the executor's busy
 /// time in each step ([`FrameworkOpStats::executor_busy`]) and the steps' summed time; `None`
@@ -794,6 +816,24 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
                 category: o.category.clone(),
                 self_time_ms: o.self_time.as_ms_f64(),
                 pct: pct(o.self_time, op_time).unwrap_or(0.0),
+                kernels: None,
+            })
+            .collect();
+    }
+    // A GPU capture without HLO whose kernels name their TensorFlow op: the slowest ops are
+    // those framework ops (XProf's framework-op statistics), not the kernels they launched.
+    if let Some(fw) = device_framework_ops(host) {
+        m.slowest_ops = fw
+            .device
+            .iter()
+            .take(5)
+            .map(|o| SlowOp {
+                program: FRAMEWORK_DEVICE_PROGRAM.to_owned(),
+                name: o.name.clone(),
+                category: o.op_type.clone(),
+                self_time_ms: o.self_time.as_ms_f64(),
+                pct: 100.0 * fw.share_of_ops(o),
+                kernels: Some(o.kernels.len()),
             })
             .collect();
     }
@@ -816,6 +856,7 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
                 category: o.op_type.clone(),
                 self_time_ms: o.self_time.as_ms_f64(),
                 pct: 100.0 * ops.share_of_ops(o),
+                kernels: None,
             })
             .collect();
     }
@@ -872,6 +913,17 @@ fn charts(host: &HostProfile) -> Charts {
     }
     if let Some(Ok(fw)) = host.framework_ops() {
         framework_charts(&mut c, fw);
+    }
+    // The slowest ops of a GPU capture without HLO are its framework device ops (as in the
+    // text and the JSON): they move from the framework section to the op table.
+    if device_framework_ops(host).is_some() {
+        c.top_ops = std::mem::take(&mut c.device_framework_ops)
+            .into_iter()
+            .map(|o| TopOp { program: FRAMEWORK_DEVICE_PROGRAM.to_owned(), ..o })
+            .collect();
+        if let Some(note) = &mut c.framework_ops {
+            note.push_str(" The host's are listed here, the device's in the slowest ops below.");
+        }
     }
     c
 }
