@@ -258,3 +258,44 @@ fn a_tf_gpu_scans_slowest_ops_are_its_framework_device_ops() {
         }
     }
 }
+
+/// TensorFlow on the CPU alone: the executor's ops are the op timeline, so the detectors that
+/// read one run (none is "not checked" for want of op events), the comparison categories are
+/// their op types, and the step anatomy's busy time is the executor's; the verdicts stay those
+/// of the input pipeline and warm-up checks (`input_starvation` at 55.5 % on the input-bound
+/// capture, `profile_during_warmup` on the first-step one, no P0/P1 on the steady one).
+#[test]
+fn a_cpu_only_tf_scan_checks_the_op_timeline_detectors_on_the_executors_ops() {
+    use xlens::faults::Severity;
+    for rel in TF_CPU {
+        let profile = Profile::from_session(xlens_testkit::open_session(root().join(rel)).unwrap());
+        let host = &profile.hosts()[0];
+        assert_eq!(host.host_ops().source, xlens::roofline::OpSource::TfExecutor, "{rel}");
+        let report = scan(&profile, &ScanConfig::default());
+        for id in ["exposed_collective", "exposed_async_copy", "host_callback_stall", "device_idle", "barrier_in_loop"]
+        {
+            let skip = report.skipped.iter().find(|k| k.id == id);
+            assert!(skip.is_none_or(|k| !k.reason.contains("no op events")), "{rel}: {id} {skip:?}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&xlens::report::render::json(&report)).unwrap();
+        let cats = json["comparison"]["categories"].as_array().unwrap();
+        assert!(cats.iter().any(|c| c["category"].as_str().is_some_and(|c| c.contains("Conv2D"))), "{rel}");
+        let serious: Vec<&str> =
+            report.findings.iter().filter(|f| f.severity <= Severity::P1).map(|f| f.id.as_str()).collect();
+        match rel.rsplit('_').next().unwrap() {
+            "warmup" => assert_eq!(serious, ["profile_during_warmup"], "{rel}"),
+            "bound" => {
+                assert_eq!(serious, ["input_starvation"], "{rel}");
+                assert!((report.findings[0].impact.pct_of_step - 55.5).abs() < 0.05, "{rel}");
+            }
+            _ => assert!(serious.is_empty(), "{rel}: {serious:?}"),
+        }
+        // The anatomy's busy time is the executor's.
+        let steps = host.steps().unwrap();
+        let windows: Vec<_> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+        let busy = xlens::roofline::FrameworkOpStats::executor_busy(host.space(), &windows).unwrap();
+        let anatomy = host.anatomy().unwrap();
+        let compute: i64 = anatomy.iter().map(|a| a.step_time.0 - a.idle.0 - a.host.0).sum();
+        assert_eq!(compute, busy.busy.iter().map(|b| b.0).sum::<i64>(), "{rel}");
+    }
+}

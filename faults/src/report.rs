@@ -371,7 +371,8 @@ pub struct Charts {
     pub categories_ms: Vec<(String, f64)>,
     /// The op profile's slowest ops by self time (ops without inner ops); on a GPU host
     /// without HLO whose kernels name their TensorFlow op, its framework device ops instead
-    /// (the metrics' `slowest_ops`, program `TensorFlow device ops`).
+    /// (the metrics' `slowest_ops`, program `TensorFlow device ops`), and on TensorFlow on the
+    /// CPU alone its host's framework ops (program `TensorFlow host ops`).
     pub top_ops: Vec<TopOp>,
     /// Top ops on the roofline.
     pub roofline: Vec<RooflineDot>,
@@ -394,7 +395,8 @@ pub struct Charts {
     /// they are the `top_ops`.
     #[serde(default)]
     pub device_framework_ops: Vec<TopOp>,
-    /// The host's framework ops (executor threads, `tf.data`), slowest first, with `framework_ops`.
+    /// The host's framework ops (executor threads, `tf.data`), slowest first, with
+    /// `framework_ops`; empty when they are the `top_ops` (TensorFlow on the CPU alone).
     #[serde(default)]
     pub host_framework_ops: Vec<TopOp>,
     /// The device memory of the HLO programs (every host's programs in a session).
@@ -745,18 +747,25 @@ fn device_framework_ops(host: &HostProfile) -> Option<&FrameworkOpStats> {
     }
 }
 
+/// The framework op profile of a host whose device is TensorFlow's executor (TensorFlow on the
+/// CPU alone: no device plane, no HLO, host ops only), whose slowest ops are its host's
+/// framework ops; `None` for every other host.
+fn executor_framework_ops(host: &HostProfile) -> Option<&FrameworkOpStats> {
+    if host.space().planes().iter().any(|p| p.kind().is_device()) || !host.modules().is_empty() {
+        return None;
+    }
+    match host.framework_ops() {
+        Some(Ok(ops)) if ops.device_total == Picos::ZERO && !ops.host.is_empty() => Some(ops),
+        _ => None,
+    }
+}
+
 /// A host whose device is TensorFlow's executor: TensorFlow on the CPU alone (no device plane,
 /// no HLO), whose framework op table has host ops only. Its framework ops, the executor's busy
 /// time in each step ([`FrameworkOpStats::executor_busy`]) and the steps' summed time; `None`
 /// for every other host (JAX and XLA captures included) or without steps.
 fn executor_device(host: &HostProfile) -> Option<(&FrameworkOpStats, ExecutorBusy, Picos)> {
-    if host.space().planes().iter().any(|p| p.kind().is_device()) || !host.modules().is_empty() {
-        return None;
-    }
-    let ops = match host.framework_ops() {
-        Some(Ok(ops)) if ops.device_total == Picos::ZERO && !ops.host.is_empty() => ops,
-        _ => return None,
-    };
+    let ops = executor_framework_ops(host)?;
     let steps = host.steps().ok()?;
     if steps.steps.is_empty() {
         return None;
@@ -838,14 +847,22 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
             .collect();
     }
     // TensorFlow on the CPU alone: the executor's threads are the device (as the host's XLA ops
-    // are in a JAX CPU capture). Busy is the time they ran ops in the steps; the rest of the
+    // are in a JAX CPU capture). Their ops are the op timeline the step anatomy above reads
+    // (busy: the time they ran ops in the steps; the rest split into the step loop's host work
+    // and idle). Where that timeline is not theirs, busy is still theirs and the rest of the
     // step the device waits on the rest of the host (the Python loop, the input pipeline).
-    if let Some((ops, busy, total)) = executor_device(host) {
+    if host.host_ops().source != xlens_roofline::OpSource::TfExecutor
+        && let Some((_, busy, total)) = executor_device(host)
+    {
         let busy: Picos = busy.busy.iter().copied().sum::<Picos>().min(total);
         let idle = total.saturating_sub(busy);
         m.device_busy_pct = pct(busy, total);
         m.idle_pct = pct(idle, total);
         m.host_wait_pct = pct(idle, total);
+    }
+    // Its slowest ops are the host's framework ops (the `tf.data` ones among them), with or
+    // without steps: its op timeline holds the executor's ops only.
+    if let Some(ops) = executor_framework_ops(host) {
         m.slowest_ops = ops
             .host
             .iter()
@@ -923,6 +940,17 @@ fn charts(host: &HostProfile) -> Charts {
             .collect();
         if let Some(note) = &mut c.framework_ops {
             note.push_str(" The host's are listed here, the device's in the slowest ops below.");
+        }
+    }
+    // Likewise the host's framework ops on TensorFlow on the CPU alone, whose device is the
+    // executor: its op profile holds the executor's ops only, the `tf.data` ones not.
+    if executor_framework_ops(host).is_some() {
+        c.top_ops = std::mem::take(&mut c.host_framework_ops)
+            .into_iter()
+            .map(|o| TopOp { program: EXECUTOR_PROGRAM.to_owned(), ..o })
+            .collect();
+        if let Some(note) = &mut c.framework_ops {
+            note.push_str(" They are the slowest ops below (the executor's ops and the input pipeline's).");
         }
     }
     c
