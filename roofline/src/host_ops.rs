@@ -766,7 +766,9 @@ fn read_longest_first(jobs: Vec<Job<'_>>) -> Vec<LineOps> {
 /// whose host threads ran no XLA op, into `out` (left as it is otherwise): each executor
 /// thread's op events in file order, named by their TensorFlow op, one context (no program,
 /// core 0). The ops are those [`crate::FrameworkOpStats::executor_busy`] measures, so the op
-/// timeline and the executor's busy time are one set of events.
+/// timeline and the executor's busy time are one set of events. An event that fails to decode
+/// ends its line (the ops before it kept, the other lines read), as everywhere else; the first
+/// such error is returned.
 fn read_executor_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<()> {
     if space.planes().iter().any(|p| p.kind().is_device()) || !crate::FrameworkOpStats::applies(space) {
         return Ok(());
@@ -777,10 +779,17 @@ fn read_executor_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<(
     let mut by_metadata: HashMap<i64, u32> = HashMap::new();
     let context = out.contexts.len() as u32;
     let lines = plane.lines().iter().filter(|l| l.name().starts_with(crate::framework_ops::TF_EXECUTOR_THREAD));
+    let mut error = None;
     for line in lines {
         let mut ops: Vec<HostOp> = Vec::new();
         for ev in line.events(plane) {
-            let ev = ev?;
+            let ev = match ev {
+                Ok(ev) => ev,
+                Err(e) => {
+                    error.get_or_insert(e);
+                    break;
+                }
+            };
             if !is_op.contains(&ev) {
                 continue;
             }
@@ -809,7 +818,7 @@ fn read_executor_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<(
         out.contexts.push(OpContext::default());
         out.source = OpSource::TfExecutor;
     }
-    Ok(())
+    error.map_or(Ok(()), Err)
 }
 
 /// Runs per worker the host-thread and stream lines are cut into, by their bytes.
