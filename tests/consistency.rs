@@ -2,7 +2,8 @@
 //! without CUDA graphs, AMD, TensorFlow on V100, a synthetic GPU) are scanned once each, and
 //! every quantity a user reads (the step time's mean and median, busy, idle, host wait, infeed/outfeed,
 //! exposed communication, FLOP and HBM utilisation, roofline efficiency, duty cycle, each
-//! finding's impact in ms per step and % of the step, the slowest ops' times, the categories'
+//! finding's impact in ms per step and % of the step, the slowest ops' times (a capture
+//! without HLO: its framework device ops, their kernel counts and shares too), the categories'
 //! times, each HLO program's device memory, each GPU kernel's figures) must read the same in the
 //! text report, the JSON, the HTML page (its memory section `memory --json`'s figures, its kernel
 //! section `kernels --json`'s), the Parquet dataset,
@@ -403,6 +404,38 @@ fn compare(profile: &TestProfile) -> Vec<Mismatch> {
                 .and_then(|c| c.split("\">").nth(1));
         let (scaled, decimals) = if op_unit_us { (ms.map(|v| v * 1000.0), 1) } else { (ms, 3) };
         c.printed(&q, "html", scaled, decimals, cell);
+        // A framework op (a capture without HLO, `kernels` set): the `framework_ops` table's and
+        // `ops --json`'s framework device rows, with the kernel count and the share of op time.
+        if let Some(kernels) = op["kernels"].as_u64() {
+            let printed = tokens.iter().rev().nth(1).map(|t| t.trim_start_matches('('));
+            c.printed(&format!("op {name} ({program}) kernels"), "text", Some(kernels as f64), 0, printed);
+            let row = rows("framework_ops")
+                .into_iter()
+                .find(|r| of_host(r, &pace) && r["side"] == "Device" && r["name"].as_str() == Some(name));
+            c.same(&q, "parquet", ms, row.as_ref().and_then(|r| r["self_time_ps"].as_f64()).map(|ps| ps / 1e9));
+            c.same(
+                &format!("op {name} ({program}) kernels"),
+                "parquet",
+                Some(kernels as f64),
+                row.and_then(|r| r["kernels"].as_f64()),
+            );
+            let fw = ops_host.map(|h| &h["framework_ops"]["device"]);
+            let ops_row = fw
+                .and_then(|d| d["ops"].as_array())
+                .and_then(|ops| ops.iter().find(|r| r["name"].as_str() == Some(name)));
+            c.same(&q, "ops", ms, ops_row.and_then(|r| r["self_us"].as_f64()).map(|us| us / 1e3));
+            c.same(
+                &format!("op {name} ({program}) kernels"),
+                "ops",
+                Some(kernels as f64),
+                ops_row.and_then(|r| r["kernels"].as_array()).map(|k| k.len() as f64),
+            );
+            let op_time: Option<f64> =
+                fw.and_then(|d| d["ops"].as_array()).map(|ops| ops.iter().filter_map(|r| r["self_us"].as_f64()).sum());
+            let share = ops_row.and_then(|r| r["self_us"].as_f64()).zip(op_time).map(|(t, all)| 100.0 * t / all);
+            c.same(&format!("op {name} ({program}) pct"), "ops", op["pct"].as_f64(), share);
+            continue;
+        }
         let id = program.rsplit_once('(').and_then(|(_, id)| id.trim_end_matches(')').parse::<u64>().ok());
         let row = rows("op_profile").into_iter().find(|r| {
             of_host(r, &pace)

@@ -143,3 +143,159 @@ fn a_cpu_only_tf_scan_takes_its_device_figures_from_the_executor() {
         assert!(!text.contains("0 core(s)") && text.contains("Slowest ops"), "{rel}: {text}");
     }
 }
+
+/// A small TensorFlow GPU capture without XLA: one GPU whose kernels name their op by `tf_op`
+/// (a MatMul of two kernels launched twice, a BiasAdd, a Conv2D whose cuDNN kernel outlasts
+/// both, a copy for `IteratorGetNext`), an autotuning kernel that names none, and the
+/// `TensorFlow Ops` line TensorFlow derives; written as a session folder.
+fn synthetic_tf_gpu_dir() -> PathBuf {
+    use xlens_xplane::{SpaceBuilder, names};
+    const US: i64 = 1_000_000;
+    let mut b = SpaceBuilder::default();
+    {
+        let mut plane = b.plane(1, names::plane::HOST_CPU);
+        let process = plane.event_metadata("ExecutorState::Process");
+        let mut line = plane.line(11, "tf_Compute/11", 1_000);
+        line.event(process, 0, 900 * US);
+    }
+    {
+        let mut plane = b.plane(10, "/device:GPU:0");
+        let tf_op = plane.stat_metadata(names::stat::TF_OP);
+        let sgemm = plane.event_metadata("volta_sgemm_128x64_nn");
+        let reduce = plane.event_metadata("splitKreduce_kernel");
+        let bias = plane.event_metadata("BiasNHWCKernel");
+        let conv = plane.event_metadata("volta_scudnn_128x64_relu_interior_nn_v1");
+        let redzone = plane.event_metadata("redzone_checker");
+        let copy = plane.event_metadata("MemcpyH2D");
+        let op_line = plane.event_metadata("model/dense/MatMul");
+        {
+            let mut line = plane.line(7, "Stream #7(Compute)", 1_000);
+            line.event(redzone, 0, 3 * US);
+            for step in 0..2 {
+                let t = 10 * US + step * 400 * US;
+                line.event(sgemm, t, 30 * US).stat(tf_op, "model/dense/MatMul:MatMul");
+                line.event(reduce, t + 40 * US, 2 * US).stat(tf_op, "model/dense/MatMul:MatMul");
+                line.event(bias, t + 60 * US, 4 * US).stat(tf_op, "model/dense/BiasAdd:BiasAdd");
+                line.event(conv, t + 70 * US, 90 * US).stat(tf_op, "model/conv/Conv2D:Conv2D");
+            }
+        }
+        {
+            let mut line = plane.line(8, "Stream #8(MemcpyH2D)", 1_000);
+            line.event(copy, 2 * US, 5 * US).stat(tf_op, "IteratorGetNext:IteratorGetNext");
+        }
+        {
+            let mut line = plane.line(names::line::DERIVED_ID_MIN + 3, names::line::TENSORFLOW_OPS, 1_000);
+            for step in 0..2 {
+                line.event(op_line, 10 * US + step * 400 * US, 32 * US);
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("xlens-tf-gpu-slowest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("host.xplane.pb"), b.finish()).unwrap();
+    dir
+}
+
+/// A GPU capture without HLO whose kernels name their TensorFlow op: the scan's slowest ops
+/// are its framework device ops (type, self time, share of the device's op time, how many
+/// kernels each launched) in the JSON, the text and the page, the rows `ops --json` lists
+/// first; never the kernels (category unknown, program `(0)`). XLA captures keep their HLO
+/// ops.
+#[test]
+fn a_tf_gpu_scans_slowest_ops_are_its_framework_device_ops() {
+    let synthetic = synthetic_tf_gpu_dir();
+    for dir in [root().join(TF), synthetic.clone()] {
+        let ctx = dir.display().to_string();
+        let profile = Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
+        let report = scan(&profile, &ScanConfig::default());
+        let doc = op_profile_document(&host_op_profiles(&dir).unwrap());
+        let rows = doc["hosts"][0]["framework_ops"]["device"]["ops"].as_array().unwrap().clone();
+        let op_time: f64 = rows.iter().map(|r| r["self_us"].as_f64().unwrap()).sum();
+        let slowest = &report.metrics.slowest_ops;
+        assert_eq!(slowest.len(), rows.len().min(5), "{ctx}");
+        for (ours, theirs) in slowest.iter().zip(&rows) {
+            assert_eq!(ours.name, theirs["name"].as_str().unwrap(), "{ctx}");
+            assert_eq!(ours.category, theirs["type"].as_str().unwrap(), "{ctx}");
+            assert_eq!(ours.program, "TensorFlow device ops", "{ctx}");
+            let us = theirs["self_us"].as_f64().unwrap();
+            assert!((ours.self_time_ms * 1e3 - us).abs() < 1e-6, "{ctx}: {}", ours.name);
+            assert!((ours.pct - 100.0 * us / op_time).abs() < 1e-9, "{ctx}: {}", ours.name);
+            assert_eq!(ours.kernels, Some(theirs["kernels"].as_array().unwrap().len()), "{ctx}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&xlens::report::render::json(&report)).unwrap();
+        assert_eq!(json["metrics"]["slowest_ops"][0]["kernels"].as_u64(), slowest[0].kernels.map(|k| k as u64));
+        let text = xlens::report::render::text(&report);
+        let block: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("Slowest ops"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .collect();
+        assert_eq!(block.len(), slowest.len(), "{ctx}: {text}");
+        for l in &block {
+            assert!(l.contains("TensorFlow device ops (") && !l.contains(" unknown "), "{ctx}: {l}");
+        }
+        let page = xlens::report::render::html(&report);
+        let table = page.split("<h2 id=\"ops\">Slowest ops</h2>").nth(1).unwrap_or_else(|| panic!("{ctx}"));
+        for op in slowest {
+            let name = op.name.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+            assert!(table.contains(&format!("<code title=\"TensorFlow device ops\">{name}</code>")), "{ctx}");
+        }
+    }
+    // The synthetic capture's slowest op is the Conv2D, not its cuDNN kernel.
+    let profile = Profile::from_session(xlens_testkit::open_session(&synthetic).unwrap());
+    let report = scan(&profile, &ScanConfig::default());
+    let first = &report.metrics.slowest_ops[0];
+    assert_eq!((first.name.as_str(), first.category.as_str(), first.kernels), ("model/conv/Conv2D", "Conv2D", Some(1)));
+    let matmul = report.metrics.slowest_ops.iter().find(|o| o.category == "MatMul").unwrap();
+    assert_eq!(matmul.kernels, Some(2));
+    let _ = std::fs::remove_dir_all(&synthetic);
+    for rel in XLA {
+        let profile = Profile::from_session(xlens_testkit::open_session(root().join(rel)).unwrap());
+        let report = scan(&profile, &ScanConfig::default());
+        for op in &report.metrics.slowest_ops {
+            assert!(op.kernels.is_none() && op.program != "TensorFlow device ops", "{rel}: {}", op.name);
+        }
+    }
+}
+
+/// TensorFlow on the CPU alone: the executor's ops are the op timeline, so the detectors that
+/// read one run (none is "not checked" for want of op events), the comparison categories are
+/// their op types, and the step anatomy's busy time is the executor's; the verdicts stay those
+/// of the input pipeline and warm-up checks (`input_starvation` at 55.5 % on the input-bound
+/// capture, `profile_during_warmup` on the first-step one, no P0/P1 on the steady one).
+#[test]
+fn a_cpu_only_tf_scan_checks_the_op_timeline_detectors_on_the_executors_ops() {
+    use xlens::faults::Severity;
+    for rel in TF_CPU {
+        let profile = Profile::from_session(xlens_testkit::open_session(root().join(rel)).unwrap());
+        let host = &profile.hosts()[0];
+        assert_eq!(host.host_ops().source, xlens::roofline::OpSource::TfExecutor, "{rel}");
+        let report = scan(&profile, &ScanConfig::default());
+        for id in ["exposed_collective", "exposed_async_copy", "host_callback_stall", "device_idle", "barrier_in_loop"]
+        {
+            let skip = report.skipped.iter().find(|k| k.id == id);
+            assert!(skip.is_none_or(|k| !k.reason.contains("no op events")), "{rel}: {id} {skip:?}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&xlens::report::render::json(&report)).unwrap();
+        let cats = json["comparison"]["categories"].as_array().unwrap();
+        assert!(cats.iter().any(|c| c["category"].as_str().is_some_and(|c| c.contains("Conv2D"))), "{rel}");
+        let serious: Vec<&str> =
+            report.findings.iter().filter(|f| f.severity <= Severity::P1).map(|f| f.id.as_str()).collect();
+        match rel.rsplit('_').next().unwrap() {
+            "warmup" => assert_eq!(serious, ["profile_during_warmup"], "{rel}"),
+            "bound" => {
+                assert_eq!(serious, ["input_starvation"], "{rel}");
+                assert!((report.findings[0].impact.pct_of_step - 55.5).abs() < 0.05, "{rel}");
+            }
+            _ => assert!(serious.is_empty(), "{rel}: {serious:?}"),
+        }
+        // The anatomy's busy time is the executor's.
+        let steps = host.steps().unwrap();
+        let windows: Vec<_> = steps.steps.iter().map(|s| (s.start, s.end())).collect();
+        let busy = xlens::roofline::FrameworkOpStats::executor_busy(host.space(), &windows).unwrap();
+        let anatomy = host.anatomy().unwrap();
+        let compute: i64 = anatomy.iter().map(|a| a.step_time.0 - a.idle.0 - a.host.0).sum();
+        assert_eq!(compute, busy.busy.iter().map(|b| b.0).sum::<i64>(), "{rel}");
+    }
+}

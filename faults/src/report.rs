@@ -96,16 +96,21 @@ pub struct ProfileInfo {
 /// One op among the slowest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SlowOp {
-    /// The program (`name(program_id)`) the op belongs to.
+    /// The program (`name(program_id)`) the op belongs to; on a capture without HLO, where
+    /// the ops are the framework's, `TensorFlow device ops` or `TensorFlow host ops`.
     pub program: String,
     /// Op (instruction) name.
     pub name: String,
-    /// Category.
+    /// Category (a framework op's type).
     pub category: String,
     /// Self time over the profile, in ms.
     pub self_time_ms: f64,
     /// Share of all ops' self time, in %.
     pub pct: f64,
+    /// A framework device op's distinct kernels (and copies) it launched; absent on every
+    /// other op.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<usize>,
 }
 
 /// The health snapshot: the numbers an engineer reads first. Absent figures are `null`.
@@ -364,7 +369,10 @@ pub struct Charts {
     pub step_series: Vec<StepSeries>,
     /// Category and self time (ms), largest first.
     pub categories_ms: Vec<(String, f64)>,
-    /// The op profile's slowest ops by self time (ops without inner ops).
+    /// The op profile's slowest ops by self time (ops without inner ops); on a GPU host
+    /// without HLO whose kernels name their TensorFlow op, its framework device ops instead
+    /// (the metrics' `slowest_ops`, program `TensorFlow device ops`), and on TensorFlow on the
+    /// CPU alone its host's framework ops (program `TensorFlow host ops`).
     pub top_ops: Vec<TopOp>,
     /// Top ops on the roofline.
     pub roofline: Vec<RooflineDot>,
@@ -383,10 +391,12 @@ pub struct Charts {
     #[serde(default)]
     pub framework_ops: Option<String>,
     /// The device's framework ops, slowest first (op type as category, % of the device's op
-    /// time, the first kernels they launched as program), with `framework_ops`.
+    /// time, the first kernels they launched as program), with `framework_ops`; empty when
+    /// they are the `top_ops`.
     #[serde(default)]
     pub device_framework_ops: Vec<TopOp>,
-    /// The host's framework ops (executor threads, `tf.data`), slowest first, with `framework_ops`.
+    /// The host's framework ops (executor threads, `tf.data`), slowest first, with
+    /// `framework_ops`; empty when they are the `top_ops` (TensorFlow on the CPU alone).
     #[serde(default)]
     pub host_framework_ops: Vec<TopOp>,
     /// The device memory of the HLO programs (every host's programs in a session).
@@ -729,18 +739,39 @@ fn pct(part: Picos, whole: Picos) -> Option<f64> {
 /// are its framework ops (the host's, the `tf.data` ones among them), in no HLO program.
 const EXECUTOR_PROGRAM: &str = "TensorFlow host ops";
 
+/// The program the slowest ops of a GPU capture without HLO name: they are the TensorFlow ops
+/// that launched its kernels, in no HLO program.
+const FRAMEWORK_DEVICE_PROGRAM: &str = "TensorFlow device ops";
+
+/// The framework op profile of a host whose slowest ops are its framework device ops: no HLO,
+/// and kernels that name the TensorFlow op that launched them ([`FrameworkOpStats::device`]
+/// not empty); `None` for every other host (JAX and XLA captures, CPU-only TensorFlow).
+fn device_framework_ops(host: &HostProfile) -> Option<&FrameworkOpStats> {
+    match host.framework_ops() {
+        Some(Ok(fw)) if !fw.device.is_empty() => Some(fw),
+        _ => None,
+    }
+}
+
+/// The framework op profile of a host whose device is TensorFlow's executor (TensorFlow on the
+/// CPU alone: no device plane, no HLO, host ops only), whose slowest ops are its host's
+/// framework ops; `None` for every other host.
+fn executor_framework_ops(host: &HostProfile) -> Option<&FrameworkOpStats> {
+    if host.space().planes().iter().any(|p| p.kind().is_device()) || !host.modules().is_empty() {
+        return None;
+    }
+    match host.framework_ops() {
+        Some(Ok(ops)) if ops.device_total == Picos::ZERO && !ops.host.is_empty() => Some(ops),
+        _ => None,
+    }
+}
+
 /// A host whose device is TensorFlow's executor: TensorFlow on the CPU alone (no device plane,
 /// no HLO), whose framework op table has host ops only. Its framework ops, the executor's busy
 /// time in each step ([`FrameworkOpStats::executor_busy`]) and the steps' summed time; `None`
 /// for every other host (JAX and XLA captures included) or without steps.
 fn executor_device(host: &HostProfile) -> Option<(&FrameworkOpStats, ExecutorBusy, Picos)> {
-    if host.space().planes().iter().any(|p| p.kind().is_device()) || !host.modules().is_empty() {
-        return None;
-    }
-    let ops = match host.framework_ops() {
-        Some(Ok(ops)) if ops.device_total == Picos::ZERO && !ops.host.is_empty() => ops,
-        _ => return None,
-    };
+    let ops = executor_framework_ops(host)?;
     let steps = host.steps().ok()?;
     if steps.steps.is_empty() {
         return None;
@@ -800,18 +831,44 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
                 category: o.category.clone(),
                 self_time_ms: o.self_time.as_ms_f64(),
                 pct: pct(o.self_time, op_time).unwrap_or(0.0),
+                kernels: None,
+            })
+            .collect();
+    }
+    // A GPU capture without HLO whose kernels name their TensorFlow op: the slowest ops are
+    // those framework ops (XProf's framework-op statistics), not the kernels they launched.
+    if let Some(fw) = device_framework_ops(host) {
+        m.slowest_ops = fw
+            .device
+            .iter()
+            .take(5)
+            .map(|o| SlowOp {
+                program: FRAMEWORK_DEVICE_PROGRAM.to_owned(),
+                name: o.name.clone(),
+                category: o.op_type.clone(),
+                self_time_ms: o.self_time.as_ms_f64(),
+                pct: 100.0 * fw.share_of_ops(o),
+                kernels: Some(o.kernels.len()),
             })
             .collect();
     }
     // TensorFlow on the CPU alone: the executor's threads are the device (as the host's XLA ops
-    // are in a JAX CPU capture). Busy is the time they ran ops in the steps; the rest of the
+    // are in a JAX CPU capture). Their ops are the op timeline the step anatomy above reads
+    // (busy: the time they ran ops in the steps; the rest split into the step loop's host work
+    // and idle). Where that timeline is not theirs, busy is still theirs and the rest of the
     // step the device waits on the rest of the host (the Python loop, the input pipeline).
-    if let Some((ops, busy, total)) = executor_device(host) {
+    if host.host_ops().source != xlens_roofline::OpSource::TfExecutor
+        && let Some((_, busy, total)) = executor_device(host)
+    {
         let busy: Picos = busy.busy.iter().copied().sum::<Picos>().min(total);
         let idle = total.saturating_sub(busy);
         m.device_busy_pct = pct(busy, total);
         m.idle_pct = pct(idle, total);
         m.host_wait_pct = pct(idle, total);
+    }
+    // Its slowest ops are the host's framework ops (the `tf.data` ones among them), with or
+    // without steps: its op timeline holds the executor's ops only.
+    if let Some(ops) = executor_framework_ops(host) {
         m.slowest_ops = ops
             .host
             .iter()
@@ -822,6 +879,7 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
                 category: o.op_type.clone(),
                 self_time_ms: o.self_time.as_ms_f64(),
                 pct: 100.0 * ops.share_of_ops(o),
+                kernels: None,
             })
             .collect();
     }
@@ -879,6 +937,28 @@ fn charts(host: &HostProfile, page: bool) -> Charts {
     }
     if let Some(Ok(fw)) = host.framework_ops() {
         framework_charts(&mut c, fw);
+    }
+    // The slowest ops of a GPU capture without HLO are its framework device ops (as in the
+    // text and the JSON): they move from the framework section to the op table.
+    if device_framework_ops(host).is_some() {
+        c.top_ops = std::mem::take(&mut c.device_framework_ops)
+            .into_iter()
+            .map(|o| TopOp { program: FRAMEWORK_DEVICE_PROGRAM.to_owned(), ..o })
+            .collect();
+        if let Some(note) = &mut c.framework_ops {
+            note.push_str(" The host's are listed here, the device's in the slowest ops below.");
+        }
+    }
+    // Likewise the host's framework ops on TensorFlow on the CPU alone, whose device is the
+    // executor: its op profile holds the executor's ops only, the `tf.data` ones not.
+    if executor_framework_ops(host).is_some() {
+        c.top_ops = std::mem::take(&mut c.host_framework_ops)
+            .into_iter()
+            .map(|o| TopOp { program: EXECUTOR_PROGRAM.to_owned(), ..o })
+            .collect();
+        if let Some(note) = &mut c.framework_ops {
+            note.push_str(" They are the slowest ops below (the executor's ops and the input pipeline's).");
+        }
     }
     c
 }

@@ -56,7 +56,8 @@ pub fn is_collective(category: &str) -> bool {
 }
 
 /// The class of an op from its XProf category (TPU `hlo_category`, or the HLO category of a
-/// CPU/GPU op).
+/// CPU/GPU op), or from its TensorFlow op type (CPU-only TensorFlow: matrix products and
+/// convolutions are matmul, transposes and reshapes data formatting).
 pub fn class_of(category: &str) -> TimeClass {
     match category {
         "infeed" | "outfeed" => TimeClass::InfeedOutfeed,
@@ -73,6 +74,11 @@ pub fn class_of(category: &str) -> TimeClass {
             TimeClass::Matmul
         }
         c if is_collective(c) => TimeClass::CollectiveExposed,
+        // TensorFlow op types (the categories of a CPU-only TensorFlow capture's executor ops).
+        c if crate::framework_ops::is_tf_matrix_op_type(c) => TimeClass::Matmul,
+        "Transpose" | "ConjugateTranspose" | "Reshape" | "Squeeze" | "ExpandDims" | "_MklTranspose" => {
+            TimeClass::DataFormatting
+        }
         _ => TimeClass::Vector,
     }
 }

@@ -272,7 +272,7 @@ impl FrameworkOpStats {
         let Some(plane) = space.planes().iter().find(|p| p.name() == names::plane::HOST_CPU) else {
             return Ok(out);
         };
-        let is_op = plane.metadata_mask(|m| parse_tf_op(m.name()).category == Category::TensorFlow);
+        let is_op = plane.metadata_mask(|m| executor_op(m.name()).is_some());
         let mut spans: Vec<Span> = Vec::new();
         for line in plane.lines().iter().filter(|l| l.name().starts_with(TF_EXECUTOR_THREAD)) {
             let before = spans.len();
@@ -292,6 +292,31 @@ impl FrameworkOpStats {
         }
         Ok(out)
     }
+}
+
+/// The TensorFlow op (name and type) an executor thread's event runs, when its name is one
+/// (`model/dense/MatMul:MatMul`, XProf's `TensorFlow` category): the ops of
+/// [`FrameworkOpStats::executor_busy`] and of the op timeline of a CPU-only TensorFlow capture.
+pub(crate) fn executor_op(full: &str) -> Option<(&str, &str)> {
+    let (name, op_type) = full.split_once(':')?;
+    let op = parse_tf_op(full);
+    (op.category == Category::TensorFlow && op.name == name).then(|| {
+        // A name without a type takes the one XProf derives from its last scope.
+        if op_type.is_empty() { (name, derive_op_type(name)) } else { (name, op_type) }
+    })
+}
+
+/// Whether a TensorFlow op type multiplies matrices: matrix products and convolutions, their
+/// gradients, and the fused and oneDNN (`_Mkl…`) forms of them (the step anatomy's matmul
+/// class, as XLA's dots and convolutions are).
+pub(crate) fn is_tf_matrix_op_type(t: &str) -> bool {
+    is_tf_op_type(t)
+        && (t.contains("MatMul")
+            || t.contains("Conv1D")
+            || t.contains("Conv2D")
+            || t.contains("Conv3D")
+            || t.contains("DepthwiseConv")
+            || t.ends_with("Einsum"))
 }
 
 /// Sorts ops as XProf does: self time, longest first, then name.

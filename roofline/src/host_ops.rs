@@ -123,6 +123,9 @@ pub struct HostOps {
     /// Memset kernels that carry another op's `hlo_op` (cuBLAS zeroes a workspace before each
     /// GEMM launched on its own), by program and op name: launches, not executions, of that op.
     memsets: BTreeMap<(Option<u64>, u32), u64>,
+    /// The TensorFlow op type of each op name ([`HostOps::names`] index) of a
+    /// [`OpSource::TfExecutor`] table (`MatMul`, `Conv2DBackpropFilter`, ...); empty otherwise.
+    pub op_types: BTreeMap<u32, String>,
 }
 
 impl HostOps {
@@ -273,6 +276,12 @@ impl HostOps {
             first = end;
         }
         out.names = names.names;
+        if out.source == OpSource::HostThreads && out.lines.is_empty() {
+            let executor = read_executor_ops(space, &mut out);
+            if error.is_none() {
+                error = executor.err();
+            }
+        }
         (out, error)
     }
 
@@ -676,6 +685,12 @@ pub enum OpSource {
     HostThreads,
     /// Kernels and memory copies of GPU stream lines.
     GpuStreams,
+    /// TensorFlow ops (events named `name:Type`) of the TensorFlow executor's host threads
+    /// (`tf_Compute…`) of a capture with no device plane and no `hlo_op` event (TensorFlow on
+    /// the CPU alone, without XLA): those threads do the device's work, as the host threads
+    /// that run XLA ops do in a JAX CPU capture. Each op is named by its TensorFlow op name and
+    /// has its op type in [`HostOps::op_types`]; ops nest (a function call around its ops).
+    TfExecutor,
 }
 
 /// One run of a line as read, with the shared interners' indices of its own names and contexts.
@@ -745,6 +760,65 @@ fn read_longest_first(jobs: Vec<Job<'_>>) -> Vec<LineOps> {
     });
     // The scope returns once every job has filled its slot.
     read.into_iter().flatten().collect()
+}
+
+/// The TensorFlow executor's ops ([`OpSource::TfExecutor`]) of a space with no device plane
+/// whose host threads ran no XLA op, into `out` (left as it is otherwise): each executor
+/// thread's op events in file order, named by their TensorFlow op, one context (no program,
+/// core 0). The ops are those [`crate::FrameworkOpStats::executor_busy`] measures, so the op
+/// timeline and the executor's busy time are one set of events. An event that fails to decode
+/// ends its line (the ops before it kept, the other lines read), as everywhere else; the first
+/// such error is returned.
+fn read_executor_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<()> {
+    if space.planes().iter().any(|p| p.kind().is_device()) || !crate::FrameworkOpStats::applies(space) {
+        return Ok(());
+    }
+    let Some(plane) = space.host_threads() else { return Ok(()) };
+    let is_op = plane.metadata_mask(|m| crate::framework_ops::executor_op(m.name()).is_some());
+    let mut interned: HashMap<String, u32> = out.names.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect();
+    let mut by_metadata: HashMap<i64, u32> = HashMap::new();
+    let context = out.contexts.len() as u32;
+    let lines = plane.lines().iter().filter(|l| l.name().starts_with(crate::framework_ops::TF_EXECUTOR_THREAD));
+    let mut error = None;
+    for line in lines {
+        let mut ops: Vec<HostOp> = Vec::new();
+        for ev in line.events(plane) {
+            let ev = match ev {
+                Ok(ev) => ev,
+                Err(e) => {
+                    error.get_or_insert(e);
+                    break;
+                }
+            };
+            if !is_op.contains(&ev) {
+                continue;
+            }
+            let name = match by_metadata.get(&ev.metadata_id().0) {
+                Some(&n) => n,
+                None => {
+                    let Some((name, op_type)) = crate::framework_ops::executor_op(ev.name()) else { continue };
+                    let n = *interned.entry(name.to_owned()).or_insert_with(|| {
+                        out.names.push(name.to_owned());
+                        out.names.len() as u32 - 1
+                    });
+                    out.op_types.entry(n).or_insert_with(|| op_type.to_owned());
+                    by_metadata.insert(ev.metadata_id().0, n);
+                    n
+                }
+            };
+            ops.push(HostOp { start: ev.start(), end: ev.end(), name, context });
+        }
+        if ops.is_empty() {
+            continue;
+        }
+        out.offsets.push(out.offsets[out.offsets.len() - 1] + ops.len());
+        out.lines.push(LineTable { line: LineRef { plane: plane.index(), line: line.index() }, ops });
+    }
+    if !out.lines.is_empty() {
+        out.contexts.push(OpContext::default());
+        out.source = OpSource::TfExecutor;
+    }
+    error.map_or(Ok(()), Err)
 }
 
 /// Runs per worker the host-thread and stream lines are cut into, by their bytes.

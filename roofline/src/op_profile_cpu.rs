@@ -186,10 +186,20 @@ impl OpProfile {
                         DROPPED
                     } else {
                         let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
-                        profile.programs.entry(program).or_insert_with(|| format!("{module_name}({program})"));
+                        profile.programs.entry(program).or_insert_with(|| {
+                            if host_ops.source == crate::OpSource::TfExecutor {
+                                // No program: the TensorFlow executor ran the ops.
+                                "TensorFlow executor".to_owned()
+                            } else {
+                                format!("{module_name}({program})")
+                            }
+                        });
                         let module = by_program.get(&program).copied();
                         let mut stats_of = new_op(program, host_ops.name(op), module);
-                        if gpu && module.is_none() {
+                        if let Some(op_type) = host_ops.op_types.get(&op.name) {
+                            // A TensorFlow executor op: its type is its category.
+                            stats_of.category.clone_from(op_type);
+                        } else if gpu && module.is_none() {
                             stats_of.category =
                                 crate::gpu::unattributed_category(&stats_of.name).unwrap_or("unknown").to_owned();
                         } else if gpu && !attributed {

@@ -421,3 +421,39 @@ fn executor_busy_per_step_is_xprofs_host_compute_time() {
         }
     }
 }
+
+/// TensorFlow on the CPU alone: the op timeline (`HostOps`, what the step anatomy, the op
+/// profile and the detectors read) is the executor threads' TensorFlow ops, the events
+/// `executor_busy` measures. Every op of the op profile built on it is a host row of XProf's
+/// framework-op statistics: the same name, its type as category, the same total time, and (self
+/// time less its nested ops on the thread) the same self time.
+#[test]
+fn cpu_only_tf_op_timeline_is_the_executors_framework_ops() {
+    use xlens_roofline::{HostOps, OpProfile, OpSource};
+    for name in ["tf_cpu_keras_steady", "tf_cpu_keras_input_bound", "tf_cpu_keras_warmup"] {
+        let dir = testdata().join("field").join(name);
+        let session = xlens_testkit::open_session(&dir).unwrap();
+        let space = session.hosts()[0].space();
+        let ops = HostOps::read(space).unwrap();
+        assert_eq!(ops.source, OpSource::TfExecutor, "{name}");
+        let profile = OpProfile::from_host_ops(&ops, &[]);
+        assert!(!profile.ops.is_empty(), "{name}");
+        let rows = xprof_rows(&dir, "tool_framework_op_stats.json");
+        let mut self_differs = Vec::new();
+        for op in &profile.ops {
+            let row = rows
+                .iter()
+                .find(|r| r["operation"] == op.name.as_str() && r["type"] == op.category.as_str())
+                .unwrap_or_else(|| panic!("{name}: {} ({}) is no XProf row", op.name, op.category));
+            let us = |k: &str| row[k].as_f64().unwrap();
+            // XProf also counts the events that name the op by a `tf_op` stat (its memory
+            // allocations, of no duration) as executions of it.
+            assert!(op.occurrences as f64 <= us("occurrences"), "{name}: {}", op.name);
+            assert!((op.time.as_us_f64() - us("total_time")).abs() < 1e-3, "{name}: {}", op.name);
+            if (op.self_time.as_us_f64() - us("total_self_time")).abs() >= 1e-3 {
+                self_differs.push(op.name.clone());
+            }
+        }
+        assert!(self_differs.is_empty(), "{name}: self time differs: {self_differs:?}");
+    }
+}

@@ -121,6 +121,7 @@ fn first_device_busy(host: &HostProfile) -> (String, Vec<Span>) {
     let device = match ops.source {
         xlens_roofline::OpSource::GpuStreams => format!("/device:GPU:{first}"),
         xlens_roofline::OpSource::HostThreads => format!("device {first}"),
+        xlens_roofline::OpSource::TfExecutor => "the TensorFlow executor threads".to_owned(),
     };
     (device, evidence::union(spans))
 }

@@ -282,7 +282,10 @@ fn slowest_ops(s: &mut String, m: &Metrics) {
                 clip(&op.category, 24),
                 op.self_time_ms,
                 op.pct,
-                op.program
+                match op.kernels {
+                    Some(n) => format!("{} ({n} kernel{})", op.program, if n == 1 { "" } else { "s" }),
+                    None => op.program.clone(),
+                }
             ),
         );
     }
