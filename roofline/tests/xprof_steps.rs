@@ -149,3 +149,18 @@ fn pytorch_xla_step_times_match_xprof_step_trace() {
         assert!((stats.mean_ms - mean).abs() <= 1e-4, "{variant}: {} vs {mean}", stats.mean_ms);
     }
 }
+
+/// On PyTorch/XLA the steps stay XProf's (the markers), but the base of a share of the step is
+/// the loop's period: the input-bound loop's 5.8 ms markers are ~51 ms apart (the DataLoader runs
+/// between them); the steady loop's markers are back to back.
+#[test]
+fn pytorch_xla_shares_are_of_the_loop_period() {
+    for (variant, lo, hi) in [("input_bound", 45.0, 60.0), ("steady", 15.3, 16.0)] {
+        let dir = testdata().join(format!("field/ptxla_cpu_{variant}"));
+        let profile = xlens_roofline::Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
+        let host = &profile.hosts()[0];
+        let period = host.step_ms().unwrap();
+        assert!((lo..hi).contains(&period), "{variant}: {period}");
+        assert!(period >= host.steps().unwrap().stats().unwrap().mean_ms, "{variant}");
+    }
+}
