@@ -479,8 +479,12 @@ fn torch_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
         out.outside[i] = gap.end - gap.start;
         reach = Some(reach.map_or(hi, |r| r.max(hi)));
     }
-    let spans: Vec<Span> = steps.steps.iter().map(|s| Span::new(s.start, s.end())).collect();
-    let in_a_step = |ev: &xlens_xplane::Event<'_>| spans.iter().any(|s| s.start <= ev.start() && ev.start() < s.end);
+    // The steps' union, searched by start: a capture of many steps and copies stays linear-log.
+    let spans = evidence::union(steps.steps.iter().map(|s| Span::new(s.start, s.end())).collect());
+    let in_a_step = |ev: &xlens_xplane::Event<'_>| {
+        let at = spans.partition_point(|s| s.start <= ev.start());
+        at > 0 && ev.start() < spans[at - 1].end
+    };
     for ev in inputs.into_iter().filter(|ev| in_a_step(ev)) {
         let entry = out.by_name.entry(ev.name()).or_default();
         entry.0 += ev.duration();
