@@ -420,6 +420,11 @@ mod tests {
         assert!(run_on("recompilation", &testdata("field/ptxla_cpu_warmup")).is_empty());
         let warmup = run_on("profile_during_warmup", &testdata("field/ptxla_cpu_warmup"));
         assert_eq!(warmup.len(), 1, "{warmup:#?}");
+        let text: Vec<String> = warmup[0].evidence.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|t| t.starts_with("the next step(s) compile too") && t.contains("train_step 1")),
+            "{text:#?}"
+        );
     }
 
     /// The warm-up run: the leading compiling steps, only when a step without a compile follows.
