@@ -117,6 +117,11 @@ const KPI_STEP_TIME_IS_NOT_THE_STEP_TRACE: &[&str] = &[
     "profile_during_warmup",
     "recompile_between_steps",
     "barrier_in_loop_baseline_twice_b",
+    // torch_xla's captures: more than five host steps, so XProf's overview drops the first and
+    // last (the 1.8 s warm-up step of `ptxla_cpu_warmup` among them); on `ptxla_cpu_input_bound`
+    // that moves its 5.77 ms mean by less than the KPI's one printed decimal.
+    "ptxla_cpu_steady",
+    "ptxla_cpu_warmup",
 ];
 
 /// XProf's mean step time (`get_step_trace`'s `summary.step_time_ms_average`, 4 decimals).
@@ -153,7 +158,9 @@ fn kpis_match_xprof() {
                 // XProf's KPI disagrees with its own step trace here; ours is the step trace's.
                 let trace = step_trace_average(&dir);
                 assert!((step - trace).abs() > half, "{what}: XProf's KPI agrees with its step trace now");
-                assert!((mean - trace).abs() <= 5e-5, "{what}: step {mean} vs XProf's step trace {trace}");
+                // The trace's mean is of its 4-decimal step times, printed to 4 decimals: up to 1e-4
+                // from the exact mean (15.308863 prints as 15.3088 on `ptxla_cpu_steady`).
+                assert!((mean - trace).abs() <= 1e-4, "{what}: step {mean} vs XProf's step trace {trace}");
             } else {
                 assert!((mean - step).abs() <= half, "{what}: step {mean} vs {step}");
             }

@@ -303,9 +303,20 @@ impl HostProfile {
         })
     }
 
-    /// The mean step time in ms, when there are steps.
+    /// The mean step time in ms, when there are steps: the base of every "share of the step".
+    ///
+    /// On a PyTorch/XLA capture with host step markers it is the training loop's period: each
+    /// step with the host time before the next step's marker. PyTorch/XLA's loop fetches the
+    /// next batch outside `xp.StepTrace`, and `xm.mark_step()` returns before the step's graph has
+    /// run, so the step's device work may run after its marker: the marker alone (XProf's step,
+    /// which [`HostProfile::steps`] keeps) is not what a share of the step means there.
     pub fn step_ms(&self) -> Option<f64> {
-        self.steps().ok()?.stats().map(|s| s.mean_ms)
+        let steps = self.steps().ok()?;
+        let mean = steps.stats().map(|s| s.mean_ms)?;
+        if self.framework().name == crate::Framework::PyTorchXla && steps.source == crate::StepSource::HostMarkers {
+            return Some(loop_period_ms(steps).max(mean));
+        }
+        Some(mean)
     }
 
     /// The op profile: TPU op lines when present, else host-thread op events joined with HLO.
@@ -693,6 +704,17 @@ pub fn op_analyses(space: &Space) -> Result<(Steps, OpProfile, Vec<StepAnatomy>)
     let profile = op_profile_of(space, || Ok::<_, Error>(&timeline), || Ok(&host_ops), || &modules)?;
     let anatomy = anatomy_of(space, &steps, || Ok::<_, Error>(&timeline), || Ok(&profile), || Ok(&host_ops))?;
     Ok((steps, profile, anatomy))
+}
+
+/// The mean period of host-marker steps in ms: from the first step's start to the last one's end,
+/// over the steps (each step with the gap before the next step's start; none after the last).
+fn loop_period_ms(steps: &Steps) -> f64 {
+    let first = steps.steps.iter().map(|s| s.start).min();
+    let last = steps.steps.iter().map(|s| s.end()).max();
+    match (first, last) {
+        (Some(first), Some(last)) => (last - first).as_ms_f64() / steps.steps.len() as f64,
+        _ => 0.0,
+    }
 }
 
 /// The framework op profile of a decoded space without HLO, as

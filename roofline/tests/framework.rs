@@ -1,7 +1,8 @@
 //! The framework of every capture in `testdata/` (and `../shared/real` when present): the
-//! TensorFlow captures read as TensorFlow, with XLA only for `jit_compile=True`, every other capture (JAX on CPU, GPU and
-//! TPU, real or shaped by the testkit after JAX's captures) as JAX, each with the names that say
-//! so. `XLENS_FRAMEWORK_DIRS` may name more capture folders, `dir=framework` separated by `;`,
+//! TensorFlow captures read as TensorFlow, with XLA only for `jit_compile=True`, the PyTorch/XLA
+//! captures (`field/ptxla_*`, torch_xla 2.8 on CPU) as PyTorch/XLA, every other capture (JAX on
+//! CPU, GPU and TPU, real or shaped by the testkit after JAX's captures) as JAX, each with the
+//! names that say so. `XLENS_FRAMEWORK_DIRS` may name more capture folders, `dir=framework` separated by `;`,
 //! to check captures that cannot be committed.
 
 mod common;
@@ -33,10 +34,17 @@ fn capture_dirs(root: &Path) -> Vec<PathBuf> {
 }
 
 /// What each capture must read as: TensorFlow for the TensorFlow captures (named `tf_…`; with
-/// XLA where the name ends in `_xla`, `jit_compile=True`), JAX for all others.
+/// XLA where the name ends in `_xla`, `jit_compile=True`), PyTorch/XLA for `ptxla_…`, JAX for
+/// all others.
 fn expected(dir: &Path) -> (Framework, bool) {
     let name = dir.file_name().unwrap().to_string_lossy();
-    if name.starts_with("tf_") { (Framework::TensorFlow, name.ends_with("_xla")) } else { (Framework::Jax, true) }
+    if name.starts_with("tf_") {
+        (Framework::TensorFlow, name.ends_with("_xla"))
+    } else if name.starts_with("ptxla_") {
+        (Framework::PyTorchXla, true)
+    } else {
+        (Framework::Jax, true)
+    }
 }
 
 fn check(dir: &Path, want: Framework, want_xla: Option<bool>) {
@@ -56,13 +64,31 @@ fn every_capture_reads_as_its_framework() {
     let mut dirs = capture_dirs(&common::testdata());
     dirs.extend(capture_dirs(&common::testdata().join("../../shared/real")));
     assert!(dirs.len() >= 60, "{} captures", dirs.len());
-    let mut tensorflow = 0;
+    let (mut tensorflow, mut torch) = (0, 0);
     for dir in &dirs {
         let (want, xla) = expected(dir);
         tensorflow += usize::from(want == Framework::TensorFlow);
+        torch += usize::from(want == Framework::PyTorchXla);
         check(dir, want, Some(xla));
     }
     assert!(tensorflow >= 5, "{tensorflow} TensorFlow captures");
+    assert!(torch >= 3, "{torch} PyTorch/XLA captures");
+}
+
+/// The real PyTorch/XLA captures name what the synthetic rules assumed: the graphs
+/// `xm.mark_step()` cuts (`SyncTensorsGraph.<n>`) and the runtime's `PjRtComputationClient::…`
+/// TraceMes, on the training thread, with XLA:CPU's `tf_XLAEigen` threads running the ops (no
+/// TensorFlow executor, so no TensorFlow sign may win).
+#[test]
+fn real_pytorch_xla_captures_name_their_graphs_and_runtime() {
+    for variant in ["steady", "warmup", "input_bound"] {
+        let dir = common::testdata().join(format!("field/ptxla_cpu_{variant}"));
+        let profile = Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
+        let f = profile.hosts()[0].framework();
+        assert_eq!((f.name, f.xla), (Framework::PyTorchXla, true), "{variant}: {f:?}");
+        assert!(f.evidence.contains("SyncTensorsGraph."), "{variant}: {}", f.evidence);
+        assert!(f.evidence.contains("PjRtComputationClient::"), "{variant}: {}", f.evidence);
+    }
 }
 
 /// Captures outside the repository (`XLENS_FRAMEWORK_DIRS="dir=tensorflow;dir2=jax"`).

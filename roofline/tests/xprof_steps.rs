@@ -123,3 +123,44 @@ fn variance_verdicts_on_real_traces() {
     assert_eq!(v("real/profile_during_warmup"), StepVariance::Outliers(vec![0]));
     assert!(matches!(v("tpu/tpu_basic"), StepVariance::Flat));
 }
+
+/// The real PyTorch/XLA captures (torch_xla 2.8 on CPU): the `xp.StepTrace` markers are XProf's
+/// steps, by name and duration, warm-up steps of 1.8 s included.
+#[test]
+fn pytorch_xla_step_times_match_xprof_step_trace() {
+    for variant in ["steady", "warmup", "input_bound"] {
+        let dir = testdata().join(format!("field/ptxla_cpu_{variant}"));
+        let text = std::fs::read_to_string(dir.join("xprof/get_step_trace.json")).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let rows = doc["output"]["step_breakdown"].as_array().unwrap();
+        let ours = steps(&dir);
+        let names: Vec<&str> = rows.iter().map(|r| r["step_num"].as_str().unwrap()).collect();
+        let ours_names: Vec<&str> = ours.steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(ours_names, names, "{variant}");
+        assert!(names.iter().all(|n| n.starts_with("train_step ")), "{variant}: {names:?}");
+        for (row, step) in rows.iter().zip(&ours.steps) {
+            let theirs = row["step_time_ms"].as_f64().unwrap();
+            assert!((step.duration.as_ms_f64() - theirs).abs() <= 0.5e-4, "{variant} {}", step.name);
+        }
+        let stats = ours.stats().unwrap();
+        let summary = &doc["output"]["summary"];
+        // The CLI prints 0.1 us; its mean is of the rounded step times.
+        let mean = summary["step_time_ms_average"].as_f64().unwrap();
+        assert!((stats.mean_ms - mean).abs() <= 1e-4, "{variant}: {} vs {mean}", stats.mean_ms);
+    }
+}
+
+/// On PyTorch/XLA the steps stay XProf's (the markers), but the base of a share of the step is
+/// the loop's period: the input-bound loop's 5.8 ms markers are ~51 ms apart (the DataLoader runs
+/// between them); the steady loop's markers are back to back.
+#[test]
+fn pytorch_xla_shares_are_of_the_loop_period() {
+    for (variant, lo, hi) in [("input_bound", 45.0, 60.0), ("steady", 15.3, 16.0)] {
+        let dir = testdata().join(format!("field/ptxla_cpu_{variant}"));
+        let profile = xlens_roofline::Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
+        let host = &profile.hosts()[0];
+        let period = host.step_ms().unwrap();
+        assert!((lo..hi).contains(&period), "{variant}: {period}");
+        assert!(period >= host.steps().unwrap().stats().unwrap().mean_ms, "{variant}");
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use xlens_roofline::{InputPipeline, Span, StepSource, Steps};
+use xlens_roofline::{Framework, InputPipeline, Span, StepSource, Steps};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -32,7 +32,11 @@ const META: DetectorMeta = DetectorMeta {
                   (`IteratorGetNext`) and the copies in while the device runs nothing of the step, measured with \
                   XProf's step-event priorities. Host-run programs (XLA:CPU): the host phase at the start of each \
                   step before the first op or program dispatch, during which the device has nothing to run (e.g. a \
-                  `data_loader` TraceMe on the training thread).",
+                  `data_loader` TraceMe on the training thread). PyTorch/XLA captures: the host-to-device copies \
+                  (`TransferToDevice`) and input events inside each step, plus the host time between one step \
+                  marker and the next while the device runs nothing (the `for batch in loader` of the training loop \
+                  fetches the next batch there, outside `xp.StepTrace`); the host phase before a step's first op is \
+                  PyTorch/XLA tracing the model lazily, not input.",
         why: "While the input pipeline runs on the critical path the accelerator idles: the step is as slow as \
               the loader, and faster hardware or better kernels do not help. XProf calls a profile MODERATELY \
               input-bound from 5 % of the step and HIGHLY input-bound from 20 %.",
@@ -117,6 +121,10 @@ struct InputWaits<'a> {
     longest: Vec<xlens_xplane::Event<'a>>,
     /// Extra evidence of the path taken.
     notes: Vec<Evidence>,
+    /// Per step: the time before it and outside every step (PyTorch/XLA's loop between step
+    /// markers), part of the loop's period; the input share is of the steps and this time
+    /// together.
+    outside: Vec<Picos>,
 }
 
 /// Host-marker steps (XLA:CPU and other host-run programs): the leading host phase of each step.
@@ -169,7 +177,13 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         })
         .collect();
     let (dispatches, mut events) = marker_line_events(host, plane, &windows, &reach_by_window);
-    let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
+    let mut out = InputWaits {
+        per_step: Vec::new(),
+        by_name: BTreeMap::new(),
+        longest: Vec::new(),
+        notes: Vec::new(),
+        outside: Vec::new(),
+    };
     let mut first_op_gaps = Vec::new();
     // Each step's input phase, from its start to its first dispatch or op.
     let mut phases: Vec<(Picos, Picos)> = Vec::new();
@@ -295,7 +309,13 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
     input_events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
     let union = evidence::union(input_events.iter().map(|e| Span::new(e.start(), e.end())).collect());
     let has_infeed_op = host.op_profile().is_ok_and(|p| p.ops.iter().any(|o| o.category == "infeed"));
-    let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
+    let mut out = InputWaits {
+        per_step: Vec::new(),
+        by_name: BTreeMap::new(),
+        longest: Vec::new(),
+        notes: Vec::new(),
+        outside: Vec::new(),
+    };
     let mut relabelled = Picos::ZERO;
     for step in &steps.steps {
         let Some(b) = step.tpu_breakdown() else {
@@ -357,7 +377,13 @@ fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> 
         .iter()
         .flat_map(|s| [(s.group.to_string(), s.input_wait()), (s.name.clone(), s.input_wait())])
         .collect();
-    let mut out = InputWaits { per_step: Vec::new(), by_name: BTreeMap::new(), longest: Vec::new(), notes: Vec::new() };
+    let mut out = InputWaits {
+        per_step: Vec::new(),
+        by_name: BTreeMap::new(),
+        longest: Vec::new(),
+        notes: Vec::new(),
+        outside: Vec::new(),
+    };
     out.per_step = steps.steps.iter().map(|s| by_group.get(&s.name).copied().unwrap_or(Picos::ZERO)).collect();
     let spans: Vec<Span> = input.steps.iter().map(|s| s.span).collect();
     for ev in evidence::host_events(host, |n| n.to_ascii_lowercase().starts_with("iteratorgetnext")) {
@@ -393,6 +419,101 @@ fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> 
             stage.self_time.as_ms_f64()
         )));
     }
+    out
+}
+
+/// Where the steps come from on a PyTorch/XLA capture.
+const TORCH_SOURCE: &str = "PyTorch/XLA step markers (input copies in each step, the loop between steps)";
+
+/// What the wait between PyTorch/XLA steps goes under: no event marks it (the Python tracer is
+/// off by default), it is the host outside every step marker with the device idle.
+const BETWEEN_STEPS: &str = "the loop between step markers (its next batch)";
+
+/// PyTorch/XLA's input inside a step: the input events, and its runtime's host-to-device copies
+/// (`PjRtComputationClient::TransferToDevice`, a batch moved with `.to(device)`).
+fn is_torch_input_event(name: &str) -> bool {
+    is_input_event(name) || name.contains("TransferToDevice")
+}
+
+/// PyTorch/XLA step markers: per step, the input events and copies inside it, plus the time
+/// since the previous step's end during which the device ran nothing.
+///
+/// PyTorch/XLA records the model's ops lazily: the host phase before a step's first op is the
+/// model traced into a graph (cut and dispatched by `xm.mark_step()` when `xp.StepTrace`
+/// exits), not input, so the leading-phase rule of [`host_waits`] does not apply. Its training
+/// loop is `for batch in loader:` around `with xp.StepTrace(...)`, so the loader's `next()` runs
+/// between two step markers; what the device does not cover of that gap (it may still run the
+/// step just dispatched) is the loop waiting for its next batch.
+fn torch_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
+    let ops = evidence::union(host.host_ops().iter().map(|o| Span::new(o.start, o.end)).collect());
+    let mut inputs: Vec<xlens_xplane::Event<'a>> = evidence::host_events(host, is_torch_input_event).collect();
+    inputs.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
+    let input_union = evidence::union(inputs.iter().map(|e| Span::new(e.start(), e.end())).collect());
+    let n = steps.steps.len();
+    let mut out = InputWaits {
+        per_step: vec![Picos::ZERO; n],
+        by_name: BTreeMap::new(),
+        longest: Vec::new(),
+        notes: Vec::new(),
+        outside: vec![Picos::ZERO; n],
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (steps.steps[i].start, i));
+    let mut reach: Option<Picos> = None;
+    let (mut inside_total, mut idle_total, mut gaps) = (Picos::ZERO, Picos::ZERO, 0usize);
+    for &i in &order {
+        let step = &steps.steps[i];
+        let (lo, hi) = (step.start, step.end());
+        let inside = evidence::covered(&input_union, lo, hi);
+        let gap = match reach {
+            Some(prev) if prev < lo => Span::new(prev, lo),
+            _ => Span::new(lo, lo),
+        };
+        let idle_before = (gap.end - gap.start) - evidence::covered(&ops, gap.start, gap.end);
+        if idle_before.0 > 0 {
+            gaps += 1;
+        }
+        inside_total += inside;
+        idle_total += idle_before;
+        out.per_step[i] = inside + idle_before;
+        out.outside[i] = gap.end - gap.start;
+        reach = Some(reach.map_or(hi, |r| r.max(hi)));
+    }
+    // The steps' union, searched by start: a capture of many steps and copies stays linear-log.
+    let spans = evidence::union(steps.steps.iter().map(|s| Span::new(s.start, s.end())).collect());
+    let in_a_step = |ev: &xlens_xplane::Event<'_>| {
+        let at = spans.partition_point(|s| s.start <= ev.start());
+        at > 0 && ev.start() < spans[at - 1].end
+    };
+    for ev in inputs.into_iter().filter(|ev| in_a_step(ev)) {
+        let entry = out.by_name.entry(ev.name()).or_default();
+        entry.0 += ev.duration();
+        entry.1 += 1;
+        out.longest.push(ev);
+    }
+    if idle_total.0 > 0 {
+        out.by_name.insert(BETWEEN_STEPS, (idle_total, gaps));
+    }
+    let between: Picos = out.outside.iter().copied().sum();
+    let per = TimeBase::of(host).per();
+    out.notes.push(Evidence::metric(
+        "time_between_steps",
+        format!("host time between step markers {per}"),
+        between.as_ms_f64() / n.max(1) as f64,
+        "ms",
+    ));
+    out.notes.push(Evidence::metric(
+        "idle_between_steps",
+        format!("host time between step markers with the device idle {per}"),
+        idle_total.as_ms_f64() / n.max(1) as f64,
+        "ms",
+    ));
+    out.notes.push(Evidence::metric(
+        "input_in_steps",
+        format!("host-to-device copies and input events inside the steps {per}"),
+        inside_total.as_ms_f64() / n.max(1) as f64,
+        "ms",
+    ));
     out
 }
 
@@ -438,6 +559,8 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
     } else if let Some(input) = input {
         let source = if input.steps.iter().all(|s| s.host_counted_by_xprof) { TF_HOST_SOURCE } else { TF_SOURCE };
         (tf_waits(host, steps, &input), source)
+    } else if host.framework().name == Framework::PyTorchXla {
+        (torch_waits(host, steps), TORCH_SOURCE)
     } else {
         let waits =
             host_waits(host, steps).ok_or_else(|| Skip::because("the profile has no op events on its host threads"))?;
@@ -458,7 +581,8 @@ struct Score {
 fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Score> {
     let t = &config.thresholds.input_starvation;
     let (steps, waits) = (m.steps, &m.waits);
-    let total_step: Picos = steps.steps.iter().map(|s| s.duration).sum();
+    let outside: Picos = waits.outside.iter().copied().sum();
+    let total_step: Picos = steps.steps.iter().map(|s| s.duration).sum::<Picos>() + outside;
     let total_wait: Picos = waits.per_step.iter().copied().sum();
     if total_step.0 <= 0 {
         return None;
@@ -467,8 +591,11 @@ fn score(host: &HostProfile, m: &Measured<'_>, config: &ScanConfig) -> Option<Sc
     if pct < t.min_input_pct {
         return None;
     }
-    let ms_per_step = total_wait.as_ms_f64() / steps.steps.len() as f64;
-    let impact = Impact::of(ms_per_step, host.step_ms());
+    let n = steps.steps.len() as f64;
+    let ms_per_step = total_wait.as_ms_f64() / n;
+    // Time counted outside the steps makes the loop's period the base of the impact.
+    let base = if outside.0 > 0 { Some(total_step.as_ms_f64() / n) } else { host.step_ms() };
+    let impact = Impact::of(ms_per_step, base);
     Some(Score { pct, ms_per_step, impact })
 }
 
@@ -486,7 +613,16 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score, affected: &[&str
     let total_wait: Picos = waits.per_step.iter().copied().sum();
     let tb = TimeBase::of(host);
     let mut evidence = vec![
-        Evidence::metric("input_bound_share", format!("input-bound share {} time", tb.of_the()), pct, "%"),
+        Evidence::metric(
+            "input_bound_share",
+            if waits.outside.iter().any(|o| o.0 > 0) {
+                format!("input-bound share {} time and the time between steps", tb.of_the())
+            } else {
+                format!("input-bound share {} time", tb.of_the())
+            },
+            pct,
+            "%",
+        ),
         Evidence::metric("input_wait_time", format!("input wait {}", tb.per()), ms_per_step, "ms"),
         Evidence::metric("input_waiting_steps", "steps waiting for input", affected.len() as f64, "count"),
         Evidence::note(format!("steps from {source}; waiting: {}", evidence::name_list(affected))),
@@ -514,9 +650,13 @@ fn affected_steps<'a>(m: &Measured<'a>, config: &ScanConfig) -> Vec<&'a str> {
     m.steps
         .steps
         .iter()
-        .zip(&m.waits.per_step)
-        .filter(|(s, w)| s.duration.0 > 0 && 100.0 * w.0 as f64 / s.duration.0 as f64 >= t.min_input_pct)
-        .map(|(s, _)| s.name.as_str())
+        .enumerate()
+        .filter(|(i, s)| {
+            let outside = m.waits.outside.get(*i).copied().unwrap_or(Picos::ZERO);
+            let period = s.duration + outside;
+            period.0 > 0 && 100.0 * m.waits.per_step[*i].0 as f64 / period.0 as f64 >= t.min_input_pct
+        })
+        .map(|(_, s)| s.name.as_str())
         .collect()
 }
 
@@ -541,14 +681,23 @@ fn describe(
     // verdict, apply there.
     let xprof = if m.source == TF_SOURCE {
         format!("{} by XProf's thresholds (XProf itself counts this wait as 'All others')", xprof_label(pct))
+    } else if m.waits.outside.iter().any(|o| o.0 > 0) {
+        format!(
+            "{} by XProf's thresholds (XProf's steps are the step markers alone and leave the time between them out)",
+            xprof_label(pct)
+        )
     } else {
         format!("XProf would call this profile {}", xprof_label(pct))
     };
+    let of_the = if m.waits.outside.iter().any(|o| o.0 > 0) {
+        format!("{} time and the host time between steps", TimeBase::of(host).of_the())
+    } else {
+        format!("{} time", TimeBase::of(host).of_the())
+    };
     let what = format!(
-        "The device waits for input {pct:.1} % {of_the} time ({ms_per_step:.3} ms {per}{loader}) in {} of \
+        "The device waits for input {pct:.1} % {of_the} ({ms_per_step:.3} ms {per}{loader}) in {} of \
              {n} steps: {xprof}.",
         affected.len(),
-        of_the = TimeBase::of(host).of_the(),
         per = TimeBase::of(host).per(),
     );
     Finding::new(detector, severity, what, evidence_of(host, m, s, &affected), impact)
@@ -813,6 +962,27 @@ mod tests {
         // XProf: 0.5 % (prefetching pipeline) and 4.3 % (XLA; its `EagerCopyToDevice` is host
         // compute, not input): not input-bound.
         for dir in ["field/tf_cpu_keras_steady", "field/tf_cpu_keras_xla"] {
+            assert!(run_on("input_starvation", &testdata(dir)).is_empty(), "{dir}");
+        }
+    }
+
+    /// PyTorch/XLA on CPU (torch_xla 2.8): the loop `for x, y in loader:` around `xp.StepTrace`
+    /// fetches each batch between the step markers. A `DataLoader` preparing each batch in 50 ms
+    /// leaves the device idle there; a healthy `MpDeviceLoader` loop does not, and the host phase
+    /// before each step's first op (the model traced lazily, 4-5 ms a step) is not input.
+    #[test]
+    fn pytorch_xla_loops_wait_between_their_step_markers() {
+        let findings = run_on("input_starvation", &testdata("field/ptxla_cpu_input_bound"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::P0);
+        let share = metric(f, "input-bound share of the step time and the time between steps");
+        assert!((55.0..80.0).contains(&share), "{f:#?}");
+        assert!(metric(f, "host time between step markers per step") > 45.0, "{f:#?}");
+        assert!(metric(f, "host time between step markers with the device idle per step") > 30.0, "{f:#?}");
+        assert!(f.what.contains("the loop between step markers"), "{}", f.what);
+        assert!(f.fix.contains("MpDeviceLoader") && !f.fix.contains("jax"), "{}", f.fix);
+        for dir in ["field/ptxla_cpu_steady", "field/ptxla_cpu_warmup"] {
             assert!(run_on("input_starvation", &testdata(dir)).is_empty(), "{dir}");
         }
     }

@@ -36,7 +36,8 @@ const META: DetectorMeta = DetectorMeta {
               events, and leaves fewer steady-state steps to analyse.",
         evidence: "The first step's time, the median of the other steps and their ratio; the compile and autotune \
                    events inside the first step with the compile time (overlapping events on several threads \
-                   counted once); the host events recorded in the first step against the median of the others \
+                   counted once); the steps right after it that compile too (each graph once, before the steady \
+                   steps); the host events recorded in the first step against the median of the others \
                    (Python tracing); the longest compile events on the timeline; for a capture of warm-up work, its share of the \
                    capture up to the end of the first step, the compile, graph-construction and autotuning time \
                    in it, and per GPU the autotuner's buffer checks and FFT kernels.",
@@ -136,6 +137,7 @@ impl Detector for ProfileDuringWarmup {
         {
             let events_per_step = events_per_step(host, steps);
             let mut finding = describe(self, host, steps, &first, &warmup, &events_per_step);
+            finding.evidence.extend(later_warmup_steps(host, steps));
             let work = warmup_work(host, first.first);
             finding.evidence.extend(work.autotune.iter().map(GpuAutotune::evidence));
             out.push(finding);
@@ -331,6 +333,31 @@ struct Warmup<'a> {
     /// Their union inside the step (one span per compilation).
     spans: Vec<Span>,
     compile_time: Picos,
+}
+
+/// Steps after the first read for compilations of their own.
+const MAX_LATER_WARMUP_STEPS: usize = 8;
+
+/// The steps right after the first that compile too, up to the first that does not (at most
+/// [`MAX_LATER_WARMUP_STEPS`]): a program compiles each of its graphs once, and PyTorch/XLA's
+/// second step is a second graph (it holds the optimizer state the first step created). `None`
+/// when none does, or when every step compiles (that is `recompilation`'s).
+fn later_warmup_steps(host: &HostProfile, steps: &xlens_roofline::Steps) -> Option<Evidence> {
+    let rest = steps.steps.get(1..)?;
+    let mut found: Vec<(&str, Picos)> = Vec::new();
+    for step in rest.iter().take(MAX_LATER_WARMUP_STEPS) {
+        let Some(w) = warmup_compiles(host, step) else { break };
+        found.push((step.name.as_str(), w.compile_time));
+    }
+    if found.is_empty() || found.len() == rest.len() {
+        return None;
+    }
+    let listed: Vec<String> = found.iter().map(|(name, t)| format!("{name} ({:.1} ms)", t.as_ms_f64())).collect();
+    Some(Evidence::note(format!(
+        "the next step(s) compile too, each once before the steady steps: {} (warm-up as well, not counted as \
+         recompilation)",
+        listed.join(", ")
+    )))
 }
 
 /// Reads the warm-up events that start inside the first step; `None` when there are none.

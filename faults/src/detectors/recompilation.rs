@@ -35,7 +35,9 @@ const META: DetectorMeta = DetectorMeta {
         evidence: "The compile events (backend_compile_and_load, *Client::Compile) inside and between steps with \
                    their step and duration; the total compile time; the modules that ran under several program ids.",
         thresholds: "Compilations shorter than `recompilation.min_compile_ms` (default 1 ms) are ignored. A compile \
-                     in the first step alone with a single program is left to `profile_during_warmup`. Without step \
+                     in the first step alone with a single program is left to `profile_during_warmup`, and so are \
+                     the compiles of the capture's leading steps when each of them compiles and a step that compiles \
+                     nothing follows (warm-up: every graph compiled once, as PyTorch/XLA's first two steps do). Without step \
                      markers (module executions as the time base) a compile counts only when the function executed \
                      next had already run. Severity P1, P0 when the compile time per step is at least 20 % of the \
                      step, P2 when only several programs are seen and no compile falls in the window to price.",
@@ -77,15 +79,38 @@ struct Measured<'a> {
     between: Vec<Placed<'a>>,
     /// Modules that ran under several programs, with the program ids.
     multi: Vec<(String, BTreeSet<u64>)>,
+    /// The warm-up steps ([`warmup_steps`]), whose compilations are not counted.
+    warmup: BTreeSet<usize>,
+    /// How many compilations fell in them.
+    warmup_compiles: usize,
 }
 
 /// Reads the compile events, places them among the steps, and finds modules run as several programs.
 fn measure<'a>(host: &'a HostProfile, config: &ScanConfig) -> Result<Measured<'a>, Skip> {
     let steps = host.steps().map_err(Skip::because)?;
     let compiles = compile_events(host, config.thresholds.recompilation.min_compile_ms);
-    let (in_steps, between) = place(steps, compiles);
+    let (mut in_steps, mut between) = place(steps, compiles);
+    let warmup = warmup_steps(steps, in_steps.iter().chain(&between).map(|(s, _)| *s));
+    let warmup_compiles = in_steps.iter().chain(&between).filter(|(s, _)| warmup.contains(s)).count();
+    in_steps.retain(|(s, _)| !warmup.contains(s));
+    between.retain(|(s, _)| !warmup.contains(s));
     let multi = programs_by_module(host).into_iter().filter(|(_, p)| p.len() > 1).collect();
-    Ok(Measured { steps, in_steps, between, multi })
+    Ok(Measured { steps, in_steps, between, multi, warmup, warmup_compiles })
+}
+
+/// The warm-up steps: the leading steps of the capture (in time order) that each compile (inside
+/// them or in the gap before them), when a step without a compilation follows them. A program's
+/// first steps compile every graph it has once (PyTorch/XLA compiles a second graph in step 1,
+/// once the optimizer's state exists; a JAX step meets each new input shape once) and later
+/// steps reuse them: that is warm-up, `profile_during_warmup`'s to report. Compilations after a
+/// step that compiled nothing, or in every step of the capture, are recompilations.
+/// `compiling` lists the steps that compile (by index, repeats allowed).
+fn warmup_steps(steps: &xlens_roofline::Steps, compiling: impl IntoIterator<Item = usize>) -> BTreeSet<usize> {
+    let compiling: BTreeSet<usize> = compiling.into_iter().collect();
+    let mut order: Vec<usize> = (0..steps.steps.len()).collect();
+    order.sort_by_key(|&i| (steps.steps[i].start, i));
+    let run = order.iter().take_while(|i| compiling.contains(i)).count();
+    if run < order.len() { order[..run].iter().copied().collect() } else { BTreeSet::new() }
 }
 
 /// The compilations on the host threads of at least `min_compile_ms`, one per compilation.
@@ -243,6 +268,15 @@ fn evidence_of(host: &HostProfile, m: &Measured<'_>, s: &Score<'_>) -> Vec<Evide
             evidence::name_list(before)
         )));
     }
+    if m.warmup_compiles > 0 {
+        let names: Vec<&str> = m.warmup.iter().map(|&s| name_of(s)).collect();
+        evidence.push(Evidence::note(format!(
+            "not counted: {} compilation(s) in the capture's first steps ({}), each compiling before steady \
+             steps ran (warm-up)",
+            m.warmup_compiles,
+            evidence::name_list(names)
+        )));
+    }
     for (module, programs) in multi {
         let ids: Vec<String> = programs.iter().map(u64::to_string).collect();
         evidence.push(Evidence::note(format!("{module} ran as {} programs: {}", programs.len(), ids.join(", "))));
@@ -377,6 +411,44 @@ mod tests {
         let findings = run_on("recompilation", &testdata("real/recompile_between_steps"));
         assert_eq!(findings.len(), 1, "{findings:#?}");
         assert!(findings[0].what.contains("between device steps"), "{}", findings[0].what);
+    }
+
+    /// PyTorch/XLA's first two steps each compile a graph (step 1's holds the optimizer state
+    /// step 0 created), and the steps after them compile nothing: warm-up, not recompilation.
+    #[test]
+    fn compiles_of_the_first_steps_before_steady_ones_are_warmup() {
+        assert!(run_on("recompilation", &testdata("field/ptxla_cpu_warmup")).is_empty());
+        let warmup = run_on("profile_during_warmup", &testdata("field/ptxla_cpu_warmup"));
+        assert_eq!(warmup.len(), 1, "{warmup:#?}");
+        let text: Vec<String> = warmup[0].evidence.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|t| t.starts_with("the next step(s) compile too") && t.contains("train_step 1")),
+            "{text:#?}"
+        );
+    }
+
+    /// The warm-up run: the leading compiling steps, only when a step without a compile follows.
+    #[test]
+    fn the_warmup_run_ends_at_the_first_step_that_compiles_nothing() {
+        use xlens_roofline::{Step, StepSource, Steps};
+        let ms = 1_000_000_000i64;
+        let steps = Steps {
+            steps: (0..5)
+                .map(|i| Step {
+                    name: format!("train {i}"),
+                    number: i,
+                    start: xlens_xplane::Picos(i * 10 * ms),
+                    duration: xlens_xplane::Picos(9 * ms),
+                    cores: Vec::new(),
+                })
+                .collect(),
+            source: StepSource::HostMarkers,
+        };
+        let compiling = |list: &[usize]| super::warmup_steps(&steps, list.iter().copied());
+        assert_eq!(compiling(&[0, 1]), [0, 1].into());
+        assert_eq!(compiling(&[0, 3]), [0].into());
+        assert_eq!(compiling(&[2]), Default::default());
+        assert_eq!(compiling(&[0, 1, 2, 3, 4]), Default::default(), "every step compiles: recompilation");
     }
 
     #[test]
