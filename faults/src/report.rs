@@ -132,6 +132,13 @@ pub struct Metrics {
     pub step_time_ms_min: Option<f64>,
     /// Longest step (ms).
     pub step_time_ms_max: Option<f64>,
+    /// The mean iteration of the training loop (ms), where it is not the step: on PyTorch/XLA
+    /// each step runs to the next step's marker (the loop fetches the next batch outside
+    /// `xp.StepTrace`, and the step's graph runs after `xm.mark_step()` returns). The busy, idle
+    /// and host-wait shares, the comparison's time per step and every finding's share of the
+    /// step are of this iteration; the step times stay XProf's. Absent where they are the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_iteration_ms_mean: Option<f64>,
     /// Share of step time the device runs ops (%): `100 - idle_pct` (docs/metrics.md).
     pub device_busy_pct: Option<f64>,
     /// Share of step time the device runs no op of its own (%): nothing runs, or it waits on the
@@ -196,6 +203,7 @@ impl Default for Metrics {
             step_time_ms_stddev: None,
             step_time_ms_min: None,
             step_time_ms_max: None,
+            loop_iteration_ms_mean: None,
             device_busy_pct: None,
             idle_pct: None,
             host_wait_pct: None,
@@ -798,6 +806,7 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
         m.step_time_ms_stddev = Some(stats.stddev_ms);
         m.step_time_ms_min = Some(stats.min_ms);
         m.step_time_ms_max = Some(stats.max_ms);
+        m.loop_iteration_ms_mean = host.step_ms().filter(|&ms| ms > stats.mean_ms);
     }
     if let Ok(anatomy) = host.anatomy()
         && !anatomy.is_empty()

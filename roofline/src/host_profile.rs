@@ -313,10 +313,8 @@ impl HostProfile {
     pub fn step_ms(&self) -> Option<f64> {
         let steps = self.steps().ok()?;
         let mean = steps.stats().map(|s| s.mean_ms)?;
-        if self.framework().name == crate::Framework::PyTorchXla && steps.source == crate::StepSource::HostMarkers {
-            return Some(loop_period_ms(steps).max(mean));
-        }
-        Some(mean)
+        let iterations = loop_iterations(steps, self.framework().name);
+        Some(iterations.stats().map_or(mean, |s| s.mean_ms).max(mean))
     }
 
     /// The op profile: TPU op lines when present, else host-thread op events joined with HLO.
@@ -337,7 +335,7 @@ impl HostProfile {
                 let steps = shared(self.steps_cell())?;
                 anatomy_of(
                     &self.space,
-                    steps,
+                    &loop_iterations(steps, self.framework().name),
                     || shared(self.timeline_cell()),
                     || shared(self.op_profile_cell()),
                     || self.host_ops_shared(),
@@ -702,19 +700,29 @@ pub fn op_analyses(space: &Space) -> Result<(Steps, OpProfile, Vec<StepAnatomy>)
     };
     let steps = steps_of(space, &timeline, || Ok::<_, Error>(&host_ops))?;
     let profile = op_profile_of(space, || Ok::<_, Error>(&timeline), || Ok(&host_ops), || &modules)?;
-    let anatomy = anatomy_of(space, &steps, || Ok::<_, Error>(&timeline), || Ok(&profile), || Ok(&host_ops))?;
+    let framework = crate::framework::detect(space, xlens_xplane::summarize(space).hlo_programs, || &modules).name;
+    let iterations = loop_iterations(&steps, framework);
+    let anatomy = anatomy_of(space, &iterations, || Ok::<_, Error>(&timeline), || Ok(&profile), || Ok(&host_ops))?;
     Ok((steps, profile, anatomy))
 }
 
-/// The mean period of host-marker steps in ms: from the first step's start to the last one's end,
-/// over the steps (each step with the gap before the next step's start; none after the last).
-fn loop_period_ms(steps: &Steps) -> f64 {
-    let first = steps.steps.iter().map(|s| s.start).min();
-    let last = steps.steps.iter().map(|s| s.end()).max();
-    match (first, last) {
-        (Some(first), Some(last)) => (last - first).as_ms_f64() / steps.steps.len() as f64,
-        _ => 0.0,
+/// The iterations of the training loop that the step anatomy partitions and every share of the
+/// step is of: the steps themselves, except on a PyTorch/XLA capture with host step markers,
+/// where each step runs to the next step's marker (the last keeps its own end). PyTorch/XLA's
+/// loop fetches the next batch outside `xp.StepTrace`, and `xm.mark_step()` returns before the
+/// step's graph has run, so a step's device work and its input wait lie after its marker: the
+/// marker alone (XProf's step, which [`HostProfile::steps`] keeps) would show the device idle.
+fn loop_iterations(steps: &Steps, framework: crate::Framework) -> std::borrow::Cow<'_, Steps> {
+    if framework != crate::Framework::PyTorchXla || steps.source != crate::StepSource::HostMarkers {
+        return std::borrow::Cow::Borrowed(steps);
     }
+    // In step order (the anatomy's order), each to the next step's start when that is later.
+    let mut iterations = steps.clone();
+    let starts: Vec<Picos> = iterations.steps.iter().map(|s| s.start).collect();
+    for (step, &next) in iterations.steps.iter_mut().zip(starts.iter().skip(1)) {
+        step.duration = step.duration.max(next - step.start);
+    }
+    std::borrow::Cow::Owned(iterations)
 }
 
 /// The framework op profile of a decoded space without HLO, as

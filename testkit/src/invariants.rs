@@ -654,14 +654,19 @@ fn comparison_steps(report: &Value, out: &mut Vec<Violation>) {
     }
 }
 
+/// What the health shares and the comparison's time per step are of: the loop's iteration where
+/// the report gives one (PyTorch/XLA), else the mean step.
+fn per_step_ms(m: &Value) -> Option<f64> {
+    m["loop_iteration_ms_mean"].as_f64().or_else(|| m["step_time_ms_mean"].as_f64())
+}
+
 /// [`Rule::ShareOfWhole`]: no category of the comparison (ms per step, every core's time added
 /// up) takes more than the step on each core (a single-host report; a session's categories are
 /// one host's).
 fn categories_within_step(report: &Value, out: &mut Vec<Violation>) {
     let m = &report["metrics"];
     let single_host = report["hosts"].as_array().is_none_or(|h| h.len() <= 1);
-    let (Some(step), Some(cats)) = (m["step_time_ms_mean"].as_f64(), report["comparison"]["categories"].as_array())
-    else {
+    let (Some(step), Some(cats)) = (per_step_ms(m), report["comparison"]["categories"].as_array()) else {
         return;
     };
     if !single_host || step <= 0.0 {
@@ -690,8 +695,7 @@ fn idle_agrees(report: &Value, out: &mut Vec<Violation>) {
     let single_host = report["hosts"].as_array().is_none_or(|h| h.len() <= 1);
     let mut bad = |path: String, what: String| out.push(Violation { rule: Rule::IdleAgrees, path, message: what });
     if single_host
-        && let (Some(step), Some(cats)) =
-            (m["step_time_ms_mean"].as_f64(), report["comparison"]["categories"].as_array())
+        && let (Some(step), Some(cats)) = (per_step_ms(m), report["comparison"]["categories"].as_array())
         && step > 0.0
     {
         // The devices the comparison sums over (those that ran ops), else the profile's.

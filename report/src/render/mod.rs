@@ -163,10 +163,15 @@ pub(crate) const UNKNOWN: &str = "unknown (no cost model)";
 
 fn health(m: &Metrics) -> String {
     let mut s = String::new();
+    // On PyTorch/XLA the shares are of the loop's iteration (each step to the next marker).
+    let per = match m.loop_iteration_ms_mean {
+        Some(ms) => format!("per loop iteration ({ms:.3} ms, each step to the next step's marker)"),
+        None => "per step".to_owned(),
+    };
     line(
         &mut s,
         format_args!(
-            "Health    per step: device busy {}  idle {} (waiting on the host {})  infeed/outfeed {}  exposed communication {}{}",
+            "Health    {per}: device busy {}  idle {} (waiting on the host {})  infeed/outfeed {}  exposed communication {}{}",
             opt(m.device_busy_pct, "%"),
             opt(m.idle_pct, "%"),
             opt(m.host_wait_pct, "%"),

@@ -371,7 +371,12 @@ pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
         None => ops_text(&mut s, p, top),
     }
     s.push('\n');
-    line(&mut s, format_args!("step anatomy (us)"));
+    // On PyTorch/XLA the anatomy partitions the loop's iterations, not the markers alone.
+    if h.steps.steps.iter().zip(&h.anatomy).any(|(st, a)| a.step_time != st.duration) {
+        line(&mut s, format_args!("step anatomy (us; each step runs to the next step's marker: the loop's iteration)"));
+    } else {
+        line(&mut s, format_args!("step anatomy (us)"));
+    }
     line(
         &mut s,
         format_args!(
