@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 XPROF=${XPROF:-/work/.venv-jax/bin/xprof}
 XPROF_COMMANDS=${XPROF_COMMANDS:-get_overview}
 XPROF_TIMEOUT=${XPROF_TIMEOUT:-900}
-SCAN=./target/release/examples/fault_scan
+SCAN=${CARGO_TARGET_DIR:-./target}/release/examples/fault_scan
 cargo build --release --example fault_scan >&2
 
 # measure CMD...: prints "wall_s peak_kb exit" of the command (output discarded). The wall time
