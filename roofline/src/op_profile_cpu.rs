@@ -187,8 +187,9 @@ impl OpProfile {
                     } else {
                         let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
                         profile.programs.entry(program).or_insert_with(|| {
-                            if host_ops.source == crate::OpSource::TfExecutor {
-                                // No program: the TensorFlow executor ran the ops.
+                            if !host_ops.op_types.is_empty() && module_name.is_empty() {
+                                // No program: the TensorFlow executor ran the ops (or launched
+                                // their kernels).
                                 "TensorFlow executor".to_owned()
                             } else {
                                 format!("{module_name}({program})")
@@ -197,7 +198,8 @@ impl OpProfile {
                         let module = by_program.get(&program).copied();
                         let mut stats_of = new_op(program, host_ops.name(op), module);
                         if let Some(op_type) = host_ops.op_types.get(&op.name) {
-                            // A TensorFlow executor op: its type is its category.
+                            // A TensorFlow op (run by the executor, or launching this
+                            // kernel): its type is its category, as XProf's framework ops.
                             stats_of.category.clone_from(op_type);
                         } else if gpu && module.is_none() {
                             stats_of.category =
