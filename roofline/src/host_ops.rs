@@ -695,8 +695,9 @@ pub enum OpSource {
     /// (one [`crate::FrameworkOpStats`] applies to), a kernel that carries the TensorFlow op
     /// that launched it (its `tf_op` stat, or `level 0` on TensorFlow 2.2–2.4) is named by that
     /// op, with the op's type in [`HostOps::op_types`] (XProf's framework-op statistics, whose
-    /// device rows these are); memory copies keep their own names (their direction is their
-    /// category), as do kernels no op names.
+    /// device rows these are); memory copies and collective library kernels keep their own
+    /// names (their direction or collective is their category,
+    /// [`crate::gpu::keeps_kernel_category`]), as do kernels no op names.
     GpuStreams,
     /// TensorFlow ops (events named `name:Type`) of the TensorFlow executor's host threads
     /// (`tf_Compute…`) of a capture with no device plane and no `hlo_op` event (TensorFlow on
@@ -834,12 +835,14 @@ fn read_executor_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<(
     error.map_or(Ok(()), Err)
 }
 
-/// On a TensorFlow GPU capture without HLO, names each stream op that is not a memory copy by
-/// the TensorFlow op its event names ([`crate::framework_ops::device_event_op`], the op
+/// On a TensorFlow GPU capture without HLO, names each stream op that is not a memory copy
+/// or a collective library kernel ([`crate::gpu::keeps_kernel_category`]) by the TensorFlow
+/// op its event names ([`crate::framework_ops::device_event_op`], the op
 /// [`crate::FrameworkOpStats`] counts its time under), with that op's type in
 /// [`HostOps::op_types`]: so the op profile, its categories and everything read from them
 /// speak the framework's ops and types, and a category's time is the time of that type's
-/// device ops in the framework-op table (less the copies they launched). Each line's ops are
+/// device ops in the framework-op table (less the copies and collective kernels they
+/// launched). Each line's ops are
 /// its events in order (every event of a stream is an op): an op is matched to the next event
 /// with its start and end.
 fn name_by_tf_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<()> {
@@ -863,7 +866,7 @@ fn name_by_tf_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<()> 
                 }
             };
             let Some(ev) = ev else { break };
-            if crate::gpu::copy_kind(ev.name()).is_some_and(|k| k != crate::gpu::CopyKind::Memset) {
+            if crate::gpu::keeps_kernel_category(ev.name()) {
                 continue;
             }
             let Some((name, op_type)) = crate::framework_ops::device_event_op(&ev, ids, &mut parsed) else {

@@ -469,7 +469,7 @@ fn cpu_only_tf_op_timeline_is_the_executors_framework_ops() {
 #[test]
 fn tf_gpu_op_profile_categories_are_xprofs_framework_op_types() {
     use std::collections::BTreeMap;
-    use xlens_roofline::{HostOps, OpProfile, OpSource, copy_kind};
+    use xlens_roofline::{HostOps, OpProfile, OpSource, keeps_kernel_category};
     let dir = testdata().join("field/tf_v100_multiworker");
     let original = std::fs::read(dir.join("34.83.195.179_6003.xplane.pb")).unwrap();
     let synthetic_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
@@ -489,14 +489,11 @@ fn tf_gpu_op_profile_categories_are_xprofs_framework_op_types() {
         assert!(!ops.op_types.is_empty(), "{ctx}: kernels named by their op");
         let profile = OpProfile::from_host_ops(&ops, &[]);
         let fw = FrameworkOpStats::read(&space).unwrap();
-        // Per op: the time of the copies it launched (they keep their own name and category).
+        // Per op: the time of the copies (and collective kernels) it launched: they keep their
+        // own name and category.
         let copies = |name: &str| -> i64 {
             let op = fw.device.iter().find(|o| o.name == name).unwrap();
-            op.kernels
-                .iter()
-                .filter(|k| copy_kind(&k.0).is_some_and(|c| c != xlens_roofline::CopyKind::Memset))
-                .map(|k| k.2.0)
-                .sum()
+            op.kernels.iter().filter(|k| keeps_kernel_category(&k.0)).map(|k| k.2.0).sum()
         };
         let rows = xprof_rows(xprof_dir, file);
         let mut checked = 0;
