@@ -99,9 +99,12 @@ impl OpProfile {
     /// counts as an op only when its `hlo_op` and `program_id` name an instruction of a module
     /// of the profile; other events (runtime copies, library kernels without `hlo_op`) count in
     /// the devices' spans only, so they are part of `IDLE`. A GPU profile without any HLO
-    /// module (TensorFlow) keeps every kernel and copy as an op, named by itself, with the
-    /// category its name gives (memory copies by direction, collective library kernels by
-    /// collective, else `unknown`). The device type is left for the caller.
+    /// module (TensorFlow) keeps every kernel and copy as an op: one whose kernel names its
+    /// TensorFlow op is named by that op ([`HostOps::op_types`]) with the op's type as category
+    /// (XProf's framework-op statistics), in program `TensorFlow executor`; the others are
+    /// named by themselves, with the category their name gives (memory copies by direction,
+    /// collective library kernels by collective, else `unknown`). The device type is left for
+    /// the caller.
     ///
     /// One departure from XProf: kernels that ran inside a CUDA graph (XLA's command buffers,
     /// on by default since 2025) carry the command buffer's name as `hlo_op`, so XProf counts
