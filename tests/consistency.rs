@@ -4,7 +4,8 @@
 //! exposed communication, FLOP and HBM utilisation, roofline efficiency, duty cycle, each
 //! finding's impact in ms per step and % of the step, the slowest ops' times (a capture
 //! without HLO: its framework device ops, their kernel counts and shares too), the categories'
-//! times, each HLO program's device memory, each GPU kernel's figures) must read the same in the
+//! times (a capture without HLO: each TensorFlow op type's, the framework op table's time of
+//! that type), each HLO program's device memory, each GPU kernel's figures) must read the same in the
 //! text report, the JSON, the HTML page (its memory section `memory --json`'s figures, its kernel
 //! section `kernels --json`'s), the Parquet dataset,
 //! the `ops` document and, against itself, in `diff A A` (both sides the scan's figure, a zero
@@ -477,6 +478,29 @@ fn compare(profile: &TestProfile) -> Vec<Mismatch> {
             });
         let (scaled, decimals) = if max_total < 1.0 { (total.map(|v| v * 1000.0), 1) } else { (total, 3) };
         c.printed(&q, "html", scaled, decimals, cell);
+    }
+    // A capture without HLO whose kernels name their TensorFlow op: each op type's category is
+    // the framework op table's device time of that type, less the copies and collective kernels
+    // its ops launched (they keep their own categories), in `ops --json` and the Parquet table.
+    let fw_ops = ops_host.and_then(|h| h["framework_ops"]["device"]["ops"].as_array()).cloned().unwrap_or_default();
+    let mut by_type: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for op in &fw_ops {
+        let kept: f64 = op["kernels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|k| k["name"].as_str().is_some_and(xlens::roofline::keeps_kernel_category))
+            .filter_map(|k| k["total_us"].as_f64())
+            .sum();
+        let self_us = op["self_us"].as_f64().unwrap_or(0.0);
+        *by_type.entry(op["type"].as_str().unwrap_or("").to_owned()).or_default() += self_us - kept;
+    }
+    for (t, us) in by_type.iter().filter(|(_, us)| **us > 1e-6) {
+        let q = format!("category {t} ms (framework op type)");
+        let ms = Some(us / 1e3);
+        c.same(&q, "ops", ms, ops_host.and_then(|h| h["categories_us"][t.as_str()].as_f64()).map(|us| us / 1e3));
+        let row = rows("categories").into_iter().find(|r| of_host(r, &pace) && r["category"].as_str() == Some(t));
+        c.same(&q, "parquet", ms, row.and_then(|r| r["self_time_ps"].as_f64()).map(|ps| ps / 1e9));
     }
 
     // The page's memory and kernel sections: `memory --json`'s and `kernels --json`'s figures,

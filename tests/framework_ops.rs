@@ -146,9 +146,10 @@ fn a_cpu_only_tf_scan_takes_its_device_figures_from_the_executor() {
 
 /// A small TensorFlow GPU capture without XLA: one GPU whose kernels name their op by `tf_op`
 /// (a MatMul of two kernels launched twice, a BiasAdd, a Conv2D whose cuDNN kernel outlasts
-/// both, a copy for `IteratorGetNext`), an autotuning kernel that names none, and the
-/// `TensorFlow Ops` line TensorFlow derives; written as a session folder.
-fn synthetic_tf_gpu_dir() -> PathBuf {
+/// both, a copy for `IteratorGetNext`, an NCCL all-reduce kernel for a `NcclAllReduce`), an
+/// autotuning kernel that names none, and the `TensorFlow Ops` line TensorFlow derives;
+/// written as a session folder named after `name` (one per test).
+fn synthetic_tf_gpu_dir(name: &str) -> PathBuf {
     use xlens_xplane::{SpaceBuilder, names};
     const US: i64 = 1_000_000;
     let mut b = SpaceBuilder::default();
@@ -167,6 +168,7 @@ fn synthetic_tf_gpu_dir() -> PathBuf {
         let conv = plane.event_metadata("volta_scudnn_128x64_relu_interior_nn_v1");
         let redzone = plane.event_metadata("redzone_checker");
         let copy = plane.event_metadata("MemcpyH2D");
+        let nccl = plane.event_metadata("ncclKernel_AllReduce_RING_LL_Sum_float");
         let op_line = plane.event_metadata("model/dense/MatMul");
         {
             let mut line = plane.line(7, "Stream #7(Compute)", 1_000);
@@ -184,13 +186,17 @@ fn synthetic_tf_gpu_dir() -> PathBuf {
             line.event(copy, 2 * US, 5 * US).stat(tf_op, "IteratorGetNext:IteratorGetNext");
         }
         {
+            let mut line = plane.line(9, "Stream #9(Compute)", 1_000);
+            line.event(nccl, 300 * US, 20 * US).stat(tf_op, "model/NcclAllReduce:NcclAllReduce");
+        }
+        {
             let mut line = plane.line(names::line::DERIVED_ID_MIN + 3, names::line::TENSORFLOW_OPS, 1_000);
             for step in 0..2 {
                 line.event(op_line, 10 * US + step * 400 * US, 32 * US);
             }
         }
     }
-    let dir = std::env::temp_dir().join(format!("xlens-tf-gpu-slowest-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("xlens-tf-gpu-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("host.xplane.pb"), b.finish()).unwrap();
     dir
@@ -203,7 +209,7 @@ fn synthetic_tf_gpu_dir() -> PathBuf {
 /// ops.
 #[test]
 fn a_tf_gpu_scans_slowest_ops_are_its_framework_device_ops() {
-    let synthetic = synthetic_tf_gpu_dir();
+    let synthetic = synthetic_tf_gpu_dir("slowest");
     for dir in [root().join(TF), synthetic.clone()] {
         let ctx = dir.display().to_string();
         let profile = Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
@@ -298,4 +304,126 @@ fn a_cpu_only_tf_scan_checks_the_op_timeline_detectors_on_the_executors_ops() {
         let compute: i64 = anatomy.iter().map(|a| a.step_time.0 - a.idle.0 - a.host.0).sum();
         assert_eq!(compute, busy.busy.iter().map(|b| b.0).sum::<i64>(), "{rel}");
     }
+}
+
+/// The framework op table's device time per op type, less the kernels that keep their own
+/// category (copies, collective library kernels): what each TensorFlow type's category holds.
+fn framework_time_by_type(fw: &xlens::roofline::FrameworkOpStats) -> std::collections::BTreeMap<String, f64> {
+    let mut by_type = std::collections::BTreeMap::new();
+    for op in &fw.device {
+        let kept: i64 = op.kernels.iter().filter(|k| xlens::roofline::keeps_kernel_category(&k.0)).map(|k| k.2.0).sum();
+        *by_type.entry(op.op_type.clone()).or_insert(0.0) += (op.self_time.0 - kept) as f64 / 1e6;
+    }
+    by_type
+}
+
+/// A GPU capture without HLO whose kernels name their TensorFlow op: device time is
+/// categorised by the type of the op that launched each kernel (cuDNN and cuBLAS kernels count
+/// as `Conv2D` and `MatMul`, never `unknown`), copies by direction and NCCL kernels by
+/// collective, one value everywhere: `ops --json` and `ops` text, the scan's comparison
+/// categories, the page's "Time by category" chart and the Parquet `categories` table, each
+/// type's time the framework op table's; the step anatomy counts the matrix ops as matmul and
+/// the all-reduce as communication.
+#[test]
+fn a_tf_gpu_captures_categories_are_its_op_types_in_every_output() {
+    let synthetic = synthetic_tf_gpu_dir("categories");
+    for dir in [root().join(TF), synthetic.clone()] {
+        let ctx = dir.display().to_string();
+        let session = xlens_testkit::open_session(&dir).unwrap();
+        let fw = framework_op_analysis(session.hosts()[0].space()).unwrap().unwrap();
+        let ops = host_op_profiles(&dir).unwrap();
+        let doc = op_profile_document(&ops);
+        let cats = doc["hosts"][0]["categories_us"].as_object().unwrap().clone();
+        let by_type = framework_time_by_type(&fw);
+        for (t, us) in &by_type {
+            let ours = cats.get(t).and_then(|v| v.as_f64()).unwrap_or(0.0);
+            assert!((ours - us).abs() < 1e-3, "{ctx}: {t} {ours} us, framework ops {us} us");
+        }
+        for op in doc["hosts"][0]["ops"].as_array().unwrap() {
+            let name = op["name"].as_str().unwrap();
+            assert!(
+                op["category"] != "unknown" || name == "redzone_checker",
+                "{ctx}: {name} is unknown but launched by an op"
+            );
+            assert_eq!(op["program"], "TensorFlow executor", "{ctx}");
+        }
+        // The text prints the same categories.
+        let text = op_profile_text(&ops.hosts[0], 5);
+        for (name, us) in &cats {
+            let line = text
+                .lines()
+                .skip_while(|l| !l.starts_with("categories"))
+                .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("{ctx}: {name} not in {text}"));
+            assert!(line.contains(&format!("{:.3} us", us.as_f64().unwrap())), "{ctx}: {line}");
+        }
+        // The scan: its comparison categories (per step, within the steps) are op-profile
+        // categories; the page's chart and the Parquet table carry the capture's totals.
+        let profile = Profile::from_session(xlens_testkit::open_session(&dir).unwrap());
+        let report = scan(&profile, &ScanConfig::default());
+        assert!(!report.comparison.categories.is_empty(), "{ctx}");
+        for c in &report.comparison.categories {
+            assert!(cats.contains_key(&c.category), "{ctx}: {}", c.category);
+        }
+        let page = xlens::report::render::html(&report);
+        let chart = page.split("<h2 id=\"categories\">").nth(1).unwrap_or_else(|| panic!("{ctx}"));
+        let chart = chart.split("<h2").next().unwrap();
+        let frames = std::env::temp_dir().join(format!("xlens-tf-gpu-categories-frames-{}", std::process::id()));
+        xlens::report::frame::write_parquet(&profile, &report, &frames).unwrap();
+        let table = parquet_rows(&frames.join("categories"));
+        let _ = std::fs::remove_dir_all(&frames);
+        for (t, us) in &by_type {
+            if *us <= 0.0 {
+                continue;
+            }
+            assert!(chart.contains(&format!("<span class=\"lab\">{t}</span>")), "{ctx}: {t} not in the chart");
+            let row = table.iter().find(|(c, _)| c == t).unwrap_or_else(|| panic!("{ctx}: {t} not in Parquet"));
+            assert!((row.1 / 1e6 - us).abs() < 1e-3, "{ctx}: {t} Parquet {} ps", row.1);
+        }
+    }
+    // The synthetic capture: the cuDNN kernel is the Conv2D's time, the cuBLAS kernels the
+    // MatMul's, the copy and the all-reduce keep theirs; the matrix ops are the anatomy's matmul.
+    let ops = host_op_profiles(&synthetic).unwrap();
+    let doc = op_profile_document(&ops);
+    let host = &doc["hosts"][0];
+    let us = |c: &str| host["categories_us"][c].as_f64();
+    assert_eq!(us("Conv2D"), Some(180.0));
+    assert_eq!(us("MatMul"), Some(64.0));
+    assert_eq!(us("BiasAdd"), Some(8.0));
+    assert_eq!(us("memcpy host-to-device"), Some(5.0));
+    assert_eq!(us("all-reduce"), Some(20.0));
+    assert_eq!(us("unknown"), Some(3.0), "the autotuning kernel no op launched");
+    let anatomy = host["anatomy"].as_array().unwrap();
+    let sum = |k: &str| anatomy.iter().map(|a| a[k].as_f64().unwrap()).sum::<f64>();
+    assert!(sum("matmul_us") >= 180.0, "{anatomy:?}");
+    assert!(sum("collective_exposed_us") + sum("collective_hidden_us") > 0.0, "{anatomy:?}");
+    let _ = std::fs::remove_dir_all(&synthetic);
+}
+
+/// The rows of a Parquet table folder: (category, self_time_ps).
+fn parquet_rows(dir: &std::path::Path) -> Vec<(String, f64)> {
+    use polars::prelude::{ParquetReader, SerReader};
+    let mut out = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                files.push(p);
+            }
+        }
+    }
+    for f in files {
+        let df = ParquetReader::new(std::fs::File::open(&f).unwrap()).finish().unwrap();
+        let cat = df.column("category").unwrap().str().unwrap().clone();
+        let time = df.column("self_time_ps").unwrap().cast(&polars::prelude::DataType::Float64).unwrap();
+        let time = time.f64().unwrap().clone();
+        for i in 0..df.height() {
+            out.push((cat.get(i).unwrap_or("").to_owned(), time.get(i).unwrap_or(0.0)));
+        }
+    }
+    out
 }

@@ -306,6 +306,49 @@ pub(crate) fn executor_op(full: &str) -> Option<(&str, &str)> {
     })
 }
 
+/// The TensorFlow op (name and type) of a GPU stream event that names the op that launched
+/// it, read as [`FrameworkOpStats::read`] reads it (its `tf_op` stat, else the `level 0` stat
+/// of TensorFlow 2.2–2.4; none when it carries an `hlo_op`): the name, and the type
+/// ([`UNKNOWN_OP_TYPE`] for an op without one). `parsed` caches the parse per stat value.
+pub(crate) fn device_event_op<'p>(
+    ev: &Event<'_>,
+    ids: DeviceOpStatIds,
+    parsed: &'p mut HashMap<String, (String, String)>,
+) -> Option<&'p (String, String)> {
+    if !ev.has_stats() || stat_text(ev, ids.hlo_op).is_some() {
+        return None;
+    }
+    let full = stat_text(ev, ids.tf_op).or_else(|| stat_text(ev, ids.level0))?;
+    if !parsed.contains_key(full.as_ref()) {
+        let op = parse_tf_op(&full);
+        let op_type = if op.op_type.is_empty() { UNKNOWN_OP_TYPE.to_owned() } else { op.op_type };
+        parsed.insert(full.to_string(), (op.name, op_type));
+    }
+    parsed.get(full.as_ref())
+}
+
+/// The stats of a GPU plane that name the TensorFlow op of its events ([`device_event_op`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DeviceOpStatIds {
+    tf_op: Option<StatMetadataId>,
+    level0: Option<StatMetadataId>,
+    hlo_op: Option<StatMetadataId>,
+}
+
+impl DeviceOpStatIds {
+    /// The ids of a plane (`None` for those it does not define).
+    pub(crate) fn of(plane: &Plane) -> DeviceOpStatIds {
+        DeviceOpStatIds {
+            tf_op: plane.stat_id(names::stat::TF_OP),
+            level0: plane.stat_id(LEVEL0_STAT),
+            hlo_op: plane.stat_id(names::stat::HLO_OP),
+        }
+    }
+}
+
+/// The stat TensorFlow 2.2–2.4 named a kernel's op by (XProf 2.24 reads `tf_op` only).
+const LEVEL0_STAT: &str = "level 0";
+
 /// Whether a TensorFlow op type multiplies matrices: matrix products and convolutions, their
 /// gradients, and the fused and oneDNN (`_Mkl…`) forms of them (the step anatomy's matmul
 /// class, as XLA's dots and convolutions are).
@@ -414,7 +457,7 @@ fn read_device(space: &Space, stats: &mut FrameworkOpStats) -> xlens_xplane::Res
     let (mut any_tf_op, mut any_level0) = (false, false);
     for plane in space.planes().iter().filter(|p| matches!(p.kind(), PlaneKind::Gpu { .. })) {
         let tf_op_id = plane.stat_id(names::stat::TF_OP);
-        let level0_id = plane.stat_id("level 0");
+        let level0_id = plane.stat_id(LEVEL0_STAT);
         let hlo_op_id = plane.stat_id(names::stat::HLO_OP);
         let eager_id = plane.stat_id("is_eager");
         let (mut first, mut last) = (i64::MAX, 0i64);

@@ -503,6 +503,23 @@ pub fn unattributed_category(name: &str) -> Option<&'static str> {
     None
 }
 
+/// Whether a GPU kernel keeps its own name and category ([`unattributed_category`]) on a
+/// TensorFlow GPU capture whose other kernels count under the TensorFlow op that launched them
+/// ([`crate::OpSource::GpuStreams`]): memory copies (by direction: what the copy detectors and
+/// the step anatomy's data movement read) and collective library kernels (by collective: the
+/// anatomy's communication class and `exposed_collective`). XProf counts them under the op's
+/// type too; here that op's type has its other kernels' time. Memsets are the op's work.
+///
+/// ```
+/// use xlens_roofline::keeps_kernel_category;
+/// assert!(keeps_kernel_category("MemcpyH2D"));
+/// assert!(keeps_kernel_category("ncclKernel_AllReduce_RING_LL_Sum_float"));
+/// assert!(!keeps_kernel_category("volta_sgemm_128x64_nn"));
+/// ```
+pub fn keeps_kernel_category(name: &str) -> bool {
+    copy_kind(name).is_some_and(|k| k != CopyKind::Memset) || KernelLibrary::of(name) == KernelLibrary::Collectives
+}
+
 /// The op-profile category of a CUDA graph's kernel that no instruction names (XLA names the
 /// kernels it emits after their instructions; library kernels and runtime copies keep their
 /// own names): copies and collectives as for [`unattributed_category`], GEMM libraries'

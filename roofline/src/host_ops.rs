@@ -123,8 +123,10 @@ pub struct HostOps {
     /// Memset kernels that carry another op's `hlo_op` (cuBLAS zeroes a workspace before each
     /// GEMM launched on its own), by program and op name: launches, not executions, of that op.
     memsets: BTreeMap<(Option<u64>, u32), u64>,
-    /// The TensorFlow op type of each op name ([`HostOps::names`] index) of a
-    /// [`OpSource::TfExecutor`] table (`MatMul`, `Conv2DBackpropFilter`, ...); empty otherwise.
+    /// The TensorFlow op type of each op name ([`HostOps::names`] index) that is a TensorFlow
+    /// op (`MatMul`, `Conv2DBackpropFilter`, ...): every op of a [`OpSource::TfExecutor`]
+    /// table, and on a TensorFlow GPU capture without HLO the ops named by the TensorFlow op
+    /// that launched their kernel (see [`OpSource::GpuStreams`]); empty otherwise.
     pub op_types: BTreeMap<u32, String>,
 }
 
@@ -280,6 +282,12 @@ impl HostOps {
             let executor = read_executor_ops(space, &mut out);
             if error.is_none() {
                 error = executor.err();
+            }
+        }
+        if out.source == OpSource::GpuStreams && crate::FrameworkOpStats::applies(space) {
+            let named = name_by_tf_ops(space, &mut out);
+            if error.is_none() {
+                error = named.err();
             }
         }
         (out, error)
@@ -683,7 +691,13 @@ pub enum OpSource {
     /// `hlo_op` events of `/host:CPU` threads (XLA:CPU).
     #[default]
     HostThreads,
-    /// Kernels and memory copies of GPU stream lines.
+    /// Kernels and memory copies of GPU stream lines. On a TensorFlow GPU capture without HLO
+    /// (one [`crate::FrameworkOpStats`] applies to), a kernel that carries the TensorFlow op
+    /// that launched it (its `tf_op` stat, or `level 0` on TensorFlow 2.2–2.4) is named by that
+    /// op, with the op's type in [`HostOps::op_types`] (XProf's framework-op statistics, whose
+    /// device rows these are); memory copies and collective library kernels keep their own
+    /// names (their direction or collective is their category,
+    /// [`crate::gpu::keeps_kernel_category`]), as do kernels no op names.
     GpuStreams,
     /// TensorFlow ops (events named `name:Type`) of the TensorFlow executor's host threads
     /// (`tf_Compute…`) of a capture with no device plane and no `hlo_op` event (TensorFlow on
@@ -819,6 +833,54 @@ fn read_executor_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<(
         out.source = OpSource::TfExecutor;
     }
     error.map_or(Ok(()), Err)
+}
+
+/// On a TensorFlow GPU capture without HLO, names each stream op that is not a memory copy
+/// or a collective library kernel ([`crate::gpu::keeps_kernel_category`]) by the TensorFlow
+/// op its event names ([`crate::framework_ops::device_event_op`], the op
+/// [`crate::FrameworkOpStats`] counts its time under), with that op's type in
+/// [`HostOps::op_types`]: so the op profile, its categories and everything read from them
+/// speak the framework's ops and types, and a category's time is the time of that type's
+/// device ops in the framework-op table (less the copies and collective kernels they
+/// launched). Each line's ops are
+/// its events in order (every event of a stream is an op): an op is matched to the next event
+/// with its start and end.
+fn name_by_tf_ops(space: &Space, out: &mut HostOps) -> xlens_xplane::Result<()> {
+    let HostOps { lines, names, op_types, .. } = out;
+    let mut interned: HashMap<String, u32> = names.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect();
+    let mut parsed: std::collections::HashMap<String, (String, String)> = std::collections::HashMap::new();
+    for table in lines.iter_mut() {
+        let Some((plane, line)) = table.line.resolve(space) else { continue };
+        let ids = crate::framework_ops::DeviceOpStatIds::of(plane);
+        let mut events = line.events(plane);
+        for op in &mut table.ops {
+            let ev = loop {
+                match events.next() {
+                    None => break None,
+                    Some(ev) => {
+                        let ev = ev?;
+                        if ev.start() == op.start && ev.end() == op.end {
+                            break Some(ev);
+                        }
+                    }
+                }
+            };
+            let Some(ev) = ev else { break };
+            if crate::gpu::keeps_kernel_category(ev.name()) {
+                continue;
+            }
+            let Some((name, op_type)) = crate::framework_ops::device_event_op(&ev, ids, &mut parsed) else {
+                continue;
+            };
+            let n = *interned.entry(name.clone()).or_insert_with(|| {
+                names.push(name.clone());
+                names.len() as u32 - 1
+            });
+            op_types.entry(n).or_insert_with(|| op_type.clone());
+            op.name = n;
+        }
+    }
+    Ok(())
 }
 
 /// Runs per worker the host-thread and stream lines are cut into, by their bytes.

@@ -87,8 +87,8 @@ pub use framework_ops::{
     UNKNOWN_OP_TYPE,
 };
 pub use gpu::{
-    CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, memcpy_bytes,
-    unattributed_category, uses_tensor_cores,
+    CopyKind, GpuCaps, KernelDetails, KernelLibrary, MEMCPY_D2H, MEMCPY_H2D, copy_kind, keeps_kernel_category,
+    memcpy_bytes, unattributed_category, uses_tensor_cores,
 };
 pub use host_ops::{HostOp, HostOps, LineRef, OpContext, OpKeys, OpSource};
 pub use host_profile::{

@@ -99,9 +99,12 @@ impl OpProfile {
     /// counts as an op only when its `hlo_op` and `program_id` name an instruction of a module
     /// of the profile; other events (runtime copies, library kernels without `hlo_op`) count in
     /// the devices' spans only, so they are part of `IDLE`. A GPU profile without any HLO
-    /// module (TensorFlow) keeps every kernel and copy as an op, named by itself, with the
-    /// category its name gives (memory copies by direction, collective library kernels by
-    /// collective, else `unknown`). The device type is left for the caller.
+    /// module (TensorFlow) keeps every kernel and copy as an op: one whose kernel names its
+    /// TensorFlow op is named by that op ([`HostOps::op_types`]) with the op's type as category
+    /// (XProf's framework-op statistics), in program `TensorFlow executor`; the others are
+    /// named by themselves, with the category their name gives (memory copies by direction,
+    /// collective library kernels by collective, else `unknown`). The device type is left for
+    /// the caller.
     ///
     /// One departure from XProf: kernels that ran inside a CUDA graph (XLA's command buffers,
     /// on by default since 2025) carry the command buffer's name as `hlo_op`, so XProf counts
@@ -187,8 +190,9 @@ impl OpProfile {
                     } else {
                         let module_name = host_ops.modules.get(&program).map_or("", String::as_str);
                         profile.programs.entry(program).or_insert_with(|| {
-                            if host_ops.source == crate::OpSource::TfExecutor {
-                                // No program: the TensorFlow executor ran the ops.
+                            if !host_ops.op_types.is_empty() && module_name.is_empty() {
+                                // No program: the TensorFlow executor ran the ops (or launched
+                                // their kernels).
                                 "TensorFlow executor".to_owned()
                             } else {
                                 format!("{module_name}({program})")
@@ -197,7 +201,8 @@ impl OpProfile {
                         let module = by_program.get(&program).copied();
                         let mut stats_of = new_op(program, host_ops.name(op), module);
                         if let Some(op_type) = host_ops.op_types.get(&op.name) {
-                            // A TensorFlow executor op: its type is its category.
+                            // A TensorFlow op (run by the executor, or launching this
+                            // kernel): its type is its category, as XProf's framework ops.
                             stats_of.category.clone_from(op_type);
                         } else if gpu && module.is_none() {
                             stats_of.category =

@@ -457,3 +457,90 @@ fn cpu_only_tf_op_timeline_is_the_executors_framework_ops() {
         assert!(self_differs.is_empty(), "{name}: self time differs: {self_differs:?}");
     }
 }
+
+/// A TensorFlow GPU capture without HLO: its op timeline's kernels are named by the TensorFlow
+/// op that launched them (memory copies keep their own names), and the op profile built on it
+/// has their types as categories. Each such op is a device row of XProf's framework-op
+/// statistics (same name, its type the category, the same self time less the copies it
+/// launched, which keep their direction as category), so a category's time is XProf's time
+/// of that type's ops less their copies: on the synthetic capture (XProf's whole table) and the
+/// V100 capture with `level 0` read as `tf_op` (the 500 rows XProf lists), whose op profile is
+/// the one of the capture as written.
+#[test]
+fn tf_gpu_op_profile_categories_are_xprofs_framework_op_types() {
+    use std::collections::BTreeMap;
+    use xlens_roofline::{HostOps, OpProfile, OpSource, keeps_kernel_category};
+    let dir = testdata().join("field/tf_v100_multiworker");
+    let original = std::fs::read(dir.join("34.83.195.179_6003.xplane.pb")).unwrap();
+    let synthetic_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let cases = [
+        ("synthetic", synthetic_tf_capture(), synthetic_dir.as_path(), "framework_op_stats_synthetic.json"),
+        (
+            "tf_v100_multiworker",
+            level0_as_tf_op(&original),
+            dir.as_path(),
+            "tool_framework_op_stats__level0_as_tf_op.json",
+        ),
+    ];
+    for (ctx, bytes, xprof_dir, file) in cases {
+        let space = xlens_xplane::Space::parse(bytes.into()).unwrap();
+        let ops = HostOps::read(&space).unwrap();
+        assert_eq!(ops.source, OpSource::GpuStreams, "{ctx}");
+        assert!(!ops.op_types.is_empty(), "{ctx}: kernels named by their op");
+        let profile = OpProfile::from_host_ops(&ops, &[]);
+        let fw = FrameworkOpStats::read(&space).unwrap();
+        // Per op: the time of the copies (and collective kernels) it launched: they keep their
+        // own name and category.
+        let copies = |name: &str| -> i64 {
+            let op = fw.device.iter().find(|o| o.name == name).unwrap();
+            op.kernels.iter().filter(|k| keeps_kernel_category(&k.0)).map(|k| k.2.0).sum()
+        };
+        let rows = xprof_rows(xprof_dir, file);
+        let mut checked = 0;
+        for r in rows.iter().filter(|r| side_of(r) == OpSide::Device && r["type"] != "IDLE") {
+            let name = r["operation"].as_str().unwrap();
+            let without_copies = num(r, "total_self_time") - copies(name) as f64 / 1e6;
+            match profile.ops.iter().find(|o| o.name == name) {
+                Some(op) => {
+                    assert_eq!(op.category, r["type"].as_str().unwrap(), "{ctx}: {name}");
+                    assert!(us_eq(without_copies, op.self_time.0), "{ctx}: {name}");
+                    assert_eq!(profile.programs.get(&op.program_id).map(String::as_str), Some("TensorFlow executor"));
+                    checked += 1;
+                }
+                // An op that launched copies only.
+                None => assert!(without_copies.abs() < 1e-3, "{ctx}: {name} is no op of the profile"),
+            }
+        }
+        assert!(checked > 0, "{ctx}");
+        // Per category, over the whole capture: the framework op table's time per type, less
+        // the copies; copies by direction; kernels no op names (autotuning) apart.
+        let mut ours: BTreeMap<&str, i64> = BTreeMap::new();
+        for op in &profile.ops {
+            *ours.entry(op.category.as_str()).or_default() += op.self_time.0;
+        }
+        let mut by_type: BTreeMap<&str, i64> = BTreeMap::new();
+        for op in &fw.device {
+            *by_type.entry(op.op_type.as_str()).or_default() += op.self_time.0 - copies(&op.name);
+        }
+        for (t, time) in &by_type {
+            assert_eq!(ours.get(t).copied().unwrap_or(0), *time, "{ctx}: {t}");
+        }
+        assert!(!ours.contains_key("unknown") || ctx == "synthetic", "{ctx}: {ours:?}");
+    }
+    // The V100 capture as written (`level 0`): the same op profile.
+    let as_written = xlens_xplane::Space::parse(original.into()).unwrap();
+    let renamed = xlens_xplane::Space::parse(
+        level0_as_tf_op(&std::fs::read(dir.join("34.83.195.179_6003.xplane.pb")).unwrap()).into(),
+    )
+    .unwrap();
+    let profile = |s: &xlens_xplane::Space| OpProfile::from_host_ops(&HostOps::read(s).unwrap(), &[]);
+    assert_eq!(profile(&as_written).ops, profile(&renamed).ops);
+    // The synthetic capture: the cuBLAS kernels are the MatMul, the autotuning kernel no op's.
+    let space = xlens_xplane::Space::parse(synthetic_tf_capture().into()).unwrap();
+    let p = profile(&space);
+    let cat = |name: &str| p.ops.iter().find(|o| o.name == name).map(|o| o.category.clone());
+    assert_eq!(cat("model/dense/MatMul").as_deref(), Some("MatMul"));
+    assert_eq!(cat("MemcpyH2D").as_deref(), Some(xlens_roofline::MEMCPY_H2D));
+    assert_eq!(cat("redzone_checker").as_deref(), Some("unknown"));
+    assert!(cat("volta_sgemm_128x64_nn").is_none());
+}
