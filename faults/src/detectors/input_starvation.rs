@@ -112,6 +112,7 @@ fn xprof_label(pct: f64) -> &'static str {
 }
 
 /// The input wait of every step, with what the host did meanwhile.
+#[derive(Default)]
 struct InputWaits<'a> {
     /// Per step: input wait.
     per_step: Vec<Picos>,
@@ -177,13 +178,7 @@ fn host_waits<'a>(host: &'a HostProfile, steps: &Steps) -> Option<InputWaits<'a>
         })
         .collect();
     let (dispatches, mut events) = marker_line_events(host, plane, &windows, &reach_by_window);
-    let mut out = InputWaits {
-        per_step: Vec::new(),
-        by_name: BTreeMap::new(),
-        longest: Vec::new(),
-        notes: Vec::new(),
-        outside: Vec::new(),
-    };
+    let mut out = InputWaits::default();
     let mut first_op_gaps = Vec::new();
     // Each step's input phase, from its start to its first dispatch or op.
     let mut phases: Vec<(Picos, Picos)> = Vec::new();
@@ -309,13 +304,7 @@ fn tpu_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
     input_events.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
     let union = evidence::union(input_events.iter().map(|e| Span::new(e.start(), e.end())).collect());
     let has_infeed_op = host.op_profile().is_ok_and(|p| p.ops.iter().any(|o| o.category == "infeed"));
-    let mut out = InputWaits {
-        per_step: Vec::new(),
-        by_name: BTreeMap::new(),
-        longest: Vec::new(),
-        notes: Vec::new(),
-        outside: Vec::new(),
-    };
+    let mut out = InputWaits::default();
     let mut relabelled = Picos::ZERO;
     for step in &steps.steps {
         let Some(b) = step.tpu_breakdown() else {
@@ -377,14 +366,8 @@ fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> 
         .iter()
         .flat_map(|s| [(s.group.to_string(), s.input_wait()), (s.name.clone(), s.input_wait())])
         .collect();
-    let mut out = InputWaits {
-        per_step: Vec::new(),
-        by_name: BTreeMap::new(),
-        longest: Vec::new(),
-        notes: Vec::new(),
-        outside: Vec::new(),
-    };
-    out.per_step = steps.steps.iter().map(|s| by_group.get(&s.name).copied().unwrap_or(Picos::ZERO)).collect();
+    let per_step = steps.steps.iter().map(|s| by_group.get(&s.name).copied().unwrap_or(Picos::ZERO)).collect();
+    let mut out = InputWaits { per_step, ..InputWaits::default() };
     let spans: Vec<Span> = input.steps.iter().map(|s| s.span).collect();
     for ev in evidence::host_events(host, |n| n.to_ascii_lowercase().starts_with("iteratorgetnext")) {
         if !spans.iter().any(|s| s.start < ev.end() && ev.start() < s.end) {
@@ -450,13 +433,7 @@ fn torch_waits<'a>(host: &'a HostProfile, steps: &Steps) -> InputWaits<'a> {
     inputs.sort_by_key(|e| (e.start(), std::cmp::Reverse(e.duration()), e.line().index(), e.index()));
     let input_union = evidence::union(inputs.iter().map(|e| Span::new(e.start(), e.end())).collect());
     let n = steps.steps.len();
-    let mut out = InputWaits {
-        per_step: vec![Picos::ZERO; n],
-        by_name: BTreeMap::new(),
-        longest: Vec::new(),
-        notes: Vec::new(),
-        outside: vec![Picos::ZERO; n],
-    };
+    let mut out = InputWaits { per_step: vec![Picos::ZERO; n], outside: vec![Picos::ZERO; n], ..InputWaits::default() };
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (steps.steps[i].start, i));
     let mut reach: Option<Picos> = None;
