@@ -387,6 +387,9 @@ fn check_planes(planes: &[crate::Plane]) {
             if let Err(fault) = schema.check_nested(buf, range.clone(), line_message, 2, None, &mut |_, _| {}) {
                 plane.note_structure(format!("XSpace.planes[{p}].lines[{k}]{}", fault.path), Some(*k), &fault);
             }
+            // A checked line's pages go back to the OS, as a reading walk's do: the check reads
+            // every byte of the file, beside analyses that keep their own tables.
+            plane.release(range.clone());
         });
     });
 }
