@@ -54,6 +54,8 @@ const PROFILES: &[&str] = &[
     "field/tf_v100_multiworker",
     // A synthetic NVIDIA-shaped profile
     "gpu/gpu_healthy",
+    // PyTorch/XLA on CPU (the shares of the loop's iteration)
+    "field/ptxla_cpu_input_bound",
 ];
 
 /// The mismatches known today, as (profile, quantity, output): each a figure issue 39 says
@@ -231,6 +233,17 @@ fn compare(profile: &TestProfile) -> Vec<Mismatch> {
 
     // The health figures.
     let health: String = text.lines().skip_while(|l| !l.starts_with("Health")).take(3).collect::<Vec<_>>().join("\n");
+    // Their base, where it is the loop's iteration rather than the step (PyTorch/XLA).
+    if let Some(ms) = f("loop_iteration_ms_mean") {
+        c.printed("loop_iteration_ms_mean", "text", Some(ms), 3, after(&health, "per loop iteration ("));
+        c.printed(
+            "loop_iteration_ms_mean",
+            "html",
+            Some(ms),
+            3,
+            tile("Loop iteration (the shares' base)").and_then(|v| after(v, "")),
+        );
+    }
     for (key, label, tile_name) in HEALTH {
         c.printed(key, "text", f(key), 1, after(&health, label));
         c.printed(key, "html", f(key), 1, tile(tile_name).and_then(|v| after(v, "")));

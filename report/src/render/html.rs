@@ -105,7 +105,7 @@ fn health(s: &mut String, m: &Metrics) {
     // Unknown, not zero, where no op carries a cost (`Metrics::utilization_unknown`).
     let unknown = m.utilization_unknown.is_some();
     let util = |v: Option<f64>| if unknown { super::UNKNOWN.to_owned() } else { pct(v) };
-    let tiles = [
+    let mut tiles = vec![
         (format!("Mean {unit} time"), m.step_time_ms_mean.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3} ms"))),
         ("Device busy".to_owned(), pct(m.device_busy_pct)),
         ("Idle".to_owned(), pct(m.idle_pct)),
@@ -132,6 +132,10 @@ fn health(s: &mut String, m: &Metrics) {
                 .map_or_else(|| if unknown { super::UNKNOWN } else { "n/a" }.to_owned(), |v| format!("{v:.2} FLOP/B")),
         ),
     ];
+    // On PyTorch/XLA the shares are of the loop's iteration (each step to the next marker).
+    if let Some(ms) = m.loop_iteration_ms_mean {
+        tiles.insert(1, ("Loop iteration (the shares' base)".to_owned(), format!("{ms:.3} ms")));
+    }
     s.push_str("<h2 id=\"health\">Health</h2><div class=\"tiles\">");
     for (k, v) in tiles {
         let _ = write!(
