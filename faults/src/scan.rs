@@ -767,7 +767,9 @@ fn summary_text(
         Some(t) => format!("{} ({t})", info.device),
         None => info.device.clone(),
     };
-    s.push_str(&format!(" on a {device} profile of {} host(s)", info.hosts.len()));
+    // "an AMD GPU", "an Intel CPU", "a TPU v6 Lite".
+    let article = if device.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    s.push_str(&format!(" on {article} {device} profile of {} host(s)", info.hosts.len()));
     if let Some(main) = &info.main_program {
         s.push_str(&format!(", main program {main}"));
     }
