@@ -1503,6 +1503,30 @@ mod tests {
         }
     }
 
+    /// On a TensorFlow GPU capture, a kernel XLA compiled (`jit_compile=True`) keeps its HLO op,
+    /// though it also carries the TensorFlow op and a `TensorFlow Ops` line is there; a kernel of
+    /// TensorFlow's own is named by its op.
+    #[test]
+    fn tf_gpu_kernels_of_xla_keep_their_hlo_ops() {
+        use xlens_xplane::SpaceBuilder;
+        let mut b = SpaceBuilder::default();
+        {
+            let mut gpu = b.plane(10, "/device:GPU:0");
+            let (tf_op, hlo_op) = (gpu.stat_metadata(names::stat::TF_OP), gpu.stat_metadata(names::stat::HLO_OP));
+            let (fused, bias) = (gpu.event_metadata("loop_fusion_kernel"), gpu.event_metadata("BiasNHWCKernel"));
+            let op = gpu.event_metadata("model/dense/MatMul");
+            let mut line = gpu.line(7, "Stream #7(Compute)", 0);
+            line.event(fused, 0, 10_000).stat(tf_op, "model/dense/MatMul:_XlaRun").stat(hlo_op, "fusion.3");
+            line.event(bias, 20_000, 5_000).stat(tf_op, "model/dense/BiasAdd:BiasAdd");
+            drop(line);
+            gpu.line(names::line::DERIVED_ID_MIN + 3, names::line::TENSORFLOW_OPS, 0).event(op, 0, 10_000);
+        }
+        let space = Space::parse(b.finish().into()).unwrap();
+        let ops = HostOps::read(&space).unwrap();
+        let names: Vec<&str> = ops.iter().map(|o| ops.name(o)).collect();
+        assert_eq!(names, ["fusion.3", "model/dense/BiasAdd"]);
+    }
+
     #[test]
     fn a_host_op_is_24_bytes() {
         assert_eq!(std::mem::size_of::<HostOp>(), 24);
