@@ -669,7 +669,10 @@ impl HostSummary {
                 ));
             }
         }
-        let metrics = host_metrics(host);
+        // The executor's busy time (TensorFlow on the CPU alone) is read once, for the metrics
+        // and the core count.
+        let executor = executor_device(host);
+        let metrics = host_metrics_with(host, executor.as_ref());
         let mut impossible = Vec::new();
         for (what, value) in [
             ("FLOP utilisation", metrics.flops_utilization_pct),
@@ -697,7 +700,7 @@ impl HostSummary {
                 .or_else(|| host.chip().and_then(|c| c.device_type().map(str::to_owned))),
             framework: host.framework().clone(),
             cores: match host.summary().device_cores {
-                0 => match executor_device(host) {
+                0 => match &executor {
                     Some((_, busy, _)) => busy.threads,
                     None => host.op_profile().map_or(0, |p| p.cores as usize),
                 },
@@ -790,8 +793,34 @@ fn executor_device(host: &HostProfile) -> Option<(&FrameworkOpStats, ExecutorBus
     Some((ops, busy, total))
 }
 
+/// The first five framework ops of `rows` (one side of `stats`, already by self time) as the
+/// health's slowest ops, named after `program`; with their kernel counts where `kernels`.
+fn framework_slowest(
+    stats: &FrameworkOpStats,
+    rows: &[xlens_roofline::FrameworkOp],
+    program: &str,
+    kernels: bool,
+) -> Vec<SlowOp> {
+    rows.iter()
+        .take(5)
+        .map(|o| SlowOp {
+            program: program.to_owned(),
+            name: o.name.clone(),
+            category: o.op_type.clone(),
+            self_time_ms: o.self_time.as_ms_f64(),
+            pct: 100.0 * stats.share_of_ops(o),
+            kernels: kernels.then_some(o.kernels.len()),
+        })
+        .collect()
+}
+
 /// The health snapshot of one host.
 pub fn host_metrics(host: &HostProfile) -> Metrics {
+    host_metrics_with(host, executor_device(host).as_ref())
+}
+
+/// [`host_metrics`], given the host's [`executor_device`] (read once by the summary).
+fn host_metrics_with(host: &HostProfile, executor: Option<&(&FrameworkOpStats, ExecutorBusy, Picos)>) -> Metrics {
     let mut m = Metrics::default();
     if let Ok(steps) = host.steps() {
         m.time_base = steps.source.key().to_owned();
@@ -847,19 +876,7 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
     // A GPU capture without HLO whose kernels name their TensorFlow op: the slowest ops are
     // those framework ops (XProf's framework-op statistics), not the kernels they launched.
     if let Some(fw) = device_framework_ops(host) {
-        m.slowest_ops = fw
-            .device
-            .iter()
-            .take(5)
-            .map(|o| SlowOp {
-                program: FRAMEWORK_DEVICE_PROGRAM.to_owned(),
-                name: o.name.clone(),
-                category: o.op_type.clone(),
-                self_time_ms: o.self_time.as_ms_f64(),
-                pct: 100.0 * fw.share_of_ops(o),
-                kernels: Some(o.kernels.len()),
-            })
-            .collect();
+        m.slowest_ops = framework_slowest(fw, &fw.device, FRAMEWORK_DEVICE_PROGRAM, true);
     }
     // TensorFlow on the CPU alone: the executor's threads are the device (as the host's XLA ops
     // are in a JAX CPU capture). Their ops are the op timeline the step anatomy above reads
@@ -867,7 +884,7 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
     // and idle). Where that timeline is not theirs, busy is still theirs and the rest of the
     // step the device waits on the rest of the host (the Python loop, the input pipeline).
     if host.host_ops().source != xlens_roofline::OpSource::TfExecutor
-        && let Some((_, busy, total)) = executor_device(host)
+        && let Some(&(_, ref busy, total)) = executor
     {
         let busy: Picos = busy.busy.iter().copied().sum::<Picos>().min(total);
         let idle = total.saturating_sub(busy);
@@ -878,19 +895,7 @@ pub fn host_metrics(host: &HostProfile) -> Metrics {
     // Its slowest ops are the host's framework ops (the `tf.data` ones among them), with or
     // without steps: its op timeline holds the executor's ops only.
     if let Some(ops) = executor_framework_ops(host) {
-        m.slowest_ops = ops
-            .host
-            .iter()
-            .take(5)
-            .map(|o| SlowOp {
-                program: EXECUTOR_PROGRAM.to_owned(),
-                name: o.name.clone(),
-                category: o.op_type.clone(),
-                self_time_ms: o.self_time.as_ms_f64(),
-                pct: 100.0 * ops.share_of_ops(o),
-                kernels: None,
-            })
-            .collect();
+        m.slowest_ops = framework_slowest(ops, &ops.host, EXECUTOR_PROGRAM, false);
     }
     if let Some(module) = host.main_module()
         && let Ok(Some(memory)) = module.hbm_memory_stats()
