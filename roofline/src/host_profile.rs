@@ -313,8 +313,11 @@ impl HostProfile {
     pub fn step_ms(&self) -> Option<f64> {
         let steps = self.steps().ok()?;
         let mean = steps.stats().map(|s| s.mean_ms)?;
-        let iterations = loop_iterations(steps, self.framework().name);
-        Some(iterations.stats().map_or(mean, |s| s.mean_ms).max(mean))
+        if !runs_to_next_marker(steps, self.framework().name) {
+            return Some(mean);
+        }
+        let total: Picos = iteration_durations(steps).sum();
+        Some((total.as_ms_f64() / steps.steps.len() as f64).max(mean))
     }
 
     /// The op profile: TPU op lines when present, else host-thread op events joined with HLO.
@@ -713,16 +716,31 @@ pub fn op_analyses(space: &Space) -> Result<(Steps, OpProfile, Vec<StepAnatomy>)
 /// step's graph has run, so a step's device work and its input wait lie after its marker: the
 /// marker alone (XProf's step, which [`HostProfile::steps`] keeps) would show the device idle.
 fn loop_iterations(steps: &Steps, framework: crate::Framework) -> std::borrow::Cow<'_, Steps> {
-    if framework != crate::Framework::PyTorchXla || steps.source != crate::StepSource::HostMarkers {
+    if !runs_to_next_marker(steps, framework) {
         return std::borrow::Cow::Borrowed(steps);
     }
-    // In step order (the anatomy's order), each to the next step's start when that is later.
     let mut iterations = steps.clone();
-    let starts: Vec<Picos> = iterations.steps.iter().map(|s| s.start).collect();
-    for (step, &next) in iterations.steps.iter_mut().zip(starts.iter().skip(1)) {
-        step.duration = step.duration.max(next - step.start);
+    let durations: Vec<Picos> = iteration_durations(steps).collect();
+    for (step, duration) in iterations.steps.iter_mut().zip(durations) {
+        step.duration = duration;
     }
     std::borrow::Cow::Owned(iterations)
+}
+
+/// Whether each step runs to the next step's marker ([`loop_iterations`]): PyTorch/XLA with host
+/// step markers.
+fn runs_to_next_marker(steps: &Steps, framework: crate::Framework) -> bool {
+    framework == crate::Framework::PyTorchXla && steps.source == crate::StepSource::HostMarkers
+}
+
+/// Each step's iteration, in step order (the anatomy's order): to the next step's start when
+/// that is later than its own end; the last keeps its own.
+fn iteration_durations(steps: &Steps) -> impl Iterator<Item = Picos> + '_ {
+    let next_starts = steps.steps.iter().skip(1).map(|s| Some(s.start)).chain(std::iter::once(None));
+    steps.steps.iter().zip(next_starts).map(|(step, next)| match next {
+        Some(next) => step.duration.max(next - step.start),
+        None => step.duration,
+    })
 }
 
 /// The framework op profile of a decoded space without HLO, as
