@@ -4,7 +4,7 @@
         [--also-input-pipeline]
 
 XProf 2.24.2 (`xprof`) no longer ships the tool; `tensorboard-plugin-profile` 2.19.0 is the newest
-wheel whose `raw_to_tool_data` still serves it (2.19.2 and later dropped it). Its C++ builder
+wheel whose `raw_to_tool_data` still serves it (2.19.1 and later do not). Its C++ builder
 (`CombinedTfDataStatsBuilder`, xplane_to_tf_data_stats.cc) is in the wheel's
 `_pywrap_profiler_plugin.so`, so no TensorFlow is needed.
 
