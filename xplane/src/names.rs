@@ -122,8 +122,12 @@ pub mod line {
 
 /// Stat names (the `name` of XStatMetadata entries).
 pub mod stat {
-    /// Step id.
+    /// Step id (also a `tf.data` iterator's own id).
     pub const STEP_ID: &str = "id";
+    /// The id of a `tf.data` iterator's parent iterator.
+    pub const PARENT_ID: &str = "parent_id";
+    /// The id of the element a `tf.data` producer makes and its consumer takes.
+    pub const ELEMENT_ID: &str = "element_id";
     /// Device ordinal.
     pub const DEVICE_ORDINAL: &str = "device_ordinal";
     /// Graph type of a step root.

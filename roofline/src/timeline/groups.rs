@@ -28,8 +28,9 @@
 //!   is what the device event with the same correlation id inherits
 //!   ([`HostEventGroups::launch_group`], read by [`super::DeviceEventGroups`]).
 //!
-//! Not done here: tf.data producer/consumer links (`ConnectTfDataEvents`) and worker and
-//! model-id groups.
+//! XProf links `tf.data` producers to their consumers (`ConnectTfDataEvents`) only for its
+//! `tf.data` analysis, not for the steps: that is [`crate::TfDataPipelines`]. Its marking of
+//! eagerly run kernels (`is_eager`) changes no group and is not made here.
 
 use std::collections::VecDeque;
 
