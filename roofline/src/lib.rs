@@ -108,14 +108,14 @@ pub use op_profile::{
 pub use op_profile_cpu::{ATTENTION_CUSTOM_CALL, CONVOLUTION_CUSTOM_CALL, GEMM_CUSTOM_CALL, hlo_category};
 pub use perf_env::PerfEnv;
 pub use span::Span;
-pub use tf_data::{
-    MAX_ITERATOR_DEPTH, MAX_ITERATOR_VISITS, MAX_TF_DATA_EVENTS, SLOW_TF_DATA_CALL, TfDataIterator, TfDataPipeline,
-    TfDataPipelineKind, TfDataPipelines, TfDataStageKind,
-};
 pub use step_anatomy::{anatomy_from_timeline, host_anatomy, host_anatomy_from_ops, tpu_anatomy};
 pub use step_types::{CoreStepBreakdown, StepSource, is_host_step_marker};
 pub use steps::{
     CoreStep, FLAT_CV, OUTLIER_FACTOR, Step, StepStats, StepVariance, Steps, TpuStepSummary, steps_from_timeline,
+};
+pub use tf_data::{
+    MAX_ITERATOR_DEPTH, MAX_ITERATOR_VISITS, MAX_TF_DATA_EVENTS, SLOW_TF_DATA_CALL, TfDataIterator, TfDataPipeline,
+    TfDataPipelineKind, TfDataPipelines, TfDataStageKind,
 };
 pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OFF_DUTY_CATEGORIES, OpAggregate};
 pub use timeline::{DeviceEventGroups, HostEventGroups, MAX_GROUPED_EVENTS};

@@ -182,15 +182,39 @@ impl TfDataStageKind {
         };
         match base {
             "Generator" => TfDataStageKind::PythonGenerator,
-            "TFRecord" | "SSTable" | "RecordIO" | "Spanner" | "TFColumn" | "SleepwalkRemoteDataset" | "TextLine"
-            | "StitchedTimelineDataset" | "DateKeyDataset" | "CapacitorProto" | "LMDB" | "ExternalDataset"
-            | "PearModel" | "FixedLengthRecord" | "FromTensor" | "TensorSlice" | "SyntheticDatasetOp" | "Range"
-            | "CSV" | "Sql" | "FixedLengthRecordDataset" => TfDataStageKind::Source,
+            "TFRecord"
+            | "SSTable"
+            | "RecordIO"
+            | "Spanner"
+            | "TFColumn"
+            | "SleepwalkRemoteDataset"
+            | "TextLine"
+            | "StitchedTimelineDataset"
+            | "DateKeyDataset"
+            | "CapacitorProto"
+            | "LMDB"
+            | "ExternalDataset"
+            | "PearModel"
+            | "FixedLengthRecord"
+            | "FromTensor"
+            | "TensorSlice"
+            | "SyntheticDatasetOp"
+            | "Range"
+            | "CSV"
+            | "Sql"
+            | "FixedLengthRecordDataset" => TfDataStageKind::Source,
             "DataService" => TfDataStageKind::DataService,
-            "GuzzlerDataGuzzlerRemoteDataset" | "ReverbDataset" | "DatasetSampleGame" | "Courier"
+            "GuzzlerDataGuzzlerRemoteDataset"
+            | "ReverbDataset"
+            | "DatasetSampleGame"
+            | "Courier"
             | "ReverbEpisodeDataset" => TfDataStageKind::RemoteSource,
             "Map" | "Interleave" | "FlatMap" => TfDataStageKind::Parallelisable,
-            "ParallelMap" | "ParallelInterleave" | "LegacyParallelInterleave" | "MapAndBatch" | "ParallelBatch"
+            "ParallelMap"
+            | "ParallelInterleave"
+            | "LegacyParallelInterleave"
+            | "MapAndBatch"
+            | "ParallelBatch"
             | "ParseExample" => TfDataStageKind::Parallel,
             "Filter" | "Batch" | "PaddedBatch" | "Unbatch" | "Scan" | "Window" => TfDataStageKind::Sequential,
             _ => TfDataStageKind::Other,
@@ -353,10 +377,8 @@ impl TfDataPipelines {
         if roots.is_empty() {
             return Ok(None);
         }
-        let mut pipelines: Vec<TfDataPipeline> = roots
-            .into_iter()
-            .map(|(id, calls)| pipeline(&nodes, id, &calls, device_roots.contains(&id)))
-            .collect();
+        let mut pipelines: Vec<TfDataPipeline> =
+            roots.into_iter().map(|(id, calls)| pipeline(&nodes, id, &calls, device_roots.contains(&id))).collect();
         // Numbered by first call, per kind.
         pipelines.sort_by_key(|p| (p.kind, p.first_call, p.root_id));
         let mut counts = [0usize; 2];
@@ -484,7 +506,11 @@ fn pipeline(nodes: &[Node<'_>], root_id: u64, calls: &[u32], device: bool) -> Tf
     let latency = |&i: &u32| nodes[i as usize].span.duration();
     let slowest = *calls
         .iter()
-        .max_by(|a, b| latency(a).cmp(&latency(b)).then_with(|| nodes[**b as usize].span.start.cmp(&nodes[**a as usize].span.start)))
+        .max_by(|a, b| {
+            latency(a)
+                .cmp(&latency(b))
+                .then_with(|| nodes[**b as usize].span.start.cmp(&nodes[**a as usize].span.start))
+        })
         .expect("a pipeline has a call");
     let total: i64 = calls.iter().map(|i| latency(i).0).sum();
     let mut acc: BTreeMap<u64, Acc<'_>> = BTreeMap::new();

@@ -54,7 +54,8 @@ fn pipelines_and_bottlenecks_equal_xprof() {
         for (root, p) in theirs {
             let ctx = format!("{ctx} {root}");
             let mine = ours.pipelines.iter().find(|m| m.root_id as i64 == root.parse::<i64>().unwrap()).unwrap();
-            let kind = if p["metadata"]["type"] == "DEVICE" { TfDataPipelineKind::Device } else { TfDataPipelineKind::Host };
+            let kind =
+                if p["metadata"]["type"] == "DEVICE" { TfDataPipelineKind::Device } else { TfDataPipelineKind::Host };
             assert_eq!(mine.kind, kind, "{ctx}");
             let calls = p["stats"].as_array().unwrap();
             assert_eq!(mine.calls, calls.len() as u64, "{ctx}");
@@ -71,7 +72,12 @@ fn pipelines_and_bottlenecks_equal_xprof() {
             let slowest = &calls[0];
             let mut lumped = (0i64, 0i64, 0i64, false);
             for it in mine.iterators.iter().filter(|it| it.id > i64::MAX as u64) {
-                lumped = (lumped.0 + it.total.0, lumped.1 + it.self_time.0, lumped.2 + it.calls as i64, lumped.3 || it.blocking);
+                lumped = (
+                    lumped.0 + it.total.0,
+                    lumped.1 + it.self_time.0,
+                    lumped.2 + it.calls as i64,
+                    lumped.3 || it.blocking,
+                );
             }
             let entries = slowest["iterator_stats"].as_object().unwrap();
             for (id, s) in entries {
@@ -82,7 +88,8 @@ fn pipelines_and_bottlenecks_equal_xprof() {
                     let it = it.unwrap_or_else(|| panic!("{ctx}: iterator {id}"));
                     (it.total.0, it.self_time.0, it.calls as i64, it.blocking)
                 };
-                let want = (int(&s["duration_ps"]), int(&s["self_time_ps"]), int(&s["num_calls"]), s["is_blocking"] == true);
+                let want =
+                    (int(&s["duration_ps"]), int(&s["self_time_ps"]), int(&s["num_calls"]), s["is_blocking"] == true);
                 assert_eq!(got, want, "{ctx}: iterator {id}");
             }
             // Ours lists the same iterators, those XProf reads as 0 apart.

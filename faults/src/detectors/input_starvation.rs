@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use xlens_roofline::{Framework, InputPipeline, Span, StepSource, Steps};
+use xlens_roofline::{Framework, InputPipeline, Span, StepSource, Steps, TfDataPipelines, TfDataStageKind};
 use xlens_xplane::Picos;
 
 use crate::config::ScanConfig;
@@ -43,8 +43,11 @@ const META: DetectorMeta = DetectorMeta {
         evidence: "The input-bound share of the step time and the input wait per step; the steps affected; the \
                    host events of the input phase grouped by name (the loader TraceMe, IteratorGetNext, \
                    device_put) with the longest occurrences as timeline events; on TPU the infeed ops with their \
-                   time per step; on TensorFlow the slowest `tf.data` stages (self time) and XProf's own input \
-                   figure; the gap between the step start and its first op.",
+                   time per step; on TensorFlow XProf's own input figure and the slowest `tf.data` pipeline: its \
+                   calls and the stage its slowest call waited on (XProf's tf.data bottleneck analysis: \
+                   each element's producer on a background thread linked to the call that awaited it), whose \
+                   kind (a Python generator, a source, a sequential or parallel transformation) picks the \
+                   TensorFlow fix; without a root iterator, the slowest stages by self time; the gap between the step start and its first op.",
         thresholds: "Reported when the input wait is at least `input_starvation.min_input_pct` (default 5) % of \
                      the step time, as P0 from `input_starvation.p0_input_pct` (default 20) % (XProf's moderate \
                      and high input-bound thresholds); P2 below 2 % of the step.",
@@ -126,6 +129,8 @@ struct InputWaits<'a> {
     /// markers), part of the loop's period; the input share is of the steps and this time
     /// together.
     outside: Vec<Picos>,
+    /// The `tf.data` stage the slowest call of a slow pipeline waited on: (short name, kind).
+    tf_data_bottleneck: Option<(String, TfDataStageKind)>,
 }
 
 /// Host-marker steps (XLA:CPU and other host-run programs): the leading host phase of each step.
@@ -359,7 +364,7 @@ const TF_SOURCE: &str = "TensorFlow step groups (host tf.data wait against the d
 const TF_HOST_SOURCE: &str = "TensorFlow step groups (host tf.data wait, no device)";
 
 /// TensorFlow step groups: per step, the host's `tf.data` wait against the device's work.
-fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> InputWaits<'a> {
+fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> Result<InputWaits<'a>, Skip> {
     // Steps are named by group id, or as XProf names the groups it makes (`train 19`).
     let by_group: BTreeMap<String, Picos> = input
         .steps
@@ -394,15 +399,107 @@ fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> 
         xprof.as_ms_f64() / n,
         "ms",
     ));
-    for stage in input.stages.iter().take(3) {
-        out.notes.push(Evidence::note(format!(
-            "tf.data stage `{}`: {} call(s), {:.3} ms self time in the capture",
-            stage.name,
-            stage.count,
-            stage.self_time.as_ms_f64()
-        )));
+    let pipelines = match host.space().host_threads() {
+        Some(plane) => TfDataPipelines::read(plane).map_err(Skip::because)?,
+        None => None,
+    };
+    match pipelines.as_ref().and_then(TfDataPipelines::slowest_host) {
+        Some(p) => tf_data_evidence(p, &mut out),
+        // No root iterator to follow: the stages over the whole capture.
+        None => {
+            for stage in input.stages.iter().take(3) {
+                out.notes.push(Evidence::note(format!(
+                    "tf.data stage `{}`: {} call(s), {:.3} ms self time in the capture",
+                    stage.name,
+                    stage.count,
+                    stage.self_time.as_ms_f64()
+                )));
+            }
+        }
     }
-    out
+    Ok(out)
+}
+
+/// The evidence of a TensorFlow host's slowest `tf.data` pipeline: its calls and, when a call is
+/// slow, the stage its slowest call waited on (which then picks the TensorFlow fix).
+fn tf_data_evidence(p: &xlens_roofline::TfDataPipeline, out: &mut InputWaits<'_>) {
+    out.notes.push(Evidence::metric(
+        "tf_data_max_latency",
+        format!("slowest call of tf.data pipeline {} (`{}`)", p.name, p.root_name),
+        p.max_latency.as_ms_f64(),
+        "ms",
+    ));
+    out.notes.push(Evidence::note(format!(
+        "tf.data pipeline {}: {} call(s), mean {:.3} ms, min {:.3} ms, max {:.3} ms; {} slower than {:.0} us",
+        p.name,
+        p.calls,
+        p.mean_latency.as_ms_f64(),
+        p.min_latency.as_ms_f64(),
+        p.max_latency.as_ms_f64(),
+        p.slow_calls,
+        xlens_roofline::SLOW_TF_DATA_CALL.as_ms_f64() * 1000.0,
+    )));
+    let Some(b) = p.bottleneck().filter(|_| p.is_slow()) else { return };
+    let waited: Vec<&str> =
+        p.iterators.iter().filter(|it| it.blocking).map(xlens_roofline::TfDataIterator::short_name).collect();
+    out.notes.push(Evidence::note(format!(
+        "tf.data bottleneck of the slowest call: `{}` (`{}`), {}, {:.3} ms of its own time making the awaited element (the call waited through {})",
+        b.short_name(),
+        b.name,
+        b.kind().describe(),
+        b.self_time.as_ms_f64(),
+        waited.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" → "),
+    )));
+    out.tf_data_bottleneck = Some((b.short_name().to_string(), b.kind()));
+}
+
+/// The TensorFlow fix for a pipeline held back by a stage of this kind (`None`: the detector's
+/// own line).
+fn tf_data_fix(kind: TfDataStageKind) -> Option<&'static str> {
+    Some(match kind {
+        TfDataStageKind::PythonGenerator => {
+            "the pipeline waits on a Python generator (`tf.data.Dataset.from_generator`), which makes one element \
+             at a time under the GIL: build it from `tf.data` sources and TensorFlow ops instead \
+             (`from_tensor_slices`, `TFRecordDataset`, a `map` of TensorFlow ops), or split the generator's work \
+             into shards and `interleave` several generators with `num_parallel_calls=tf.data.AUTOTUNE`; then \
+             `.cache()` what does not change between epochs and put `.prefetch(tf.data.AUTOTUNE)` last."
+        }
+        TfDataStageKind::Source => {
+            "the pipeline waits on its source: read in parallel (`interleave` over the files with \
+             `num_parallel_calls=tf.data.AUTOTUNE`, or `TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)`), \
+             keep the data close to the host (same region, local disk), `.cache()` what fits in memory, and put \
+             `.prefetch(tf.data.AUTOTUNE)` last."
+        }
+        TfDataStageKind::DataService => {
+            "the pipeline waits on the tf.data service: profile its workers, add workers or give them the \
+             expensive transformations, and put `.prefetch(tf.data.AUTOTUNE)` after the service's dataset."
+        }
+        TfDataStageKind::RemoteSource => {
+            "the pipeline waits on a source on another machine: profile that machine, fetch in parallel \
+             (`interleave` with `num_parallel_calls=tf.data.AUTOTUNE`), and prefetch deeper \
+             (`.prefetch(tf.data.AUTOTUNE)`)."
+        }
+        TfDataStageKind::Parallelisable => {
+            "the pipeline waits on a transformation that runs one element at a time: give it \
+             `num_parallel_calls=tf.data.AUTOTUNE` (`map`, or `interleave` in place of `flat_map`), vectorise its \
+             function (`batch` before `map`), `.cache()` after it when its output does not change between epochs, \
+             and put `.prefetch(tf.data.AUTOTUNE)` last."
+        }
+        TfDataStageKind::Parallel => {
+            "the pipeline waits on a transformation that already runs in parallel: set \
+             `num_parallel_calls=tf.data.AUTOTUNE` where it is a fixed number, make its function cheaper (batch \
+             first and vectorise it; `tf.py_function` and Python code serialise on the GIL), `.cache()` after it \
+             when its output does not change between epochs, or give it more CPUs (a larger host, or the tf.data \
+             service)."
+        }
+        TfDataStageKind::Sequential => {
+            "the pipeline waits on a transformation without a parallel form (`filter`, `batch`, `unbatch`, …): \
+             run several copies of the pipeline over shards of the input and combine them (`interleave` of the \
+             shards with `num_parallel_calls=tf.data.AUTOTUNE`), give `batch` `num_parallel_calls=tf.data.AUTOTUNE`, \
+             and `.cache()` after it when its output does not change between epochs."
+        }
+        TfDataStageKind::Other => return None,
+    })
 }
 
 /// Where the steps come from on a PyTorch/XLA capture.
@@ -535,7 +632,7 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
         (tpu_waits(host, steps), source)
     } else if let Some(input) = input {
         let source = if input.steps.iter().all(|s| s.host_counted_by_xprof) { TF_HOST_SOURCE } else { TF_SOURCE };
-        (tf_waits(host, steps, &input), source)
+        (tf_waits(host, steps, &input)?, source)
     } else if host.framework().name == Framework::PyTorchXla {
         (torch_waits(host, steps), TORCH_SOURCE)
     } else {
@@ -677,7 +774,20 @@ fn describe(
         affected.len(),
         per = TimeBase::of(host).per(),
     );
-    Finding::new(detector, severity, what, evidence_of(host, m, s, &affected), impact)
+    let finding = Finding::new(detector, severity, what, evidence_of(host, m, s, &affected), impact);
+    match &m.waits.tf_data_bottleneck {
+        Some((stage, kind)) => {
+            let finding = Finding {
+                what: format!("{} Its tf.data pipeline waits on `{stage}`, {}.", finding.what, kind.describe()),
+                ..finding
+            };
+            match tf_data_fix(*kind) {
+                Some(tensorflow) => finding.with_fix_lines(FixLines { tensorflow, ..META.doc.fix_lines }),
+                None => finding,
+            }
+        }
+        None => finding,
+    }
 }
 
 #[cfg(test)]
@@ -936,6 +1046,25 @@ mod tests {
         assert_eq!(f.severity, Severity::P0);
         assert!((55.4..55.6).contains(&metric(f, "input-bound share of the step time")), "{f:#?}");
         assert!(f.what.contains("IteratorGetNext") && f.what.contains("HIGHLY input-bound"), "{}", f.what);
+        // The generator sleeps: XProf's tf.data analysis names it, and the fix is for a generator.
+        assert!(
+            f.what.ends_with("Its tf.data pipeline waits on `Generator`, a Python generator (`from_generator`)."),
+            "{}",
+            f.what
+        );
+        let text: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|e| e.starts_with(
+                "tf.data bottleneck of the slowest call: `Generator` (`Iterator::Root::Prefetch::Map::FlatMap[0]::Generator`)"
+            )),
+            "{text:#?}"
+        );
+        assert_eq!(metric(f, "slowest call of tf.data pipeline Host:0 (`Iterator::Root`)"), 38.085211);
+        assert!(
+            f.fix.contains("from_generator") && f.fix.contains("interleave") && !f.fix.contains("jax"),
+            "{}",
+            f.fix
+        );
         // XProf: 0.5 % (prefetching pipeline) and 4.3 % (XLA; its `EagerCopyToDevice` is host
         // compute, not input): not input-bound.
         for dir in ["field/tf_cpu_keras_steady", "field/tf_cpu_keras_xla"] {
