@@ -41,6 +41,7 @@ pub struct HostProfile {
     kernel_stats: OnceLock<Option<crate::KernelStats>>,
     step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<OnceLock<Arc<StepMedians>>>>>,
     framework_ops: OnceLock<Option<Result<FrameworkOpStats, Shared>>>,
+    tf_groups: OnceLock<Result<Option<crate::TfEventGroups>, Shared>>,
 }
 
 impl HostProfile {
@@ -65,6 +66,7 @@ impl HostProfile {
             kernel_stats: OnceLock::new(),
             step_medians: std::sync::Mutex::default(),
             framework_ops: OnceLock::new(),
+            tf_groups: OnceLock::new(),
         }
     }
 
@@ -270,8 +272,25 @@ impl HostProfile {
     fn steps_cell(&self) -> &Result<Steps, Shared> {
         self.steps.get_or_init(|| {
             let timeline = shared(self.timeline_cell())?;
-            steps_of(&self.space, timeline, || self.host_ops_shared())
+            steps_of(
+                &self.space,
+                timeline,
+                || self.host_ops_shared(),
+                || shared(self.tf_groups_cell()).map(|g| crate::steps::derived_gpu_steps(&self.space, g.as_ref())),
+            )
         })
+    }
+
+    /// XProf's own step grouping of a TensorFlow capture that carries none
+    /// ([`crate::TfEventGroups`]), built once when first asked for: the steps of a GPU capture
+    /// without `Steps` lines and the input pipeline both read it. `Ok(None)` for any other
+    /// capture.
+    pub fn tf_event_groups(&self) -> Result<Option<&crate::TfEventGroups>, &Error> {
+        self.tf_groups_cell().as_ref().map(Option::as_ref).map_err(|e| &**e)
+    }
+
+    fn tf_groups_cell(&self) -> &Result<Option<crate::TfEventGroups>, Shared> {
+        self.tf_groups.get_or_init(|| crate::TfEventGroups::build(&self.space).map_err(Arc::new))
     }
 
     /// XProf's device duty cycle (%): TPU cores' on-duty time over their windows; for GPU
@@ -629,9 +648,10 @@ fn steps_of<'a, E: From<Error>>(
     space: &Space,
     timeline: &DeviceTimeline,
     host_ops: impl FnOnce() -> Result<&'a HostOps, E>,
+    derived: impl FnOnce() -> Result<Vec<crate::Step>, E>,
 ) -> Result<Steps, E> {
     if space.tpu_tensor_cores().is_empty() {
-        Ok(Steps::from_timeline_and_host_ops(space, timeline, host_ops()?)?)
+        Steps::from_timeline_host_ops_and_groups(space, timeline, host_ops()?, derived)
     } else {
         Ok(Steps::from_timeline(space, timeline)?)
     }
@@ -701,7 +721,12 @@ pub fn op_analyses(space: &Space) -> Result<(Steps, OpProfile, Vec<StepAnatomy>)
     } else {
         (HostOps::default(), Vec::new())
     };
-    let steps = steps_of(space, &timeline, || Ok::<_, Error>(&host_ops))?;
+    let steps = steps_of(
+        space,
+        &timeline,
+        || Ok::<_, Error>(&host_ops),
+        || crate::TfEventGroups::build(space).map(|g| crate::steps::derived_gpu_steps(space, g.as_ref())),
+    )?;
     let profile = op_profile_of(space, || Ok::<_, Error>(&timeline), || Ok(&host_ops), || &modules)?;
     let framework = crate::framework::detect(space, xlens_xplane::summarize(space).hlo_programs, || &modules).name;
     let iterations = loop_iterations(&steps, framework);

@@ -47,7 +47,7 @@ use xlens_xplane::{Picos, Plane, Space, names};
 
 use crate::span::Span;
 use crate::span::union;
-use crate::timeline::{DeviceEventGroups, HostEventGroups};
+use crate::timeline::{DeviceEventGroups, HostEventGroups, TfEventGroups};
 
 /// The most step groups read (the first ones found are kept, the others are not analysed):
 /// bounds the per-step tables of a capture that marks millions of groups.
@@ -153,34 +153,25 @@ impl InputPipeline {
     /// Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn read(space: &Space) -> xlens_xplane::Result<Option<InputPipeline>> {
+        InputPipeline::read_grouped(space, TfEventGroups::build(space)?.as_ref())
+    }
+
+    /// [`InputPipeline::read`] with XProf's grouping of the capture already made
+    /// ([`TfEventGroups::build`] of the same space; a [`crate::HostProfile`] keeps it): the
+    /// groups come from TensorFlow's `group_id` stats where the host plane has them, else from
+    /// `groups`.
+    pub fn read_grouped(space: &Space, groups: Option<&TfEventGroups>) -> xlens_xplane::Result<Option<InputPipeline>> {
         let Some(host) = space.host_threads() else { return Ok(None) };
         if !space.tpu_tensor_cores().is_empty() {
             return Ok(None);
         }
         let gpus = space.gpus();
-        let derived;
-        let derived_devices;
-        let mut devices = None;
-        let grouping = match host.stat_id(names::stat::GROUP_ID) {
-            Some(id) => Grouping::Stat(id),
-            // Without TensorFlow's stats: XProf's own grouping, on a TensorFlow capture without
-            // a device, or with GPUs and no `group_id` on any plane (the device events then
-            // take their launches' groups).
-            None if HostEventGroups::has_tensorflow_executor(host)
-                && (gpus.is_empty() || DeviceEventGroups::applies(space)) =>
-            {
-                derived = HostEventGroups::build(host)?;
-                let Some(g) = derived.as_ref().filter(|g| g.is_tensorflow() && !g.is_empty()) else {
-                    return Ok(None);
-                };
-                if !gpus.is_empty() {
-                    derived_devices = DeviceEventGroups::build(space, g)?;
-                    let Some(d) = &derived_devices else { return Ok(None) };
-                    devices = Some(d);
-                }
-                Grouping::Derived(g)
-            }
-            None => return Ok(None),
+        let (grouping, devices) = match (host.stat_id(names::stat::GROUP_ID), groups) {
+            (Some(id), _) => (Grouping::Stat(id), None),
+            // Without TensorFlow's stats: XProf's own grouping (the device events, with GPUs, in
+            // their launches' groups).
+            (None, Some(g)) => (Grouping::Derived(&g.host), g.devices.as_ref()),
+            (None, None) => return Ok(None),
         };
         let mut groups: BTreeMap<i64, Group> = BTreeMap::new();
         for plane in &gpus {

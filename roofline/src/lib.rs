@@ -118,7 +118,7 @@ pub use tf_data::{
     TfDataPipelineKind, TfDataPipelines, TfDataStageKind,
 };
 pub use timeline::{CoreStepSummary, CoreTimeline, DeviceTimeline, OFF_DUTY_CATEGORIES, OpAggregate};
-pub use timeline::{DeviceEventGroups, HostEventGroups, MAX_GROUPED_EVENTS};
+pub use timeline::{DeviceEventGroups, HostEventGroups, MAX_GROUPED_EVENTS, TfEventGroups};
 pub use xlens_chips::{
     Bytes, BytesPerSec, ChipSpec, Error, ErrorKind, Flops, FlopsPerByte, FlopsPerSec, GB, GIB, MIB, MemoryKind, OnChip,
     OnChipMemory, Result, Vendor,

@@ -100,7 +100,7 @@ impl Steps {
         if !timeline.is_empty() {
             return Ok(Steps { source: timeline.source, steps: steps_from_timeline(timeline) });
         }
-        marked_steps(space, None)
+        marked_steps(space, None, || crate::TfEventGroups::build(space).map(|g| derived_gpu_steps(space, g.as_ref())))
     }
 
     /// [`Steps::from_timeline`] where the op events of a CPU or GPU profile were read already:
@@ -114,7 +114,23 @@ impl Steps {
         if !timeline.is_empty() {
             return Ok(Steps { source: timeline.source, steps: steps_from_timeline(timeline) });
         }
-        let marked = marked_steps(space, Some(&host_ops.marker_lines))?;
+        Steps::from_timeline_host_ops_and_groups(space, timeline, host_ops, || {
+            crate::TfEventGroups::build(space).map(|g| derived_gpu_steps(space, g.as_ref()))
+        })
+    }
+
+    /// [`Steps::from_timeline_and_host_ops`] with the steps XProf derives from its own grouping
+    /// of a TensorFlow GPU capture (asked for only where nothing else marks the steps).
+    pub(crate) fn from_timeline_host_ops_and_groups<E: From<xlens_xplane::Error>>(
+        space: &Space,
+        timeline: &crate::DeviceTimeline,
+        host_ops: &crate::HostOps,
+        derived: impl FnOnce() -> Result<Vec<Step>, E>,
+    ) -> Result<Steps, E> {
+        if !timeline.is_empty() {
+            return Ok(Steps { source: timeline.source, steps: steps_from_timeline(timeline) });
+        }
+        let marked = marked_steps(space, Some(&host_ops.marker_lines), derived)?;
         if !marked.steps.is_empty() {
             return Ok(marked);
         }
@@ -316,14 +332,18 @@ fn host_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Ve
 /// Host markers, else the `Steps` lines of GPU planes (or, on a TensorFlow GPU capture without
 /// `group_id` stats, the `Steps` events XProf derives from its own grouping); [`StepSource::None`]
 /// without any.
-fn marked_steps(space: &Space, lines: Option<&[usize]>) -> xlens_xplane::Result<Steps> {
+fn marked_steps<E: From<xlens_xplane::Error>>(
+    space: &Space,
+    lines: Option<&[usize]>,
+    derived: impl FnOnce() -> Result<Vec<Step>, E>,
+) -> Result<Steps, E> {
     let host = host_steps(space, lines)?;
     if !host.is_empty() {
         return Ok(Steps { source: StepSource::HostMarkers, steps: host });
     }
     let mut gpu = gpu_steps(space)?;
     if gpu.is_empty() {
-        gpu = derived_gpu_steps(space)?;
+        gpu = derived()?;
     }
     let source = if gpu.is_empty() { StepSource::None } else { StepSource::DeviceSteps };
     Ok(Steps { source, steps: gpu })
@@ -354,25 +374,17 @@ fn add_step_event(by_name: &mut StepsByName, name: &str, start: Picos, duration:
 }
 
 /// The steps of a TensorFlow GPU capture without `group_id` stats: the `Steps` events XProf
-/// derives after grouping the events itself ([`crate::DeviceEventGroups`]), read as
-/// [`gpu_steps`] reads the capture's own. Empty for any other capture (metadata alone tells).
-fn derived_gpu_steps(space: &Space) -> xlens_xplane::Result<Vec<Step>> {
-    if !crate::DeviceEventGroups::applies(space) {
-        return Ok(Vec::new());
-    }
-    let Some(host) = space.host_threads() else { return Ok(Vec::new()) };
-    let Some(groups) = crate::HostEventGroups::build(host)? else { return Ok(Vec::new()) };
-    if !groups.is_tensorflow() || groups.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(devices) = crate::DeviceEventGroups::build(space, &groups)? else { return Ok(Vec::new()) };
+/// derives after grouping the events itself (`groups`: [`crate::TfEventGroups`] of the space),
+/// read as [`gpu_steps`] reads the capture's own. Empty without device groups.
+pub(crate) fn derived_gpu_steps(space: &Space, groups: Option<&crate::TfEventGroups>) -> Vec<Step> {
+    let Some(devices) = groups.and_then(|g| g.devices.as_ref()) else { return Vec::new() };
     let mut by_name = StepsByName::new();
     for plane in space.gpus() {
         for &(group, span) in devices.step_markers(plane) {
             add_step_event(&mut by_name, &group.to_string(), span.start, span.duration());
         }
     }
-    Ok(steps_by_name(by_name))
+    steps_by_name(by_name)
 }
 
 /// One step per `Steps` event name, in start order (then by duration and name).

@@ -14,7 +14,7 @@
 mod device_groups;
 mod groups;
 
-pub use device_groups::DeviceEventGroups;
+pub use device_groups::{DeviceEventGroups, TfEventGroups};
 pub use groups::{HostEventGroups, MAX_GROUPED_EVENTS};
 
 use std::cmp::Reverse;

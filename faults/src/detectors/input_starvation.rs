@@ -619,7 +619,12 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
     let tpu = !host.space().tpu_tensor_cores().is_empty();
     // TensorFlow's step groups measure the input from the host's iterator events alone (a
     // CPU-only TensorFlow capture has no op timeline of its own); the other rules read the ops.
-    let input = if tpu { None } else { InputPipeline::read(host.space()).map_err(Skip::because)? };
+    let input = if tpu {
+        None
+    } else {
+        let groups = host.tf_event_groups().map_err(Skip::because)?;
+        InputPipeline::read_grouped(host.space(), groups).map_err(Skip::because)?
+    };
     let input = input.filter(|i| !i.steps.is_empty());
     if input.is_none() && !host.has(Need::OpTimeline) {
         return Err(Skip::because(Need::OpTimeline.missing()));

@@ -230,6 +230,46 @@ fn group_plane(plane: &Plane, host: &HostEventGroups, seen: &mut usize) -> xlens
     Ok(Some(PlaneGroups { plane: plane.index(), by_event, steps }))
 }
 
+/// XProf's own step grouping of a TensorFlow capture that carries none: the host's
+/// ([`HostEventGroups`]) and, on GPUs, the devices' ([`DeviceEventGroups`]). Built once per host
+/// and read by the steps and the input pipeline.
+#[derive(Clone, Debug)]
+pub struct TfEventGroups {
+    /// The host events' groups.
+    pub host: HostEventGroups,
+    /// The device events' groups (`None` on a capture without GPUs).
+    pub devices: Option<DeviceEventGroups>,
+}
+
+impl TfEventGroups {
+    /// The grouping XProf makes of a TensorFlow capture without `group_id` stats: a `/host:CPU`
+    /// plane with TensorFlow executor events, no TPU planes, and either no GPU planes or GPU
+    /// planes that carry no `group_id` either ([`DeviceEventGroups::applies`]). `None` for any
+    /// other capture, and where the grouping finds no TensorFlow step or too many events.
+    /// Metadata alone rules out the captures it does not apply to.
+    pub fn build(space: &Space) -> xlens_xplane::Result<Option<TfEventGroups>> {
+        let Some(host) = space.host_threads() else { return Ok(None) };
+        let gpus = space.gpus();
+        if !space.tpu_tensor_cores().is_empty()
+            || host.stat_id(names::stat::GROUP_ID).is_some()
+            || !HostEventGroups::has_tensorflow_executor(host)
+            || (!gpus.is_empty() && !DeviceEventGroups::applies(space))
+        {
+            return Ok(None);
+        }
+        let Some(groups) = HostEventGroups::build(host)?.filter(|g| g.is_tensorflow() && !g.is_empty()) else {
+            return Ok(None);
+        };
+        let devices = if gpus.is_empty() {
+            None
+        } else {
+            let Some(d) = DeviceEventGroups::build(space, &groups)? else { return Ok(None) };
+            Some(d)
+        };
+        Ok(Some(TfEventGroups { host: groups, devices }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
