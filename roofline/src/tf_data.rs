@@ -682,4 +682,50 @@ mod tests {
         let space = Space::parse(b.finish().into()).unwrap();
         assert!(TfDataPipelines::read(space.host_threads().unwrap()).unwrap().is_none());
     }
+
+    proptest::proptest! {
+        /// Any nesting, ids and element links (cycles included) read without error, and the
+        /// figures hold together: latencies ordered, no self time above its total, the
+        /// bottleneck a blocking iterator with the largest self time.
+        #[test]
+        fn any_pipeline_reads_and_its_figures_hold(
+            events in proptest::collection::vec(
+                (0usize..2, 0usize..7, 0i64..1_000, 1i64..500, 0u64..4, 0u64..4, 0u64..3),
+                1..60,
+            )
+        ) {
+            const NAMES: [&str; 7] = [
+                "Iterator::Root", "Iterator::Root::Prefetch", "Iterator::Root::Prefetch::Map",
+                "PrefetchProduce", "PrefetchConsume", "Iterator::Root::Prefetch::Map::TFRecord", "other",
+            ];
+            let mut b = SpaceBuilder::default();
+            {
+                let mut host = b.plane(1, names::plane::HOST_CPU);
+                let id = host.stat_metadata(names::stat::STEP_ID);
+                let parent = host.stat_metadata(names::stat::PARENT_ID);
+                let el = host.stat_metadata(names::stat::ELEMENT_ID);
+                let metas: Vec<_> = NAMES.iter().map(|n| host.event_metadata(n)).collect();
+                for line_no in 0..2usize {
+                    let mut line = host.line(line_no as i64 + 1, "t", 0);
+                    for &(_, n, start, dur, i, p, e) in events.iter().filter(|ev| ev.0 == line_no) {
+                        line.event(metas[n], start * US, dur * US).stat(id, i).stat(parent, p).stat(el, e);
+                    }
+                }
+            }
+            let space = Space::parse(b.finish().into()).unwrap();
+            let Some(found) = TfDataPipelines::read(space.host_threads().unwrap()).unwrap() else { return Ok(()) };
+            for p in &found.pipelines {
+                proptest::prop_assert!(p.min_latency <= p.mean_latency && p.mean_latency <= p.max_latency);
+                proptest::prop_assert!(p.slow_calls <= p.calls && p.calls > 0);
+                proptest::prop_assert_eq!(p.iterators[0].id, p.root_id);
+                for it in &p.iterators {
+                    proptest::prop_assert!(it.self_time <= it.total && it.self_time >= Picos::ZERO, "{:?}", it);
+                }
+                if let Some(bn) = p.bottleneck() {
+                    proptest::prop_assert!(bn.blocking);
+                    proptest::prop_assert!(p.iterators.iter().filter(|it| it.blocking).all(|it| it.self_time <= bn.self_time));
+                }
+            }
+        }
+    }
 }
