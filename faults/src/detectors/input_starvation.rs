@@ -129,6 +129,9 @@ struct InputWaits<'a> {
     /// markers), part of the loop's period; the input share is of the steps and this time
     /// together.
     outside: Vec<Picos>,
+    /// On TensorFlow step groups: the slowest `tf.data` stages by self time, the evidence when
+    /// no root iterator can be followed (the `tf.data` pipelines are read only for a finding).
+    tf_stage_notes: Option<Vec<Evidence>>,
     /// The `tf.data` stage the slowest call of a slow pipeline waited on: (short name, kind).
     tf_data_bottleneck: Option<(String, TfDataStageKind)>,
 }
@@ -364,7 +367,7 @@ const TF_SOURCE: &str = "TensorFlow step groups (host tf.data wait against the d
 const TF_HOST_SOURCE: &str = "TensorFlow step groups (host tf.data wait, no device)";
 
 /// TensorFlow step groups: per step, the host's `tf.data` wait against the device's work.
-fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> Result<InputWaits<'a>, Skip> {
+fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> InputWaits<'a> {
     // Steps are named by group id, or as XProf names the groups it makes (`train 19`).
     let by_group: BTreeMap<String, Picos> = input
         .steps
@@ -399,25 +402,37 @@ fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> 
         xprof.as_ms_f64() / n,
         "ms",
     ));
+    out.tf_stage_notes = Some(
+        input
+            .stages
+            .iter()
+            .take(3)
+            .map(|stage| {
+                Evidence::note(format!(
+                    "tf.data stage `{}`: {} call(s), {:.3} ms self time in the capture",
+                    stage.name,
+                    stage.count,
+                    stage.self_time.as_ms_f64()
+                ))
+            })
+            .collect(),
+    );
+    out
+}
+
+/// The `tf.data` evidence of a TensorFlow finding: the slowest pipeline and the stage its
+/// slowest call waited on, else (no root iterator to follow) the stages over the whole capture.
+fn add_tf_data(host: &HostProfile, waits: &mut InputWaits<'_>) -> Result<(), Skip> {
+    let Some(stages) = waits.tf_stage_notes.take() else { return Ok(()) };
     let pipelines = match host.space().host_threads() {
         Some(plane) => TfDataPipelines::read(plane).map_err(Skip::because)?,
         None => None,
     };
     match pipelines.as_ref().and_then(TfDataPipelines::slowest_host) {
-        Some(p) => tf_data_evidence(p, &mut out),
-        // No root iterator to follow: the stages over the whole capture.
-        None => {
-            for stage in input.stages.iter().take(3) {
-                out.notes.push(Evidence::note(format!(
-                    "tf.data stage `{}`: {} call(s), {:.3} ms self time in the capture",
-                    stage.name,
-                    stage.count,
-                    stage.self_time.as_ms_f64()
-                )));
-            }
-        }
+        Some(p) => tf_data_evidence(p, waits),
+        None => waits.notes.extend(stages),
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The evidence of a TensorFlow host's slowest `tf.data` pipeline: its calls and, when a call is
@@ -595,8 +610,9 @@ impl Detector for InputStarvation {
     const META: DetectorMeta = META;
 
     fn run(&self, host: &HostProfile, config: &ScanConfig, out: &mut Findings) -> Result<(), Skip> {
-        let measured = measure(host)?;
+        let mut measured = measure(host)?;
         let Some(score) = score(host, &measured, config) else { return Ok(()) };
+        add_tf_data(host, &mut measured.waits)?;
         out.push(describe(self, host, &measured, &score, config));
         Ok(())
     }
@@ -637,7 +653,7 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
         (tpu_waits(host, steps), source)
     } else if let Some(input) = input {
         let source = if input.steps.iter().all(|s| s.host_counted_by_xprof) { TF_HOST_SOURCE } else { TF_SOURCE };
-        (tf_waits(host, steps, &input)?, source)
+        (tf_waits(host, steps, &input), source)
     } else if host.framework().name == Framework::PyTorchXla {
         (torch_waits(host, steps), TORCH_SOURCE)
     } else {
