@@ -427,3 +427,27 @@ fn parquet_rows(dir: &std::path::Path) -> Vec<(String, f64)> {
     }
     out
 }
+
+/// TensorFlow names run long (`_MklNativeConv2DBackpropFilterWithBias`, scoped op names): every
+/// text table of `ops` keeps its columns aligned, each column as wide as its longest entry up to
+/// a cap (longer entries cut with `…`).
+#[test]
+fn ops_text_tables_stay_aligned_with_long_tensorflow_names() {
+    let ops = host_op_profiles(&root().join("testdata/field/tf_cpu_keras_input_bound")).unwrap();
+    let text = op_profile_text(&ops.hosts[0], 20);
+    assert!(text.contains("_MklNativeConv2DBackpropFilterWithBias "), "{text}");
+    // In each table (a header, then its rows up to a blank line) the numbers end at the same
+    // column on every row.
+    let tables: Vec<&str> = text.split("\n\n").collect();
+    let mut checked = 0;
+    for table in tables {
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("  ") && l.trim_end().ends_with('%')).collect();
+        if rows.len() < 2 {
+            continue;
+        }
+        let widths: Vec<usize> = rows.iter().map(|r| r.chars().count()).collect();
+        assert!(widths.iter().all(|w| *w == widths[0]), "misaligned rows: {rows:#?}");
+        checked += 1;
+    }
+    assert!(checked >= 2, "{text}");
+}

@@ -20,6 +20,19 @@ pub fn clip(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{kept}…"))
 }
 
+/// The width of a text column: its longest entry (in characters), at least `min` (the width the
+/// table has for short names, and its header) and at most `max` (longer entries are [`clip`]ped
+/// to it), so that every row of the table keeps its columns aligned.
+///
+/// ```
+/// use xlens_report::render::column_width;
+/// assert_eq!(column_width(["Mul", "Sum"], 8, 40), 8);
+/// assert_eq!(column_width(["_MklNativeConv2DBackpropFilterWithBias"], 28, 34), 34);
+/// ```
+pub fn column_width<'a>(entries: impl IntoIterator<Item = &'a str>, min: usize, max: usize) -> usize {
+    entries.into_iter().map(|e| e.chars().count()).max().unwrap_or(0).clamp(min, max.max(min))
+}
+
 /// `text` with every control character (ESC, CR, LF, the C1 controls, ...) written as a `\u{..}`
 /// escape, as JSON escapes them: names from a profile cannot move the cursor, retitle the
 /// terminal or forge a report line.

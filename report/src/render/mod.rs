@@ -47,7 +47,7 @@ fn json_document(report: &Report) -> String {
 }
 
 pub(crate) use crate::text::escape_controls;
-pub use crate::text::{clip, printable, printable_lines};
+pub use crate::text::{clip, column_width, printable, printable_lines};
 pub(crate) use format::escape;
 
 use xlens_faults::{Finding, HostRow, Metrics, Report, Scope, fmt_value};

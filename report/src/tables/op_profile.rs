@@ -1,6 +1,7 @@
 //! The `op_profile` example's output: steps, the category pie, per-op rows and the step anatomy.
 
 use super::line;
+use crate::text::{clip, column_width};
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
@@ -241,9 +242,10 @@ fn categories_text(s: &mut String, p: &OpProfile) {
     );
     let mut cats: Vec<(String, Picos)> = p.categories().into_iter().collect();
     cats.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let w = column_width(cats.iter().map(|c| c.0.as_str()), 28, 48);
     for (name, t) in cats {
         let pct = if total.0 > 0 { 100.0 * t.0 as f64 / total.0 as f64 } else { 0.0 };
-        line(s, format_args!("  {name:<28} {:>14.3} us {pct:>6.1}%", us(t)));
+        line(s, format_args!("  {:<w$} {:>14.3} us {pct:>6.1}%", clip(&name, w), us(t)));
     }
 }
 
@@ -251,14 +253,19 @@ fn categories_text(s: &mut String, p: &OpProfile) {
 fn ops_text(s: &mut String, p: &OpProfile, top: usize) {
     s.push('\n');
     line(s, format_args!("top {top} ops by self time (summed over the capture)"));
+    let shown = || p.ops.iter().take(top);
+    let (wn, wc) = (
+        column_width(shown().map(|o| o.name.as_str()), 36, 64),
+        column_width(shown().map(|o| o.category.as_str()), 24, 40),
+    );
     line(
         s,
         format_args!(
-            "  {:<36} {:<24} {:>8} {:>14} {:>12} {:>12}  bound",
+            "  {:<wn$} {:<wc$} {:>8} {:>14} {:>12} {:>12}  bound",
             "op", "category", "count", "self us", "GFLOP/s", "GB/s"
         ),
     );
-    for o in p.ops.iter().take(top) {
+    for o in shown() {
         let bound = p.roofline(o).map_or("-", |r| r.bound_by.label());
         // No rate for an async start or an op above the peaks (see `OpProfile::rates`).
         let (flops, hbm) = match p.rates(o) {
@@ -268,9 +275,9 @@ fn ops_text(s: &mut String, p: &OpProfile, top: usize) {
         line(
             s,
             format_args!(
-                "  {:<36} {:<24} {:>8} {:>14.3} {flops:>12} {hbm:>12}  {bound}",
-                o.name,
-                o.category,
+                "  {:<wn$} {:<wc$} {:>8} {:>14.3} {flops:>12} {hbm:>12}  {bound}",
+                clip(&o.name, wn),
+                clip(&o.category, wc),
                 o.occurrences,
                 us(o.self_time)
             ),
@@ -315,10 +322,14 @@ fn framework_text(s: &mut String, fw: &FrameworkOpStats, top: usize) {
                 us(idle)
             ),
         );
+        let (wt, wn) = (
+            column_width(ops.iter().take(top).map(|o| o.op_type.as_str()), 28, 40),
+            column_width(ops.iter().take(top).map(|o| o.name.as_str()), 52, 100),
+        );
         line(
             s,
             format_args!(
-                "  {:<28} {:<52} {:>8} {:>14} {:>14} {:>7}",
+                "  {:<wt$} {:<wn$} {:>8} {:>14} {:>14} {:>7}",
                 "type", "op", "count", "total us", "self us", "share"
             ),
         );
@@ -326,9 +337,9 @@ fn framework_text(s: &mut String, fw: &FrameworkOpStats, top: usize) {
             line(
                 s,
                 format_args!(
-                    "  {:<28} {:<52} {:>8} {:>14.3} {:>14.3} {:>6.1}%",
-                    o.op_type,
-                    o.name,
+                    "  {:<wt$} {:<wn$} {:>8} {:>14.3} {:>14.3} {:>6.1}%",
+                    clip(&o.op_type, wt),
+                    clip(&o.name, wn),
                     o.occurrences,
                     us(o.total),
                     us(o.self_time),
