@@ -247,6 +247,82 @@ fn device_ops_match_xprof_where_the_kernels_name_their_op_in_tf_op() {
     assert_eq!((original.device, original.device_total), (ours.device, ours.device_total));
 }
 
+/// A type's ops, occurrences, total and self time (ps).
+type PerType = (u64, u64, i64, i64);
+
+/// Past XProf's 500 rows: every op of both sides of the same copy, against XProf's rows with
+/// no cap (`xprof/framework_op_stats__level0_as_tf_op__all.json`, rebuilt in picoseconds from
+/// the `OpStats` XProf 2.24.2 made its table from, by `scripts/capture/xprof_full_framework_ops.py`,
+/// which checks them against the 500 it lists): the same ops, each with its type, occurrences,
+/// total and self time to the picosecond, hence the same time per type; each side's total and
+/// idle time.
+#[test]
+fn every_op_matches_xprofs_rows_without_the_500_op_cap() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let dir = testdata().join("field/tf_v100_multiworker");
+    let bytes = std::fs::read(dir.join("34.83.195.179_6003.xplane.pb")).unwrap();
+    let space = xlens_xplane::Space::parse(level0_as_tf_op(&bytes).into()).unwrap();
+    let ours = FrameworkOpStats::read(&space).unwrap();
+    assert_eq!(ours.attribution, DeviceAttribution::TfOp);
+    assert_eq!(ours.ops_dropped, 0);
+    let all = xprof_json(&dir, "framework_op_stats__level0_as_tf_op__all.json");
+    assert_eq!(all["self_check"]["passed"], true, "the reference agrees with XProf's table");
+    let ps = |v: &serde_json::Value| v.as_i64().unwrap();
+    for (side, key, ops, total, idle) in [
+        (OpSide::Device, "Device", &ours.device, ours.device_total, ours.device_idle()),
+        (OpSide::Host, "Host", &ours.host, ours.host_total, ours.host_idle()),
+    ] {
+        let s = &all["sides"][key];
+        assert_eq!((total.0, idle.0), (ps(&s["total_ps"]), ps(&s["idle_ps"])), "{side:?}: total, idle");
+        let rows: Vec<&serde_json::Value> =
+            all["rows"].as_array().unwrap().iter().filter(|r| r["side"] == key).collect();
+        assert_eq!(rows.len() as i64, ps(&s["ops"]), "{side:?}: rows");
+        // Far more than XProf lists: the check reaches past its cap.
+        assert!(rows.len() > 500, "{side:?}: {} ops", rows.len());
+        let theirs: HashMap<&str, &serde_json::Value> =
+            rows.iter().map(|r| (r["name"].as_str().unwrap(), *r)).collect();
+        assert_eq!(theirs.len(), rows.len(), "{side:?}: one row per op");
+        let mine: HashMap<&str, &xlens_roofline::FrameworkOp> = ops.iter().map(|o| (o.name.as_str(), o)).collect();
+        assert_eq!(mine.len(), ops.len(), "{side:?}: one op per name");
+        let (a, b): (BTreeSet<&str>, BTreeSet<&str>) =
+            (theirs.keys().copied().collect(), mine.keys().copied().collect());
+        assert_eq!(a.difference(&b).collect::<Vec<_>>(), Vec::<&&str>::new(), "{side:?}: XProf's ops xlens lacks");
+        assert_eq!(b.difference(&a).collect::<Vec<_>>(), Vec::<&&str>::new(), "{side:?}: xlens's ops XProf lacks");
+        let facts = |o: &xlens_roofline::FrameworkOp| (o.op_type.clone(), o.occurrences, o.total.0, o.self_time.0);
+        let their_facts = |r: &serde_json::Value| {
+            let t = r["type"].as_str().unwrap().to_owned();
+            (t, r["occurrences"].as_u64().unwrap(), ps(&r["total_time_ps"]), ps(&r["self_time_ps"]))
+        };
+        let mut differ: Vec<String> = theirs
+            .iter()
+            .filter(|(name, r)| their_facts(r) != facts(mine[*name]))
+            .map(|(name, r)| format!("{side:?} {name}: XProf {:?}, xlens {:?}", their_facts(r), facts(mine[name])))
+            .collect();
+        differ.sort();
+        assert!(differ.is_empty(), "{} ops differ:\n{}", differ.len(), differ.join("\n"));
+        // Per type over all ops: ops, occurrences, total and self time.
+        let per_type = |all: Vec<(String, u64, i64, i64)>| {
+            let mut m: BTreeMap<String, PerType> = BTreeMap::new();
+            for (t, n, total, self_time) in all {
+                let e = m.entry(t).or_default();
+                *e = (e.0 + 1, e.1 + n, e.2 + total, e.3 + self_time);
+            }
+            m
+        };
+        assert_eq!(
+            per_type(rows.iter().map(|r| their_facts(r)).collect()),
+            per_type(ops.iter().map(facts).collect()),
+            "{side:?}: per type"
+        );
+        // In XProf's order: self time descending, then name.
+        let order: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert!(order.iter().copied().eq(ops.iter().map(|o| o.name.as_str())), "{side:?}: order");
+        // The ops' time is the side's total less its idle time.
+        let op_time: i64 = ops.iter().map(|o| o.self_time.0).sum();
+        assert_eq!(op_time, total.0 - idle.0, "{side:?}: ops' self time");
+    }
+}
+
 #[test]
 fn level0_device_ops_equal_the_captures_own_tensorflow_ops_line() {
     let dir = testdata().join("field/tf_v100_multiworker");
