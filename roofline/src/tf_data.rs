@@ -173,14 +173,7 @@ impl TfDataStageKind {
     /// assert_eq!(TfDataStageKind::of("TFRecord"), TfDataStageKind::Source);
     /// ```
     pub fn of(short_name: &str) -> TfDataStageKind {
-        let base = short_name.split('[').next().unwrap_or(short_name);
-        let base = match base.rfind('V') {
-            Some(at) if at > 0 && base[at + 1..].chars().all(|c| c.is_ascii_digit()) && at + 1 < base.len() => {
-                &base[..at]
-            }
-            _ => base,
-        };
-        match base {
+        match base_name(short_name) {
             "Generator" => TfDataStageKind::PythonGenerator,
             "TFRecord"
             | "SSTable"
@@ -221,6 +214,29 @@ impl TfDataStageKind {
         }
     }
 
+    /// True for the dataset ops that make their elements on background threads (`Prefetch`,
+    /// `ParallelMap`, `ParallelInterleave`, `MapAndBatch`, `ParseExample`, `ParallelBatch`,
+    /// `DataService`): a call of one waits for an element its producer makes (XProf's list).
+    ///
+    /// ```
+    /// use xlens_roofline::TfDataStageKind;
+    /// assert!(TfDataStageKind::is_async("Prefetch") && TfDataStageKind::is_async("ParallelMapV2"));
+    /// assert!(!TfDataStageKind::is_async("Map"));
+    /// ```
+    pub fn is_async(short_name: &str) -> bool {
+        matches!(
+            base_name(short_name),
+            "Prefetch"
+                | "ParallelInterleave"
+                | "ParallelMap"
+                | "ParseExample"
+                | "MapAndBatch"
+                | "DataService"
+                | "LegacyParallelInterleave"
+                | "ParallelBatch"
+        )
+    }
+
     /// What the kind is, in a few words ("a Python generator (`from_generator`)").
     pub fn describe(self) -> &'static str {
         match self {
@@ -233,6 +249,16 @@ impl TfDataStageKind {
             TfDataStageKind::Sequential => "a sequential transformation",
             TfDataStageKind::Other => "a dataset op",
         }
+    }
+}
+
+/// A dataset op's name without its version suffix (`ParallelMapV2` → `ParallelMap`) or index
+/// (`FlatMap[0]` → `FlatMap`).
+fn base_name(short_name: &str) -> &str {
+    let base = short_name.split('[').next().unwrap_or(short_name);
+    match base.rfind('V') {
+        Some(at) if at > 0 && at + 1 < base.len() && base[at + 1..].chars().all(|c| c.is_ascii_digit()) => &base[..at],
+        _ => base,
     }
 }
 
@@ -262,6 +288,11 @@ impl TfDataIterator {
     /// The kind of dataset op ([`TfDataStageKind::of`] its short name).
     pub fn kind(&self) -> TfDataStageKind {
         TfDataStageKind::of(self.short_name())
+    }
+
+    /// True when it makes its elements on a background thread ([`TfDataStageKind::is_async`]).
+    pub fn is_async(&self) -> bool {
+        TfDataStageKind::is_async(self.short_name())
     }
 }
 
@@ -301,6 +332,16 @@ impl TfDataPipeline {
     /// The iterator that holds the slowest call back.
     pub fn bottleneck(&self) -> Option<&TfDataIterator> {
         self.bottleneck.and_then(|i| self.iterators.get(i))
+    }
+
+    /// True when the slowest call reached a stage below `it` (an asynchronous stage's producer
+    /// shows up so): false where the call stops at `it`.
+    pub fn reaches_below(&self, it: &TfDataIterator) -> bool {
+        self.iterators.iter().any(|o| {
+            o.name.len() > it.name.len() + 2
+                && o.name.starts_with(&it.name)
+                && o.name[it.name.len()..].starts_with("::")
+        })
     }
 
     /// True when a call is slower than [`SLOW_TF_DATA_CALL`].
@@ -644,13 +685,19 @@ mod tests {
         let b = p.bottleneck().unwrap();
         assert_eq!((b.short_name(), b.self_time, b.kind()), ("TFRecord", Picos(250 * US), TfDataStageKind::Source));
         assert!(p.is_slow());
+        // The consumer's Prefetch reaches its producer's stages.
+        assert!(p.iterators[1].is_async() && p.reaches_below(&p.iterators[1]));
+        assert!(!p.reaches_below(&p.iterators[3]));
     }
 
     #[test]
     fn another_element_is_not_linked() {
         let p = read(&space(7, 8, 50));
         assert_eq!(p.iterators.len(), 2);
-        assert_eq!(p.bottleneck().unwrap().short_name(), "Prefetch");
+        let b = p.bottleneck().unwrap();
+        assert_eq!(b.short_name(), "Prefetch");
+        // An asynchronous stage whose producer the call does not reach.
+        assert!(b.is_async() && !p.reaches_below(b));
     }
 
     #[test]

@@ -132,8 +132,9 @@ struct InputWaits<'a> {
     /// On TensorFlow step groups: the slowest `tf.data` stages by self time, the evidence when
     /// no root iterator can be followed (the `tf.data` pipelines are read only for a finding).
     tf_stage_notes: Option<Vec<Evidence>>,
-    /// The `tf.data` stage the slowest call of a slow pipeline waited on: (short name, kind).
-    tf_data_bottleneck: Option<(String, TfDataStageKind)>,
+    /// The `tf.data` stage the slowest call of a slow pipeline waited on: (short name, kind,
+    /// true for an asynchronous stage whose producer the capture does not show).
+    tf_data_bottleneck: Option<(String, TfDataStageKind, bool)>,
 }
 
 /// Host-marker steps (XLA:CPU and other host-run programs): the leading host phase of each step.
@@ -457,16 +458,38 @@ fn tf_data_evidence(p: &xlens_roofline::TfDataPipeline, out: &mut InputWaits<'_>
     let Some(b) = p.bottleneck().filter(|_| p.is_slow()) else { return };
     let waited: Vec<&str> =
         p.iterators.iter().filter(|it| it.blocking).map(xlens_roofline::TfDataIterator::short_name).collect();
+    let path = waited.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" → ");
+    // An asynchronous stage's own time is its wait for an element of its background thread; the
+    // capture shows that thread's stages only when their events link to the call.
+    let unseen = b.is_async() && !p.reaches_below(b);
+    let own = if unseen {
+        format!(
+            "an asynchronous stage, {:.3} ms waiting for its background thread, whose stages the capture does not \
+             show (they ran before the capture or on a thread it did not trace)",
+            b.self_time.as_ms_f64()
+        )
+    } else {
+        format!(
+            "{}, {:.3} ms of its own time, not in the stages it called",
+            b.kind().describe(),
+            b.self_time.as_ms_f64()
+        )
+    };
     out.notes.push(Evidence::note(format!(
-        "tf.data bottleneck of the slowest call: `{}` (`{}`), {}, {:.3} ms of its own time making the awaited element (the call waited through {})",
+        "tf.data bottleneck of the slowest call: `{}` (`{}`), {own}; the call waited through {path}",
         b.short_name(),
         b.name,
-        b.kind().describe(),
-        b.self_time.as_ms_f64(),
-        waited.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" → "),
     )));
-    out.tf_data_bottleneck = Some((b.short_name().to_string(), b.kind()));
+    out.tf_data_bottleneck = Some((b.short_name().to_string(), b.kind(), unseen));
 }
+
+/// The TensorFlow fix for a pipeline that waits on an asynchronous stage whose producer the
+/// capture does not show.
+const TF_DATA_UNSEEN_PRODUCER: &str = "the pipeline waits on an asynchronous stage (`prefetch`, a parallel `map` or \
+     `interleave`) whose background thread the capture does not show: capture later steps, or a longer window, so \
+     that the stages before it appear (the first elements of an epoch also wait for `shuffle` buffers to fill and \
+     files to open); meanwhile give those stages `num_parallel_calls=tf.data.AUTOTUNE`, `.cache()` what does not \
+     change between epochs, and put `.prefetch(tf.data.AUTOTUNE)` last.";
 
 /// The TensorFlow fix for a pipeline held back by a stage of this kind (`None`: the detector's
 /// own line).
@@ -797,12 +820,19 @@ fn describe(
     );
     let finding = Finding::new(detector, severity, what, evidence_of(host, m, s, &affected), impact);
     match &m.waits.tf_data_bottleneck {
-        Some((stage, kind)) => {
-            let finding = Finding {
-                what: format!("{} Its tf.data pipeline waits on `{stage}`, {}.", finding.what, kind.describe()),
-                ..finding
+        Some((stage, kind, unseen)) => {
+            let what = if *unseen {
+                format!(
+                    "{} Its tf.data pipeline waits on `{stage}`, an asynchronous stage whose background thread the \
+                     capture does not show.",
+                    finding.what
+                )
+            } else {
+                format!("{} Its tf.data pipeline waits on `{stage}`, {}.", finding.what, kind.describe())
             };
-            match tf_data_fix(*kind) {
+            let finding = Finding { what, ..finding };
+            let line = if *unseen { Some(TF_DATA_UNSEEN_PRODUCER) } else { tf_data_fix(*kind) };
+            match line {
                 Some(tensorflow) => finding.with_fix_lines(FixLines { tensorflow, ..META.doc.fix_lines }),
                 None => finding,
             }
@@ -995,14 +1025,24 @@ mod tests {
     /// A TensorFlow GPU capture (step groups): 4 steps of 1 ms, each with a kernel over its last
     /// `1000 - wait_us` us; the host waits in `IteratorGetNext` over the first `wait_us` us.
     fn tf_gpu_with_iterator_wait(wait_us: i64) -> Space {
+        tf_gpu_capture(wait_us, false)
+    }
+
+    /// [`tf_gpu_with_iterator_wait`], its `tf.data` events a pipeline (`Iterator::Model` and its
+    /// `Prefetch`, with ids) when `pipeline`, whose prefetch's producer thread is not captured.
+    fn tf_gpu_capture(wait_us: i64, pipeline: bool) -> Space {
         use xlens_xplane::{SpaceBuilder, names};
         const US: i64 = 1_000_000;
         let mut b = SpaceBuilder::default();
         {
             let mut host = b.plane(1, names::plane::HOST_CPU);
             let gid = host.stat_metadata(names::stat::GROUP_ID);
+            let id = host.stat_metadata(names::stat::STEP_ID);
+            let parent = host.stat_metadata(names::stat::PARENT_ID);
             let next = host.event_metadata("IteratorGetNext:IteratorGetNext");
             let stage = host.event_metadata("Iterator::Model::MapAndBatch");
+            let root = host.event_metadata("Iterator::Model");
+            let prefetch = host.event_metadata("Iterator::Model::Prefetch");
             {
                 let mut line = host.line(1, "tf_Compute", 0);
                 for s in 0..4 {
@@ -1011,7 +1051,12 @@ mod tests {
             }
             let mut line = host.line(2, "tf_data_iterator_get_next", 0);
             for s in 0..4 {
-                line.event(stage, s * 1000 * US, wait_us * US);
+                if pipeline {
+                    line.event(root, s * 1000 * US, wait_us * US).stat(id, 1i64);
+                    line.event(prefetch, s * 1000 * US + US, wait_us * US - 2 * US).stat(id, 2i64).stat(parent, 1i64);
+                } else {
+                    line.event(stage, s * 1000 * US, wait_us * US);
+                }
             }
         }
         {
@@ -1057,6 +1102,28 @@ mod tests {
         assert!(scan(tf_gpu_with_iterator_wait(20)).is_empty());
     }
 
+    /// A step that waits on a `prefetch` whose background thread the capture does not show: the
+    /// finding says so rather than call the prefetch itself slow, and asks for a later capture.
+    #[test]
+    fn a_prefetch_without_its_producer_asks_for_a_later_capture() {
+        let report =
+            scan(&Profile::from_space("synth", tf_gpu_capture(300, true)), &ScanConfig::only("input_starvation"));
+        let f = &report.findings[0];
+        assert!(
+            f.what.ends_with("Its tf.data pipeline waits on `Prefetch`, an asynchronous stage whose background thread the capture does not show."),
+            "{}",
+            f.what
+        );
+        let text: Vec<String> = f.evidence.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|e| e
+                .starts_with("tf.data bottleneck of the slowest call: `Prefetch` (`Iterator::Model::Prefetch`)")
+                && e.contains("an asynchronous stage, 0.298 ms waiting for its background thread")),
+            "{text:#?}"
+        );
+        assert!(f.fix.contains("capture later steps"), "{}", f.fix);
+    }
+
     #[test]
     fn tensorflow_cpu_captures_without_group_ids_follow_xprof() {
         // TensorFlow 2.21 on CPU writes no `group_id`: the steps are grouped as XProf groups them.
@@ -1067,7 +1134,8 @@ mod tests {
         assert_eq!(f.severity, Severity::P0);
         assert!((55.4..55.6).contains(&metric(f, "input-bound share of the step time")), "{f:#?}");
         assert!(f.what.contains("IteratorGetNext") && f.what.contains("HIGHLY input-bound"), "{}", f.what);
-        // The generator sleeps: XProf's tf.data analysis names it, and the fix is for a generator.
+        // The generator sleeps: XProf's tf.data analysis names it (its producer thread linked to
+        // the call that waited), and the fix is for a generator.
         assert!(
             f.what.ends_with("Its tf.data pipeline waits on `Generator`, a Python generator (`from_generator`)."),
             "{}",
