@@ -65,10 +65,23 @@ const UNITLESS: &[(&str, &str)] = &[
     ("delta", "new minus base, in the metric's unit"),
     ("step_index", "a position"),
     ("repeat_index", "which run of its side (a position among repeated runs)"),
+    ("calls", "a count of a tf.data pipeline's calls"),
+    ("slow_calls", "a count of a tf.data pipeline's calls over 50 us"),
+    ("iterator_calls", "a count of an iterator's calls in the pipeline's slowest call"),
 ];
 
 /// What a table's columns mean where their name and type do not say it all, printed under it.
 const NOTES: &[(&str, &str)] = &[
+    (
+        "tf_data",
+        "Written only for a host with `tf.data` iterator events: XProf's `tf.data` bottleneck analysis, a row per \
+         iterator of each pipeline's slowest call (`pipeline`: `Host:N` or `Device:N`, slowest first; the pipeline's \
+         own columns repeat on its rows). `self_time_ps` is the iterator's time less what the iterators it called \
+         overlap of it, producers on background threads linked to the call that awaited their element; `blocking`: \
+         the call waited for it; `bottleneck`: the blocking iterator with the largest self time. `stage_kind`: \
+         `python_generator`, `source`, `data_service`, `remote_source`, `parallelisable`, `parallel`, \
+         `sequential` or `other`. `iterator_id` is a decimal string (ids run past 2^63).",
+    ),
     (
         "framework_ops",
         "Written only for a host without HLO whose kernels name their TensorFlow op (TensorFlow without XLA): \
@@ -163,6 +176,10 @@ fn frame_schemas_are_documented_and_carry_units() {
     let tf = xlens_testkit::open_session(root.join("testdata/field/tf_v100_multiworker")).unwrap();
     let fw = xlens::roofline::framework_op_analysis(tf.hosts()[0].space()).unwrap().unwrap();
     describe(&mut out, "framework_ops", &xlens::roofline::frame::framework_ops_frame(&fw).unwrap(), &mut bad);
+    let keras = xlens_testkit::open_session(root.join("testdata/field/tf_cpu_keras_input_bound")).unwrap();
+    let tf_data =
+        xlens::roofline::TfDataPipelines::read(keras.hosts()[0].space().host_threads().unwrap()).unwrap().unwrap();
+    describe(&mut out, "tf_data", &xlens::roofline::frame::tf_data_frame(&tf_data).unwrap(), &mut bad);
     let report = scan(&profile, &ScanConfig::default());
     describe(&mut out, "findings", &report_frame::findings_frame(&report).unwrap(), &mut bad);
     describe(&mut out, "evidence", &report_frame::evidence_frame(&report).unwrap(), &mut bad);

@@ -451,3 +451,41 @@ fn ops_text_tables_stay_aligned_with_long_tensorflow_names() {
     }
     assert!(checked >= 2, "{text}");
 }
+
+/// The `tf.data` pipelines in the outputs: `ops` text and JSON and the Parquet dataset carry them
+/// for a capture with `tf.data` iterator events (equal to the analysis, which
+/// `roofline/tests/tf_data.rs` holds to XProf's `tf.data` bottleneck analysis), and no capture
+/// without such events has them.
+#[test]
+fn ops_and_the_dataset_carry_the_tf_data_pipelines() {
+    let rel = "testdata/field/tf_cpu_keras_input_bound";
+    let ops = host_op_profiles(&root().join(rel)).unwrap();
+    let doc = op_profile_document(&ops);
+    let t = &doc["hosts"][0]["tf_data"];
+    assert_eq!(t["slow_call_us"], 50.0);
+    let p = &t["pipelines"][0];
+    assert_eq!((p["name"].as_str(), p["kind"].as_str(), p["calls"].as_u64()), (Some("Host:0"), Some("host"), Some(5)));
+    assert_eq!(p["max_latency_us"].as_f64(), Some(38085.211));
+    assert_eq!(p["bottleneck"], "Iterator::Root::Prefetch::Map::FlatMap[0]::Generator");
+    let its = p["iterators"].as_array().unwrap();
+    let last = &its[its.len() - 1];
+    assert_eq!((last["stage"].as_str(), last["kind"].as_str()), (Some("Generator"), Some("python_generator")));
+    assert_eq!(last["self_us"].as_f64(), Some(60947.627));
+    // The Prefetch's id does not fit an i64: a string keeps it exact.
+    assert_eq!(its[1]["id"], "16284188312876208569");
+    let text = op_profile_text(&ops.hosts[0], 5);
+    assert!(text.contains("Host:0 (`Iterator::Root`): 5 call(s)") && text.contains("<- bottleneck"), "{text}");
+    let profile = Profile::from_session(xlens_testkit::open_session(root().join(rel)).unwrap());
+    let report = scan(&profile, &ScanConfig::default());
+    let dir = std::env::temp_dir().join(format!("xlens-tf-data-{}", std::process::id()));
+    let written = xlens::report::frame::write_parquet(&profile, &report, &dir).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(written.iter().any(|p| p.components().any(|c| c.as_os_str() == "tf_data")), "{written:?}");
+    // Captures without tf.data iterator events have none of it.
+    for rel in ["testdata/gpu/gpu_healthy", "testdata/tpu/tpu_basic", "testdata/corpus/clean"] {
+        let ops = host_op_profiles(&root().join(rel)).unwrap();
+        let doc = op_profile_document(&ops);
+        assert!(doc["hosts"].as_array().unwrap().iter().all(|h| h.get("tf_data").is_none()), "{rel}");
+        assert!(!op_profile_text(&ops.hosts[0], 5).contains("tf.data pipelines"), "{rel}");
+    }
+}

@@ -384,7 +384,8 @@ impl Dataset {
     }
 
     /// Writes one host's tables: its metrics, steps, anatomy, op profile, categories, its
-    /// framework ops when it has no HLO (`framework_ops`, TensorFlow without XLA) and the
+    /// framework ops when it has no HLO (`framework_ops`, TensorFlow without XLA), its `tf.data`
+    /// pipelines when it has `tf.data` iterator events (`tf_data`) and the
     /// detectors that could not run on it. Called while the host is still open, so sessions
     /// can stream hosts; the findings come with the report ([`Dataset::write_report`]).
     pub fn write_host(&self, host: &HostProfile, skipped: &[Skipped]) -> Result<Vec<PathBuf>, FrameError> {
@@ -405,6 +406,9 @@ impl Dataset {
         if let Some(Ok(fw)) = host.framework_ops() {
             let mut df = xlens_roofline::frame::framework_ops_frame(fw)?;
             written.push(self.write(&mut df, "framework_ops", name)?);
+        }
+        if let Ok(Some(tf_data)) = host.tf_data() {
+            written.push(self.write(&mut xlens_roofline::frame::tf_data_frame(tf_data)?, "tf_data", name)?);
         }
         written.push(self.write(&mut skipped_df(skipped)?, "skipped", name)?);
         Ok(written)

@@ -160,6 +160,49 @@ pub fn framework_ops_frame(stats: &crate::FrameworkOpStats) -> Result<DataFrame>
     ])
 }
 
+/// The `tf.data` pipelines as a frame (XProf's `tf.data` bottleneck analysis): one row per
+/// iterator of each pipeline's slowest call, in pipeline order (slowest first) and in the order
+/// the call reached them. Columns: `pipeline`, `pipeline_kind` (`host` or `device`), `root`,
+/// `calls` (the pipeline's), `mean_latency_ps`, `min_latency_ps`, `max_latency_ps`,
+/// `slow_calls`, `iterator_id` (a decimal string: ids run past `i64`), `iterator`, `stage`,
+/// `stage_kind`, `async`, `iterator_calls`, `time_ps`, `self_time_ps`, `blocking`,
+/// `bottleneck`.
+///
+/// ```
+/// use xlens_roofline::{TfDataPipelines, frame};
+/// let df = frame::tf_data_frame(&TfDataPipelines::default())?;
+/// assert_eq!((df.height(), df.width()), (0, 18));
+/// Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn tf_data_frame(tf_data: &crate::TfDataPipelines) -> Result<DataFrame> {
+    let rows: Vec<(&crate::TfDataPipeline, usize, &crate::TfDataIterator)> =
+        tf_data.pipelines.iter().flat_map(|p| p.iterators.iter().enumerate().map(move |(i, it)| (p, i, it))).collect();
+    let kind = |p: &crate::TfDataPipeline| match p.kind {
+        crate::TfDataPipelineKind::Host => "host",
+        crate::TfDataPipelineKind::Device => "device",
+    };
+    frame(vec![
+        Column::new("pipeline".into(), rows.iter().map(|r| r.0.name.as_str()).collect::<Vec<_>>()),
+        Column::new("pipeline_kind".into(), rows.iter().map(|r| kind(r.0)).collect::<Vec<_>>()),
+        Column::new("root".into(), rows.iter().map(|r| r.0.root_name.as_str()).collect::<Vec<_>>()),
+        Column::new("calls".into(), rows.iter().map(|r| r.0.calls).collect::<Vec<_>>()),
+        Column::new("mean_latency_ps".into(), rows.iter().map(|r| r.0.mean_latency.0).collect::<Vec<_>>()),
+        Column::new("min_latency_ps".into(), rows.iter().map(|r| r.0.min_latency.0).collect::<Vec<_>>()),
+        Column::new("max_latency_ps".into(), rows.iter().map(|r| r.0.max_latency.0).collect::<Vec<_>>()),
+        Column::new("slow_calls".into(), rows.iter().map(|r| r.0.slow_calls).collect::<Vec<_>>()),
+        Column::new("iterator_id".into(), rows.iter().map(|r| r.2.id.to_string()).collect::<Vec<_>>()),
+        Column::new("iterator".into(), rows.iter().map(|r| r.2.name.as_str()).collect::<Vec<_>>()),
+        Column::new("stage".into(), rows.iter().map(|r| r.2.short_name()).collect::<Vec<_>>()),
+        Column::new("stage_kind".into(), rows.iter().map(|r| r.2.kind().as_str()).collect::<Vec<_>>()),
+        Column::new("async".into(), rows.iter().map(|r| r.2.is_async()).collect::<Vec<_>>()),
+        Column::new("iterator_calls".into(), rows.iter().map(|r| r.2.calls).collect::<Vec<_>>()),
+        Column::new("time_ps".into(), rows.iter().map(|r| r.2.total.0).collect::<Vec<_>>()),
+        Column::new("self_time_ps".into(), rows.iter().map(|r| r.2.self_time.0).collect::<Vec<_>>()),
+        Column::new("blocking".into(), rows.iter().map(|r| r.2.blocking).collect::<Vec<_>>()),
+        Column::new("bottleneck".into(), rows.iter().map(|r| r.0.bottleneck == Some(r.1)).collect::<Vec<_>>()),
+    ])
+}
+
 /// The category pie as a frame: `category`, `self_time_ps`, `self_time_us`.
 pub fn categories_frame(profile: &crate::OpProfile) -> Result<DataFrame> {
     let cats = profile.categories();

@@ -42,6 +42,7 @@ pub struct HostProfile {
     step_medians: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<OnceLock<Arc<StepMedians>>>>>,
     framework_ops: OnceLock<Option<Result<FrameworkOpStats, Shared>>>,
     tf_groups: OnceLock<Result<Option<crate::TfEventGroups>, Shared>>,
+    tf_data: OnceLock<Result<Option<crate::TfDataPipelines>, Shared>>,
 }
 
 impl HostProfile {
@@ -67,6 +68,7 @@ impl HostProfile {
             step_medians: std::sync::Mutex::default(),
             framework_ops: OnceLock::new(),
             tf_groups: OnceLock::new(),
+            tf_data: OnceLock::new(),
         }
     }
 
@@ -291,6 +293,20 @@ impl HostProfile {
 
     fn tf_groups_cell(&self) -> &Result<Option<crate::TfEventGroups>, Shared> {
         self.tf_groups.get_or_init(|| crate::TfEventGroups::build(&self.space).map_err(Arc::new))
+    }
+
+    /// The `tf.data` pipelines of the host plane ([`crate::TfDataPipelines`]), read once when
+    /// first asked for (`input_starvation` on a finding, the `ops` outputs, the dataset);
+    /// `Ok(None)` without `tf.data` iterator events.
+    pub fn tf_data(&self) -> Result<Option<&crate::TfDataPipelines>, &Error> {
+        self.tf_data
+            .get_or_init(|| match self.space.host_threads() {
+                Some(plane) => crate::TfDataPipelines::read(plane).map_err(Arc::new),
+                None => Ok(None),
+            })
+            .as_ref()
+            .map(Option::as_ref)
+            .map_err(|e| &**e)
     }
 
     /// XProf's device duty cycle (%): TPU cores' on-duty time over their windows; for GPU

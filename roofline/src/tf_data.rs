@@ -237,6 +237,21 @@ impl TfDataStageKind {
         )
     }
 
+    /// The stable machine name (`python_generator`, `source`, `data_service`, `remote_source`,
+    /// `parallelisable`, `parallel`, `sequential`, `other`): the JSON's and the frames' spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TfDataStageKind::PythonGenerator => "python_generator",
+            TfDataStageKind::Source => "source",
+            TfDataStageKind::DataService => "data_service",
+            TfDataStageKind::RemoteSource => "remote_source",
+            TfDataStageKind::Parallelisable => "parallelisable",
+            TfDataStageKind::Parallel => "parallel",
+            TfDataStageKind::Sequential => "sequential",
+            TfDataStageKind::Other => "other",
+        }
+    }
+
     /// What the kind is, in a few words ("a Python generator (`from_generator`)").
     pub fn describe(self) -> &'static str {
         match self {

@@ -425,11 +425,8 @@ fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> 
 /// slowest call waited on, else (no root iterator to follow) the stages over the whole capture.
 fn add_tf_data(host: &HostProfile, waits: &mut InputWaits<'_>) -> Result<(), Skip> {
     let Some(stages) = waits.tf_stage_notes.take() else { return Ok(()) };
-    let pipelines = match host.space().host_threads() {
-        Some(plane) => TfDataPipelines::read(plane).map_err(Skip::because)?,
-        None => None,
-    };
-    match pipelines.as_ref().and_then(TfDataPipelines::slowest_host) {
+    let pipelines = host.tf_data().map_err(Skip::because)?;
+    match pipelines.and_then(TfDataPipelines::slowest_host) {
         Some(p) => tf_data_evidence(p, waits),
         None => waits.notes.extend(stages),
     }

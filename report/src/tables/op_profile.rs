@@ -5,7 +5,10 @@ use crate::text::{clip, column_width};
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
-use xlens_roofline::{FrameworkOp, FrameworkOpStats, OpProfile, OpSide, OpStats, Step, StepAnatomy, Steps};
+use xlens_roofline::{
+    FrameworkOp, FrameworkOpStats, OpProfile, OpSide, OpStats, Step, StepAnatomy, Steps, TfDataPipeline,
+    TfDataPipelines,
+};
 use xlens_xplane::{Picos, Space};
 
 /// The analyses of one host that `op_profile` prints.
@@ -23,6 +26,9 @@ pub struct HostOpProfile {
     /// text and JSON give instead of the kernel-level op table; `None` for XLA captures
     /// ([`xlens_roofline::framework_op_analysis`]).
     pub framework: Option<FrameworkOpStats>,
+    /// The `tf.data` pipelines of the host ([`TfDataPipelines`]); `None` without `tf.data`
+    /// iterator events.
+    pub tf_data: Option<TfDataPipelines>,
 }
 
 /// Builds the op profile, steps and anatomy of one decoded host, with the builders of the
@@ -30,7 +36,11 @@ pub struct HostOpProfile {
 pub fn analyze(host: &str, space: &Space) -> Result<HostOpProfile, xlens_xplane::Error> {
     let (steps, profile, anatomy) = xlens_roofline::op_analyses(space)?;
     let framework = xlens_roofline::framework_op_analysis(space).transpose()?;
-    Ok(HostOpProfile { host: host.to_owned(), profile, steps, anatomy, framework })
+    let tf_data = match space.host_threads() {
+        Some(plane) => TfDataPipelines::read(plane)?,
+        None => None,
+    };
+    Ok(HostOpProfile { host: host.to_owned(), profile, steps, anatomy, framework, tf_data })
 }
 
 fn us(t: Picos) -> f64 {
@@ -80,7 +90,8 @@ pub struct OpProfileJson<'a>(pub &'a HostOpProfile);
 impl Serialize for OpProfileJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (h, p) = (self.0, &self.0.profile);
-        let mut map = s.serialize_map(Some(7 + usize::from(h.framework.is_some())))?;
+        let mut map =
+            s.serialize_map(Some(7 + usize::from(h.framework.is_some()) + usize::from(h.tf_data.is_some())))?;
         map.serialize_entry("host", &h.host)?;
         map.serialize_entry("device", p.device_type.as_deref().unwrap_or("unknown"))?;
         map.serialize_entry("steps", &Rows(|| h.steps.steps.iter().map(StepJson)))?;
@@ -90,6 +101,9 @@ impl Serialize for OpProfileJson<'_> {
         map.serialize_entry("anatomy", &Rows(|| h.steps.steps.iter().zip(&h.anatomy).map(|(s, a)| AnatomyJson(s, a))))?;
         if let Some(fw) = &h.framework {
             map.serialize_entry("framework_ops", &framework_ops_json(fw))?;
+        }
+        if let Some(tf_data) = &h.tf_data {
+            map.serialize_entry("tf_data", &tf_data_json(tf_data))?;
         }
         map.end()
     }
@@ -194,6 +208,93 @@ pub fn framework_ops_json(fw: &FrameworkOpStats) -> Value {
             "ops": fw.host.iter().map(op).collect::<Vec<_>>(),
         },
     })
+}
+
+/// The `tf.data` pipelines as JSON (XProf's `tf.data` bottleneck analysis): `slow_call_us` (the
+/// threshold a slow call passes) and `pipelines`, slowest first, each with `name` (`Host:0`,
+/// `Device:0`), `kind` (`host` or `device`), `root` (the root iterator's name), `calls`,
+/// `mean_latency_us`, `min_latency_us`, `max_latency_us`, `slow_calls`, `bottleneck` (the name of
+/// the slowest call's bottleneck iterator, or null) and `iterators`: the iterators of its
+/// slowest call in the order it reached them, with `id` (a decimal string: ids run past 2^53),
+/// `name`, `stage` (the dataset op), `kind` (its [`xlens_roofline::TfDataStageKind`] in snake
+/// case), `async`, `calls`, `total_us`, `self_us` and `blocking`.
+pub fn tf_data_json(tf_data: &TfDataPipelines) -> Value {
+    let pipeline = |p: &TfDataPipeline| {
+        json!({
+            "name": p.name,
+            "kind": match p.kind {
+                xlens_roofline::TfDataPipelineKind::Host => "host",
+                xlens_roofline::TfDataPipelineKind::Device => "device",
+            },
+            "root": p.root_name,
+            "calls": p.calls,
+            "mean_latency_us": us(p.mean_latency),
+            "min_latency_us": us(p.min_latency),
+            "max_latency_us": us(p.max_latency),
+            "slow_calls": p.slow_calls,
+            "bottleneck": p.bottleneck().map(|b| b.name.as_str()),
+            "iterators": p.iterators.iter().map(|it| json!({
+                "id": it.id.to_string(),
+                "name": it.name,
+                "stage": it.short_name(),
+                "kind": it.kind().as_str(),
+                "async": it.is_async(),
+                "calls": it.calls,
+                "total_us": us(it.total),
+                "self_us": us(it.self_time),
+                "blocking": it.blocking,
+            })).collect::<Vec<_>>(),
+        })
+    };
+    json!({
+        "slow_call_us": us(xlens_roofline::SLOW_TF_DATA_CALL),
+        "pipelines": tf_data.pipelines.iter().map(pipeline).collect::<Vec<_>>(),
+    })
+}
+
+/// The `tf.data` pipelines as text: a line per pipeline, then the iterators of its slowest call.
+fn tf_data_text(s: &mut String, tf_data: &TfDataPipelines) {
+    s.push('\n');
+    line(
+        s,
+        format_args!(
+            "tf.data pipelines (XProf's tf.data bottleneck analysis: the iterators of each pipeline's slowest call; \
+             a call over {:.0} us is slow)",
+            us(xlens_roofline::SLOW_TF_DATA_CALL)
+        ),
+    );
+    for p in &tf_data.pipelines {
+        line(
+            s,
+            format_args!(
+                "  {} (`{}`): {} call(s), mean {:.3} us, min {:.3} us, max {:.3} us, {} slow; bottleneck {}",
+                p.name,
+                p.root_name,
+                p.calls,
+                us(p.mean_latency),
+                us(p.min_latency),
+                us(p.max_latency),
+                p.slow_calls,
+                p.bottleneck().map_or_else(|| "none".to_owned(), |b| format!("`{}`", b.short_name())),
+            ),
+        );
+        let w = column_width(p.iterators.iter().map(|it| it.name.as_str()), 40, 100);
+        line(s, format_args!("    {:<w$} {:>8} {:>14} {:>14}  blocking", "iterator", "calls", "total us", "self us"));
+        for (i, it) in p.iterators.iter().enumerate() {
+            line(
+                s,
+                format_args!(
+                    "    {:<w$} {:>8} {:>14.3} {:>14.3}  {}{}",
+                    clip(&it.name, w),
+                    it.calls,
+                    us(it.total),
+                    us(it.self_time),
+                    if it.blocking { "yes" } else { "no" },
+                    if p.bottleneck == Some(i) { "  <- bottleneck" } else { "" },
+                ),
+            );
+        }
+    }
 }
 
 /// One step's anatomy row, in µs.
@@ -380,6 +481,9 @@ pub fn op_profile_text(h: &HostOpProfile, top: usize) -> String {
     match &h.framework {
         Some(fw) => framework_text(&mut s, fw, top),
         None => ops_text(&mut s, p, top),
+    }
+    if let Some(tf_data) = &h.tf_data {
+        tf_data_text(&mut s, tf_data);
     }
     s.push('\n');
     // On PyTorch/XLA the anatomy partitions the loop's iterations, not the markers alone.
