@@ -38,6 +38,20 @@ pub static DETECTORS: &[&dyn AnyDetector] = &[
     &detectors::truncated_capture::TruncatedCapture,
 ];
 
+/// The detectors whose findings are about the capture, not the program (a capture of warm-up,
+/// one that cuts steps short), with what the verdict says of them (what the capture is, and what
+/// to do): the other findings measure what they describe, so they lead the findings of their
+/// severity and the verdict names them first.
+pub(crate) const CAPTURE_CHECKS: &[(&str, &str, &str)] = &[
+    ("profile_during_warmup", "the capture holds warm-up", "capture later steps"),
+    ("truncated_capture", "the capture cuts steps short", "the figures of those steps are partial"),
+];
+
+/// True for a finding of a [`CAPTURE_CHECKS`] detector.
+pub(crate) fn is_capture_check(id: &str) -> bool {
+    CAPTURE_CHECKS.iter().any(|(c, _, _)| *c == id)
+}
+
 /// The detector with this id.
 pub fn detector(id: &str) -> Option<&'static dyn AnyDetector> {
     DETECTORS.iter().copied().find(|d| d.id() == id)

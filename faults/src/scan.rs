@@ -496,11 +496,15 @@ fn merge_hosts(findings: Vec<Finding>, host_count: usize) -> Vec<Finding> {
     out
 }
 
-/// Severity first, then the larger impact, then id and host: a total, stable order.
+/// Severity first, then the findings about the capture itself (`profile_during_warmup`,
+/// `truncated_capture`: the others measure what they describe), then the larger impact, then id
+/// and host: a total, stable order.
 pub fn sort_findings(findings: &mut [Finding]) {
+    let about_program = |f: &Finding| !crate::registry::is_capture_check(&f.id);
     findings.sort_by(|a, b| {
         a.severity
             .cmp(&b.severity)
+            .then(about_program(a).cmp(&about_program(b)))
             .then(b.impact.ms_per_step.total_cmp(&a.impact.ms_per_step))
             .then(a.id.cmp(&b.id))
             .then(a.host.cmp(&b.host))
@@ -663,6 +667,16 @@ fn build_report(
                 checked.enabled
             )
         });
+    }
+    // A capture of warm-up, or one cut short, first: the other findings measure it.
+    let others =
+        findings.iter().any(|f| f.severity <= t.attention_severity && !crate::registry::is_capture_check(&f.id));
+    for (id, what, then) in crate::registry::CAPTURE_CHECKS {
+        if findings.iter().any(|f| f.id == *id && f.severity <= t.attention_severity) {
+            let also = if others { ", which the other findings measure too" } else { "" };
+            let then = if others { format!("{then}, before acting on them") } else { (*then).to_owned() };
+            reasons.push(format!("{what} ({id}){also}: {then}"));
+        }
     }
     if important > 0 {
         reasons.push(format!("{important} finding(s) at {} or worse", t.attention_severity));
@@ -840,6 +854,28 @@ mod tests {
         for id in LONG_RUNNING {
             assert!(DETECTORS.iter().any(|d| d.id() == *id), "{id}");
         }
+    }
+
+    /// A capture of warm-up leads the findings of its severity, and the verdict says so first,
+    /// whether other findings (which measure the warm-up too) come with it or not.
+    #[test]
+    fn a_warmup_capture_leads_the_findings_and_the_verdict() {
+        let with = |id: &str, ms: f64| {
+            let mut f = finding("h", ms);
+            f.id = id.to_owned();
+            f.severity = Severity::P0;
+            f
+        };
+        let mut findings =
+            vec![with("device_idle", 90.0), with("input_starvation", 60.0), with("profile_during_warmup", 30.0)];
+        sort_findings(&mut findings);
+        assert_eq!(findings[0].id, "profile_during_warmup");
+        assert_eq!(findings[1].id, "device_idle");
+        let session = xlens_testkit::open_session(crate::testing::testdata("real/profile_during_warmup")).unwrap();
+        let report = scan(&Profile::from_session(session), &ScanConfig::default());
+        assert_eq!(report.findings[0].id, "profile_during_warmup");
+        let alone = "Why: the capture holds warm-up (profile_during_warmup): capture later steps; 1 finding(s)";
+        assert!(report.summary.contains(alone), "{}", report.summary);
     }
 
     fn finding(host: &str, ms: f64) -> Finding {

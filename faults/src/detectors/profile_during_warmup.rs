@@ -16,7 +16,7 @@ pub(crate) struct ProfileDuringWarmup;
 
 const META: DetectorMeta = DetectorMeta {
     id: "profile_during_warmup",
-    title: "The profile captured warm-up: the first step compiles",
+    title: "The profile captured warm-up, not steady-state steps",
     severity: Severity::P1,
     needs: &[Need::HostTimeline, Need::Steps],
     doc: DetectorDoc {
@@ -474,12 +474,15 @@ fn describe_work(
 ) -> Finding {
     let n = steps.steps.len().max(1);
     let impact = Impact::of(w.time.as_ms_f64() / n as f64, host.step_ms());
+    // TensorFlow's step groups are named by number alone (`0`): "the end of step 0".
+    let first_name =
+        if first.name.parse::<i64>().is_ok() { format!("step {}", first.name) } else { first.name.clone() };
     let share = 100.0 * w.time.0 as f64 / w.window.0 as f64;
     let checks: usize = w.autotune.iter().map(|a| a.checks).sum();
     let mut evidence = vec![
         Evidence::metric(
             "warmup_window_time",
-            format!("capture up to the end of {}", first.name),
+            format!("capture up to the end of {first_name}"),
             w.window.as_ms_f64(),
             "ms",
         ),
@@ -523,7 +526,7 @@ fn describe_work(
          figures measure warm-up, not steady-state steps.",
         w.time.as_ms_f64(),
         w.window.as_ms_f64(),
-        first.name,
+        first_name,
         parts.join(", ")
     );
     let severity = Severity::from_impact(impact.pct_of_step, META.severity);
