@@ -489,3 +489,27 @@ fn ops_and_the_dataset_carry_the_tf_data_pipelines() {
         assert!(!op_profile_text(&ops.hosts[0], 5).contains("tf.data pipelines"), "{rel}");
     }
 }
+
+/// On a TensorFlow GPU capture the host's `tf.data` wait while the GPU runs nothing is the step
+/// anatomy's host share, not idle: the health's host wait is the wait `input_starvation`
+/// reports, `device_idle` counts the rest, and `ops` (which builds the anatomy apart) agrees.
+#[test]
+fn a_tf_gpu_steps_input_wait_is_host_time_in_every_output() {
+    let profile = Profile::from_session(xlens_testkit::open_session(root().join(TF)).unwrap());
+    let host = &profile.hosts()[0];
+    let input = host.tf_input().unwrap().unwrap();
+    let anatomy = host.anatomy().unwrap();
+    assert_eq!(anatomy.len(), 1);
+    let wait = input.steps[0].input_wait();
+    assert!(wait.as_ms_f64() > 2.0, "{wait:?}");
+    assert_eq!(anatomy[0].host, wait);
+    assert_eq!(anatomy[0].sum(), anatomy[0].step_time);
+    let report = scan(&profile, &ScanConfig::default());
+    let starvation = report.findings.iter().find(|f| f.id == "input_starvation").unwrap();
+    let idle = report.findings.iter().find(|f| f.id == "device_idle").unwrap();
+    let step_ms = report.metrics.step_time_ms_mean.unwrap();
+    assert!((report.metrics.host_wait_pct.unwrap() * step_ms / 100.0 - starvation.impact.ms_per_step).abs() < 1e-9);
+    assert!((idle.impact.ms_per_step - anatomy[0].idle.as_ms_f64()).abs() < 1e-9);
+    let ops = host_op_profiles(&root().join(TF)).unwrap();
+    assert_eq!(ops.hosts[0].anatomy, anatomy);
+}

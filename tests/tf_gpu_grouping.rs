@@ -8,7 +8,8 @@
 //! latest group on their GPU), and they cover 0.024 ms of the host's wait for input, so
 //! `input_starvation` reports that much less wait (2.365 ms per step instead of 2.390 ms): the
 //! difference of XProf's device compute between its analyses of the two captures
-//! (`xprof/tool_input_pipeline_analyzer*.json`).
+//! (`xprof/tool_input_pipeline_analyzer*.json`). The step anatomy counts that wait as the host's
+//! share, so the health's host wait is as much smaller and `device_idle`'s idle as much larger.
 //!
 //! The capture is `testdata/field/tf_v100_multiworker` stripped of every `group_id` and
 //! `step_name` stat and of its `Steps` lines, with the `_r` root level TensorFlow 2.21 writes on
@@ -85,14 +86,27 @@ fn scan_of_the_ungrouped_capture_equals_the_grouped_one() {
     let findings = |r: &Report| r.findings.iter().map(|f| (f.id.clone(), f.severity)).collect::<Vec<_>>();
     assert_eq!(findings(&ours), findings(&theirs));
     assert!(findings(&ours).iter().any(|(id, _)| id == "input_starvation"), "the input pipeline is read");
-    // And everything else the report says, but the input wait (see the module notes).
+    // And everything else the report says, but the input wait (see the module notes) and what
+    // the step anatomy counts with it: the host's share (the wait) and the idle left to
+    // `device_idle`.
     let starvation = ours.findings.iter().position(|f| f.id == "input_starvation").unwrap();
+    let idle = ours.findings.iter().position(|f| f.id == "device_idle").unwrap();
     let mut diff = Vec::new();
     differences("report", &serde_json::to_value(&ours).unwrap(), &serde_json::to_value(&theirs).unwrap(), &mut diff);
-    let prefix = format!("report.findings[{starvation}].");
-    assert!(diff.iter().all(|d| d.starts_with(&prefix)), "{}", diff.join("\n"));
+    let moved = [
+        format!("report.findings[{starvation}]."),
+        format!("report.findings[{idle}]."),
+        "report.metrics.host_wait_pct".to_owned(),
+    ];
+    assert!(diff.iter().all(|d| moved.iter().any(|m| d.starts_with(m.as_str()))), "{}", diff.join("\n"));
     let added = xprof_device_compute("tool_input_pipeline_analyzer__stripped.json")
         - xprof_device_compute("tool_input_pipeline_analyzer.json");
     let less = theirs.findings[starvation].impact.ms_per_step - ours.findings[starvation].impact.ms_per_step;
     assert!(added > 0.02 && (less - added).abs() < 1e-6, "{less} ms less wait, XProf adds {added} ms");
+    // The wait the copies cover is idle again, no more, no less.
+    let more_idle = ours.findings[idle].impact.ms_per_step - theirs.findings[idle].impact.ms_per_step;
+    assert!((more_idle - added).abs() < 1e-6, "{more_idle} ms more idle, XProf adds {added} ms");
+    let step = ours.metrics.step_time_ms_mean.unwrap();
+    let host_less = (theirs.metrics.host_wait_pct.unwrap() - ours.metrics.host_wait_pct.unwrap()) * step / 100.0;
+    assert!((host_less - added).abs() < 1e-6, "{host_less} ms less host wait, XProf adds {added} ms");
 }

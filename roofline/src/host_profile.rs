@@ -43,6 +43,7 @@ pub struct HostProfile {
     framework_ops: OnceLock<Option<Result<FrameworkOpStats, Shared>>>,
     tf_groups: OnceLock<Result<Option<crate::TfEventGroups>, Shared>>,
     tf_data: OnceLock<Result<Option<crate::TfDataPipelines>, Shared>>,
+    tf_input: OnceLock<Result<Option<crate::InputPipeline>, Shared>>,
 }
 
 impl HostProfile {
@@ -69,6 +70,7 @@ impl HostProfile {
             framework_ops: OnceLock::new(),
             tf_groups: OnceLock::new(),
             tf_data: OnceLock::new(),
+            tf_input: OnceLock::new(),
         }
     }
 
@@ -309,6 +311,28 @@ impl HostProfile {
             .map_err(|e| &**e)
     }
 
+    /// The input time of each step of a TensorFlow capture ([`crate::InputPipeline`], with the
+    /// grouping of [`HostProfile::tf_event_groups`]), read once when first asked for (the step
+    /// anatomy of a TensorFlow capture with a device and `input_starvation` read it); `Ok(None)`
+    /// for any other capture.
+    pub fn tf_input(&self) -> Result<Option<&crate::InputPipeline>, &Error> {
+        self.tf_input_init().as_ref().map(Option::as_ref).map_err(|e| &**e)
+    }
+
+    fn tf_input_cell(&self) -> Result<Option<&crate::InputPipeline>, Shared> {
+        self.tf_input_init().as_ref().map(Option::as_ref).map_err(Arc::clone)
+    }
+
+    fn tf_input_init(&self) -> &Result<Option<crate::InputPipeline>, Shared> {
+        self.tf_input.get_or_init(|| {
+            if self.framework().name != crate::Framework::TensorFlow {
+                return Ok(None);
+            }
+            let groups = shared(self.tf_groups_cell())?;
+            crate::InputPipeline::read_grouped(&self.space, groups.as_ref()).map_err(Arc::new)
+        })
+    }
+
     /// XProf's device duty cycle (%): TPU cores' on-duty time over their windows; for GPU
     /// streams (and host-run ops) the union of each device's ops over its window.
     pub fn duty_cycle_pct(&self) -> Option<f64> {
@@ -377,6 +401,7 @@ impl HostProfile {
                     || shared(self.timeline_cell()),
                     || shared(self.op_profile_cell()),
                     || self.host_ops_shared(),
+                    || self.tf_input_cell(),
                 )
             })
             .as_ref()
@@ -697,13 +722,40 @@ fn anatomy_of<'a, E: From<Error>>(
     timeline: impl FnOnce() -> Result<&'a DeviceTimeline, E>,
     op_profile: impl FnOnce() -> Result<&'a OpProfile, E>,
     host_ops: impl FnOnce() -> Result<&'a HostOps, E>,
+    tf_input: impl FnOnce() -> Result<Option<&'a crate::InputPipeline>, E>,
 ) -> Result<Vec<StepAnatomy>, E> {
     if space.tpu_tensor_cores().is_empty() {
         let profile = op_profile()?;
         let host_ops = host_ops()?;
-        Ok(crate::host_anatomy_from_ops(space, steps, profile, host_ops)?)
+        let mut anatomy = crate::host_anatomy_from_ops(space, steps, profile, host_ops)?;
+        if let Some(input) = tf_input()? {
+            add_tf_input_waits(steps, &mut anatomy, input);
+        }
+        Ok(anatomy)
     } else {
         Ok(anatomy_from_timeline(timeline()?))
+    }
+}
+
+/// On a TensorFlow capture with a device, the host's wait on its `tf.data` iterator (and the
+/// copies in) while the device runs nothing of the step ([`crate::StepInput::input_wait`], the
+/// wait `input_starvation` reports) is time the device waits on the host, not idle time: it
+/// moves from each step's idle to its host share (never more than the idle). Without a device
+/// the host's events are the step's own work already.
+fn add_tf_input_waits(steps: &Steps, anatomy: &mut [StepAnatomy], input: &crate::InputPipeline) {
+    // Steps are named by group id, or as XProf names the groups it makes (`train 19`).
+    let waits: std::collections::BTreeMap<String, Picos> = input
+        .steps
+        .iter()
+        .filter(|s| !s.host_counted_by_xprof)
+        .flat_map(|s| [(s.group.to_string(), s.input_wait()), (s.name.clone(), s.input_wait())])
+        .collect();
+    for (step, a) in steps.steps.iter().zip(anatomy.iter_mut()) {
+        if let Some(&wait) = waits.get(&step.name) {
+            let moved = wait.min(a.idle).max(Picos::ZERO);
+            a.idle -= moved;
+            a.host += moved;
+        }
     }
 }
 
@@ -746,7 +798,19 @@ pub fn op_analyses(space: &Space) -> Result<(Steps, OpProfile, Vec<StepAnatomy>)
     let profile = op_profile_of(space, || Ok::<_, Error>(&timeline), || Ok(&host_ops), || &modules)?;
     let framework = crate::framework::detect(space, xlens_xplane::summarize(space).hlo_programs, || &modules).name;
     let iterations = loop_iterations(&steps, framework);
-    let anatomy = anatomy_of(space, &iterations, || Ok::<_, Error>(&timeline), || Ok(&profile), || Ok(&host_ops))?;
+    let tf_input = if framework == crate::Framework::TensorFlow {
+        crate::InputPipeline::read_grouped(space, crate::TfEventGroups::build(space)?.as_ref())?
+    } else {
+        None
+    };
+    let anatomy = anatomy_of(
+        space,
+        &iterations,
+        || Ok::<_, Error>(&timeline),
+        || Ok(&profile),
+        || Ok(&host_ops),
+        || Ok(tf_input.as_ref()),
+    )?;
     Ok((steps, profile, anatomy))
 }
 

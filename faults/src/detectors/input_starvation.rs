@@ -655,11 +655,17 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
     let tpu = !host.space().tpu_tensor_cores().is_empty();
     // TensorFlow's step groups measure the input from the host's iterator events alone (a
     // CPU-only TensorFlow capture has no op timeline of its own); the other rules read the ops.
-    let input = if tpu {
+    // A TensorFlow capture's input pipeline is the one its step anatomy read; another capture
+    // with TensorFlow's grouping stats is read here.
+    let read;
+    let input: Option<&InputPipeline> = if tpu {
         None
+    } else if host.framework().name == Framework::TensorFlow {
+        host.tf_input().map_err(Skip::because)?
     } else {
         let groups = host.tf_event_groups().map_err(Skip::because)?;
-        InputPipeline::read_grouped(host.space(), groups).map_err(Skip::because)?
+        read = InputPipeline::read_grouped(host.space(), groups).map_err(Skip::because)?;
+        read.as_ref()
     };
     let input = input.filter(|i| !i.steps.is_empty());
     if input.is_none() && !host.has(Need::OpTimeline) {
@@ -673,7 +679,7 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
         (tpu_waits(host, steps), source)
     } else if let Some(input) = input {
         let source = if input.steps.iter().all(|s| s.host_counted_by_xprof) { TF_HOST_SOURCE } else { TF_SOURCE };
-        (tf_waits(host, steps, &input), source)
+        (tf_waits(host, steps, input), source)
     } else if host.framework().name == Framework::PyTorchXla {
         (torch_waits(host, steps), TORCH_SOURCE)
     } else {
