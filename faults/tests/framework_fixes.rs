@@ -141,3 +141,62 @@ fn a_jax_capture_reads_the_jax_line() {
     let f = report.findings.iter().find(|f| f.id == "recompilation").unwrap();
     assert!(f.fix.contains("In JAX: mark shape-determining arguments static in `jax.jit`"), "{}", f.fix);
 }
+
+/// The session directories named in an environment variable (`:`-separated): real captures that
+/// may not be kept in the repository (no licence) are checked the same way as the committed ones.
+fn extra_dirs(var: &str) -> Vec<std::path::PathBuf> {
+    std::env::var(var).unwrap_or_default().split(':').filter(|s| !s.is_empty()).map(Into::into).collect()
+}
+
+/// Every TensorFlow capture of `testdata/field`, and those named in `XLENS_EXTRA_TF_DIRS`: read as
+/// TensorFlow, every fix free of JAX's API, no finding on the FLOP figures a capture without HLO
+/// does not have, and a capture of warm-up (those named in `XLENS_EXTRA_WARMUP_DIRS` must be)
+/// leading its findings and the verdict. The variables name the public captures without a
+/// licence that `testdata/field/README.md` lists (a Keras first step with cuDNN's autotuning
+/// among them), which the repository may not hold.
+#[test]
+fn every_tf_capture_reads_tensorflow_advice_and_leads_with_its_warmup() {
+    let field = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/field");
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(&field)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("tf_")))
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 5, "{dirs:?}");
+    let warmups: Vec<std::path::PathBuf> =
+        std::iter::once(field.join("tf_cpu_keras_warmup")).chain(extra_dirs("XLENS_EXTRA_WARMUP_DIRS")).collect();
+    dirs.extend(extra_dirs("XLENS_EXTRA_TF_DIRS"));
+    dirs.extend(warmups.iter().skip(1).cloned());
+    for dir in &dirs {
+        let ctx = dir.display();
+        let profile = Profile::from_session(xlens_testkit::open_session(dir).unwrap());
+        let report = scan(&profile, &ScanConfig::default());
+        assert_eq!(report.framework.name, Framework::TensorFlow, "{ctx}");
+        for f in &report.findings {
+            let found = uses(&f.fix, JAX_API);
+            assert!(found.is_empty(), "{ctx}: {} tells a TensorFlow user {found:?}: {}", f.id, f.fix);
+        }
+        if report.profile.hlo_programs == 0 {
+            assert!(report.findings.iter().all(|f| f.id != "low_utilization"), "{ctx}: FLOPs it does not have");
+        }
+        let warmup = report.findings.iter().position(|f| f.id == "profile_during_warmup");
+        if warmups.contains(dir) {
+            assert!(warmup.is_some(), "{ctx}: a warm-up capture: {:#?}", report.findings);
+        }
+        if let Some(at) = warmup {
+            let severity = report.findings[at].severity;
+            assert_eq!(
+                report.findings.iter().position(|f| f.severity == severity),
+                Some(at),
+                "{ctx}: leads its severity"
+            );
+            assert!(
+                report.summary.contains("Why: the capture holds warm-up (profile_during_warmup)"),
+                "{ctx}: {}",
+                report.summary
+            );
+        }
+    }
+}
