@@ -177,13 +177,9 @@ pub fn framework_ops_frame(stats: &crate::FrameworkOpStats) -> Result<DataFrame>
 pub fn tf_data_frame(tf_data: &crate::TfDataPipelines) -> Result<DataFrame> {
     let rows: Vec<(&crate::TfDataPipeline, usize, &crate::TfDataIterator)> =
         tf_data.pipelines.iter().flat_map(|p| p.iterators.iter().enumerate().map(move |(i, it)| (p, i, it))).collect();
-    let kind = |p: &crate::TfDataPipeline| match p.kind {
-        crate::TfDataPipelineKind::Host => "host",
-        crate::TfDataPipelineKind::Device => "device",
-    };
     frame(vec![
         Column::new("pipeline".into(), rows.iter().map(|r| r.0.name.as_str()).collect::<Vec<_>>()),
-        Column::new("pipeline_kind".into(), rows.iter().map(|r| kind(r.0)).collect::<Vec<_>>()),
+        Column::new("pipeline_kind".into(), rows.iter().map(|r| r.0.kind.as_str()).collect::<Vec<_>>()),
         Column::new("root".into(), rows.iter().map(|r| r.0.root_name.as_str()).collect::<Vec<_>>()),
         Column::new("calls".into(), rows.iter().map(|r| r.0.calls).collect::<Vec<_>>()),
         Column::new("mean_latency_ps".into(), rows.iter().map(|r| r.0.mean_latency.0).collect::<Vec<_>>()),

@@ -138,6 +138,16 @@ pub enum TfDataPipelineKind {
     Device,
 }
 
+impl TfDataPipelineKind {
+    /// `host` or `device`: the JSON's and the frames' spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TfDataPipelineKind::Host => "host",
+            TfDataPipelineKind::Device => "device",
+        }
+    }
+}
+
 /// What kind of dataset op a `tf.data` stage is, for the advice its bottleneck calls for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TfDataStageKind {

@@ -222,10 +222,7 @@ pub fn tf_data_json(tf_data: &TfDataPipelines) -> Value {
     let pipeline = |p: &TfDataPipeline| {
         json!({
             "name": p.name,
-            "kind": match p.kind {
-                xlens_roofline::TfDataPipelineKind::Host => "host",
-                xlens_roofline::TfDataPipelineKind::Device => "device",
-            },
+            "kind": p.kind.as_str(),
             "root": p.root_name,
             "calls": p.calls,
             "mean_latency_us": us(p.mean_latency),
