@@ -497,7 +497,7 @@ fn ops_and_the_dataset_carry_the_tf_data_pipelines() {
 fn a_tf_gpu_steps_input_wait_is_host_time_in_every_output() {
     let profile = Profile::from_session(xlens_testkit::open_session(root().join(TF)).unwrap());
     let host = &profile.hosts()[0];
-    let input = host.tf_input().unwrap().unwrap();
+    let input = host.input_pipeline().unwrap().unwrap();
     let anatomy = host.anatomy().unwrap();
     assert_eq!(anatomy.len(), 1);
     let wait = input.steps[0].input_wait();

@@ -43,7 +43,7 @@ pub struct HostProfile {
     framework_ops: OnceLock<Option<Result<FrameworkOpStats, Shared>>>,
     tf_groups: OnceLock<Result<Option<crate::TfEventGroups>, Shared>>,
     tf_data: OnceLock<Result<Option<crate::TfDataPipelines>, Shared>>,
-    tf_input: OnceLock<Result<Option<crate::InputPipeline>, Shared>>,
+    input_pipeline: OnceLock<Result<Option<crate::InputPipeline>, Shared>>,
 }
 
 impl HostProfile {
@@ -70,7 +70,7 @@ impl HostProfile {
             framework_ops: OnceLock::new(),
             tf_groups: OnceLock::new(),
             tf_data: OnceLock::new(),
-            tf_input: OnceLock::new(),
+            input_pipeline: OnceLock::new(),
         }
     }
 
@@ -311,23 +311,20 @@ impl HostProfile {
             .map_err(|e| &**e)
     }
 
-    /// The input time of each step of a TensorFlow capture ([`crate::InputPipeline`], with the
-    /// grouping of [`HostProfile::tf_event_groups`]), read once when first asked for (the step
-    /// anatomy of a TensorFlow capture with a device and `input_starvation` read it); `Ok(None)`
-    /// for any other capture.
-    pub fn tf_input(&self) -> Result<Option<&crate::InputPipeline>, &Error> {
-        self.tf_input_init().as_ref().map(Option::as_ref).map_err(|e| &**e)
+    /// The input time of each step of a capture with TensorFlow's step grouping
+    /// ([`crate::InputPipeline`]: its `group_id` stats, or the grouping of
+    /// [`HostProfile::tf_event_groups`]), read once when first asked for (`input_starvation`, and
+    /// the step anatomy of a TensorFlow capture with a device); `Ok(None)` for any other capture.
+    pub fn input_pipeline(&self) -> Result<Option<&crate::InputPipeline>, &Error> {
+        self.input_pipeline_init().as_ref().map(Option::as_ref).map_err(|e| &**e)
     }
 
-    fn tf_input_cell(&self) -> Result<Option<&crate::InputPipeline>, Shared> {
-        self.tf_input_init().as_ref().map(Option::as_ref).map_err(Arc::clone)
+    fn input_pipeline_cell(&self) -> Result<Option<&crate::InputPipeline>, Shared> {
+        self.input_pipeline_init().as_ref().map(Option::as_ref).map_err(Arc::clone)
     }
 
-    fn tf_input_init(&self) -> &Result<Option<crate::InputPipeline>, Shared> {
-        self.tf_input.get_or_init(|| {
-            if self.framework().name != crate::Framework::TensorFlow {
-                return Ok(None);
-            }
+    fn input_pipeline_init(&self) -> &Result<Option<crate::InputPipeline>, Shared> {
+        self.input_pipeline.get_or_init(|| {
             let groups = shared(self.tf_groups_cell())?;
             crate::InputPipeline::read_grouped(&self.space, groups.as_ref()).map_err(Arc::new)
         })
@@ -401,7 +398,10 @@ impl HostProfile {
                     || shared(self.timeline_cell()),
                     || shared(self.op_profile_cell()),
                     || self.host_ops_shared(),
-                    || self.tf_input_cell(),
+                    || match self.framework().name {
+                        crate::Framework::TensorFlow => self.input_pipeline_cell(),
+                        _ => Ok(None),
+                    },
                 )
             })
             .as_ref()
@@ -743,16 +743,10 @@ fn anatomy_of<'a, E: From<Error>>(
 /// moves from each step's idle to its host share (never more than the idle). Without a device
 /// the host's events are the step's own work already.
 fn add_tf_input_waits(steps: &Steps, anatomy: &mut [StepAnatomy], input: &crate::InputPipeline) {
-    // Steps are named by group id, or as XProf names the groups it makes (`train 19`).
-    let waits: std::collections::BTreeMap<String, Picos> = input
-        .steps
-        .iter()
-        .filter(|s| !s.host_counted_by_xprof)
-        .flat_map(|s| [(s.group.to_string(), s.input_wait()), (s.name.clone(), s.input_wait())])
-        .collect();
+    let by_name = input.steps_by_name();
     for (step, a) in steps.steps.iter().zip(anatomy.iter_mut()) {
-        if let Some(&wait) = waits.get(&step.name) {
-            let moved = wait.min(a.idle).max(Picos::ZERO);
+        if let Some(s) = by_name.get(&step.name).filter(|s| !s.host_counted_by_xprof) {
+            let moved = s.input_wait().min(a.idle).max(Picos::ZERO);
             a.idle -= moved;
             a.host += moved;
         }

@@ -196,6 +196,12 @@ impl InputPipeline {
         Ok(Some(InputPipeline { steps, stages }))
     }
 
+    /// The steps by the names a step list gives them: each under its group id (`7`) and under
+    /// its name (`train 19` where XProf named the group it made).
+    pub fn steps_by_name(&self) -> BTreeMap<String, &StepInput> {
+        self.steps.iter().flat_map(|s| [(s.group.to_string(), s), (s.name.clone(), s)]).collect()
+    }
+
     /// Total step time of the well-formed steps.
     pub fn step_time(&self) -> Picos {
         self.steps.iter().map(|s| s.span.duration()).sum()

@@ -132,9 +132,9 @@ struct InputWaits<'a> {
     /// On TensorFlow step groups: the slowest `tf.data` stages by self time, the evidence when
     /// no root iterator can be followed (the `tf.data` pipelines are read only for a finding).
     tf_stage_notes: Option<Vec<Evidence>>,
-    /// The `tf.data` stage the slowest call of a slow pipeline waited on: (short name, kind,
-    /// true for an asynchronous stage whose producer the capture does not show).
-    tf_data_bottleneck: Option<(String, TfDataStageKind, bool)>,
+    /// The `tf.data` stage the slowest call of a slow pipeline waited on: the sentence the
+    /// finding adds, and the TensorFlow fix line it calls for (`None`: the detector's own).
+    tf_data_bottleneck: Option<(String, Option<&'static str>)>,
 }
 
 /// Host-marker steps (XLA:CPU and other host-run programs): the leading host phase of each step.
@@ -369,13 +369,8 @@ const TF_HOST_SOURCE: &str = "TensorFlow step groups (host tf.data wait, no devi
 
 /// TensorFlow step groups: per step, the host's `tf.data` wait against the device's work.
 fn tf_waits<'a>(host: &'a HostProfile, steps: &Steps, input: &InputPipeline) -> InputWaits<'a> {
-    // Steps are named by group id, or as XProf names the groups it makes (`train 19`).
-    let by_group: BTreeMap<String, Picos> = input
-        .steps
-        .iter()
-        .flat_map(|s| [(s.group.to_string(), s.input_wait()), (s.name.clone(), s.input_wait())])
-        .collect();
-    let per_step = steps.steps.iter().map(|s| by_group.get(&s.name).copied().unwrap_or(Picos::ZERO)).collect();
+    let by_name = input.steps_by_name();
+    let per_step = steps.steps.iter().map(|s| by_name.get(&s.name).map_or(Picos::ZERO, |i| i.input_wait())).collect();
     let mut out = InputWaits { per_step, ..InputWaits::default() };
     let spans: Vec<Span> = input.steps.iter().map(|s| s.span).collect();
     for ev in evidence::host_events(host, |n| n.to_ascii_lowercase().starts_with("iteratorgetnext")) {
@@ -477,7 +472,19 @@ fn tf_data_evidence(p: &xlens_roofline::TfDataPipeline, out: &mut InputWaits<'_>
         b.short_name(),
         b.name,
     )));
-    out.tf_data_bottleneck = Some((b.short_name().to_string(), b.kind(), unseen));
+    let (what, line) = if unseen {
+        (
+            format!(
+                "Its tf.data pipeline waits on `{}`, an asynchronous stage whose background thread the capture does \
+                 not show.",
+                b.short_name()
+            ),
+            Some(TF_DATA_UNSEEN_PRODUCER),
+        )
+    } else {
+        (format!("Its tf.data pipeline waits on `{}`, {}.", b.short_name(), b.kind().describe()), tf_data_fix(b.kind()))
+    };
+    out.tf_data_bottleneck = Some((what, line));
 }
 
 /// The TensorFlow fix for a pipeline that waits on an asynchronous stage whose producer the
@@ -655,19 +662,7 @@ fn measure(host: &HostProfile) -> Result<Measured<'_>, Skip> {
     let tpu = !host.space().tpu_tensor_cores().is_empty();
     // TensorFlow's step groups measure the input from the host's iterator events alone (a
     // CPU-only TensorFlow capture has no op timeline of its own); the other rules read the ops.
-    // A TensorFlow capture's input pipeline is the one its step anatomy read; another capture
-    // with TensorFlow's grouping stats is read here.
-    let read;
-    let input: Option<&InputPipeline> = if tpu {
-        None
-    } else if host.framework().name == Framework::TensorFlow {
-        host.tf_input().map_err(Skip::because)?
-    } else {
-        let groups = host.tf_event_groups().map_err(Skip::because)?;
-        read = InputPipeline::read_grouped(host.space(), groups).map_err(Skip::because)?;
-        read.as_ref()
-    };
-    let input = input.filter(|i| !i.steps.is_empty());
+    let input = host.input_pipeline().map_err(Skip::because)?.filter(|i| !i.steps.is_empty());
     if input.is_none() && !host.has(Need::OpTimeline) {
         return Err(Skip::because(Need::OpTimeline.missing()));
     }
@@ -822,24 +817,10 @@ fn describe(
         per = TimeBase::of(host).per(),
     );
     let finding = Finding::new(detector, severity, what, evidence_of(host, m, s, &affected), impact);
-    match &m.waits.tf_data_bottleneck {
-        Some((stage, kind, unseen)) => {
-            let what = if *unseen {
-                format!(
-                    "{} Its tf.data pipeline waits on `{stage}`, an asynchronous stage whose background thread the \
-                     capture does not show.",
-                    finding.what
-                )
-            } else {
-                format!("{} Its tf.data pipeline waits on `{stage}`, {}.", finding.what, kind.describe())
-            };
-            let finding = Finding { what, ..finding };
-            let line = if *unseen { Some(TF_DATA_UNSEEN_PRODUCER) } else { tf_data_fix(*kind) };
-            match line {
-                Some(tensorflow) => finding.with_fix_lines(FixLines { tensorflow, ..META.doc.fix_lines }),
-                None => finding,
-            }
-        }
+    let Some((stage, line)) = &m.waits.tf_data_bottleneck else { return finding };
+    let finding = Finding { what: format!("{} {stage}", finding.what), ..finding };
+    match line {
+        Some(tensorflow) => finding.with_fix_lines(FixLines { tensorflow, ..META.doc.fix_lines }),
         None => finding,
     }
 }
