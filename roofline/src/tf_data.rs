@@ -512,20 +512,11 @@ fn link(plane: &Plane) -> xlens_xplane::Result<Option<Vec<Node<'_>>>> {
             }
             events.push((ev.start(), ev.end(), ev.index() as u32, node));
         }
-        events.sort_by_key(|&(start, end, index, _)| (start, std::cmp::Reverse(end), index));
-        stack.clear();
-        for &(start, end, _, node) in &events {
-            while let Some(&(s, e, outer)) = stack.last() {
-                if s <= start && end <= e {
-                    if let (Some(p), Some(c)) = (outer, node) {
-                        nest(&mut nodes, p, c);
-                    }
-                    break;
-                }
-                stack.pop();
+        crate::timeline::nest_events(&mut events, &mut stack, |outer, node| {
+            if let (Some(p), Some(c)) = (outer, node) {
+                nest(&mut nodes, p, c);
             }
-            stack.push((start, end, node));
-        }
+        });
     }
     // Across threads: each consumer iterator to the producers of its elements.
     let mut produced: HashMap<(u64, u64), Vec<u32>> = HashMap::new();

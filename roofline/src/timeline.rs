@@ -15,6 +15,7 @@ mod device_groups;
 mod groups;
 
 pub use device_groups::{DeviceEventGroups, TfEventGroups};
+pub(crate) use groups::nest_events;
 pub use groups::{HostEventGroups, MAX_GROUPED_EVENTS};
 
 use std::cmp::Reverse;

@@ -183,28 +183,22 @@ fn group_plane(plane: &Plane, host: &HostEventGroups, seen: &mut usize) -> xlens
                 is_async: is_async.is_some_and(|id| ev.stat(id).is_some()),
             });
         }
-        let mut groups = vec![u32::MAX; nodes.len()];
-        nodes.sort_by_key(|n| (n.start, std::cmp::Reverse(n.end), n.index));
-        // The nesting stack: (start, end, group) of the open events.
-        let mut stack: Vec<(Picos, Picos, u32)> = Vec::new();
-        for n in &nodes {
-            let mut group = n.launch;
-            if !n.is_async {
-                while let Some(&(start, end, parent)) = stack.last() {
-                    if start <= n.start && n.end <= end {
-                        group = group.min(parent);
-                        break;
-                    }
-                    stack.pop();
-                }
-                stack.push((n.start, n.end, group));
-            }
-            if let Some(slot) = groups.get_mut(n.index as usize) {
+        // Each event's group: its launch's, lowered to its enclosing event's (parents come
+        // before their children, so a parent's group is final when its child takes it).
+        let mut groups: Vec<u32> = nodes.iter().map(|n| n.launch).collect();
+        let mut nested: Vec<(Picos, Picos, u32, usize)> =
+            nodes.iter().enumerate().filter(|(_, n)| !n.is_async).map(|(i, n)| (n.start, n.end, n.index, i)).collect();
+        super::nest_events(&mut nested, &mut Vec::new(), |parent, child| {
+            groups[child] = groups[child].min(groups[parent]);
+        });
+        let mut by_index = vec![u32::MAX; nodes.len()];
+        for (n, &group) in nodes.iter().zip(&groups) {
+            if let Some(slot) = by_index.get_mut(n.index as usize) {
                 *slot = group;
             }
             all.push((n.start, n.end, by_event.len() as u32, n.index));
         }
-        by_event.push(groups);
+        by_event.push(by_index);
     }
     // XProf's `ProcessUngroupedEvents`, then `DeriveStepEventsFromGroups` (runs of one group),
     // both over the plane's events in start order.

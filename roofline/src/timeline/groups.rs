@@ -430,26 +430,35 @@ fn add_child(nodes: &mut [Node<'_>], parent: u32, child: u32) {
 /// Nests the events of one line (nodes `first..`): each is the child of the innermost event
 /// containing it, in start order, longer first.
 fn connect_nested(nodes: &mut [Node<'_>], first: usize) {
-    let mut order: Vec<u32> = (first as u32..nodes.len() as u32).collect();
-    order.sort_by_key(|&i| {
-        let n = &nodes[i as usize];
-        (n.start, std::cmp::Reverse(n.end), n.index)
-    });
-    let mut stack: Vec<u32> = Vec::new();
-    for i in order {
-        if nodes[i as usize].is_async {
-            continue;
-        }
-        let (start, end) = (nodes[i as usize].start, nodes[i as usize].end);
-        while let Some(&p) = stack.last() {
-            let pn = &nodes[p as usize];
-            if pn.start <= start && end <= pn.end {
-                add_child(nodes, p, i);
+    let mut events: Vec<(Picos, Picos, u32, u32)> = (first as u32..nodes.len() as u32)
+        .filter(|&i| !nodes[i as usize].is_async)
+        .map(|i| (nodes[i as usize].start, nodes[i as usize].end, nodes[i as usize].index, i))
+        .collect();
+    nest_events(&mut events, &mut Vec::new(), |parent, child| add_child(nodes, parent, child));
+}
+
+/// XProf's nesting of one thread's events (`ConnectIntraThread`): in start order, longer first
+/// (then by position in the line), each event is the child of the innermost earlier event that
+/// contains it. `events` are (start, end, position, item) of the events that nest (those with an
+/// `_a` stat left out); they are sorted in place, and `nest(parent, child)` is called for each
+/// event that has a parent, parents before their children. `stack` is scratch space, kept by the
+/// caller across lines.
+pub(crate) fn nest_events<T: Copy>(
+    events: &mut [(Picos, Picos, u32, T)],
+    stack: &mut Vec<(Picos, Picos, T)>,
+    mut nest: impl FnMut(T, T),
+) {
+    events.sort_by_key(|&(start, end, index, _)| (start, std::cmp::Reverse(end), index));
+    stack.clear();
+    for &(start, end, _, item) in events.iter() {
+        while let Some(&(s, e, outer)) = stack.last() {
+            if s <= start && end <= e {
+                nest(outer, item);
                 break;
             }
             stack.pop();
         }
-        stack.push(i);
+        stack.push((start, end, item));
     }
 }
 
